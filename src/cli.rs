@@ -1,0 +1,36 @@
+//! The command line: clap derive for `serve`, `load`, `sweep` and `report`.
+//!
+//! Each subcommand's raw flags are turned into a validated config by the module that owns it
+//! (two stages, as ripgrep does), so bad input fails early with one line and exit code 2.
+
+use clap::{Parser, Subcommand};
+
+/// sweetspot: which concurrency model, and how many threads, for my workload?
+#[derive(Debug, Parser)]
+#[command(name = "sweetspot", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the app (HTTP/1.1 or line echo) in one concurrency architecture.
+    Serve(crate::arch::ServeArgs),
+    /// Generate load against an HTTP or echo target and report throughput and latency.
+    Load(crate::load::LoadArgs),
+    /// Run an experiment (a preset or a TOML file) and recommend an architecture.
+    Sweep(crate::sweep::SweepArgs),
+    /// Re-render the tables, plots and report of a finished sweep from its results.json.
+    Report(crate::sweep::ReportArgs),
+}
+
+/// Dispatches a parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve(args) => crate::arch::run_serve(args),
+        Command::Load(args) => crate::load::run_load(args),
+        Command::Sweep(args) => crate::sweep::run_sweep(args),
+        Command::Report(args) => crate::sweep::run_report(args),
+    }
+}
