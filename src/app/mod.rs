@@ -1,1 +1,161 @@
-//! placeholder
+//! The app every architecture serves: routes and the work each one stands for.
+//!
+//! [`App::route`] turns a request into a [`Route`]: either a ready response or a piece of
+//! work (CPU, a wait, a store call). Blocking architectures finish all of it in the handling
+//! thread with [`App::complete`]; event loops make waits timers and Redis calls non-blocking,
+//! and call the same builders ([`App::guestbook_page`], [`App::sleep_done`]) when the work is
+//! done, so the bytes on the wire are the same everywhere.
+
+pub mod echo;
+mod fib;
+mod guestbook;
+mod static_files;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::http::{Method, Request, Response};
+use crate::store::{GuestbookPage, LazyStore, Remark, StoreConfig, StoreError};
+
+pub use fib::fib;
+pub use guestbook::{html_escape, parse_remark};
+
+/// Largest `n` accepted by `/fib`.
+pub const MAX_FIB: u32 = 50;
+/// Longest wait accepted by `/sleep`, in milliseconds.
+pub const MAX_SLEEP_MS: u64 = 60_000;
+
+/// What a request asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// Nothing left to do but send this.
+    Ready(Response),
+    /// CPU work: F(n) by naive recursion.
+    Fib(u32),
+    /// A wait of this many milliseconds.
+    Sleep(u64),
+    /// Count a visit and render the guestbook.
+    GuestbookView,
+    /// Store a remark.
+    GuestbookPost(Remark),
+}
+
+/// The shared, read-only part of the app.
+#[derive(Debug, Clone)]
+pub struct App {
+    root: PathBuf,
+    pub store: StoreConfig,
+}
+
+impl App {
+    /// An app serving static files from `root` (must be a directory) and the guestbook from
+    /// `store`.
+    pub fn new(root: &Path, store: StoreConfig) -> anyhow::Result<App> {
+        let root = root.canonicalize().map_err(|e| {
+            crate::usage(format!(
+                "static root {} is not usable ({e}); pass --root DIR",
+                root.display()
+            ))
+        })?;
+        if !root.is_dir() {
+            return Err(crate::usage(format!(
+                "static root {} is not a directory",
+                root.display()
+            )));
+        }
+        Ok(App { root, store })
+    }
+
+    /// The site shipped with sweetspot.
+    pub fn default_root() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("public")
+    }
+
+    /// Decides what a request needs.
+    pub fn route(&self, req: &Request) -> Route {
+        match (req.method, req.path.as_str()) {
+            (Method::Get | Method::Head, "/hello") => {
+                Route::Ready(Response::text(200, "Hello, World!"))
+            }
+            (Method::Get | Method::Head, "/fib") => {
+                match req.query_param("n").and_then(|n| n.parse::<u32>().ok()) {
+                    Some(n) if n <= MAX_FIB => Route::Fib(n),
+                    _ => Route::Ready(Response::text(
+                        400,
+                        format!("/fib needs n in 0..={MAX_FIB}\n"),
+                    )),
+                }
+            }
+            (Method::Get | Method::Head, "/sleep") => {
+                match req.query_param("ms").and_then(|n| n.parse::<u64>().ok()) {
+                    Some(ms) if ms <= MAX_SLEEP_MS => Route::Sleep(ms),
+                    _ => Route::Ready(Response::text(
+                        400,
+                        format!("/sleep needs ms in 0..={MAX_SLEEP_MS}\n"),
+                    )),
+                }
+            }
+            (Method::Get | Method::Head, "/guestbook") => Route::GuestbookView,
+            (Method::Post, "/guestbook") => match parse_remark(&req.body) {
+                Some(remark) => Route::GuestbookPost(remark),
+                None => Route::Ready(Response::text(
+                    400,
+                    "guest-name and guest-remarks must both be filled in\n",
+                )),
+            },
+            (Method::Post, _) => {
+                Route::Ready(Response::error(405).with_header("Allow", "GET, HEAD"))
+            }
+            (Method::Get | Method::Head, path) => {
+                Route::Ready(static_files::serve(&self.root, path))
+            }
+        }
+    }
+
+    /// Does the work of a route in the calling thread, blocking as long as it takes.
+    pub fn complete(&self, route: Route, store: &mut LazyStore) -> Response {
+        match route {
+            Route::Ready(resp) => resp,
+            Route::Fib(n) => fib_response(n),
+            Route::Sleep(ms) => {
+                std::thread::sleep(Duration::from_millis(ms));
+                Self::sleep_done(ms)
+            }
+            Route::GuestbookView => Self::guestbook_page(store.with(|c| c.visit())),
+            Route::GuestbookPost(remark) => {
+                Self::remark_stored(store.with(|c| c.add_remark(&remark)))
+            }
+        }
+    }
+
+    /// The answer to `/sleep?ms=` once the wait is over.
+    pub fn sleep_done(ms: u64) -> Response {
+        Response::text(200, format!("slept {ms} ms\n"))
+    }
+
+    /// The guestbook page, or 503 when the store failed.
+    pub fn guestbook_page(page: Result<GuestbookPage, StoreError>) -> Response {
+        match page {
+            Ok(page) => Response::new(200, "text/html; charset=utf-8", guestbook::render(&page)),
+            Err(e) => store_unavailable(&e),
+        }
+    }
+
+    /// The answer to a guestbook POST: 303 back to the page, or 503 when the store failed.
+    pub fn remark_stored(result: Result<(), StoreError>) -> Response {
+        match result {
+            Ok(()) => Response::text(303, "remark stored\n").with_header("Location", "/guestbook"),
+            Err(e) => store_unavailable(&e),
+        }
+    }
+}
+
+/// The answer to `/fib?n=`: computes it now.
+pub fn fib_response(n: u32) -> Response {
+    Response::text(200, fib(n).to_string())
+}
+
+fn store_unavailable(e: &StoreError) -> Response {
+    eprintln!("sweetspot: guestbook: {e}");
+    Response::error(503).with_header("Retry-After", "1")
+}

@@ -1,1 +1,229 @@
-//! placeholder
+//! Guestbook stores: SQLite (embedded, the default) and Redis (the study's store).
+//!
+//! [`StoreConfig`] is what the command line names; each worker (process or thread) opens its
+//! own [`StoreClient`] through a [`LazyStore`], which connects on first use and drops a broken
+//! connection so the next request reconnects: a store that goes away gives 503 on guestbook
+//! routes and comes back without a server restart. The event-loop architectures talk to Redis
+//! through [`redis_pipe`] instead, without blocking.
+
+pub mod redis_pipe;
+mod redis_store;
+mod sqlite_store;
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+pub use redis_store::{RedisStore, REMARKS_KEY, VISITORS_KEY};
+pub use sqlite_store::SqliteStore;
+
+/// One guestbook entry.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Remark {
+    pub name: String,
+    pub remarks: String,
+}
+
+/// What a guestbook visit reads: every remark and the visitor count after this visit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestbookPage {
+    pub visitors: u64,
+    pub remarks: Vec<Remark>,
+}
+
+/// A store failure: the guestbook answers 503 and the connection is dropped for a retry.
+#[derive(Debug, thiserror::Error)]
+#[error("store unavailable: {0}")]
+pub struct StoreError(pub String);
+
+/// Where the guestbook lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreConfig {
+    Sqlite(PathBuf),
+    Redis { host: String, port: u16 },
+}
+
+impl StoreConfig {
+    /// Parses `sqlite:PATH` or `redis://HOST:PORT`; `None` means the default SQLite file.
+    pub fn parse(spec: Option<&str>) -> anyhow::Result<StoreConfig> {
+        let Some(spec) = spec else {
+            return Ok(StoreConfig::Sqlite(
+                default_data_dir().join("guestbook.sqlite"),
+            ));
+        };
+        if let Some(path) = spec.strip_prefix("sqlite:") {
+            if path.is_empty() {
+                return Err(crate::usage(
+                    "--store sqlite: needs a path, as in sqlite:/tmp/gb.db",
+                ));
+            }
+            return Ok(StoreConfig::Sqlite(PathBuf::from(path)));
+        }
+        if let Some(rest) = spec.strip_prefix("redis://") {
+            let rest = rest.trim_end_matches('/');
+            let (host, port) = match rest.rsplit_once(':') {
+                Some((h, p)) => (
+                    h,
+                    p.parse::<u16>()
+                        .map_err(|_| crate::usage(format!("--store {spec}: bad port")))?,
+                ),
+                None => (rest, 6379),
+            };
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            if host.is_empty() {
+                return Err(crate::usage(format!("--store {spec}: missing host")));
+            }
+            return Ok(StoreConfig::Redis {
+                host: host.to_string(),
+                port,
+            });
+        }
+        Err(crate::usage(format!(
+            "--store {spec}: expected sqlite:PATH or redis://HOST:PORT"
+        )))
+    }
+
+    /// Prepares the store once at server start (creates the SQLite schema and directory).
+    /// Redis needs nothing and may be down at start: the guestbook then answers 503.
+    pub fn prepare(&self) -> anyhow::Result<()> {
+        match self {
+            StoreConfig::Sqlite(path) => SqliteStore::create(path)
+                .map(drop)
+                .with_context(|| format!("cannot open the SQLite store at {}", path.display())),
+            StoreConfig::Redis { .. } => Ok(()),
+        }
+    }
+
+    /// Opens a blocking client.
+    pub fn connect(&self) -> Result<StoreClient, StoreError> {
+        match self {
+            StoreConfig::Sqlite(path) => SqliteStore::open(path).map(StoreClient::Sqlite),
+            StoreConfig::Redis { host, port } => {
+                RedisStore::connect(host, *port).map(StoreClient::Redis)
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreConfig::Sqlite(p) => write!(f, "sqlite:{}", p.display()),
+            StoreConfig::Redis { host, port } => write!(f, "redis://{host}:{port}"),
+        }
+    }
+}
+
+/// The data directory: `$SWEETSPOT_DATA`, else `$XDG_DATA_HOME/sweetspot`, else
+/// `~/.local/share/sweetspot`, else the system temp dir; absolute, so it does not depend on
+/// the working directory.
+pub fn default_data_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("SWEETSPOT_DATA").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("sweetspot");
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(home).join(".local/share/sweetspot");
+    }
+    std::env::temp_dir().join("sweetspot")
+}
+
+/// A connected blocking store.
+pub enum StoreClient {
+    Sqlite(SqliteStore),
+    Redis(RedisStore),
+}
+
+impl StoreClient {
+    /// Counts a visit and reads every remark.
+    pub fn visit(&mut self) -> Result<GuestbookPage, StoreError> {
+        match self {
+            StoreClient::Sqlite(s) => s.visit(),
+            StoreClient::Redis(s) => s.visit(),
+        }
+    }
+
+    /// Stores a remark durably.
+    pub fn add_remark(&mut self, remark: &Remark) -> Result<(), StoreError> {
+        match self {
+            StoreClient::Sqlite(s) => s.add_remark(remark),
+            StoreClient::Redis(s) => s.add_remark(remark),
+        }
+    }
+}
+
+/// A per-worker store handle that connects on first use and reconnects after a failure.
+pub struct LazyStore {
+    config: StoreConfig,
+    client: Option<StoreClient>,
+}
+
+impl LazyStore {
+    pub fn new(config: StoreConfig) -> LazyStore {
+        LazyStore {
+            config,
+            client: None,
+        }
+    }
+
+    /// Runs `f` on a connected client; on failure the client is dropped so the next call
+    /// reconnects.
+    pub fn with<T>(
+        &mut self,
+        f: impl FnOnce(&mut StoreClient) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        if self.client.is_none() {
+            self.client = Some(self.config.connect()?);
+        }
+        let client = self.client.as_mut().expect("connected above");
+        let result = f(client);
+        if result.is_err() {
+            self.client = None;
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_store_urls() {
+        assert_eq!(
+            StoreConfig::parse(Some("redis://127.0.0.1:6380")).unwrap(),
+            StoreConfig::Redis {
+                host: "127.0.0.1".into(),
+                port: 6380
+            }
+        );
+        assert_eq!(
+            StoreConfig::parse(Some("sqlite:/tmp/x.db")).unwrap(),
+            StoreConfig::Sqlite("/tmp/x.db".into())
+        );
+        assert!(StoreConfig::parse(Some("mysql://x")).is_err());
+        assert!(StoreConfig::parse(Some("redis://h:notaport")).is_err());
+        assert!(StoreConfig::parse(None).is_ok());
+    }
+
+    #[test]
+    fn sqlite_store_counts_visits_and_keeps_remarks() {
+        let dir = std::env::temp_dir().join(format!("sweetspot-store-{}", std::process::id()));
+        let path = dir.join("gb.sqlite");
+        let config = StoreConfig::Sqlite(path.clone());
+        config.prepare().unwrap();
+        let mut store = LazyStore::new(config);
+        let remark = Remark {
+            name: "ann".into(),
+            remarks: "<b>hi</b>".into(),
+        };
+        store.with(|c| c.add_remark(&remark)).unwrap();
+        let first = store.with(|c| c.visit()).unwrap();
+        let second = store.with(|c| c.visit()).unwrap();
+        assert_eq!(first.visitors + 1, second.visitors);
+        assert_eq!(second.remarks, vec![remark]);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

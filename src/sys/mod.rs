@@ -1,1 +1,156 @@
-//! placeholder
+//! The only home of `unsafe` in sweetspot: the few system calls no safe crate covers here.
+//!
+//! - [`fork`]: a process per connection or a pool of processes (forking, preforked).
+//! - [`SharedCounter`]: a counter in anonymous shared memory so forked workers add to the
+//!   parent's request count.
+//! - [`poll`]: poll(2) over a plain `pollfd` array; the poll architecture rebuilds that array
+//!   on every call (as the study's server does), which nix's borrow-checked `PollFd` cannot hold.
+//!
+//! Everything here turns -1 into `io::Error::last_os_error()` and says why each block is sound.
+
+use std::io;
+use std::num::NonZeroUsize;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use nix::unistd::ForkResult;
+
+/// Forks the calling process.
+///
+/// The caller must be single-threaded at the time of the call (the forking and preforked
+/// servers fork from their main thread before starting any other thread), so the child does
+/// not inherit locks held by threads that do not exist in it.
+pub fn fork() -> io::Result<ForkResult> {
+    // SAFETY: sweetspot forks only from single-threaded processes (see above), and the child
+    // either serves with its own fresh state and leaves through `_exit`, or runs the same
+    // single-threaded accept loop; no lock can be held by another thread at the fork.
+    unsafe { nix::unistd::fork() }.map_err(io::Error::from)
+}
+
+/// Ends a forked child at once: no destructors, no atexit handlers, no flushing of stdio
+/// buffers inherited from the parent (which would print the parent's output twice).
+pub fn exit_child(code: i32) -> ! {
+    // SAFETY: _exit(2) is async-signal-safe and takes no pointers; it never returns.
+    unsafe { libc::_exit(code) }
+}
+
+/// A `u64` counter that forked children share with their parent.
+pub struct SharedCounter {
+    ptr: NonNull<AtomicU64>,
+}
+
+// SAFETY: the pointee is an `AtomicU64`, which is `Sync`; the mapping lives as long as `self`.
+unsafe impl Send for SharedCounter {}
+// SAFETY: as above: every access goes through atomic operations.
+unsafe impl Sync for SharedCounter {}
+
+impl SharedCounter {
+    /// Maps one page of anonymous shared memory holding a zeroed counter.
+    pub fn new() -> io::Result<SharedCounter> {
+        let len = NonZeroUsize::new(std::mem::size_of::<AtomicU64>()).expect("non-zero size");
+        // SAFETY: an anonymous mapping with no address hint aliases nothing; the kernel
+        // zero-fills it, and a zeroed AtomicU64 is a valid 0. The page is page-aligned, so
+        // the AtomicU64 is aligned.
+        let ptr = unsafe {
+            nix::sys::mman::mmap_anonymous(
+                None,
+                len,
+                nix::sys::mman::ProtFlags::PROT_READ | nix::sys::mman::ProtFlags::PROT_WRITE,
+                nix::sys::mman::MapFlags::MAP_SHARED,
+            )
+        }
+        .map_err(io::Error::from)?;
+        Ok(SharedCounter { ptr: ptr.cast() })
+    }
+
+    fn atomic(&self) -> &AtomicU64 {
+        // SAFETY: `ptr` points to a live, aligned, initialised AtomicU64 mapping owned by self.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    /// Adds `n` and returns nothing; visible to every process sharing the mapping.
+    pub fn add(&self, n: u64) {
+        self.atomic().fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The current value.
+    pub fn get(&self) -> u64 {
+        self.atomic().load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for SharedCounter {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was created by `new` with this length and is not used after drop.
+        let _ =
+            unsafe { nix::sys::mman::munmap(self.ptr.cast(), std::mem::size_of::<AtomicU64>()) };
+    }
+}
+
+/// Waits on `fds` for up to `timeout_ms` (-1: forever) and returns how many have events.
+/// An interrupted call returns `Ok(0)` so callers re-check their shutdown flag.
+pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<usize> {
+    // SAFETY: `fds` is a valid, exclusively borrowed slice of `pollfd` for the whole call and
+    // its length is passed alongside; poll(2) writes only the `revents` fields within it.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    if n < 0 {
+        let err = io::Error::last_os_error();
+        if err.kind() == io::ErrorKind::Interrupted {
+            return Ok(0);
+        }
+        return Err(err);
+    }
+    Ok(n as usize)
+}
+
+/// CPU time (user, system) in seconds used by this process plus its reaped children.
+pub fn cpu_times() -> (f64, f64) {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+    let mut user = 0.0;
+    let mut system = 0.0;
+    for who in [UsageWho::RUSAGE_SELF, UsageWho::RUSAGE_CHILDREN] {
+        if let Ok(u) = getrusage(who) {
+            user += tv(u.user_time());
+            system += tv(u.system_time());
+        }
+    }
+    (user, system)
+}
+
+/// Raises the soft limit on open files to the hard limit, so a server can hold thousands of
+/// connections; returns the new soft limit.
+pub fn raise_fd_limit() -> u64 {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) => {
+            if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+                hard
+            } else {
+                soft
+            }
+        }
+        Err(_) => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_counter_is_shared_with_a_forked_child() {
+        let counter = SharedCounter::new().unwrap();
+        counter.add(2);
+        match fork().unwrap() {
+            ForkResult::Child => {
+                counter.add(40);
+                exit_child(0);
+            }
+            ForkResult::Parent { child } => {
+                nix::sys::wait::waitpid(child, None).unwrap();
+            }
+        }
+        assert_eq!(counter.get(), 42);
+    }
+}

@@ -1,0 +1,198 @@
+//! The request step every architecture shares, and the blocking per-connection loop.
+//!
+//! [`next_request`] takes the next complete request out of a connection's input, answers
+//! malformed ones itself, and hands back the [`Route`] plus how to frame its reply. The
+//! blocking architectures (iterative, forking, preforked, threaded, prethreaded) run
+//! [`serve_connection`]: read, answer every complete request in order (pipelining), write,
+//! repeat, until the client closes, asks to close, stays silent past the idle timeout, or the
+//! server is stopping. Reads wait in short slices so a stop is noticed between requests.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use super::{Protocol, ServerContext};
+use crate::app::{echo, App, Route};
+use crate::http::{Method, RequestParser, Response};
+use crate::store::LazyStore;
+
+/// How long one blocking read waits before re-checking the stop flag and the idle timeout.
+const READ_SLICE: Duration = Duration::from_millis(500);
+/// A client that does not read its responses for this long is dropped.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an accept loop waits before re-checking the stop flag.
+const ACCEPT_SLICE_MS: i32 = 200;
+
+/// How to frame the reply to one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplyShape {
+    pub keep_alive: bool,
+    pub head: bool,
+}
+
+impl ReplyShape {
+    /// Serialises `resp` into `out`.
+    pub fn write(self, resp: &Response, out: &mut Vec<u8>) {
+        resp.write_to(out, self.keep_alive, self.head);
+    }
+}
+
+/// The next step of an HTTP connection.
+#[derive(Debug)]
+pub enum Next {
+    /// A request to answer.
+    Request(Route, ReplyShape),
+    /// More bytes are needed.
+    Incomplete,
+    /// The request was malformed; its error response is in `out`; close after writing.
+    Rejected,
+}
+
+/// Takes the next request out of `input`. Malformed input gets its status written to `out`.
+pub fn next_request(input: &mut Vec<u8>, out: &mut Vec<u8>, app: &App, stopping: bool) -> Next {
+    match RequestParser::parse(input) {
+        Ok(Some((req, used))) => {
+            input.drain(..used);
+            let shape = ReplyShape {
+                keep_alive: req.keep_alive && !stopping,
+                head: req.method == Method::Head,
+            };
+            Next::Request(app.route(&req), shape)
+        }
+        Ok(None) => Next::Incomplete,
+        Err(e) => {
+            let mut resp = Response::error(e.status());
+            if e.status() == 405 {
+                resp = resp.with_header("Allow", "GET, HEAD, POST");
+            }
+            resp.write_to(out, false, false);
+            Next::Rejected
+        }
+    }
+}
+
+/// Answers every complete request in `input` into `out`, blocking on the work each needs.
+/// Returns true when the connection must close after `out` is written.
+fn answer_http(
+    input: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+    ctx: &ServerContext,
+    store: &mut LazyStore,
+) -> bool {
+    loop {
+        match next_request(input, out, &ctx.app, ctx.stopping()) {
+            Next::Request(route, shape) => {
+                let resp = ctx.app.complete(route, store);
+                shape.write(&resp, out);
+                ctx.served.add(1);
+                if !shape.keep_alive {
+                    return true;
+                }
+            }
+            Next::Incomplete => return false,
+            Next::Rejected => {
+                ctx.served.add(1);
+                return true;
+            }
+        }
+    }
+}
+
+/// Serves one connection to the end, blocking.
+pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut LazyStore) {
+    if stream.set_nonblocking(false).is_err()
+        || stream.set_read_timeout(Some(READ_SLICE)).is_err()
+        || stream.set_write_timeout(Some(WRITE_TIMEOUT)).is_err()
+    {
+        return;
+    }
+    let _ = stream.set_nodelay(true);
+    let mut input = Vec::with_capacity(4096);
+    let mut out = Vec::with_capacity(4096);
+    let mut chunk = vec![0u8; 16 * 1024];
+    let mut last_activity = Instant::now();
+    loop {
+        let close = match ctx.protocol {
+            Protocol::Http => answer_http(&mut input, &mut out, ctx, store),
+            Protocol::Echo => match echo::echo_lines(&mut input, &mut out) {
+                Ok(lines) => {
+                    ctx.served.add(lines);
+                    false
+                }
+                Err(()) => true,
+            },
+        };
+        if !out.is_empty() {
+            if stream.write_all(&out).is_err() {
+                return;
+            }
+            out.clear();
+        }
+        if close || ctx.stopping() {
+            return;
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => {
+                input.extend_from_slice(&chunk[..n]);
+                last_activity = Instant::now();
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if last_activity.elapsed() >= ctx.idle_timeout {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Waits for the next connection on a non-blocking listener, calling `on_tick` whenever it
+/// wakes; `None` once the server is stopping. Running out of file descriptors or memory is
+/// logged and answered by leaving the connection in the backlog a little longer.
+pub fn accept_next(
+    listener: &TcpListener,
+    ctx: &ServerContext,
+    on_tick: &mut dyn FnMut(),
+) -> Option<TcpStream> {
+    use std::os::fd::AsRawFd;
+    loop {
+        on_tick();
+        if ctx.stopping() {
+            return None;
+        }
+        let mut fds = [libc::pollfd {
+            fd: listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        match crate::sys::poll(&mut fds, ACCEPT_SLICE_MS) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("sweetspot: poll on the listener failed: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        }
+        match listener.accept() {
+            Ok((stream, _)) => return Some(stream),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+            Err(e) if is_resource_exhaustion(&e) => {
+                eprintln!("sweetspot: accept: {e}; delaying new connections");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Whether an accept or spawn error means the process ran out of something (fds, memory,
+/// threads, processes) rather than that one connection went bad.
+pub fn is_resource_exhaustion(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}

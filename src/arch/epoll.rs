@@ -1,0 +1,84 @@
+//! Epoll: one thread, an epoll(7) event loop (the study's seventh server).
+//!
+//! The kernel keeps the interest list, so a wait costs in proportion to the connections that
+//! are ready, not to all of them. Level-triggered, like the study's. The loop itself is
+//! [`event_loop`](super::event_loop).
+
+use std::io;
+use std::net::TcpListener;
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+
+use super::event_loop::{self, Event, Interest, Poller};
+use super::{Architecture, ServerContext};
+
+pub struct EpollServer;
+
+impl Architecture for EpollServer {
+    fn serve(&self, listener: TcpListener, ctx: Arc<ServerContext>) -> anyhow::Result<()> {
+        event_loop::run(EpollPoller::new()?, listener, ctx)
+    }
+}
+
+/// An epoll(7) readiness backend.
+pub struct EpollPoller {
+    epoll: Epoll,
+    ready: Vec<EpollEvent>,
+}
+
+impl EpollPoller {
+    pub fn new() -> io::Result<EpollPoller> {
+        Ok(EpollPoller {
+            epoll: Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?,
+            ready: vec![EpollEvent::empty(); 1024],
+        })
+    }
+}
+
+fn event_of(token: usize, interest: Interest) -> EpollEvent {
+    let mut flags = EpollFlags::empty();
+    if interest.read {
+        flags |= EpollFlags::EPOLLIN | EpollFlags::EPOLLRDHUP;
+    }
+    if interest.write {
+        flags |= EpollFlags::EPOLLOUT;
+    }
+    EpollEvent::new(flags, token as u64)
+}
+
+impl Poller for EpollPoller {
+    fn add(&mut self, fd: BorrowedFd<'_>, token: usize, interest: Interest) -> io::Result<()> {
+        Ok(self.epoll.add(fd, event_of(token, interest))?)
+    }
+
+    fn modify(&mut self, fd: BorrowedFd<'_>, token: usize, interest: Interest) -> io::Result<()> {
+        Ok(self.epoll.modify(fd, &mut event_of(token, interest))?)
+    }
+
+    fn delete(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        Ok(self.epoll.delete(fd)?)
+    }
+
+    fn wait(&mut self, events: &mut Vec<Event>, timeout: Duration) -> io::Result<()> {
+        let ms = timeout.as_millis().min(u16::MAX as u128) as u16;
+        let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
+        let n = match self.epoll.wait(&mut self.ready, EpollTimeout::from(ms)) {
+            Ok(n) => n,
+            Err(nix::errno::Errno::EINTR) => 0,
+            Err(e) => return Err(e.into()),
+        };
+        let hangup = EpollFlags::EPOLLHUP | EpollFlags::EPOLLERR | EpollFlags::EPOLLRDHUP;
+        for ev in &self.ready[..n] {
+            let flags = ev.events();
+            events.push(Event {
+                token: ev.data() as usize,
+                readable: flags.intersects(EpollFlags::EPOLLIN | hangup),
+                writable: flags.intersects(EpollFlags::EPOLLOUT | hangup),
+            });
+        }
+        Ok(())
+    }
+}

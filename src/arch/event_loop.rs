@@ -1,0 +1,518 @@
+//! The single-threaded event loop that the poll and epoll servers share.
+//!
+//! One thread owns every connection. Readiness comes from a [`Poller`] (poll(2) or epoll(7),
+//! one file each); the loop itself is the same. It never blocks on a wait: `/sleep` is a
+//! timer of the loop, Redis guestbook calls go over a non-blocking [`RedisPipe`] the loop
+//! owns, and the reply is written when the timer fires or the store answers. CPU work
+//! (`/fib`) and the embedded SQLite store run inline and stall the loop: that is the lesson
+//! these architectures teach. Pipelined requests wait behind a pending one, so replies stay
+//! in order. Running out of file descriptors pauses accepting for a moment and is logged.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::connection::{is_resource_exhaustion, next_request, Next, ReplyShape};
+use super::{Protocol, ServerContext, DRAIN};
+use crate::app::{echo, fib_response, App, Route};
+use crate::http::{Response, MAX_BODY, MAX_HEADER_BYTES};
+use crate::store::redis_pipe::{RedisAnswer, RedisPipe, RedisRequest};
+use crate::store::{LazyStore, StoreConfig};
+
+/// What a registration waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interest {
+    pub read: bool,
+    pub write: bool,
+}
+
+/// One readiness report.
+#[derive(Debug, Clone, Copy)]
+pub struct Event {
+    pub token: usize,
+    pub readable: bool,
+    pub writable: bool,
+}
+
+/// A readiness backend: what poll.rs and epoll.rs each provide.
+pub trait Poller {
+    fn add(&mut self, fd: BorrowedFd<'_>, token: usize, interest: Interest) -> io::Result<()>;
+    fn modify(&mut self, fd: BorrowedFd<'_>, token: usize, interest: Interest) -> io::Result<()>;
+    fn delete(&mut self, fd: BorrowedFd<'_>) -> io::Result<()>;
+    /// Fills `events` with what is ready, waiting at most `timeout`.
+    fn wait(&mut self, events: &mut Vec<Event>, timeout: Duration) -> io::Result<()>;
+}
+
+const LISTENER: usize = usize::MAX;
+const REDIS: usize = usize::MAX - 1;
+/// The longest the loop sleeps before re-checking the stop flag and idle connections.
+const TICK: Duration = Duration::from_millis(200);
+/// Input held while a request is pending beyond which a flooding client is dropped.
+const MAX_BUFFERED: usize = MAX_HEADER_BYTES + MAX_BODY + 64 * 1024;
+
+struct Conn {
+    stream: TcpStream,
+    generation: u64,
+    input: Vec<u8>,
+    out: Vec<u8>,
+    /// A request whose reply waits on a timer or the store.
+    pending: Option<ReplyShape>,
+    close_after_flush: bool,
+    peer_closed: bool,
+    last_active: Instant,
+    interest: Interest,
+}
+
+struct Timer {
+    due: Instant,
+    token: usize,
+    generation: u64,
+    ms: u64,
+}
+
+impl PartialEq for Timer {
+    fn eq(&self, other: &Self) -> bool {
+        self.due == other.due
+    }
+}
+impl Eq for Timer {}
+impl PartialOrd for Timer {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Timer {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.due.cmp(&other.due)
+    }
+}
+
+/// The guestbook backend of the loop.
+enum LoopStore {
+    /// Embedded: called inline.
+    Blocking(LazyStore),
+    /// Redis: non-blocking, replies matched to (token, generation).
+    Redis {
+        pipe: RedisPipe<(usize, u64)>,
+        registered: Option<(u64, Interest)>,
+    },
+}
+
+struct EventLoop<P: Poller> {
+    poller: P,
+    listener: TcpListener,
+    listening: bool,
+    accept_paused_until: Option<Instant>,
+    ctx: Arc<ServerContext>,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    next_generation: u64,
+    timers: BinaryHeap<Reverse<Timer>>,
+    store: LoopStore,
+    last_idle_sweep: Instant,
+}
+
+/// Runs the event loop on `poller` until the server stops and its connections drain.
+pub fn run<P: Poller>(
+    poller: P,
+    listener: TcpListener,
+    ctx: Arc<ServerContext>,
+) -> anyhow::Result<()> {
+    let store = match &ctx.app.store {
+        StoreConfig::Redis { host, port } => LoopStore::Redis {
+            pipe: RedisPipe::new(host, *port),
+            registered: None,
+        },
+        other => LoopStore::Blocking(LazyStore::new(other.clone())),
+    };
+    let mut lp = EventLoop {
+        poller,
+        listener,
+        listening: false,
+        accept_paused_until: None,
+        ctx,
+        conns: Vec::new(),
+        free: Vec::new(),
+        next_generation: 0,
+        timers: BinaryHeap::new(),
+        store,
+        last_idle_sweep: Instant::now(),
+    };
+    lp.listen(true)?;
+    lp.run()
+}
+
+impl<P: Poller> EventLoop<P> {
+    fn listen(&mut self, on: bool) -> io::Result<()> {
+        if on != self.listening {
+            let fd = self.listener.as_fd();
+            if on {
+                self.poller.add(
+                    fd,
+                    LISTENER,
+                    Interest {
+                        read: true,
+                        write: false,
+                    },
+                )?;
+            } else {
+                self.poller.delete(fd)?;
+            }
+            self.listening = on;
+        }
+        Ok(())
+    }
+
+    fn run(&mut self) -> anyhow::Result<()> {
+        let mut events = Vec::with_capacity(1024);
+        let mut drain_deadline = None;
+        loop {
+            let now = Instant::now();
+            if self.ctx.stopping() {
+                let deadline = *drain_deadline.get_or_insert_with(|| {
+                    let _ = self.listen(false);
+                    self.accept_paused_until = None;
+                    now + DRAIN
+                });
+                self.close_idle(Duration::ZERO);
+                if self.conns.iter().all(Option::is_none) || now >= deadline {
+                    return Ok(());
+                }
+            }
+            if let Some(until) = self.accept_paused_until {
+                if now >= until {
+                    self.accept_paused_until = None;
+                    self.listen(true)?;
+                }
+            }
+            let mut timeout = TICK;
+            if let Some(Reverse(t)) = self.timers.peek() {
+                timeout = timeout.min(t.due.saturating_duration_since(now));
+            }
+            events.clear();
+            self.poller.wait(&mut events, timeout)?;
+            for ev in &events {
+                match ev.token {
+                    LISTENER => self.accept_all(),
+                    REDIS => self.redis_ready(),
+                    token => self.conn_ready(token, ev),
+                }
+            }
+            self.fire_timers();
+            if self.last_idle_sweep.elapsed() >= Duration::from_secs(1) {
+                self.last_idle_sweep = Instant::now();
+                self.close_idle(self.ctx.idle_timeout);
+            }
+        }
+    }
+
+    fn accept_all(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    if stream.set_nonblocking(true).is_err() {
+                        continue;
+                    }
+                    let _ = stream.set_nodelay(true);
+                    self.insert(stream);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if is_resource_exhaustion(&e) => {
+                    eprintln!(
+                        "sweetspot: accept: {e} with {} connections; pausing accepts",
+                        self.conns.iter().flatten().count()
+                    );
+                    if self.listen(false).is_ok() {
+                        self.accept_paused_until =
+                            Some(Instant::now() + Duration::from_millis(100));
+                    }
+                    return;
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn insert(&mut self, stream: TcpStream) {
+        let token = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        let interest = Interest {
+            read: true,
+            write: false,
+        };
+        if self.poller.add(stream.as_fd(), token, interest).is_err() {
+            self.free.push(token);
+            return;
+        }
+        self.next_generation += 1;
+        self.conns[token] = Some(Conn {
+            stream,
+            generation: self.next_generation,
+            input: Vec::new(),
+            out: Vec::new(),
+            pending: None,
+            close_after_flush: false,
+            peer_closed: false,
+            last_active: Instant::now(),
+            interest,
+        });
+    }
+
+    fn close(&mut self, token: usize) {
+        if let Some(conn) = self.conns[token].take() {
+            let _ = self.poller.delete(conn.stream.as_fd());
+            self.free.push(token);
+        }
+    }
+
+    fn conn_ready(&mut self, token: usize, ev: &Event) {
+        let Some(conn) = self.conns.get_mut(token).and_then(Option::as_mut) else {
+            return;
+        };
+        if ev.readable && !conn.peer_closed {
+            let mut chunk = [0u8; 16 * 1024];
+            loop {
+                match conn.stream.read(&mut chunk) {
+                    Ok(0) => {
+                        conn.peer_closed = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        conn.input.extend_from_slice(&chunk[..n]);
+                        conn.last_active = Instant::now();
+                        if conn.input.len() > MAX_BUFFERED {
+                            break;
+                        }
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        self.close(token);
+                        return;
+                    }
+                }
+            }
+            if conn.pending.is_some() && conn.input.len() > MAX_BUFFERED {
+                self.close(token);
+                return;
+            }
+        }
+        self.process(token);
+    }
+
+    /// Answers what can be answered now, then writes.
+    fn process(&mut self, token: usize) {
+        let ctx = Arc::clone(&self.ctx);
+        let Some(conn) = self.conns[token].as_mut() else {
+            return;
+        };
+        match ctx.protocol {
+            Protocol::Echo => match echo::echo_lines(&mut conn.input, &mut conn.out) {
+                Ok(lines) => ctx.served.add(lines),
+                Err(()) => conn.close_after_flush = true,
+            },
+            Protocol::Http => loop {
+                let Some(conn) = self.conns[token].as_mut() else {
+                    return;
+                };
+                if conn.pending.is_some() || conn.close_after_flush {
+                    break;
+                }
+                match next_request(&mut conn.input, &mut conn.out, &ctx.app, ctx.stopping()) {
+                    Next::Request(route, shape) => {
+                        let generation = conn.generation;
+                        let ready = self.start(token, generation, route);
+                        let conn = self.conns[token].as_mut().expect("live");
+                        match ready {
+                            Some(resp) => {
+                                shape.write(&resp, &mut conn.out);
+                                ctx.served.add(1);
+                                conn.close_after_flush = !shape.keep_alive;
+                            }
+                            None => conn.pending = Some(shape),
+                        }
+                    }
+                    Next::Incomplete => break,
+                    Next::Rejected => {
+                        ctx.served.add(1);
+                        conn.close_after_flush = true;
+                    }
+                }
+            },
+        }
+        self.flush(token);
+    }
+
+    /// Starts the work of a route: returns the response if it is ready now, or `None` when
+    /// it will come from a timer or the store.
+    fn start(&mut self, token: usize, generation: u64, route: Route) -> Option<Response> {
+        match route {
+            Route::Ready(resp) => Some(resp),
+            Route::Fib(n) => Some(fib_response(n)),
+            Route::Sleep(ms) => {
+                self.timers.push(Reverse(Timer {
+                    due: Instant::now() + Duration::from_millis(ms),
+                    token,
+                    generation,
+                    ms,
+                }));
+                None
+            }
+            Route::GuestbookView | Route::GuestbookPost(_) => match &mut self.store {
+                LoopStore::Blocking(store) => Some(self.ctx.app.complete(route, store)),
+                LoopStore::Redis { pipe, .. } => {
+                    let request = match route {
+                        Route::GuestbookPost(remark) => RedisRequest::AddRemark(remark),
+                        _ => RedisRequest::Visit,
+                    };
+                    match pipe.submit((token, generation), request) {
+                        Ok(()) => {
+                            self.redis_ready();
+                            None
+                        }
+                        Err(e) => Some(App::guestbook_page(Err(e))),
+                    }
+                }
+            },
+        }
+    }
+
+    /// Delivers the reply of a pending request, then carries on with the connection.
+    fn complete(&mut self, token: usize, generation: u64, resp: Response) {
+        let Some(conn) = self.conns.get_mut(token).and_then(Option::as_mut) else {
+            return;
+        };
+        if conn.generation != generation {
+            return;
+        }
+        let Some(shape) = conn.pending.take() else {
+            return;
+        };
+        shape.write(&resp, &mut conn.out);
+        self.ctx.served.add(1);
+        conn.close_after_flush = !shape.keep_alive;
+        self.process(token);
+    }
+
+    fn flush(&mut self, token: usize) {
+        let Some(conn) = self.conns[token].as_mut() else {
+            return;
+        };
+        let mut written = 0;
+        while written < conn.out.len() {
+            match conn.stream.write(&conn.out[written..]) {
+                Ok(0) => {
+                    self.close(token);
+                    return;
+                }
+                Ok(n) => written += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.close(token);
+                    return;
+                }
+            }
+        }
+        conn.out.drain(..written);
+        if written > 0 {
+            conn.last_active = Instant::now();
+        }
+        let idle = conn.out.is_empty() && conn.pending.is_none();
+        if idle && (conn.close_after_flush || conn.peer_closed) {
+            self.close(token);
+            return;
+        }
+        let want = Interest {
+            read: !conn.peer_closed && !conn.close_after_flush,
+            write: !conn.out.is_empty(),
+        };
+        if want != conn.interest {
+            if self
+                .poller
+                .modify(conn.stream.as_fd(), token, want)
+                .is_err()
+            {
+                self.close(token);
+                return;
+            }
+            conn.interest = want;
+        }
+    }
+
+    fn fire_timers(&mut self) {
+        let now = Instant::now();
+        while let Some(Reverse(t)) = self.timers.peek() {
+            if t.due > now {
+                break;
+            }
+            let Reverse(t) = self.timers.pop().expect("peeked");
+            self.complete(t.token, t.generation, App::sleep_done(t.ms));
+        }
+    }
+
+    fn redis_ready(&mut self) {
+        let LoopStore::Redis { pipe, .. } = &mut self.store else {
+            return;
+        };
+        let finished = pipe.on_ready();
+        self.sync_redis_registration();
+        for ((token, generation), answer) in finished {
+            let resp = match answer {
+                Ok(RedisAnswer::Page(page)) => App::guestbook_page(Ok(page)),
+                Ok(RedisAnswer::Added) => App::remark_stored(Ok(())),
+                // A failed view or post answers the same 503.
+                Err(e) => App::guestbook_page(Err(e)),
+            };
+            self.complete(token, generation, resp);
+        }
+    }
+
+    /// Keeps the poller's view of the Redis socket in step with the pipe: dead sockets are
+    /// deregistered before they close, a new one is added, write interest follows the
+    /// unsent bytes.
+    fn sync_redis_registration(&mut self) {
+        let LoopStore::Redis { pipe, registered } = &mut self.store else {
+            return;
+        };
+        for dead in pipe.take_dead() {
+            let _ = self.poller.delete(dead.as_fd());
+            *registered = None;
+        }
+        let Some((socket, generation)) = pipe.socket() else {
+            return;
+        };
+        let want = Interest {
+            read: true,
+            write: pipe.wants_write(),
+        };
+        let result = match *registered {
+            Some((g, i)) if g == generation && i == want => Ok(()),
+            Some((g, _)) if g == generation => self.poller.modify(socket.as_fd(), REDIS, want),
+            _ => self.poller.add(socket.as_fd(), REDIS, want),
+        };
+        match result {
+            Ok(()) => *registered = Some((generation, want)),
+            Err(e) => eprintln!("sweetspot: cannot watch the redis socket: {e}"),
+        }
+    }
+
+    /// Closes connections with nothing in flight that have been silent for `idle`.
+    fn close_idle(&mut self, idle: Duration) {
+        for token in 0..self.conns.len() {
+            let expired = self.conns[token].as_ref().is_some_and(|c| {
+                c.pending.is_none() && c.out.is_empty() && c.last_active.elapsed() >= idle
+            });
+            if expired {
+                self.close(token);
+            }
+        }
+    }
+}

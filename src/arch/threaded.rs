@@ -1,0 +1,54 @@
+//! Threaded: a new thread for every connection, as in the study's fourth server. A thread
+//! that cannot be created (out of threads or memory) is logged and that connection refused.
+
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::connection::{accept_next, serve_connection};
+use super::{Architecture, ServerContext, DRAIN};
+use crate::store::LazyStore;
+
+/// Small stacks let thousands of connection threads fit; the deepest work (fib(50)
+/// recursion, page rendering) needs far less.
+pub const STACK_SIZE: usize = 256 * 1024;
+
+pub struct ThreadedServer;
+
+impl Architecture for ThreadedServer {
+    fn serve(&self, listener: TcpListener, ctx: Arc<ServerContext>) -> anyhow::Result<()> {
+        let active = Arc::new(AtomicUsize::new(0));
+        while let Some(stream) = accept_next(&listener, &ctx, &mut || {}) {
+            let thread_ctx = Arc::clone(&ctx);
+            let thread_active = Arc::clone(&active);
+            active.fetch_add(1, Ordering::SeqCst);
+            let spawned = std::thread::Builder::new()
+                .name("connection".into())
+                .stack_size(STACK_SIZE)
+                .spawn(move || {
+                    let mut store = LazyStore::new(thread_ctx.app.store.clone());
+                    serve_connection(stream, &thread_ctx, &mut store);
+                    thread_active.fetch_sub(1, Ordering::SeqCst);
+                });
+            if let Err(e) = spawned {
+                active.fetch_sub(1, Ordering::SeqCst);
+                eprintln!(
+                    "sweetspot: cannot start a thread ({e}) with {} running; refusing a connection",
+                    active.load(Ordering::SeqCst)
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        wait_for_zero(&active, DRAIN);
+        Ok(())
+    }
+}
+
+/// Waits until `count` reaches zero or `limit` passes.
+pub fn wait_for_zero(count: &AtomicUsize, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while count.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -1,0 +1,263 @@
+//! A non-blocking Redis connection owned by an event loop.
+//!
+//! The poll and epoll servers must never block on the store, so they pipeline guestbook
+//! commands over one non-blocking socket and match replies to waiting requests in order.
+//! The redis crate encodes the commands and parses each reply; this module only finds where
+//! one reply ends in the byte stream (RESP framing), which the crate's sync parser cannot
+//! tell us without blocking on a reader. Connecting uses a short bounded connect; a refused
+//! connection (the store is down) fails at once and the waiting requests get 503.
+
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use redis::Value;
+
+use super::redis_store::{add_remark_command, check_reply, page_from_replies, visit_pipeline};
+use super::{GuestbookPage, Remark, StoreError};
+
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(200);
+
+/// What a waiting request asked of the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisRequest {
+    Visit,
+    AddRemark(Remark),
+}
+
+/// The store's answer to one [`RedisRequest`].
+#[derive(Debug)]
+pub enum RedisAnswer {
+    Page(GuestbookPage),
+    Added,
+}
+
+struct Waiting<T> {
+    tag: T,
+    visit: bool,
+    replies: Vec<Value>,
+    needed: usize,
+}
+
+/// Pipelined guestbook commands over one non-blocking connection; `T` tags each waiter.
+pub struct RedisPipe<T> {
+    host: String,
+    port: u16,
+    stream: Option<TcpStream>,
+    generation: u64,
+    dead: Vec<TcpStream>,
+    out: Vec<u8>,
+    input: Vec<u8>,
+    waiting: VecDeque<Waiting<T>>,
+}
+
+/// Requests finished by an I/O step, with their answers.
+pub type Finished<T> = Vec<(T, Result<RedisAnswer, StoreError>)>;
+
+impl<T> RedisPipe<T> {
+    pub fn new(host: &str, port: u16) -> RedisPipe<T> {
+        RedisPipe {
+            host: host.to_string(),
+            port,
+            stream: None,
+            generation: 0,
+            dead: Vec::new(),
+            out: Vec::new(),
+            input: Vec::new(),
+            waiting: VecDeque::new(),
+        }
+    }
+
+    /// The live socket, if connected, and a number that changes with every new connection.
+    pub fn socket(&self) -> Option<(&TcpStream, u64)> {
+        self.stream.as_ref().map(|s| (s, self.generation))
+    }
+
+    /// Sockets that failed; the loop deregisters them before dropping them.
+    pub fn take_dead(&mut self) -> Vec<TcpStream> {
+        std::mem::take(&mut self.dead)
+    }
+
+    /// Whether unsent command bytes remain.
+    pub fn wants_write(&self) -> bool {
+        !self.out.is_empty()
+    }
+
+    fn connect(&mut self) -> Result<(), StoreError> {
+        let addrs = (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .map_err(|e| StoreError(format!("redis: cannot resolve {}: {e}", self.host)))?;
+        let mut last = StoreError(format!("redis: no address for {}", self.host));
+        for addr in addrs {
+            match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+                Ok(stream) => {
+                    let _ = stream.set_nodelay(true);
+                    stream
+                        .set_nonblocking(true)
+                        .map_err(|e| StoreError(format!("redis: {e}")))?;
+                    self.stream = Some(stream);
+                    self.generation += 1;
+                    return Ok(());
+                }
+                Err(e) => last = StoreError(format!("redis: connect {addr}: {e}")),
+            }
+        }
+        Err(last)
+    }
+
+    /// Queues a request; the answer comes from a later [`on_ready`](Self::on_ready). Fails at
+    /// once when the store cannot be reached.
+    pub fn submit(&mut self, tag: T, request: RedisRequest) -> Result<(), StoreError> {
+        if self.stream.is_none() {
+            self.connect()?;
+        }
+        let (visit, needed) = match &request {
+            RedisRequest::Visit => {
+                self.out
+                    .extend_from_slice(&visit_pipeline().get_packed_pipeline());
+                (true, 2)
+            }
+            RedisRequest::AddRemark(remark) => {
+                self.out
+                    .extend_from_slice(&add_remark_command(remark).get_packed_command());
+                (false, 1)
+            }
+        };
+        self.waiting.push_back(Waiting {
+            tag,
+            visit,
+            replies: Vec::with_capacity(needed),
+            needed,
+        });
+        Ok(())
+    }
+
+    /// Writes what it can, reads what is there, and returns the requests now answered. After
+    /// a connection failure every waiting request is answered with the error.
+    pub fn on_ready(&mut self) -> Finished<T> {
+        let mut done = Vec::new();
+        if let Err(e) = self.pump(&mut done) {
+            self.fail_all(e, &mut done);
+        }
+        done
+    }
+
+    fn pump(&mut self, done: &mut Finished<T>) -> Result<(), StoreError> {
+        let io = |e: std::io::Error| StoreError(format!("redis: {e}"));
+        let Some(stream) = self.stream.as_mut() else {
+            return Ok(());
+        };
+        while !self.out.is_empty() {
+            match stream.write(&self.out) {
+                Ok(0) => return Err(StoreError("redis: connection closed".into())),
+                Ok(n) => {
+                    self.out.drain(..n);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(io(e)),
+            }
+        }
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            match stream.read(&mut chunk) {
+                Ok(0) => return Err(StoreError("redis: connection closed".into())),
+                Ok(n) => self.input.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(io(e)),
+            }
+        }
+        let mut start = 0;
+        while let Some(len) = resp_frame_len(&self.input[start..]) {
+            let value = redis::parse_redis_value(&self.input[start..start + len])
+                .map_err(|e| StoreError(format!("redis: {e}")))?;
+            start += len;
+            let Some(front) = self.waiting.front_mut() else {
+                return Err(StoreError("redis: reply with no request".into()));
+            };
+            front.replies.push(value);
+            if front.replies.len() == front.needed {
+                let w = self.waiting.pop_front().expect("front exists");
+                done.push((w.tag, answer(w.visit, &w.replies)));
+            }
+        }
+        self.input.drain(..start);
+        Ok(())
+    }
+
+    fn fail_all(&mut self, e: StoreError, done: &mut Finished<T>) {
+        if let Some(stream) = self.stream.take() {
+            self.dead.push(stream);
+        }
+        self.out.clear();
+        self.input.clear();
+        for w in self.waiting.drain(..) {
+            done.push((w.tag, Err(StoreError(e.0.clone()))));
+        }
+    }
+}
+
+fn answer(visit: bool, replies: &[Value]) -> Result<RedisAnswer, StoreError> {
+    for r in replies {
+        check_reply(r)?;
+    }
+    if visit {
+        page_from_replies(&replies[0], &replies[1]).map(RedisAnswer::Page)
+    } else {
+        Ok(RedisAnswer::Added)
+    }
+}
+
+/// The length of the complete RESP reply at the front of `buf`, or `None` if it is not all
+/// there yet.
+pub fn resp_frame_len(buf: &[u8]) -> Option<usize> {
+    let line_end = buf.windows(2).position(|w| w == b"\r\n")?;
+    let header = std::str::from_utf8(&buf[1..line_end]).ok();
+    let after = line_end + 2;
+    match buf.first()? {
+        b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => Some(after),
+        b'$' | b'!' | b'=' => {
+            let n: i64 = header?.parse().ok()?;
+            if n < 0 {
+                return Some(after);
+            }
+            let end = after + n as usize + 2;
+            (buf.len() >= end).then_some(end)
+        }
+        b'*' | b'~' | b'>' | b'%' => {
+            let mut n: i64 = header?.parse().ok()?;
+            if n < 0 {
+                return Some(after);
+            }
+            if buf[0] == b'%' {
+                n *= 2;
+            }
+            let mut pos = after;
+            for _ in 0..n {
+                pos += resp_frame_len(&buf[pos..])?;
+            }
+            Some(pos)
+        }
+        // Not RESP: treat the line as one reply so the parser reports the error.
+        _ => Some(after),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_replies_only_when_complete() {
+        assert_eq!(resp_frame_len(b":12\r\n+OK"), Some(5));
+        assert_eq!(resp_frame_len(b"$3\r\nab"), None);
+        assert_eq!(resp_frame_len(b"$3\r\nabc\r\n"), Some(9));
+        assert_eq!(resp_frame_len(b"$-1\r\n"), Some(5));
+        let list = b"*2\r\n$1\r\na\r\n$2\r\nbc\r\n";
+        assert_eq!(resp_frame_len(list), Some(list.len()));
+        assert_eq!(resp_frame_len(&list[..list.len() - 1]), None);
+        assert_eq!(resp_frame_len(b"*0\r\n"), Some(4));
+    }
+}
