@@ -1,26 +1,167 @@
-//! Experiments (placeholder until the sweep lands).
+//! Experiments: `sweetspot sweep` runs a grid of servers and loads and names the sweet spot;
+//! `sweetspot report` renders a finished sweep again.
+//!
+//! The pieces, in the order a sweep uses them:
+//! - [`spec`]: the experiment (TOML; the presets are files in `experiments/`);
+//! - [`runner`]: per point, start a server ([`server`]), warm up, measure with the in-process
+//!   load engine while [`probe`] samples the server's process tree from /proc, stop it;
+//! - [`analysis`] (with [`usl`]): best architecture within a latency bound, sweet-spot worker
+//!   count, USL fit, Goetz's pool size, Little's law check;
+//! - [`results`]: the record written as `results.json`;
+//! - [`output`]: JSON, Markdown, SVG and HTML writers behind one trait, and the terminal summary.
+
+pub mod analysis;
+pub mod output;
+pub mod probe;
+pub mod results;
+pub mod runner;
+pub mod server;
+pub mod spec;
+pub mod usl;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use crate::usage;
+use output::json::RESULTS_FILE;
+use results::SweepResults;
+use runner::{finalize, run_experiment, RunnerOptions};
+use spec::{Experiment, PRESETS};
 
 /// Flags of `sweetspot sweep`.
 #[derive(Debug, clap::Args)]
 pub struct SweepArgs {
-    /// A preset name or a TOML experiment file.
+    /// A preset (quick, echo, zerohttpd, threads, io-wait, cpu-bound) or a TOML experiment file.
     #[arg(default_value = "quick")]
     pub experiment: String,
+    /// Output directory [default: results/<preset>-<timestamp>].
+    #[arg(short, long)]
+    pub out: Option<PathBuf>,
+    /// Guestbook store for our servers: sqlite:PATH or redis://HOST:PORT (overrides the file).
+    #[arg(long)]
+    pub store: Option<String>,
+    /// Pin the server to CPU 0 and the load generator to CPU 1.
+    #[arg(long)]
+    pub pin: bool,
+    /// Repetitions per point (overrides the file); more give a median and a spread.
+    #[arg(long)]
+    pub repetitions: Option<u32>,
+    /// List the presets and exit.
+    #[arg(long)]
+    pub list: bool,
+    /// No progress bar, one line per point.
+    #[arg(long)]
+    pub plain: bool,
 }
 
 /// Flags of `sweetspot report`.
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
     /// A directory written by `sweetspot sweep`.
-    pub dir: std::path::PathBuf,
+    pub dir: PathBuf,
 }
 
 /// Runs `sweetspot sweep`.
-pub fn run_sweep(_args: SweepArgs) -> anyhow::Result<()> {
-    anyhow::bail!("sweep is not implemented yet")
+pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
+    if args.list {
+        for (name, text) in PRESETS {
+            let e = Experiment::from_toml(text, name)?;
+            println!(
+                "{name:<10} {:>4} points  {}",
+                e.points().len(),
+                e.description
+            );
+        }
+        return Ok(());
+    }
+    let mut experiment = Experiment::load(&args.experiment)?;
+    if let Some(store) = args.store {
+        if !(store.starts_with("sqlite:") || store.starts_with("redis://")) {
+            return Err(usage(format!(
+                "--store {store:?}: expected sqlite:PATH or redis://HOST:PORT"
+            )));
+        }
+        experiment.store = Some(store);
+    }
+    if args.pin {
+        experiment.pin = true;
+    }
+    if let Some(repetitions) = args.repetitions {
+        if repetitions == 0 {
+            return Err(usage("--repetitions must be at least 1"));
+        }
+        experiment.repetitions = repetitions;
+    }
+    let out_dir = args.out.unwrap_or_else(|| {
+        let stamp = results::utc_timestamp()
+            .replace(['-', ':'], "")
+            .replace('T', "-")
+            .trim_end_matches('Z')
+            .to_string();
+        PathBuf::from("results").join(format!("{}-{stamp}", experiment.name))
+    });
+    raise_open_files_limit();
+    server::become_subreaper();
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second Ctrl-C while the first is being handled exits at once.
+        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+    }
+    let options = RunnerOptions {
+        server_binary: server::this_binary()?,
+        out_dir: out_dir.clone(),
+        source: args.experiment.clone(),
+        stop: Arc::clone(&stop),
+        progress_bar: !args.plain,
+    };
+    server::check_binary(&options.server_binary)?;
+    let run = run_experiment(&experiment, &options)?;
+    print!("{}", output::terminal::summary(&run.results));
+    println!("\nWrote {} files to {}", run.files.len(), out_dir.display());
+    if stop.load(Ordering::SeqCst) {
+        anyhow::bail!(
+            "interrupted: {} of {} points finished and saved in {}",
+            run.results.points.len(),
+            run.results.points_planned,
+            out_dir.join(RESULTS_FILE).display()
+        );
+    }
+    Ok(())
 }
 
-/// Runs `sweetspot report`.
-pub fn run_report(_args: ReportArgs) -> anyhow::Result<()> {
-    anyhow::bail!("report is not implemented yet")
+/// Runs `sweetspot report DIR`: reads `DIR/results.json`, analyses again and rewrites every
+/// output.
+pub fn run_report(args: ReportArgs) -> anyhow::Result<()> {
+    let path = args.dir.join(RESULTS_FILE);
+    if !path.is_file() {
+        return Err(usage(format!(
+            "{} not found (give a directory written by `sweetspot sweep`)",
+            path.display()
+        )));
+    }
+    let mut results = SweepResults::read(&path).map_err(|e| usage(format!("{e:#}")))?;
+    let finished = results.finished.clone();
+    finalize(&mut results);
+    results.finished = finished;
+    let files = output::write_all(&results, &args.dir)?;
+    print!("{}", output::terminal::summary(&results));
+    println!("\nWrote {} files to {}", files.len(), args.dir.display());
+    Ok(())
+}
+
+/// Raises the soft open-files limit to the hard one: high concurrency levels need a
+/// descriptor per connection in the generator, and servers inherit the limit.
+fn raise_open_files_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < hard {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+        }
+    }
 }

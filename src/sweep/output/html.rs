@@ -1,0 +1,215 @@
+//! `report.html`: one self-contained page (inline CSS, inline SVG, no scripts, no fetches):
+//! the recommendation in plain words with its reasons, each workload's tables and plots, the
+//! theory (USL, Goetz, Little) beside the measurements, warnings, and the machine.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use super::svg::render_plots;
+use super::{file_stem, thousands, workload_tables, Exporter, Table};
+use crate::sweep::results::SweepResults;
+
+/// Writes `report.html`.
+pub struct HtmlExporter;
+
+impl Exporter for HtmlExporter {
+    fn name(&self) -> &'static str {
+        "html"
+    }
+
+    fn export(&self, results: &SweepResults, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+        let path = dir.join("report.html");
+        std::fs::write(&path, render(results)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(vec![path])
+    }
+}
+
+/// Escapes text for HTML element content and attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+fn table_html(table: &Table) -> String {
+    let mut out = format!(
+        "<h3>{}</h3>\n<div class=\"scroll\"><table>\n<tr>",
+        escape(&table.title)
+    );
+    for h in &table.header {
+        let _ = write!(out, "<th>{}</th>", escape(h));
+    }
+    out.push_str("</tr>\n");
+    for row in &table.rows {
+        out.push_str("<tr>");
+        for (i, cell) in row.iter().enumerate() {
+            let class = if cell == "failed" {
+                " class=\"failed\""
+            } else if i > 0 {
+                " class=\"num\""
+            } else {
+                ""
+            };
+            let _ = write!(out, "<td{class}>{}</td>", escape(cell));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table></div>\n");
+    for note in &table.notes {
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">{}</p>",
+            escape(&note.replace('`', ""))
+        );
+    }
+    out
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;\
+padding:0 1em;color:#222;line-height:1.45}h1{margin-bottom:.2em}h2{border-bottom:1px solid #ccc;\
+padding-bottom:.2em;margin-top:2em}table{border-collapse:collapse;font-size:.9em;margin:.5em 0}\
+th,td{border:1px solid #ddd;padding:.25em .6em}th{background:#f3f3f3}td.num{text-align:right;\
+font-variant-numeric:tabular-nums}td.failed{color:#b00}.scroll{overflow-x:auto}\
+.note{font-size:.8em;color:#666;margin:.1em 0}.summary{background:#f5faf5;border-left:4px solid \
+#393;padding:.6em 1em}.warn{color:#8a5a00}figure{margin:1em 0}svg{max-width:100%;height:auto}\
+code{background:#f3f3f3;padding:0 .2em}";
+
+/// The whole page.
+pub fn render(results: &SweepResults) -> anyhow::Result<String> {
+    let e = &results.experiment;
+    let plots = render_plots(results)?;
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>sweetspot: {}</title><style>{STYLE}</style></head><body>\n",
+        escape(&e.name)
+    );
+    let _ = writeln!(out, "<h1>sweetspot sweep: {}</h1>", escape(&e.name));
+    if !e.description.is_empty() {
+        let _ = writeln!(out, "<p>{}</p>", escape(&e.description));
+    }
+    let _ = writeln!(
+        out,
+        "<p>{} of {} points measured{}, {} to {}.</p>",
+        results.points.len(),
+        results.points_planned,
+        if results.interrupted {
+            " (the sweep was interrupted)"
+        } else {
+            ""
+        },
+        escape(&results.started),
+        escape(&results.finished)
+    );
+    out.push_str("<h2>Recommendation</h2>\n<div class=\"summary\"><ul>\n");
+    for line in &results.recommendation.summary {
+        let _ = writeln!(out, "<li>{}</li>", escape(line));
+    }
+    out.push_str("</ul></div>\n<h3>Why</h3>\n");
+    for line in &results.recommendation.details {
+        let _ = writeln!(out, "<p>{}</p>", escape(line));
+    }
+    for workload in &e.workloads {
+        let tables = workload_tables(results, &workload.name);
+        if tables.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "<h2>{} <code>{} {}</code>{}</h2>",
+            escape(&workload.name),
+            escape(&workload.method),
+            escape(&workload.route),
+            if workload.keepalive {
+                ""
+            } else {
+                " (a connection per request)"
+            }
+        );
+        let stem = file_stem(&workload.name);
+        for plot in plots
+            .iter()
+            .filter(|p| p.file_name.starts_with(&format!("{stem}-")))
+        {
+            let svg = plot.svg.trim_start_matches(|c| c != '<');
+            let _ = writeln!(out, "<figure>{svg}</figure>");
+        }
+        for table in &tables {
+            out.push_str(&table_html(table));
+        }
+    }
+    if !results.analysis.warnings.is_empty() {
+        out.push_str("<h2>Warnings</h2>\n<ul>\n");
+        for w in &results.analysis.warnings {
+            let _ = writeln!(out, "<li class=\"warn\">{}</li>", escape(w));
+        }
+        out.push_str("</ul>\n");
+    }
+    out.push_str(
+        "<h2>Method</h2>\n<p>Each point starts the server in its own process group, waits for \
+         its ready line, warms up, then measures with the in-process load generator. Server CPU \
+         is the user+system time of its whole process tree from /proc over the measured window; \
+         memory is the peak of the summed resident sets. Throughput is successful responses per \
+         second; timeouts are errors and never enter the latency histogram. The best \
+         architecture is the highest throughput whose p99 meets the bound with under 1% errors; \
+         the sweet spot is the fewest workers within 5% of the best throughput. USL: X(N) = \
+         &lambda;N / (1 + &sigma;(N-1) + &kappa;N(N-1)) (Gunther), peak at N* = \
+         &radic;((1-&sigma;)/&kappa;). Goetz: threads = N<sub>cpu</sub> &times; U &times; (1 + \
+         W/C). Little: requests in flight = throughput &times; mean latency.</p>\n",
+    );
+    let m = &results.machine;
+    out.push_str("<h2>Machine</h2>\n<table>\n");
+    let memory = format!("{} MB", thousands(m.memory_kb as f64 / 1024.0));
+    let files = m.open_files_limit.to_string();
+    let rows = [
+        ("CPU", m.cpu_model.as_str()),
+        ("cores", &m.cores.to_string()),
+        ("kernel", m.kernel.as_str()),
+        ("memory", memory.as_str()),
+        ("host", m.hostname.as_str()),
+        ("open files limit", files.as_str()),
+        (
+            "pinned",
+            if m.pinned {
+                "server on CPU 0, generator on CPU 1"
+            } else {
+                "no"
+            },
+        ),
+    ];
+    for (k, v) in rows {
+        let _ = writeln!(out, "<tr><th>{}</th><td>{}</td></tr>", escape(k), escape(v));
+    }
+    out.push_str("</table>\n");
+    for note in &m.notes {
+        let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(note));
+    }
+    out.push_str("</body></html>\n");
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping() {
+        assert_eq!(
+            escape("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+}

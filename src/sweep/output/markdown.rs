@@ -1,0 +1,124 @@
+//! `table.md`: the study-style tables (rows concurrency, columns architectures), the
+//! recommendation and the machine, readable in a terminal or on GitHub.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use super::{workload_tables, Exporter, Table};
+use crate::sweep::results::SweepResults;
+
+/// Writes `table.md`.
+pub struct MarkdownExporter;
+
+impl Exporter for MarkdownExporter {
+    fn name(&self) -> &'static str {
+        "markdown"
+    }
+
+    fn export(&self, results: &SweepResults, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+        let path = dir.join("table.md");
+        std::fs::write(&path, render(results))
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(vec![path])
+    }
+}
+
+/// A Markdown table with a title and notes.
+pub fn table_markdown(table: &Table) -> String {
+    let mut out = format!("### {}\n\n", table.title);
+    let escape = |s: &str| s.replace('|', "\\|");
+    let line = |cells: &[String]| {
+        let cells: Vec<String> = cells.iter().map(|c| escape(c)).collect();
+        format!("| {} |\n", cells.join(" | "))
+    };
+    out.push_str(&line(&table.header));
+    let aligns: Vec<String> = (0..table.header.len())
+        .map(|i| {
+            if i == 0 {
+                ":--".to_string()
+            } else {
+                "--:".to_string()
+            }
+        })
+        .collect();
+    out.push_str(&format!("|{}|\n", aligns.join("|")));
+    for row in &table.rows {
+        out.push_str(&line(row));
+    }
+    if !table.notes.is_empty() {
+        out.push('\n');
+        for note in &table.notes {
+            let _ = writeln!(out, "_{note}_  ");
+        }
+    }
+    out.push('\n');
+    out
+}
+
+/// The whole Markdown document.
+pub fn render(results: &SweepResults) -> String {
+    let e = &results.experiment;
+    let mut out = format!("# sweetspot sweep: {}\n\n", e.name);
+    if !e.description.is_empty() {
+        let _ = writeln!(out, "{}\n", e.description);
+    }
+    let m = &results.machine;
+    let _ =
+        writeln!(
+        out,
+        "Machine: {} ({} cores), Linux {}. Started {}, finished {}. {} of {} points measured{}.\n",
+        m.cpu_model,
+        m.cores,
+        m.kernel,
+        results.started,
+        results.finished,
+        results.points.len(),
+        results.points_planned,
+        if results.interrupted { " (interrupted)" } else { "" }
+    );
+    out.push_str("## Recommendation\n\n");
+    for line in &results.recommendation.summary {
+        let _ = writeln!(out, "- {line}");
+    }
+    out.push('\n');
+    for line in &results.recommendation.details {
+        let _ = writeln!(out, "{line}\n");
+    }
+    for workload in &e.workloads {
+        let tables = workload_tables(results, &workload.name);
+        if tables.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "## {} (`{}`)\n", workload.name, workload.route);
+        for table in &tables {
+            out.push_str(&table_markdown(table));
+        }
+    }
+    if !results.analysis.warnings.is_empty() {
+        out.push_str("## Warnings\n\n");
+        for w in &results.analysis.warnings {
+            let _ = writeln!(out, "- {w}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_render_with_alignment_and_escaping() {
+        let table = Table {
+            title: "t".into(),
+            header: vec!["a".into(), "b|c".into()],
+            rows: vec![vec!["1".into(), "2".into()]],
+            notes: vec!["n".into()],
+        };
+        let md = table_markdown(&table);
+        assert!(md.contains("| a | b\\|c |\n|:--|--:|\n| 1 | 2 |\n"), "{md}");
+        assert!(md.contains("_n_"));
+    }
+}

@@ -1,0 +1,101 @@
+//! The terminal summary printed at the end of a sweep (and by `sweetspot report`): the
+//! recommendation first, then each workload's main table, aligned in plain text.
+
+use std::fmt::Write as _;
+
+use super::{workload_tables, Table};
+use crate::sweep::results::SweepResults;
+
+/// A table as aligned plain text.
+pub fn table_text(table: &Table) -> String {
+    let columns = table.header.len();
+    let mut widths = vec![0usize; columns];
+    for row in std::iter::once(&table.header).chain(&table.rows) {
+        for (i, cell) in row.iter().enumerate().take(columns) {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let mut out = format!("{}\n", table.title);
+    for row in std::iter::once(&table.header).chain(&table.rows) {
+        let cells: Vec<String> = row
+            .iter()
+            .enumerate()
+            .take(columns)
+            .map(|(i, c)| {
+                if i == 0 {
+                    format!("{c:<w$}", w = widths[i])
+                } else {
+                    format!("{c:>w$}", w = widths[i])
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "  {}", cells.join("  ").trim_end());
+    }
+    out
+}
+
+/// The summary: machine, recommendation, and each workload's headline table.
+pub fn summary(results: &SweepResults) -> String {
+    let m = &results.machine;
+    let mut out = format!(
+        "sweep {}: {} of {} points on {} ({} cores, Linux {}){}\n\n",
+        results.experiment.name,
+        results.points.len(),
+        results.points_planned,
+        m.cpu_model,
+        m.cores,
+        m.kernel,
+        if results.interrupted {
+            ", interrupted"
+        } else {
+            ""
+        }
+    );
+    for workload in &results.experiment.workloads {
+        let tables = workload_tables(results, &workload.name);
+        // The first table is the headline: the study grid, or the per-architecture table.
+        if let Some(table) = tables.first() {
+            let mut table = table.clone();
+            if table.header.len() > 12 {
+                // Keep the terminal version narrow: the first columns say the most.
+                table.header.truncate(10);
+                for row in &mut table.rows {
+                    row.truncate(10);
+                }
+            }
+            out.push_str(&table_text(&table));
+            out.push('\n');
+        }
+    }
+    out.push_str("Recommendation:\n");
+    for line in &results.recommendation.summary {
+        let _ = writeln!(out, "  {line}");
+    }
+    let a = &results.analysis;
+    if a.failed_points > 0 || a.generator_bound_points > 0 || !a.warnings.is_empty() {
+        let _ = writeln!(
+            out,
+            "  ({} failed, {} generator-bound, {} warnings: see report.html)",
+            a.failed_points,
+            a.generator_bound_points,
+            a.warnings.len()
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_align() {
+        let table = Table {
+            title: "t".into(),
+            header: vec!["c".into(), "epoll".into()],
+            rows: vec![vec!["1000".into(), "2,100".into()]],
+            notes: vec![],
+        };
+        assert_eq!(table_text(&table), "t\n  c     epoll\n  1000  2,100\n");
+    }
+}

@@ -1,0 +1,341 @@
+//! /proc probes: what a server's whole process tree costs while it is measured.
+//!
+//! The server runs in its own process group (the runner puts it there), so "the tree" is every
+//! process whose process group is the server's: a forking server's children, a preforked pool,
+//! a shell wrapper's child. CPU is read from `/proc/PID/stat` (utime+stime of each live
+//! process plus cutime+cstime, which hold the time of children already reaped, so a forking
+//! server's finished children still count). Memory, threads, processes and context switches are
+//! sampled by a background thread ([`TreeSampler`]); context switches are per task in
+//! `/proc/PID/task/TID/status`, and a task that lived and died between two samples is missed, so
+//! those counts are lower bounds for thread- or process-per-connection servers.
+//!
+//! Parsing is split into pure functions over the file text so it is tested without a process.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// The fields of `/proc/PID/stat` the sweep needs, times in clock ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ProcStat {
+    pub pid: i32,
+    pub ppid: i32,
+    pub pgrp: i32,
+    pub utime: u64,
+    pub stime: u64,
+    pub cutime: u64,
+    pub cstime: u64,
+    pub num_threads: u64,
+}
+
+/// Parses `/proc/PID/stat`. The command name is in parentheses and may hold spaces or
+/// parentheses itself, so fields are counted from the last `)`.
+pub fn parse_stat(text: &str) -> Option<ProcStat> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let pid = text[..open].trim().parse().ok()?;
+    // Fields after the name, numbered as in proc(5) starting at field 3 (state).
+    let rest: Vec<&str> = text[close + 1..].split_whitespace().collect();
+    let field = |n: usize| -> Option<&str> { rest.get(n - 3).copied() };
+    let num = |n: usize| -> Option<u64> { field(n)?.parse::<i64>().ok().map(|v| v.max(0) as u64) };
+    Some(ProcStat {
+        pid,
+        ppid: field(4)?.parse().ok()?,
+        pgrp: field(5)?.parse().ok()?,
+        utime: num(14)?,
+        stime: num(15)?,
+        cutime: num(16)?,
+        cstime: num(17)?,
+        num_threads: num(20)?,
+    })
+}
+
+/// The value of a `Key:   123 kB` line of a `/proc/.../status` file.
+pub fn status_field(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        if name != key {
+            return None;
+        }
+        value.split_whitespace().next()?.parse().ok()
+    })
+}
+
+/// Clock ticks per second for `/proc` times. Linux has reported 100 to user space on every
+/// mainstream architecture for decades (USER_HZ), and `sysconf` would need `unsafe` here.
+pub const CLOCK_TICKS_PER_SECOND: f64 = 100.0;
+
+/// CPU time of a process tree, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TreeCpu {
+    pub user_s: f64,
+    pub system_s: f64,
+}
+
+impl TreeCpu {
+    pub fn total_s(&self) -> f64 {
+        self.user_s + self.system_s
+    }
+
+    /// The CPU used between two readings, never negative (a process that left the group between
+    /// readings can make a raw difference dip).
+    pub fn since(&self, earlier: &TreeCpu) -> TreeCpu {
+        TreeCpu {
+            user_s: (self.user_s - earlier.user_s).max(0.0),
+            system_s: (self.system_s - earlier.system_s).max(0.0),
+        }
+    }
+}
+
+/// Sums the CPU of a set of processes, counting each one's reaped children too.
+pub fn sum_cpu(stats: &[ProcStat]) -> TreeCpu {
+    let ticks = |f: fn(&ProcStat) -> u64| stats.iter().map(f).sum::<u64>() as f64;
+    TreeCpu {
+        user_s: (ticks(|s| s.utime) + ticks(|s| s.cutime)) / CLOCK_TICKS_PER_SECOND,
+        system_s: (ticks(|s| s.stime) + ticks(|s| s.cstime)) / CLOCK_TICKS_PER_SECOND,
+    }
+}
+
+/// Every process in process group `pgrp`, read from /proc (processes that vanish mid-scan are
+/// skipped).
+pub fn group_processes(pgrp: i32) -> Vec<ProcStat> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter_map(|text| parse_stat(&text))
+        .filter(|stat| stat.pgrp == pgrp)
+        .collect()
+}
+
+/// CPU of the whole process group now.
+pub fn group_cpu(pgrp: i32) -> TreeCpu {
+    sum_cpu(&group_processes(pgrp))
+}
+
+/// Peaks and counts over a measurement window.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TreeSample {
+    /// Largest sum of VmRSS over the tree seen in any one sample.
+    pub peak_rss_kb: u64,
+    pub peak_threads: u64,
+    pub peak_processes: u64,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+    pub samples: u64,
+}
+
+/// (voluntary, involuntary) context switches of one task.
+type SwitchCounts = (u64, u64);
+
+#[derive(Default)]
+struct SamplerState {
+    sample: TreeSample,
+    /// Context switches per task: (first seen, last seen), so a task's switches count from the
+    /// window's start (or its birth) to its last sighting.
+    switches: HashMap<i32, (SwitchCounts, SwitchCounts)>,
+    first_pass_done: bool,
+}
+
+impl SamplerState {
+    fn take_sample(&mut self, pgrp: i32) {
+        let processes = group_processes(pgrp);
+        let mut rss = 0;
+        let mut threads = 0;
+        for process in &processes {
+            let dir = format!("/proc/{}", process.pid);
+            if let Ok(status) = std::fs::read_to_string(format!("{dir}/status")) {
+                rss += status_field(&status, "VmRSS").unwrap_or(0);
+            }
+            threads += process.num_threads;
+            let Ok(tasks) = std::fs::read_dir(format!("{dir}/task")) else {
+                continue;
+            };
+            for task in tasks.flatten() {
+                let Some(tid) = task
+                    .file_name()
+                    .to_str()
+                    .and_then(|n| n.parse::<i32>().ok())
+                else {
+                    continue;
+                };
+                let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+                    continue;
+                };
+                let now = (
+                    status_field(&status, "voluntary_ctxt_switches").unwrap_or(0),
+                    status_field(&status, "nonvoluntary_ctxt_switches").unwrap_or(0),
+                );
+                // Tasks present at the first pass start the window; later ones are born inside
+                // it, so all their switches belong to it.
+                let start = if self.first_pass_done { (0, 0) } else { now };
+                self.switches
+                    .entry(tid)
+                    .and_modify(|(_, last)| *last = now)
+                    .or_insert((start, now));
+            }
+        }
+        self.first_pass_done = true;
+        let s = &mut self.sample;
+        s.samples += 1;
+        s.peak_rss_kb = s.peak_rss_kb.max(rss);
+        s.peak_threads = s.peak_threads.max(threads);
+        s.peak_processes = s.peak_processes.max(processes.len() as u64);
+        s.voluntary_switches = self
+            .switches
+            .values()
+            .map(|(a, b)| b.0.saturating_sub(a.0))
+            .sum();
+        s.involuntary_switches = self
+            .switches
+            .values()
+            .map(|(a, b)| b.1.saturating_sub(a.1))
+            .sum();
+    }
+}
+
+/// Samples a process group on a background thread until [`TreeSampler::finish`].
+pub struct TreeSampler {
+    stop: Arc<AtomicBool>,
+    state: Arc<Mutex<SamplerState>>,
+    thread: Option<JoinHandle<()>>,
+    pgrp: i32,
+}
+
+impl TreeSampler {
+    /// Takes a first sample now, then one every `interval`.
+    pub fn start(pgrp: i32, interval: Duration) -> TreeSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let state = Arc::new(Mutex::new(SamplerState::default()));
+        lock(&state).take_sample(pgrp);
+        let thread = {
+            let (stop, state) = (Arc::clone(&stop), Arc::clone(&state));
+            std::thread::Builder::new()
+                .name("sweep-sampler".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(interval);
+                        lock(&state).take_sample(pgrp);
+                    }
+                })
+                .ok()
+        };
+        TreeSampler {
+            stop,
+            state,
+            thread,
+            pgrp,
+        }
+    }
+
+    /// Takes a last sample and returns the window's peaks and counts.
+    pub fn finish(mut self) -> TreeSample {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        let mut state = lock(&self.state);
+        state.take_sample(self.pgrp);
+        state.sample
+    }
+}
+
+impl Drop for TreeSampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn lock(state: &Mutex<SamplerState>) -> std::sync::MutexGuard<'_, SamplerState> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// CPU time (user+system, seconds) of this process, all threads: the generator's own cost.
+pub fn own_cpu_s() -> f64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_SELF)
+        .map(|u| {
+            let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+            tv(u.user_time()) + tv(u.system_time())
+        })
+        .unwrap_or(0.0)
+}
+
+/// Whether a path exists under /proc (used to check a process is gone).
+pub fn process_exists(pid: i32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STAT: &str = "4242 (my (odd) name) S 1 4242 4242 0 -1 4194560 300 0 0 0 \
+                        150 30 20 10 20 0 7 0 123 4096 200 18446744073709551615";
+
+    #[test]
+    fn stat_fields_are_counted_after_the_name() {
+        let s = parse_stat(STAT).unwrap();
+        assert_eq!(s.pid, 4242);
+        assert_eq!(s.ppid, 1);
+        assert_eq!(s.pgrp, 4242);
+        assert_eq!((s.utime, s.stime, s.cutime, s.cstime), (150, 30, 20, 10));
+        assert_eq!(s.num_threads, 7);
+    }
+
+    #[test]
+    fn cpu_sums_live_and_reaped_children() {
+        let a = parse_stat(STAT).unwrap();
+        let b = ProcStat {
+            utime: 50,
+            stime: 50,
+            ..a
+        };
+        let cpu = sum_cpu(&[a, b]);
+        assert!((cpu.user_s - (150.0 + 20.0 + 50.0 + 20.0) / 100.0).abs() < 1e-9);
+        assert!((cpu.system_s - (30.0 + 10.0 + 50.0 + 10.0) / 100.0).abs() < 1e-9);
+        let later = TreeCpu {
+            user_s: 1.0,
+            system_s: 0.1,
+        };
+        assert_eq!(
+            later
+                .since(&TreeCpu {
+                    user_s: 0.5,
+                    system_s: 0.5
+                })
+                .system_s,
+            0.0
+        );
+    }
+
+    #[test]
+    fn status_fields_parse() {
+        let text = "Name:\tx\nVmRSS:\t  1234 kB\nvoluntary_ctxt_switches:\t9\n";
+        assert_eq!(status_field(text, "VmRSS"), Some(1234));
+        assert_eq!(status_field(text, "voluntary_ctxt_switches"), Some(9));
+        assert_eq!(status_field(text, "VmHWM"), None);
+    }
+
+    #[test]
+    fn samples_this_test_process_group() {
+        let me = parse_stat(&std::fs::read_to_string("/proc/self/stat").unwrap()).unwrap();
+        let sampler = TreeSampler::start(me.pgrp, Duration::from_millis(10));
+        std::thread::sleep(Duration::from_millis(30));
+        let sample = sampler.finish();
+        assert!(sample.peak_rss_kb > 0 && sample.peak_threads >= 1 && sample.peak_processes >= 1);
+        assert!(own_cpu_s() > 0.0);
+    }
+}

@@ -1,0 +1,299 @@
+//! The results of a sweep, as written to and read back from `results.json`.
+//!
+//! One [`PointResult`] per grid cell (its repetitions folded into a median with a min/max
+//! spread), the experiment that produced them, the machine they ran on and the analysis. The
+//! contract keys of DESIGN.md (`points[].arch/workers/workload/concurrency/rps/latency_us/
+//! errors/server/client`, `recommendation`) are plain fields here; everything else is extra.
+//! `sweetspot report DIR` deserializes this and renders again, so every output is a function
+//! of this file alone.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use super::analysis::Analysis;
+use super::spec::Experiment;
+
+/// Latency percentiles of a point, microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct PointLatency {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub mean: f64,
+    pub max: f64,
+}
+
+/// Errors of a point by kind (the load engine's counts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ErrorCounts {
+    pub connect: u64,
+    pub read: u64,
+    pub write: u64,
+    pub timeout: u64,
+    pub protocol: u64,
+}
+
+impl ErrorCounts {
+    pub fn total(&self) -> u64 {
+        self.connect + self.read + self.write + self.timeout + self.protocol
+    }
+}
+
+/// What the server's process tree cost during the measured window.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct ServerUsage {
+    /// User + system CPU seconds of the whole tree.
+    pub cpu_s: f64,
+    pub cpu_user_s: f64,
+    pub cpu_system_s: f64,
+    /// Peak of the summed VmRSS of the tree.
+    pub rss_kb: u64,
+    pub threads: u64,
+    pub processes: u64,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+}
+
+/// What the load generator cost.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct ClientUsage {
+    pub cpu_s: f64,
+    pub threads: u32,
+}
+
+/// One measured repetition of a point.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RunMeasurement {
+    pub requests: u64,
+    pub duration_s: f64,
+    pub rps: f64,
+    pub latency_us: PointLatency,
+    pub errors: ErrorCounts,
+    /// Responses by HTTP status (empty for echo).
+    pub status: BTreeMap<String, u64>,
+    pub server: ServerUsage,
+    pub client: ClientUsage,
+    /// Rate mode: the rate asked for, and whether it was held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_held: Option<bool>,
+}
+
+/// Min and max over the repetitions of a point.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Spread {
+    pub repetitions: u32,
+    pub rps_min: f64,
+    pub rps_max: f64,
+    pub p99_min: f64,
+    pub p99_max: f64,
+}
+
+/// One grid cell: the median of its repetitions, the spread, and what went wrong if anything.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PointResult {
+    /// Our architecture, or the external target's name.
+    pub arch: String,
+    /// Workers as the server reported them (`None` for external targets).
+    pub workers: Option<u32>,
+    pub workload: String,
+    pub concurrency: u32,
+    /// `sweetspot` or `external`.
+    pub target: String,
+    /// False when the point failed; `failure` says why and the numbers are zero.
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    pub requests: u64,
+    pub duration_s: f64,
+    pub rps: f64,
+    pub latency_us: PointLatency,
+    /// Total errors (the contract key); by kind in `errors_by_kind`.
+    pub errors: u64,
+    pub errors_by_kind: ErrorCounts,
+    pub status: BTreeMap<String, u64>,
+    pub server: ServerUsage,
+    pub client: ClientUsage,
+    /// Server CPU per successful request, microseconds.
+    pub server_cpu_us_per_request: f64,
+    /// True when the generator, not the server, was the bottleneck.
+    pub generator_bound: bool,
+    /// Plain-words warnings about this point (Little's law, saturation).
+    pub warnings: Vec<String>,
+    pub spread: Spread,
+    pub runs: Vec<RunMeasurement>,
+}
+
+impl PointResult {
+    /// The series this point belongs to in tables and plots: the arch, plus the worker count
+    /// when the experiment swept workers for it.
+    pub fn series_key(&self) -> (String, Option<u32>) {
+        (self.arch.clone(), self.workers)
+    }
+
+    /// Non-2xx/3xx responses, which a server returning 500s fast must not be rewarded for.
+    pub fn bad_statuses(&self) -> u64 {
+        self.status
+            .iter()
+            .filter(|(code, _)| !(code.starts_with('2') || code.starts_with('3')))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Fraction of attempts that were errors or bad statuses.
+    pub fn error_rate(&self) -> f64 {
+        let bad = (self.errors + self.bad_statuses()) as f64;
+        let attempts = self.requests as f64 + self.errors as f64;
+        if attempts == 0.0 {
+            if self.ok {
+                0.0
+            } else {
+                1.0
+            }
+        } else {
+            bad / attempts
+        }
+    }
+}
+
+/// The machine a sweep ran on.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Machine {
+    pub cpu_model: String,
+    pub cores: u32,
+    pub kernel: String,
+    pub memory_kb: u64,
+    pub hostname: String,
+    /// RLIMIT_NOFILE soft limit during the sweep.
+    pub open_files_limit: u64,
+    pub pinned: bool,
+    pub notes: Vec<String>,
+}
+
+impl Machine {
+    /// Reads the machine from /proc.
+    pub fn detect() -> Machine {
+        let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+        let cpuinfo = read("/proc/cpuinfo");
+        let cpu_model = cpuinfo
+            .lines()
+            .find_map(|l| {
+                let (key, value) = l.split_once(':')?;
+                (key.trim() == "model name").then(|| value.trim().to_string())
+            })
+            .unwrap_or_else(|| "unknown".into());
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        let meminfo = read("/proc/meminfo");
+        Machine {
+            cpu_model,
+            cores,
+            kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
+            memory_kb: super::probe::status_field(&meminfo, "MemTotal").unwrap_or(0),
+            hostname: read("/proc/sys/kernel/hostname").trim().to_string(),
+            open_files_limit: nix::sys::resource::getrlimit(
+                nix::sys::resource::Resource::RLIMIT_NOFILE,
+            )
+            .map_or(0, |(soft, _)| soft),
+            pinned: false,
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// Everything a sweep produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepResults {
+    /// Format version of this file.
+    pub version: u32,
+    /// The preset name or the experiment file it came from.
+    pub source: String,
+    pub experiment: Experiment,
+    pub started: String,
+    pub finished: String,
+    /// True when the sweep was stopped before every point ran.
+    pub interrupted: bool,
+    pub points_planned: usize,
+    pub machine: Machine,
+    pub points: Vec<PointResult>,
+    /// Plain-words recommendation (also structured in `analysis`).
+    pub recommendation: super::analysis::Recommendation,
+    pub analysis: Analysis,
+}
+
+impl SweepResults {
+    pub fn read(path: &Path) -> anyhow::Result<SweepResults> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+    }
+
+    /// The machine's cores as the analysis sees them.
+    pub fn cores(&self) -> f64 {
+        f64::from(self.machine.cores.max(1))
+    }
+}
+
+/// Now as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
+pub fn utc_timestamp() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format_utc(secs)
+}
+
+/// Formats seconds since the epoch as an ISO 8601 UTC time (Hinnant's civil-from-days).
+pub fn format_utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_formatting_matches_known_dates() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(format_utc(1_700_000_000), "2023-11-14T22:13:20Z");
+    }
+
+    #[test]
+    fn error_rate_counts_bad_statuses() {
+        let mut p = PointResult {
+            ok: true,
+            requests: 90,
+            errors: 10,
+            ..Default::default()
+        };
+        p.status.insert("200".into(), 80);
+        p.status.insert("500".into(), 10);
+        assert!((p.error_rate() - 0.2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn machine_is_detected() {
+        let m = Machine::detect();
+        assert!(m.cores >= 1 && !m.kernel.is_empty());
+    }
+}

@@ -1,0 +1,573 @@
+//! The runner: every point of an experiment, one after another, each on a fresh server.
+//!
+//! For each point and repetition: start the server ([`super::server`]), warm up, measure with
+//! the in-process load engine ([`crate::load::run`]) while [`super::probe`] samples the server's
+//! process tree, then stop the server and everything it forked. A point that cannot be measured
+//! (no start, a crash, a port in use, a ready-line timeout) is recorded as failed with its reason
+//! and the sweep goes on. `results.json` is rewritten after every point, so an interrupted or
+//! killed sweep keeps what it finished. The stop flag (set by SIGINT/SIGTERM) ends the current
+//! load run early; that unfinished point is dropped, its server stopped, and the sweep returns.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::analysis::{
+    analyze, fold_repetitions, generator_saturated, little_warning, server_parallelism,
+};
+use super::output::{self, json::JsonExporter, Exporter};
+use super::probe::{group_cpu, TreeSampler};
+use super::results::{
+    utc_timestamp, ClientUsage, ErrorCounts, Machine, PointLatency, PointResult, RunMeasurement,
+    ServerUsage, SweepResults,
+};
+use super::server::{free_port, taskset_available, Launch, ServerProcess};
+use super::spec::{Experiment, LoadMode, PointSpec, Protocol, TargetSpec};
+use crate::load::{self, LoadConfig, LoadReport, Mode, Target};
+
+/// How to run an experiment, beyond the experiment itself.
+#[derive(Debug, Clone)]
+pub struct RunnerOptions {
+    /// The `sweetspot` binary that serves our architectures.
+    pub server_binary: PathBuf,
+    pub out_dir: PathBuf,
+    /// Where the experiment came from (preset name or file), for the record.
+    pub source: String,
+    /// Set by a signal handler: finish cleanly as soon as possible.
+    pub stop: Arc<AtomicBool>,
+    /// Show a progress bar (else one plain line per point).
+    pub progress_bar: bool,
+}
+
+/// How the sweep pins processes to CPUs, decided once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pinning {
+    None,
+    /// Server under `taskset -c 0`, generator threads on CPU 1.
+    Taskset,
+    /// Server's tasks pinned after it is ready (no taskset installed).
+    Affinity,
+}
+
+/// The outcome of running every point.
+pub struct SweepRun {
+    pub results: SweepResults,
+    pub files: Vec<PathBuf>,
+}
+
+/// Runs an experiment and writes every output; results are on disk even when interrupted.
+pub fn run_experiment(
+    experiment: &Experiment,
+    options: &RunnerOptions,
+) -> anyhow::Result<SweepRun> {
+    let plan = experiment.points();
+    let mut machine = Machine::detect();
+    let pinning = decide_pinning(experiment, &mut machine);
+    let mut results = SweepResults {
+        version: 1,
+        source: options.source.clone(),
+        experiment: experiment.clone(),
+        started: utc_timestamp(),
+        finished: String::new(),
+        interrupted: false,
+        points_planned: plan.len(),
+        machine,
+        points: Vec::new(),
+        recommendation: Default::default(),
+        analysis: Default::default(),
+    };
+    std::fs::create_dir_all(&options.out_dir)
+        .with_context(|| format!("creating {}", options.out_dir.display()))?;
+    let progress = Progress::new(
+        plan.len(),
+        experiment.seconds_per_point(),
+        options.progress_bar,
+    );
+    for (index, point) in plan.iter().enumerate() {
+        if options.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        progress.starting(index, point);
+        let Some(result) = run_point(experiment, point, pinning, &results.machine, options) else {
+            break; // interrupted mid-point: the partial measurement is not a result
+        };
+        progress.finished(&result);
+        results.points.push(result);
+        finalize(&mut results);
+        JsonExporter
+            .export(&results, &options.out_dir)
+            .context("saving results so far")?;
+    }
+    progress.done();
+    results.interrupted = results.points.len() < plan.len();
+    finalize(&mut results);
+    let files = output::write_all(&results, &options.out_dir)?;
+    Ok(SweepRun { results, files })
+}
+
+/// Recomputes the analysis and stamps the finish time.
+pub fn finalize(results: &mut SweepResults) {
+    let (analysis, recommendation) = analyze(results);
+    results.analysis = analysis;
+    results.recommendation = recommendation;
+    results.finished = utc_timestamp();
+}
+
+fn decide_pinning(experiment: &Experiment, machine: &mut Machine) -> Pinning {
+    if !experiment.pin {
+        return Pinning::None;
+    }
+    if machine.cores < 2 {
+        machine
+            .notes
+            .push("pinning asked for, but there is only one CPU: not pinned".into());
+        return Pinning::None;
+    }
+    machine.pinned = true;
+    if taskset_available() {
+        Pinning::Taskset
+    } else {
+        machine.notes.push(
+            "taskset not found: the server's threads were pinned to CPU 0 after it started \
+             (threads it made before that may have run elsewhere briefly)"
+                .into(),
+        );
+        Pinning::Affinity
+    }
+}
+
+/// Runs every repetition of a point; `None` when interrupted before the point finished.
+fn run_point(
+    experiment: &Experiment,
+    point: &PointSpec,
+    pinning: Pinning,
+    machine: &Machine,
+    options: &RunnerOptions,
+) -> Option<PointResult> {
+    let mut result = PointResult {
+        arch: point.target.name().to_string(),
+        workers: point.workers,
+        workload: point.workload.name.clone(),
+        concurrency: point.concurrency,
+        target: match point.target {
+            TargetSpec::Ours { .. } => "sweetspot".into(),
+            TargetSpec::External(_) => "external".into(),
+        },
+        ..Default::default()
+    };
+    let mut runs = Vec::new();
+    for _ in 0..experiment.repetitions {
+        match run_once(experiment, point, pinning, options) {
+            Ok(Some((run, reported_workers))) => {
+                if reported_workers.is_some() {
+                    result.workers = reported_workers;
+                }
+                runs.push(run);
+            }
+            Ok(None) => return None,
+            Err(e) => {
+                if options.stop.load(Ordering::SeqCst) {
+                    return None;
+                }
+                result.ok = false;
+                result.failure = Some(format!("{e:#}"));
+                return Some(result);
+            }
+        }
+    }
+    let (run, spread) = fold_repetitions(&runs)?;
+    result.ok = true;
+    result.requests = run.requests;
+    result.duration_s = run.duration_s;
+    result.rps = run.rps;
+    result.latency_us = run.latency_us;
+    result.errors = run.errors.total();
+    result.errors_by_kind = run.errors;
+    result.status = run.status.clone();
+    result.server = run.server;
+    result.client = run.client;
+    result.server_cpu_us_per_request = if run.requests > 0 {
+        run.server.cpu_s * 1e6 / run.requests as f64
+    } else {
+        0.0
+    };
+    let cores = f64::from(machine.cores.max(1));
+    let parallelism = if machine.pinned {
+        1.0
+    } else {
+        match &point.target {
+            TargetSpec::Ours { arch } => server_parallelism(arch, cores),
+            TargetSpec::External(_) => cores,
+        }
+    };
+    result.generator_bound = generator_saturated(
+        run.client.cpu_s,
+        run.client.threads,
+        run.server.cpu_s,
+        run.duration_s,
+        cores,
+        parallelism,
+    );
+    if result.generator_bound {
+        result.warnings.push(format!(
+            "the load generator used {:.0}% of a core per thread while the server used {:.0}%: \
+             this throughput is the generator's limit, not the server's",
+            run.client.cpu_s / run.duration_s / f64::from(run.client.threads.max(1)) * 100.0,
+            run.server.cpu_s / run.duration_s * 100.0
+        ));
+    }
+    match experiment.mode {
+        LoadMode::Rate => {
+            if run.rate_held == Some(false) {
+                result.warnings.push(format!(
+                    "the generator did not hold the target rate of {} req/s",
+                    experiment.rate.unwrap_or(0.0)
+                ));
+            }
+        }
+        LoadMode::Closed | LoadMode::Count => {
+            if let Some(w) = little_warning(
+                run.rps,
+                run.latency_us.mean,
+                point.concurrency,
+                run.errors.total(),
+            ) {
+                result.warnings.push(w);
+            }
+        }
+    }
+    result.spread = spread;
+    result.runs = runs;
+    Some(result)
+}
+
+/// The URL (with `{port}` filled in) and the server launch for one run.
+fn launch_of(
+    experiment: &Experiment,
+    point: &PointSpec,
+    pinning: Pinning,
+    options: &RunnerOptions,
+) -> anyhow::Result<(Launch, Option<String>)> {
+    match &point.target {
+        TargetSpec::Ours { arch } => Ok((
+            Launch::Ours {
+                binary: options.server_binary.clone(),
+                arch: arch.clone(),
+                workers: point.workers,
+                store: experiment.store.clone(),
+                protocol: experiment.protocol.as_str(),
+                pin_with_taskset: pinning == Pinning::Taskset,
+            },
+            None,
+        )),
+        TargetSpec::External(ext) => {
+            let port = free_port()?;
+            let url = ext.url.replace("{port}", &port.to_string());
+            let (host, url_port) = host_port_of_url(&url).ok_or_else(|| {
+                anyhow::anyhow!("external {:?}: cannot read host:port from {url}", ext.name)
+            })?;
+            let command = ext.command.replace("{port}", &port.to_string());
+            Ok((
+                Launch::External {
+                    command,
+                    host,
+                    port: url_port,
+                },
+                Some(url),
+            ))
+        }
+    }
+}
+
+/// `(host, port)` of `scheme://host[:port][/...]`.
+pub fn host_port_of_url(url: &str) -> Option<(String, u16)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split('/').next()?;
+    match authority.rsplit_once(':') {
+        Some((host, port)) if !host.ends_with(']') || authority.starts_with('[') => {
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            Some((host.to_string(), port.parse().ok()?))
+        }
+        _ => {
+            let default = if scheme == "http" { 80 } else { return None };
+            Some((authority.to_string(), default))
+        }
+    }
+}
+
+/// One start-measure-stop cycle. `Ok(None)` when interrupted.
+fn run_once(
+    experiment: &Experiment,
+    point: &PointSpec,
+    pinning: Pinning,
+    options: &RunnerOptions,
+) -> anyhow::Result<Option<(RunMeasurement, Option<u32>)>> {
+    let (launch, external_url) = launch_of(experiment, point, pinning, options)?;
+    let ready_timeout = match &point.target {
+        TargetSpec::External(ext) => ext.ready_timeout.unwrap_or(experiment.ready_timeout),
+        TargetSpec::Ours { .. } => experiment.ready_timeout,
+    };
+    let mut server = ServerProcess::start(&launch, Duration::from_secs_f64(ready_timeout))?;
+    if pinning == Pinning::Affinity {
+        pin_group_to_cpu0(server.pgid());
+    }
+    let url = match external_url {
+        Some(base) => format!("{}{}", base.trim_end_matches('/'), point.workload.route),
+        None => match experiment.protocol {
+            Protocol::Echo => format!("tcp://{}:{}", server.ready.host, server.ready.port),
+            Protocol::Http => format!(
+                "http://{}:{}{}",
+                server.ready.host, server.ready.port, point.workload.route
+            ),
+        },
+    };
+    let target = Target::parse(&url)?;
+    let stop = &*options.stop;
+    if experiment.warmup > 0.0 {
+        let warmup = Mode::Closed {
+            duration: Duration::from_secs_f64(experiment.warmup),
+        };
+        let config = load_config(experiment, point, target.clone(), warmup, pinning);
+        load::run(&config, Some(stop)).context("warm-up")?;
+    }
+    if stop.load(Ordering::SeqCst) {
+        return Ok(None);
+    }
+    let mode = match experiment.mode {
+        LoadMode::Closed => Mode::Closed {
+            duration: Duration::from_secs_f64(experiment.duration),
+        },
+        LoadMode::Count => Mode::Count {
+            requests: experiment.requests.unwrap_or(1),
+        },
+        LoadMode::Rate => Mode::Rate {
+            rate: experiment.rate.unwrap_or(1.0),
+            duration: Duration::from_secs_f64(experiment.duration),
+        },
+    };
+    let config = load_config(experiment, point, target, mode, pinning);
+    let cpu_before = group_cpu(server.pgid());
+    let sampler = TreeSampler::start(server.pgid(), Duration::from_millis(100));
+    let report = load::run(&config, Some(stop));
+    let sample = sampler.finish();
+    let cpu = group_cpu(server.pgid()).since(&cpu_before);
+    if stop.load(Ordering::SeqCst) {
+        server.stop();
+        return Ok(None);
+    }
+    if let Some(status) = server.exited() {
+        anyhow::bail!(
+            "server exited ({status}) during the run{}",
+            server.stderr_note()
+        );
+    }
+    let report = report.context("measuring")?;
+    let reported_workers = server.ready.workers;
+    server.stop();
+    let run = measurement_of(&report, &config, cpu, sample);
+    Ok(Some((run, reported_workers)))
+}
+
+fn load_config(
+    experiment: &Experiment,
+    point: &PointSpec,
+    target: Target,
+    mode: Mode,
+    pinning: Pinning,
+) -> LoadConfig {
+    let workload = &point.workload;
+    let mut config = LoadConfig::new(target, point.concurrency as usize, mode);
+    config.threads = (experiment.load_threads as usize).clamp(1, point.concurrency.max(1) as usize);
+    config.timeout = Duration::from_secs_f64(experiment.timeout);
+    config.keepalive = workload.keepalive;
+    config.method = workload.method.clone();
+    if !workload.body.is_empty() {
+        config.body = workload.body.clone().into_bytes();
+        config.headers.push((
+            "Content-Type".into(),
+            "application/x-www-form-urlencoded".into(),
+        ));
+    }
+    if let Some(len) = workload.message_len {
+        config.message_len = len;
+    }
+    if pinning != Pinning::None {
+        config.pin_cpus = vec![1];
+    }
+    config
+}
+
+/// Turns the load engine's report and the /proc samples into one repetition's record.
+fn measurement_of(
+    report: &LoadReport,
+    config: &LoadConfig,
+    cpu: super::probe::TreeCpu,
+    sample: super::probe::TreeSample,
+) -> RunMeasurement {
+    let l = &report.latency_us;
+    RunMeasurement {
+        requests: report.requests,
+        duration_s: report.duration_s,
+        rps: report.rps,
+        latency_us: PointLatency {
+            p50: l.p50,
+            p90: l.p90,
+            p99: l.p99,
+            p999: l.p999,
+            mean: l.mean,
+            max: l.max,
+        },
+        errors: ErrorCounts {
+            connect: report.errors.connect,
+            read: report.errors.read,
+            write: report.errors.write,
+            timeout: report.errors.timeout,
+            protocol: report.errors.protocol,
+        },
+        status: report.status.clone(),
+        server: ServerUsage {
+            cpu_s: cpu.total_s(),
+            cpu_user_s: cpu.user_s,
+            cpu_system_s: cpu.system_s,
+            rss_kb: sample.peak_rss_kb,
+            threads: sample.peak_threads,
+            processes: sample.peak_processes,
+            voluntary_switches: sample.voluntary_switches,
+            involuntary_switches: sample.involuntary_switches,
+        },
+        client: ClientUsage {
+            cpu_s: report.client_cpu_s,
+            threads: config.threads.min(config.connections) as u32,
+        },
+        target_rate: report.target_rate,
+        rate_held: report.rate_held,
+    }
+}
+
+/// Pins every task of a process group to CPU 0 (used when taskset is missing).
+fn pin_group_to_cpu0(pgid: i32) {
+    use nix::sched::{sched_setaffinity, CpuSet};
+    use nix::unistd::Pid;
+    let mut cpu0 = CpuSet::new();
+    if cpu0.set(0).is_err() {
+        return;
+    }
+    for process in super::probe::group_processes(pgid) {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", process.pid)) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            if let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) {
+                let _ = sched_setaffinity(Pid::from_raw(tid), &cpu0);
+            }
+        }
+    }
+}
+
+/// A progress bar with ETA on a terminal, one line per point otherwise.
+struct Progress {
+    bar: Option<ProgressBar>,
+    total: usize,
+}
+
+impl Progress {
+    fn new(total: usize, seconds_per_point: f64, want_bar: bool) -> Progress {
+        let bar = (want_bar && std::io::stderr().is_terminal()).then(|| {
+            let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
+            let style = ProgressStyle::with_template(
+                "{bar:30.cyan/blue} {pos}/{len} points  {elapsed_precise} elapsed, ETA {eta}  {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
+            bar.set_style(style);
+            bar.set_message(format!("~{:.0} s total", seconds_per_point * total as f64));
+            bar.enable_steady_tick(Duration::from_millis(200));
+            bar
+        });
+        if bar.is_none() {
+            eprintln!(
+                "sweep: {total} points, about {:.0} s",
+                seconds_per_point * total as f64
+            );
+        }
+        Progress { bar, total }
+    }
+
+    fn starting(&self, index: usize, point: &PointSpec) {
+        let what = describe(point);
+        match &self.bar {
+            Some(bar) => bar.set_message(what),
+            None => eprint!("[{}/{}] {what}: ", index + 1, self.total),
+        }
+    }
+
+    fn finished(&self, p: &PointResult) {
+        let line = if p.ok {
+            format!(
+                "{} req/s, p99 {}, {} errors{}",
+                output::thousands(p.rps),
+                output::duration_us(p.latency_us.p99),
+                p.errors,
+                if p.generator_bound {
+                    ", generator-bound"
+                } else {
+                    ""
+                }
+            )
+        } else {
+            format!("failed: {}", p.failure.as_deref().unwrap_or("?"))
+        };
+        match &self.bar {
+            Some(bar) => {
+                bar.println(format!(
+                    "  {} {} c={}: {line}",
+                    p.workload,
+                    super::analysis::series_label(&p.arch, p.workers),
+                    p.concurrency
+                ));
+                bar.inc(1);
+            }
+            None => eprintln!("{line}"),
+        }
+    }
+
+    fn done(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn describe(point: &PointSpec) -> String {
+    let workers = point.workers.map_or(String::new(), |w| format!("/{w}"));
+    format!(
+        "{} {}{} c={}",
+        point.workload.name,
+        point.target.name(),
+        workers,
+        point.concurrency
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_host_and_port() {
+        assert_eq!(
+            host_port_of_url("http://127.0.0.1:8080/x"),
+            Some(("127.0.0.1".into(), 8080))
+        );
+        assert_eq!(
+            host_port_of_url("http://localhost"),
+            Some(("localhost".into(), 80))
+        );
+        assert_eq!(host_port_of_url("http://[::1]:9/"), Some(("::1".into(), 9)));
+        assert_eq!(host_port_of_url("tcp://h"), None);
+    }
+}

@@ -1,0 +1,495 @@
+//! Server processes under test: start one in its own process group, know when it is ready,
+//! stop it and everything it forked.
+//!
+//! Our own server is `sweetspot serve --port 0`, which prints one ready line with the port it
+//! took. An external server (a user's Node or Java app) is a shell command; it is ready when its
+//! port accepts connections. Either way the child is a process-group leader
+//! (`CommandExt::process_group(0)`), so stopping means signalling the group: SIGTERM, a bounded
+//! wait, then SIGKILL. The sweep makes itself a child subreaper (see [`become_subreaper`]) so
+//! that processes a server forked are re-parented to the sweep when the server dies, and are
+//! reaped here instead of lingering as zombies under a PID 1 that may not reap.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use nix::errno::Errno;
+use nix::sys::signal::{killpg, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag};
+use nix::unistd::Pid;
+
+/// What the ready line says: `listening on http://HOST:PORT arch=ARCH workers=N`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadyLine {
+    /// `http` or `tcp`.
+    pub scheme: String,
+    pub host: String,
+    pub port: u16,
+    pub arch: Option<String>,
+    pub workers: Option<u32>,
+}
+
+/// Parses the server's ready line; `None` for any other line.
+pub fn parse_ready_line(line: &str) -> Option<ReadyLine> {
+    let rest = line.trim().strip_prefix("listening on ")?;
+    let mut words = rest.split_whitespace();
+    let url = words.next()?;
+    let (scheme, authority) = url.split_once("://")?;
+    let authority = authority.trim_end_matches('/');
+    let (host, port) = authority.rsplit_once(':')?;
+    let mut ready = ReadyLine {
+        scheme: scheme.to_string(),
+        host: host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+        port: port.parse().ok()?,
+        arch: None,
+        workers: None,
+    };
+    for word in words {
+        if let Some(arch) = word.strip_prefix("arch=") {
+            ready.arch = Some(arch.to_string());
+        } else if let Some(workers) = word.strip_prefix("workers=") {
+            ready.workers = workers.parse().ok();
+        }
+    }
+    Some(ready)
+}
+
+/// How to start one server.
+#[derive(Debug, Clone)]
+pub enum Launch {
+    /// `BINARY serve --arch ARCH --port 0 ...`.
+    Ours {
+        binary: PathBuf,
+        arch: String,
+        workers: Option<u32>,
+        store: Option<String>,
+        protocol: &'static str,
+        /// Run under `taskset -c 0` (when taskset exists).
+        pin_with_taskset: bool,
+    },
+    /// `sh -c COMMAND`, ready when `host:port` accepts a connection.
+    External {
+        command: String,
+        host: String,
+        port: u16,
+    },
+}
+
+/// A running server under test.
+pub struct ServerProcess {
+    child: Child,
+    pgid: i32,
+    pub ready: ReadyLine,
+    stderr_tail: Arc<Mutex<String>>,
+    stderr_closed: Arc<AtomicBool>,
+    stopped: bool,
+}
+
+/// Keeps the last few KB of a stream, to explain a failure.
+fn spawn_tail_reader(
+    stream: impl Read + Send + 'static,
+    tail: Arc<Mutex<String>>,
+    closed: Arc<AtomicBool>,
+) {
+    let _ = std::thread::Builder::new()
+        .name("server-stderr".into())
+        .spawn(move || {
+            let mut reader = BufReader::new(stream);
+            let mut line = String::new();
+            while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+                let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
+                t.push_str(&line);
+                if t.len() > 4096 {
+                    let cut = t.len() - 2048;
+                    let cut = (cut..t.len()).find(|&i| t.is_char_boundary(i)).unwrap_or(0);
+                    t.drain(..cut);
+                }
+                line.clear();
+            }
+            closed.store(true, Ordering::SeqCst);
+        });
+}
+
+/// Whether `taskset` is on the PATH.
+pub fn taskset_available() -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join("taskset").is_file()))
+}
+
+/// A free TCP port on 127.0.0.1 (bound, then released: the usual small race).
+pub fn free_port() -> anyhow::Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+impl ServerProcess {
+    /// Starts a server and waits (at most `ready_timeout`) until it is ready. On failure the
+    /// error says why (exit status and the end of its stderr) and nothing is left running.
+    pub fn start(launch: &Launch, ready_timeout: Duration) -> anyhow::Result<ServerProcess> {
+        let mut command = match launch {
+            Launch::Ours {
+                binary,
+                arch,
+                workers,
+                store,
+                protocol,
+                pin_with_taskset,
+            } => {
+                let mut command = if *pin_with_taskset {
+                    let mut c = Command::new("taskset");
+                    c.arg("-c").arg("0").arg(binary);
+                    c
+                } else {
+                    Command::new(binary)
+                };
+                command.args([
+                    "serve",
+                    "--arch",
+                    arch,
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    "0",
+                ]);
+                command.args(["--protocol", protocol]);
+                if let Some(workers) = workers {
+                    command.arg("--workers").arg(workers.to_string());
+                }
+                if let Some(store) = store {
+                    command.arg("--store").arg(store);
+                }
+                command
+            }
+            Launch::External { command: line, .. } => {
+                let mut command = Command::new("sh");
+                command.arg("-c").arg(line);
+                command
+            }
+        };
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("starting {command:?}"))?;
+        let pgid = child.id() as i32;
+        let stderr_tail = Arc::new(Mutex::new(String::new()));
+        let stderr_closed = Arc::new(AtomicBool::new(false));
+        if let Some(stderr) = child.stderr.take() {
+            spawn_tail_reader(stderr, Arc::clone(&stderr_tail), Arc::clone(&stderr_closed));
+        }
+        let stdout = child.stdout.take();
+        let mut server = ServerProcess {
+            child,
+            pgid,
+            ready: ReadyLine {
+                scheme: String::new(),
+                host: String::new(),
+                port: 0,
+                arch: None,
+                workers: None,
+            },
+            stderr_tail,
+            stderr_closed,
+            stopped: false,
+        };
+        let ready = match launch {
+            Launch::Ours { .. } => server.wait_for_ready_line(stdout, ready_timeout),
+            Launch::External { host, port, .. } => {
+                if let Some(stdout) = stdout {
+                    let ignored = Arc::new(Mutex::new(String::new()));
+                    spawn_tail_reader(stdout, ignored, Arc::new(AtomicBool::new(false)));
+                }
+                server.wait_for_port(host, *port, ready_timeout)
+            }
+        };
+        match ready {
+            Ok(ready) => {
+                server.ready = ready;
+                Ok(server)
+            }
+            Err(e) => {
+                server.stop();
+                Err(e)
+            }
+        }
+    }
+
+    fn wait_for_ready_line(
+        &mut self,
+        stdout: Option<impl Read + Send + 'static>,
+        timeout: Duration,
+    ) -> anyhow::Result<ReadyLine> {
+        let stdout = stdout.ok_or_else(|| anyhow!("no stdout from the server"))?;
+        let (sender, receiver) = mpsc::channel();
+        // The reader keeps draining stdout after the ready line so the server never blocks
+        // writing its stats line; it ends at EOF when the group is gone.
+        let _ = std::thread::Builder::new()
+            .name("server-stdout".into())
+            .spawn(move || {
+                let mut sent = false;
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    if !sent {
+                        if let Some(ready) = parse_ready_line(&line) {
+                            let _ = sender.send(ready);
+                            sent = true;
+                        }
+                    }
+                }
+            });
+        let deadline = Instant::now() + timeout;
+        loop {
+            match receiver.recv_timeout(Duration::from_millis(50)) {
+                Ok(ready) => return Ok(ready),
+                Err(mpsc::RecvTimeoutError::Disconnected)
+                | Err(mpsc::RecvTimeoutError::Timeout)
+                    if self.exited().is_some() =>
+                {
+                    let status = self.exited().expect("checked above");
+                    bail!(
+                        "server exited ({status}) before it was ready{}",
+                        self.stderr_note()
+                    )
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "no ready line within {:.1}s{}",
+                    timeout.as_secs_f64(),
+                    self.stderr_note()
+                );
+            }
+        }
+    }
+
+    fn wait_for_port(
+        &mut self,
+        host: &str,
+        port: u16,
+        timeout: Duration,
+    ) -> anyhow::Result<ReadyLine> {
+        let deadline = Instant::now() + timeout;
+        let address = (host, port)
+            .to_socket_addrs()
+            .with_context(|| format!("resolving {host}:{port}"))?
+            .next()
+            .ok_or_else(|| anyhow!("{host}:{port} resolves to nothing"))?;
+        loop {
+            if let Some(status) = self.exited() {
+                bail!(
+                    "command exited ({status}) before its port opened{}",
+                    self.stderr_note()
+                );
+            }
+            if TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok() {
+                return Ok(ReadyLine {
+                    scheme: "http".into(),
+                    host: host.to_string(),
+                    port,
+                    arch: None,
+                    workers: None,
+                });
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "port {port} not open within {:.1}s{}",
+                    timeout.as_secs_f64(),
+                    self.stderr_note()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The process group id (= the leader's pid).
+    pub fn pgid(&self) -> i32 {
+        self.pgid
+    }
+
+    /// The exit status if the leader has exited.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// ": <last stderr line>" when the server said anything on stderr. When the server has
+    /// exited, waits briefly for its last words to be read.
+    pub fn stderr_note(&self) -> String {
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while !self.stderr_closed.load(Ordering::SeqCst) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let tail = self.stderr_tail.lock().unwrap_or_else(|p| p.into_inner());
+        match tail.lines().rev().find(|l| !l.trim().is_empty()) {
+            Some(line) => format!(": {}", line.trim()),
+            None => String::new(),
+        }
+    }
+
+    /// Stops the whole group: SIGTERM, up to 3 s for it to leave, then SIGKILL. Reaps the
+    /// leader and any re-parented members. Idempotent.
+    pub fn stop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        let group = Pid::from_raw(self.pgid);
+        let _ = killpg(group, Signal::SIGTERM);
+        // A stopped (SIGSTOPped) member would ignore SIGTERM until continued.
+        let _ = killpg(group, Signal::SIGCONT);
+        if !self.wait_group_gone(Duration::from_secs(3)) {
+            let _ = killpg(group, Signal::SIGKILL);
+            self.wait_group_gone(Duration::from_secs(2));
+        }
+    }
+
+    /// Waits until no process of the group remains, reaping what is ours to reap.
+    fn wait_group_gone(&mut self, bound: Duration) -> bool {
+        let deadline = Instant::now() + bound;
+        loop {
+            let _ = self.child.try_wait();
+            reap_group(self.pgid);
+            if self.child.try_wait().ok().flatten().is_some() && group_is_empty(self.pgid) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Reaps exited members of a process group that were re-parented to us.
+fn reap_group(pgid: i32) {
+    loop {
+        match waitpid(Pid::from_raw(-pgid), Some(WaitPidFlag::WNOHANG)) {
+            Ok(nix::sys::wait::WaitStatus::StillAlive) | Err(_) => return,
+            Ok(_) => continue,
+        }
+    }
+}
+
+/// True when no live (non-zombie) process is in the group. Zombies whose parent is someone else
+/// cannot be reaped by us and hold no resources, so they do not count.
+pub fn group_is_empty(pgid: i32) -> bool {
+    match killpg(Pid::from_raw(pgid), None) {
+        Err(Errno::ESRCH) => true,
+        Err(_) => false,
+        Ok(()) => crate::sweep::probe::group_processes(pgid).iter().all(|p| {
+            std::fs::read_to_string(format!("/proc/{}/stat", p.pid))
+                .map(|s| {
+                    s.rsplit_once(')')
+                        .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+                })
+                .unwrap_or(true)
+        }),
+    }
+}
+
+/// Makes this process the reaper of orphans from its descendants, so a server's forked
+/// children that outlive their parent come back to us to be reaped.
+pub fn become_subreaper() {
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+}
+
+/// The server binary to run for our architectures: this executable.
+pub fn this_binary() -> anyhow::Result<PathBuf> {
+    std::env::current_exe().context("finding the sweetspot executable")
+}
+
+/// Checks that a binary path is usable before the sweep starts.
+pub fn check_binary(path: &Path) -> anyhow::Result<()> {
+    if !path.is_file() {
+        bail!("server binary {} not found", path.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_line_parses() {
+        let r =
+            parse_ready_line("listening on http://127.0.0.1:40123 arch=epoll workers=1").unwrap();
+        assert_eq!(r.scheme, "http");
+        assert_eq!(r.host, "127.0.0.1");
+        assert_eq!(r.port, 40123);
+        assert_eq!(r.arch.as_deref(), Some("epoll"));
+        assert_eq!(r.workers, Some(1));
+        let r = parse_ready_line("listening on tcp://[::1]:7 arch=poll").unwrap();
+        assert_eq!(
+            (r.scheme.as_str(), r.host.as_str(), r.port),
+            ("tcp", "::1", 7)
+        );
+        assert!(parse_ready_line("starting up").is_none());
+        assert!(parse_ready_line("listening on http://127.0.0.1:notaport").is_none());
+    }
+
+    #[test]
+    fn external_command_starts_and_stops_with_its_children() {
+        let port = free_port().unwrap();
+        // A shell that forks a listener and a sleeper: both must go with the group.
+        let command = format!(
+            "python3 -c 'import socket,time; s=socket.socket(); \
+             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); \
+             s.bind((\"127.0.0.1\",{port})); s.listen(); time.sleep(60)' & sleep 60; wait"
+        );
+        let launch = Launch::External {
+            command,
+            host: "127.0.0.1".into(),
+            port,
+        };
+        let mut server = match ServerProcess::start(&launch, Duration::from_secs(10)) {
+            Ok(s) => s,
+            Err(e) if e.to_string().contains("exited") => return, // no python3 here
+            Err(e) => panic!("{e:#}"),
+        };
+        let pgid = server.pgid();
+        assert!(crate::sweep::probe::group_processes(pgid).len() >= 2);
+        server.stop();
+        assert!(group_is_empty(pgid));
+    }
+
+    #[test]
+    fn a_command_that_dies_is_a_failure_with_its_reason() {
+        let port = free_port().unwrap();
+        let launch = Launch::External {
+            command: "echo 'address already in use' >&2; exit 3".into(),
+            host: "127.0.0.1".into(),
+            port,
+        };
+        let err = ServerProcess::start(&launch, Duration::from_secs(5))
+            .err()
+            .unwrap();
+        let text = err.to_string();
+        assert!(
+            text.contains("exited") && text.contains("already in use"),
+            "{text}"
+        );
+    }
+}

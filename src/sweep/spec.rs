@@ -1,0 +1,542 @@
+//! The experiment spec: what a sweep runs, as read from a TOML file or a preset.
+//!
+//! An experiment is a grid, architecture x worker count x workload x concurrency (x repetition),
+//! plus external targets (a user's own server started by a shell command) that sit in the same
+//! tables. The presets are ordinary TOML files in `experiments/`, embedded here with
+//! `include_str!` so `sweetspot sweep quick` works from any directory. Parsing is strict
+//! (unknown keys, unknown architectures, empty grids are usage errors, exit 2) because a typo in
+//! an experiment otherwise costs minutes of measuring the wrong thing.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::usage;
+
+/// The architectures `sweetspot serve --arch` accepts (and the later ones the design names).
+pub const KNOWN_ARCHS: &[&str] = &[
+    "iterative",
+    "forking",
+    "preforked",
+    "threaded",
+    "prethreaded",
+    "poll",
+    "epoll",
+    "reactors",
+    "uring",
+    "hybrid",
+    "async",
+];
+
+/// Architectures whose worker count is a pool size worth sweeping; the others take one
+/// process or thread per connection (or a single loop) and run once with the server's default.
+pub const POOLED_ARCHS: &[&str] = &["preforked", "prethreaded", "reactors", "hybrid", "async"];
+
+/// Architectures that run every request on one thread: their CPU capacity is one core.
+pub const SINGLE_THREADED_ARCHS: &[&str] = &["iterative", "poll", "epoll", "uring"];
+
+/// The presets, by name, as shipped in `experiments/`.
+pub const PRESETS: &[(&str, &str)] = &[
+    ("quick", include_str!("../../experiments/quick.toml")),
+    ("echo", include_str!("../../experiments/echo.toml")),
+    (
+        "zerohttpd",
+        include_str!("../../experiments/zerohttpd.toml"),
+    ),
+    ("threads", include_str!("../../experiments/threads.toml")),
+    ("io-wait", include_str!("../../experiments/io-wait.toml")),
+    (
+        "cpu-bound",
+        include_str!("../../experiments/cpu-bound.toml"),
+    ),
+];
+
+/// How the load generator drives each point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadMode {
+    /// Every connection sends its next request when the previous answer arrives, for `duration`.
+    #[default]
+    Closed,
+    /// A fixed total number of requests (`requests`), spread over the connections.
+    Count,
+    /// A constant request rate (`rate` per second) for `duration`, latency from intended send.
+    Rate,
+}
+
+/// The protocol the server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    #[default]
+    Http,
+    Echo,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Http => "http",
+            Protocol::Echo => "echo",
+        }
+    }
+}
+
+/// One workload: what each request asks for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// A short name used in tables and plots, e.g. `hello`.
+    pub name: String,
+    /// The request path with its query, e.g. `/fib?n=25`. Ignored for echo.
+    #[serde(default = "default_route")]
+    pub route: String,
+    #[serde(default = "default_method")]
+    pub method: String,
+    /// Request body (for POST), sent as `application/x-www-form-urlencoded` when non-empty.
+    #[serde(default)]
+    pub body: String,
+    /// Keep connections open between requests; `false` opens a connection per request.
+    #[serde(default = "default_true")]
+    pub keepalive: bool,
+    /// Echo protocol: bytes per line sent.
+    #[serde(default)]
+    pub message_len: Option<usize>,
+    /// Time per request spent waiting (not computing), for Goetz's formula. Derived from
+    /// `/sleep?ms=M` when not given.
+    #[serde(default)]
+    pub wait_ms: Option<f64>,
+    /// Concurrency levels for this workload only (overrides the experiment's list).
+    #[serde(default)]
+    pub concurrency: Option<Vec<u32>>,
+}
+
+impl Workload {
+    /// The wait per request in milliseconds: explicit, else parsed from `/sleep?ms=M`, else 0.
+    pub fn wait_ms(&self) -> f64 {
+        if let Some(ms) = self.wait_ms {
+            return ms;
+        }
+        sleep_ms_of_route(&self.route).unwrap_or(0.0)
+    }
+}
+
+/// `M` from a `/sleep?ms=M` route.
+pub fn sleep_ms_of_route(route: &str) -> Option<f64> {
+    let (path, query) = route.split_once('?')?;
+    if path != "/sleep" {
+        return None;
+    }
+    query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("ms="))
+        .and_then(|v| v.parse().ok())
+}
+
+/// A server the user starts with a shell command, measured like ours.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExternalTarget {
+    /// The column name in tables, e.g. `node`.
+    pub name: String,
+    /// A shell command (run with `sh -c`) that starts the server in the foreground. `{port}` is
+    /// replaced with a free port.
+    pub command: String,
+    /// The base URL, e.g. `http://127.0.0.1:{port}`; each workload's route is appended.
+    pub url: String,
+    /// Seconds to wait for the port to accept connections.
+    #[serde(default, deserialize_with = "de_opt_seconds")]
+    pub ready_timeout: Option<f64>,
+    /// Only these workloads (by name); all when absent.
+    #[serde(default)]
+    pub workloads: Option<Vec<String>>,
+}
+
+/// A whole experiment as written in TOML.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Our architectures to run; may be empty when only external targets are measured.
+    #[serde(default)]
+    pub archs: Vec<String>,
+    /// Pool sizes for pooled architectures; empty means the server's default.
+    #[serde(default)]
+    pub workers: Vec<u32>,
+    /// Concurrency levels (connections), unless a workload overrides them.
+    #[serde(default)]
+    pub concurrency: Vec<u32>,
+    #[serde(rename = "workload", alias = "workloads")]
+    pub workloads: Vec<Workload>,
+    #[serde(default)]
+    pub mode: LoadMode,
+    /// Seconds measured per point (closed and rate modes).
+    #[serde(default = "default_duration", deserialize_with = "de_seconds")]
+    pub duration: f64,
+    /// Count mode: requests per point.
+    #[serde(default)]
+    pub requests: Option<u64>,
+    /// Rate mode: requests per second.
+    #[serde(default)]
+    pub rate: Option<f64>,
+    /// Seconds of unmeasured load before each measurement.
+    #[serde(default = "default_warmup", deserialize_with = "de_seconds")]
+    pub warmup: f64,
+    #[serde(default = "default_repetitions")]
+    pub repetitions: u32,
+    /// Seconds before a request counts as timed out.
+    #[serde(default = "default_timeout", deserialize_with = "de_seconds")]
+    pub timeout: f64,
+    /// Load generator threads.
+    #[serde(default = "default_load_threads")]
+    pub load_threads: u32,
+    /// Pin the server to CPU 0 and the generator to CPU 1.
+    #[serde(default)]
+    pub pin: bool,
+    /// `--store` for our server (`sqlite:PATH` or `redis://HOST:PORT`).
+    #[serde(default)]
+    pub store: Option<String>,
+    #[serde(default)]
+    pub protocol: Protocol,
+    /// The latency bound (ms) the recommendation must respect.
+    #[serde(default = "default_p99_bound_ms")]
+    pub p99_bound_ms: f64,
+    /// Seconds to wait for a server's ready line.
+    #[serde(default = "default_ready_timeout", deserialize_with = "de_seconds")]
+    pub ready_timeout: f64,
+    /// Skip concurrency levels above this for the named architectures (the study's blanks).
+    #[serde(default)]
+    pub max_concurrency: BTreeMap<String, u32>,
+    #[serde(default)]
+    pub external: Vec<ExternalTarget>,
+}
+
+fn default_route() -> String {
+    "/hello".into()
+}
+fn default_method() -> String {
+    "GET".into()
+}
+fn default_true() -> bool {
+    true
+}
+fn default_duration() -> f64 {
+    1.0
+}
+fn default_warmup() -> f64 {
+    0.2
+}
+fn default_repetitions() -> u32 {
+    1
+}
+fn default_timeout() -> f64 {
+    2.0
+}
+fn default_load_threads() -> u32 {
+    1
+}
+fn default_p99_bound_ms() -> f64 {
+    100.0
+}
+fn default_ready_timeout() -> f64 {
+    10.0
+}
+
+/// Parses a duration written as seconds (`1.5`) or with a unit (`200ms`, `2s`, `1m`, `500us`).
+pub fn parse_seconds(text: &str) -> Option<f64> {
+    let text = text.trim();
+    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = text.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = text.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (text, 1.0)
+    };
+    let value: f64 = number.trim().parse().ok()?;
+    (value.is_finite() && value >= 0.0).then_some(value * scale)
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SecondsRepr {
+    Number(f64),
+    Text(String),
+}
+
+fn de_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    match SecondsRepr::deserialize(d)? {
+        SecondsRepr::Number(n) if n >= 0.0 => Ok(n),
+        SecondsRepr::Number(n) => Err(serde::de::Error::custom(format!("negative duration {n}"))),
+        SecondsRepr::Text(t) => parse_seconds(&t).ok_or_else(|| {
+            serde::de::Error::custom(format!("bad duration {t:?} (try 1.5, \"200ms\", \"2s\")"))
+        }),
+    }
+}
+
+fn de_opt_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    de_seconds(d).map(Some)
+}
+
+impl Experiment {
+    /// Parses and validates an experiment; every problem is a usage error.
+    pub fn from_toml(text: &str, origin: &str) -> anyhow::Result<Experiment> {
+        let experiment: Experiment = toml::from_str(text).map_err(|e| {
+            let message = e.message().to_string();
+            let line = e
+                .span()
+                .map(|span| text[..span.start.min(text.len())].lines().count().max(1));
+            match line {
+                Some(line) => usage(format!("{origin}: line {line}: {message}")),
+                None => usage(format!("{origin}: {message}")),
+            }
+        })?;
+        experiment.validate(origin)?;
+        Ok(experiment)
+    }
+
+    /// Resolves a preset name or a path to a TOML file.
+    pub fn load(name_or_path: &str) -> anyhow::Result<Experiment> {
+        if let Some((_, text)) = PRESETS.iter().find(|(name, _)| *name == name_or_path) {
+            return Experiment::from_toml(text, &format!("preset {name_or_path}"));
+        }
+        let path = Path::new(name_or_path);
+        let looks_like_file = name_or_path.ends_with(".toml") || name_or_path.contains('/');
+        if !looks_like_file && !path.exists() {
+            let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
+            return Err(usage(format!(
+                "unknown preset {name_or_path:?} (presets: {}; or give a FILE.toml)",
+                names.join(", ")
+            )));
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
+        Experiment::from_toml(&text, &path.display().to_string())
+    }
+
+    fn validate(&self, origin: &str) -> anyhow::Result<()> {
+        let fail = |msg: String| Err(usage(format!("{origin}: {msg}")));
+        for arch in &self.archs {
+            if !KNOWN_ARCHS.contains(&arch.as_str()) {
+                return fail(format!(
+                    "unknown arch {arch:?} (known: {})",
+                    KNOWN_ARCHS.join(" ")
+                ));
+            }
+        }
+        for arch in self.max_concurrency.keys() {
+            if !KNOWN_ARCHS.contains(&arch.as_str()) {
+                return fail(format!("max_concurrency: unknown arch {arch:?}"));
+            }
+        }
+        if self.archs.is_empty() && self.external.is_empty() {
+            return fail("no archs and no external targets: nothing to measure".into());
+        }
+        if self.workloads.is_empty() {
+            return fail("no [[workload]]".into());
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for w in &self.workloads {
+            if !names.insert(w.name.as_str()) {
+                return fail(format!("workload {:?} appears twice", w.name));
+            }
+            let levels = w.concurrency.as_ref().unwrap_or(&self.concurrency);
+            if levels.is_empty() {
+                return fail(format!("workload {:?}: no concurrency levels", w.name));
+            }
+            if levels.contains(&0) {
+                return fail(format!("workload {:?}: concurrency 0", w.name));
+            }
+            if self.protocol == Protocol::Http && !w.route.starts_with('/') {
+                return fail(format!("workload {:?}: route must start with /", w.name));
+            }
+        }
+        if self.workers.contains(&0) {
+            return fail("workers 0".into());
+        }
+        match self.mode {
+            LoadMode::Count if self.requests.unwrap_or(0) == 0 => {
+                return fail("mode = \"count\" needs requests > 0".into())
+            }
+            LoadMode::Rate if self.rate.unwrap_or(0.0) <= 0.0 => {
+                return fail("mode = \"rate\" needs rate > 0".into())
+            }
+            LoadMode::Closed | LoadMode::Rate if self.duration <= 0.0 => {
+                return fail("duration must be > 0".into())
+            }
+            _ => {}
+        }
+        if self.repetitions == 0 || self.load_threads == 0 {
+            return fail("repetitions and load_threads must be >= 1".into());
+        }
+        for ext in &self.external {
+            if ext.command.trim().is_empty() || ext.url.is_empty() {
+                return fail(format!("external {:?}: needs command and url", ext.name));
+            }
+            if let Some(list) = &ext.workloads {
+                if let Some(bad) = list.iter().find(|n| !names.contains(n.as_str())) {
+                    return fail(format!("external {:?}: unknown workload {bad:?}", ext.name));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Expands the grid into the points to run, in run order.
+    pub fn points(&self) -> Vec<PointSpec> {
+        let mut points = Vec::new();
+        for workload in &self.workloads {
+            let levels = workload.concurrency.as_ref().unwrap_or(&self.concurrency);
+            for arch in &self.archs {
+                let worker_choices: Vec<Option<u32>> =
+                    if self.workers.is_empty() || !POOLED_ARCHS.contains(&arch.as_str()) {
+                        vec![None]
+                    } else {
+                        self.workers.iter().copied().map(Some).collect()
+                    };
+                for workers in worker_choices {
+                    for &concurrency in levels {
+                        if self
+                            .max_concurrency
+                            .get(arch)
+                            .is_some_and(|&max| concurrency > max)
+                        {
+                            continue;
+                        }
+                        points.push(PointSpec {
+                            target: TargetSpec::Ours { arch: arch.clone() },
+                            workers,
+                            workload: workload.clone(),
+                            concurrency,
+                        });
+                    }
+                }
+            }
+            for ext in &self.external {
+                if ext
+                    .workloads
+                    .as_ref()
+                    .is_some_and(|only| !only.contains(&workload.name))
+                {
+                    continue;
+                }
+                for &concurrency in levels {
+                    points.push(PointSpec {
+                        target: TargetSpec::External(ext.clone()),
+                        workers: None,
+                        workload: workload.clone(),
+                        concurrency,
+                    });
+                }
+            }
+        }
+        points
+    }
+
+    /// A rough time budget for one point (for the progress estimate), in seconds.
+    pub fn seconds_per_point(&self) -> f64 {
+        let measured = match self.mode {
+            LoadMode::Count => 1.0,
+            _ => self.duration,
+        };
+        (measured + self.warmup) * f64::from(self.repetitions) + 0.3
+    }
+}
+
+/// Which server a point measures.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TargetSpec {
+    Ours { arch: String },
+    External(ExternalTarget),
+}
+
+impl TargetSpec {
+    /// The column name: the architecture, or the external target's name.
+    pub fn name(&self) -> &str {
+        match self {
+            TargetSpec::Ours { arch } => arch,
+            TargetSpec::External(ext) => &ext.name,
+        }
+    }
+}
+
+/// One cell of the grid (all its repetitions).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PointSpec {
+    pub target: TargetSpec,
+    /// Requested pool size; `None` lets the server choose.
+    pub workers: Option<u32>,
+    pub workload: Workload,
+    pub concurrency: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_preset_parses_and_expands() {
+        for (name, text) in PRESETS {
+            let e = Experiment::from_toml(text, name).unwrap();
+            assert_eq!(&e.name, name);
+            assert!(!e.points().is_empty(), "{name} has no points");
+        }
+    }
+
+    #[test]
+    fn durations_accept_units_and_numbers() {
+        assert_eq!(parse_seconds("200ms"), Some(0.2));
+        assert_eq!(parse_seconds("2s"), Some(2.0));
+        assert_eq!(parse_seconds("1.5"), Some(1.5));
+        assert_eq!(parse_seconds("1m"), Some(60.0));
+        assert_eq!(parse_seconds("-1s"), None);
+        assert_eq!(parse_seconds("soon"), None);
+    }
+
+    #[test]
+    fn sleep_route_gives_wait() {
+        assert_eq!(sleep_ms_of_route("/sleep?ms=100"), Some(100.0));
+        assert_eq!(sleep_ms_of_route("/fib?n=3"), None);
+        let w: Workload = toml::from_str("name = \"s\"\nroute = \"/sleep?x=1&ms=7\"").unwrap();
+        assert_eq!(w.wait_ms(), 7.0);
+    }
+
+    #[test]
+    fn bad_input_is_a_usage_error() {
+        let unknown_arch = "name='x'\narchs=['fibers']\nconcurrency=[1]\n[[workload]]\nname='h'\n";
+        let err = Experiment::from_toml(unknown_arch, "t").unwrap_err();
+        assert!(err.downcast_ref::<crate::UsageError>().is_some());
+        assert!(err.to_string().contains("unknown arch"), "{err}");
+        let typo = "name='x'\narchs=['epoll']\nconcurency=[1]\n[[workload]]\nname='h'\n";
+        let err = Experiment::from_toml(typo, "t").unwrap_err();
+        assert!(err.to_string().contains("concurency"), "{err}");
+        assert!(Experiment::load("no-such-preset").is_err());
+    }
+
+    #[test]
+    fn grid_expands_workers_only_for_pools_and_respects_limits() {
+        let text = r#"
+            name = "g"
+            archs = ["threaded", "prethreaded", "iterative"]
+            workers = [1, 4]
+            concurrency = [10, 500]
+            max_concurrency = { iterative = 200 }
+            [[workload]]
+            name = "hello"
+        "#;
+        let e = Experiment::from_toml(text, "g").unwrap();
+        let points = e.points();
+        // threaded: 2 levels; prethreaded: 2 workers x 2 levels; iterative: 1 level.
+        assert_eq!(points.len(), 2 + 4 + 1);
+        assert!(points
+            .iter()
+            .filter(|p| p.target.name() == "threaded")
+            .all(|p| p.workers.is_none()));
+    }
+}
