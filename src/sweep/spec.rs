@@ -288,7 +288,13 @@ impl Experiment {
     /// Parses and validates an experiment; every problem is a usage error.
     pub fn from_toml(text: &str, origin: &str) -> anyhow::Result<Experiment> {
         let experiment: Experiment = toml::from_str(text).map_err(|e| {
-            let message = e.message().to_string();
+            // toml's messages may span lines; the contract is one line.
+            let message = e
+                .message()
+                .lines()
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join(": ");
             let line = e
                 .span()
                 .map(|span| text[..span.start.min(text.len())].lines().count().max(1));

@@ -1,0 +1,412 @@
+//! Integration tests of `sweetspot sweep` and `sweetspot report` through the built binary,
+//! against real servers on free ports: a small experiment end to end, an interrupted sweep, an
+//! external target started by a shell command, and bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+
+const BIN: &str = env!("CARGO_BIN_EXE_sweetspot");
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sweetspot-sweep-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn sweetspot(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("running sweetspot")
+}
+
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn small_experiment_end_to_end_then_report_renders_again() {
+    let dir = scratch("e2e");
+    let experiment = dir.join("small.toml");
+    std::fs::write(
+        &experiment,
+        r#"
+name = "small"
+archs = ["threaded", "epoll"]
+concurrency = [1, 4]
+duration = "300ms"
+warmup = "100ms"
+p99_bound_ms = 500
+
+[[workload]]
+name = "hello"
+route = "/hello"
+"#,
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let run = sweetspot(&[
+        "sweep",
+        experiment.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(stdout.contains("Recommendation"), "{stdout}");
+    for file in [
+        "results.json",
+        "table.md",
+        "report.html",
+        "hello-throughput.svg",
+        "hello-p99.svg",
+    ] {
+        assert!(out.join(file).is_file(), "missing {file}");
+    }
+    let results = read_json(&out.join("results.json"));
+    let points = results["points"].as_array().unwrap();
+    assert_eq!(points.len(), 4);
+    for p in points {
+        for key in [
+            "arch",
+            "workers",
+            "workload",
+            "concurrency",
+            "rps",
+            "errors",
+        ] {
+            assert!(p.get(key).is_some(), "point lacks {key}: {p}");
+        }
+        assert!(p["latency_us"]["p50"].is_number() && p["latency_us"]["p99"].is_number());
+        assert!(p["server"]["cpu_s"].is_number() && p["server"]["rss_kb"].is_number());
+        assert!(p["client"]["cpu_s"].is_number());
+        assert_eq!(p["ok"], true, "{p}");
+        assert!(p["rps"].as_f64().unwrap() > 0.0, "{p}");
+        assert!(p["server"]["rss_kb"].as_u64().unwrap() > 0, "{p}");
+    }
+    let archs: Vec<&str> = points.iter().map(|p| p["arch"].as_str().unwrap()).collect();
+    assert!(archs.contains(&"threaded") && archs.contains(&"epoll"));
+    assert!(results["recommendation"]["summary"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("hello:"));
+    assert!(results["machine"]["cores"].as_u64().unwrap() >= 1);
+    let table = std::fs::read_to_string(out.join("table.md")).unwrap();
+    assert!(
+        table.contains("| concurrency | threaded | epoll |"),
+        "{table}"
+    );
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("Recommendation") && html.contains("Machine"));
+    assert!(!html.contains("<script") && !html.contains("src=\"http"));
+
+    // `report` re-renders every file from results.json alone.
+    std::fs::remove_file(out.join("table.md")).unwrap();
+    std::fs::remove_file(out.join("hello-p99.svg")).unwrap();
+    let report = sweetspot(&["report", out.to_str().unwrap()]);
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    assert!(out.join("table.md").is_file() && out.join("hello-p99.svg").is_file());
+    assert_eq!(
+        read_json(&out.join("results.json"))["points"],
+        results["points"]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Children of `pid` (by parent pid), from /proc.
+fn children_of(pid: u32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat"))
+                .ok()
+                .and_then(|s| {
+                    let rest = s.rsplit_once(')')?.1.to_string();
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}
+
+/// True when no live process is left in a process group.
+fn group_gone(pgid: i32) -> bool {
+    if killpg(Pid::from_raw(pgid), None).is_err() {
+        return true;
+    }
+    // Only zombies left (not ours to reap) also count as gone.
+    std::fs::read_dir("/proc").unwrap().flatten().all(|e| {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            return true;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            return true;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        fields.get(2).and_then(|g| g.parse::<i32>().ok()) != Some(pgid) || fields[0] == "Z"
+    })
+}
+
+#[test]
+fn interrupted_sweep_leaves_no_server_and_keeps_finished_points() {
+    let dir = scratch("interrupt");
+    let experiment = dir.join("long.toml");
+    // Preforked: the server forks workers, so the whole group must go.
+    std::fs::write(
+        &experiment,
+        r#"
+name = "long"
+archs = ["preforked"]
+workers = [2]
+concurrency = [1, 2, 3, 4, 5, 6]
+duration = "1500ms"
+warmup = "0s"
+
+[[workload]]
+name = "hello"
+route = "/hello"
+"#,
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let mut sweep = Command::new(BIN)
+        .args([
+            "sweep",
+            experiment.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--plain",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait for the first point to be saved, noting every server the sweep starts.
+    let mut server_groups = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        server_groups.extend(children_of(sweep.id()));
+        let saved = std::fs::read_to_string(out.join("results.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .is_some_and(|v| !v["points"].as_array().unwrap().is_empty());
+        if saved {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no point finished in 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Into the next point's measurement, then Ctrl-C.
+    let until = Instant::now() + Duration::from_millis(700);
+    while Instant::now() < until {
+        server_groups.extend(children_of(sweep.id()));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!server_groups.is_empty(), "never saw a server process");
+    kill(Pid::from_raw(sweep.id() as i32), Signal::SIGINT).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = sweep.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "sweep did not exit after SIGINT");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success(), "an interrupted sweep reports it");
+    for pgid in &server_groups {
+        assert!(group_gone(*pgid), "server group {pgid} still has processes");
+    }
+    let results = read_json(&out.join("results.json"));
+    let points = results["points"].as_array().unwrap();
+    assert!(
+        !points.is_empty() && points.len() < 6,
+        "{} points",
+        points.len()
+    );
+    assert!(points.iter().all(|p| p["ok"] == true));
+    assert_eq!(results["interrupted"], true);
+    assert!(
+        out.join("report.html").is_file(),
+        "outputs are written on interrupt"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn external_targets_sit_in_the_same_table() {
+    let dir = scratch("external");
+    let experiment = dir.join("external.toml");
+    let python = Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let mut text = format!(
+        r#"
+name = "external"
+archs = ["threaded"]
+concurrency = [2]
+duration = "300ms"
+warmup = "50ms"
+
+[[workload]]
+name = "index"
+route = "/"
+
+[[external]]
+name = "self-as-external"
+command = "exec '{BIN}' serve --arch epoll --host 127.0.0.1 --port {{port}}"
+url = "http://127.0.0.1:{{port}}"
+"#
+    );
+    if python {
+        text.push_str(
+            r#"
+[[external]]
+name = "python-http"
+command = "exec python3 -m http.server {port} --bind 127.0.0.1"
+url = "http://127.0.0.1:{port}"
+ready_timeout = "15s"
+"#,
+        );
+    }
+    std::fs::write(&experiment, text).unwrap();
+    // python's http.server serves the directory it starts in.
+    std::fs::write(dir.join("index.html"), "<p>hello</p>").unwrap();
+    let out = dir.join("out");
+    let run = Command::new(BIN)
+        .args([
+            "sweep",
+            experiment.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let results = read_json(&out.join("results.json"));
+    let points = results["points"].as_array().unwrap();
+    let external: Vec<&serde_json::Value> = points
+        .iter()
+        .filter(|p| p["target"] == "external")
+        .collect();
+    assert_eq!(external.len(), if python { 2 } else { 1 });
+    for p in external {
+        assert_eq!(p["ok"], true, "{p}");
+        assert!(p["rps"].as_f64().unwrap() > 0.0, "{p}");
+        assert!(p["server"]["cpu_s"].as_f64().unwrap() >= 0.0);
+        assert!(p["workers"].is_null());
+    }
+    let table = std::fs::read_to_string(out.join("table.md")).unwrap();
+    assert!(table.contains("self-as-external"), "{table}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_point_that_cannot_start_is_recorded_and_the_sweep_goes_on() {
+    let dir = scratch("failing");
+    let experiment = dir.join("failing.toml");
+    std::fs::write(
+        &experiment,
+        r#"
+name = "failing"
+archs = ["epoll"]
+concurrency = [1]
+duration = "200ms"
+warmup = "0s"
+
+[[workload]]
+name = "hello"
+route = "/hello"
+
+[[external]]
+name = "broken"
+command = "echo 'bind: address already in use' >&2; exit 1"
+url = "http://127.0.0.1:{port}"
+"#,
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let run = sweetspot(&[
+        "sweep",
+        experiment.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let results = read_json(&out.join("results.json"));
+    let points = results["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    let broken = points.iter().find(|p| p["arch"] == "broken").unwrap();
+    assert_eq!(broken["ok"], false);
+    assert!(broken["failure"]
+        .as_str()
+        .unwrap()
+        .contains("address already in use"));
+    assert!(points
+        .iter()
+        .any(|p| p["arch"] == "epoll" && p["ok"] == true));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let dir = scratch("bad");
+    let invalid = dir.join("invalid.toml");
+    std::fs::write(&invalid, "name = \"x\"\narchs = [\n").unwrap();
+    let unknown_arch = dir.join("unknown.toml");
+    std::fs::write(
+        &unknown_arch,
+        "name = \"x\"\narchs = [\"fibers\"]\nconcurrency = [1]\n[[workload]]\nname = \"h\"\n",
+    )
+    .unwrap();
+    let missing = dir.join("missing.toml");
+    for args in [
+        vec!["sweep", "no-such-preset"],
+        vec!["sweep", invalid.to_str().unwrap()],
+        vec!["sweep", unknown_arch.to_str().unwrap()],
+        vec!["sweep", missing.to_str().unwrap()],
+        vec!["report", dir.to_str().unwrap()],
+    ] {
+        let run = sweetspot(&args);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+    }
+    let listed = sweetspot(&["sweep", "--list"]);
+    let stdout = String::from_utf8_lossy(&listed.stdout);
+    for preset in [
+        "quick",
+        "echo",
+        "zerohttpd",
+        "threads",
+        "io-wait",
+        "cpu-bound",
+    ] {
+        assert!(stdout.contains(preset), "{stdout}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
