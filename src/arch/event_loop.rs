@@ -327,16 +327,11 @@ impl<P: Poller> EventLoop<P> {
                 }
                 match next_request(&mut conn.input, &mut conn.out, &ctx.app, ctx.stopping()) {
                     Next::Request(route, shape) => {
+                        // Pending before the work starts: a store reply may arrive at once.
+                        conn.pending = Some(shape);
                         let generation = conn.generation;
-                        let ready = self.start(token, generation, route);
-                        let conn = self.conns[token].as_mut().expect("live");
-                        match ready {
-                            Some(resp) => {
-                                shape.write(&resp, &mut conn.out);
-                                ctx.served.add(1);
-                                conn.close_after_flush = !shape.keep_alive;
-                            }
-                            None => conn.pending = Some(shape),
+                        if let Some(resp) = self.start(token, generation, route) {
+                            self.deliver(token, &resp);
                         }
                     }
                     Next::Incomplete => break,
@@ -384,21 +379,26 @@ impl<P: Poller> EventLoop<P> {
         }
     }
 
-    /// Delivers the reply of a pending request, then carries on with the connection.
+    /// Delivers the reply of a pending request from a timer or the store, then carries on
+    /// with the connection's next requests.
     fn complete(&mut self, token: usize, generation: u64, resp: Response) {
-        let Some(conn) = self.conns.get_mut(token).and_then(Option::as_mut) else {
-            return;
-        };
-        if conn.generation != generation {
-            return;
+        let live = self.conns.get(token).and_then(Option::as_ref);
+        if live.is_some_and(|c| c.generation == generation && c.pending.is_some()) {
+            self.deliver(token, &resp);
+            self.process(token);
         }
-        let Some(shape) = conn.pending.take() else {
+    }
+
+    /// Writes the reply of the connection's pending request into its output.
+    fn deliver(&mut self, token: usize, resp: &Response) {
+        let Some(conn) = self.conns[token].as_mut() else {
             return;
         };
-        shape.write(&resp, &mut conn.out);
-        self.ctx.served.add(1);
-        conn.close_after_flush = !shape.keep_alive;
-        self.process(token);
+        if let Some(shape) = conn.pending.take() {
+            shape.write(resp, &mut conn.out);
+            self.ctx.served.add(1);
+            conn.close_after_flush = !shape.keep_alive;
+        }
     }
 
     fn flush(&mut self, token: usize) {

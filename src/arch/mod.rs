@@ -196,10 +196,12 @@ impl ServeConfig {
     pub fn from_args(args: &ServeArgs) -> anyhow::Result<ServeConfig> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let workers = match args.workers {
-            Some(_) if !args.arch.takes_workers() => return Err(crate::usage(format!(
+            Some(_) if !args.arch.takes_workers() => {
+                return Err(crate::usage(format!(
                 "--workers has no effect with --arch {} (only preforked and prethreaded take it)",
                 args.arch.name()
-            ))),
+            )))
+            }
             Some(0) => return Err(crate::usage("--workers must be at least 1")),
             Some(n) if n > 10_000 => {
                 return Err(crate::usage(format!(

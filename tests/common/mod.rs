@@ -1,0 +1,340 @@
+//! Test harness: real `sweetspot serve` processes and a real redis-server on free ports, and a
+//! small raw HTTP client that shows exactly what went over the wire.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+
+/// A scratch directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dir =
+            std::env::temp_dir().join(format!("sweetspot-test-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running `sweetspot serve`, in its own process group, stopped on drop.
+pub struct Server {
+    child: Option<Child>,
+    stdout: Option<BufReader<std::process::ChildStdout>>,
+    pub port: u16,
+    pub ready_line: String,
+}
+
+impl Server {
+    /// Starts `sweetspot serve --port 0 ARGS...` and waits for its ready line.
+    pub fn start(args: &[&str]) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sweetspot"));
+        cmd.arg("serve").arg("--port").arg("0").args(args);
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .stdin(Stdio::null());
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let mut child = cmd.spawn().expect("spawn sweetspot serve");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut ready_line = String::new();
+        stdout.read_line(&mut ready_line).unwrap();
+        let ready_line = ready_line.trim_end().to_string();
+        let port = ready_line
+            .split_whitespace()
+            .nth(2)
+            .and_then(|url| url.rsplit(':').next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| {
+                let _ = child.kill();
+                panic!("no ready line from {args:?}: {ready_line:?}")
+            });
+        Server {
+            child: Some(child),
+            stdout: Some(stdout),
+            port,
+            ready_line,
+        }
+    }
+
+    pub fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.as_ref().unwrap().id() as i32)
+    }
+
+    /// Sends `signal` and waits for the exit; returns the exit code and the rest of stdout.
+    pub fn stop_with(mut self, signal: Signal) -> (Option<i32>, String) {
+        let pid = self.pid();
+        let mut child = self.child.take().unwrap();
+        kill(pid, signal).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = killpg(pid, Signal::SIGKILL);
+                panic!("server did not stop within 15 s of {signal}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let mut rest = String::new();
+        if let Some(mut out) = self.stdout.take() {
+            let _ = out.read_to_string(&mut rest);
+        }
+        (status.code(), rest)
+    }
+
+    /// Kills the whole process group with SIGKILL, as a crash would.
+    pub fn crash(mut self) {
+        let pid = self.pid();
+        let mut child = self.child.take().unwrap();
+        killpg(pid, Signal::SIGKILL).unwrap();
+        child.wait().unwrap();
+        wait_group_gone(pid);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let pid = Pid::from_raw(child.id() as i32);
+            let _ = killpg(pid, Signal::SIGKILL);
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Whether any process is left in the process group `pgid`.
+pub fn group_alive(pgid: Pid) -> bool {
+    killpg(pgid, None).is_ok()
+}
+
+/// Waits up to 5 s for a process group to be empty (reaped children vanish from it).
+pub fn wait_group_gone(pgid: Pid) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while group_alive(pgid) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A real redis-server on a free port, without persistence, stopped on drop.
+pub struct Redis {
+    child: Option<Child>,
+    pub port: u16,
+    _dir: TempDir,
+}
+
+impl Redis {
+    pub fn start() -> Redis {
+        Redis::start_on(free_port())
+    }
+
+    pub fn start_on(port: u16) -> Redis {
+        let dir = TempDir::new("redis");
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect(
+                "redis-server is not installed: run the tests with scripts/test, which installs it",
+            );
+        let redis = Redis {
+            child: Some(child),
+            port,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+                let mut buf = [0u8; 7];
+                if s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() {
+                    assert_eq!(&buf, b"+PONG\r\n");
+                    return redis;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not start on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Stops redis and waits until its port refuses connections.
+    pub fn stop(mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// One HTTP response as read off the wire.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// A client connection that keeps its read buffer between replies.
+pub struct Client {
+    pub reader: BufReader<TcpStream>,
+}
+
+impl Client {
+    pub fn connect(port: u16) -> Client {
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_nodelay(true).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        Client {
+            reader: BufReader::new(stream),
+        }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.reader.get_mut().write_all(bytes).unwrap();
+    }
+
+    /// Reads one response; `head` for a HEAD request (no body follows).
+    pub fn read_reply(&mut self, head: bool) -> Reply {
+        let mut line = String::new();
+        self.reader.read_line(&mut line).unwrap();
+        assert!(line.starts_with("HTTP/1.1 "), "bad status line {line:?}");
+        let status = line[9..12].parse().unwrap();
+        let mut headers = Vec::new();
+        loop {
+            let mut h = String::new();
+            self.reader.read_line(&mut h).unwrap();
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            let (n, v) = h.split_once(':').unwrap();
+            headers.push((n.trim().to_string(), v.trim().to_string()));
+        }
+        let mut reply = Reply {
+            status,
+            headers,
+            body: Vec::new(),
+        };
+        if !head {
+            let len: usize = reply.header("content-length").unwrap().parse().unwrap();
+            reply.body = vec![0; len];
+            self.reader.read_exact(&mut reply.body).unwrap();
+        }
+        reply
+    }
+
+    /// True when the server has closed the connection (EOF with nothing more sent).
+    pub fn closed_by_server(&mut self) -> bool {
+        let mut rest = Vec::new();
+        matches!(self.reader.read_to_end(&mut rest), Ok(_) if rest.is_empty())
+    }
+}
+
+/// Sends one raw request on a new connection and reads one reply.
+pub fn raw(port: u16, request: &str) -> Reply {
+    let mut c = Client::connect(port);
+    c.send(request.as_bytes());
+    c.read_reply(request.starts_with("HEAD "))
+}
+
+/// GET `path` on a new connection that closes after the reply.
+pub fn get(port: u16, path: &str) -> Reply {
+    raw(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+/// POSTs a guestbook form on a new connection.
+pub fn post_remark(port: u16, name: &str, remarks: &str) -> Reply {
+    let body: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("guest-name", name)
+        .append_pair("guest-remarks", remarks)
+        .finish();
+    raw(
+        port,
+        &format!(
+            "POST /guestbook HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\
+             Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
+
+/// The visitor count shown on a guestbook page.
+pub fn visitors(page: &str) -> u64 {
+    let start = page.find("id=\"visitors\">").expect("visitor counter") + 14;
+    page[start..]
+        .split('<')
+        .next()
+        .unwrap()
+        .parse()
+        .expect("a number")
+}

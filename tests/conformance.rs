@@ -1,0 +1,478 @@
+//! The conformance suite: one list of cases, run against every architecture on free ports.
+//!
+//! A new architecture joins with one line in the `conformance!` list at the bottom.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::*;
+use nix::sys::signal::Signal;
+
+const SECRET: &str = "TOP-SECRET-OUTSIDE-ROOT";
+
+/// The site every suite server serves: a copy of a few pages plus a symlink leading out.
+struct Site {
+    base: TempDir,
+}
+
+impl Site {
+    fn new() -> Site {
+        let base = TempDir::new("site");
+        let root = base.path().join("root");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(base.path().join("secret.txt"), SECRET).unwrap();
+        std::fs::write(root.join("index.html"), "<h1>home</h1>").unwrap();
+        std::fs::write(root.join("sub/index.html"), "<h1>sub</h1>").unwrap();
+        std::fs::write(root.join("style.css"), "body{}").unwrap();
+        std::fs::write(root.join("data.json"), "{}").unwrap();
+        std::os::unix::fs::symlink(base.path().join("secret.txt"), root.join("leak.txt")).unwrap();
+        std::os::unix::fs::symlink(base.path(), root.join("up")).unwrap();
+        Site { base }
+    }
+
+    fn root(&self) -> String {
+        self.base.path().join("root").display().to_string()
+    }
+
+    fn store(&self) -> String {
+        format!("sqlite:{}", self.base.path().join("gb.sqlite").display())
+    }
+}
+
+type Case = fn(u16);
+
+/// Every HTTP case, run in order against one server per architecture.
+const CASES: &[(&str, Case)] = &[
+    ("hello", hello),
+    ("fib", fib),
+    ("sleep", sleep),
+    ("static files", static_files),
+    ("traversal", traversal),
+    ("keep-alive", keep_alive),
+    ("pipelining", pipelining),
+    ("head", head),
+    ("bad input", bad_input),
+    ("200 concurrent clients", concurrent_clients),
+    ("guestbook", guestbook),
+    ("idle clients are dropped", idle_timeout),
+];
+
+fn hello(port: u16) {
+    let r = get(port, "/hello");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
+    assert_eq!(r.text(), "Hello, World!");
+}
+
+fn fib(port: u16) {
+    assert_eq!(get(port, "/fib?n=10").text(), "55");
+    assert_eq!(get(port, "/fib?n=0").text(), "0");
+    assert_eq!(get(port, "/fib?n=1").text(), "1");
+    assert_eq!(get(port, "/fib?n=30").text(), "832040");
+    for bad in ["/fib?n=51", "/fib?n=-1", "/fib?n=abc", "/fib"] {
+        assert_eq!(get(port, bad).status, 400, "{bad}");
+    }
+}
+
+fn sleep(port: u16) {
+    let start = Instant::now();
+    let r = get(port, "/sleep?ms=80");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
+    assert!(start.elapsed() >= Duration::from_millis(80));
+    assert_eq!(get(port, "/sleep?ms=60001").status, 400);
+    assert_eq!(get(port, "/sleep?ms=x").status, 400);
+}
+
+fn static_files(port: u16) {
+    let home = get(port, "/");
+    assert_eq!(home.status, 200);
+    assert_eq!(
+        home.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert_eq!(home.text(), "<h1>home</h1>");
+    assert_eq!(get(port, "/sub/").text(), "<h1>sub</h1>");
+    assert_eq!(get(port, "/sub").text(), "<h1>sub</h1>");
+    let css = get(port, "/style.css");
+    assert_eq!(css.header("content-type"), Some("text/css; charset=utf-8"));
+    assert_eq!(css.text(), "body{}");
+    assert_eq!(
+        get(port, "/data.json").header("content-type"),
+        Some("application/json")
+    );
+    assert_eq!(get(port, "/missing.html").status, 404);
+}
+
+fn traversal(port: u16) {
+    for evil in [
+        "/../secret.txt",
+        "/../../../../etc/passwd",
+        "/%2e%2e/secret.txt",
+        "/%2E%2E%2Fsecret.txt",
+        "/sub/..%2f..%2fsecret.txt",
+        "/sub/%2e%2e/%2e%2e/secret.txt",
+        "/..%5csecret.txt",
+        "/leak.txt",
+        "/up/secret.txt",
+        "/index.html%00.txt",
+        "/%00",
+    ] {
+        let r = get(port, evil);
+        assert!(matches!(r.status, 400 | 404), "{evil} gave {}", r.status);
+        assert!(!r.text().contains(SECRET), "{evil} leaked the secret");
+        assert!(!r.text().contains("root:"), "{evil} leaked /etc/passwd");
+    }
+}
+
+fn keep_alive(port: u16) {
+    let mut c = Client::connect(port);
+    for _ in 0..3 {
+        c.send(b"GET /hello HTTP/1.1\r\nHost: t\r\n\r\n");
+        let r = c.read_reply(false);
+        assert_eq!(r.text(), "Hello, World!");
+        assert_eq!(r.header("connection"), Some("keep-alive"));
+    }
+    c.send(b"GET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert_eq!(c.read_reply(false).header("connection"), Some("close"));
+    assert!(c.closed_by_server());
+
+    let mut c = Client::connect(port);
+    c.send(b"GET /hello HTTP/1.0\r\n\r\n");
+    let r = c.read_reply(false);
+    assert_eq!((r.status, r.header("connection")), (200, Some("close")));
+    assert!(c.closed_by_server());
+
+    let mut c = Client::connect(port);
+    c.send(b"GET /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    assert_eq!(c.read_reply(false).header("connection"), Some("keep-alive"));
+    c.send(b"GET /fib?n=7 HTTP/1.0\r\n\r\n");
+    assert_eq!(c.read_reply(false).text(), "13");
+    assert!(c.closed_by_server());
+}
+
+fn pipelining(port: u16) {
+    let mut c = Client::connect(port);
+    c.send(
+        b"GET /sleep?ms=30 HTTP/1.1\r\nHost: t\r\n\r\n\
+          GET /hello HTTP/1.1\r\nHost: t\r\n\r\n\
+          POST /guestbook HTTP/1.1\r\nContent-Length: 11\r\n\r\nguest-name=\
+          GET /fib?n=12 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(c.read_reply(false).text(), "slept 30 ms\n");
+    assert_eq!(c.read_reply(false).text(), "Hello, World!");
+    assert_eq!(c.read_reply(false).status, 400);
+    assert_eq!(c.read_reply(false).text(), "144");
+    assert!(c.closed_by_server());
+}
+
+fn head(port: u16) {
+    let mut c = Client::connect(port);
+    c.send(b"HEAD /hello HTTP/1.1\r\nHost: t\r\n\r\n");
+    let r = c.read_reply(true);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-length"), Some("13"));
+    // No body was sent: the next reply starts right after the head.
+    c.send(b"GET /fib?n=6 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert_eq!(c.read_reply(false).text(), "8");
+    let r = raw(port, "HEAD / HTTP/1.1\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.header("content-length"), Some("13"));
+}
+
+fn bad_input(port: u16) {
+    let big_header = format!("GET / HTTP/1.1\r\nX-Big: {}\r\n\r\n", "a".repeat(9 * 1024));
+    let cases: Vec<(String, u16)> = vec![
+        ("GARBAGE\r\n\r\n".into(), 400),
+        ("GET /hello HTTP/9.9\r\n\r\n".into(), 400),
+        ("GET hello HTTP/1.1\r\n\r\n".into(), 400),
+        (big_header, 431),
+        (
+            "POST /guestbook HTTP/1.1\r\nContent-Length: 2097152\r\n\r\n".into(),
+            413,
+        ),
+        (
+            "POST /guestbook HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+                .into(),
+            400,
+        ),
+        (
+            "POST /guestbook HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+                .into(),
+            501,
+        ),
+        (
+            "POST /guestbook HTTP/1.1\r\nContent-Length: abc\r\n\r\n".into(),
+            400,
+        ),
+        ("DELETE /hello HTTP/1.1\r\n\r\n".into(), 405),
+        ("BREW /pot HTTP/1.1\r\n\r\n".into(), 501),
+    ];
+    for (request, status) in cases {
+        let mut c = Client::connect(port);
+        c.send(request.as_bytes());
+        let r = c.read_reply(false);
+        assert_eq!(r.status, status, "{:?}", &request[..request.len().min(60)]);
+        assert_eq!(r.header("connection"), Some("close"));
+        assert!(c.closed_by_server(), "connection left open after {status}");
+    }
+    let r = raw(
+        port,
+        "POST /hello HTTP/1.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.status, 405);
+    // The server is still fine.
+    assert_eq!(get(port, "/hello").status, 200);
+}
+
+fn concurrent_clients(port: u16) {
+    let handles: Vec<_> = (0..200)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let r = get(port, &format!("/fib?n={}", i % 20));
+                (r.status, r.text(), i)
+            })
+        })
+        .collect();
+    let fibs: Vec<u64> = (0..20).map(sweetspot::app::fib).collect();
+    for h in handles {
+        let (status, text, i) = h.join().unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(text, fibs[i % 20].to_string());
+    }
+}
+
+fn guestbook(port: u16) {
+    let marker = format!("<script>alert({port})</script>");
+    let r = post_remark(port, "Mallory & co", &marker);
+    assert_eq!(r.status, 303);
+    assert_eq!(r.header("location"), Some("/guestbook"));
+    let first = get(port, "/guestbook");
+    assert_eq!(first.status, 200);
+    assert_eq!(
+        first.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    let page = first.text();
+    assert!(page.contains(&format!("&lt;script&gt;alert({port})&lt;/script&gt;")));
+    assert!(page.contains("Mallory &amp; co"));
+    assert!(!page.contains("<script>"));
+    assert!(page.contains("<form method=\"post\" action=\"/guestbook\">"));
+    let second = get(port, "/guestbook").text();
+    assert_eq!(visitors(&second), visitors(&page) + 1);
+    assert_eq!(post_remark(port, "", "no name").status, 400);
+    assert_eq!(post_remark(port, "no remark", "  ").status, 400);
+}
+
+fn idle_timeout(port: u16) {
+    // Servers in the suite run with --idle-timeout 1.
+    for opening in [&b""[..], b"GET /hel"] {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+        s.write_all(opening).unwrap();
+        let start = Instant::now();
+        let mut buf = [0u8; 64];
+        let n = s
+            .read(&mut buf)
+            .expect("server should close the idle connection");
+        assert_eq!(n, 0);
+        let waited = start.elapsed();
+        assert!(
+            waited >= Duration::from_millis(900),
+            "closed after {waited:?}"
+        );
+        assert!(waited < Duration::from_secs(4), "closed after {waited:?}");
+    }
+}
+
+fn suite_args<'a>(arch: &'a str, site: &'a Site, root: &'a str, store: &'a str) -> Vec<&'a str> {
+    let _ = site;
+    let mut args = vec![
+        "--arch",
+        arch,
+        "--root",
+        root,
+        "--store",
+        store,
+        "--idle-timeout",
+        "1",
+    ];
+    if arch == "preforked" || arch == "prethreaded" {
+        args.extend(["--workers", "4"]);
+    }
+    args
+}
+
+fn run_suite(arch: &str) {
+    let site = Site::new();
+    let (root, store) = (site.root(), site.store());
+    let args = suite_args(arch, &site, &root, &store);
+
+    let server = Server::start(&args);
+    let workers = if args.contains(&"--workers") {
+        "4"
+    } else if matches!(arch, "forking" | "threaded") {
+        "0"
+    } else {
+        "1"
+    };
+    assert_eq!(
+        server.ready_line,
+        format!(
+            "listening on http://127.0.0.1:{} arch={arch} workers={workers}",
+            server.port
+        )
+    );
+    for (name, case) in CASES {
+        let port = server.port;
+        let result = std::panic::catch_unwind(|| case(port));
+        if let Err(e) = result {
+            let msg = e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            panic!("{arch}: case {name:?} failed: {msg}");
+        }
+    }
+    let pgid = server.pid();
+    let (code, rest) = server.stop_with(Signal::SIGTERM);
+    assert_eq!(code, Some(0), "{arch}: exit code after SIGTERM");
+    assert!(
+        rest.starts_with("stopped: served "),
+        "{arch}: stats line {rest:?}"
+    );
+    assert!(wait_group_gone(pgid), "{arch}: processes left after stop");
+
+    persistence(&args);
+    redis_store(arch);
+    echo(arch);
+}
+
+/// A remark answered 2xx survives a clean restart and a SIGKILL of the whole server.
+fn persistence(args: &[&str]) {
+    let server = Server::start(args);
+    assert_eq!(
+        post_remark(server.port, "ann", "before restart").status,
+        303
+    );
+    let (code, _) = server.stop_with(Signal::SIGINT);
+    assert_eq!(code, Some(0));
+
+    let server = Server::start(args);
+    let page = get(server.port, "/guestbook").text();
+    assert!(page.contains("before restart"));
+    assert_eq!(post_remark(server.port, "bob", "before kill").status, 303);
+    server.crash();
+
+    let server = Server::start(args);
+    let page = get(server.port, "/guestbook").text();
+    assert!(page.contains("before restart") && page.contains("before kill"));
+}
+
+/// The Redis store, the store going away (503 on guestbook only) and coming back.
+fn redis_store(arch: &str) {
+    let redis = Redis::start();
+    let url = redis.url();
+    let mut args = vec!["--arch", arch, "--store", &url];
+    if arch == "preforked" || arch == "prethreaded" {
+        args.extend(["--workers", "3"]);
+    }
+    let server = Server::start(&args);
+    let port = server.port;
+    assert_eq!(post_remark(port, "rita", "<i>on redis</i>").status, 303);
+    let page = get(port, "/guestbook");
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains("&lt;i&gt;on redis&lt;/i&gt;"));
+    let n = visitors(&page.text());
+    assert_eq!(visitors(&get(port, "/guestbook").text()), n + 1);
+
+    let redis_port = redis.port;
+    redis.stop();
+    for _ in 0..3 {
+        assert_eq!(get(port, "/guestbook").status, 503);
+        assert_eq!(post_remark(port, "x", "y").status, 503);
+        assert_eq!(get(port, "/hello").text(), "Hello, World!");
+    }
+    let redis = Redis::start_on(redis_port);
+    let mut recovered = false;
+    for _ in 0..50 {
+        let r = get(port, "/guestbook");
+        if r.status == 200 {
+            recovered = visitors(&r.text()) >= 1;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        recovered,
+        "{arch}: guestbook did not recover when redis came back"
+    );
+    assert_eq!(post_remark(port, "back", "again").status, 303);
+    assert!(get(port, "/guestbook").text().contains("again"));
+    drop(server);
+    drop(redis);
+}
+
+/// The line-echo protocol: lines come back unchanged, split however the client sends them.
+fn echo(arch: &str) {
+    let mut args = vec!["--arch", arch, "--protocol", "echo"];
+    if arch == "preforked" || arch == "prethreaded" {
+        args.extend(["--workers", "4"]);
+    }
+    let server = Server::start(&args);
+    assert!(server
+        .ready_line
+        .starts_with("listening on tcp://127.0.0.1:"));
+    let port = server.port;
+    let handles: Vec<_> = (0..10)
+        .map(|client| {
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                s.set_nodelay(true).unwrap();
+                let mut sent = Vec::new();
+                for i in 0..100 {
+                    let line = format!("client {client} query {i}\n");
+                    let (a, b) = line.as_bytes().split_at(line.len() / 2);
+                    s.write_all(a).unwrap();
+                    s.write_all(b).unwrap();
+                    sent.extend_from_slice(line.as_bytes());
+                    let mut back = vec![0u8; line.len()];
+                    s.read_exact(&mut back).unwrap();
+                    assert_eq!(back, line.as_bytes());
+                }
+                sent.len()
+            })
+        })
+        .collect();
+    for h in handles {
+        assert!(h.join().unwrap() > 0);
+    }
+    let (code, rest) = server.stop_with(Signal::SIGTERM);
+    assert_eq!(code, Some(0));
+    assert!(rest.contains("served 1000 requests"), "{rest}");
+}
+
+macro_rules! conformance {
+    ($($arch:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $arch() {
+                run_suite(stringify!($arch));
+            }
+        )*
+    };
+}
+
+conformance!(
+    iterative,
+    forking,
+    preforked,
+    threaded,
+    prethreaded,
+    poll,
+    epoll,
+);
