@@ -287,8 +287,7 @@ fn idle_timeout(port: u16) {
     }
 }
 
-fn suite_args<'a>(arch: &'a str, site: &'a Site, root: &'a str, store: &'a str) -> Vec<&'a str> {
-    let _ = site;
+fn suite_args<'a>(arch: &'a str, root: &'a str, store: &'a str) -> Vec<&'a str> {
     let mut args = vec![
         "--arch",
         arch,
@@ -308,7 +307,7 @@ fn suite_args<'a>(arch: &'a str, site: &'a Site, root: &'a str, store: &'a str) 
 fn run_suite(arch: &str) {
     let site = Site::new();
     let (root, store) = (site.root(), site.store());
-    let args = suite_args(arch, &site, &root, &store);
+    let args = suite_args(arch, &root, &store);
 
     let server = Server::start(&args);
     let workers = if args.contains(&"--workers") {

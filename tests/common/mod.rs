@@ -293,7 +293,7 @@ impl Client {
     /// True when the server has closed the connection (EOF with nothing more sent).
     pub fn closed_by_server(&mut self) -> bool {
         let mut rest = Vec::new();
-        matches!(self.reader.read_to_end(&mut rest), Ok(_) if rest.is_empty())
+        self.reader.read_to_end(&mut rest).is_ok() && rest.is_empty()
     }
 }
 
