@@ -337,6 +337,11 @@ fn run_suite(arch: &str) {
         }
     }
     let pgid = server.pid();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while zombie_children(pgid) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(zombie_children(pgid), 0, "{arch}: unreaped children");
     let (code, rest) = server.stop_with(Signal::SIGTERM);
     assert_eq!(code, Some(0), "{arch}: exit code after SIGTERM");
     assert!(
@@ -348,6 +353,46 @@ fn run_suite(arch: &str) {
     persistence(&args);
     redis_store(arch);
     echo(arch);
+    fd_exhaustion(arch);
+}
+
+/// Out of file descriptors under a flood of idle connections: the server logs it, delays the
+/// connections it cannot take, stays up, and serves again once the flood is gone.
+fn fd_exhaustion(arch: &str) {
+    let dir = TempDir::new("fds");
+    let log_path = dir.path().join("stderr.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut args = vec!["--arch", arch, "--idle-timeout", "1"];
+    if arch == "preforked" || arch == "prethreaded" {
+        args.extend(["--workers", "4"]);
+    }
+    let mut server = Server::start_with_fd_limit(&args, 48, log);
+    let flood: Vec<TcpStream> = (0..120)
+        .map(|_| TcpStream::connect(("127.0.0.1", server.port)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(server.running(), "{arch}: died under the flood");
+    drop(flood);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let mut c = Client::connect(server.port);
+        c.send(b"GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n");
+        if c.read_reply(false).text() == "Hello, World!" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{arch}: no answer after the flood"
+        );
+    }
+    assert!(server.running(), "{arch}: died after the flood");
+    if matches!(arch, "threaded" | "poll" | "epoll") {
+        let log = std::fs::read_to_string(&log_path).unwrap();
+        assert!(
+            log.contains("Too many open files"),
+            "{arch}: running out of descriptors was not logged: {log:?}"
+        );
+    }
 }
 
 /// A remark answered 2xx survives a clean restart and a SIGKILL of the whole server.

@@ -47,10 +47,26 @@ pub struct Server {
 impl Server {
     /// Starts `sweetspot serve --port 0 ARGS...` and waits for its ready line.
     pub fn start(args: &[&str]) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sweetspot"));
+        Server::spawn(
+            Command::new(env!("CARGO_BIN_EXE_sweetspot")),
+            args,
+            Stdio::null(),
+        )
+    }
+
+    /// Starts the server with at most `nofile` open files (through prlimit, which execs it
+    /// in place), its stderr going to `stderr`.
+    pub fn start_with_fd_limit(args: &[&str], nofile: u64, stderr: std::fs::File) -> Server {
+        let mut cmd = Command::new("prlimit");
+        cmd.arg(format!("--nofile={nofile}:{nofile}"))
+            .arg(env!("CARGO_BIN_EXE_sweetspot"));
+        Server::spawn(cmd, args, stderr.into())
+    }
+
+    fn spawn(mut cmd: Command, args: &[&str], stderr: Stdio) -> Server {
         cmd.arg("serve").arg("--port").arg("0").args(args);
         cmd.stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .stdin(Stdio::null());
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let mut child = cmd.spawn().expect("spawn sweetspot serve");
@@ -73,6 +89,11 @@ impl Server {
             port,
             ready_line,
         }
+    }
+
+    /// Whether the server process is still running.
+    pub fn running(&mut self) -> bool {
+        self.child.as_mut().unwrap().try_wait().unwrap().is_none()
     }
 
     pub fn pid(&self) -> Pid {
@@ -120,6 +141,26 @@ impl Drop for Server {
             let _ = child.wait();
         }
     }
+}
+
+/// The children of `pid` that have exited but were not reaped (zombies).
+pub fn zombie_children(pid: Pid) -> usize {
+    let mut zombies = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the parenthesised command: state, ppid, ...
+        let Some(after) = stat.rsplit_once(')').map(|(_, a)| a) else {
+            continue;
+        };
+        let mut fields = after.split_whitespace();
+        let (state, ppid) = (fields.next(), fields.next());
+        if state == Some("Z") && ppid == Some(&pid.as_raw().to_string()) {
+            zombies += 1;
+        }
+    }
+    zombies
 }
 
 /// Whether any process is left in the process group `pgid`.

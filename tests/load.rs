@@ -1,0 +1,584 @@
+//! Accuracy tests of `sweetspot load` against real servers on free ports: our own
+//! `sweetspot serve --arch threaded` (for /sleep, /hello, 404 and echo) and tiny std::net servers
+//! written here for what no real server does on purpose (never answering, chunked bodies,
+//! close-delimited bodies, counting connections). No mocks, no timed speed assertions; every
+//! run is bounded in time and every process started here is killed by PID on drop.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use sweetspot::load::{self, LoadConfig, LoadReport, Mode, Target};
+
+/// Latency assertions hold on a 2-core machine only if tests do not load it at the same time.
+static TIMING: Mutex<()> = Mutex::new(());
+
+fn timing_lock() -> MutexGuard<'static, ()> {
+    TIMING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A `sweetspot serve` child, stopped with SIGTERM (then killed) by PID on drop.
+struct OurServer {
+    child: Child,
+    stdout: BufReader<std::process::ChildStdout>,
+    port: u16,
+}
+
+impl OurServer {
+    fn start(extra: &[&str]) -> OurServer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sweetspot"))
+            .args(["serve", "--arch", "threaded", "--port", "0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn sweetspot serve");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("ready line");
+        // "listening on http://127.0.0.1:PORT arch=threaded workers=N" (tcp:// for echo)
+        let port = line
+            .split_whitespace()
+            .nth(2)
+            .and_then(|url| url.rsplit(':').next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected ready line {line:?}"));
+        OurServer {
+            child,
+            stdout,
+            port,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// Stops the server and returns how many requests it says it served.
+    fn stop_and_count_served(mut self) -> u64 {
+        self.terminate();
+        let mut rest = String::new();
+        let _ = self.stdout.read_to_string(&mut rest);
+        let _ = self.child.wait();
+        rest.split("served ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no served count in {rest:?}"))
+    }
+
+    fn terminate(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    }
+}
+
+impl Drop for OurServer {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.terminate();
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A tiny std::net server: each accepted connection is handed to `handle` on its own thread.
+/// It counts accepted connections and stops accepting on drop.
+struct TinyServer {
+    port: u16,
+    accepted: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl TinyServer {
+    fn start(handle: fn(TcpStream, &AtomicBool)) -> TinyServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (accepted2, stop2) = (Arc::clone(&accepted), Arc::clone(&stop));
+        let acceptor = std::thread::spawn(move || {
+            while !stop2.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        accepted2.fetch_add(1, Ordering::SeqCst);
+                        stream.set_nonblocking(false).unwrap();
+                        let stop3 = Arc::clone(&stop2);
+                        std::thread::spawn(move || handle(stream, &stop3));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        });
+        TinyServer {
+            port,
+            accepted,
+            stop,
+            acceptor: Some(acceptor),
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+}
+
+impl Drop for TinyServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(acceptor) = self.acceptor.take() {
+            let _ = acceptor.join();
+        }
+    }
+}
+
+/// Holds the connection open, reads what comes, never answers (until the server stops).
+fn never_answer(mut stream: TcpStream, stop: &AtomicBool) {
+    stream
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    while !stop.load(Ordering::SeqCst) {
+        match stream.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Reads one request head (these tests send no bodies); false at EOF.
+fn read_request_head(reader: &mut BufReader<TcpStream>) -> bool {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match reader.read_line(&mut line) {
+            Ok(0) | Err(_) => return false,
+            Ok(_) if line == "\r\n" => return true,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Answers every request with a chunked body split over several writes.
+fn answer_chunked(stream: TcpStream, _stop: &AtomicBool) {
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    while read_request_head(&mut reader) {
+        let parts: [&[u8]; 3] = [
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nHel",
+            b"lo\r\n8;ext=1\r\n, World!\r\n",
+            b"0\r\nX-Trailer: yes\r\n\r\n",
+        ];
+        for part in parts {
+            if writer.write_all(part).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Answers one request with an HTTP/1.0 body that ends when the connection closes.
+fn answer_close_delimited(stream: TcpStream, _stop: &AtomicBool) {
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    if read_request_head(&mut reader) {
+        let _ = writer.write_all(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil ");
+        let _ = writer.write_all(b"the connection closes");
+    }
+}
+
+/// Answers every request with a small Content-Length response, keep-alive.
+fn answer_hello(stream: TcpStream, _stop: &AtomicBool) {
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    while read_request_head(&mut reader) {
+        if writer
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+fn config(url: &str, connections: usize, mode: Mode) -> LoadConfig {
+    let mut config = LoadConfig::new(Target::parse(url).unwrap(), connections, mode);
+    config.threads = 2.min(connections);
+    config
+}
+
+fn closed(seconds: f64) -> Mode {
+    Mode::Closed {
+        duration: Duration::from_secs_f64(seconds),
+    }
+}
+
+fn ms(us: f64) -> f64 {
+    us / 1000.0
+}
+
+#[test]
+fn sleep_50ms_over_10_connections_has_p50_between_50_and_60_ms() {
+    let _timing = timing_lock();
+    let server = OurServer::start(&[]);
+    let report = load::run(&config(&server.url("/sleep?ms=50"), 10, closed(2.0)), None).unwrap();
+    let l = report.latency_us;
+    assert!(
+        (50_000.0..60_000.0).contains(&l.p50),
+        "p50 {} ms",
+        ms(l.p50)
+    );
+    assert!(l.min >= 50_000.0, "min {} ms", ms(l.min));
+    assert_eq!(report.errors.total(), 0, "{:?}", report.errors);
+    assert_eq!(l.count, report.requests);
+    assert_eq!(report.status.get("200"), Some(&report.requests));
+    // 10 connections, ~50 ms each: near 200 req/s, and certainly more than one connection's 20.
+    assert!(report.requests > 100, "{} requests", report.requests);
+}
+
+#[test]
+fn a_server_that_never_answers_gives_timeouts_no_samples_and_ends_on_time() {
+    let server = TinyServer::start(never_answer);
+    let mut config = config(&server.url("/"), 4, closed(2.0));
+    config.timeout = Duration::from_millis(500);
+    let started = Instant::now();
+    let report = load::run(&config, None).unwrap();
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(2000 + 500 + 1000),
+        "took {took:?}"
+    );
+    assert!(took >= Duration::from_millis(2000), "took {took:?}");
+    assert!(report.errors.timeout >= 4, "{:?}", report.errors);
+    assert_eq!(report.requests, 0);
+    assert_eq!(report.latency_us.count, 0);
+    assert_eq!(report.latency_us.max, 0.0);
+    assert!(report.status.is_empty());
+    // Each timed-out connection is replaced, so the run keeps trying: about 4 per 500 ms.
+    assert!(report.errors.timeout <= 4 * 5, "{:?}", report.errors);
+}
+
+#[test]
+fn rate_mode_at_twice_capacity_shows_the_stall_only_in_corrected_latency() {
+    let _timing = timing_lock();
+    let server = OurServer::start(&[]);
+    // 10 connections x 100 ms = 100 req/s capacity; ask for 200 req/s for 3 s.
+    let mode = Mode::Rate {
+        rate: 200.0,
+        duration: Duration::from_secs(3),
+    };
+    let report = load::run(&config(&server.url("/sleep?ms=100"), 10, mode), None).unwrap();
+    let corrected = report.latency_us;
+    let uncorrected = report
+        .latency_uncorrected_us
+        .expect("rate mode reports the uncorrected view");
+    assert!(
+        (100_000.0..250_000.0).contains(&uncorrected.p99),
+        "uncorrected p99 {} ms",
+        ms(uncorrected.p99)
+    );
+    assert!(
+        (100_000.0..130_000.0).contains(&uncorrected.p50),
+        "uncorrected p50 {} ms",
+        ms(uncorrected.p50)
+    );
+    // The backlog grows by 50 ms per request on every connection: ~1.5 s behind by the end.
+    assert!(
+        corrected.p99 > 1_000_000.0,
+        "corrected p99 {} ms",
+        ms(corrected.p99)
+    );
+    assert!(corrected.p99 > 4.0 * uncorrected.p99);
+    assert_eq!(report.target_rate, Some(200.0));
+    assert_eq!(report.rate_held, Some(false));
+    let achieved = report.achieved_rate.unwrap();
+    assert!((80.0..130.0).contains(&achieved), "achieved {achieved}/s");
+    assert_eq!(report.errors.total(), 0, "{:?}", report.errors);
+}
+
+#[test]
+fn rate_mode_below_capacity_holds_the_rate() {
+    let _timing = timing_lock();
+    let server = OurServer::start(&[]);
+    let mode = Mode::Rate {
+        rate: 100.0,
+        duration: Duration::from_secs(2),
+    };
+    let report = load::run(&config(&server.url("/sleep?ms=10"), 10, mode), None).unwrap();
+    assert_eq!(report.rate_held, Some(true), "{report:?}");
+    let corrected = report.latency_us;
+    assert!(corrected.p50 < 30_000.0, "p50 {} ms", ms(corrected.p50));
+    // Each connection sends every 100 ms: 2 s at 100/s is about 200 requests.
+    assert!((180..=210).contains(&report.requests_sent), "{report:?}");
+}
+
+#[test]
+fn count_mode_sends_exactly_n_requests() {
+    let server = OurServer::start(&[]);
+    let report = load::run(
+        &config(&server.url("/hello"), 10, Mode::Count { requests: 1000 }),
+        None,
+    )
+    .unwrap();
+    assert_eq!(report.requests, 1000);
+    assert_eq!(report.requests_sent, 1000);
+    assert_eq!(report.status.get("200"), Some(&1000));
+    assert_eq!(report.errors.total(), 0);
+    assert_eq!(server.stop_and_count_served(), 1000);
+}
+
+#[test]
+fn count_mode_with_pipelining_sends_exactly_n_requests() {
+    let server = OurServer::start(&[]);
+    let mut config = config(&server.url("/hello"), 3, Mode::Count { requests: 1001 });
+    config.pipeline = 8;
+    let report = load::run(&config, None).unwrap();
+    assert_eq!(report.requests, 1001, "{:?}", report.errors);
+    assert_eq!(report.errors.total(), 0);
+    assert_eq!(server.stop_and_count_served(), 1001);
+}
+
+#[test]
+fn an_unknown_route_is_counted_under_404() {
+    let server = OurServer::start(&[]);
+    let report = load::run(
+        &config(
+            &server.url("/no/such/page"),
+            4,
+            Mode::Count { requests: 200 },
+        ),
+        None,
+    )
+    .unwrap();
+    assert_eq!(report.status.get("404"), Some(&200), "{:?}", report.status);
+    assert_eq!(report.status.len(), 1);
+    assert_eq!(report.errors.total(), 0);
+}
+
+#[test]
+fn no_keepalive_opens_one_connection_per_request() {
+    let server = TinyServer::start(answer_close_delimited);
+    let mut config = config(&server.url("/"), 5, Mode::Count { requests: 100 });
+    config.keepalive = false;
+    let report = load::run(&config, None).unwrap();
+    assert_eq!(report.requests, 100, "{:?}", report.errors);
+    assert_eq!(report.errors.total(), 0);
+    // One connection per request, plus the pre-flight check.
+    assert_eq!(server.accepted.load(Ordering::SeqCst), 101);
+}
+
+#[test]
+fn no_keepalive_against_our_server() {
+    let server = OurServer::start(&[]);
+    let mut config = config(&server.url("/hello"), 4, Mode::Count { requests: 300 });
+    config.keepalive = false;
+    let report = load::run(&config, None).unwrap();
+    assert_eq!(report.requests, 300, "{:?}", report.errors);
+    assert_eq!(report.errors.total(), 0);
+    assert_eq!(server.stop_and_count_served(), 300);
+}
+
+#[test]
+fn chunked_responses_split_across_writes_are_framed() {
+    let server = TinyServer::start(answer_chunked);
+    let report = load::run(
+        &config(&server.url("/"), 4, Mode::Count { requests: 400 }),
+        None,
+    )
+    .unwrap();
+    assert_eq!(report.requests, 400, "{:?}", report.errors);
+    assert_eq!(report.errors.total(), 0);
+    // Kept alive: the 4 connections and the pre-flight check.
+    assert_eq!(server.accepted.load(Ordering::SeqCst), 5);
+}
+
+#[test]
+fn post_with_headers_and_body_is_sent_as_given() {
+    let server = OurServer::start(&[]);
+    let mut config = config(&server.url("/guestbook"), 2, Mode::Count { requests: 20 });
+    config.method = "POST".into();
+    config.headers.push((
+        "Content-Type".into(),
+        "application/x-www-form-urlencoded".into(),
+    ));
+    config.body = b"guest-name=load&guest-remarks=hello".to_vec();
+    let report = load::run(&config, None).unwrap();
+    assert_eq!(report.requests, 20, "{:?}", report.errors);
+    let ok: u64 = ["200", "303"]
+        .iter()
+        .filter_map(|code| report.status.get(*code))
+        .sum();
+    assert_eq!(ok, 20, "{:?}", report.status);
+}
+
+#[test]
+fn echo_target_counts_replies_of_the_message_length() {
+    let server = OurServer::start(&["--protocol", "echo"]);
+    let mut config = config(
+        &format!("tcp://127.0.0.1:{}", server.port),
+        10,
+        Mode::Count { requests: 500 },
+    );
+    config.message_len = 32;
+    let report = load::run(&config, None).unwrap();
+    assert_eq!(report.requests, 500, "{:?}", report.errors);
+    assert_eq!(report.bytes_read, 500 * 32);
+    assert_eq!(report.bytes_written, 500 * 32);
+    assert!(report.status.is_empty());
+}
+
+#[test]
+fn the_stop_flag_ends_a_run_early_with_what_was_measured() {
+    let server = TinyServer::start(answer_hello);
+    let stop = AtomicBool::new(false);
+    let started = Instant::now();
+    let report = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            std::thread::sleep(Duration::from_millis(300));
+            stop.store(true, Ordering::SeqCst);
+        });
+        load::run(&config(&server.url("/"), 2, closed(30.0)), Some(&stop)).unwrap()
+    });
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(report.requests > 0);
+    assert!(report.duration_s < 3.0);
+}
+
+#[test]
+fn per_second_throughput_covers_the_run() {
+    let server = TinyServer::start(answer_hello);
+    let report = load::run(&config(&server.url("/"), 2, closed(2.0)), None).unwrap();
+    assert_eq!(report.per_second.len(), 2, "{:?}", report.per_second);
+    let sum: f64 = report.per_second.iter().sum();
+    let expected = report.requests as f64;
+    assert!(
+        (sum - expected).abs() / expected < 0.05,
+        "{sum} vs {expected}"
+    );
+}
+
+fn sweetspot(args: &[&str]) -> (i32, String, String, Duration) {
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_sweetspot"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run sweetspot");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        started.elapsed(),
+    )
+}
+
+#[test]
+fn bad_arguments_exit_2_with_one_line() {
+    for args in [
+        vec!["load", "not-a-url"],
+        vec!["load", "https://127.0.0.1/"],
+        vec!["load", "http://127.0.0.1:1/", "-c", "0"],
+        vec!["load", "http://127.0.0.1:1/", "-c", "99999999"],
+        vec!["load", "http://127.0.0.1:1/", "-t", "0"],
+        vec!["load", "http://127.0.0.1:1/", "-n", "0"],
+        vec!["load", "http://127.0.0.1:1/", "-R", "0"],
+        vec!["load", "http://127.0.0.1:1/", "-R", "-3"],
+        vec!["load", "http://127.0.0.1:1/", "-d", "forever"],
+        vec!["load", "http://127.0.0.1:1/", "--timeout", "0s"],
+        vec!["load", "http://127.0.0.1:1/", "-H", "no colon"],
+    ] {
+        let (code, _, stderr, _) = sweetspot(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn an_unreachable_target_exits_1_quickly() {
+    let port = {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let url = format!("http://127.0.0.1:{port}/");
+    let (code, stdout, stderr, took) = sweetspot(&["load", &url, "-d", "1s"]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("cannot connect"), "{stderr}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
+#[test]
+fn json_output_has_the_contract_keys() {
+    let server = TinyServer::start(answer_hello);
+    let url = server.url("/");
+    let (code, stdout, stderr, _) =
+        sweetspot(&["load", &url, "-c", "2", "-n", "50", "--json", "-"]);
+    assert_eq!(code, 0, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).expect("stdout is only JSON");
+    for key in [
+        "requests",
+        "duration_s",
+        "rps",
+        "latency_us",
+        "status",
+        "errors",
+    ] {
+        assert!(json.get(key).is_some(), "missing {key}");
+    }
+    for key in ["min", "mean", "p50", "p90", "p99", "p999", "max"] {
+        assert!(
+            json["latency_us"].get(key).is_some(),
+            "missing latency_us.{key}"
+        );
+    }
+    for key in ["connect", "read", "write", "timeout"] {
+        assert!(json["errors"].get(key).is_some(), "missing errors.{key}");
+    }
+    assert_eq!(json["requests"], 50);
+    assert_eq!(json["status"]["200"], 50);
+    assert!(json.get("latency_uncorrected_us").is_none());
+    // The human summary went to stderr so stdout stays parseable.
+    assert!(stderr.contains("Requests/sec"), "{stderr}");
+    let report: LoadReport = serde_json::from_str(&stdout).expect("round-trips");
+    assert_eq!(report.requests, 50);
+}
+
+#[test]
+fn rate_mode_json_has_the_uncorrected_view() {
+    let server = TinyServer::start(answer_hello);
+    let url = server.url("/");
+    let (code, stdout, stderr, _) = sweetspot(&[
+        "load", &url, "-c", "2", "-R", "50", "-d", "1s", "--json", "-", "-q",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    for key in ["min", "mean", "p50", "p90", "p99", "p999", "max"] {
+        assert!(
+            json["latency_uncorrected_us"].get(key).is_some(),
+            "missing latency_uncorrected_us.{key}"
+        );
+    }
+    assert_eq!(json["target_rate"], 50.0);
+    assert_eq!(json["rate_held"], true);
+}
