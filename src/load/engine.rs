@@ -1,0 +1,751 @@
+//! The load engine: one event loop per thread over its share of the connections.
+//!
+//! Each [`Worker`] owns a mio `Poll`, its connections, one read buffer shared by all of them and
+//! its own [`ThreadStats`]; workers share nothing while they run but the stop flag and a progress
+//! counter. This is the product, so it is written here rather than borrowed from an HTTP client:
+//! the hot path is one `write` and one `read` per request (sockets are registered once, edge
+//! triggered, for both directions, so no `epoll_ctl` per request), one clock read per response
+//! (the same instant stamps the next send), and no allocation: request bytes are pre-serialized,
+//! responses are framed in place and only partial heads are ever copied.
+//!
+//! When a request may be sent is the [`SendPolicy`]: closed loop (a new batch as soon as the last
+//! one is answered), fixed count (the same, while this worker's share of tickets lasts; every
+//! ticket ends as exactly one response or one failure) and constant rate (wrk2's model: request
+//! k of a connection is due at `phase + k * interval`, its latency is measured from that intended
+//! time, and a connection still waiting for an answer sends late rather than skipping).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use super::error::FailureKind;
+use super::framing::{EchoReplyFramer, HttpResponseFramer, ResponseFramer};
+use super::request::RequestBytes;
+use super::stats::ThreadStats;
+use super::target::Target;
+use super::{LoadConfig, Mode};
+
+/// One read takes up to this many bytes; shared by all connections of a worker.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+/// The longest the loop sleeps, so a stop request is noticed promptly.
+const MAX_POLL_WAIT: Duration = Duration::from_millis(50);
+/// Wait before retrying a connection that could not be opened.
+const CONNECT_RETRY_DELAY: Duration = Duration::from_millis(20);
+
+/// What every worker of one run shares (read-only, except the atomics).
+pub struct RunPlan<'a> {
+    pub config: &'a LoadConfig,
+    pub addr: SocketAddr,
+    pub request: &'a RequestBytes,
+    pub start: Instant,
+    /// Closed and rate modes end here; count mode has none.
+    pub deadline: Option<Instant>,
+    pub stop: Option<&'a AtomicBool>,
+    /// All connections of the run, to spread rate-mode send phases evenly.
+    pub total_connections: usize,
+}
+
+/// One worker's share of the run.
+pub struct WorkerShare {
+    pub index: usize,
+    /// Global index of the worker's first connection.
+    pub first_connection: usize,
+    pub connections: usize,
+    /// Count mode: how many requests this worker sends.
+    pub requests: Option<u64>,
+}
+
+/// When a connection may send.
+#[derive(Debug, Clone, Copy)]
+enum SendPolicy {
+    /// A new batch as soon as the previous one is answered.
+    Closed,
+    /// Like closed, while tickets last; `tickets_left` are requests not yet sent (or failed).
+    Count { tickets_left: u64 },
+    /// Request k of a connection is due at its phase plus k intervals.
+    Rate { interval: Duration },
+}
+
+/// A request on the wire: when it should have been sent and when it was.
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    intended: Instant,
+    sent: Instant,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// No socket; open one at `retry_at`.
+    Disconnected { retry_at: Instant },
+    /// A non-blocking connect in progress since `since`.
+    Connecting { since: Instant },
+    /// Connected: requests may be sent.
+    Open,
+    /// Nothing more to do (count mode ran out of tickets).
+    Finished,
+}
+
+/// One client connection and everything it needs between events, sized once.
+struct Connection {
+    stream: Option<TcpStream>,
+    /// Bumped whenever the socket is replaced, so events for an old socket are ignored.
+    generation: u32,
+    phase: Phase,
+    /// The part of the current batch still to write: `request.batch(pipeline)[write_from..write_to]`.
+    write_from: usize,
+    write_to: usize,
+    in_flight: VecDeque<InFlight>,
+    framer: ResponseFramer,
+    /// Bytes of a response head that arrived split across reads (empty almost always).
+    partial_head: Vec<u8>,
+    /// Rate mode: when this connection's next request is due.
+    next_intended: Instant,
+    /// The earliest pending wakeup for this connection in the worker's timer heap.
+    wakeup_at: Option<Instant>,
+    /// Count mode: a ticket taken when connecting, spent by the first send.
+    holds_ticket: bool,
+}
+
+impl Connection {
+    fn writing(&self) -> bool {
+        self.write_from < self.write_to
+    }
+}
+
+/// What framing one read's bytes produced.
+struct Framed {
+    /// The server said it closes (or a close-delimited body ended).
+    close: bool,
+}
+
+fn token_for(slot: usize, generation: u32) -> Token {
+    Token(slot | (generation as usize) << 32)
+}
+
+fn slot_of(token: Token) -> (usize, u32) {
+    (token.0 & 0xffff_ffff, (token.0 >> 32) as u32)
+}
+
+/// Runs one worker to the end of its share and returns what it measured.
+pub fn run_worker(
+    plan: &RunPlan<'_>,
+    share: WorkerShare,
+    completed: &AtomicU64,
+) -> io::Result<ThreadStats> {
+    if !plan.config.pin_cpus.is_empty() {
+        pin_current_thread(plan.config.pin_cpus[share.index % plan.config.pin_cpus.len()]);
+    }
+    let mut worker = Worker::new(plan, &share)?;
+    worker.run(completed)?;
+    let mut stats = worker.stats;
+    stats.cpu_s = thread_cpu_seconds();
+    Ok(stats)
+}
+
+struct Worker<'p, 'a> {
+    plan: &'p RunPlan<'a>,
+    poll: Poll,
+    connections: Vec<Connection>,
+    read_buffer: Vec<u8>,
+    stats: ThreadStats,
+    policy: SendPolicy,
+    /// Timers: (when, connection slot). Stale entries are skipped (see `wakeup_at`).
+    wakeups: BinaryHeap<Reverse<(Instant, usize)>>,
+    rate_mode: bool,
+    pipeline: usize,
+    timeout: Duration,
+}
+
+impl<'p, 'a> Worker<'p, 'a> {
+    fn new(plan: &'p RunPlan<'a>, share: &WorkerShare) -> io::Result<Worker<'p, 'a>> {
+        let config = plan.config;
+        let policy = match config.mode {
+            Mode::Closed { .. } => SendPolicy::Closed,
+            Mode::Count { .. } => SendPolicy::Count {
+                tickets_left: share.requests.unwrap_or(0),
+            },
+            Mode::Rate { rate, .. } => SendPolicy::Rate {
+                interval: Duration::from_secs_f64(plan.total_connections as f64 / rate),
+            },
+        };
+        let framer = match &config.target {
+            Target::Http { .. } => ResponseFramer::Http(HttpResponseFramer::new(&config.method)),
+            Target::Echo { .. } => ResponseFramer::Echo(EchoReplyFramer::new(config.message_len)),
+        };
+        let pipeline = config.pipeline.max(1);
+        let connections = (0..share.connections)
+            .map(|i| {
+                let phase = match policy {
+                    SendPolicy::Rate { interval } => interval.mul_f64(
+                        (share.first_connection + i) as f64 / plan.total_connections as f64,
+                    ),
+                    _ => Duration::ZERO,
+                };
+                Connection {
+                    stream: None,
+                    generation: 0,
+                    phase: Phase::Disconnected {
+                        retry_at: plan.start,
+                    },
+                    write_from: 0,
+                    write_to: 0,
+                    in_flight: VecDeque::with_capacity(pipeline),
+                    framer: framer.clone(),
+                    partial_head: Vec::new(),
+                    next_intended: plan.start + phase,
+                    wakeup_at: None,
+                    holds_ticket: false,
+                }
+            })
+            .collect();
+        Ok(Worker {
+            plan,
+            poll: Poll::new()?,
+            connections,
+            read_buffer: vec![0; READ_BUFFER_BYTES],
+            stats: ThreadStats::new(matches!(policy, SendPolicy::Rate { .. })),
+            rate_mode: matches!(policy, SendPolicy::Rate { .. }),
+            policy,
+            wakeups: BinaryHeap::new(),
+            pipeline,
+            timeout: config.timeout,
+        })
+    }
+
+    fn run(&mut self, completed: &AtomicU64) -> io::Result<()> {
+        let mut events = Events::with_capacity(1024);
+        let sweep_every = (self.timeout / 10).clamp(Duration::from_millis(1), MAX_POLL_WAIT);
+        let start = self.plan.start;
+        for slot in 0..self.connections.len() {
+            self.connect(slot, start);
+        }
+        let mut next_sweep = Instant::now() + sweep_every;
+        loop {
+            let now = Instant::now();
+            if self.should_end(now) {
+                break;
+            }
+            let mut wake = (now + MAX_POLL_WAIT).min(next_sweep);
+            if let Some(deadline) = self.plan.deadline {
+                wake = wake.min(deadline);
+            }
+            if let Some(Reverse((at, _))) = self.wakeups.peek() {
+                wake = wake.min(*at);
+            }
+            let wait = wake.saturating_duration_since(now);
+            match self.poll.poll(&mut events, Some(wait)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            for event in events.iter() {
+                let (slot, generation) = slot_of(event.token());
+                let Some(conn) = self.connections.get(slot) else {
+                    continue;
+                };
+                if conn.generation != generation {
+                    continue;
+                }
+                let (phase, writing) = (conn.phase, conn.writing());
+                match phase {
+                    Phase::Connecting { .. } => self.finish_connect(slot),
+                    Phase::Open => {
+                        if event.is_writable() && writing {
+                            self.flush(slot);
+                        }
+                        if event.is_read_closed() || event.is_error() {
+                            self.read_responses(slot, true);
+                        } else if event.is_readable() {
+                            self.read_responses(slot, false);
+                        }
+                    }
+                    Phase::Disconnected { .. } | Phase::Finished => {}
+                }
+            }
+            let now = Instant::now();
+            self.run_due_wakeups(now);
+            if now >= next_sweep {
+                self.sweep_timeouts(now);
+                next_sweep = now + sweep_every;
+            }
+            completed.store(self.stats.requests, Ordering::Relaxed);
+        }
+        self.stats.elapsed = Instant::now() - start;
+        completed.store(self.stats.requests, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn should_end(&self, now: Instant) -> bool {
+        if self.plan.stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            return true;
+        }
+        if self.plan.deadline.is_some_and(|d| now >= d) {
+            return true;
+        }
+        match self.policy {
+            SendPolicy::Count { tickets_left: 0 } => self
+                .connections
+                .iter()
+                .all(|c| c.in_flight.is_empty() && !c.holds_ticket),
+            _ => false,
+        }
+    }
+
+    /// Opens a non-blocking connection for `slot`. In count mode a connection is opened only
+    /// for a ticket, which it holds until it sends (so `--no-keepalive -n N` opens exactly N
+    /// connections) or gives back if it closes first.
+    fn connect(&mut self, slot: usize, now: Instant) {
+        if let SendPolicy::Count { tickets_left } = &mut self.policy {
+            let conn = &mut self.connections[slot];
+            if !conn.holds_ticket {
+                if *tickets_left == 0 {
+                    conn.phase = Phase::Finished;
+                    return;
+                }
+                *tickets_left -= 1;
+                conn.holds_ticket = true;
+            }
+        }
+        match self.open_socket(slot) {
+            Ok(stream) => {
+                let conn = &mut self.connections[slot];
+                conn.stream = Some(stream);
+                conn.phase = Phase::Connecting { since: now };
+            }
+            Err(_) => self.connect_failed(slot, now),
+        }
+    }
+
+    fn open_socket(&mut self, slot: usize) -> io::Result<TcpStream> {
+        let addr = self.plan.addr;
+        let socket = Socket::new(
+            Domain::for_address(addr),
+            Type::STREAM.nonblocking(),
+            Some(Protocol::TCP),
+        )?;
+        socket.set_nodelay(true)?;
+        if !self.plan.config.keepalive {
+            // One connection per request: reset instead of leaving TIME_WAIT sockets behind, so
+            // a long run does not exhaust the ephemeral ports.
+            socket.set_linger(Some(Duration::ZERO))?;
+        }
+        match socket.connect(&addr.into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+        let mut stream = TcpStream::from_std(socket.into());
+        let conn = &mut self.connections[slot];
+        conn.generation = conn.generation.wrapping_add(1);
+        self.poll.registry().register(
+            &mut stream,
+            token_for(slot, conn.generation),
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        Ok(stream)
+    }
+
+    fn finish_connect(&mut self, slot: usize) {
+        let conn = &mut self.connections[slot];
+        let Some(stream) = conn.stream.as_ref() else {
+            return;
+        };
+        let failed = match stream.take_error() {
+            Ok(Some(_)) | Err(_) => true,
+            Ok(None) => match stream.peer_addr() {
+                Ok(_) => false,
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
+                Err(_) => true,
+            },
+        };
+        let now = Instant::now();
+        if failed {
+            self.connect_failed(slot, now);
+        } else {
+            conn.phase = Phase::Open;
+            self.try_send(slot, now);
+        }
+    }
+
+    /// A connection attempt failed: count it (in count mode it uses up a ticket) and retry later.
+    fn connect_failed(&mut self, slot: usize, now: Instant) {
+        // The ticket held for this attempt ends here, as a connect failure.
+        self.connections[slot].holds_ticket = false;
+        self.close(slot);
+        self.stats.errors.add(FailureKind::Connect, 1);
+        let retry_at = now + CONNECT_RETRY_DELAY;
+        self.connections[slot].phase = Phase::Disconnected { retry_at };
+        self.schedule_wakeup(slot, retry_at);
+    }
+
+    /// Drops the socket and forgets everything in flight (the caller has counted it).
+    fn close(&mut self, slot: usize) {
+        let conn = &mut self.connections[slot];
+        if conn.holds_ticket {
+            conn.holds_ticket = false;
+            if let SendPolicy::Count { tickets_left } = &mut self.policy {
+                *tickets_left += 1;
+            }
+        }
+        // Closing the descriptor removes it from the epoll set; no deregister call needed.
+        conn.stream = None;
+        conn.generation = conn.generation.wrapping_add(1);
+        conn.in_flight.clear();
+        conn.framer.reset();
+        conn.partial_head.clear();
+        conn.write_from = 0;
+        conn.write_to = 0;
+        conn.phase = Phase::Disconnected {
+            retry_at: Instant::now(),
+        };
+    }
+
+    /// Counts the requests lost with a broken connection, then opens a new one.
+    fn fail(&mut self, slot: usize, kind: FailureKind) {
+        let lost = self.connections[slot].in_flight.len() as u64;
+        let lost = if kind == FailureKind::Protocol {
+            lost.max(1)
+        } else {
+            lost
+        };
+        self.stats.errors.add(kind, lost);
+        self.reconnect(slot);
+    }
+
+    fn reconnect(&mut self, slot: usize) {
+        self.close(slot);
+        let now = Instant::now();
+        if self.plan.deadline.is_some_and(|d| now >= d) {
+            return;
+        }
+        self.connect(slot, now);
+    }
+
+    /// Sends whatever the policy allows now on an open, idle-for-writing connection.
+    fn try_send(&mut self, slot: usize, now: Instant) {
+        let conn = &self.connections[slot];
+        if conn.phase != Phase::Open || conn.writing() {
+            return;
+        }
+        if self.plan.deadline.is_some_and(|d| now >= d) {
+            return;
+        }
+        match &mut self.policy {
+            SendPolicy::Closed => {
+                if conn.in_flight.is_empty() {
+                    self.send_batch(slot, self.pipeline, now, None);
+                }
+            }
+            SendPolicy::Count { tickets_left } => {
+                if conn.in_flight.is_empty() {
+                    let held = u64::from(conn.holds_ticket);
+                    let count = (*tickets_left + held).min(self.pipeline as u64);
+                    if count == 0 {
+                        self.close(slot);
+                        self.connections[slot].phase = Phase::Finished;
+                        return;
+                    }
+                    *tickets_left -= count - held;
+                    self.connections[slot].holds_ticket = false;
+                    self.send_batch(slot, count as usize, now, None);
+                }
+            }
+            SendPolicy::Rate { interval } => {
+                let interval = *interval;
+                let room = self.pipeline - conn.in_flight.len();
+                let mut due = 0;
+                let mut next = conn.next_intended;
+                while due < room && next <= now {
+                    due += 1;
+                    next += interval;
+                }
+                if due > 0 {
+                    self.send_batch(slot, due, now, Some(interval));
+                }
+                let conn = &self.connections[slot];
+                if conn.phase == Phase::Open && conn.in_flight.len() < self.pipeline {
+                    let at = conn.next_intended;
+                    self.schedule_wakeup(slot, at);
+                }
+            }
+        }
+    }
+
+    /// Puts `count` requests in flight and writes them as one batch. In rate mode each takes the
+    /// next intended time of the connection's schedule; otherwise they are intended now.
+    fn send_batch(&mut self, slot: usize, count: usize, now: Instant, interval: Option<Duration>) {
+        let conn = &mut self.connections[slot];
+        for _ in 0..count {
+            let intended = match interval {
+                Some(interval) => {
+                    let intended = conn.next_intended;
+                    conn.next_intended += interval;
+                    intended
+                }
+                None => now,
+            };
+            conn.in_flight.push_back(InFlight {
+                intended,
+                sent: now,
+            });
+        }
+        conn.write_from = 0;
+        conn.write_to = self.plan.request.len() * count;
+        self.stats.sent += count as u64;
+        self.flush(slot);
+    }
+
+    /// Writes the rest of the current batch; on `WouldBlock` the writable event resumes it.
+    fn flush(&mut self, slot: usize) {
+        let bytes = self.plan.request.batch(self.pipeline);
+        loop {
+            let conn = &mut self.connections[slot];
+            if !conn.writing() {
+                return;
+            }
+            let Some(stream) = conn.stream.as_mut() else {
+                return;
+            };
+            match stream.write(&bytes[conn.write_from..conn.write_to]) {
+                Ok(0) => return self.fail(slot, FailureKind::Write),
+                Ok(n) => {
+                    conn.write_from += n;
+                    self.stats.bytes_written += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return self.fail(slot, FailureKind::Write),
+            }
+        }
+    }
+
+    /// Reads until the socket is drained, framing and counting every response on the way.
+    /// `peer_closed`: the event said the peer closed, so read on until the end of the stream.
+    fn read_responses(&mut self, slot: usize, peer_closed: bool) {
+        let generation = self.connections[slot].generation;
+        loop {
+            let conn = &mut self.connections[slot];
+            if conn.generation != generation {
+                // The connection was replaced (a failed write while sending the next request).
+                return;
+            }
+            let Some(stream) = conn.stream.as_mut() else {
+                return;
+            };
+            let n = match stream.read(&mut self.read_buffer) {
+                Ok(0) => return self.on_peer_closed(slot),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return self.fail(slot, FailureKind::Read),
+            };
+            self.stats.bytes_read += n as u64;
+            let now = Instant::now();
+            let framed = match self.frame(slot, n, now) {
+                Ok(framed) => framed,
+                Err(kind) => return self.fail(slot, kind),
+            };
+            if framed.close || !self.plan.config.keepalive {
+                if self.connections[slot].in_flight.is_empty() {
+                    return self.reconnect(slot);
+                }
+                if framed.close {
+                    // The server closes with requests still pipelined behind this response.
+                    return self.fail(slot, FailureKind::Read);
+                }
+            }
+            self.try_send(slot, now);
+            // Edge-triggered: a short read means the socket was empty when read, and any data
+            // arriving later raises a new edge, so there is no need for a read that fails. An
+            // end of stream that arrived before the event was reported raises no new edge, so
+            // then the loop reads on until it sees it.
+            if n < self.read_buffer.len() && !peer_closed {
+                return;
+            }
+        }
+    }
+
+    /// Frames `self.read_buffer[..n]` on `slot` and records every response it completes.
+    fn frame(&mut self, slot: usize, n: usize, now: Instant) -> Result<Framed, FailureKind> {
+        let conn = &mut self.connections[slot];
+        let fresh = &self.read_buffer[..n];
+        let buffered = !conn.partial_head.is_empty();
+        if buffered {
+            conn.partial_head.extend_from_slice(fresh);
+        }
+        let data: &[u8] = if buffered { &conn.partial_head } else { fresh };
+        let mut offset = 0;
+        let mut close = false;
+        while offset < data.len() {
+            let fed = conn
+                .framer
+                .feed(&data[offset..])
+                .map_err(|_| FailureKind::Protocol)?;
+            offset += fed.consumed;
+            match fed.complete {
+                Some(info) => {
+                    let request = conn.in_flight.pop_front().ok_or(FailureKind::Protocol)?;
+                    record_response(
+                        &mut self.stats,
+                        request,
+                        info.status,
+                        now,
+                        self.plan.start,
+                        self.timeout,
+                        self.rate_mode,
+                    );
+                    if info.close {
+                        close = true;
+                        break;
+                    }
+                }
+                None if fed.consumed == 0 => break,
+                None => {}
+            }
+        }
+        if buffered {
+            conn.partial_head.drain(..offset);
+        } else if offset < n && !close {
+            conn.partial_head.extend_from_slice(&fresh[offset..]);
+        }
+        Ok(Framed { close })
+    }
+
+    /// The server closed: that ends a close-delimited response; otherwise it loses what is in
+    /// flight (a read failure) or was just an idle keep-alive connection being closed.
+    fn on_peer_closed(&mut self, slot: usize) {
+        let now = Instant::now();
+        let conn = &mut self.connections[slot];
+        if let Some(info) = conn.framer.on_eof() {
+            if let Some(request) = conn.in_flight.pop_front() {
+                record_response(
+                    &mut self.stats,
+                    request,
+                    info.status,
+                    now,
+                    self.plan.start,
+                    self.timeout,
+                    self.rate_mode,
+                );
+            }
+        }
+        if conn.in_flight.is_empty() {
+            self.reconnect(slot);
+        } else {
+            self.fail(slot, FailureKind::Read);
+        }
+    }
+
+    fn schedule_wakeup(&mut self, slot: usize, at: Instant) {
+        let conn = &mut self.connections[slot];
+        if conn.wakeup_at.is_none_or(|current| at < current) {
+            conn.wakeup_at = Some(at);
+            self.wakeups.push(Reverse((at, slot)));
+        }
+    }
+
+    /// Fires the timers that are due: reconnects after a failed connect, and rate-mode sends.
+    fn run_due_wakeups(&mut self, now: Instant) {
+        while let Some(Reverse((at, slot))) = self.wakeups.peek().copied() {
+            if at > now {
+                break;
+            }
+            self.wakeups.pop();
+            let conn = &mut self.connections[slot];
+            if conn.wakeup_at != Some(at) {
+                continue;
+            }
+            conn.wakeup_at = None;
+            match conn.phase {
+                Phase::Disconnected { retry_at } if retry_at <= now => self.connect(slot, now),
+                Phase::Open => self.try_send(slot, now),
+                _ => {}
+            }
+        }
+    }
+
+    /// Counts requests older than the timeout as timeouts (never as latency samples) and
+    /// replaces their connection; gives up on connects that take longer than the timeout.
+    fn sweep_timeouts(&mut self, now: Instant) {
+        for slot in 0..self.connections.len() {
+            let conn = &self.connections[slot];
+            match conn.phase {
+                Phase::Open
+                    if conn
+                        .in_flight
+                        .front()
+                        .is_some_and(|r| now.saturating_duration_since(r.sent) >= self.timeout) =>
+                {
+                    self.fail(slot, FailureKind::Timeout);
+                }
+                Phase::Connecting { since }
+                    if now.saturating_duration_since(since) >= self.timeout =>
+                {
+                    self.connect_failed(slot, now);
+                }
+                Phase::Disconnected { retry_at } if retry_at <= now && conn.wakeup_at.is_none() => {
+                    self.connect(slot, now);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Counts one complete response: a latency sample unless it came back after the timeout, in
+/// which case it is a timeout (a timeout is never a latency sample).
+#[inline]
+fn record_response(
+    stats: &mut ThreadStats,
+    request: InFlight,
+    status: u16,
+    now: Instant,
+    start: Instant,
+    timeout: Duration,
+    rate_mode: bool,
+) {
+    let service_time = now.saturating_duration_since(request.sent);
+    if service_time >= timeout {
+        stats.errors.add(FailureKind::Timeout, 1);
+        return;
+    }
+    stats
+        .latency
+        .record(now.saturating_duration_since(request.intended));
+    if rate_mode {
+        if let Some(uncorrected) = stats.latency_uncorrected.as_mut() {
+            uncorrected.record(service_time);
+        }
+    }
+    stats.count_response(status, now.saturating_duration_since(start));
+}
+
+/// CPU time (user + system) of the calling thread, in seconds.
+fn thread_cpu_seconds() -> f64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    match getrusage(UsageWho::RUSAGE_THREAD) {
+        Ok(usage) => {
+            let seconds =
+                |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+            seconds(usage.user_time()) + seconds(usage.system_time())
+        }
+        Err(_) => 0.0,
+    }
+}
+
+/// Pins the calling thread to one CPU; a failure only loses the pinning.
+fn pin_current_thread(cpu: usize) {
+    use nix::sched::{sched_setaffinity, CpuSet};
+    let mut set = CpuSet::new();
+    if set.set(cpu).is_ok() {
+        let _ = sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+    }
+}

@@ -1,0 +1,180 @@
+//! The human summary of a load run, in the manner of wrk's.
+//!
+//! Pure formatting over a [`LoadReport`], so it is tested without a run.
+
+use std::fmt::Write;
+
+use super::report::LoadReport;
+use super::stats::LatencySummary;
+use super::{LoadConfig, Mode};
+
+/// Renders the summary, ending with a newline.
+pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
+    let mut out = String::new();
+    let what = match config.mode {
+        Mode::Closed { duration } => {
+            format!("{} closed-loop test", seconds(duration.as_secs_f64()))
+        }
+        Mode::Count { requests } => format!("{requests}-request test"),
+        Mode::Rate { rate, duration } => {
+            format!("{} test at {rate} req/s", seconds(duration.as_secs_f64()))
+        }
+    };
+    let _ = writeln!(out, "Running {what} @ {}", report.target);
+    let _ = writeln!(
+        out,
+        "  {} threads and {} connections{}{}",
+        report.threads,
+        report.connections,
+        if config.keepalive {
+            ""
+        } else {
+            ", a new connection per request"
+        },
+        if config.pipeline > 1 {
+            format!(", pipeline {}", config.pipeline)
+        } else {
+            String::new()
+        }
+    );
+    let corrected = report.latency_uncorrected_us.is_some();
+    latency_block(
+        &mut out,
+        if corrected {
+            "Latency (from intended send times, corrected for coordinated omission)"
+        } else {
+            "Latency"
+        },
+        &report.latency_us,
+    );
+    if let Some(uncorrected) = &report.latency_uncorrected_us {
+        latency_block(
+            &mut out,
+            "Uncorrected latency (from actual send times)",
+            uncorrected,
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  {} requests in {}, {} read, {} written",
+        report.requests,
+        seconds(report.duration_s),
+        bytes(report.bytes_read as f64),
+        bytes(report.bytes_written as f64)
+    );
+    if !report.status.is_empty() {
+        let codes: Vec<String> = report
+            .status
+            .iter()
+            .map(|(code, n)| format!("{code}: {n}"))
+            .collect();
+        let _ = writeln!(out, "  Status codes: {}", codes.join(", "));
+    }
+    let e = &report.errors;
+    if e.total() > 0 {
+        let _ = writeln!(
+            out,
+            "  Errors: connect {}, read {}, write {}, timeout {}, protocol {}",
+            e.connect, e.read, e.write, e.timeout, e.protocol
+        );
+    }
+    let _ = writeln!(out, "Requests/sec: {:>12.2}", report.rps);
+    let _ = writeln!(
+        out,
+        "Transfer/sec: {:>12}",
+        bytes(report.bytes_read as f64 / report.duration_s.max(1e-9))
+    );
+    if let (Some(target), Some(achieved), Some(held)) =
+        (report.target_rate, report.achieved_rate, report.rate_held)
+    {
+        let _ = writeln!(
+            out,
+            "Rate:         target {target:.2}/s, sent {achieved:.2}/s: {}",
+            if held {
+                "held"
+            } else {
+                "NOT HELD (the server or the generator could not keep up)"
+            }
+        );
+    }
+    let _ = writeln!(
+        out,
+        "Client CPU:   {:.2}s ({:.2}us per request)",
+        report.client_cpu_s,
+        report.client_cpu_us_per_request()
+    );
+    out
+}
+
+fn latency_block(out: &mut String, title: &str, l: &LatencySummary) {
+    let _ = writeln!(out, "  {title}");
+    if l.count == 0 {
+        let _ = writeln!(out, "    no samples");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "    {:>10} {:>10} {:>10} {:>10}",
+        "Avg", "Stdev", "Min", "Max"
+    );
+    let _ = writeln!(
+        out,
+        "    {:>10} {:>10} {:>10} {:>10}",
+        micros(l.mean),
+        micros(l.stdev),
+        micros(l.min),
+        micros(l.max)
+    );
+    for (label, value) in [
+        ("50%", l.p50),
+        ("75%", l.p75),
+        ("90%", l.p90),
+        ("99%", l.p99),
+        ("99.9%", l.p999),
+        ("99.99%", l.p9999),
+    ] {
+        let _ = writeln!(out, "    {label:>7} {:>10}", micros(value));
+    }
+}
+
+/// A latency in microseconds, in the unit that reads best (wrk's style).
+pub fn micros(us: f64) -> String {
+    if us < 1_000.0 {
+        format!("{us:.2}us")
+    } else if us < 1_000_000.0 {
+        format!("{:.2}ms", us / 1e3)
+    } else {
+        format!("{:.2}s", us / 1e6)
+    }
+}
+
+fn seconds(s: f64) -> String {
+    format!("{s:.2}s")
+}
+
+/// A byte count with a binary unit.
+pub fn bytes(n: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
+    let mut value = n;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.2}{}", UNITS[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_read_like_wrk() {
+        assert_eq!(micros(635.914), "635.91us");
+        assert_eq!(micros(12_920.0), "12.92ms");
+        assert_eq!(micros(2_500_000.0), "2.50s");
+        assert_eq!(bytes(512.0), "512.00B");
+        assert_eq!(bytes(1536.0), "1.50KB");
+        assert_eq!(bytes(3.0 * 1024.0 * 1024.0), "3.00MB");
+    }
+}

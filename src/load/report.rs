@@ -1,0 +1,116 @@
+//! The result of a load run, as the library returns it and as `--json` writes it.
+//!
+//! Field names are part of the interface contract (DESIGN.md): `requests`, `duration_s`, `rps`,
+//! `latency_us`, `status`, `errors`, and `latency_uncorrected_us` in rate mode. Fields beyond
+//! the contract are added with `#[serde(default)]` so older reports still load.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::stats::{per_second_rates, ErrorCounts, LatencySummary, ThreadStats};
+use super::{LoadConfig, Mode};
+
+/// A rate is held when requests went out at no less than this fraction of the target.
+pub const RATE_HELD_FRACTION: f64 = 0.95;
+
+/// What a load run measured.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct LoadReport {
+    /// Complete responses (timeouts and failures are not requests here; see `errors`).
+    pub requests: u64,
+    /// Wall time of the run, in seconds.
+    pub duration_s: f64,
+    /// Complete responses per second.
+    pub rps: f64,
+    /// Latency in microseconds; in rate mode measured from intended send times.
+    pub latency_us: LatencySummary,
+    /// Rate mode only: latency from the actual send times (what a naive tool reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_uncorrected_us: Option<LatencySummary>,
+    /// Complete responses by status code (empty for echo targets).
+    pub status: BTreeMap<String, u64>,
+    pub errors: ErrorCounts,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Complete responses per second, for each second of the run.
+    pub per_second: Vec<f64>,
+    /// CPU time the load threads used (user + system), to spot a saturated generator.
+    pub client_cpu_s: f64,
+    /// Rate mode only: the requested rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_rate: Option<f64>,
+    /// Rate mode only: whether requests went out at the requested rate (within 5%).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_held: Option<bool>,
+    /// Rate mode only: requests sent per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub achieved_rate: Option<f64>,
+    /// Requests written to the wire (count mode: plus connect failures, this is `-n`).
+    #[serde(default)]
+    pub requests_sent: u64,
+    #[serde(default)]
+    pub target: String,
+    /// "closed", "count" or "rate".
+    #[serde(default)]
+    pub mode: String,
+    #[serde(default)]
+    pub connections: usize,
+    #[serde(default)]
+    pub threads: usize,
+}
+
+impl LoadReport {
+    /// Client CPU time per complete response, in microseconds (0 when there were none).
+    pub fn client_cpu_us_per_request(&self) -> f64 {
+        if self.requests == 0 {
+            0.0
+        } else {
+            self.client_cpu_s * 1e6 / self.requests as f64
+        }
+    }
+}
+
+/// Builds the report from the merged measurements of every thread.
+pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadReport {
+    let duration_s = merged.elapsed.as_secs_f64();
+    let per_second = |count: u64| {
+        if duration_s > 0.0 {
+            count as f64 / duration_s
+        } else {
+            0.0
+        }
+    };
+    let (target_rate, achieved_rate, rate_held) = match config.mode {
+        Mode::Rate { rate, .. } => {
+            let achieved = per_second(merged.sent);
+            (
+                Some(rate),
+                Some(achieved),
+                Some(achieved >= rate * RATE_HELD_FRACTION),
+            )
+        }
+        _ => (None, None, None),
+    };
+    LoadReport {
+        requests: merged.requests,
+        duration_s,
+        rps: per_second(merged.requests),
+        latency_us: merged.latency.summary(),
+        latency_uncorrected_us: merged.latency_uncorrected.as_ref().map(|h| h.summary()),
+        status: merged.status_map(),
+        errors: merged.errors,
+        bytes_read: merged.bytes_read,
+        bytes_written: merged.bytes_written,
+        per_second: per_second_rates(&merged.completed_per_second, duration_s),
+        client_cpu_s: merged.cpu_s,
+        target_rate,
+        rate_held,
+        achieved_rate,
+        requests_sent: merged.sent,
+        target: config.target.to_string(),
+        mode: config.mode.name().to_string(),
+        connections: config.connections,
+        threads,
+    }
+}
