@@ -21,8 +21,13 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use std::os::fd::{AsFd, AsRawFd};
+
 use mio::net::TcpStream;
+use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
+use nix::sys::time::TimeSpec;
+use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::error::FailureKind;
@@ -111,6 +116,8 @@ struct Connection {
     wakeup_at: Option<Instant>,
     /// Count mode: a ticket taken when connecting, spent by the first send.
     holds_ticket: bool,
+    /// In the worker's `send_queue`.
+    send_queued: bool,
 }
 
 impl Connection {
@@ -124,6 +131,9 @@ struct Framed {
     /// The server said it closes (or a close-delimited body ended).
     close: bool,
 }
+
+/// The token of the worker's timer; connection tokens never reach it (slots are below 2^32-1).
+const TIMER_TOKEN: Token = Token(usize::MAX);
 
 fn token_for(slot: usize, generation: u32) -> Token {
     Token(slot | (generation as usize) << 32)
@@ -158,6 +168,13 @@ struct Worker<'p, 'a> {
     policy: SendPolicy,
     /// Timers: (when, connection slot). Stale entries are skipped (see `wakeup_at`).
     wakeups: BinaryHeap<Reverse<(Instant, usize)>>,
+    /// Connections to send on once the current poll's events are handled.
+    send_queue: Vec<usize>,
+    /// Rate mode: a nanosecond timer for the earliest wakeup (epoll's own timeout is whole
+    /// milliseconds, which would send up to 1 ms late and charge that to the server).
+    precise_timer: Option<TimerFd>,
+    /// When `precise_timer` is set to fire.
+    timer_armed_for: Option<Instant>,
     rate_mode: bool,
     pipeline: usize,
     timeout: Duration,
@@ -202,6 +219,7 @@ impl<'p, 'a> Worker<'p, 'a> {
                     next_intended: plan.start + phase,
                     wakeup_at: None,
                     holds_ticket: false,
+                    send_queued: false,
                 }
             })
             .collect();
@@ -214,6 +232,9 @@ impl<'p, 'a> Worker<'p, 'a> {
             rate_mode: matches!(policy, SendPolicy::Rate { .. }),
             policy,
             wakeups: BinaryHeap::new(),
+            send_queue: Vec::with_capacity(share.connections),
+            precise_timer: None,
+            timer_armed_for: None,
             pipeline,
             timeout: config.timeout,
         })
@@ -221,6 +242,20 @@ impl<'p, 'a> Worker<'p, 'a> {
 
     fn run(&mut self, completed: &AtomicU64) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
+        if self.rate_mode {
+            let timer = TimerFd::new(
+                ClockId::CLOCK_MONOTONIC,
+                TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
+            )?;
+            self.poll.registry().register(
+                &mut SourceFd(&timer.as_fd().as_raw_fd()),
+                TIMER_TOKEN,
+                Interest::READABLE,
+            )?;
+            self.precise_timer = Some(timer);
+            // The default 50 µs of timer slack would be charged to the server as latency.
+            let _ = nix::sys::prctl::set_timerslack(1);
+        }
         let sweep_every = (self.timeout / 10).clamp(Duration::from_millis(1), MAX_POLL_WAIT);
         let start = self.plan.start;
         for slot in 0..self.connections.len() {
@@ -236,8 +271,9 @@ impl<'p, 'a> Worker<'p, 'a> {
             if let Some(deadline) = self.plan.deadline {
                 wake = wake.min(deadline);
             }
-            if let Some(Reverse((at, _))) = self.wakeups.peek() {
-                wake = wake.min(*at);
+            if let Some(Reverse((at, _))) = self.wakeups.peek().copied() {
+                wake = wake.min(at);
+                self.arm_precise_timer(at, now);
             }
             let wait = wake.saturating_duration_since(now);
             match self.poll.poll(&mut events, Some(wait)) {
@@ -246,6 +282,14 @@ impl<'p, 'a> Worker<'p, 'a> {
                 Err(e) => return Err(e),
             }
             for event in events.iter() {
+                if event.token() == TIMER_TOKEN {
+                    self.timer_armed_for = None;
+                    if let Some(timer) = &self.precise_timer {
+                        // Non-blocking: clears the expiration; EAGAIN if it was already read.
+                        let _ = timer.wait();
+                    }
+                    continue;
+                }
                 let (slot, generation) = slot_of(event.token());
                 let Some(conn) = self.connections.get(slot) else {
                     continue;
@@ -269,6 +313,7 @@ impl<'p, 'a> Worker<'p, 'a> {
                     Phase::Disconnected { .. } | Phase::Finished => {}
                 }
             }
+            self.send_queued();
             let now = Instant::now();
             self.run_due_wakeups(now);
             if now >= next_sweep {
@@ -280,6 +325,24 @@ impl<'p, 'a> Worker<'p, 'a> {
         self.stats.elapsed = Instant::now() - start;
         completed.store(self.stats.requests, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Sets the precise timer to fire at `at` unless it already does; past times need no timer
+    /// (the poll does not wait). A failure to arm only costs precision.
+    fn arm_precise_timer(&mut self, at: Instant, now: Instant) {
+        let Some(timer) = &self.precise_timer else {
+            return;
+        };
+        if at <= now || self.timer_armed_for == Some(at) {
+            return;
+        }
+        let delay = TimeSpec::from_duration(at - now);
+        if timer
+            .set(Expiration::OneShot(delay), TimerSetTimeFlags::empty())
+            .is_ok()
+        {
+            self.timer_armed_for = Some(at);
+        }
     }
 
     fn should_end(&self, now: Instant) -> bool {
@@ -562,7 +625,7 @@ impl<'p, 'a> Worker<'p, 'a> {
                     return self.fail(slot, FailureKind::Read);
                 }
             }
-            self.try_send(slot, now);
+            self.queue_send(slot);
             // Edge-triggered: a short read means the socket was empty when read, and any data
             // arriving later raises a new edge, so there is no need for a read that fails. An
             // end of stream that arrived before the event was reported raises no new edge, so
@@ -571,6 +634,27 @@ impl<'p, 'a> Worker<'p, 'a> {
                 return;
             }
         }
+    }
+
+    /// Marks a connection whose responses were just read as ready to send again. Sends wait
+    /// until every event of the poll is handled and then go out back to back, as wrk's do: the
+    /// server finds them together, and the generator sleeps (and is woken) less often.
+    fn queue_send(&mut self, slot: usize) {
+        let conn = &mut self.connections[slot];
+        if !conn.send_queued {
+            conn.send_queued = true;
+            self.send_queue.push(slot);
+        }
+    }
+
+    fn send_queued(&mut self) {
+        let mut queue = std::mem::take(&mut self.send_queue);
+        for &slot in &queue {
+            self.connections[slot].send_queued = false;
+            self.try_send(slot, Instant::now());
+        }
+        queue.clear();
+        self.send_queue = queue;
     }
 
     /// Frames `self.read_buffer[..n]` on `slot` and records every response it completes.

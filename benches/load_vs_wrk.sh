@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# benches/load_vs_wrk.sh: `sweetspot load` against wrk (and ab, once) on the same nginx, side by
+# side in one script, alternating runs so both see the same machine.
+#
+# What it prints: req/s and client CPU time per request of every run, then the median ratios
+# sweetspot/wrk. Speed is judged by these ratios, not by absolute numbers (DESIGN.md).
+#
+#   benches/load_vs_wrk.sh            # 5 rounds of 5 s each, -t 1 -c 50
+#   ROUNDS=9 DURATION=10 benches/load_vs_wrk.sh
+#
+# Installs nginx, wrk, apache2-utils (ab) and time with apt-get when missing (needs root).
+# Starts nginx on a free 127.0.0.1 port with a temporary config serving a small static file and
+# stops it by PID at the end. Writes its output to benches/load_vs_wrk.txt as well.
+set -euo pipefail
+
+ROUNDS=${ROUNDS:-5}
+DURATION=${DURATION:-5}
+CONNECTIONS=${CONNECTIONS:-50}
+THREADS=${THREADS:-1}
+AB_REQUESTS=${AB_REQUESTS:-200000}
+# nginx gets one worker: on a 2-core machine the server and the generator then each have a core.
+NGINX_WORKERS=${NGINX_WORKERS:-1}
+
+export PATH="$PATH:/usr/sbin:/sbin"
+repo=$(cd "$(dirname "$0")/.." && pwd)
+output="$repo/benches/load_vs_wrk.txt"
+
+need=()
+command -v nginx >/dev/null || need+=(nginx)
+command -v wrk >/dev/null || need+=(wrk)
+command -v ab >/dev/null || need+=(apache2-utils)
+[ -x /usr/bin/time ] || need+=(time)
+if ((${#need[@]})); then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "load_vs_wrk: missing ${need[*]}; run as root to install them with apt-get" >&2
+        exit 1
+    fi
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+tmp=$(mktemp -d)
+nginx_pid=""
+cleanup() {
+    if [ -n "$nginx_pid" ] && kill -0 "$nginx_pid" 2>/dev/null; then
+        kill -TERM "$nginx_pid" 2>/dev/null || true
+        wait "$nginx_pid" 2>/dev/null || true
+    fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+free_port() {
+    local port
+    for _ in $(seq 1 100); do
+        port=$((20000 + RANDOM % 40000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            echo "$port"
+            return
+        fi
+    done
+    echo "load_vs_wrk: no free port found" >&2
+    exit 1
+}
+
+port=$(free_port)
+mkdir -p "$tmp/www" "$tmp/logs"
+printf 'Hello, World!\n' >"$tmp/www/index.html"
+cat >"$tmp/nginx.conf" <<EOF
+worker_processes $NGINX_WORKERS;
+daemon off;
+pid $tmp/nginx.pid;
+error_log $tmp/logs/error.log;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 100000000;
+    server {
+        listen 127.0.0.1:$port;
+        root $tmp/www;
+    }
+}
+EOF
+nginx -p "$tmp" -c "$tmp/nginx.conf" &
+nginx_pid=$!
+for _ in $(seq 1 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+    sleep 0.05
+done
+url="http://127.0.0.1:$port/"
+
+(cd "$repo" && cargo build --release --quiet)
+sweetspot="$repo/target/release/sweetspot"
+
+# Runs a command under GNU time; prints "requests cpu_seconds" parsed by the given parser.
+cpu_of() { awk '{print $1 + $2}' "$tmp/time"; }
+
+run_sweetspot() {
+    /usr/bin/time -f '%U %S' -o "$tmp/time" "$sweetspot" load "$url" -t "$THREADS" -c "$CONNECTIONS" \
+        -d "${DURATION}s" -q --json "$tmp/sweetspot.json"
+    local requests rps
+    requests=$(grep -m1 '"requests":' "$tmp/sweetspot.json" | tr -dc '0-9')
+    rps=$(grep -m1 '"rps":' "$tmp/sweetspot.json" | sed 's/.*: *//; s/,//')
+    echo "$requests $rps $(cpu_of)"
+}
+
+run_wrk() {
+    /usr/bin/time -f '%U %S' -o "$tmp/time" wrk -t "$THREADS" -c "$CONNECTIONS" -d "${DURATION}s" \
+        "$url" >"$tmp/wrk.out"
+    local requests rps
+    requests=$(awk '/requests in/ {print $1}' "$tmp/wrk.out")
+    rps=$(awk '/Requests\/sec/ {print $2}' "$tmp/wrk.out")
+    echo "$requests $rps $(cpu_of)"
+}
+
+run_ab() {
+    /usr/bin/time -f '%U %S' -o "$tmp/time" ab -q -k -c "$CONNECTIONS" -n "$AB_REQUESTS" "$url" \
+        >"$tmp/ab.out" 2>&1
+    local requests rps
+    requests=$(awk '/Complete requests/ {print $3}' "$tmp/ab.out")
+    rps=$(awk '/Requests per second/ {print $4}' "$tmp/ab.out")
+    echo "$requests $rps $(cpu_of)"
+}
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+{
+    echo "# sweetspot load vs wrk vs ab, against nginx $(nginx -v 2>&1 | sed 's/.*\///'), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "# $(nproc) cores, $(uname -sr), load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "# each run: -t $THREADS -c $CONNECTIONS -d ${DURATION}s; nginx: $NGINX_WORKERS worker(s), static 14-byte file"
+    echo "# cpu/req = client user+system CPU time (GNU time) / completed requests"
+    printf '%-6s %-10s %10s %12s %14s\n' round tool requests req/s cpu_us/req
+} | tee "$output"
+
+: >"$tmp/rps_ratio"
+: >"$tmp/cpu_ratio"
+: >"$tmp/s_rps"
+: >"$tmp/w_rps"
+: >"$tmp/s_cpu"
+: >"$tmp/w_cpu"
+for round in $(seq 1 "$ROUNDS"); do
+    # Alternate which tool goes first, so neither always gets the warmer (or busier) slot.
+    if ((round % 2)); then order="sweetspot wrk"; else order="wrk sweetspot"; fi
+    for tool in $order; do
+        read -r requests rps cpu < <("run_$tool")
+        cpu_us=$(awk -v c="$cpu" -v n="$requests" 'BEGIN {printf "%.3f", c * 1e6 / n}')
+        printf '%-6s %-10s %10s %12.1f %14s\n' "$round" "$tool" "$requests" "$rps" "$cpu_us" | tee -a "$output"
+        if [ "$tool" = sweetspot ]; then
+            echo "$rps" >>"$tmp/s_rps"
+            echo "$cpu_us" >>"$tmp/s_cpu"
+        else
+            echo "$rps" >>"$tmp/w_rps"
+            echo "$cpu_us" >>"$tmp/w_cpu"
+        fi
+    done
+    s_rps=$(tail -1 "$tmp/s_rps")
+    w_rps=$(tail -1 "$tmp/w_rps")
+    s_cpu=$(tail -1 "$tmp/s_cpu")
+    w_cpu=$(tail -1 "$tmp/w_cpu")
+    awk -v a="$s_rps" -v b="$w_rps" 'BEGIN {print a / b}' >>"$tmp/rps_ratio"
+    awk -v a="$s_cpu" -v b="$w_cpu" 'BEGIN {print a / b}' >>"$tmp/cpu_ratio"
+done
+
+read -r ab_requests ab_rps ab_cpu < <(run_ab)
+ab_cpu_us=$(awk -v c="$ab_cpu" -v n="$ab_requests" 'BEGIN {printf "%.3f", c * 1e6 / n}')
+printf '%-6s %-10s %10s %12.1f %14s\n' "once" "ab -k" "$ab_requests" "$ab_rps" "$ab_cpu_us" | tee -a "$output"
+
+s_rps_median=$(median <"$tmp/s_rps")
+w_rps_median=$(median <"$tmp/w_rps")
+s_cpu_median=$(median <"$tmp/s_cpu")
+w_cpu_median=$(median <"$tmp/w_cpu")
+{
+    echo
+    printf 'median req/s:        sweetspot %.1f, wrk %.1f, ab %.1f (one run)\n' \
+        "$s_rps_median" "$w_rps_median" "$ab_rps"
+    printf 'median cpu_us/req:   sweetspot %.3f, wrk %.3f, ab %.3f (one run)\n' \
+        "$s_cpu_median" "$w_cpu_median" "$ab_cpu_us"
+    printf 'req/s ratio sweetspot/wrk:       median of rounds %.3f (per round: %s)\n' \
+        "$(median <"$tmp/rps_ratio")" "$(awk '{printf "%.3f ", $1}' "$tmp/rps_ratio")"
+    printf 'cpu/request ratio sweetspot/wrk: median of rounds %.3f (per round: %s)\n' \
+        "$(median <"$tmp/cpu_ratio")" "$(awk '{printf "%.3f ", $1}' "$tmp/cpu_ratio")"
+    printf 'req/s ratio sweetspot/ab:        %.3f (sweetspot median vs the ab run)\n' \
+        "$(awk -v a="$s_rps_median" -v b="$ab_rps" 'BEGIN {print a / b}')"
+    printf 'cpu/request ratio sweetspot/ab:  %.3f\n' \
+        "$(awk -v a="$s_cpu_median" -v b="$ab_cpu_us" 'BEGIN {print a / b}')"
+} | tee -a "$output"
