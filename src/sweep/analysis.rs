@@ -113,7 +113,8 @@ pub fn little_warning(
     let cause = if errors > 0 {
         format!("{errors} requests failed or timed out, and time spent on them is not latency")
     } else {
-        "the generator was slow to send, or connection setup is outside the measured latency"
+        "the other connections waited unanswered, as when a server gives each worker one \
+         keep-alive connection at a time, or the generator was slow to send"
             .to_string()
     };
     Some(format!(
@@ -171,8 +172,9 @@ pub fn best_within_bound(points: &[&PointResult], p99_bound_us: f64) -> Option<B
     if usable.is_empty() {
         return None;
     }
-    let meets =
-        |p: &PointResult| p.latency_us.p99 <= p99_bound_us && p.error_rate() <= MAX_ERROR_RATE;
+    let meets = |p: &PointResult| {
+        p.latency_us.p99 <= p99_bound_us && p.error_rate() <= MAX_ERROR_RATE && !p.starved()
+    };
     let mut best_per_arch: BTreeMap<&str, &PointResult> = BTreeMap::new();
     for p in usable.iter().copied().filter(|p| meets(p)) {
         let entry = best_per_arch.entry(p.arch.as_str()).or_insert(p);
@@ -194,10 +196,18 @@ pub fn best_within_bound(points: &[&PointResult], p99_bound_us: f64) -> Option<B
                 .all(|p| p.error_rate() > MAX_ERROR_RATE)
             {
                 "errors at every level".to_string()
+            } else if mine
+                .iter()
+                .filter(|p| p.ok)
+                .all(|p| p.starved() || p.error_rate() > MAX_ERROR_RATE)
+            {
+                "at every level some connections waited unanswered (Little's law), so its \
+                 percentiles leave out the slowest requests"
+                    .to_string()
             } else {
                 let lowest = mine
                     .iter()
-                    .filter(|p| p.ok)
+                    .filter(|p| p.ok && !p.starved())
                     .map(|p| p.latency_us.p99)
                     .fold(f64::MAX, f64::min);
                 format!("p99 never under the bound (lowest {})", format_us(lowest))
@@ -210,7 +220,15 @@ pub fn best_within_bound(points: &[&PointResult], p99_bound_us: f64) -> Option<B
     let (winner, within_bound) = match ranking.first() {
         Some((_, p)) => (*p, true),
         None => {
-            let lowest = usable
+            // Prefer points whose percentiles cover every connection offered.
+            let representative: Vec<&PointResult> =
+                usable.iter().copied().filter(|p| !p.starved()).collect();
+            let pool = if representative.is_empty() {
+                &usable
+            } else {
+                &representative
+            };
+            let lowest = pool
                 .iter()
                 .copied()
                 .min_by(|a, b| a.latency_us.p99.total_cmp(&b.latency_us.p99))?;
@@ -265,6 +283,9 @@ pub struct UslSeries {
     pub predicted_peak_rps: Option<f64>,
     pub measured_best_n: u32,
     pub measured_best_rps: f64,
+    /// The largest N measured in this series.
+    #[serde(default)]
+    pub measured_max_n: u32,
 }
 
 /// Goetz's estimate beside the measurement.
@@ -503,6 +524,7 @@ fn usl_series_of(points: &[&PointResult]) -> Vec<UslSeries> {
             predicted_peak_rps: fit.peak_throughput(),
             measured_best_n: n as u32,
             measured_best_rps: x,
+            measured_max_n: data.iter().map(|p| p.0 as u32).max().unwrap_or(0),
         })
     };
     let mut series: Vec<UslSeries> = by_concurrency
@@ -599,12 +621,20 @@ fn explain(w: &WorkloadAnalysis, bound_ms: f64, mode: LoadMode, out: &mut Recomm
         }
         out.details.push(line);
     }
-    for u in w.usl.iter().filter(|u| u.fit.r_squared >= 0.8) {
+    let winner = w.best.as_ref().map(|b| (b.arch.clone(), b.workers));
+    let worth_telling = |u: &&UslSeries| {
+        u.fit.r_squared >= 0.8
+            && (u.axis == "workers" || winner.as_ref() == Some(&(u.arch.clone(), u.fixed)))
+    };
+    for u in w.usl.iter().filter(worth_telling) {
         let series = match (u.axis.as_str(), u.fixed) {
             ("workers", Some(c)) => format!("{} over workers at {c} connections", u.arch),
             (_, workers) => format!("{} over connections", series_label(&u.arch, workers)),
         };
         let peak = match (u.predicted_peak_n, u.predicted_peak_rps) {
+            (Some(n), _) if n > 2.0 * u.measured_max_n as f64 => format!(
+                "no peak within the measured range (the model extrapolates one near N = {n:.0})"
+            ),
             (Some(n), Some(x)) => format!("peak near N = {n:.0} at {} req/s", format_rps(x)),
             (None, Some(x)) => format!("no peak; levels off toward {} req/s", format_rps(x)),
             _ => "still scaling linearly".to_string(),
@@ -723,6 +753,22 @@ mod tests {
         let none = best_within_bound(&points, 1000.0).unwrap();
         assert!(!none.within_bound);
         assert_eq!(none.arch, "epoll");
+    }
+
+    #[test]
+    fn starved_points_are_not_candidates() {
+        // A pool that served 2 of 50 connections shows a fine p99 for those 2 only.
+        let mut starved_pool = point("prethreaded", Some(2), 50, 36.0, 67.0);
+        starved_pool.in_flight_ratio = Some(0.04);
+        let mut fair = point("threaded", None, 50, 35.0, 1630.0);
+        fair.in_flight_ratio = Some(1.0);
+        let best = best_within_bound(&[&starved_pool, &fair], 10_000_000.0).unwrap();
+        assert_eq!(best.arch, "threaded");
+        assert!(
+            best.excluded[0].1.contains("unanswered"),
+            "{:?}",
+            best.excluded
+        );
     }
 
     #[test]

@@ -123,6 +123,10 @@ pub struct PointResult {
     pub server_cpu_us_per_request: f64,
     /// True when the generator, not the server, was the bottleneck.
     pub generator_bound: bool,
+    /// Little's law: mean requests in flight (throughput x mean latency) over connections
+    /// offered; well under 1 means some connections were not being served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight_ratio: Option<f64>,
     /// Plain-words warnings about this point (Little's law, saturation).
     pub warnings: Vec<String>,
     pub spread: Spread,
@@ -143,6 +147,13 @@ impl PointResult {
             .filter(|(code, _)| !(code.starts_with('2') || code.starts_with('3')))
             .map(|(_, n)| n)
             .sum()
+    }
+
+    /// True when Little's law says some offered connections were not being served (their
+    /// waits are in no percentile).
+    pub fn starved(&self) -> bool {
+        self.in_flight_ratio
+            .is_some_and(|r| r < super::analysis::LITTLE_MIN_RATIO)
     }
 
     /// Fraction of attempts that were errors or bad statuses.

@@ -18,7 +18,8 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::analysis::{
-    analyze, fold_repetitions, generator_saturated, little_warning, server_parallelism,
+    analyze, fold_repetitions, generator_saturated, little_warning, requests_in_flight,
+    server_parallelism,
 };
 use super::output::{self, json::JsonExporter, Exporter};
 use super::probe::{group_cpu, TreeSampler};
@@ -85,7 +86,7 @@ pub fn run_experiment(
         .with_context(|| format!("creating {}", options.out_dir.display()))?;
     let progress = Progress::new(
         plan.len(),
-        experiment.seconds_per_point(),
+        experiment.estimated_seconds(&plan),
         options.progress_bar,
     );
     for (index, point) in plan.iter().enumerate() {
@@ -231,6 +232,11 @@ fn run_point(
             }
         }
         LoadMode::Closed | LoadMode::Count => {
+            if run.rps > 0.0 {
+                result.in_flight_ratio = Some(
+                    requests_in_flight(run.rps, run.latency_us.mean) / f64::from(point.concurrency),
+                );
+            }
             if let Some(w) = little_warning(
                 run.rps,
                 run.latency_us.mean,
@@ -332,7 +338,12 @@ fn run_once(
         let warmup = Mode::Closed {
             duration: Duration::from_secs_f64(experiment.warmup),
         };
-        let config = load_config(experiment, point, target.clone(), warmup, pinning);
+        let mut config = load_config(experiment, point, target.clone(), warmup, pinning);
+        config.connections = experiment
+            .warmup_connections
+            .unwrap_or(1)
+            .clamp(1, point.concurrency) as usize;
+        config.threads = config.threads.min(config.connections);
         load::run(&config, Some(stop)).context("warm-up")?;
     }
     if stop.load(Ordering::SeqCst) {
@@ -340,14 +351,14 @@ fn run_once(
     }
     let mode = match experiment.mode {
         LoadMode::Closed => Mode::Closed {
-            duration: Duration::from_secs_f64(experiment.duration),
+            duration: Duration::from_secs_f64(experiment.duration_of(&point.workload)),
         },
         LoadMode::Count => Mode::Count {
             requests: experiment.requests.unwrap_or(1),
         },
         LoadMode::Rate => Mode::Rate {
             rate: experiment.rate.unwrap_or(1.0),
-            duration: Duration::from_secs_f64(experiment.duration),
+            duration: Duration::from_secs_f64(experiment.duration_of(&point.workload)),
         },
     };
     let config = load_config(experiment, point, target, mode, pinning);
@@ -383,7 +394,7 @@ fn load_config(
     let workload = &point.workload;
     let mut config = LoadConfig::new(target, point.concurrency as usize, mode);
     config.threads = (experiment.load_threads as usize).clamp(1, point.concurrency.max(1) as usize);
-    config.timeout = Duration::from_secs_f64(experiment.timeout);
+    config.timeout = Duration::from_secs_f64(experiment.timeout_of(workload));
     config.keepalive = workload.keepalive;
     config.method = workload.method.clone();
     if !workload.body.is_empty() {
@@ -476,7 +487,7 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(total: usize, seconds_per_point: f64, want_bar: bool) -> Progress {
+    fn new(total: usize, estimated_seconds: f64, want_bar: bool) -> Progress {
         let bar = (want_bar && std::io::stderr().is_terminal()).then(|| {
             let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
             let style = ProgressStyle::with_template(
@@ -484,15 +495,12 @@ impl Progress {
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar());
             bar.set_style(style);
-            bar.set_message(format!("~{:.0} s total", seconds_per_point * total as f64));
+            bar.set_message(format!("~{estimated_seconds:.0} s total"));
             bar.enable_steady_tick(Duration::from_millis(200));
             bar
         });
         if bar.is_none() {
-            eprintln!(
-                "sweep: {total} points, about {:.0} s",
-                seconds_per_point * total as f64
-            );
+            eprintln!("sweep: {total} points, about {:.0} s", estimated_seconds);
         }
         Progress { bar, total }
     }

@@ -110,6 +110,12 @@ pub struct Workload {
     /// Concurrency levels for this workload only (overrides the experiment's list).
     #[serde(default)]
     pub concurrency: Option<Vec<u32>>,
+    /// Seconds measured per point for this workload only.
+    #[serde(default, deserialize_with = "de_opt_seconds")]
+    pub duration: Option<f64>,
+    /// Request timeout (seconds) for this workload only.
+    #[serde(default, deserialize_with = "de_opt_seconds")]
+    pub timeout: Option<f64>,
 }
 
 impl Workload {
@@ -185,6 +191,11 @@ pub struct Experiment {
     /// Seconds of unmeasured load before each measurement.
     #[serde(default = "default_warmup", deserialize_with = "de_seconds")]
     pub warmup: f64,
+    /// Connections used to warm up (default 1). More can poison the measurement: requests a
+    /// slow server has not accepted when the warm-up ends stay in its backlog and are served,
+    /// to nobody, while the measurement waits behind them.
+    #[serde(default)]
+    pub warmup_connections: Option<u32>,
     #[serde(default = "default_repetitions")]
     pub repetitions: u32,
     /// Seconds before a request counts as timed out.
@@ -373,7 +384,10 @@ impl Experiment {
             LoadMode::Rate if self.rate.unwrap_or(0.0) <= 0.0 => {
                 return fail("mode = \"rate\" needs rate > 0".into())
             }
-            LoadMode::Closed | LoadMode::Rate if self.duration <= 0.0 => {
+            LoadMode::Closed | LoadMode::Rate
+                if self.duration <= 0.0
+                    || self.workloads.iter().any(|w| w.duration == Some(0.0)) =>
+            {
                 return fail("duration must be > 0".into())
             }
             _ => {}
@@ -445,13 +459,27 @@ impl Experiment {
         points
     }
 
-    /// A rough time budget for one point (for the progress estimate), in seconds.
-    pub fn seconds_per_point(&self) -> f64 {
-        let measured = match self.mode {
-            LoadMode::Count => 1.0,
-            _ => self.duration,
-        };
-        (measured + self.warmup) * f64::from(self.repetitions) + 0.3
+    /// Seconds measured per point of a workload.
+    pub fn duration_of(&self, workload: &Workload) -> f64 {
+        workload.duration.unwrap_or(self.duration)
+    }
+
+    /// Request timeout (seconds) for a workload.
+    pub fn timeout_of(&self, workload: &Workload) -> f64 {
+        workload.timeout.unwrap_or(self.timeout)
+    }
+
+    /// A rough time estimate for the whole plan (for the progress line), in seconds.
+    pub fn estimated_seconds(&self, plan: &[PointSpec]) -> f64 {
+        plan.iter()
+            .map(|p| {
+                let measured = match self.mode {
+                    LoadMode::Count => 1.0,
+                    _ => self.duration_of(&p.workload),
+                };
+                (measured + self.warmup + 0.3) * f64::from(self.repetitions)
+            })
+            .sum()
     }
 }
 

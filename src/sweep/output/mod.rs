@@ -144,6 +144,11 @@ fn mark(p: &PointResult) -> String {
     if p.generator_bound {
         m.push('g');
     }
+    if p.in_flight_ratio
+        .is_some_and(|r| r < super::analysis::LITTLE_MIN_RATIO)
+    {
+        m.push('~');
+    }
     m
 }
 
@@ -154,9 +159,11 @@ fn rps_cell(p: &PointResult) -> String {
     format!("{}{}", thousands(p.rps), mark(p))
 }
 
-const MARK_NOTES: [&str; 2] = [
+const MARK_NOTES: [&str; 3] = [
     "`*` more than 1% of requests failed or timed out",
     "`g` the load generator, not the server, was saturated",
+    "`~` Little's law: fewer requests in flight than connections offered; some connections \
+     waited unanswered (their wait is in no percentile)",
 ];
 
 /// The tables for one workload: the study-style grid (rows concurrency, columns
@@ -211,7 +218,64 @@ pub fn workload_tables(results: &SweepResults, workload: &str) -> Vec<Table> {
         }
     }
     tables.push(details_table(workload, &points, levels.len() > 1));
+    if let Some(table) = usl_table(results, workload) {
+        tables.push(table);
+    }
     tables
+}
+
+/// The USL fits of a workload's series.
+fn usl_table(results: &SweepResults, workload: &str) -> Option<Table> {
+    let analysed = results
+        .analysis
+        .workloads
+        .iter()
+        .find(|w| w.workload == workload)?;
+    if analysed.usl.is_empty() {
+        return None;
+    }
+    let header = [
+        "series",
+        "over",
+        "sigma",
+        "kappa",
+        "lambda (req/s)",
+        "R^2",
+        "predicted peak N",
+        "predicted peak req/s",
+        "measured best N",
+    ];
+    let rows = analysed
+        .usl
+        .iter()
+        .map(|u| {
+            let series = match (u.axis.as_str(), u.fixed) {
+                ("workers", Some(c)) => format!("{} at {c} connections", u.arch),
+                (_, workers) => series_label(&u.arch, workers),
+            };
+            vec![
+                series,
+                u.axis.clone(),
+                format!("{:.3}", u.fit.sigma),
+                format!("{:.5}", u.fit.kappa),
+                thousands(u.fit.lambda),
+                format!("{:.2}", u.fit.r_squared),
+                u.predicted_peak_n.map_or("none".into(), thousands),
+                u.predicted_peak_rps.map_or("-".into(), thousands),
+                thousands(f64::from(u.measured_best_n)),
+            ]
+        })
+        .collect();
+    Some(Table {
+        title: format!("{workload}: Universal Scalability Law fits"),
+        header: header.iter().map(|h| h.to_string()).collect(),
+        rows,
+        notes: vec![
+            "X(N) = lambda N / (1 + sigma (N-1) + kappa N (N-1)) (Gunther); peak at \
+             sqrt((1-sigma)/kappa); a peak far beyond the measured N is an extrapolation"
+                .into(),
+        ],
+    })
 }
 
 /// One row per point with every measurement.
