@@ -26,8 +26,21 @@ use super::usl::{fit_usl, UslFit};
 pub const WITHIN_BEST: f64 = 0.05;
 /// Points with more errors than this fraction are not candidates for "best".
 pub const MAX_ERROR_RATE: f64 = 0.01;
-/// Little's law: warn when fewer than this fraction of the offered requests were in flight.
+/// Little's law: warn when fewer than this fraction of the offered requests were in flight
+/// (keep-alive connections: the generator sends the next request at once).
 pub const LITTLE_MIN_RATIO: f64 = 0.8;
+/// The same with a connection per request, whose connect and close are outside the measured
+/// latency and legitimately lower the ratio for fast requests.
+pub const LITTLE_MIN_RATIO_PER_REQUEST: f64 = 0.5;
+
+/// The in-flight ratio under which a point counts as starved.
+pub fn little_min_ratio(keepalive: bool) -> f64 {
+    if keepalive {
+        LITTLE_MIN_RATIO
+    } else {
+        LITTLE_MIN_RATIO_PER_REQUEST
+    }
+}
 
 /// The median of a slice (mean of the middle two for even lengths); 0 for an empty slice.
 pub fn median(values: &[f64]) -> f64 {
@@ -101,21 +114,28 @@ pub fn little_warning(
     mean_latency_us: f64,
     concurrency: u32,
     errors: u64,
+    keepalive: bool,
 ) -> Option<String> {
     if rps <= 0.0 || concurrency == 0 {
         return None;
     }
     let in_flight = requests_in_flight(rps, mean_latency_us);
     let ratio = in_flight / f64::from(concurrency);
-    if ratio >= LITTLE_MIN_RATIO {
+    if ratio >= little_min_ratio(keepalive) {
         return None;
     }
     let cause = if errors > 0 {
         format!("{errors} requests failed or timed out, and time spent on them is not latency")
     } else {
-        "the other connections waited unanswered, as when a server gives each worker one \
-         keep-alive connection at a time, or the generator was slow to send"
-            .to_string()
+        if keepalive {
+            "the other connections waited unanswered, as when a server gives each worker one \
+             keep-alive connection at a time, or the generator was slow to send"
+                .to_string()
+        } else {
+            "connections waited in the server's accept backlog, or the generator spent the time \
+             connecting"
+                .to_string()
+        }
     };
     Some(format!(
         "Little's law: throughput x mean latency = {in_flight:.1} requests in flight, but {concurrency} \
@@ -173,7 +193,7 @@ pub fn best_within_bound(points: &[&PointResult], p99_bound_us: f64) -> Option<B
         return None;
     }
     let meets = |p: &PointResult| {
-        p.latency_us.p99 <= p99_bound_us && p.error_rate() <= MAX_ERROR_RATE && !p.starved()
+        p.latency_us.p99 <= p99_bound_us && p.error_rate() <= MAX_ERROR_RATE && !p.starved
     };
     let mut best_per_arch: BTreeMap<&str, &PointResult> = BTreeMap::new();
     for p in usable.iter().copied().filter(|p| meets(p)) {
@@ -199,7 +219,7 @@ pub fn best_within_bound(points: &[&PointResult], p99_bound_us: f64) -> Option<B
             } else if mine
                 .iter()
                 .filter(|p| p.ok)
-                .all(|p| p.starved() || p.error_rate() > MAX_ERROR_RATE)
+                .all(|p| p.starved || p.error_rate() > MAX_ERROR_RATE)
             {
                 "at every level some connections waited unanswered (Little's law), so its \
                  percentiles leave out the slowest requests"
@@ -207,7 +227,7 @@ pub fn best_within_bound(points: &[&PointResult], p99_bound_us: f64) -> Option<B
             } else {
                 let lowest = mine
                     .iter()
-                    .filter(|p| p.ok && !p.starved())
+                    .filter(|p| p.ok && !p.starved)
                     .map(|p| p.latency_us.p99)
                     .fold(f64::MAX, f64::min);
                 format!("p99 never under the bound (lowest {})", format_us(lowest))
@@ -222,7 +242,7 @@ pub fn best_within_bound(points: &[&PointResult], p99_bound_us: f64) -> Option<B
         None => {
             // Prefer points whose percentiles cover every connection offered.
             let representative: Vec<&PointResult> =
-                usable.iter().copied().filter(|p| !p.starved()).collect();
+                usable.iter().copied().filter(|p| !p.starved).collect();
             let pool = if representative.is_empty() {
                 &usable
             } else {
@@ -267,6 +287,9 @@ pub struct SweetSpot {
     pub rps: f64,
     pub best_rps: f64,
     pub best_workers: u32,
+    /// The largest pool measured: a sweet spot there means the curve had not levelled off.
+    #[serde(default)]
+    pub max_workers_tried: u32,
 }
 
 /// A USL fit of one series.
@@ -484,6 +507,7 @@ fn sweet_spots_of(points: &[&PointResult]) -> Vec<SweetSpot> {
                 rps,
                 best_rps,
                 best_workers,
+                max_workers_tried: series.iter().map(|p| p.0).max().unwrap_or(workers),
             })
         })
         .collect()
@@ -595,16 +619,30 @@ fn explain(w: &WorkloadAnalysis, bound_ms: f64, mode: LoadMode, out: &mut Recomm
         ));
     }
     for s in &w.sweet_spots {
-        out.details.push(format!(
-            "{name}: sweet spot for {} at {} connections: {} workers ({} req/s; the best, {} req/s, \
-             took {} workers).",
+        let mut line = format!(
+            "{name}: sweet spot for {} at {} connections: {} workers, {} req/s (the fewest within \
+             5% of the best, {} req/s with {} workers)",
             s.arch,
             s.concurrency,
             s.workers,
             format_rps(s.rps),
             format_rps(s.best_rps),
             s.best_workers
-        ));
+        );
+        if s.workers == s.max_workers_tried {
+            line.push_str(
+                "; it is the largest pool tried, so the curve was still rising: try larger pools",
+            );
+            if s.workers >= s.concurrency {
+                line.push_str(&format!(
+                    " with more than {} connections, since a pool beyond the requests in flight \
+                     has nothing to do",
+                    s.concurrency
+                ));
+            }
+        }
+        line.push('.');
+        out.details.push(line);
     }
     if let Some(g) = &w.goetz {
         let mut line = format!(
@@ -759,9 +797,8 @@ mod tests {
     fn starved_points_are_not_candidates() {
         // A pool that served 2 of 50 connections shows a fine p99 for those 2 only.
         let mut starved_pool = point("prethreaded", Some(2), 50, 36.0, 67.0);
-        starved_pool.in_flight_ratio = Some(0.04);
+        starved_pool.starved = true;
         let mut fair = point("threaded", None, 50, 35.0, 1630.0);
-        fair.in_flight_ratio = Some(1.0);
         let best = best_within_bound(&[&starved_pool, &fair], 10_000_000.0).unwrap();
         assert_eq!(best.arch, "threaded");
         assert!(
@@ -783,10 +820,13 @@ mod tests {
     #[test]
     fn littles_law_flags_load_that_did_not_arrive() {
         // 64 connections, 1000 req/s at 64 ms: 64 in flight, as offered.
-        assert!(little_warning(1000.0, 64_000.0, 64, 0).is_none());
+        assert!(little_warning(1000.0, 64_000.0, 64, 0, true).is_none());
         assert!((requests_in_flight(1000.0, 64_000.0) - 64.0).abs() < 1e-9);
         // Only 10 in flight of 64 offered.
-        let w = little_warning(1000.0, 10_000.0, 64, 3).unwrap();
+        let w = little_warning(1000.0, 10_000.0, 64, 3, true).unwrap();
+        // A connection per request tolerates connect time outside the latency.
+        assert!(little_warning(1000.0, 40_000.0, 64, 0, false).is_none());
+        assert!(little_warning(1000.0, 40_000.0, 64, 0, true).is_some());
         assert!(
             w.contains("10.0 requests in flight") && w.contains("3 requests failed"),
             "{w}"

@@ -127,6 +127,10 @@ pub struct PointResult {
     /// offered; well under 1 means some connections were not being served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_flight_ratio: Option<f64>,
+    /// True when that ratio says some offered connections were not being served, so the
+    /// percentiles leave their waits out.
+    #[serde(default)]
+    pub starved: bool,
     /// Plain-words warnings about this point (Little's law, saturation).
     pub warnings: Vec<String>,
     pub spread: Spread,
@@ -147,13 +151,6 @@ impl PointResult {
             .filter(|(code, _)| !(code.starts_with('2') || code.starts_with('3')))
             .map(|(_, n)| n)
             .sum()
-    }
-
-    /// True when Little's law says some offered connections were not being served (their
-    /// waits are in no percentile).
-    pub fn starved(&self) -> bool {
-        self.in_flight_ratio
-            .is_some_and(|r| r < super::analysis::LITTLE_MIN_RATIO)
     }
 
     /// Fraction of attempts that were errors or bad statuses.

@@ -18,8 +18,8 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::analysis::{
-    analyze, fold_repetitions, generator_saturated, little_warning, requests_in_flight,
-    server_parallelism,
+    analyze, fold_repetitions, generator_saturated, little_min_ratio, little_warning,
+    requests_in_flight, server_parallelism,
 };
 use super::output::{self, json::JsonExporter, Exporter};
 use super::probe::{group_cpu, TreeSampler};
@@ -111,8 +111,20 @@ pub fn run_experiment(
     Ok(SweepRun { results, files })
 }
 
-/// Recomputes the analysis and stamps the finish time.
+/// Recomputes the per-point flags and the analysis, and stamps the finish time.
 pub fn finalize(results: &mut SweepResults) {
+    let experiment = &results.experiment;
+    for point in &mut results.points {
+        let keepalive = experiment
+            .workloads
+            .iter()
+            .find(|w| w.name == point.workload)
+            .is_none_or(|w| w.keepalive);
+        point.starved = experiment.mode == LoadMode::Closed
+            && point
+                .in_flight_ratio
+                .is_some_and(|r| r < little_min_ratio(keepalive));
+    }
     let (analysis, recommendation) = analyze(results);
     results.analysis = analysis;
     results.recommendation = recommendation;
@@ -232,16 +244,21 @@ fn run_point(
             }
         }
         LoadMode::Closed | LoadMode::Count => {
+            // Count mode: every request is answered or fails before the run ends, so waits are
+            // in the percentiles; connections that finish their share early only thin the
+            // tail. Hold it to the looser bound and never call it starved.
+            let keepalive = point.workload.keepalive && experiment.mode == LoadMode::Closed;
             if run.rps > 0.0 {
-                result.in_flight_ratio = Some(
-                    requests_in_flight(run.rps, run.latency_us.mean) / f64::from(point.concurrency),
-                );
+                let ratio =
+                    requests_in_flight(run.rps, run.latency_us.mean) / f64::from(point.concurrency);
+                result.in_flight_ratio = Some(ratio);
             }
             if let Some(w) = little_warning(
                 run.rps,
                 run.latency_us.mean,
                 point.concurrency,
                 run.errors.total(),
+                keepalive,
             ) {
                 result.warnings.push(w);
             }

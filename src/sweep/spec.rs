@@ -292,7 +292,16 @@ fn de_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
 }
 
 fn de_opt_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    de_seconds(d).map(Some)
+    match Option::<SecondsRepr>::deserialize(d)? {
+        None => Ok(None),
+        Some(SecondsRepr::Number(n)) if n >= 0.0 => Ok(Some(n)),
+        Some(SecondsRepr::Number(n)) => {
+            Err(serde::de::Error::custom(format!("negative duration {n}")))
+        }
+        Some(SecondsRepr::Text(t)) => parse_seconds(&t).map(Some).ok_or_else(|| {
+            serde::de::Error::custom(format!("bad duration {t:?} (try 1.5, \"200ms\", \"2s\")"))
+        }),
+    }
 }
 
 impl Experiment {
@@ -520,6 +529,16 @@ mod tests {
             let e = Experiment::from_toml(text, name).unwrap();
             assert_eq!(&e.name, name);
             assert!(!e.points().is_empty(), "{name} has no points");
+        }
+    }
+
+    #[test]
+    fn experiments_round_trip_through_json() {
+        for (name, text) in PRESETS {
+            let e = Experiment::from_toml(text, name).unwrap();
+            let json = serde_json::to_string(&e).unwrap();
+            let back: Experiment = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, e, "{name}");
         }
     }
 

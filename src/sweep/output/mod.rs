@@ -144,9 +144,7 @@ fn mark(p: &PointResult) -> String {
     if p.generator_bound {
         m.push('g');
     }
-    if p.in_flight_ratio
-        .is_some_and(|r| r < super::analysis::LITTLE_MIN_RATIO)
-    {
+    if p.starved {
         m.push('~');
     }
     m

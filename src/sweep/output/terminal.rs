@@ -67,6 +67,46 @@ pub fn summary(results: &SweepResults) -> String {
             out.push('\n');
         }
     }
+    let theory: Vec<String> = results
+        .analysis
+        .workloads
+        .iter()
+        .flat_map(|w| {
+            let spots = w.sweet_spots.iter().map(move |s| {
+                format!(
+                    "  {}: {} at {} connections: sweet spot {} workers ({} req/s)",
+                    w.workload,
+                    s.arch,
+                    s.concurrency,
+                    s.workers,
+                    super::thousands(s.rps)
+                )
+            });
+            let goetz = w
+                .goetz
+                .iter()
+                .filter(|g| g.measured_sweet_spot.is_some())
+                .map(move |g| {
+                    format!(
+                        "  {}: Goetz predicts {:.0} threads ({} cores x (1 + {:.1} ms wait / {} \
+                         compute))",
+                        w.workload,
+                        g.pool_size,
+                        g.cores,
+                        g.wait_ms,
+                        super::duration_us(g.compute_us)
+                    )
+                });
+            spots.chain(goetz).collect::<Vec<_>>()
+        })
+        .collect();
+    if !theory.is_empty() {
+        out.push_str("Sweet spots:\n");
+        for line in theory {
+            let _ = writeln!(out, "{line}");
+        }
+        out.push('\n');
+    }
     out.push_str("Recommendation:\n");
     for line in &results.recommendation.summary {
         let _ = writeln!(out, "  {line}");
