@@ -798,7 +798,7 @@ mod tests {
         // A pool that served 2 of 50 connections shows a fine p99 for those 2 only.
         let mut starved_pool = point("prethreaded", Some(2), 50, 36.0, 67.0);
         starved_pool.starved = true;
-        let mut fair = point("threaded", None, 50, 35.0, 1630.0);
+        let fair = point("threaded", None, 50, 35.0, 1630.0);
         let best = best_within_bound(&[&starved_pool, &fair], 10_000_000.0).unwrap();
         assert_eq!(best.arch, "threaded");
         assert!(
