@@ -336,6 +336,7 @@ fn run_suite(arch: &str) {
             panic!("{arch}: case {name:?} failed: {msg}");
         }
     }
+    vanished_clients_cost_no_cpu(arch, &server);
     let pgid = server.pid();
     let deadline = Instant::now() + Duration::from_secs(2);
     while zombie_children(pgid) > 0 && Instant::now() < deadline {
@@ -393,6 +394,37 @@ fn fd_exhaustion(arch: &str) {
             "{arch}: running out of descriptors was not logged: {log:?}"
         );
     }
+}
+
+/// Clients that half-close and then reset while their request waits must not make the
+/// server spin (an event loop that keeps a hung-up socket registered wakes forever).
+fn vanished_clients_cost_no_cpu(arch: &str, server: &Server) {
+    let before = cpu_ticks(server.pid());
+    for _ in 0..5 {
+        let s = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+        (&s).write_all(b"GET /sleep?ms=1500 HTTP/1.1\r\n\r\n")
+            .unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        socket2::SockRef::from(&s)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+        drop(s);
+    }
+    std::thread::sleep(Duration::from_millis(1600));
+    let spent = cpu_ticks(server.pid()) - before;
+    assert!(
+        spent < 50,
+        "{arch}: {spent} ticks of CPU spent on vanished clients"
+    );
+}
+
+/// User plus system CPU of one process, in clock ticks.
+fn cpu_ticks(pid: nix::unistd::Pid) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = stat.rsplit_once(')').unwrap().1;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
 /// A remark answered 2xx survives a clean restart and a SIGKILL of the whole server.

@@ -70,13 +70,14 @@ impl Poller for EpollPoller {
             Err(nix::errno::Errno::EINTR) => 0,
             Err(e) => return Err(e.into()),
         };
-        let hangup = EpollFlags::EPOLLHUP | EpollFlags::EPOLLERR | EpollFlags::EPOLLRDHUP;
+        let hangup = EpollFlags::EPOLLHUP | EpollFlags::EPOLLERR;
         for ev in &self.ready[..n] {
             let flags = ev.events();
             events.push(Event {
                 token: ev.data() as usize,
-                readable: flags.intersects(EpollFlags::EPOLLIN | hangup),
+                readable: flags.intersects(EpollFlags::EPOLLIN | EpollFlags::EPOLLRDHUP | hangup),
                 writable: flags.intersects(EpollFlags::EPOLLOUT | hangup),
+                hangup: flags.intersects(hangup),
             });
         }
         Ok(())

@@ -36,6 +36,9 @@ pub struct Event {
     pub token: usize,
     pub readable: bool,
     pub writable: bool,
+    /// The peer is gone both ways (HUP) or the socket has an error: reported whatever the
+    /// interest, so it must end the connection or the loop would spin.
+    pub hangup: bool,
 }
 
 /// A readiness backend: what poll.rs and epoll.rs each provide.
@@ -303,6 +306,11 @@ impl<P: Poller> EventLoop<P> {
                 self.close(token);
                 return;
             }
+        }
+        if ev.hangup && conn.peer_closed {
+            // Nothing more can be read or delivered.
+            self.close(token);
+            return;
         }
         self.process(token);
     }

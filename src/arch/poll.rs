@@ -94,6 +94,7 @@ impl Poller for PollPoller {
                     token,
                     readable: pfd.revents & (libc::POLLIN | hangup) != 0,
                     writable: pfd.revents & (libc::POLLOUT | hangup) != 0,
+                    hangup: pfd.revents & hangup != 0,
                 });
             }
         }
