@@ -20,6 +20,9 @@ THREADS=${THREADS:-1}
 AB_REQUESTS=${AB_REQUESTS:-200000}
 # nginx gets one worker: on a 2-core machine the server and the generator then each have a core.
 NGINX_WORKERS=${NGINX_WORKERS:-1}
+# With 2+ cores, nginx runs on CPU 0 and every load tool on CPU 1 (PIN=0 to let them float), so
+# the tools compete with nginx in the same way and never with each other's leftovers.
+PIN=${PIN:-1}
 
 export PATH="$PATH:/usr/sbin:/sbin"
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -81,7 +84,13 @@ http {
     }
 }
 EOF
-nginx -p "$tmp" -c "$tmp/nginx.conf" &
+server_cpu=()
+client_cpu=()
+if [ "$PIN" = 1 ] && [ "$(nproc)" -ge 2 ]; then
+    server_cpu=(taskset -c 0)
+    client_cpu=(taskset -c 1)
+fi
+"${server_cpu[@]}" nginx -p "$tmp" -c "$tmp/nginx.conf" &
 nginx_pid=$!
 for _ in $(seq 1 100); do
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
@@ -92,11 +101,11 @@ url="http://127.0.0.1:$port/"
 (cd "$repo" && cargo build --release --quiet)
 sweetspot="$repo/target/release/sweetspot"
 
-# Runs a command under GNU time; prints "requests cpu_seconds" parsed by the given parser.
+# CPU seconds (user + system) of the last command run under GNU time.
 cpu_of() { awk '{print $1 + $2}' "$tmp/time"; }
 
 run_sweetspot() {
-    /usr/bin/time -f '%U %S' -o "$tmp/time" "$sweetspot" load "$url" -t "$THREADS" -c "$CONNECTIONS" \
+    /usr/bin/time -f '%U %S' -o "$tmp/time" "${client_cpu[@]}" "$sweetspot" load "$url" -t "$THREADS" -c "$CONNECTIONS" \
         -d "${DURATION}s" -q --json "$tmp/sweetspot.json"
     local requests rps
     requests=$(grep -m1 '"requests":' "$tmp/sweetspot.json" | tr -dc '0-9')
@@ -105,7 +114,7 @@ run_sweetspot() {
 }
 
 run_wrk() {
-    /usr/bin/time -f '%U %S' -o "$tmp/time" wrk -t "$THREADS" -c "$CONNECTIONS" -d "${DURATION}s" \
+    /usr/bin/time -f '%U %S' -o "$tmp/time" "${client_cpu[@]}" wrk -t "$THREADS" -c "$CONNECTIONS" -d "${DURATION}s" \
         "$url" >"$tmp/wrk.out"
     local requests rps
     requests=$(awk '/requests in/ {print $1}' "$tmp/wrk.out")
@@ -114,7 +123,7 @@ run_wrk() {
 }
 
 run_ab() {
-    /usr/bin/time -f '%U %S' -o "$tmp/time" ab -q -k -c "$CONNECTIONS" -n "$AB_REQUESTS" "$url" \
+    /usr/bin/time -f '%U %S' -o "$tmp/time" "${client_cpu[@]}" ab -q -k -c "$CONNECTIONS" -n "$AB_REQUESTS" "$url" \
         >"$tmp/ab.out" 2>&1
     local requests rps
     requests=$(awk '/Complete requests/ {print $3}' "$tmp/ab.out")
@@ -128,6 +137,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+
     echo "# sweetspot load vs wrk vs ab, against nginx $(nginx -v 2>&1 | sed 's/.*\///'), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "# $(nproc) cores, $(uname -sr), load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "# each run: -t $THREADS -c $CONNECTIONS -d ${DURATION}s; nginx: $NGINX_WORKERS worker(s), static 14-byte file"
+    echo "# pinning: nginx ${server_cpu[*]:-unpinned}, load tools ${client_cpu[*]:-unpinned}; runs alternate, order flips each round"
     echo "# cpu/req = client user+system CPU time (GNU time) / completed requests"
     printf '%-6s %-10s %10s %12s %14s\n' round tool requests req/s cpu_us/req
 } | tee "$output"

@@ -3,10 +3,15 @@
 //! Each [`Worker`] owns a mio `Poll`, its connections, one read buffer shared by all of them and
 //! its own [`ThreadStats`]; workers share nothing while they run but the stop flag and a progress
 //! counter. This is the product, so it is written here rather than borrowed from an HTTP client:
-//! the hot path is one `write` and one `read` per request (sockets are registered once, edge
-//! triggered, for both directions, so no `epoll_ctl` per request), one clock read per response
-//! (the same instant stamps the next send), and no allocation: request bytes are pre-serialized,
-//! responses are framed in place and only partial heads are ever copied.
+//! the hot path is one `send` and one `recvmsg` per request (sockets are registered once, edge
+//! triggered, for both directions, so no `epoll_ctl` per request) and no allocation: request
+//! bytes are pre-serialized, responses are framed in place and only partial heads are copied.
+//!
+//! Latency ends at the kernel's receive timestamp (`SO_TIMESTAMPNS`), not at the read, so time a
+//! response spends waiting in the socket while the worker handles others is not charged to the
+//! server. That also lets the worker batch: sends are issued together after each poll's events,
+//! and under a server-bound load it naps briefly instead of being woken for every response
+//! (see `NAP`), which on a VM is most of the cost per request on both sides.
 //!
 //! When a request may be sent is the [`SendPolicy`]: closed loop (a new batch as soon as the last
 //! one is answered), fixed count (the same, while this worker's share of tickets lasts; every
@@ -16,16 +21,18 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use std::os::fd::{AsFd, AsRawFd};
 
 use mio::net::TcpStream;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
+use nix::errno::Errno;
+use nix::sys::socket::{recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags};
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use socket2::{Domain, Protocol, Socket, Type};
@@ -41,6 +48,14 @@ use super::{LoadConfig, Mode};
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// The longest the loop sleeps, so a stop request is noticed promptly.
 const MAX_POLL_WAIT: Duration = Duration::from_millis(50);
+/// Closed and count modes: when a poll brought fewer than this many events while at least
+/// `NAP_MIN_CONNECTIONS` connections wait on the server, the worker naps `NAP` before polling
+/// again. Being woken for every single response is what costs most per request on a VM (the
+/// server pays the cross-CPU wakeup, the generator the sleep); a short nap lets responses
+/// gather. Latency does not include the nap: it ends at the kernel's receive timestamp.
+const NAP_BELOW_EVENTS: usize = 4;
+const NAP_MIN_CONNECTIONS: usize = 32;
+const NAP: Duration = Duration::from_micros(30);
 /// Wait before retrying a connection that could not be opened.
 const CONNECT_RETRY_DELAY: Duration = Duration::from_millis(20);
 
@@ -175,6 +190,8 @@ struct Worker<'p, 'a> {
     precise_timer: Option<TimerFd>,
     /// When `precise_timer` is set to fire.
     timer_armed_for: Option<Instant>,
+    /// Space for the receive-timestamp control message of each read.
+    control_buffer: Vec<u8>,
     rate_mode: bool,
     pipeline: usize,
     timeout: Duration,
@@ -235,6 +252,7 @@ impl<'p, 'a> Worker<'p, 'a> {
             send_queue: Vec::with_capacity(share.connections),
             precise_timer: None,
             timer_armed_for: None,
+            control_buffer: nix::cmsg_space!(TimeSpec),
             pipeline,
             timeout: config.timeout,
         })
@@ -253,15 +271,17 @@ impl<'p, 'a> Worker<'p, 'a> {
                 Interest::READABLE,
             )?;
             self.precise_timer = Some(timer);
-            // The default 50 µs of timer slack would be charged to the server as latency.
-            let _ = nix::sys::prctl::set_timerslack(1);
         }
+        // The default 50 µs of timer slack would make rate-mode sends and naps late.
+        let _ = nix::sys::prctl::set_timerslack(1);
         let sweep_every = (self.timeout / 10).clamp(Duration::from_millis(1), MAX_POLL_WAIT);
         let start = self.plan.start;
         for slot in 0..self.connections.len() {
             self.connect(slot, start);
         }
         let mut next_sweep = Instant::now() + sweep_every;
+        let nap_allowed = !self.rate_mode && self.connections.len() >= NAP_MIN_CONNECTIONS;
+        let mut last_batch = 0;
         loop {
             let now = Instant::now();
             if self.should_end(now) {
@@ -276,11 +296,15 @@ impl<'p, 'a> Worker<'p, 'a> {
                 self.arm_precise_timer(at, now);
             }
             let wait = wake.saturating_duration_since(now);
+            if nap_allowed && (1..NAP_BELOW_EVENTS).contains(&last_batch) && wait > NAP {
+                std::thread::sleep(NAP);
+            }
             match self.poll.poll(&mut events, Some(wait)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
+            last_batch = events.iter().count();
             for event in events.iter() {
                 if event.token() == TIMER_TOKEN {
                     self.timer_armed_for = None;
@@ -394,6 +418,8 @@ impl<'p, 'a> Worker<'p, 'a> {
             Some(Protocol::TCP),
         )?;
         socket.set_nodelay(true)?;
+        // Receive timestamps: latency ends when the response arrived, not when it was read.
+        setsockopt(&socket, sockopt::ReceiveTimestampns, &true)?;
         if !self.plan.config.keepalive {
             // One connection per request: reset instead of leaving TIME_WAIT sockets behind, so
             // a long run does not exhaust the ephemeral ports.
@@ -600,18 +626,35 @@ impl<'p, 'a> Worker<'p, 'a> {
                 // The connection was replaced (a failed write while sending the next request).
                 return;
             }
-            let Some(stream) = conn.stream.as_mut() else {
+            let Some(stream) = conn.stream.as_ref() else {
                 return;
             };
-            let n = match stream.read(&mut self.read_buffer) {
-                Ok(0) => return self.on_peer_closed(slot),
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            let fd = stream.as_raw_fd();
+            let mut iov = [io::IoSliceMut::new(&mut self.read_buffer)];
+            let (n, kernel_arrival) = match recvmsg::<()>(
+                fd,
+                &mut iov,
+                Some(&mut self.control_buffer),
+                MsgFlags::empty(),
+            ) {
+                Ok(msg) => {
+                    let arrival = msg.cmsgs().ok().and_then(|mut cmsgs| {
+                        cmsgs.find_map(|c| match c {
+                            ControlMessageOwned::ScmTimestampns(ts) => Some(ts),
+                            _ => None,
+                        })
+                    });
+                    (msg.bytes, arrival)
+                }
+                Err(Errno::EAGAIN) => return,
+                Err(Errno::EINTR) => continue,
                 Err(_) => return self.fail(slot, FailureKind::Read),
             };
+            if n == 0 {
+                return self.on_peer_closed(slot);
+            }
             self.stats.bytes_read += n as u64;
-            let now = Instant::now();
+            let now = arrival_instant(kernel_arrival);
             let framed = match self.frame(slot, n, now) {
                 Ok(framed) => framed,
                 Err(kind) => return self.fail(slot, kind),
@@ -782,6 +825,26 @@ impl<'p, 'a> Worker<'p, 'a> {
             }
         }
     }
+}
+
+/// When the bytes just read arrived, as an `Instant`: the kernel's receive timestamp (realtime
+/// clock) turned into a delay before now, so responses that waited in the socket while the
+/// worker was busy or napping are not charged that wait. Without a timestamp: now.
+fn arrival_instant(kernel_arrival: Option<TimeSpec>) -> Instant {
+    let now = Instant::now();
+    let Some(ts) = kernel_arrival else {
+        return now;
+    };
+    let arrived = Duration::new(
+        ts.tv_sec().max(0) as u64,
+        ts.tv_nsec().clamp(0, 999_999_999) as u32,
+    );
+    let real_now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO);
+    // A clock step could make the delay absurd; a real one is far below a second.
+    let waited = real_now.saturating_sub(arrived).min(Duration::from_secs(1));
+    now.checked_sub(waited).unwrap_or(now)
 }
 
 /// Counts one complete response: a latency sample unless it came back after the timeout, in
