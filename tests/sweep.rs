@@ -410,3 +410,50 @@ fn bad_input_is_one_line_and_exit_2() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn rate_mode_with_pinning_and_repetitions() {
+    let dir = scratch("rate");
+    let experiment = dir.join("rate.toml");
+    std::fs::write(
+        &experiment,
+        r#"
+name = "rate"
+archs = ["epoll"]
+concurrency = [4]
+mode = "rate"
+rate = 200
+duration = "400ms"
+warmup = "0s"
+repetitions = 2
+pin = true
+
+[[workload]]
+name = "hello"
+route = "/hello"
+"#,
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let run = sweetspot(&[
+        "sweep",
+        experiment.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let results = read_json(&out.join("results.json"));
+    let point = &results["points"][0];
+    assert_eq!(point["ok"], true, "{point}");
+    assert_eq!(point["spread"]["repetitions"], 2);
+    assert_eq!(point["runs"].as_array().unwrap().len(), 2);
+    let rps = point["rps"].as_f64().unwrap();
+    assert!((120.0..=260.0).contains(&rps), "rate 200 gave {rps} req/s");
+    let cores = results["machine"]["cores"].as_u64().unwrap();
+    assert_eq!(results["machine"]["pinned"], cores >= 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}

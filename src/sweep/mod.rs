@@ -119,6 +119,7 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
         source: args.experiment.clone(),
         stop: Arc::clone(&stop),
         progress_bar: !args.plain,
+        scratch_dir: std::env::temp_dir().join(format!("sweetspot-sweep-{}", std::process::id())),
     };
     server::check_binary(&options.server_binary)?;
     let run = run_experiment(&experiment, &options)?;

@@ -43,6 +43,8 @@ pub struct RunnerOptions {
     pub stop: Arc<AtomicBool>,
     /// Show a progress bar (else one plain line per point).
     pub progress_bar: bool,
+    /// A directory for the sweep's scratch files (`{tmp}` in `store`), removed afterwards.
+    pub scratch_dir: PathBuf,
 }
 
 /// How the sweep pins processes to CPUs, decided once.
@@ -67,6 +69,18 @@ pub fn run_experiment(
     options: &RunnerOptions,
 ) -> anyhow::Result<SweepRun> {
     let plan = experiment.points();
+    std::fs::create_dir_all(&options.scratch_dir)
+        .with_context(|| format!("creating {}", options.scratch_dir.display()))?;
+    let outcome = run_plan(experiment, options, &plan);
+    let _ = std::fs::remove_dir_all(&options.scratch_dir);
+    outcome
+}
+
+fn run_plan(
+    experiment: &Experiment,
+    options: &RunnerOptions,
+    plan: &[PointSpec],
+) -> anyhow::Result<SweepRun> {
     let mut machine = Machine::detect();
     let pinning = decide_pinning(experiment, &mut machine);
     let mut results = SweepResults {
@@ -86,7 +100,7 @@ pub fn run_experiment(
         .with_context(|| format!("creating {}", options.out_dir.display()))?;
     let progress = Progress::new(
         plan.len(),
-        experiment.estimated_seconds(&plan),
+        experiment.estimated_seconds(plan),
         options.progress_bar,
     );
     for (index, point) in plan.iter().enumerate() {
@@ -282,7 +296,10 @@ fn launch_of(
                 binary: options.server_binary.clone(),
                 arch: arch.clone(),
                 workers: point.workers,
-                store: experiment.store.clone(),
+                store: experiment
+                    .store
+                    .as_ref()
+                    .map(|store| store.replace("{tmp}", &options.scratch_dir.to_string_lossy())),
                 protocol: experiment.protocol.as_str(),
                 pin_with_taskset: pinning == Pinning::Taskset,
             },
