@@ -108,6 +108,28 @@ pub fn requests_in_flight(rps: f64, mean_latency_us: f64) -> f64 {
     rps * mean_latency_us / 1e6
 }
 
+/// A shortfall must also cost at least this much time per request cycle to count: for
+/// requests of tens of microseconds, the generator's own turnaround between a response and the
+/// next request is a large fraction of the cycle without anything being wrong.
+pub const LITTLE_MIN_GAP_US: f64 = 1000.0;
+
+/// Per request cycle of a connection, the time not spent waiting for a response:
+/// concurrency / throughput - mean latency.
+pub fn cycle_gap_us(rps: f64, mean_latency_us: f64, concurrency: u32) -> f64 {
+    f64::from(concurrency) / rps * 1e6 - mean_latency_us
+}
+
+/// True when markedly fewer requests were in flight than the closed loop offered: some
+/// connections were not being served (or the generator was not sending).
+pub fn little_shortfall(rps: f64, mean_latency_us: f64, concurrency: u32, keepalive: bool) -> bool {
+    if rps <= 0.0 || concurrency == 0 {
+        return false;
+    }
+    let ratio = requests_in_flight(rps, mean_latency_us) / f64::from(concurrency);
+    ratio < little_min_ratio(keepalive)
+        && cycle_gap_us(rps, mean_latency_us, concurrency) > LITTLE_MIN_GAP_US
+}
+
 /// A warning when fewer requests were in flight than the closed loop offered.
 pub fn little_warning(
     rps: f64,
@@ -116,14 +138,11 @@ pub fn little_warning(
     errors: u64,
     keepalive: bool,
 ) -> Option<String> {
-    if rps <= 0.0 || concurrency == 0 {
+    if !little_shortfall(rps, mean_latency_us, concurrency, keepalive) {
         return None;
     }
     let in_flight = requests_in_flight(rps, mean_latency_us);
     let ratio = in_flight / f64::from(concurrency);
-    if ratio >= little_min_ratio(keepalive) {
-        return None;
-    }
     let cause = if errors > 0 {
         format!("{errors} requests failed or timed out, and time spent on them is not latency")
     } else {
@@ -827,6 +846,11 @@ mod tests {
         // A connection per request tolerates connect time outside the latency.
         assert!(little_warning(1000.0, 40_000.0, 64, 0, false).is_none());
         assert!(little_warning(1000.0, 40_000.0, 64, 0, true).is_some());
+        // Microsecond requests: 20 us of generator turnaround per cycle is not a shortfall.
+        assert!(!little_shortfall(20_000.0, 30.0, 1, true));
+        // A pool serving 8 of 64 keep-alive connections at 10 ms per request is.
+        assert!(little_shortfall(784.0, 10_200.0, 64, true));
+        assert!((cycle_gap_us(1000.0, 600.0, 1) - 400.0).abs() < 1e-9);
         assert!(
             w.contains("10.0 requests in flight") && w.contains("3 requests failed"),
             "{w}"

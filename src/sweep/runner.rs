@@ -18,7 +18,7 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::analysis::{
-    analyze, fold_repetitions, generator_saturated, little_min_ratio, little_warning,
+    analyze, fold_repetitions, generator_saturated, little_shortfall, little_warning,
     requests_in_flight, server_parallelism,
 };
 use super::output::{self, json::JsonExporter, Exporter};
@@ -134,10 +134,34 @@ pub fn finalize(results: &mut SweepResults) {
             .iter()
             .find(|w| w.name == point.workload)
             .is_none_or(|w| w.keepalive);
-        point.starved = experiment.mode == LoadMode::Closed
-            && point
-                .in_flight_ratio
-                .is_some_and(|r| r < little_min_ratio(keepalive));
+        // Count mode: every request is answered or fails before the run ends, so waits are in
+        // the percentiles, and connections that finish their share early only thin the tail:
+        // warn only at the looser bound, and never call it starved.
+        let closed = experiment.mode == LoadMode::Closed;
+        let keepalive = keepalive && closed;
+        point.in_flight_ratio = (point.ok && point.rps > 0.0).then(|| {
+            requests_in_flight(point.rps, point.latency_us.mean) / f64::from(point.concurrency)
+        });
+        point.starved = closed
+            && point.ok
+            && little_shortfall(
+                point.rps,
+                point.latency_us.mean,
+                point.concurrency,
+                keepalive,
+            );
+        point.warnings.retain(|w| !w.starts_with("Little's law"));
+        if experiment.mode != LoadMode::Rate {
+            if let Some(w) = little_warning(
+                point.rps,
+                point.latency_us.mean,
+                point.concurrency,
+                point.errors,
+                keepalive,
+            ) {
+                point.warnings.push(w);
+            }
+        }
     }
     let (analysis, recommendation) = analyze(results);
     results.analysis = analysis;
@@ -257,26 +281,8 @@ fn run_point(
                 ));
             }
         }
-        LoadMode::Closed | LoadMode::Count => {
-            // Count mode: every request is answered or fails before the run ends, so waits are
-            // in the percentiles; connections that finish their share early only thin the
-            // tail. Hold it to the looser bound and never call it starved.
-            let keepalive = point.workload.keepalive && experiment.mode == LoadMode::Closed;
-            if run.rps > 0.0 {
-                let ratio =
-                    requests_in_flight(run.rps, run.latency_us.mean) / f64::from(point.concurrency);
-                result.in_flight_ratio = Some(ratio);
-            }
-            if let Some(w) = little_warning(
-                run.rps,
-                run.latency_us.mean,
-                point.concurrency,
-                run.errors.total(),
-                keepalive,
-            ) {
-                result.warnings.push(w);
-            }
-        }
+        // Little's law is checked in `finalize`, which `report` runs again.
+        LoadMode::Closed | LoadMode::Count => {}
     }
     result.spread = spread;
     result.runs = runs;
