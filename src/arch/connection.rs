@@ -20,8 +20,8 @@ use crate::store::LazyStore;
 const READ_SLICE: Duration = Duration::from_millis(500);
 /// A client that does not read its responses for this long is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long an accept loop waits before re-checking the stop flag.
-const ACCEPT_SLICE_MS: i32 = 200;
+/// How long an accept waits before re-checking the stop flag.
+const ACCEPT_SLICE: Duration = Duration::from_millis(200);
 
 /// How to frame the reply to one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,37 +148,36 @@ pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut 
     }
 }
 
-/// Waits for the next connection on a non-blocking listener, calling `on_tick` whenever it
-/// wakes; `None` once the server is stopping. Running out of file descriptors or memory is
-/// logged and answered by leaving the connection in the backlog a little longer.
+/// Puts a listener in the mode [`accept_next`] expects: blocking accepts that give up after
+/// a short slice. A blocking accept wakes exactly one of the threads or processes waiting in
+/// it (the kernel's exclusive wait), where a poll on a shared listener wakes them all: with
+/// hundreds of pool workers that thundering herd costs more than the requests.
+pub fn use_blocking_accept(listener: &TcpListener) -> std::io::Result<()> {
+    listener.set_nonblocking(false)?;
+    socket2::SockRef::from(listener).set_read_timeout(Some(ACCEPT_SLICE))
+}
+
+/// Waits for the next connection on a listener prepared by [`use_blocking_accept`], calling
+/// `on_tick` whenever it wakes; `None` once the server is stopping. Running out of file
+/// descriptors or memory is logged and answered by leaving the connection in the backlog a
+/// little longer.
 pub fn accept_next(
     listener: &TcpListener,
     ctx: &ServerContext,
     on_tick: &mut dyn FnMut(),
 ) -> Option<TcpStream> {
-    use std::os::fd::AsRawFd;
     loop {
         on_tick();
         if ctx.stopping() {
             return None;
         }
-        let mut fds = [libc::pollfd {
-            fd: listener.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }];
-        match crate::sys::poll(&mut fds, ACCEPT_SLICE_MS) {
-            Ok(0) => continue,
-            Ok(_) => {}
-            Err(e) => {
-                eprintln!("sweetspot: poll on the listener failed: {e}");
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-        }
         match listener.accept() {
             Ok((stream, _)) => return Some(stream),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
             Err(e) if is_resource_exhaustion(&e) => {
                 eprintln!("sweetspot: accept: {e}; delaying new connections");
                 std::thread::sleep(Duration::from_millis(50));

@@ -4,7 +4,7 @@
 use std::net::TcpListener;
 use std::sync::Arc;
 
-use super::connection::{accept_next, serve_connection};
+use super::connection::{accept_next, serve_connection, use_blocking_accept};
 use super::{Architecture, ServerContext};
 use crate::store::LazyStore;
 
@@ -12,6 +12,7 @@ pub struct IterativeServer;
 
 impl Architecture for IterativeServer {
     fn serve(&self, listener: TcpListener, ctx: Arc<ServerContext>) -> anyhow::Result<()> {
+        use_blocking_accept(&listener)?;
         let mut store = LazyStore::new(ctx.app.store.clone());
         while let Some(stream) = accept_next(&listener, &ctx, &mut || {}) {
             serve_connection(stream, &ctx, &mut store);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::children::Children;
-use super::connection::{accept_next, serve_connection};
+use super::connection::{accept_next, serve_connection, use_blocking_accept};
 use super::{Architecture, ServerContext, DRAIN};
 use crate::store::LazyStore;
 use crate::sys::{fork, ForkResult};
@@ -31,6 +31,7 @@ fn spawn_worker(listener: &TcpListener, ctx: &ServerContext) -> std::io::Result<
 
 impl Architecture for PreforkedServer {
     fn serve(&self, listener: TcpListener, ctx: Arc<ServerContext>) -> anyhow::Result<()> {
+        use_blocking_accept(&listener)?;
         let mut children = Children::default();
         for _ in 0..ctx.workers {
             match spawn_worker(&listener, &ctx) {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use super::connection::{accept_next, serve_connection};
+use super::connection::{accept_next, serve_connection, use_blocking_accept};
 use super::threaded::{wait_for_zero, STACK_SIZE};
 use super::{Architecture, ServerContext, DRAIN};
 use crate::store::LazyStore;
@@ -16,6 +16,7 @@ pub struct PrethreadedServer;
 
 impl Architecture for PrethreadedServer {
     fn serve(&self, listener: TcpListener, ctx: Arc<ServerContext>) -> anyhow::Result<()> {
+        use_blocking_accept(&listener)?;
         let listener = Arc::new(listener);
         let running = Arc::new(AtomicUsize::new(0));
         for i in 0..ctx.workers {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::connection::{accept_next, serve_connection};
+use super::connection::{accept_next, serve_connection, use_blocking_accept};
 use super::{Architecture, ServerContext, DRAIN};
 use crate::store::LazyStore;
 
@@ -18,6 +18,7 @@ pub struct ThreadedServer;
 
 impl Architecture for ThreadedServer {
     fn serve(&self, listener: TcpListener, ctx: Arc<ServerContext>) -> anyhow::Result<()> {
+        use_blocking_accept(&listener)?;
         let active = Arc::new(AtomicUsize::new(0));
         while let Some(stream) = accept_next(&listener, &ctx, &mut || {}) {
             let thread_ctx = Arc::clone(&ctx);

@@ -23,32 +23,62 @@ fn err(e: redis::RedisError) -> StoreError {
 
 /// A blocking Redis connection.
 pub struct RedisStore {
+    host: String,
+    port: u16,
     conn: redis::Connection,
+    /// Whether a command has succeeded on `conn`, so a failure means it went stale.
+    proven: bool,
+}
+
+fn open_connection(host: &str, port: u16) -> Result<redis::Connection, StoreError> {
+    let info = redis::ConnectionInfo {
+        addr: redis::ConnectionAddr::Tcp(host.to_string(), port),
+        redis: Default::default(),
+    };
+    let client = redis::Client::open(info).map_err(err)?;
+    let conn = client.get_connection_with_timeout(TIMEOUT).map_err(err)?;
+    conn.set_read_timeout(Some(TIMEOUT)).map_err(err)?;
+    conn.set_write_timeout(Some(TIMEOUT)).map_err(err)?;
+    Ok(conn)
 }
 
 impl RedisStore {
     pub fn connect(host: &str, port: u16) -> Result<RedisStore, StoreError> {
-        let info = redis::ConnectionInfo {
-            addr: redis::ConnectionAddr::Tcp(host.to_string(), port),
-            redis: Default::default(),
+        Ok(RedisStore {
+            host: host.to_string(),
+            port,
+            conn: open_connection(host, port)?,
+            proven: false,
+        })
+    }
+
+    /// Runs `command`. A connection that worked before and is now found dropped (Redis
+    /// restarted while this worker was idle) is replaced and the command sent once more: it
+    /// never reached the Redis now running, so every worker recovers with the store instead
+    /// of each failing its first request.
+    fn run<T>(
+        &mut self,
+        command: impl Fn(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, StoreError> {
+        let result = match command(&mut self.conn) {
+            Err(e) if self.proven && (e.is_connection_dropped() || e.is_connection_refusal()) => {
+                self.proven = false;
+                self.conn = open_connection(&self.host, self.port)?;
+                command(&mut self.conn)
+            }
+            other => other,
         };
-        let client = redis::Client::open(info).map_err(err)?;
-        let conn = client.get_connection_with_timeout(TIMEOUT).map_err(err)?;
-        conn.set_read_timeout(Some(TIMEOUT)).map_err(err)?;
-        conn.set_write_timeout(Some(TIMEOUT)).map_err(err)?;
-        Ok(RedisStore { conn })
+        self.proven = result.is_ok();
+        result.map_err(err)
     }
 
     pub fn visit(&mut self) -> Result<GuestbookPage, StoreError> {
-        let (visitors, list): (Value, Value) =
-            visit_pipeline().query(&mut self.conn).map_err(err)?;
+        let (visitors, list): (Value, Value) = self.run(|c| visit_pipeline().query(c))?;
         page_from_replies(&visitors, &list)
     }
 
     pub fn add_remark(&mut self, remark: &Remark) -> Result<(), StoreError> {
-        let _: Value = add_remark_command(remark)
-            .query(&mut self.conn)
-            .map_err(err)?;
+        let _: Value = self.run(|c| add_remark_command(remark).query(c))?;
         Ok(())
     }
 }
