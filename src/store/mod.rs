@@ -97,7 +97,7 @@ impl StoreConfig {
     /// Opens a blocking client.
     pub fn connect(&self) -> Result<StoreClient, StoreError> {
         match self {
-            StoreConfig::Sqlite(path) => SqliteStore::open(path).map(StoreClient::Sqlite),
+            StoreConfig::Sqlite(path) => SqliteStore::checkout(path).map(StoreClient::Sqlite),
             StoreConfig::Redis { host, port } => {
                 RedisStore::connect(host, *port).map(StoreClient::Redis)
             }
@@ -154,7 +154,8 @@ impl StoreClient {
     }
 }
 
-/// A per-worker store handle that connects on first use and reconnects after a failure.
+/// A per-worker store handle that connects on first use and reconnects after a failure; a
+/// healthy SQLite connection goes back to the process's pool when the handle is dropped.
 pub struct LazyStore {
     config: StoreConfig,
     client: Option<StoreClient>,
@@ -183,6 +184,14 @@ impl LazyStore {
             self.client = None;
         }
         result
+    }
+}
+
+impl Drop for LazyStore {
+    fn drop(&mut self) {
+        if let Some(StoreClient::Sqlite(store)) = self.client.take() {
+            store.checkin();
+        }
     }
 }
 
