@@ -399,7 +399,8 @@ fn fd_exhaustion(arch: &str) {
 /// Clients that half-close and then reset while their request waits must not make the
 /// server spin (an event loop that keeps a hung-up socket registered wakes forever).
 fn vanished_clients_cost_no_cpu(arch: &str, server: &Server) {
-    let before = cpu_ticks(server.pid());
+    let ticks = || proc_stat(server.pid().as_raw()).unwrap().cpu_ticks;
+    let before = ticks();
     for _ in 0..5 {
         let s = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
         (&s).write_all(b"GET /sleep?ms=1500 HTTP/1.1\r\n\r\n")
@@ -412,19 +413,11 @@ fn vanished_clients_cost_no_cpu(arch: &str, server: &Server) {
         drop(s);
     }
     std::thread::sleep(Duration::from_millis(1600));
-    let spent = cpu_ticks(server.pid()) - before;
+    let spent = ticks() - before;
     assert!(
         spent < 50,
         "{arch}: {spent} ticks of CPU spent on vanished clients"
     );
-}
-
-/// User plus system CPU of one process, in clock ticks.
-fn cpu_ticks(pid: nix::unistd::Pid) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after = stat.rsplit_once(')').unwrap().1;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
 /// A remark answered 2xx survives a clean restart and a SIGKILL of the whole server.

@@ -4,14 +4,17 @@
 //! close-delimited bodies, counting connections). No mocks, no timed speed assertions; every
 //! run is bounded in time and every process started here is killed by PID on drop.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use common::Server;
 use sweetspot::load::{self, LoadConfig, LoadReport, Mode, Target};
 
 /// Latency assertions hold on a 2-core machine only if tests do not load it at the same time.
@@ -23,78 +26,11 @@ fn timing_lock() -> MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A `sweetspot serve` child, stopped with SIGTERM (then killed) by PID on drop.
-struct OurServer {
-    child: Child,
-    stdout: BufReader<std::process::ChildStdout>,
-    port: u16,
-}
-
-impl OurServer {
-    fn start(extra: &[&str]) -> OurServer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sweetspot"))
-            .args(["serve", "--arch", "threaded", "--port", "0"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn sweetspot serve");
-        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-        let mut line = String::new();
-        stdout.read_line(&mut line).expect("ready line");
-        // "listening on http://127.0.0.1:PORT arch=threaded workers=N" (tcp:// for echo)
-        let port = line
-            .split_whitespace()
-            .nth(2)
-            .and_then(|url| url.rsplit(':').next())
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected ready line {line:?}"));
-        OurServer {
-            child,
-            stdout,
-            port,
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    /// Stops the server and returns how many requests it says it served.
-    fn stop_and_count_served(mut self) -> u64 {
-        self.terminate();
-        let mut rest = String::new();
-        let _ = self.stdout.read_to_string(&mut rest);
-        let _ = self.child.wait();
-        rest.split("served ")
-            .nth(1)
-            .and_then(|s| s.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no served count in {rest:?}"))
-    }
-
-    fn terminate(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-    }
-}
-
-impl Drop for OurServer {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            self.terminate();
-            let deadline = Instant::now() + Duration::from_secs(3);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// Our threaded server, the target of the accuracy tests.
+fn our_server(extra: &[&str]) -> Server {
+    let mut args = vec!["--arch", "threaded"];
+    args.extend_from_slice(extra);
+    Server::start(&args)
 }
 
 /// A tiny std::net server: each accepted connection is handed to `handle` on its own thread.
@@ -240,7 +176,7 @@ fn ms(us: f64) -> f64 {
 #[test]
 fn sleep_50ms_over_10_connections_has_p50_between_50_and_60_ms() {
     let _timing = timing_lock();
-    let server = OurServer::start(&[]);
+    let server = our_server(&[]);
     let report = load::run(&config(&server.url("/sleep?ms=50"), 10, closed(2.0)), None).unwrap();
     let l = report.latency_us;
     assert!(
@@ -281,7 +217,7 @@ fn a_server_that_never_answers_gives_timeouts_no_samples_and_ends_on_time() {
 #[test]
 fn rate_mode_at_twice_capacity_shows_the_stall_only_in_corrected_latency() {
     let _timing = timing_lock();
-    let server = OurServer::start(&[]);
+    let server = our_server(&[]);
     // 10 connections x 100 ms = 100 req/s capacity; ask for 200 req/s for 3 s.
     let mode = Mode::Rate {
         rate: 200.0,
@@ -319,7 +255,7 @@ fn rate_mode_at_twice_capacity_shows_the_stall_only_in_corrected_latency() {
 #[test]
 fn rate_mode_below_capacity_holds_the_rate() {
     let _timing = timing_lock();
-    let server = OurServer::start(&[]);
+    let server = our_server(&[]);
     let mode = Mode::Rate {
         rate: 100.0,
         duration: Duration::from_secs(2),
@@ -334,7 +270,7 @@ fn rate_mode_below_capacity_holds_the_rate() {
 
 #[test]
 fn count_mode_sends_exactly_n_requests() {
-    let server = OurServer::start(&[]);
+    let server = our_server(&[]);
     let report = load::run(
         &config(&server.url("/hello"), 10, Mode::Count { requests: 1000 }),
         None,
@@ -349,7 +285,7 @@ fn count_mode_sends_exactly_n_requests() {
 
 #[test]
 fn count_mode_with_pipelining_sends_exactly_n_requests() {
-    let server = OurServer::start(&[]);
+    let server = our_server(&[]);
     let mut config = config(&server.url("/hello"), 3, Mode::Count { requests: 1001 });
     config.pipeline = 8;
     let report = load::run(&config, None).unwrap();
@@ -360,7 +296,7 @@ fn count_mode_with_pipelining_sends_exactly_n_requests() {
 
 #[test]
 fn an_unknown_route_is_counted_under_404() {
-    let server = OurServer::start(&[]);
+    let server = our_server(&[]);
     let report = load::run(
         &config(
             &server.url("/no/such/page"),
@@ -389,7 +325,7 @@ fn no_keepalive_opens_one_connection_per_request() {
 
 #[test]
 fn no_keepalive_against_our_server() {
-    let server = OurServer::start(&[]);
+    let server = our_server(&[]);
     let mut config = config(&server.url("/hello"), 4, Mode::Count { requests: 300 });
     config.keepalive = false;
     let report = load::run(&config, None).unwrap();
@@ -414,7 +350,7 @@ fn chunked_responses_split_across_writes_are_framed() {
 
 #[test]
 fn post_with_headers_and_body_is_sent_as_given() {
-    let server = OurServer::start(&[]);
+    let server = our_server(&[]);
     let mut config = config(&server.url("/guestbook"), 2, Mode::Count { requests: 20 });
     config.method = "POST".into();
     config.headers.push((
@@ -433,7 +369,7 @@ fn post_with_headers_and_body_is_sent_as_given() {
 
 #[test]
 fn echo_target_counts_replies_of_the_message_length() {
-    let server = OurServer::start(&["--protocol", "echo"]);
+    let server = our_server(&["--protocol", "echo"]);
     let mut config = config(
         &format!("tcp://127.0.0.1:{}", server.port),
         10,

@@ -6,17 +6,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-const BIN: &str = env!("CARGO_BIN_EXE_sweetspot");
+mod common;
+use common::{processes, wait_group_gone, TempDir};
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sweetspot-sweep-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+const BIN: &str = env!("CARGO_BIN_EXE_sweetspot");
 
 fn sweetspot(args: &[&str]) -> Output {
     Command::new(BIN)
@@ -25,16 +21,37 @@ fn sweetspot(args: &[&str]) -> Output {
         .expect("running sweetspot")
 }
 
+/// Writes an experiment file into `dir`, sweeps it into `dir/out` and asserts it succeeded.
+fn sweep_ok(dir: &Path, file: &str, toml: &str) -> (Output, PathBuf) {
+    let experiment = dir.join(file);
+    std::fs::write(&experiment, toml).unwrap();
+    let out = dir.join("out");
+    let run = sweetspot(&[
+        "sweep",
+        experiment.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        run.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    (run, out)
+}
+
 fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 #[test]
 fn small_experiment_end_to_end_then_report_renders_again() {
-    let dir = scratch("e2e");
-    let experiment = dir.join("small.toml");
-    std::fs::write(
-        &experiment,
+    let tmp = TempDir::new("sweep-e2e");
+    let dir = tmp.path().to_path_buf();
+    let (run, out) = sweep_ok(
+        &dir,
+        "small.toml",
         r#"
 name = "small"
 archs = ["threaded", "epoll"]
@@ -47,21 +64,8 @@ p99_bound_ms = 500
 name = "hello"
 route = "/hello"
 "#,
-    )
-    .unwrap();
-    let out = dir.join("out");
-    let run = sweetspot(&[
-        "sweep",
-        experiment.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&run.stderr)
     );
+    let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(stdout.contains("Recommendation"), "{stdout}");
     for file in [
         "results.json",
@@ -138,48 +142,12 @@ route = "/hello"
             .collect()
     };
     assert_eq!(measured(&again), measured(&results));
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// Children of `pid` (by parent pid), from /proc.
-fn children_of(pid: u32) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|child| {
-            std::fs::read_to_string(format!("/proc/{child}/stat"))
-                .ok()
-                .and_then(|s| {
-                    let rest = s.rsplit_once(')')?.1.to_string();
-                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
-                })
-                == Some(pid)
-        })
-        .collect()
-}
-
-/// True when no live process is left in a process group.
-fn group_gone(pgid: i32) -> bool {
-    if killpg(Pid::from_raw(pgid), None).is_err() {
-        return true;
-    }
-    // Only zombies left (not ours to reap) also count as gone.
-    std::fs::read_dir("/proc").unwrap().flatten().all(|e| {
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-            return true;
-        };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            return true;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        fields.get(2).and_then(|g| g.parse::<i32>().ok()) != Some(pgid) || fields[0] == "Z"
-    })
 }
 
 #[test]
 fn interrupted_sweep_leaves_no_server_and_keeps_finished_points() {
-    let dir = scratch("interrupt");
+    let tmp = TempDir::new("sweep-interrupt");
+    let dir = tmp.path().to_path_buf();
     let experiment = dir.join("long.toml");
     // Preforked: the server forks workers, so the whole group must go.
     std::fs::write(
@@ -215,7 +183,12 @@ route = "/hello"
     let mut server_groups = std::collections::BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        server_groups.extend(children_of(sweep.id()));
+        server_groups.extend(
+            processes()
+                .iter()
+                .filter(|p| p.ppid == sweep.id() as i32)
+                .map(|p| p.pid),
+        );
         let saved = std::fs::read_to_string(out.join("results.json"))
             .ok()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
@@ -229,7 +202,12 @@ route = "/hello"
     // Into the next point's measurement, then Ctrl-C.
     let until = Instant::now() + Duration::from_millis(700);
     while Instant::now() < until {
-        server_groups.extend(children_of(sweep.id()));
+        server_groups.extend(
+            processes()
+                .iter()
+                .filter(|p| p.ppid == sweep.id() as i32)
+                .map(|p| p.pid),
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(!server_groups.is_empty(), "never saw a server process");
@@ -244,7 +222,10 @@ route = "/hello"
     };
     assert!(!status.success(), "an interrupted sweep reports it");
     for pgid in &server_groups {
-        assert!(group_gone(*pgid), "server group {pgid} still has processes");
+        assert!(
+            wait_group_gone(Pid::from_raw(*pgid)),
+            "server group {pgid} still has processes"
+        );
     }
     let results = read_json(&out.join("results.json"));
     let points = results["points"].as_array().unwrap();
@@ -259,12 +240,12 @@ route = "/hello"
         out.join("report.html").is_file(),
         "outputs are written on interrupt"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn external_targets_sit_in_the_same_table() {
-    let dir = scratch("external");
+    let tmp = TempDir::new("sweep-external");
+    let dir = tmp.path().to_path_buf();
     let experiment = dir.join("external.toml");
     let python = Command::new("python3")
         .arg("--version")
@@ -333,15 +314,15 @@ ready_timeout = "15s"
     }
     let table = std::fs::read_to_string(out.join("table.md")).unwrap();
     assert!(table.contains("self-as-external"), "{table}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_point_that_cannot_start_is_recorded_and_the_sweep_goes_on() {
-    let dir = scratch("failing");
-    let experiment = dir.join("failing.toml");
-    std::fs::write(
-        &experiment,
+    let tmp = TempDir::new("sweep-failing");
+    let dir = tmp.path().to_path_buf();
+    let (_, out) = sweep_ok(
+        &dir,
+        "failing.toml",
         r#"
 name = "failing"
 archs = ["epoll"]
@@ -358,19 +339,6 @@ name = "broken"
 command = "echo 'bind: address already in use' >&2; exit 1"
 url = "http://127.0.0.1:{port}"
 "#,
-    )
-    .unwrap();
-    let out = dir.join("out");
-    let run = sweetspot(&[
-        "sweep",
-        experiment.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
     );
     let results = read_json(&out.join("results.json"));
     let points = results["points"].as_array().unwrap();
@@ -384,12 +352,12 @@ url = "http://127.0.0.1:{port}"
     assert!(points
         .iter()
         .any(|p| p["arch"] == "epoll" && p["ok"] == true));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
-    let dir = scratch("bad");
+    let tmp = TempDir::new("sweep-bad");
+    let dir = tmp.path().to_path_buf();
     let invalid = dir.join("invalid.toml");
     std::fs::write(&invalid, "name = \"x\"\narchs = [\n").unwrap();
     let unknown_arch = dir.join("unknown.toml");
@@ -423,15 +391,15 @@ fn bad_input_is_one_line_and_exit_2() {
     ] {
         assert!(stdout.contains(preset), "{stdout}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn rate_mode_with_pinning_and_repetitions() {
-    let dir = scratch("rate");
-    let experiment = dir.join("rate.toml");
-    std::fs::write(
-        &experiment,
+    let tmp = TempDir::new("sweep-rate");
+    let dir = tmp.path().to_path_buf();
+    let (_, out) = sweep_ok(
+        &dir,
+        "rate.toml",
         r#"
 name = "rate"
 archs = ["epoll"]
@@ -447,19 +415,6 @@ pin = true
 name = "hello"
 route = "/hello"
 "#,
-    )
-    .unwrap();
-    let out = dir.join("out");
-    let run = sweetspot(&[
-        "sweep",
-        experiment.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
     );
     let results = read_json(&out.join("results.json"));
     let point = &results["points"][0];
@@ -470,5 +425,4 @@ route = "/hello"
     assert!((120.0..=260.0).contains(&rps), "rate 200 gave {rps} req/s");
     let cores = results["machine"]["cores"].as_u64().unwrap();
     assert_eq!(results["machine"]["pinned"], cores >= 2);
-    let _ = std::fs::remove_dir_all(&dir);
 }

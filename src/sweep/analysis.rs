@@ -249,7 +249,10 @@ pub fn best_within_bound(points: &[&PointResult], p99_bound_us: f64) -> Option<B
                     .filter(|p| p.ok && !p.starved)
                     .map(|p| p.latency_us.p99)
                     .fold(f64::MAX, f64::min);
-                format!("p99 never under the bound (lowest {})", format_us(lowest))
+                format!(
+                    "p99 never under the bound (lowest {})",
+                    super::output::duration_us(lowest)
+                )
             };
             (a.to_string(), reason)
         })
@@ -373,16 +376,6 @@ pub struct Recommendation {
     pub summary: Vec<String>,
     /// The reasons, sweet spots and theory, in sentences.
     pub details: Vec<String>,
-}
-
-fn format_us(us: f64) -> String {
-    if us >= 1e6 {
-        format!("{:.2} s", us / 1e6)
-    } else if us >= 1e3 {
-        format!("{:.1} ms", us / 1e3)
-    } else {
-        format!("{us:.0} us")
-    }
 }
 
 fn format_rps(rps: f64) -> String {
@@ -591,7 +584,7 @@ fn explain(w: &WorkloadAnalysis, bound_ms: f64, mode: LoadMode, out: &mut Recomm
                 "{name}: {who}: {} req/s at {} connections with p99 {} (bound {bound_ms} ms)",
                 format_rps(best.rps),
                 best.concurrency,
-                format_us(best.p99_us)
+                super::output::duration_us(best.p99_us)
             );
             if !best.ties.is_empty() {
                 line.push_str(&format!("; within 5%: {}", best.ties.join(", ")));
@@ -620,7 +613,7 @@ fn explain(w: &WorkloadAnalysis, bound_ms: f64, mode: LoadMode, out: &mut Recomm
             out.summary.push(format!(
                 "{name}: no architecture met p99 <= {bound_ms} ms; lowest p99 was {} ({})",
                 series_label(&best.arch, best.workers),
-                format_us(best.p99_us)
+                super::output::duration_us(best.p99_us)
             ));
         }
         None => out.summary.push(format!("{name}: no usable measurement")),
@@ -634,7 +627,7 @@ fn explain(w: &WorkloadAnalysis, bound_ms: f64, mode: LoadMode, out: &mut Recomm
     if let Some((arch, us)) = &w.cheapest {
         out.details.push(format!(
             "{name}: the cheapest in server CPU was {arch}, {} per request.",
-            format_us(*us)
+            super::output::duration_us(*us)
         ));
     }
     for s in &w.sweet_spots {
@@ -669,7 +662,7 @@ fn explain(w: &WorkloadAnalysis, bound_ms: f64, mode: LoadMode, out: &mut Recomm
              threads",
             g.cores,
             g.wait_ms,
-            format_us(g.compute_us),
+            super::output::duration_us(g.compute_us),
             g.pool_size
         );
         match g.measured_sweet_spot {

@@ -96,6 +96,23 @@ impl Server {
         self.child.as_mut().unwrap().try_wait().unwrap().is_none()
     }
 
+    /// `http://127.0.0.1:PORT` followed by `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// Stops the server with SIGTERM and returns how many requests its stop line says it
+    /// served.
+    pub fn stop_and_count_served(self) -> u64 {
+        let (code, rest) = self.stop_with(Signal::SIGTERM);
+        assert_eq!(code, Some(0), "server exit code");
+        rest.split("served ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no served count in {rest:?}"))
+    }
+
     pub fn pid(&self) -> Pid {
         Pid::from_raw(self.child.as_ref().unwrap().id() as i32)
     }
@@ -143,32 +160,59 @@ impl Drop for Server {
     }
 }
 
+/// What the tests read of a process from `/proc/PID/stat`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcStat {
+    pub pid: i32,
+    pub state: String,
+    pub ppid: i32,
+    pub pgrp: i32,
+    /// User plus system CPU, in clock ticks.
+    pub cpu_ticks: u64,
+}
+
+/// Reads `/proc/PID/stat`; `None` when the process is gone.
+pub fn proc_stat(pid: i32) -> Option<ProcStat> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command: state, ppid, pgrp, ..., utime (12th), stime.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    Some(ProcStat {
+        pid,
+        state: fields.first()?.to_string(),
+        ppid: fields.get(1)?.parse().ok()?,
+        pgrp: fields.get(2)?.parse().ok()?,
+        cpu_ticks: fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?,
+    })
+}
+
+/// Every process visible in `/proc`.
+pub fn processes() -> Vec<ProcStat> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter_map(proc_stat)
+        .collect()
+}
+
 /// The children of `pid` that have exited but were not reaped (zombies).
 pub fn zombie_children(pid: Pid) -> usize {
-    let mut zombies = 0;
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // Fields after the parenthesised command: state, ppid, ...
-        let Some(after) = stat.rsplit_once(')').map(|(_, a)| a) else {
-            continue;
-        };
-        let mut fields = after.split_whitespace();
-        let (state, ppid) = (fields.next(), fields.next());
-        if state == Some("Z") && ppid == Some(&pid.as_raw().to_string()) {
-            zombies += 1;
-        }
-    }
-    zombies
+    processes()
+        .iter()
+        .filter(|p| p.ppid == pid.as_raw() && p.state == "Z")
+        .count()
 }
 
-/// Whether any process is left in the process group `pgid`.
+/// Whether a live (not zombie) process is left in the process group `pgid`. Zombies whose
+/// parent is not ours to reap do not count.
 pub fn group_alive(pgid: Pid) -> bool {
     killpg(pgid, None).is_ok()
+        && processes()
+            .iter()
+            .any(|p| p.pgrp == pgid.as_raw() && p.state != "Z")
 }
 
-/// Waits up to 5 s for a process group to be empty (reaped children vanish from it).
+/// Waits up to 5 s for a process group to have no live process.
 pub fn wait_group_gone(pgid: Pid) -> bool {
     let deadline = Instant::now() + Duration::from_secs(5);
     while group_alive(pgid) {
