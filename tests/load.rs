@@ -212,6 +212,24 @@ fn a_server_that_never_answers_gives_timeouts_no_samples_and_ends_on_time() {
     assert!(report.status.is_empty());
     // Each timed-out connection is replaced, so the run keeps trying: about 4 per 500 ms.
     assert!(report.errors.timeout <= 4 * 5, "{:?}", report.errors);
+    // Every request sent either timed out or was still waiting when the run ended.
+    assert_eq!(
+        report.errors.timeout + report.unanswered,
+        report.requests_sent,
+        "{report:?}"
+    );
+}
+
+#[test]
+fn requests_still_waiting_at_the_end_are_reported_unanswered() {
+    let server = TinyServer::start(never_answer);
+    let mut config = config(&server.url("/"), 3, closed(1.0));
+    config.timeout = Duration::from_secs(5);
+    let report = load::run(&config, None).unwrap();
+    assert_eq!(report.requests, 0);
+    assert_eq!(report.errors.total(), 0, "{:?}", report.errors);
+    assert_eq!(report.requests_sent, 3);
+    assert_eq!(report.unanswered, 3);
 }
 
 #[test]

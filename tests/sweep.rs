@@ -96,6 +96,8 @@ route = "/hello"
         assert_eq!(p["ok"], true, "{p}");
         assert!(p["rps"].as_f64().unwrap() > 0.0, "{p}");
         assert!(p["server"]["rss_kb"].as_u64().unwrap() > 0, "{p}");
+        // Closed loop: at most one request per connection is left in flight at the end.
+        assert!(p["unanswered"].as_u64().unwrap() <= p["concurrency"].as_u64().unwrap());
     }
     let archs: Vec<&str> = points.iter().map(|p| p["arch"].as_str().unwrap()).collect();
     assert!(archs.contains(&"threaded") && archs.contains(&"epoll"));

@@ -347,6 +347,11 @@ impl<'p, 'a> Worker<'p, 'a> {
             completed.store(self.stats.requests, Ordering::Relaxed);
         }
         self.stats.elapsed = Instant::now() - start;
+        self.stats.unanswered = self
+            .connections
+            .iter()
+            .map(|c| c.in_flight.len() as u64)
+            .sum();
         completed.store(self.stats.requests, Ordering::Relaxed);
         Ok(())
     }

@@ -78,6 +78,13 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
             e.connect, e.read, e.write, e.timeout, e.protocol
         );
     }
+    if report.unanswered > 0 {
+        let _ = writeln!(
+            out,
+            "  Unanswered at the end: {} (sent, neither answered nor timed out)",
+            report.unanswered
+        );
+    }
     let _ = writeln!(out, "Requests/sec: {:>12.2}", report.rps);
     let _ = writeln!(
         out,

@@ -31,6 +31,10 @@ pub struct LoadReport {
     /// Complete responses by status code (empty for echo targets).
     pub status: BTreeMap<String, u64>,
     pub errors: ErrorCounts,
+    /// Requests still in flight when the run ended, younger than the timeout: not answered,
+    /// not timed out. Many of them mean the server was still holding work at the end.
+    #[serde(default)]
+    pub unanswered: u64,
     pub bytes_read: u64,
     pub bytes_written: u64,
     /// Complete responses per second, for each second of the run.
@@ -100,6 +104,7 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         latency_uncorrected_us: merged.latency_uncorrected.as_ref().map(|h| h.summary()),
         status: merged.status_map(),
         errors: merged.errors,
+        unanswered: merged.unanswered,
         bytes_read: merged.bytes_read,
         bytes_written: merged.bytes_written,
         per_second: per_second_rates(&merged.completed_per_second, duration_s),

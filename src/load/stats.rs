@@ -154,6 +154,9 @@ pub struct ThreadStats {
     pub requests: u64,
     /// Requests written (or started to be written) to a connection.
     pub sent: u64,
+    /// Requests still waiting for their response when the run ended: neither answered nor
+    /// timed out (younger than the timeout).
+    pub unanswered: u64,
     status_counts: Vec<u64>,
     pub errors: ErrorCounts,
     pub bytes_read: u64,
@@ -173,6 +176,7 @@ impl ThreadStats {
             latency_uncorrected: uncorrected.then(LatencyHistogram::new),
             requests: 0,
             sent: 0,
+            unanswered: 0,
             status_counts: vec![0; STATUS_SLOTS],
             errors: ErrorCounts::default(),
             bytes_read: 0,
@@ -217,6 +221,7 @@ impl ThreadStats {
         }
         self.requests += other.requests;
         self.sent += other.sent;
+        self.unanswered += other.unanswered;
         for (mine, theirs) in self.status_counts.iter_mut().zip(&other.status_counts) {
             *mine += theirs;
         }

@@ -73,6 +73,9 @@ pub struct RunMeasurement {
     pub rps: f64,
     pub latency_us: PointLatency,
     pub errors: ErrorCounts,
+    /// Requests still waiting when the run ended (neither answered nor timed out).
+    #[serde(default)]
+    pub unanswered: u64,
     /// Responses by HTTP status (empty for echo).
     pub status: BTreeMap<String, u64>,
     pub server: ServerUsage,
@@ -116,6 +119,10 @@ pub struct PointResult {
     /// Total errors (the contract key); by kind in `errors_by_kind`.
     pub errors: u64,
     pub errors_by_kind: ErrorCounts,
+    /// Requests still waiting when the run ended (neither answered nor timed out): work the
+    /// server was still holding, which the percentiles cannot show.
+    #[serde(default)]
+    pub unanswered: u64,
     pub status: BTreeMap<String, u64>,
     pub server: ServerUsage,
     pub client: ClientUsage,

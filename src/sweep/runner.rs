@@ -239,6 +239,7 @@ fn run_point(
     result.latency_us = run.latency_us;
     result.errors = run.errors.total();
     result.errors_by_kind = run.errors;
+    result.unanswered = run.unanswered;
     result.status = run.status.clone();
     result.server = run.server;
     result.client = run.client;
@@ -480,6 +481,7 @@ fn measurement_of(
             timeout: report.errors.timeout,
             protocol: report.errors.protocol,
         },
+        unanswered: report.unanswered,
         status: report.status.clone(),
         server: ServerUsage {
             cpu_s: cpu.total_s(),
