@@ -64,10 +64,6 @@ pub fn status_field(text: &str, key: &str) -> Option<u64> {
     })
 }
 
-/// Clock ticks per second for `/proc` times. Linux has reported 100 to user space on every
-/// mainstream architecture for decades (USER_HZ), and `sysconf` would need `unsafe` here.
-pub const CLOCK_TICKS_PER_SECOND: f64 = 100.0;
-
 /// CPU time of a process tree, in seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct TreeCpu {
@@ -93,9 +89,10 @@ impl TreeCpu {
 /// Sums the CPU of a set of processes, counting each one's reaped children too.
 pub fn sum_cpu(stats: &[ProcStat]) -> TreeCpu {
     let ticks = |f: fn(&ProcStat) -> u64| stats.iter().map(f).sum::<u64>() as f64;
+    let hz = crate::sys::clock_ticks_per_second();
     TreeCpu {
-        user_s: (ticks(|s| s.utime) + ticks(|s| s.cutime)) / CLOCK_TICKS_PER_SECOND,
-        system_s: (ticks(|s| s.stime) + ticks(|s| s.cstime)) / CLOCK_TICKS_PER_SECOND,
+        user_s: (ticks(|s| s.utime) + ticks(|s| s.cutime)) / hz,
+        system_s: (ticks(|s| s.stime) + ticks(|s| s.cstime)) / hz,
     }
 }
 

@@ -118,6 +118,15 @@ pub fn cpu_times() -> (f64, f64) {
     (user, system)
 }
 
+/// Clock ticks per second of the times in `/proc/PID/stat` (USER_HZ), 100 if unknown.
+pub fn clock_ticks_per_second() -> f64 {
+    use nix::unistd::{sysconf, SysconfVar};
+    match sysconf(SysconfVar::CLK_TCK) {
+        Ok(Some(ticks)) if ticks > 0 => ticks as f64,
+        _ => 100.0,
+    }
+}
+
 /// Raises the soft limit on open files to the hard limit, so a server can hold thousands of
 /// connections; returns the new soft limit.
 pub fn raise_fd_limit() -> u64 {
