@@ -222,7 +222,9 @@ fn line_plot(
     let mut svg = String::new();
     if x_min > 0.0 && x_max / x_min >= 20.0 {
         let x_range = (x_min * 0.9..x_max * 1.1).log_scale();
-        draw_lines(&mut svg, &title, x_desc, y_desc, x_range, y_range, lines)?;
+        draw_lines(
+            &mut svg, &title, x_desc, y_desc, x_range, y_range, lines, true,
+        )?;
     } else {
         let pad = (x_max - x_min) * 0.05;
         draw_lines(
@@ -233,6 +235,7 @@ fn line_plot(
             (x_min - pad)..(x_max + pad),
             y_range,
             lines,
+            false,
         )?;
     }
     Ok(Plot {
@@ -242,6 +245,19 @@ fn line_plot(
     })
 }
 
+/// Whether a log-scale tick is worth a label: 1, 2 and 5 times a power of ten. (Labelling
+/// every tick crowds the axis, and ticks a hair apart, such as 9.9999 and 10, both read "10".)
+fn is_log_label(v: f64) -> bool {
+    if v <= 0.0 {
+        return false;
+    }
+    let mantissa = v / 10f64.powf(v.log10().floor());
+    [1.0, 2.0, 5.0]
+        .iter()
+        .any(|m| (mantissa - m).abs() < 1e-6 * m)
+}
+
+#[allow(clippy::too_many_arguments)]
 fn draw_lines<XR>(
     svg: &mut String,
     title: &str,
@@ -250,6 +266,7 @@ fn draw_lines<XR>(
     x_range: XR,
     y_range: std::ops::Range<f64>,
     lines: &[Line],
+    log_x: bool,
 ) -> anyhow::Result<()>
 where
     XR: AsRangedCoord<Value = f64>,
@@ -271,7 +288,13 @@ where
         .axis_desc_style(("sans-serif", 15))
         .label_style(("sans-serif", 12))
         .y_label_formatter(&|v| thousands(*v))
-        .x_label_formatter(&|v| thousands(*v))
+        .x_label_formatter(&|v| {
+            if !log_x || is_log_label(*v) {
+                thousands(*v)
+            } else {
+                String::new()
+            }
+        })
         .light_line_style(WHITE.mix(0.0))
         .draw()
         .map_err(draw_error)?;
@@ -372,6 +395,26 @@ fn bar_plot(file_name: String, title: String, bars: &[(String, f64)]) -> anyhow:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_axes_label_one_two_five() {
+        let labelled: Vec<f64> = [
+            1.0,
+            2.0,
+            3.0,
+            5.0,
+            9.0,
+            9.999_999_9,
+            10.0,
+            20.0,
+            40.0,
+            500.0,
+        ]
+        .into_iter()
+        .filter(|&v| is_log_label(v))
+        .collect();
+        assert_eq!(labelled, [1.0, 2.0, 5.0, 10.0, 20.0, 500.0]);
+    }
 
     #[test]
     fn line_plots_have_text_axes_and_legend() {
