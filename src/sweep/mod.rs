@@ -103,7 +103,9 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
             .to_string();
         PathBuf::from("results").join(format!("{}-{stamp}", experiment.name))
     });
-    raise_open_files_limit();
+    // High concurrency levels need a descriptor per connection in the generator, and the
+    // servers inherit the limit.
+    crate::sys::raise_fd_limit();
     server::become_subreaper();
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -154,15 +156,4 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<()> {
     print!("{}", output::terminal::summary(&results));
     println!("\nWrote {} files to {}", files.len(), args.dir.display());
     Ok(())
-}
-
-/// Raises the soft open-files limit to the hard one: high concurrency levels need a
-/// descriptor per connection in the generator, and servers inherit the limit.
-fn raise_open_files_limit() {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
-        if soft < hard {
-            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
-        }
-    }
 }

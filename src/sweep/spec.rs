@@ -256,22 +256,12 @@ fn default_ready_timeout() -> f64 {
     10.0
 }
 
-/// Parses a duration written as seconds (`1.5`) or with a unit (`200ms`, `2s`, `1m`, `500us`).
+/// Parses a duration written as seconds (`1.5`) or with a unit (`200ms`, `2s`, `1m`, `500us`),
+/// as `sweetspot load` reads them.
 pub fn parse_seconds(text: &str) -> Option<f64> {
-    let text = text.trim();
-    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = text.strip_suffix("us") {
-        (n, 1e-6)
-    } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = text.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (text, 1.0)
-    };
-    let value: f64 = number.trim().parse().ok()?;
-    (value.is_finite() && value >= 0.0).then_some(value * scale)
+    crate::load::parse_duration(text)
+        .ok()
+        .map(|d| d.as_secs_f64())
 }
 
 #[derive(Deserialize)]

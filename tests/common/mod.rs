@@ -285,12 +285,9 @@ impl Redis {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    /// Stops redis and waits until its port refuses connections.
-    pub fn stop(mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+    /// Stops redis (SIGKILL) and reaps it, so its port refuses connections from then on.
+    pub fn stop(self) {
+        drop(self);
     }
 }
 
