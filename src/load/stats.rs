@@ -82,7 +82,72 @@ impl LatencyHistogram {
             p999: q(0.999),
             p9999: q(0.9999),
             max: h.max() as f64,
+            lower_bound: LowerBounds::default(),
         }
+    }
+}
+
+/// The figures of a [`LatencySummary`], by the names its JSON uses.
+pub const LATENCY_KEYS: [&str; 9] = [
+    "min", "mean", "p50", "p75", "p90", "p99", "p999", "p9999", "max",
+];
+
+/// Which latency figures are only lower bounds.
+///
+/// A request that was sent and never answered (still in flight when the run ended, or timed
+/// out) has a latency of at least its age, so every figure that depends on it is a lower bound.
+/// Serialized as the list of the affected keys of [`LATENCY_KEYS`], for example
+/// `["p99", "p999", "p9999", "max"]`; empty (and left out of the JSON) when every figure is exact.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LowerBounds(u16);
+
+impl LowerBounds {
+    fn bit(key: &str) -> Option<u16> {
+        LATENCY_KEYS.iter().position(|k| *k == key).map(|i| 1 << i)
+    }
+
+    /// Marks `key` (one of [`LATENCY_KEYS`]) as a lower bound; unknown keys are ignored.
+    pub fn insert(&mut self, key: &str) {
+        if let Some(bit) = Self::bit(key) {
+            self.0 |= bit;
+        }
+    }
+
+    /// Whether the figure `key` is a lower bound.
+    pub fn contains(&self, key: &str) -> bool {
+        Self::bit(key).is_some_and(|bit| self.0 & bit != 0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0 == 0
+    }
+
+    /// The affected keys, in [`LATENCY_KEYS`] order.
+    pub fn keys(&self) -> impl Iterator<Item = &'static str> + '_ {
+        LATENCY_KEYS.iter().copied().filter(|k| self.contains(k))
+    }
+}
+
+impl Serialize for LowerBounds {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.keys())
+    }
+}
+
+impl<'de> Deserialize<'de> for LowerBounds {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let names = Vec::<String>::deserialize(deserializer)?;
+        let mut bounds = LowerBounds::default();
+        for name in &names {
+            if Self::bit(name).is_none() {
+                return Err(serde::de::Error::custom(format!(
+                    "unknown latency key {name:?} in lower_bound (known: {})",
+                    LATENCY_KEYS.join(", ")
+                )));
+            }
+            bounds.insert(name);
+        }
+        Ok(bounds)
     }
 }
 
@@ -102,6 +167,9 @@ pub struct LatencySummary {
     pub p999: f64,
     pub p9999: f64,
     pub max: f64,
+    /// The figures above that are only lower bounds (see [`LowerBounds`]).
+    #[serde(default, skip_serializing_if = "LowerBounds::is_empty")]
+    pub lower_bound: LowerBounds,
 }
 
 /// Failed requests (and connection attempts) by kind.
@@ -282,6 +350,20 @@ mod tests {
         assert!((s.p50 - 35_000.0).abs() / 35_000.0 < 0.001, "{}", s.p50);
         assert!((s.max - 70_000.0).abs() / 70_000.0 < 0.001, "{}", s.max);
         assert!((s.mean - 35_003.5).abs() / 35_003.5 < 0.001, "{}", s.mean);
+    }
+
+    #[test]
+    fn lower_bounds_round_trip_as_key_names() {
+        let mut b = LowerBounds::default();
+        assert!(b.is_empty());
+        b.insert("p99");
+        b.insert("max");
+        b.insert("nonsense");
+        assert!(b.contains("p99") && b.contains("max") && !b.contains("p50"));
+        let text = serde_json::to_string(&b).unwrap();
+        assert_eq!(text, r#"["p99","max"]"#);
+        assert_eq!(serde_json::from_str::<LowerBounds>(&text).unwrap(), b);
+        assert!(serde_json::from_str::<LowerBounds>(r#"["p42"]"#).is_err());
     }
 
     #[test]

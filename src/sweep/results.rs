@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::analysis::Analysis;
 use super::spec::Experiment;
+use crate::load::stats::LowerBounds;
 
 /// Latency percentiles of a point, microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -25,6 +26,9 @@ pub struct PointLatency {
     pub p999: f64,
     pub mean: f64,
     pub max: f64,
+    /// The figures above that are only lower bounds (requests sent and never answered).
+    #[serde(default, skip_serializing_if = "LowerBounds::is_empty")]
+    pub lower_bound: LowerBounds,
 }
 
 /// Errors of a point by kind (the load engine's counts).

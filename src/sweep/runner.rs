@@ -473,6 +473,7 @@ fn measurement_of(
             p999: l.p999,
             mean: l.mean,
             max: l.max,
+            lower_bound: l.lower_bound,
         },
         errors: ErrorCounts {
             connect: report.errors.connect,
