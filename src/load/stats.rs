@@ -54,6 +54,21 @@ impl LatencyHistogram {
             .expect("histograms with equal bounds always add");
     }
 
+    /// The underlying HdrHistogram (for serialization: [`super::hlog`]).
+    pub fn as_hdr(&self) -> &Histogram<u64> {
+        &self.0
+    }
+
+    /// Wraps a histogram read back from a report or log. One written by sweetspot has the same
+    /// bounds and adds exactly; another is re-recorded into these bounds (within their
+    /// precision). Values above one hour cannot be held: an error.
+    pub fn from_hdr(other: &Histogram<u64>) -> Result<LatencyHistogram, String> {
+        let mut h = LatencyHistogram::new();
+        h.0.add(other)
+            .map_err(|e| format!("histogram does not fit 1 us to 1 h: {e:?}"))?;
+        Ok(h)
+    }
+
     /// Number of samples.
     pub fn len(&self) -> u64 {
         self.0.len()
@@ -235,6 +250,8 @@ pub struct ThreadStats {
     pub cpu_s: f64,
     /// When the thread's work ended, from the start of the run.
     pub elapsed: Duration,
+    /// `--hlog` only: hands this thread's per-second latency histograms to the log writer.
+    pub intervals: Option<super::hlog::IntervalRecorder>,
 }
 
 impl ThreadStats {
@@ -252,6 +269,7 @@ impl ThreadStats {
             completed_per_second: Vec::with_capacity(64),
             cpu_s: 0.0,
             elapsed: Duration::ZERO,
+            intervals: None,
         }
     }
 
