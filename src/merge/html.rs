@@ -37,7 +37,7 @@ pub fn render(m: &MergedReport) -> String {
         o,
         "<table><tr><th>requests</th><th>req/s (common interval)</th><th>common interval s</th>\
          <th>first start to last end s</th><th>errors</th><th>unanswered</th><th>generator CPU s</th></tr>\
-         <tr><td>{}</td><td>{:.1}</td><td>{:.3}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{:.3}</td></tr></table>\n",
+         <tr><td>{}</td><td>{:.1}</td><td>{:.3}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{:.3}</td></tr></table>",
         m.requests,
         m.rps,
         m.common_interval_s,
@@ -46,6 +46,7 @@ pub fn render(m: &MergedReport) -> String {
         m.unanswered,
         m.client_cpu_s
     );
+    o.push('\n');
     o.push_str("<h2>Latency (&micro;s)</h2>\n<table><tr><th>view</th>");
     let keys = crate::load::stats::LATENCY_KEYS;
     for k in keys {
@@ -93,7 +94,7 @@ pub fn render(m: &MergedReport) -> String {
         let _ = write!(
             o,
             "<tr{cls}><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}%</td><td>{}</td>\
-             <td>{:.1}%</td><td>{:.1}</td><td>{}</td><td>{:.3}</td><td>{:.0}%{sat}</td><td>{:.3}</td><td>{}</td></tr>\n",
+             <td>{:.1}%</td><td>{:.1}</td><td>{}</td><td>{:.3}</td><td>{:.0}%{sat}</td><td>{:.3}</td><td>{}</td></tr>",
             w.index,
             m.segments,
             esc(&w.source),
@@ -111,6 +112,7 @@ pub fn render(m: &MergedReport) -> String {
             cls = if w.saturated { " class=\"sat\"" } else { "" },
             sat = if w.saturated { " saturated" } else { "" },
         );
+        o.push('\n');
     }
     o.push_str("</table>\n</body></html>\n");
     o
