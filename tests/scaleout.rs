@@ -10,6 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use common::{Server, TempDir};
 use sweetspot::load::hlog;
 use sweetspot::load::stats::LatencyHistogram;
+use serde::Deserialize;
 use sweetspot::load::LoadReport;
 
 fn sweetspot(args: &[&str]) -> Output {
@@ -298,4 +299,112 @@ fn bad_segments_exit_2_and_a_late_worker_says_so() {
         report.start_late_s
     );
     assert_eq!(report.requests, 20);
+}
+
+/// The Kubernetes recipe, checked without a cluster: deploy/k8s/load-job.yaml parses, its load
+/// Job is Indexed with as many completions as segments, and the pods' own command lines, run
+/// here as processes with the Job's environment (JOB_COMPLETION_INDEX as Kubernetes sets it,
+/// a local target, a short load and a scratch directory for /results), produce reports that the
+/// merge Job's command line merges.
+#[test]
+fn the_kubernetes_indexed_job_runs_its_segments_and_merge_as_written() {
+    use serde_yaml::Value;
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/k8s/load-job.yaml"
+    ))
+    .unwrap();
+    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
+        .map(|d| Value::deserialize(d).unwrap())
+        .collect();
+    let job = |name: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == "Job" && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no Job {name}"))
+            .clone()
+    };
+    let load = job("sweetspot-load");
+    let merge = job("sweetspot-merge");
+    assert_eq!(load["spec"]["completionMode"], "Indexed");
+    let container = &load["spec"]["template"]["spec"]["containers"][0];
+    let env = |c: &Value, name: &str| {
+        c["env"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .map(|e| e["value"].as_str().unwrap().to_string())
+    };
+    let segments: u64 = env(container, "SEGMENTS").unwrap().parse().unwrap();
+    assert_eq!(load["spec"]["completions"].as_u64(), Some(segments));
+    assert_eq!(load["spec"]["parallelism"].as_u64(), Some(segments));
+    assert_eq!(env(container, "START_AT").as_deref(), Some("START_AT_UNIX"));
+    let claim = docs
+        .iter()
+        .find(|d| d["kind"] == "PersistentVolumeClaim")
+        .unwrap()["metadata"]["name"]
+        .clone();
+    for j in [&load, &merge] {
+        assert_eq!(
+            j["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"],
+            claim
+        );
+    }
+
+    let server = Server::start(&["--arch", "epoll"]);
+    let dir = TempDir::new("scaleout-k8s");
+    // `sweetspot` on PATH, as in the image, and /results in the scratch directory.
+    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_sweetspot"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap());
+    let results = dir.path().display().to_string();
+    let shell = |c: &Value| {
+        assert_eq!(c["command"][0], "/bin/sh");
+        c["args"][0]
+            .as_str()
+            .unwrap()
+            .replace("/results", &results)
+    };
+    let start_at = format!(
+        "{:.3}",
+        SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64() + 0.5
+    );
+    let pods: Vec<_> = (0..segments)
+        .map(|index| {
+            Command::new("/bin/sh")
+                .args(["-c", &shell(container)])
+                .env("PATH", &path)
+                .env("JOB_COMPLETION_INDEX", index.to_string())
+                .env("SEGMENTS", segments.to_string())
+                .env("START_AT", &start_at)
+                .env("TARGET", format!("http://127.0.0.1:{}/hello", server.port))
+                .env("LOAD_FLAGS", "-c 8 -R 400 -d 1s")
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut pod in pods {
+        assert!(pod.wait().unwrap().success());
+    }
+    let merge_container = &merge["spec"]["template"]["spec"]["containers"][0];
+    let out = Command::new("/bin/sh")
+        .args(["-c", &shell(merge_container)])
+        .env("PATH", &path)
+        .env("SEGMENTS", env(merge_container, "SEGMENTS").unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let merged: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("merged.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(merged["segments"], segments);
+    assert_eq!(merged["target_rate"], 400.0);
+    let sum: u64 = (0..segments)
+        .map(|i| read_report(&format!("{results}/segment-{i}.json")).requests)
+        .sum();
+    assert_eq!(merged["requests"], sum);
+    assert!(sum >= 300, "{sum}");
 }
