@@ -8,9 +8,9 @@ use std::process::{Command, Output};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use common::{Server, TempDir};
+use serde::Deserialize;
 use sweetspot::load::hlog;
 use sweetspot::load::stats::LatencyHistogram;
-use serde::Deserialize;
 use sweetspot::load::LoadReport;
 
 fn sweetspot(args: &[&str]) -> Output {
@@ -362,14 +362,15 @@ fn the_kubernetes_indexed_job_runs_its_segments_and_merge_as_written() {
     let results = dir.path().display().to_string();
     let shell = |c: &Value| {
         assert_eq!(c["command"][0], "/bin/sh");
-        c["args"][0]
-            .as_str()
-            .unwrap()
-            .replace("/results", &results)
+        c["args"][0].as_str().unwrap().replace("/results", &results)
     };
     let start_at = format!(
         "{:.3}",
-        SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64() + 0.5
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+            + 0.5
     );
     let pods: Vec<_> = (0..segments)
         .map(|index| {
@@ -396,10 +397,9 @@ fn the_kubernetes_indexed_job_runs_its_segments_and_merge_as_written() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
-    let merged: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("merged.json")).unwrap(),
-    )
-    .unwrap();
+    let merged: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("merged.json")).unwrap())
+            .unwrap();
     assert_eq!(merged["segments"], segments);
     assert_eq!(merged["target_rate"], 400.0);
     let sum: u64 = (0..segments)
@@ -407,4 +407,53 @@ fn the_kubernetes_indexed_job_runs_its_segments_and_merge_as_written() {
         .sum();
     assert_eq!(merged["requests"], sum);
     assert!(sum >= 300, "{sum}");
+}
+
+/// The ssh recipe, run as written with its transport replaced by a local stand-in (no sshd
+/// runs here): deploy/ssh/load.sh with three "hosts" starts three segments at one time, copies
+/// their reports back and merges them.
+#[test]
+fn the_ssh_recipe_runs_its_workers_and_merges_them() {
+    let server = Server::start(&["--arch", "epoll"]);
+    let dir = TempDir::new("scaleout-ssh");
+    // `SSH HOST COMMAND`: runs COMMAND in a shell here, as sshd would on HOST.
+    let fake_ssh = dir.path().join("fake-ssh");
+    std::fs::write(&fake_ssh, "#!/bin/sh\nshift\nexec /bin/sh -c \"$1\"\n").unwrap();
+    std::fs::set_permissions(
+        &fake_ssh,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let out_dir = dir.path().join("out");
+    let url = format!("http://127.0.0.1:{}/hello", server.port);
+    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/ssh/load.sh"))
+        .args(["gen-a gen-b gen-c", &url, "-c", "6", "-n", "601", "-t", "1"])
+        .env("SSH", &fake_ssh)
+        .env("SWEETSPOT", env!("CARGO_BIN_EXE_sweetspot"))
+        .env("LOCAL_SWEETSPOT", env!("CARGO_BIN_EXE_sweetspot"))
+        .env("OUT", &out_dir)
+        .env("START_DELAY_S", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let merged: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("merged.json")).unwrap())
+            .unwrap();
+    assert_eq!(merged["segments"], 3);
+    assert_eq!(merged["target_requests"], 601);
+    // -n is dealt out exactly: 201 + 200 + 200 requests, every one answered.
+    assert_eq!(merged["requests"], 601);
+    let shares: Vec<u64> = (0..3)
+        .map(|i| {
+            read_report(
+                &out_dir
+                    .join(format!("segment-{i}.json"))
+                    .display()
+                    .to_string(),
+            )
+            .requests
+        })
+        .collect();
+    assert_eq!(shares, vec![201, 200, 200]);
+    assert!(out_dir.join("merged.html").exists());
 }
