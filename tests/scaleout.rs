@@ -228,6 +228,12 @@ fn mismatched_or_incomplete_runs_are_refused_with_one_line() {
         &later,
     ]);
     assert!(out.status.success(), "{}", stderr_of(&out));
+    // A report whose histogram and counts disagree is not merged.
+    let tampered = json("tampered.json");
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&b).unwrap()).unwrap();
+    value["latency_us"]["count"] = (value["latency_us"]["count"].as_u64().unwrap() + 1).into();
+    std::fs::write(&tampered, value.to_string()).unwrap();
     let ok = sweetspot(&["merge", "-q", &a, &b]);
     assert!(ok.status.success(), "{}", stderr_of(&ok));
     for (files, says) in [
@@ -235,6 +241,7 @@ fn mismatched_or_incomplete_runs_are_refused_with_one_line() {
         (vec![a.as_str(), a.as_str()], "appears twice"),
         (vec![a.as_str(), bad_target.as_str()], "target"),
         (vec![a.as_str(), later.as_str()], "do not overlap"),
+        (vec![a.as_str(), tampered.as_str()], "histogram holds"),
     ] {
         let mut args = vec!["merge"];
         args.extend(files);

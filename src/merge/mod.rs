@@ -391,6 +391,13 @@ pub fn read_input(path: &Path) -> anyhow::Result<WorkerInput> {
                 )))
             }
         };
+        if latency.len() != report.latency_us.count {
+            return Err(usage(format!(
+                "{source}: its histogram holds {} samples but its latency_us.count says {}",
+                latency.len(),
+                report.latency_us.count
+            )));
+        }
         let latency_uncorrected = match &report.histogram_uncorrected {
             Some(h) => Some(hlog::decode(h).map_err(|e| usage(format!("{source}: {e}")))?),
             None => None,
