@@ -266,6 +266,7 @@ fn bad_segments_exit_2_and_a_late_worker_says_so() {
         vec!["-c", "2", "--segment", "3/4"],
         vec!["--start-at", "soon"],
         vec!["--start-in", "forever"],
+        vec!["--hlog", "/nonexistent-dir/run.hlog"],
     ] {
         let mut args = vec!["load", &url, "-d", "1s"];
         args.extend(&bad);
