@@ -31,7 +31,7 @@ fn four_segments(server: &Server, dir: &TempDir) -> Vec<(String, String)> {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs_f64()
-        + 1.0;
+        + 2.0;
     let start_at = format!("{start_at:.3}");
     let children: Vec<_> = (0..4)
         .map(|i| {
