@@ -13,7 +13,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use super::analysis::Analysis;
+use super::analysis::{Analysis, Recommendation};
 use super::spec::Experiment;
 use crate::load::stats::LowerBounds;
 
@@ -31,21 +31,8 @@ pub struct PointLatency {
     pub lower_bound: LowerBounds,
 }
 
-/// Errors of a point by kind (the load engine's counts).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct ErrorCounts {
-    pub connect: u64,
-    pub read: u64,
-    pub write: u64,
-    pub timeout: u64,
-    pub protocol: u64,
-}
-
-impl ErrorCounts {
-    pub fn total(&self) -> u64 {
-        self.connect + self.read + self.write + self.timeout + self.protocol
-    }
-}
+/// Errors of a point by kind: the load engine's own counts, stored as it writes them.
+pub use crate::load::ErrorCounts;
 
 /// What the server's process tree cost during the measured window.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -240,8 +227,21 @@ pub struct SweepResults {
     pub machine: Machine,
     pub points: Vec<PointResult>,
     /// Plain-words recommendation (also structured in `analysis`).
-    pub recommendation: super::analysis::Recommendation,
+    #[serde(default, deserialize_with = "derived")]
+    pub recommendation: Recommendation,
+    #[serde(default, deserialize_with = "derived")]
     pub analysis: Analysis,
+}
+
+/// Reads a field the analysis derives from the points: a shape this version does not know
+/// (a file from an older version) reads as empty instead of failing, and `report` recomputes it.
+fn derived<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned + Default,
+{
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Ok(serde_json::from_value(value).unwrap_or_default())
 }
 
 impl SweepResults {
