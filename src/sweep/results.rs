@@ -310,6 +310,47 @@ mod tests {
         assert!((p.error_rate() - 0.2).abs() < 1e-9);
     }
 
+    /// A `results.json` written by the version before the analysis was split (its `ranking`
+    /// was a list of pairs, its USL fits had no `levels`), from a real two-repetition sweep.
+    const BEFORE_I8: &str = include_str!("../../tests/data/results-before-i8.json");
+
+    #[test]
+    fn an_older_results_file_still_loads_and_analyses_again() {
+        let mut results: SweepResults = serde_json::from_str(BEFORE_I8).unwrap();
+        assert_eq!(results.points.len(), 18);
+        // The analysis of the old shape reads as empty ...
+        assert!(results.analysis.workloads.is_empty());
+        // ... while what was measured is kept as written, error counts included.
+        let raw: serde_json::Value = serde_json::from_str(BEFORE_I8).unwrap();
+        for (point, raw) in results.points.iter().zip(raw["points"].as_array().unwrap()) {
+            assert_eq!(point.rps, raw["rps"].as_f64().unwrap());
+            assert_eq!(
+                serde_json::to_value(point.errors_by_kind).unwrap(),
+                raw["errors_by_kind"]
+            );
+            assert_eq!(point.spread.repetitions, 2);
+        }
+        super::super::analysis::finalize(&mut results);
+        assert_eq!(results.analysis.workloads.len(), 1);
+        assert!(results.recommendation.summary[0].starts_with("hello:"));
+    }
+
+    #[test]
+    fn error_counts_keep_their_json_shape() {
+        let counts = ErrorCounts {
+            connect: 1,
+            read: 2,
+            write: 3,
+            timeout: 4,
+            protocol: 5,
+        };
+        assert_eq!(
+            serde_json::to_string(&counts).unwrap(),
+            r#"{"connect":1,"read":2,"write":3,"timeout":4,"protocol":5}"#
+        );
+        assert_eq!(counts.total(), 15);
+    }
+
     #[test]
     fn machine_is_detected() {
         let m = Machine::detect();

@@ -386,7 +386,7 @@ mod tests {
 
     #[test]
     fn sweet_spots_use_the_spread() {
-        let mut points = vec![
+        let mut points = [
             point("prethreaded", Some(1), 8, 100.0),
             point("prethreaded", Some(2), 8, 180.0),
             point("prethreaded", Some(4), 8, 200.0),

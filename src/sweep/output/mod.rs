@@ -441,6 +441,110 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
     }
 }
 
+/// A small sweep for the output tests: iterative and epoll at 1 and 64 connections, where
+/// iterative's p99 at 64 is only a lower bound and epoll was measured three times per point.
+#[cfg(test)]
+pub mod fixture {
+    use crate::sweep::results::{
+        Machine, PointLatency, PointResult, RunMeasurement, Spread, SweepResults,
+    };
+    use crate::sweep::spec::Experiment;
+
+    fn point(arch: &str, concurrency: u32, rps: f64, p50: f64, p99: f64) -> PointResult {
+        PointResult {
+            arch: arch.into(),
+            workers: None,
+            workload: "hello".into(),
+            concurrency,
+            target: "sweetspot".into(),
+            ok: true,
+            requests: (rps * 3.0) as u64,
+            duration_s: 3.0,
+            rps,
+            latency_us: PointLatency {
+                p50,
+                p90: p99,
+                p99,
+                p999: p99,
+                mean: p50,
+                max: p99,
+                lower_bound: Default::default(),
+            },
+            ..Default::default()
+        }
+    }
+
+    fn repeated(mut p: PointResult, rps: [f64; 3], p99: [f64; 3]) -> PointResult {
+        p.runs = rps
+            .iter()
+            .zip(p99)
+            .map(|(&rps, p99)| RunMeasurement {
+                rps,
+                latency_us: PointLatency {
+                    p99,
+                    ..p.latency_us
+                },
+                ..Default::default()
+            })
+            .collect();
+        p.spread = Spread {
+            repetitions: 3,
+            rps_min: rps[0],
+            rps_max: rps[2],
+            p99_min: p99[0],
+            p99_max: p99[2],
+        };
+        p
+    }
+
+    /// The sweep; `repetitions` for epoll's points is 3.
+    pub fn small_sweep() -> SweepResults {
+        let experiment = Experiment::from_toml(
+            "name = \"small\"\narchs = [\"iterative\", \"epoll\"]\nconcurrency = [1, 64]\n\
+             [[workload]]\nname = \"hello\"\nroute = \"/hello\"\n",
+            "small",
+        )
+        .expect("valid experiment");
+        let mut censored = point("iterative", 64, 97.0, 200.0, 1_000_000.0);
+        for key in ["p99", "p999", "max"] {
+            censored.latency_us.lower_bound.insert(key);
+        }
+        censored.unanswered = 63;
+        let points = vec![
+            point("iterative", 1, 20_000.0, 40.0, 80.0),
+            repeated(
+                point("epoll", 1, 21_000.0, 35.0, 70.0),
+                [20_000.0, 21_000.0, 22_000.0],
+                [60.0, 70.0, 90.0],
+            ),
+            censored,
+            repeated(
+                point("epoll", 64, 30_000.0, 1_500.0, 3_000.0),
+                [29_000.0, 30_000.0, 31_000.0],
+                [2_500.0, 3_000.0, 3_500.0],
+            ),
+        ];
+        SweepResults {
+            version: 1,
+            source: "small".into(),
+            experiment,
+            started: "2026-11-21T09:00:00Z".into(),
+            finished: "2026-11-21T09:01:00Z".into(),
+            interrupted: false,
+            points_planned: points.len(),
+            machine: Machine {
+                cpu_model: "test cpu".into(),
+                cores: 2,
+                kernel: "6.0".into(),
+                ..Default::default()
+            },
+            points,
+            recommendation: Default::default(),
+            analysis: Default::default(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -448,5 +552,60 @@ mod tests {
     #[test]
     fn file_stems_are_safe() {
         assert_eq!(file_stem("fib?n=25 x"), "fib_n_25_x");
+    }
+
+    #[test]
+    fn grid_cells_mark_lower_bounds_and_show_the_spread() {
+        let results = fixture::small_sweep();
+        let tables = workload_tables(&results, "hello");
+        let rps = &tables[0];
+        assert_eq!(rps.title, "hello: requests/second");
+        assert_eq!(
+            rps.rows,
+            vec![
+                vec!["1", "20,000", "21,000 (20,000..22,000)"],
+                vec!["64", "97", "30,000 (29,000..31,000)"],
+            ]
+        );
+        let p99 = &tables[1];
+        assert_eq!(
+            p99.rows,
+            vec![
+                vec!["1", "80 us", "70 us (60 us..90 us)"],
+                vec!["64", ">= 1.00 s", "3.0 ms (2.5 ms..3.5 ms)"],
+            ]
+        );
+        assert!(p99
+            .notes
+            .iter()
+            .any(|n| n.starts_with("`>=` a lower bound")));
+        assert!(p99.notes.iter().any(|n| n.starts_with("`(a..b)` min..max")));
+        // The details: p50 exact, p99 a lower bound, and the spread columns.
+        let details = &tables[2];
+        let column = |name: &str| details.header.iter().position(|h| h == name).unwrap();
+        let censored = &details.rows[2];
+        assert_eq!(censored[0], "iterative");
+        assert_eq!(censored[column("p50")], "200 us");
+        assert_eq!(censored[column("p99")], ">= 1.00 s");
+        assert_eq!(censored[column("spread req/s")], "-");
+        let epoll = &details.rows[3];
+        assert_eq!(epoll[column("spread req/s")], "29,000..31,000");
+        assert_eq!(epoll[column("spread p99")], "2.5 ms..3.5 ms");
+    }
+
+    #[test]
+    fn a_single_run_sweep_has_no_spread_columns_or_notes() {
+        let mut results = fixture::small_sweep();
+        for p in &mut results.points {
+            p.spread = Default::default();
+            p.latency_us.lower_bound = Default::default();
+        }
+        let tables = workload_tables(&results, "hello");
+        assert_eq!(tables[0].rows[1], vec!["64", "97", "30,000"]);
+        assert!(!tables[2].header.iter().any(|h| h.starts_with("spread")));
+        assert!(!tables[1]
+            .notes
+            .iter()
+            .any(|n| n.starts_with("`>=`") || n.starts_with("`(a..b)`")));
     }
 }

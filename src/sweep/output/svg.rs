@@ -417,24 +417,21 @@ where
                     .map_err(draw_error)?;
             }
         }
-        let (hollow, filled): (Vec<(usize, (f64, f64))>, Vec<(usize, (f64, f64))>) = line
-            .points
-            .iter()
-            .copied()
-            .enumerate()
-            .partition(|(i, _)| line.lower_bound(*i));
+        let (hollow, filled): (Vec<usize>, Vec<usize>) =
+            (0..line.points.len()).partition(|&i| line.lower_bound(i));
         chart
             .draw_series(
                 filled
                     .into_iter()
-                    .map(|(_, p)| Circle::new(p, 3, c.filled())),
+                    .map(|i| Circle::new(line.points[i], 3, c.filled())),
             )
             .map_err(draw_error)?;
         if !hollow.is_empty() {
             any_lower_bound = true;
             chart
-                .draw_series(hollow.into_iter().map(|(_, p)| {
-                    EmptyElement::at(p) + PathElement::new(triangle_path(), c.stroke_width(2))
+                .draw_series(hollow.into_iter().map(|i| {
+                    EmptyElement::at(line.points[i])
+                        + PathElement::new(triangle_path(), c.stroke_width(2))
                 }))
                 .map_err(draw_error)?;
         }
@@ -569,6 +566,115 @@ fn bar_plot(file_name: String, title: String, bars: &[Bar]) -> anyhow::Result<Pl
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sweep::analysis::finalize;
+    use crate::sweep::output::fixture::small_sweep;
+
+    /// The stroke colour and the points of every `<polyline>` of an SVG.
+    fn polylines(svg: &str) -> Vec<(String, Vec<(i32, i32)>)> {
+        let attribute = |tag: &str, name: &str| -> Option<String> {
+            let start = tag.find(&format!("{name}=\""))? + name.len() + 2;
+            let end = start + tag[start..].find('"')?;
+            Some(tag[start..end].to_string())
+        };
+        svg.split("<polyline")
+            .skip(1)
+            .filter_map(|tag| {
+                let points = attribute(tag, "points")?
+                    .split_whitespace()
+                    .filter_map(|xy| {
+                        let (x, y) = xy.split_once(',')?;
+                        Some((x.parse().ok()?, y.parse().ok()?))
+                    })
+                    .collect();
+                Some((attribute(tag, "stroke")?, points))
+            })
+            .collect()
+    }
+
+    /// Closed three-sided paths with the apex on top: the lower-bound marker (in the series'
+    /// colour, or black in the legend).
+    fn triangles(svg: &str) -> usize {
+        polylines(svg)
+            .iter()
+            .filter(|(_, p)| p.len() == 4 && p[0] == p[3] && p[0].1 < p[1].1 && p[1].1 == p[2].1)
+            .count()
+    }
+
+    /// Error bars of the data: vertical two-point paths in a series' colour (axes, ticks and
+    /// the legend's sample are black). A bar may be zero pixels tall on a wide axis.
+    fn error_bars(svg: &str) -> usize {
+        polylines(svg)
+            .iter()
+            .filter(|(stroke, p)| stroke != "#000000" && p.len() == 2 && p[0].0 == p[1].0)
+            .count()
+    }
+
+    /// Every vertical two-point path, whatever its colour.
+    fn vertical_paths(svg: &str) -> usize {
+        polylines(svg)
+            .iter()
+            .filter(|(_, p)| p.len() == 2 && p[0].0 == p[1].0 && p[0].1 != p[1].1)
+            .count()
+    }
+
+    #[test]
+    fn lower_bounds_are_hollow_triangles_and_spreads_error_bars() {
+        let mut results = small_sweep();
+        finalize(&mut results);
+        let plots = render_plots(&results).unwrap();
+        let plot = |name: &str| plots.iter().find(|p| p.file_name == name).unwrap();
+        let p99 = &plot("hello-p99.svg").svg;
+        // One censored point, plus the legend's sample.
+        assert_eq!(triangles(p99), 2, "{p99}");
+        assert!(p99.contains(LOWER_BOUND_LABEL));
+        // Epoll's two repeated points.
+        assert_eq!(error_bars(p99), 2, "{p99}");
+        assert!(p99.contains(SPREAD_LABEL));
+        // Throughput is never a lower bound here: no triangle, but the same error bars.
+        let throughput = &plot("hello-throughput.svg").svg;
+        assert_eq!(triangles(throughput), 0);
+        assert!(!throughput.contains(LOWER_BOUND_LABEL));
+        assert_eq!(error_bars(throughput), 2);
+        // Without lower bounds or repetitions, neither mark nor legend entry.
+        for p in &mut results.points {
+            p.spread = Default::default();
+            p.latency_us.lower_bound = Default::default();
+        }
+        let plots = render_plots(&results).unwrap();
+        let p99 = &plots
+            .iter()
+            .find(|p| p.file_name == "hello-p99.svg")
+            .unwrap()
+            .svg;
+        assert_eq!((triangles(p99), error_bars(p99)), (0, 0));
+        assert!(!p99.contains(LOWER_BOUND_LABEL) && !p99.contains(SPREAD_LABEL));
+    }
+
+    #[test]
+    fn bars_carry_error_bars_for_repeated_points() {
+        let bars = vec![
+            Bar {
+                label: "epoll".into(),
+                value: 1200.0,
+                range: Some((1100.0, 1300.0)),
+            },
+            Bar {
+                label: "threaded".into(),
+                value: 3400.0,
+                range: None,
+            },
+        ];
+        let with = bar_plot("b.svg".into(), "bars".into(), &bars).unwrap();
+        let mut single = bars;
+        single[0].range = None;
+        let without = bar_plot("b.svg".into(), "bars".into(), &single).unwrap();
+        assert_eq!(
+            vertical_paths(&with.svg),
+            vertical_paths(&without.svg) + 1,
+            "{}",
+            with.svg
+        );
+    }
 
     #[test]
     fn log_axes_label_one_two_five() {
