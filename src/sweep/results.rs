@@ -13,7 +13,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use super::analysis::{Analysis, Recommendation};
+use super::analysis::findings::{Analysis, Recommendation};
 use super::spec::Experiment;
 use crate::load::stats::LowerBounds;
 

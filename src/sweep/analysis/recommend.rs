@@ -248,13 +248,14 @@ pub fn explain(w: &WorkloadAnalysis, ctx: &ProseContext, out: &mut Recommendatio
                     (second.rps / best.rps - 1.0) * 100.0
                 ));
             }
-            if best.repetitions > 1 {
+            let winner = &best.ranking[0];
+            if best.repetitions > 1 && winner.rps_min < winner.rps_max {
                 reason.push_str(&format!(
                     " Over {} repetitions its throughput ranged {}..{} req/s, clear of the \
                      others' ranges.",
                     best.repetitions,
-                    thousands(best.ranking[0].rps_min),
-                    thousands(best.ranking[0].rps_max)
+                    thousands(winner.rps_min),
+                    thousands(winner.rps_max)
                 ));
             }
             if !best.ties.is_empty() {
