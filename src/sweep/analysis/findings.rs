@@ -111,6 +111,10 @@ pub struct WorkloadAnalysis {
     pub best: Option<BestChoice>,
     /// The cheapest architecture in server CPU per request (among usable points).
     pub cheapest: Option<(String, f64)>,
+    /// Architectures whose CPU per request over the repetitions overlaps the cheapest's: no
+    /// cheaper one can be named among them.
+    #[serde(default)]
+    pub cheapest_within_spread: Vec<String>,
     pub sweet_spots: Vec<SweetSpot>,
     pub usl: Vec<UslSeries>,
     pub goetz: Option<GoetzEstimate>,

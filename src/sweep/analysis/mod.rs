@@ -125,14 +125,7 @@ pub fn analyze(results: &SweepResults) -> (Analysis, Recommendation) {
             .filter(|p| p.ok && p.rps > 0.0)
             .collect();
         let best = best_within_bound(&points, bound_us);
-        let cheapest = usable
-            .iter()
-            .filter(|p| p.server_cpu_us_per_request > 0.0 && p.error_rate() <= MAX_ERROR_RATE)
-            .min_by(|a, b| {
-                a.server_cpu_us_per_request
-                    .total_cmp(&b.server_cpu_us_per_request)
-            })
-            .map(|p| (p.arch.clone(), p.server_cpu_us_per_request));
+        let (cheapest, cheapest_within_spread) = cheapest_of(&usable);
         let sweet_spots = sweet_spots_of(&usable);
         let usl = usl_series_of(&usable);
         let compute_us = median(
@@ -160,6 +153,7 @@ pub fn analyze(results: &SweepResults) -> (Analysis, Recommendation) {
             workload: workload.name.clone(),
             best,
             cheapest,
+            cheapest_within_spread,
             sweet_spots,
             usl,
             goetz,
@@ -181,6 +175,44 @@ pub fn analyze(results: &SweepResults) -> (Analysis, Recommendation) {
         ));
     }
     (analysis, recommendation)
+}
+
+/// The cheapest architecture in server CPU per request (its cheapest point with few errors),
+/// and the others whose repetitions overlap it.
+fn cheapest_of(usable: &[&PointResult]) -> (Option<(String, f64)>, Vec<String>) {
+    let mut per_arch: BTreeMap<&str, &PointResult> = BTreeMap::new();
+    for p in usable
+        .iter()
+        .copied()
+        .filter(|p| p.server_cpu_us_per_request > 0.0 && p.error_rate() <= MAX_ERROR_RATE)
+    {
+        let entry = per_arch.entry(p.arch.as_str()).or_insert(p);
+        if p.server_cpu_us_per_request < entry.server_cpu_us_per_request {
+            *entry = p;
+        }
+    }
+    let mut ranked: Vec<&PointResult> = per_arch.into_values().collect();
+    ranked.sort_by(|a, b| {
+        a.server_cpu_us_per_request
+            .total_cmp(&b.server_cpu_us_per_request)
+    });
+    let Some(cheapest) = ranked.first() else {
+        return (None, Vec::new());
+    };
+    let range = stats::cpu_per_request_range(cheapest);
+    let within = ranked
+        .iter()
+        .skip(1)
+        .filter(|p| {
+            (p.spread.repetitions > 1 || cheapest.spread.repetitions > 1)
+                && stats::ranges_overlap(stats::cpu_per_request_range(p), range)
+        })
+        .map(|p| p.arch.clone())
+        .collect();
+    (
+        Some((cheapest.arch.clone(), cheapest.server_cpu_us_per_request)),
+        within,
+    )
 }
 
 /// `epoll` or `prethreaded/8` (with workers when known and swept).
@@ -300,7 +332,7 @@ fn usl_series_of(points: &[&PointResult]) -> Vec<UslSeries> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::results::{Machine, PointLatency, Spread};
+    use crate::sweep::results::{Machine, PointLatency, RunMeasurement, ServerUsage, Spread};
     use crate::sweep::spec::Experiment;
 
     fn sweep(points: Vec<PointResult>, cores: u32) -> SweepResults {
@@ -382,6 +414,55 @@ mod tests {
             "{:?}",
             results.recommendation.details
         );
+    }
+
+    /// A point measured twice, at `cpu_us` server CPU per request in each run.
+    fn with_cpu(arch: &str, cpu_us: [f64; 2]) -> PointResult {
+        let mut p = point(arch, None, 4, 1000.0);
+        p.runs = cpu_us
+            .iter()
+            .map(|&us| RunMeasurement {
+                requests: 1000,
+                rps: 1000.0,
+                server: ServerUsage {
+                    cpu_s: us * 1000.0 / 1e6,
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .collect();
+        p.server_cpu_us_per_request = cpu_us[0];
+        p.spread = Spread {
+            repetitions: 2,
+            rps_min: 1000.0,
+            rps_max: 1000.0,
+            ..Default::default()
+        };
+        p
+    }
+
+    #[test]
+    fn the_cheapest_is_named_only_outside_the_spread() {
+        let a = with_cpu("forking", [10.0, 14.0]);
+        let b = with_cpu("epoll", [12.0, 16.0]);
+        assert_eq!(stats::cpu_per_request_range(&a), (10.0, 14.0));
+        let (cheapest, within) = cheapest_of(&[&a, &b]);
+        assert_eq!(cheapest, Some(("forking".to_string(), 10.0)));
+        assert_eq!(within, vec!["epoll".to_string()]);
+        let mut results = sweep(vec![a.clone(), b], 2);
+        finalize(&mut results);
+        assert!(results.recommendation.details.contains(
+            &"w: in server CPU per request, forking, epoll are indistinguishable within the \
+              spread of the repetitions: none is the cheapest."
+                .to_string()
+        ));
+        // Clear of each other: forking is the cheapest.
+        let c = with_cpu("epoll", [15.0, 16.0]);
+        let mut results = sweep(vec![a, c], 2);
+        finalize(&mut results);
+        assert!(results.recommendation.details.contains(
+            &"w: the cheapest in server CPU was forking, 10 us per request.".to_string()
+        ));
     }
 
     #[test]

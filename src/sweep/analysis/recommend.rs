@@ -289,11 +289,17 @@ pub fn explain(w: &WorkloadAnalysis, ctx: &ProseContext, out: &mut Recommendatio
                 .push(format!("{name}: {arch} was not a candidate: {why}."));
         }
     }
-    if let Some((arch, us)) = &w.cheapest {
-        out.details.push(format!(
+    match &w.cheapest {
+        Some((arch, _)) if !w.cheapest_within_spread.is_empty() => out.details.push(format!(
+            "{name}: in server CPU per request, {arch}, {} are indistinguishable within the \
+             spread of the repetitions: none is the cheapest.",
+            w.cheapest_within_spread.join(", ")
+        )),
+        Some((arch, us)) => out.details.push(format!(
             "{name}: the cheapest in server CPU was {arch}, {} per request.",
             duration_us(*us)
-        ));
+        )),
+        None => {}
     }
     for s in &w.sweet_spots {
         let mut line = format!(
@@ -487,6 +493,7 @@ mod tests {
             workload: "w".into(),
             best,
             cheapest: None,
+            cheapest_within_spread: Vec::new(),
             sweet_spots: Vec::new(),
             usl: Vec::new(),
             goetz: None,

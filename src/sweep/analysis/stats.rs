@@ -87,6 +87,24 @@ pub fn rps_range(p: &PointResult) -> (f64, f64) {
     }
 }
 
+/// A point's server CPU per request, microseconds, over its repetitions: the min and max of
+/// the runs' own ratios when there were several, else the point's value.
+pub fn cpu_per_request_range(p: &PointResult) -> (f64, f64) {
+    let per_run: Vec<f64> = p
+        .runs
+        .iter()
+        .filter(|r| r.requests > 0)
+        .map(|r| r.server.cpu_s * 1e6 / r.requests as f64)
+        .collect();
+    if p.spread.repetitions > 1 && per_run.len() > 1 {
+        let min = per_run.iter().copied().fold(f64::MAX, f64::min);
+        let max = per_run.iter().copied().fold(f64::MIN, f64::max);
+        (min, max)
+    } else {
+        (p.server_cpu_us_per_request, p.server_cpu_us_per_request)
+    }
+}
+
 /// Whether two measured ranges `(min, max)` overlap: a difference between two values whose
 /// repetitions overlap is inside the spread and is not a difference the data can show. (The
 /// min-max range is the crudest interval; with a handful of repetitions it is also the only
