@@ -425,16 +425,29 @@ fn explain_usl(w: &WorkloadAnalysis, out: &mut Recommendation) {
             u.measured_best_n
         ));
     }
-    let refused: Vec<String> = w
-        .usl
-        .iter()
-        .filter(|u| u.fit.is_none())
-        .map(|u| format!("{} ({} levels)", usl_series_name(u), u.levels))
-        .collect();
+    let refused: Vec<&UslSeries> = w.usl.iter().filter(|u| u.fit.is_none()).collect();
+    let which = if refused.len() <= 3 {
+        refused
+            .iter()
+            .map(|u| format!("{} ({} levels)", usl_series_name(u), u.levels))
+            .collect::<Vec<_>>()
+            .join(", ")
+    } else {
+        let fewest = refused.iter().map(|u| u.levels).min().unwrap_or(0);
+        let most = refused.iter().map(|u| u.levels).max().unwrap_or(0);
+        let levels = if fewest == most {
+            format!("{fewest}")
+        } else {
+            format!("{fewest} to {most}")
+        };
+        format!(
+            "{} series, measured at {levels} levels each (listed in the USL table)",
+            refused.len()
+        )
+    };
     if !refused.is_empty() {
         out.details.push(format!(
-            "{name}: no USL fit for {}: a fit needs at least {MIN_LEVELS} measured levels.",
-            refused.join(", ")
+            "{name}: no USL fit for {which}: a fit needs at least {MIN_LEVELS} measured levels."
         ));
     }
 }
@@ -639,6 +652,52 @@ mod tests {
             percent(WITHIN_BEST)
         )));
         assert!(out.summary[0].ends_with(&format!("; within {}: threaded", percent(WITHIN_BEST))));
+    }
+
+    #[test]
+    fn many_refused_usl_series_are_summed_up_in_one_sentence() {
+        let refused = |arch: &str, levels: usize| UslSeries {
+            arch: arch.into(),
+            workload: "w".into(),
+            axis: "concurrency".into(),
+            fixed: None,
+            levels,
+            fit: None,
+            refused: Some("too few".into()),
+            limit: None,
+            predicted_peak_n: None,
+            predicted_peak_rps: None,
+            ceiling_rps: None,
+            measured_best_n: 1,
+            measured_best_rps: 1.0,
+            measured_max_n: 4,
+        };
+        let mut w = analysis_of(None);
+        w.usl = vec![
+            refused("epoll", 4),
+            refused("poll", 4),
+            refused("threaded", 4),
+        ];
+        let mut out = Recommendation::default();
+        explain(&w, &CTX, &mut out);
+        assert_eq!(
+            out.details,
+            vec![
+                "w: no USL fit for epoll over connections (4 levels), poll over connections (4 \
+                 levels), threaded over connections (4 levels): a fit needs at least 6 measured \
+                 levels."
+            ]
+        );
+        w.usl.push(refused("forking", 3));
+        let mut out = Recommendation::default();
+        explain(&w, &CTX, &mut out);
+        assert_eq!(
+            out.details,
+            vec![
+                "w: no USL fit for 4 series, measured at 3 to 4 levels each (listed in the USL \
+                 table): a fit needs at least 6 measured levels."
+            ]
+        );
     }
 
     #[test]
