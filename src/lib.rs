@@ -10,6 +10,7 @@ pub mod arch;
 pub mod cli;
 pub mod http;
 pub mod load;
+pub mod serve;
 pub mod store;
 pub mod sweep;
 pub mod sys;
