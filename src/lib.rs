@@ -1,7 +1,7 @@
 //! sweetspot: a laboratory for server concurrency.
 //!
-//! Three jobs share this library: [`arch`] serves one app ([`app`]) over one sans-IO HTTP layer
-//! ([`http`]) in every concurrency architecture; [`load`] generates load and measures latency
+//! Three jobs share this library: [`serve`] serves one app ([`app`]) over one sans-IO HTTP layer
+//! ([`http`]) in every concurrency architecture of [`arch`]; [`load`] generates load and measures latency
 //! honestly; [`sweep`] runs experiments across both and explains the result. [`cli`] is the
 //! command line; [`sys`] is the only home of `unsafe`.
 

@@ -1,5 +1,5 @@
 //! `sweetspot serve`: the flags, their validation, and the driver that binds the listener,
-//! prints the ready line, hands the listener to the chosen architecture and prints the stats
+//! prints the ready line, hands the listener to the chosen [`crate::arch::Architecture`] and prints the stats
 //! line once it has drained.
 //!
 //! Kept apart from [`crate::arch`] so that module is only the contract every architecture
@@ -15,24 +15,29 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use crate::app::App;
-use crate::arch::{Arch, Protocol, ServerContext};
+use crate::arch::{Arch, Protocol, ServerContext, DRAIN};
 use crate::store::StoreConfig;
 use crate::sys::SharedCounter;
 
+/// The text after `serve --help`'s options: every architecture with its workers, from [`Arch`].
+fn serve_help() -> String {
+    format!(
+        "Architectures:\n{}\n\
+Stops on SIGINT or SIGTERM: stops accepting, finishes in-flight requests (at most {} s), \
+prints a stats line and exits 0.",
+        Arch::table(),
+        DRAIN.as_secs()
+    )
+}
+
 /// Flags of `sweetspot serve`.
 #[derive(Debug, Clone, clap::Args)]
-#[command(
-    after_help = "Workers: preforked defaults to 2 processes per core and prethreaded to \
-4 threads per core; forking and threaded make one worker per connection (reported as \
-workers=0); iterative, poll and epoll are single-threaded (workers=1).\n\n\
-Stops on SIGINT or SIGTERM: stops accepting, finishes in-flight requests (at most 5 s), \
-prints a stats line and exits 0."
-)]
+#[command(after_help = serve_help())]
 pub struct ServeArgs {
     /// The concurrency architecture.
     #[arg(long, value_enum)]
     pub arch: Arch,
-    /// Worker processes (preforked) or threads (prethreaded).
+    /// Worker processes or threads of a pooled architecture (see below).
     #[arg(long)]
     pub workers: Option<usize>,
     /// Address to listen on (127.0.0.1, ::1, 0.0.0.0, ...).
@@ -72,11 +77,17 @@ impl ServeConfig {
     pub fn from_args(args: &ServeArgs) -> anyhow::Result<ServeConfig> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let workers = match args.workers {
-            Some(_) if !args.arch.takes_workers() => {
+            Some(_) if !args.arch.pooled() => {
+                let pooled: Vec<&str> = Arch::all()
+                    .iter()
+                    .filter(|a| a.pooled())
+                    .map(|a| a.name())
+                    .collect();
                 return Err(crate::usage(format!(
-                "--workers has no effect with --arch {} (only preforked and prethreaded take it)",
-                args.arch.name()
-            )))
+                    "--workers has no effect with --arch {} (only {} take it)",
+                    args.arch.name(),
+                    pooled.join(", ")
+                )));
             }
             Some(0) => return Err(crate::usage("--workers must be at least 1")),
             Some(n) if n > 10_000 => {

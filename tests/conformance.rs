@@ -1,6 +1,8 @@
 //! The conformance suite: one list of cases, run against every architecture on free ports.
 //!
-//! A new architecture joins with one line in the `conformance!` list at the bottom.
+//! A new architecture joins with one line in the `conformance!` list at the bottom; what the
+//! suite expects of it (whether it takes `--workers`, its default worker count) comes from
+//! `Arch`, and a test checks that the list names every `Arch`.
 
 mod common;
 
@@ -10,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use nix::sys::signal::Signal;
+use sweetspot::arch::Arch;
 
 const SECRET: &str = "TOP-SECRET-OUTSIDE-ROOT";
 
@@ -287,6 +290,13 @@ fn idle_timeout(port: u16) {
     }
 }
 
+/// Whether `arch` takes `--workers` (the suite then asks for a small pool).
+fn pooled(arch: &str) -> bool {
+    Arch::from_name(arch)
+        .unwrap_or_else(|| panic!("{arch} is not an Arch"))
+        .pooled()
+}
+
 fn suite_args<'a>(arch: &'a str, root: &'a str, store: &'a str) -> Vec<&'a str> {
     let mut args = vec![
         "--arch",
@@ -298,7 +308,7 @@ fn suite_args<'a>(arch: &'a str, root: &'a str, store: &'a str) -> Vec<&'a str> 
         "--idle-timeout",
         "1",
     ];
-    if arch == "preforked" || arch == "prethreaded" {
+    if pooled(arch) {
         args.extend(["--workers", "4"]);
     }
     args
@@ -310,12 +320,11 @@ fn run_suite(arch: &str) {
     let args = suite_args(arch, &root, &store);
 
     let server = Server::start(&args);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let workers = if args.contains(&"--workers") {
-        "4"
-    } else if matches!(arch, "forking" | "threaded") {
-        "0"
+        4
     } else {
-        "1"
+        Arch::from_name(arch).unwrap().default_workers(cores)
     };
     assert_eq!(
         server.ready_line,
@@ -364,7 +373,7 @@ fn fd_exhaustion(arch: &str) {
     let log_path = dir.path().join("stderr.log");
     let log = std::fs::File::create(&log_path).unwrap();
     let mut args = vec!["--arch", arch, "--idle-timeout", "1"];
-    if arch == "preforked" || arch == "prethreaded" {
+    if pooled(arch) {
         args.extend(["--workers", "4"]);
     }
     let mut server = Server::start_with_fd_limit(&args, 48, log);
@@ -446,7 +455,7 @@ fn redis_store(arch: &str) {
     let redis = Redis::start();
     let url = redis.url();
     let mut args = vec!["--arch", arch, "--store", &url];
-    if arch == "preforked" || arch == "prethreaded" {
+    if pooled(arch) {
         args.extend(["--workers", "3"]);
     }
     let server = Server::start(&args);
@@ -488,7 +497,7 @@ fn redis_store(arch: &str) {
 /// The line-echo protocol: lines come back unchanged, split however the client sends them.
 fn echo(arch: &str) {
     let mut args = vec!["--arch", arch, "--protocol", "echo"];
-    if arch == "preforked" || arch == "prethreaded" {
+    if pooled(arch) {
         args.extend(["--workers", "4"]);
     }
     let server = Server::start(&args);
@@ -533,6 +542,14 @@ macro_rules! conformance {
                 run_suite(stringify!($arch));
             }
         )*
+
+        /// The list below names every architecture `serve` has, and nothing else.
+        #[test]
+        fn every_architecture_is_in_the_suite() {
+            let listed = [$(stringify!($arch)),*];
+            let all: Vec<&str> = Arch::all().iter().map(|a| a.name()).collect();
+            assert_eq!(listed.to_vec(), all);
+        }
     };
 }
 

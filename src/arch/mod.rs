@@ -3,9 +3,10 @@
 //! Every architecture serves the same [`App`] through the same sans-IO HTTP layer; it decides
 //! only who waits and who runs. [`Architecture::serve`] takes a bound, non-blocking listener
 //! and the shared [`ServerContext`] and returns once a shutdown has been asked for and the
-//! in-flight work has drained (bounded by [`DRAIN`]). Adding an architecture is one new file
-//! plus one arm in [`Arch::server`]. The `serve` command itself (flags, ready and stats lines)
-//! is [`crate::serve`].
+//! in-flight work has drained (bounded by [`DRAIN`]). Adding an architecture is one new file,
+//! one arm in [`Arch`] (with its properties), and one line in the conformance suite; the
+//! command line, the sweep, its presets and its help take the list from [`Arch`].
+//! The `serve` command itself (flags, ready and stats lines) is [`crate::serve`].
 //!
 //! Shared machinery: [`connection`] (the per-connection request loop of the blocking
 //! architectures and the request step every architecture uses), [`children`] (reaping and
@@ -28,14 +29,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
 use crate::app::App;
 use crate::sys::SharedCounter;
 
 /// How long a shutdown waits for in-flight requests before it stops anyway.
 pub const DRAIN: Duration = Duration::from_secs(5);
 
-/// The architectures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// The architectures: the one list of them. The command line (`serve --arch`), experiment
+/// files (`archs = [...]`), the sweep's presets and help, and the conformance suite all take
+/// their names and properties from here. The doc comment of each arm is its one-line
+/// description in `--help`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
 pub enum Arch {
     /// One connection at a time, in the main thread.
     Iterative,
@@ -54,18 +60,12 @@ pub enum Arch {
 }
 
 impl Arch {
-    /// Every architecture, in the study's order.
-    pub const ALL: [Arch; 7] = [
-        Arch::Iterative,
-        Arch::Forking,
-        Arch::Preforked,
-        Arch::Threaded,
-        Arch::Prethreaded,
-        Arch::Poll,
-        Arch::Epoll,
-    ];
+    /// Every architecture, in the study's order (the enum's order).
+    pub fn all() -> &'static [Arch] {
+        <Arch as clap::ValueEnum>::value_variants()
+    }
 
-    /// The name used on the command line and in results.
+    /// The name used on the command line, in experiment files and in results.
     pub fn name(self) -> &'static str {
         match self {
             Arch::Iterative => "iterative",
@@ -78,18 +78,55 @@ impl Arch {
         }
     }
 
-    /// Whether `--workers` sizes this architecture.
-    pub fn takes_workers(self) -> bool {
+    /// The architecture called `name`, if there is one.
+    pub fn from_name(name: &str) -> Option<Arch> {
+        Arch::all().iter().copied().find(|a| a.name() == name)
+    }
+
+    /// Every name, space-separated, for error messages and help.
+    pub fn names() -> String {
+        Arch::all()
+            .iter()
+            .map(|a| a.name())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The one-line description (the arm's doc comment, as `--help` shows it).
+    pub fn description(self) -> String {
+        clap::ValueEnum::to_possible_value(&self)
+            .and_then(|v| v.get_help().map(|h| h.to_string()))
+            .unwrap_or_default()
+    }
+
+    /// Whether `--workers` sizes a pool (processes or threads) worth sweeping over.
+    pub fn pooled(self) -> bool {
         matches!(self, Arch::Preforked | Arch::Prethreaded)
     }
 
-    /// The worker count used when `--workers` is not given (0: one per connection).
+    /// Whether every request runs on one thread, so the server can use one core at most.
+    pub fn single_threaded(self) -> bool {
+        matches!(self, Arch::Iterative | Arch::Poll | Arch::Epoll)
+    }
+
+    /// The worker count used when `--workers` is not given, on a machine with `cores` cores
+    /// (0: one worker per connection).
     pub fn default_workers(self, cores: usize) -> usize {
         match self {
             Arch::Preforked => 2 * cores,
             Arch::Prethreaded => 4 * cores,
             Arch::Forking | Arch::Threaded => 0,
             Arch::Iterative | Arch::Poll | Arch::Epoll => 1,
+        }
+    }
+
+    /// How `default_workers` reads in help text.
+    pub fn workers_help(self) -> String {
+        match (self.pooled(), self.default_workers(1)) {
+            (true, n) => format!("--workers, default {n} per core"),
+            (false, 0) => "a worker per connection, workers=0".into(),
+            (false, n) if self.single_threaded() => format!("single-threaded, workers={n}"),
+            (false, n) => format!("workers={n} per core"),
         }
     }
 
@@ -105,13 +142,61 @@ impl Arch {
             Arch::Epoll => Box::new(epoll::EpollServer),
         }
     }
+
+    /// One line per architecture: name, description, workers. For `--help` and `--list`.
+    pub fn table() -> String {
+        Arch::all()
+            .iter()
+            .map(|a| {
+                format!(
+                    "  {:<12} {} [{}]\n",
+                    a.name(),
+                    a.description().trim_end_matches('.'),
+                    a.workers_help()
+                )
+            })
+            .collect()
+    }
+}
+
+impl std::fmt::Display for Arch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for Arch {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Arch {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Arch, D::Error> {
+        let name = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        Arch::from_name(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!("unknown arch {name:?} (known: {})", Arch::names()))
+        })
+    }
 }
 
 /// What a connection speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Protocol {
+    #[default]
     Http,
     Echo,
+}
+
+impl Protocol {
+    /// The name used on the command line and in experiment files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Http => "http",
+            Protocol::Echo => "echo",
+        }
+    }
 }
 
 /// One architecture's way of serving.
@@ -136,5 +221,43 @@ impl ServerContext {
     /// Whether a shutdown has been asked for.
     pub fn stopping(&self) -> bool {
         self.shutdown.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_the_command_line_names_and_round_trip_through_serde() {
+        for &arch in Arch::all() {
+            let clap_name = clap::ValueEnum::to_possible_value(&arch).unwrap();
+            assert_eq!(clap_name.get_name(), arch.name());
+            assert_eq!(Arch::from_name(arch.name()), Some(arch));
+            let json = serde_json::to_string(&arch).unwrap();
+            assert_eq!(json, format!("\"{}\"", arch.name()));
+            assert_eq!(serde_json::from_str::<Arch>(&json).unwrap(), arch);
+            assert!(!arch.description().is_empty(), "{arch} has no description");
+        }
+        let err = serde_json::from_str::<Arch>("\"uring-not-yet\"").unwrap_err();
+        assert!(err.to_string().contains("unknown arch"), "{err}");
+        assert!(err.to_string().contains("epoll"), "{err}");
+    }
+
+    #[test]
+    fn properties_agree_with_default_workers() {
+        for &arch in Arch::all() {
+            if arch.single_threaded() {
+                assert_eq!(arch.default_workers(8), 1, "{arch}");
+                assert!(!arch.pooled(), "{arch}");
+            }
+            if arch.pooled() {
+                assert!(arch.default_workers(1) >= 1, "{arch}");
+                assert!(arch.default_workers(4) > arch.default_workers(1), "{arch}");
+            }
+        }
+        assert!(Arch::Prethreaded.pooled() && !Arch::Threaded.pooled());
+        assert!(Arch::Epoll.single_threaded() && !Arch::Forking.single_threaded());
+        assert_eq!(Arch::table().lines().count(), Arch::all().len());
     }
 }

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::results::{PointResult, RunMeasurement, Spread, SweepResults};
-use super::spec::{LoadMode, SINGLE_THREADED_ARCHS};
+use super::spec::{Arch, LoadMode};
 use super::usl::{fit_usl, UslFit};
 
 /// Throughputs within this fraction of the best count as "as good" (sweet spot, ties).
@@ -489,7 +489,7 @@ pub fn analyze(results: &SweepResults) -> (Analysis, Recommendation) {
 /// `epoll` or `prethreaded/8` (with workers when known and swept).
 pub fn series_label(arch: &str, workers: Option<u32>) -> String {
     match workers {
-        Some(w) if super::spec::POOLED_ARCHS.contains(&arch) => format!("{arch}/{w}"),
+        Some(w) if Arch::from_name(arch).is_some_and(Arch::pooled) => format!("{arch}/{w}"),
         _ => arch.to_string(),
     }
 }
@@ -705,7 +705,7 @@ fn explain(w: &WorkloadAnalysis, bound_ms: f64, mode: LoadMode, out: &mut Recomm
 
 /// How many cores a server architecture can use at most.
 pub fn server_parallelism(arch: &str, cores: f64) -> f64 {
-    if SINGLE_THREADED_ARCHS.contains(&arch) {
+    if Arch::from_name(arch).is_some_and(Arch::single_threaded) {
         1.0
     } else {
         cores

@@ -33,8 +33,9 @@ use spec::{Experiment, PRESETS};
 
 /// Flags of `sweetspot sweep`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = sweep_help())]
 pub struct SweepArgs {
-    /// A preset (quick, echo, zerohttpd, threads, io-wait, cpu-bound) or a TOML experiment file.
+    /// A preset (see below and --list) or a TOML experiment file.
     #[arg(default_value = "quick")]
     pub experiment: String,
     /// Output directory [default: results/<preset>-<timestamp>].
@@ -49,12 +50,24 @@ pub struct SweepArgs {
     /// Repetitions per point (overrides the file); more give a median and a spread.
     #[arg(long)]
     pub repetitions: Option<u32>,
-    /// List the presets and exit.
+    /// List the presets and the architectures, and exit.
     #[arg(long)]
     pub list: bool,
     /// No progress bar, one line per point.
     #[arg(long)]
     pub plain: bool,
+}
+
+/// The text after `sweep --help`'s options: the presets and the architectures, from the
+/// preset list and [`spec::Arch`].
+fn sweep_help() -> String {
+    let presets: Vec<&str> = PRESETS.iter().map(|(name, _)| *name).collect();
+    format!(
+        "Presets: {} (`--list` describes them).\n\n\
+Architectures (`archs = [...]` in an experiment file, or `archs = \"all\"`):\n{}",
+        presets.join(", "),
+        spec::Arch::table()
+    )
 }
 
 /// Flags of `sweetspot report`.
@@ -75,6 +88,7 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
                 e.description
             );
         }
+        print!("\nArchitectures:\n{}", spec::Arch::table());
         return Ok(());
     }
     let mut experiment = Experiment::load(&args.experiment)?;

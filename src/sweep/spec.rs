@@ -2,7 +2,8 @@
 //!
 //! An experiment is a grid, architecture x worker count x workload x concurrency (x repetition),
 //! plus external targets (a user's own server started by a shell command) that sit in the same
-//! tables. The presets are ordinary TOML files in `experiments/`, embedded here with
+//! tables. Architectures are [`Arch`] itself, so an experiment can name exactly what `serve`
+//! accepts (or `"all"`). The presets are ordinary TOML files in `experiments/`, embedded here with
 //! `include_str!` so `sweetspot sweep quick` works from any directory. Parsing is strict
 //! (unknown keys, unknown architectures, empty grids are usage errors, exit 2) because a typo in
 //! an experiment otherwise costs minutes of measuring the wrong thing.
@@ -12,29 +13,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+pub use crate::arch::{Arch, Protocol};
 use crate::usage;
-
-/// The architectures `sweetspot serve --arch` accepts (and the later ones the design names).
-pub const KNOWN_ARCHS: &[&str] = &[
-    "iterative",
-    "forking",
-    "preforked",
-    "threaded",
-    "prethreaded",
-    "poll",
-    "epoll",
-    "reactors",
-    "uring",
-    "hybrid",
-    "async",
-];
-
-/// Architectures whose worker count is a pool size worth sweeping; the others take one
-/// process or thread per connection (or a single loop) and run once with the server's default.
-pub const POOLED_ARCHS: &[&str] = &["preforked", "prethreaded", "reactors", "hybrid", "async"];
-
-/// Architectures that run every request on one thread: their CPU capacity is one core.
-pub const SINGLE_THREADED_ARCHS: &[&str] = &["iterative", "poll", "epoll", "uring"];
 
 /// The presets, by name, as shipped in `experiments/`.
 pub const PRESETS: &[(&str, &str)] = &[
@@ -63,24 +43,6 @@ pub enum LoadMode {
     Count,
     /// A constant request rate (`rate` per second) for `duration`, latency from intended send.
     Rate,
-}
-
-/// The protocol the server speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Protocol {
-    #[default]
-    Http,
-    Echo,
-}
-
-impl Protocol {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Protocol::Http => "http",
-            Protocol::Echo => "echo",
-        }
-    }
 }
 
 /// One workload: what each request asks for.
@@ -166,9 +128,10 @@ pub struct Experiment {
     pub name: String,
     #[serde(default)]
     pub description: String,
-    /// Our architectures to run; may be empty when only external targets are measured.
-    #[serde(default)]
-    pub archs: Vec<String>,
+    /// Our architectures to run, or `"all"` for every one [`Arch`] lists; may be empty when
+    /// only external targets are measured.
+    #[serde(default, deserialize_with = "de_archs")]
+    pub archs: Vec<Arch>,
     /// Pool sizes for pooled architectures; empty means the server's default.
     #[serde(default)]
     pub workers: Vec<u32>,
@@ -219,8 +182,8 @@ pub struct Experiment {
     #[serde(default = "default_ready_timeout", deserialize_with = "de_seconds")]
     pub ready_timeout: f64,
     /// Skip concurrency levels above this for the named architectures (the study's blanks).
-    #[serde(default)]
-    pub max_concurrency: BTreeMap<String, u32>,
+    #[serde(default, deserialize_with = "de_max_concurrency")]
+    pub max_concurrency: BTreeMap<Arch, u32>,
     #[serde(default)]
     pub external: Vec<ExternalTarget>,
 }
@@ -294,6 +257,52 @@ fn de_opt_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Err
     }
 }
 
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ArchList {
+    Names(Vec<String>),
+    Word(String),
+}
+
+/// `archs = ["epoll", ...]` or `archs = "all"`; an unknown name is an error naming the key.
+fn de_archs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Arch>, D::Error> {
+    let bad = |what: String| serde::de::Error::custom(format!("archs: {what}"));
+    match ArchList::deserialize(d).map_err(|_| {
+        bad(format!(
+            "expected \"all\" or a list of architectures ({})",
+            Arch::names()
+        ))
+    })? {
+        ArchList::Word(word) if word == "all" => Ok(Arch::all().to_vec()),
+        ArchList::Word(word) => Err(bad(unknown_arch(&word))),
+        ArchList::Names(names) => names
+            .iter()
+            .map(|n| Arch::from_name(n).ok_or_else(|| bad(unknown_arch(n))))
+            .collect(),
+    }
+}
+
+/// `max_concurrency = { iterative = 200 }`, keyed by architecture.
+fn de_max_concurrency<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<Arch, u32>, D::Error> {
+    BTreeMap::<String, u32>::deserialize(d)?
+        .into_iter()
+        .map(|(name, max)| match Arch::from_name(&name) {
+            Some(arch) => Ok((arch, max)),
+            None => Err(serde::de::Error::custom(format!(
+                "max_concurrency: {}",
+                unknown_arch(&name)
+            ))),
+        })
+        .collect()
+}
+
+fn unknown_arch(name: &str) -> String {
+    format!(
+        "unknown arch {name:?} (allowed: {}, or \"all\")",
+        Arch::names()
+    )
+}
+
 impl Experiment {
     /// Parses and validates an experiment; every problem is a usage error.
     pub fn from_toml(text: &str, origin: &str) -> anyhow::Result<Experiment> {
@@ -338,19 +347,6 @@ impl Experiment {
 
     fn validate(&self, origin: &str) -> anyhow::Result<()> {
         let fail = |msg: String| Err(usage(format!("{origin}: {msg}")));
-        for arch in &self.archs {
-            if !KNOWN_ARCHS.contains(&arch.as_str()) {
-                return fail(format!(
-                    "unknown arch {arch:?} (known: {})",
-                    KNOWN_ARCHS.join(" ")
-                ));
-            }
-        }
-        for arch in self.max_concurrency.keys() {
-            if !KNOWN_ARCHS.contains(&arch.as_str()) {
-                return fail(format!("max_concurrency: unknown arch {arch:?}"));
-            }
-        }
         if self.archs.is_empty() && self.external.is_empty() {
             return fail("no archs and no external targets: nothing to measure".into());
         }
@@ -413,12 +409,12 @@ impl Experiment {
         for workload in &self.workloads {
             let levels = workload.concurrency.as_ref().unwrap_or(&self.concurrency);
             for arch in &self.archs {
-                let worker_choices: Vec<Option<u32>> =
-                    if self.workers.is_empty() || !POOLED_ARCHS.contains(&arch.as_str()) {
-                        vec![None]
-                    } else {
-                        self.workers.iter().copied().map(Some).collect()
-                    };
+                let worker_choices: Vec<Option<u32>> = if self.workers.is_empty() || !arch.pooled()
+                {
+                    vec![None]
+                } else {
+                    self.workers.iter().copied().map(Some).collect()
+                };
                 for workers in worker_choices {
                     for &concurrency in levels {
                         if self
@@ -429,7 +425,7 @@ impl Experiment {
                             continue;
                         }
                         points.push(PointSpec {
-                            target: TargetSpec::Ours { arch: arch.clone() },
+                            target: TargetSpec::Ours { arch: *arch },
                             workers,
                             workload: workload.clone(),
                             concurrency,
@@ -485,7 +481,7 @@ impl Experiment {
 /// Which server a point measures.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TargetSpec {
-    Ours { arch: String },
+    Ours { arch: Arch },
     External(ExternalTarget),
 }
 
@@ -493,7 +489,7 @@ impl TargetSpec {
     /// The column name: the architecture, or the external target's name.
     pub fn name(&self) -> &str {
         match self {
-            TargetSpec::Ours { arch } => arch,
+            TargetSpec::Ours { arch } => arch.name(),
             TargetSpec::External(ext) => &ext.name,
         }
     }
@@ -560,6 +556,30 @@ mod tests {
         let err = Experiment::from_toml(typo, "t").unwrap_err();
         assert!(err.to_string().contains("concurency"), "{err}");
         assert!(Experiment::load("no-such-preset").is_err());
+    }
+
+    #[test]
+    fn archs_are_the_enum_or_all() {
+        let all = "name='x'\narchs='all'\nconcurrency=[1]\n[[workload]]\nname='h'\n";
+        let e = Experiment::from_toml(all, "t").unwrap();
+        assert_eq!(e.archs, Arch::all());
+        let listed =
+            "name='x'\narchs=['epoll','preforked']\nconcurrency=[1]\n[[workload]]\nname='h'\n";
+        let e = Experiment::from_toml(listed, "t").unwrap();
+        assert_eq!(e.archs, [Arch::Epoll, Arch::Preforked]);
+        for bad in ["archs=['uring']", "archs='some'", "archs=3"] {
+            let text = format!("name='x'\n{bad}\nconcurrency=[1]\n[[workload]]\nname='h'\n");
+            let err = Experiment::from_toml(&text, "t").unwrap_err().to_string();
+            assert!(err.starts_with("t: line 2: archs: "), "{bad}: {err}");
+            assert!(err.contains(&Arch::names()), "{bad}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+        let bad_max = "name='x'\narchs=['epoll']\nmax_concurrency={uring=3}\nconcurrency=[1]\n[[workload]]\nname='h'\n";
+        let err = Experiment::from_toml(bad_max, "t").unwrap_err().to_string();
+        assert!(
+            err.contains("max_concurrency: unknown arch \"uring\""),
+            "{err}"
+        );
     }
 
     #[test]
