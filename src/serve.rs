@@ -19,6 +19,9 @@ use crate::arch::{Arch, Protocol, ServerContext, DRAIN};
 use crate::store::StoreConfig;
 use crate::sys::SharedCounter;
 
+/// The most workers `--workers` (and an experiment's `workers`) may ask for.
+pub const MAX_WORKERS: usize = 10_000;
+
 /// The text after `serve --help`'s options: every architecture with its workers, from [`Arch`].
 fn serve_help() -> String {
     format!(
@@ -90,9 +93,9 @@ impl ServeConfig {
                 )));
             }
             Some(0) => return Err(crate::usage("--workers must be at least 1")),
-            Some(n) if n > 10_000 => {
+            Some(n) if n > MAX_WORKERS => {
                 return Err(crate::usage(format!(
-                    "--workers {n} is too many (at most 10000)"
+                    "--workers {n} is too many (at most {MAX_WORKERS})"
                 )))
             }
             Some(n) => n,

@@ -93,19 +93,18 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
     }
     let mut experiment = Experiment::load(&args.experiment)?;
     if let Some(store) = args.store {
-        if !(store.starts_with("sqlite:") || store.starts_with("redis://")) {
-            return Err(usage(format!(
-                "--store {store:?}: expected sqlite:PATH or redis://HOST:PORT"
-            )));
-        }
+        spec::check_store(&store).map_err(|e| usage(format!("--store {store:?}: {e}")))?;
         experiment.store = Some(store);
     }
     if args.pin {
         experiment.pin = true;
     }
     if let Some(repetitions) = args.repetitions {
-        if repetitions == 0 {
-            return Err(usage("--repetitions must be at least 1"));
+        if !(1..=spec::MAX_REPETITIONS).contains(&repetitions) {
+            return Err(usage(format!(
+                "--repetitions {repetitions}: must be in [1, {}]",
+                spec::MAX_REPETITIONS
+            )));
         }
         experiment.repetitions = repetitions;
     }
@@ -118,8 +117,16 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
         PathBuf::from("results").join(format!("{}-{stamp}", experiment.name))
     });
     // High concurrency levels need a descriptor per connection in the generator, and the
-    // servers inherit the limit.
-    crate::sys::raise_fd_limit();
+    // servers inherit the limit: find out now, not at the first point that needs it.
+    let file_limit = crate::sys::raise_fd_limit();
+    let connections = experiment.max_connections();
+    let needed = u64::from(connections) + 64;
+    if file_limit > 0 && file_limit < needed {
+        return Err(usage(format!(
+            "concurrency = {connections}: needs {needed} open files, but the file limit can be \
+             raised only to {file_limit} (raise ulimit -n, or lower concurrency)"
+        )));
+    }
     server::become_subreaper();
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -147,6 +154,21 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
             run.results.points.len(),
             run.results.points_planned,
             out_dir.join(RESULTS_FILE).display()
+        );
+    }
+    let points = &run.results.points;
+    if !points.is_empty() && points.iter().all(|p| !p.ok) {
+        let first = points[0].failure.as_deref().unwrap_or("no reason recorded");
+        let first: Vec<&str> = first
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        anyhow::bail!(
+            "every point failed ({}; results in {}); the first: {}",
+            points.len(),
+            out_dir.display(),
+            first.join(" | ")
         );
     }
     Ok(())

@@ -32,6 +32,76 @@ pub const PRESETS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Seconds a point may measure (`duration`): a day.
+pub const MAX_DURATION_S: f64 = 86_400.0;
+/// Seconds of warm-up per point: an hour.
+pub const MAX_WARMUP_S: f64 = 3_600.0;
+/// Seconds for `timeout` and `ready_timeout`: an hour, as `load --timeout` allows.
+pub const MAX_TIMEOUT_S: f64 = 3_600.0;
+/// Connections per point, as `load -c` allows; the file limit must also allow it (checked
+/// before the sweep starts).
+pub const MAX_CONCURRENCY: u32 = 1_000_000;
+/// Load generator threads, as `load -t` allows.
+pub const MAX_LOAD_THREADS: u32 = 1_024;
+/// Requests per second in rate mode, as `load -R` allows.
+pub const MAX_RATE: f64 = 100_000_000.0;
+/// Requests per point in count mode, as `load -n` allows.
+pub const MAX_REQUESTS: u64 = 1_000_000_000_000;
+pub const MAX_REPETITIONS: u32 = 1_000;
+/// The p99 bound of the recommendation, in ms: an hour.
+pub const MAX_P99_BOUND_MS: f64 = 3_600_000.0;
+/// `wait_ms` of a workload: a minute, as `/sleep` allows.
+pub const MAX_WAIT_MS: f64 = 60_000.0;
+/// Bytes of a request body or an echo line: 1 MiB, as `load` allows.
+pub const MAX_BODY_BYTES: u64 = 1 << 20;
+
+/// The lower end of a range: exclusive (`Above`) or inclusive (`AtLeast`).
+#[derive(Clone, Copy)]
+enum Low {
+    Above(f64),
+    AtLeast(f64),
+}
+use Low::{Above, AtLeast};
+
+/// `key = value: must be ...` unless `value` (finite) is in the range.
+fn number_in(key: &str, value: f64, low: Low, max: f64, unit: &str) -> Result<(), String> {
+    let (ok_low, open) = match low {
+        Above(min) => (value > min, format!("({min}")),
+        AtLeast(min) => (value >= min, format!("[{min}")),
+    };
+    if value.is_finite() && ok_low && value <= max {
+        Ok(())
+    } else {
+        // 1e300 reads better than its 301 digits.
+        let shown = if value.is_finite() && value.abs() >= 1e9 {
+            format!("{value:e}")
+        } else {
+            value.to_string()
+        };
+        Err(format!("{key} = {shown}: must be in {open}, {max}] {unit}"))
+    }
+}
+
+fn seconds_in(key: &str, value: f64, low: Low, max: f64) -> Result<(), String> {
+    number_in(key, value, low, max, "seconds")
+}
+
+fn int_in(key: &str, value: u64, min: u64, max: u64) -> Result<(), String> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(format!("{key} = {value}: must be in [{min}, {max}]"))
+    }
+}
+
+/// Whether `store` is a `--store` our servers take (`{tmp}` stands for the sweep's scratch
+/// directory).
+pub fn check_store(store: &str) -> Result<(), String> {
+    crate::store::StoreConfig::parse(Some(store))
+        .map(|_| ())
+        .map_err(|_| "must be sqlite:PATH or redis://HOST[:PORT]".to_string())
+}
+
 /// How the load generator drives each point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -81,6 +151,52 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// This workload's own keys, checked as [`Experiment::check_ranges`] does.
+    fn check_ranges(&self, protocol: Protocol, timed: bool) -> Result<(), String> {
+        if let Some(levels) = &self.concurrency {
+            if levels.is_empty() {
+                return Err("concurrency = []: needs at least one level".into());
+            }
+            for &c in levels {
+                int_in("concurrency", c.into(), 1, MAX_CONCURRENCY.into())?;
+            }
+        }
+        if let (Some(d), true) = (self.duration, timed) {
+            seconds_in("duration", d, Above(0.0), MAX_DURATION_S)?;
+        }
+        if let Some(t) = self.timeout {
+            seconds_in("timeout", t, Above(0.0), MAX_TIMEOUT_S)?;
+        }
+        if let Some(ms) = self.wait_ms {
+            number_in("wait_ms", ms, AtLeast(0.0), MAX_WAIT_MS, "ms")?;
+        }
+        if let Some(len) = self.message_len {
+            int_in("message_len", len as u64, 1, MAX_BODY_BYTES)?;
+        }
+        if self.body.len() as u64 > MAX_BODY_BYTES {
+            return Err(format!(
+                "body is {} bytes: at most {MAX_BODY_BYTES}",
+                self.body.len()
+            ));
+        }
+        let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+        if self.method.is_empty() || !self.method.bytes().all(token) {
+            return Err(format!(
+                "method = {:?}: must be an HTTP method like GET",
+                self.method
+            ));
+        }
+        if protocol == Protocol::Http
+            && (!self.route.starts_with('/') || self.route.bytes().any(|b| b <= b' ' || b == 0x7f))
+        {
+            return Err(format!(
+                "route = {:?}: must start with / and hold no spaces or control characters",
+                self.route
+            ));
+        }
+        Ok(())
+    }
+
     /// The wait per request in milliseconds: explicit, else parsed from `/sleep?ms=M`, else 0.
     pub fn wait_ms(&self) -> f64 {
         if let Some(ms) = self.wait_ms {
@@ -346,61 +462,129 @@ impl Experiment {
     }
 
     fn validate(&self, origin: &str) -> anyhow::Result<()> {
-        let fail = |msg: String| Err(usage(format!("{origin}: {msg}")));
+        self.check_ranges()
+            .map_err(|msg| usage(format!("{origin}: {msg}")))
+    }
+
+    /// Every rule an experiment must follow, so nothing fails (or panics) once running. The
+    /// error names the key and the allowed range, as one line.
+    fn check_ranges(&self) -> Result<(), String> {
         if self.archs.is_empty() && self.external.is_empty() {
-            return fail("no archs and no external targets: nothing to measure".into());
+            return Err("no archs and no external targets: nothing to measure".into());
         }
         if self.workloads.is_empty() {
-            return fail("no [[workload]]".into());
+            return Err("no [[workload]]".into());
+        }
+        // Closed and rate modes measure for `duration`; count mode ignores it.
+        let timed = self.mode != LoadMode::Count;
+        if timed {
+            seconds_in("duration", self.duration, Above(0.0), MAX_DURATION_S)?;
+        }
+        seconds_in("warmup", self.warmup, AtLeast(0.0), MAX_WARMUP_S)?;
+        seconds_in("timeout", self.timeout, Above(0.0), MAX_TIMEOUT_S)?;
+        seconds_in(
+            "ready_timeout",
+            self.ready_timeout,
+            Above(0.0),
+            MAX_TIMEOUT_S,
+        )?;
+        if let Some(rate) = self.rate {
+            number_in("rate", rate, Above(0.0), MAX_RATE, "requests/s")?;
+        }
+        match (self.mode, self.rate, self.requests) {
+            (LoadMode::Rate, None, _) => {
+                return Err(format!(
+                    "mode = \"rate\" needs rate (in (0, {MAX_RATE}] requests/s)"
+                ))
+            }
+            (LoadMode::Count, _, None) => {
+                return Err(format!(
+                    "mode = \"count\" needs requests (in [1, {MAX_REQUESTS}])"
+                ))
+            }
+            _ => {}
+        }
+        if let Some(requests) = self.requests {
+            int_in("requests", requests, 1, MAX_REQUESTS)?;
+        }
+        if let Some(n) = self.warmup_connections {
+            int_in("warmup_connections", n.into(), 1, MAX_CONCURRENCY.into())?;
+        }
+        int_in(
+            "repetitions",
+            self.repetitions.into(),
+            1,
+            MAX_REPETITIONS.into(),
+        )?;
+        int_in(
+            "load_threads",
+            self.load_threads.into(),
+            1,
+            MAX_LOAD_THREADS.into(),
+        )?;
+        for &w in &self.workers {
+            int_in("workers", w.into(), 1, crate::serve::MAX_WORKERS as u64)?;
+        }
+        for &c in &self.concurrency {
+            int_in("concurrency", c.into(), 1, MAX_CONCURRENCY.into())?;
+        }
+        for (arch, &max) in &self.max_concurrency {
+            int_in(
+                &format!("max_concurrency.{arch}"),
+                max.into(),
+                1,
+                MAX_CONCURRENCY.into(),
+            )?;
+        }
+        number_in(
+            "p99_bound_ms",
+            self.p99_bound_ms,
+            Above(0.0),
+            MAX_P99_BOUND_MS,
+            "ms",
+        )?;
+        if let Some(store) = &self.store {
+            check_store(store).map_err(|e| format!("store = {store:?}: {e}"))?;
         }
         let mut names = std::collections::BTreeSet::new();
         for w in &self.workloads {
             if !names.insert(w.name.as_str()) {
-                return fail(format!("workload {:?} appears twice", w.name));
+                return Err(format!("workload {:?} appears twice", w.name));
             }
-            let levels = w.concurrency.as_ref().unwrap_or(&self.concurrency);
-            if levels.is_empty() {
-                return fail(format!("workload {:?}: no concurrency levels", w.name));
+            w.check_ranges(self.protocol, timed)
+                .map_err(|e| format!("workload {:?}: {e}", w.name))?;
+            if w.concurrency.is_none() && self.concurrency.is_empty() {
+                return Err(format!(
+                    "workload {:?}: no concurrency levels (set concurrency = [...])",
+                    w.name
+                ));
             }
-            if levels.contains(&0) {
-                return fail(format!("workload {:?}: concurrency 0", w.name));
-            }
-            if self.protocol == Protocol::Http && !w.route.starts_with('/') {
-                return fail(format!("workload {:?}: route must start with /", w.name));
-            }
-        }
-        if self.workers.contains(&0) {
-            return fail("workers 0".into());
-        }
-        match self.mode {
-            LoadMode::Count if self.requests.unwrap_or(0) == 0 => {
-                return fail("mode = \"count\" needs requests > 0".into())
-            }
-            LoadMode::Rate if self.rate.unwrap_or(0.0) <= 0.0 => {
-                return fail("mode = \"rate\" needs rate > 0".into())
-            }
-            LoadMode::Closed | LoadMode::Rate
-                if self.duration <= 0.0
-                    || self.workloads.iter().any(|w| w.duration == Some(0.0)) =>
-            {
-                return fail("duration must be > 0".into())
-            }
-            _ => {}
-        }
-        if self.repetitions == 0 || self.load_threads == 0 {
-            return fail("repetitions and load_threads must be >= 1".into());
         }
         for ext in &self.external {
             if ext.command.trim().is_empty() || ext.url.is_empty() {
-                return fail(format!("external {:?}: needs command and url", ext.name));
+                return Err(format!("external {:?}: needs command and url", ext.name));
+            }
+            if let Some(t) = ext.ready_timeout {
+                seconds_in("ready_timeout", t, Above(0.0), MAX_TIMEOUT_S)
+                    .map_err(|e| format!("external {:?}: {e}", ext.name))?;
             }
             if let Some(list) = &ext.workloads {
                 if let Some(bad) = list.iter().find(|n| !names.contains(n.as_str())) {
-                    return fail(format!("external {:?}: unknown workload {bad:?}", ext.name));
+                    return Err(format!("external {:?}: unknown workload {bad:?}", ext.name));
                 }
             }
         }
         Ok(())
+    }
+
+    /// The most connections any point (or warm-up) opens at once.
+    pub fn max_connections(&self) -> u32 {
+        self.points()
+            .iter()
+            .map(|p| p.concurrency)
+            .chain(self.warmup_connections)
+            .max()
+            .unwrap_or(1)
     }
 
     /// Expands the grid into the points to run, in run order.
