@@ -37,10 +37,14 @@ where
 {
     let cli = match <cli::Cli as clap::Parser>::try_parse_from(args) {
         Ok(cli) => cli,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
+        // --help and --version print as clap renders them; every argument error is one line.
+        Err(e) if !e.use_stderr() => {
             let _ = e.print();
-            return ExitCode::from(code);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("sweetspot: {}", one_line_clap_error(&e));
+            return ExitCode::from(2);
         }
     };
     match cli::run(cli) {
@@ -59,9 +63,83 @@ where
     }
 }
 
+/// A clap error (3 to 7 lines with usage and tips) as one line: the message, any possible
+/// values, and where to find help.
+fn one_line_clap_error(e: &clap::Error) -> String {
+    use clap::CommandFactory;
+    if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        let names: Vec<String> = cli::Cli::command()
+            .get_subcommands()
+            .map(|c| c.get_name().to_string())
+            .collect();
+        return format!(
+            "a subcommand is required: {} (try 'sweetspot --help')",
+            names.join(", ")
+        );
+    }
+    let rendered = e.render().to_string();
+    let mut parts = Vec::new();
+    let mut help = "sweetspot".to_string();
+    for line in rendered.lines().map(str::trim) {
+        if let Some(usage) = line.strip_prefix("Usage: ") {
+            // "Usage: sweetspot load [OPTIONS] <TARGET>": the command path, for the hint.
+            help = usage
+                .split_whitespace()
+                .take_while(|w| !w.starts_with(['-', '<', '[']))
+                .collect::<Vec<_>>()
+                .join(" ");
+        } else if !(line.is_empty()
+            || line.starts_with("tip:")
+            || line.starts_with("For more information"))
+        {
+            parts.push(line.strip_prefix("error: ").unwrap_or(line));
+        }
+    }
+    format!("{} (try '{help} --help')", parts.join(" "))
+}
+
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error_of(line: &str) -> clap::Error {
+        <cli::Cli as clap::Parser>::try_parse_from(line.split_whitespace()).unwrap_err()
+    }
+
+    #[test]
+    fn clap_errors_become_one_line() {
+        for (line, expected) in [
+            (
+                "sweetspot load",
+                "the following required arguments were not provided: <TARGET> \
+                 (try 'sweetspot load --help')",
+            ),
+            (
+                "sweetspot load http://h/ --bogus",
+                "unexpected argument '--bogus' found (try 'sweetspot load --help')",
+            ),
+            (
+                "sweetspot serve --arch nope",
+                "invalid value 'nope' for '--arch <ARCH>' [possible values: iterative, forking, \
+                 preforked, threaded, prethreaded, poll, epoll] (try 'sweetspot --help')",
+            ),
+            (
+                "sweetspot",
+                "a subcommand is required: serve, load, sweep, report (try 'sweetspot --help')",
+            ),
+            (
+                "sweetspot bogus",
+                "unrecognized subcommand 'bogus' (try 'sweetspot --help')",
+            ),
+        ] {
+            assert_eq!(one_line_clap_error(&error_of(line)), expected, "{line}");
+        }
+    }
 }

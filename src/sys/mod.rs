@@ -127,6 +127,16 @@ pub fn clock_ticks_per_second() -> f64 {
     }
 }
 
+/// The CPUs this process may run on (its affinity mask), in order; empty if it cannot be read.
+pub fn usable_cpus() -> Vec<usize> {
+    match nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) {
+        Ok(set) => (0..nix::sched::CpuSet::count())
+            .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
 /// Raises the soft limit on open files to the hard limit, so a server can hold thousands of
 /// connections; returns the new soft limit.
 pub fn raise_fd_limit() -> u64 {
