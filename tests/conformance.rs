@@ -562,3 +562,52 @@ conformance!(
     poll,
     epoll,
 );
+
+/// SIGKILL of the parent alone (nothing to clean up) takes its workers with it, a busy one
+/// included: the group empties, the request in flight is cut off, and the port binds again.
+fn workers_die_with_their_parent(arch: &str, extra: &[&str]) {
+    let mut args = vec!["--arch", arch];
+    args.extend_from_slice(extra);
+    let server = Server::start(&args);
+    let (pid, port) = (server.pid(), server.port);
+    let mut busy = Client::connect(port);
+    busy.send(b"GET /sleep?ms=8000 HTTP/1.1\r\n\r\n");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let workers = || {
+        processes()
+            .iter()
+            .filter(|p| p.ppid == pid.as_raw() && p.state != "Z")
+            .count()
+    };
+    while workers() == 0 {
+        assert!(Instant::now() < deadline, "{arch}: no worker process");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let killed = Instant::now();
+    nix::sys::signal::kill(pid, Signal::SIGKILL).unwrap();
+    assert!(
+        wait_group_gone(pid),
+        "{arch}: workers outlived their parent"
+    );
+    let mut rest = Vec::new();
+    let _ = busy.reader.read_to_end(&mut rest);
+    assert!(
+        killed.elapsed() < Duration::from_secs(4),
+        "{arch}: the request in flight went on after the parent died"
+    );
+    assert!(rest.is_empty(), "{arch}: answered after the parent died");
+    std::net::TcpListener::bind(("127.0.0.1", port))
+        .unwrap_or_else(|e| panic!("{arch}: port {port} still held: {e}"));
+    drop(server);
+}
+
+#[test]
+fn preforked_workers_die_with_their_parent() {
+    workers_die_with_their_parent("preforked", &["--workers", "3"]);
+}
+
+#[test]
+fn forking_children_die_with_their_parent() {
+    workers_die_with_their_parent("forking", &[]);
+}
