@@ -8,7 +8,7 @@
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -183,7 +183,59 @@ pub fn serve(config: &ServeConfig) -> anyhow::Result<()> {
         )?;
         out.flush()?;
     }
+    // Whoever prints the stats line first (this thread after the drain, or the watchdog past
+    // the deadline) owns the end of the process.
+    let stats_claimed = Arc::new(AtomicBool::new(false));
+    if !config.arch.forks() {
+        spawn_shutdown_watchdog(Arc::clone(&ctx), started, Arc::clone(&stats_claimed))?;
+    }
     config.arch.server().serve(listener, Arc::clone(&ctx))?;
+    if stats_claimed.swap(true, Ordering::SeqCst) {
+        // The watchdog is printing the stats line and ending the process.
+        loop {
+            std::thread::park();
+        }
+    }
+    print_stats_line(&ctx, started)?;
+    Ok(())
+}
+
+/// How long past [`DRAIN`] the watchdog waits before it ends the process.
+const WATCHDOG_SLACK: Duration = Duration::from_millis(500);
+
+/// Ends the process once a stop has waited [`DRAIN`] (plus a little) for in-flight work that
+/// does not finish: a single-threaded loop stuck in a long `/fib` cannot look at the stop flag,
+/// and nothing else would bound the shutdown. Not used by the forking architectures, whose
+/// parent must stay single-threaded and never runs requests itself (it stops its children
+/// with SIGKILL past the same deadline).
+fn spawn_shutdown_watchdog(
+    ctx: Arc<ServerContext>,
+    started: Instant,
+    stats_claimed: Arc<AtomicBool>,
+) -> anyhow::Result<()> {
+    std::thread::Builder::new()
+        .name("shutdown-watchdog".into())
+        .spawn(move || {
+            while !ctx.stopping() {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            std::thread::sleep(DRAIN + WATCHDOG_SLACK);
+            if stats_claimed.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            eprintln!(
+                "sweetspot: in-flight work still running {} s after the stop; exiting anyway",
+                DRAIN.as_secs()
+            );
+            let _ = print_stats_line(&ctx, started);
+            std::process::exit(0);
+        })
+        .context("cannot start the shutdown watchdog")?;
+    Ok(())
+}
+
+/// `stopped: served N requests in T s; cpu user U s, system S s`.
+fn print_stats_line(ctx: &ServerContext, started: Instant) -> anyhow::Result<()> {
     let (user, system) = crate::sys::cpu_times();
     let mut out = std::io::stdout().lock();
     writeln!(

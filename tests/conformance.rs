@@ -611,3 +611,41 @@ fn preforked_workers_die_with_their_parent() {
 fn forking_children_die_with_their_parent() {
     workers_die_with_their_parent("forking", &[]);
 }
+
+/// A stop honours its bound while a request that outlasts it runs (fib(50) takes about 30 s
+/// here): the server exits 0 with its stats line shortly after the 5 s drain.
+fn shutdown_is_bounded_during_a_long_fib(arch: &str) {
+    let server = Server::start(&["--arch", arch]);
+    let mut busy = Client::connect(server.port);
+    busy.send(b"GET /fib?n=50 HTTP/1.1\r\n\r\n");
+    let ticks = || proc_stat(server.pid().as_raw()).unwrap().cpu_ticks;
+    let before = ticks();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while ticks() < before + 10 {
+        assert!(Instant::now() < deadline, "{arch}: fib did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stopping = Instant::now();
+    let (code, rest) = server.stop_with(Signal::SIGTERM);
+    let took = stopping.elapsed();
+    assert_eq!(code, Some(0), "{arch}");
+    assert!(rest.starts_with("stopped: served "), "{arch}: {rest:?}");
+    assert!(
+        took < Duration::from_millis(7000),
+        "{arch}: stopping took {took:?}"
+    );
+    assert!(
+        took >= Duration::from_secs(5),
+        "{arch}: stopped after {took:?}, before the drain deadline"
+    );
+}
+
+#[test]
+fn shutdown_is_bounded_during_a_long_fib_on_epoll() {
+    shutdown_is_bounded_during_a_long_fib("epoll");
+}
+
+#[test]
+fn shutdown_is_bounded_during_a_long_fib_on_iterative() {
+    shutdown_is_bounded_during_a_long_fib("iterative");
+}

@@ -109,6 +109,12 @@ impl Arch {
         matches!(self, Arch::Iterative | Arch::Poll | Arch::Epoll)
     }
 
+    /// Whether workers are processes forked from the server, whose parent must then stay
+    /// single-threaded (see [`crate::sys::fork`]).
+    pub fn forks(self) -> bool {
+        matches!(self, Arch::Forking | Arch::Preforked)
+    }
+
     /// The worker count used when `--workers` is not given, on a machine with `cores` cores
     /// (0: one worker per connection).
     pub fn default_workers(self, cores: usize) -> usize {
