@@ -364,6 +364,7 @@ fn run_suite(arch: &str) {
     redis_store(arch);
     echo(arch);
     fd_exhaustion(arch);
+    shutdown_is_bounded_during_a_long_fib(arch);
 }
 
 /// Out of file descriptors under a flood of idle connections: the server logs it, delays the
@@ -613,12 +614,25 @@ fn forking_children_die_with_their_parent() {
 }
 
 /// A stop honours its bound while a request that outlasts it runs (fib(50) takes about 30 s
-/// here): the server exits 0 with its stats line shortly after the 5 s drain.
+/// here): the server exits 0 with its stats line shortly after the 5 s drain, whether the
+/// fib runs in a loop, a thread or a child process.
 fn shutdown_is_bounded_during_a_long_fib(arch: &str) {
-    let server = Server::start(&["--arch", arch]);
+    let mut args = vec!["--arch", arch];
+    if pooled(arch) {
+        args.extend(["--workers", "2"]);
+    }
+    let server = Server::start(&args);
     let mut busy = Client::connect(server.port);
     busy.send(b"GET /fib?n=50 HTTP/1.1\r\n\r\n");
-    let ticks = || proc_stat(server.pid().as_raw()).unwrap().cpu_ticks;
+    // The forking architectures compute in a child: count the whole group's CPU.
+    let pgid = server.pid().as_raw();
+    let ticks = || -> u64 {
+        processes()
+            .iter()
+            .filter(|p| p.pgrp == pgid)
+            .map(|p| p.cpu_ticks)
+            .sum()
+    };
     let before = ticks();
     let deadline = Instant::now() + Duration::from_secs(5);
     while ticks() < before + 10 {
@@ -631,21 +645,11 @@ fn shutdown_is_bounded_during_a_long_fib(arch: &str) {
     assert_eq!(code, Some(0), "{arch}");
     assert!(rest.starts_with("stopped: served "), "{arch}: {rest:?}");
     assert!(
-        took < Duration::from_millis(7000),
+        took < Duration::from_secs(8),
         "{arch}: stopping took {took:?}"
     );
     assert!(
         took >= Duration::from_secs(5),
         "{arch}: stopped after {took:?}, before the drain deadline"
     );
-}
-
-#[test]
-fn shutdown_is_bounded_during_a_long_fib_on_epoll() {
-    shutdown_is_bounded_during_a_long_fib("epoll");
-}
-
-#[test]
-fn shutdown_is_bounded_during_a_long_fib_on_iterative() {
-    shutdown_is_bounded_during_a_long_fib("iterative");
 }
