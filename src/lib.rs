@@ -35,7 +35,8 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match <cli::Cli as clap::Parser>::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match <cli::Cli as clap::Parser>::try_parse_from(&args) {
         Ok(cli) => cli,
         // --help and --version print as clap renders them; every argument error is one line.
         Err(e) if !e.use_stderr() => {
@@ -43,7 +44,10 @@ where
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            eprintln!("sweetspot: {}", one_line_clap_error(&e));
+            eprintln!(
+                "sweetspot: {}",
+                one_line_clap_error(&e, &command_path(&args))
+            );
             return ExitCode::from(2);
         }
     };
@@ -63,9 +67,25 @@ where
     }
 }
 
+/// `sweetspot` or `sweetspot SUBCOMMAND`: the first argument that names a subcommand, for the
+/// `--help` hint of an argument error.
+fn command_path(args: &[OsString]) -> String {
+    use clap::CommandFactory;
+    let command = cli::Cli::command();
+    let sub = args.iter().skip(1).find_map(|arg| {
+        command
+            .get_subcommands()
+            .find(|c| arg.to_str() == Some(c.get_name()))
+    });
+    match sub {
+        Some(sub) => format!("sweetspot {}", sub.get_name()),
+        None => "sweetspot".into(),
+    }
+}
+
 /// A clap error (3 to 7 lines with usage and tips) as one line: the message, any possible
 /// values, and where to find help.
-fn one_line_clap_error(e: &clap::Error) -> String {
+fn one_line_clap_error(e: &clap::Error, command_path: &str) -> String {
     use clap::CommandFactory;
     if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
         let names: Vec<String> = cli::Cli::command()
@@ -73,29 +93,23 @@ fn one_line_clap_error(e: &clap::Error) -> String {
             .map(|c| c.get_name().to_string())
             .collect();
         return format!(
-            "a subcommand is required: {} (try 'sweetspot --help')",
+            "a subcommand is required: {} (try '{command_path} --help')",
             names.join(", ")
         );
     }
     let rendered = e.render().to_string();
-    let mut parts = Vec::new();
-    let mut help = "sweetspot".to_string();
-    for line in rendered.lines().map(str::trim) {
-        if let Some(usage) = line.strip_prefix("Usage: ") {
-            // "Usage: sweetspot load [OPTIONS] <TARGET>": the command path, for the hint.
-            help = usage
-                .split_whitespace()
-                .take_while(|w| !w.starts_with(['-', '<', '[']))
-                .collect::<Vec<_>>()
-                .join(" ");
-        } else if !(line.is_empty()
-            || line.starts_with("tip:")
-            || line.starts_with("For more information"))
-        {
-            parts.push(line.strip_prefix("error: ").unwrap_or(line));
-        }
-    }
-    format!("{} (try '{help} --help')", parts.join(" "))
+    let parts: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .filter(|line| {
+            !(line.is_empty()
+                || line.starts_with("tip:")
+                || line.starts_with("Usage:")
+                || line.starts_with("For more information"))
+        })
+        .map(|line| line.strip_prefix("error: ").unwrap_or(line))
+        .collect();
+    format!("{} (try '{command_path} --help')", parts.join(" "))
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -109,8 +123,10 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 mod tests {
     use super::*;
 
-    fn error_of(line: &str) -> clap::Error {
-        <cli::Cli as clap::Parser>::try_parse_from(line.split_whitespace()).unwrap_err()
+    fn one_line_error_of(line: &str) -> String {
+        let args: Vec<OsString> = line.split_whitespace().map(Into::into).collect();
+        let e = <cli::Cli as clap::Parser>::try_parse_from(&args).unwrap_err();
+        one_line_clap_error(&e, &command_path(&args))
     }
 
     #[test]
@@ -128,7 +144,7 @@ mod tests {
             (
                 "sweetspot serve --arch nope",
                 "invalid value 'nope' for '--arch <ARCH>' [possible values: iterative, forking, \
-                 preforked, threaded, prethreaded, poll, epoll] (try 'sweetspot --help')",
+                 preforked, threaded, prethreaded, poll, epoll] (try 'sweetspot serve --help')",
             ),
             (
                 "sweetspot",
@@ -139,7 +155,7 @@ mod tests {
                 "unrecognized subcommand 'bogus' (try 'sweetspot --help')",
             ),
         ] {
-            assert_eq!(one_line_clap_error(&error_of(line)), expected, "{line}");
+            assert_eq!(one_line_error_of(line), expected, "{line}");
         }
     }
 }
