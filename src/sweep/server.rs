@@ -70,7 +70,7 @@ pub enum Launch {
     /// `BINARY serve --arch ARCH --port 0 ...`.
     Ours {
         binary: PathBuf,
-        arch: String,
+        arch: crate::arch::Arch,
         workers: Option<u32>,
         store: Option<String>,
         protocol: &'static str,
@@ -155,7 +155,7 @@ impl ServerProcess {
                 command.args([
                     "serve",
                     "--arch",
-                    arch,
+                    arch.name(),
                     "--host",
                     "127.0.0.1",
                     "--port",
