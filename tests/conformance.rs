@@ -28,6 +28,7 @@ impl Site {
         std::fs::write(root.join("sub/index.html"), "<h1>sub</h1>").unwrap();
         std::fs::write(root.join("style.css"), "body{}").unwrap();
         std::fs::write(root.join("data.json"), "{}").unwrap();
+        std::fs::write(root.join("big.bin"), vec![b'x'; BIG_FILE_BYTES]).unwrap();
         std::os::unix::fs::symlink(base.path().join("secret.txt"), root.join("leak.txt")).unwrap();
         std::os::unix::fs::symlink(base.path(), root.join("up")).unwrap();
         Site { base }
@@ -43,6 +44,19 @@ impl Site {
 }
 
 type Case = fn(u16);
+/// A case that also needs the architecture's name or the server's process.
+type ServerCase = fn(&str, &Server);
+
+/// Cases that watch the server process, run after [`CASES`] on the same server.
+const SERVER_CASES: &[(&str, ServerCase)] = &[
+    ("vanished clients", vanished_clients_cost_no_cpu),
+    ("never-reading client", never_reading_client),
+];
+
+/// Every suite server runs with `--write-timeout` of this many seconds.
+const WRITE_TIMEOUT_S: u64 = 2;
+/// A static file whose replies dwarf the requests for it.
+const BIG_FILE_BYTES: usize = 64 * 1024;
 
 /// Every HTTP case, run in order against one server per architecture.
 const CASES: &[(&str, Case)] = &[
@@ -297,6 +311,8 @@ fn suite_args<'a>(arch: &'a str, root: &'a str, store: &'a str) -> Vec<&'a str> 
         store,
         "--idle-timeout",
         "1",
+        "--write-timeout",
+        "2",
     ];
     if arch == "preforked" || arch == "prethreaded" {
         args.extend(["--workers", "4"]);
@@ -325,18 +341,24 @@ fn run_suite(arch: &str) {
         )
     );
     for (name, case) in CASES {
+        if !selected(name) {
+            continue;
+        }
         let port = server.port;
         let result = std::panic::catch_unwind(|| case(port));
         if let Err(e) = result {
-            let msg = e
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            panic!("{arch}: case {name:?} failed: {msg}");
+            panic!("{arch}: case {name:?} failed: {}", panic_text(e));
         }
     }
-    vanished_clients_cost_no_cpu(arch, &server);
+    for (name, case) in SERVER_CASES {
+        if !selected(name) {
+            continue;
+        }
+        let result = std::panic::catch_unwind(|| case(arch, &server));
+        if let Err(e) = result {
+            panic!("{arch}: case {name:?} failed: {}", panic_text(e));
+        }
+    }
     let pgid = server.pid();
     let deadline = Instant::now() + Duration::from_secs(2);
     while zombie_children(pgid) > 0 && Instant::now() < deadline {
@@ -351,10 +373,82 @@ fn run_suite(arch: &str) {
     );
     assert!(wait_group_gone(pgid), "{arch}: processes left after stop");
 
-    persistence(&args);
-    redis_store(arch);
-    echo(arch);
-    fd_exhaustion(arch);
+    if selected("persistence") {
+        persistence(&args);
+    }
+    if selected("redis store") {
+        redis_store(arch);
+    }
+    if selected("echo") {
+        echo(arch);
+    }
+    if selected("echo never read") {
+        echo_never_read(arch);
+    }
+    if selected("fd exhaustion") {
+        fd_exhaustion(arch);
+    }
+}
+
+/// Whether a case runs: all do, unless `SWEETSPOT_CASES` (comma-separated parts of case
+/// names) narrows the run while developing.
+fn selected(name: &str) -> bool {
+    match std::env::var("SWEETSPOT_CASES") {
+        Ok(filter) if !filter.is_empty() => filter.split(',').any(|part| name.contains(part)),
+        _ => true,
+    }
+}
+
+fn panic_text(e: Box<dyn std::any::Any + Send>) -> String {
+    e.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+/// A client that pipelines requests with large replies and never reads: the server's memory
+/// stays bounded (it stops reading once a connection's queued output is full) and the client
+/// is dropped once it has drained nothing for the write timeout (with the idle timeout
+/// shorter, queued output must not exempt it).
+fn never_reading_client(arch: &str, server: &Server) {
+    let pgid = server.pid();
+    let before = group_max_rss_kb(pgid);
+    let request = b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n";
+    let count = 3000;
+    let s = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut sent = 0;
+    for _ in 0..count {
+        if (&s).write_all(request).is_err() {
+            break;
+        }
+        sent += 1;
+    }
+    let sent_at = Instant::now();
+    std::thread::sleep(Duration::from_millis(1000));
+    let during = group_max_rss_kb(pgid);
+    assert!(
+        during < before + 16 * 1024,
+        "{arch}: RSS grew from {before} KiB to {during} KiB under a client that never reads"
+    );
+    std::thread::sleep(Duration::from_secs(WRITE_TIMEOUT_S + 1).saturating_sub(sent_at.elapsed()));
+    // Dropped by now: what can still be read is far less than the replies to what was sent.
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let mut received = 0usize;
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        match (&s).read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => received += n,
+        }
+    }
+    let full = sent * BIG_FILE_BYTES;
+    assert!(
+        sent > 100 && received < full / 2,
+        "{arch}: a client that read nothing for {WRITE_TIMEOUT_S} s was not dropped \
+         (sent {sent} requests, then read {received} of {full} bytes)"
+    );
+    assert_eq!(get(server.port, "/hello").status, 200);
 }
 
 /// Out of file descriptors under a flood of idle connections: the server logs it, delays the
@@ -523,6 +617,52 @@ fn echo(arch: &str) {
     let (code, rest) = server.stop_with(Signal::SIGTERM);
     assert_eq!(code, Some(0));
     assert!(rest.contains("served 1000 requests"), "{rest}");
+}
+
+/// An echo client that sends lines and never reads: the server stops reading instead of
+/// queueing without bound, and drops the client after the write timeout.
+fn echo_never_read(arch: &str) {
+    let mut args = vec!["--arch", arch, "--protocol", "echo", "--write-timeout", "2"];
+    if arch == "preforked" || arch == "prethreaded" {
+        args.extend(["--workers", "2"]);
+    }
+    let server = Server::start(&args);
+    let pgid = server.pid();
+    let before = group_max_rss_kb(pgid);
+    let s = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    s.set_write_timeout(Some(Duration::from_millis(1500)))
+        .unwrap();
+    let lines = "echo this line back to me please\n".repeat(2048);
+    let mut sent = 0usize;
+    while sent < 64 << 20 {
+        match (&s).write(lines.as_bytes()) {
+            Ok(n) => sent += n,
+            Err(_) => break,
+        }
+    }
+    let during = group_max_rss_kb(pgid);
+    assert!(
+        sent < 64 << 20,
+        "{arch}: the server took all {sent} bytes from a client that reads nothing"
+    );
+    assert!(
+        during < before + 16 * 1024,
+        "{arch}: RSS grew from {before} KiB to {during} KiB under an echo client that never reads"
+    );
+    std::thread::sleep(Duration::from_millis(2500));
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let mut received = 0usize;
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        match (&s).read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => received += n,
+        }
+    }
+    assert!(
+        received < sent / 2,
+        "{arch}: echo client not dropped after the write timeout ({received} of {sent} bytes came back)"
+    );
 }
 
 macro_rules! conformance {

@@ -3,9 +3,10 @@
 //! [`next_request`] takes the next complete request out of a connection's input, answers
 //! malformed ones itself, and hands back the [`Route`] plus how to frame its reply. The
 //! blocking architectures (iterative, forking, preforked, threaded, prethreaded) run
-//! [`serve_connection`]: read, answer every complete request in order (pipelining), write,
-//! repeat, until the client closes, asks to close, stays silent past the idle timeout, or the
-//! server is stopping. Reads wait in short slices so a stop is noticed between requests.
+//! [`serve_connection`]: read, answer the complete requests in order (pipelining) until
+//! [`MAX_QUEUED_OUTPUT`] is queued, write, repeat, until the client closes, asks to close,
+//! stays silent past the idle timeout, drains nothing of its output for the write timeout, or
+//! the server is stopping. Reads wait in short slices so a stop is noticed between requests.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -18,8 +19,9 @@ use crate::store::LazyStore;
 
 /// How long one blocking read waits before re-checking the stop flag and the idle timeout.
 const READ_SLICE: Duration = Duration::from_millis(500);
-/// A client that does not read its responses for this long is dropped.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one blocking write waits; a write that copies nothing in a slice is retried
+/// until the write timeout has passed without progress.
+const WRITE_SLICE: Duration = Duration::from_millis(250);
 /// How long an accept waits before re-checking the stop flag.
 const ACCEPT_SLICE: Duration = Duration::from_millis(200);
 
@@ -37,27 +39,32 @@ impl ReplyShape {
     }
 }
 
+/// Most output queued for one connection: past it the connection is not read (and no more
+/// of its pipelined requests are answered) until the client drains some. One reply may
+/// overshoot it, so the bound on a connection's output is this plus its largest reply.
+pub const MAX_QUEUED_OUTPUT: usize = 1024 * 1024;
+
 /// The next step of an HTTP connection.
 #[derive(Debug)]
 pub enum Next {
-    /// A request to answer.
-    Request(Route, ReplyShape),
+    /// A request to answer, and how many input bytes it took.
+    Request(Route, ReplyShape, usize),
     /// More bytes are needed.
     Incomplete,
     /// The request was malformed; its error response is in `out`; close after writing.
     Rejected,
 }
 
-/// Takes the next request out of `input`. Malformed input gets its status written to `out`.
-pub fn next_request(input: &mut Vec<u8>, out: &mut Vec<u8>, app: &App, stopping: bool) -> Next {
+/// Takes the next request from the front of `input` (the caller drops the bytes it used).
+/// Malformed input gets its status written to `out`.
+pub fn next_request(input: &[u8], out: &mut Vec<u8>, app: &App, stopping: bool) -> Next {
     match RequestParser::parse(input) {
         Ok(Some((req, used))) => {
-            input.drain(..used);
             let shape = ReplyShape {
                 keep_alive: req.keep_alive && !stopping,
                 head: req.method == Method::Head,
             };
-            Next::Request(app.route(&req), shape)
+            Next::Request(app.route(&req), shape, used)
         }
         Ok(None) => Next::Incomplete,
         Err(e) => {
@@ -71,38 +78,59 @@ pub fn next_request(input: &mut Vec<u8>, out: &mut Vec<u8>, app: &App, stopping:
     }
 }
 
-/// Answers every complete request in `input` into `out`, blocking on the work each needs.
-/// Returns true when the connection must close after `out` is written.
+/// What answering the buffered input left to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answered {
+    /// Close once the output is written.
+    Close,
+    /// The output is full: write it, then answer more before reading.
+    Backlog,
+    /// Every complete request is answered: read more.
+    NeedInput,
+}
+
+/// Answers the complete requests in `input` into `out`, blocking on the work each needs,
+/// until `out` holds [`MAX_QUEUED_OUTPUT`]. The bytes used are dropped from `input` once, at
+/// the end, so a long pipeline costs linear time.
 fn answer_http(
     input: &mut Vec<u8>,
     out: &mut Vec<u8>,
     ctx: &ServerContext,
     store: &mut LazyStore,
-) -> bool {
-    loop {
-        match next_request(input, out, &ctx.app, ctx.stopping()) {
-            Next::Request(route, shape) => {
+) -> Answered {
+    let mut pos = 0;
+    let answered = loop {
+        if out.len() >= MAX_QUEUED_OUTPUT {
+            break Answered::Backlog;
+        }
+        match next_request(&input[pos..], out, &ctx.app, ctx.stopping()) {
+            Next::Request(route, shape, used) => {
+                pos += used;
                 let resp = ctx.app.complete(route, store);
                 shape.write(&resp, out);
                 ctx.served.add(1);
                 if !shape.keep_alive {
-                    return true;
+                    break Answered::Close;
                 }
             }
-            Next::Incomplete => return false,
+            Next::Incomplete => break Answered::NeedInput,
             Next::Rejected => {
                 ctx.served.add(1);
-                return true;
+                break Answered::Close;
             }
         }
-    }
+    };
+    input.drain(..pos);
+    answered
 }
 
 /// Serves one connection to the end, blocking.
 pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut LazyStore) {
     if stream.set_nonblocking(false).is_err()
         || stream.set_read_timeout(Some(READ_SLICE)).is_err()
-        || stream.set_write_timeout(Some(WRITE_TIMEOUT)).is_err()
+        || stream
+            .set_write_timeout(Some(WRITE_SLICE.min(ctx.timeouts.write)))
+            .is_err()
     {
         return;
     }
@@ -112,24 +140,28 @@ pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut 
     let mut chunk = vec![0u8; 16 * 1024];
     let mut last_activity = Instant::now();
     loop {
-        let close = match ctx.protocol {
+        let answered = match ctx.protocol {
             Protocol::Http => answer_http(&mut input, &mut out, ctx, store),
             Protocol::Echo => match echo::echo_lines(&mut input, &mut out) {
                 Ok(lines) => {
                     ctx.served.add(lines);
-                    false
+                    Answered::NeedInput
                 }
-                Err(()) => true,
+                Err(()) => Answered::Close,
             },
         };
         if !out.is_empty() {
-            if stream.write_all(&out).is_err() {
+            if write_all_or_stall(&mut stream, &out, ctx.timeouts.write).is_err() {
                 return;
             }
             out.clear();
+            last_activity = Instant::now();
         }
-        if close || ctx.stopping() {
+        if answered == Answered::Close || ctx.stopping() {
             return;
+        }
+        if answered == Answered::Backlog {
+            continue;
         }
         match stream.read(&mut chunk) {
             Ok(0) => return,
@@ -146,6 +178,36 @@ pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut 
             Err(_) => return,
         }
     }
+}
+
+/// Writes all of `buf`, failing once the client has taken none of it for `timeout`. A
+/// blocking write with SO_SNDTIMEO may wait its whole timeout and still return the few bytes
+/// it copied at the start, so writes wait in slices ([`WRITE_SLICE`]) and progress is judged
+/// between them: the timeout is honoured to within a slice.
+fn write_all_or_stall(
+    stream: &mut TcpStream,
+    buf: &[u8],
+    timeout: Duration,
+) -> std::io::Result<()> {
+    let mut pos = 0;
+    let mut last_progress = Instant::now();
+    while pos < buf.len() {
+        match stream.write(&buf[pos..]) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                pos += n;
+                last_progress = Instant::now();
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if last_progress.elapsed() >= timeout {
+                    return Err(ErrorKind::TimedOut.into());
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Puts a listener in the mode [`accept_next`] expects: blocking accepts that give up after

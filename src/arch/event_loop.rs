@@ -16,7 +16,9 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::connection::{is_resource_exhaustion, next_request, Next, ReplyShape};
+use super::connection::{
+    is_resource_exhaustion, next_request, Next, ReplyShape, MAX_QUEUED_OUTPUT,
+};
 use super::{Protocol, ServerContext, DRAIN};
 use crate::app::{echo, fib_response, App, Route};
 use crate::http::{Response, MAX_BODY, MAX_HEADER_BYTES};
@@ -61,13 +63,39 @@ struct Conn {
     stream: TcpStream,
     generation: u64,
     input: Vec<u8>,
+    /// How much of `input` has been answered (dropped from the front in batches, so a long
+    /// pipeline is not moved once per request).
+    consumed: usize,
     out: Vec<u8>,
+    /// How much of `out` has been written (dropped in batches, as `consumed`).
+    sent: usize,
+    /// Since when queued output has made no progress.
+    stalled_since: Option<Instant>,
     /// A request whose reply waits on a timer or the store.
     pending: Option<ReplyShape>,
     close_after_flush: bool,
     peer_closed: bool,
     last_active: Instant,
     interest: Interest,
+}
+
+impl Conn {
+    /// Output queued and not yet written.
+    fn queued(&self) -> usize {
+        self.out.len() - self.sent
+    }
+
+    /// Drops answered input from the front once it is at least half the buffer: each byte
+    /// is moved a bounded number of times however long the pipeline.
+    fn compact_input(&mut self) {
+        if self.consumed == self.input.len() {
+            self.input.clear();
+            self.consumed = 0;
+        } else if self.consumed >= self.input.len() / 2 {
+            self.input.drain(..self.consumed);
+            self.consumed = 0;
+        }
+    }
 }
 
 struct Timer {
@@ -259,7 +287,10 @@ impl<P: Poller> EventLoop<P> {
             stream,
             generation: self.next_generation,
             input: Vec::new(),
+            consumed: 0,
             out: Vec::new(),
+            sent: 0,
+            stalled_since: None,
             pending: None,
             close_after_flush: false,
             peer_closed: false,
@@ -279,7 +310,7 @@ impl<P: Poller> EventLoop<P> {
         let Some(conn) = self.conns.get_mut(token).and_then(Option::as_mut) else {
             return;
         };
-        if ev.readable && !conn.peer_closed {
+        if ev.readable && !conn.peer_closed && conn.queued() < MAX_QUEUED_OUTPUT {
             let mut chunk = [0u8; 16 * 1024];
             loop {
                 match conn.stream.read(&mut chunk) {
@@ -290,7 +321,7 @@ impl<P: Poller> EventLoop<P> {
                     Ok(n) => {
                         conn.input.extend_from_slice(&chunk[..n]);
                         conn.last_active = Instant::now();
-                        if conn.input.len() > MAX_BUFFERED {
+                        if conn.input.len() - conn.consumed > MAX_BUFFERED {
                             break;
                         }
                     }
@@ -302,7 +333,7 @@ impl<P: Poller> EventLoop<P> {
                     }
                 }
             }
-            if conn.pending.is_some() && conn.input.len() > MAX_BUFFERED {
+            if conn.pending.is_some() && conn.input.len() - conn.consumed > MAX_BUFFERED {
                 self.close(token);
                 return;
             }
@@ -322,6 +353,7 @@ impl<P: Poller> EventLoop<P> {
             return;
         };
         match ctx.protocol {
+            Protocol::Echo if conn.queued() >= MAX_QUEUED_OUTPUT => {}
             Protocol::Echo => match echo::echo_lines(&mut conn.input, &mut conn.out) {
                 Ok(lines) => ctx.served.add(lines),
                 Err(()) => conn.close_after_flush = true,
@@ -330,11 +362,16 @@ impl<P: Poller> EventLoop<P> {
                 let Some(conn) = self.conns[token].as_mut() else {
                     return;
                 };
-                if conn.pending.is_some() || conn.close_after_flush {
+                if conn.pending.is_some()
+                    || conn.close_after_flush
+                    || conn.queued() >= MAX_QUEUED_OUTPUT
+                {
                     break;
                 }
-                match next_request(&mut conn.input, &mut conn.out, &ctx.app, ctx.stopping()) {
-                    Next::Request(route, shape) => {
+                let input = &conn.input[conn.consumed..];
+                match next_request(input, &mut conn.out, &ctx.app, ctx.stopping()) {
+                    Next::Request(route, shape, used) => {
+                        conn.consumed += used;
                         // Pending before the work starts: a store reply may arrive at once.
                         conn.pending = Some(shape);
                         let generation = conn.generation;
@@ -349,6 +386,9 @@ impl<P: Poller> EventLoop<P> {
                     }
                 }
             },
+        }
+        if let Some(conn) = self.conns[token].as_mut() {
+            conn.compact_input();
         }
         self.flush(token);
     }
@@ -414,13 +454,16 @@ impl<P: Poller> EventLoop<P> {
             return;
         };
         let mut written = 0;
-        while written < conn.out.len() {
-            match conn.stream.write(&conn.out[written..]) {
+        while conn.sent < conn.out.len() {
+            match conn.stream.write(&conn.out[conn.sent..]) {
                 Ok(0) => {
                     self.close(token);
                     return;
                 }
-                Ok(n) => written += n,
+                Ok(n) => {
+                    conn.sent += n;
+                    written += n;
+                }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(_) => {
@@ -429,7 +472,19 @@ impl<P: Poller> EventLoop<P> {
                 }
             }
         }
-        conn.out.drain(..written);
+        if conn.sent == conn.out.len() {
+            conn.out.clear();
+            conn.sent = 0;
+            conn.stalled_since = None;
+        } else {
+            if conn.sent >= conn.out.len() / 2 {
+                conn.out.drain(..conn.sent);
+                conn.sent = 0;
+            }
+            if written > 0 || conn.stalled_since.is_none() {
+                conn.stalled_since = Some(Instant::now());
+            }
+        }
         if written > 0 {
             conn.last_active = Instant::now();
         }
@@ -439,7 +494,7 @@ impl<P: Poller> EventLoop<P> {
             return;
         }
         let want = Interest {
-            read: !conn.peer_closed && !conn.close_after_flush,
+            read: !conn.peer_closed && !conn.close_after_flush && conn.queued() < MAX_QUEUED_OUTPUT,
             write: !conn.out.is_empty(),
         };
         if want != conn.interest {
@@ -512,11 +567,18 @@ impl<P: Poller> EventLoop<P> {
         }
     }
 
-    /// Closes connections with nothing in flight that have been silent for `idle`.
+    /// Closes connections with nothing in flight that have been silent for `idle`, and those
+    /// whose queued output has not moved for the write timeout.
     fn close_idle(&mut self, idle: Duration) {
+        let write_timeout = self.ctx.timeouts.write;
         for token in 0..self.conns.len() {
             let expired = self.conns[token].as_ref().is_some_and(|c| {
-                c.pending.is_none() && c.out.is_empty() && c.last_active.elapsed() >= idle
+                let silent =
+                    c.pending.is_none() && c.out.is_empty() && c.last_active.elapsed() >= idle;
+                let stalled = c
+                    .stalled_since
+                    .is_some_and(|since| since.elapsed() >= write_timeout);
+                silent || stalled
             });
             if expired {
                 self.close(token);

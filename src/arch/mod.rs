@@ -72,6 +72,15 @@ pub struct ServeArgs {
     /// Seconds a connection may stay silent before it is dropped.
     #[arg(long, default_value_t = 10.0)]
     pub idle_timeout: f64,
+    /// Seconds a client may take to drain nothing of its queued output before it is dropped.
+    #[arg(long, default_value_t = 10.0)]
+    pub write_timeout: f64,
+    /// Seconds the whole request head may take to arrive (else 408 and close).
+    #[arg(long, default_value_t = 10.0)]
+    pub header_timeout: f64,
+    /// Seconds a request body may take to arrive once its head is in (else 408 and close).
+    #[arg(long, default_value_t = 30.0)]
+    pub body_timeout: f64,
 }
 
 /// The architectures.
@@ -165,6 +174,7 @@ pub struct ServerContext {
     pub app: App,
     pub protocol: Protocol,
     pub idle_timeout: Duration,
+    pub timeouts: Timeouts,
     pub workers: usize,
     /// Set by SIGINT or SIGTERM.
     pub shutdown: Arc<AtomicBool>,
@@ -189,6 +199,28 @@ pub struct ServeConfig {
     pub store: StoreConfig,
     pub protocol: Protocol,
     pub idle_timeout: Duration,
+    pub timeouts: Timeouts,
+}
+
+/// The per-connection deadlines besides the idle timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Queued output with no progress for this long drops the client.
+    pub write: Duration,
+    /// The whole request head must arrive within this (from its first byte).
+    pub header: Duration,
+    /// The body must arrive within this once the head is in.
+    pub body: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Timeouts {
+        Timeouts {
+            write: Duration::from_secs(10),
+            header: Duration::from_secs(10),
+            body: Duration::from_secs(30),
+        }
+    }
 }
 
 impl ServeConfig {
@@ -220,6 +252,17 @@ impl ServeConfig {
         if !(args.idle_timeout > 0.0 && args.idle_timeout <= 86_400.0) {
             return Err(crate::usage("--idle-timeout must be in (0, 86400] seconds"));
         }
+        for (flag, value) in [
+            ("--write-timeout", args.write_timeout),
+            ("--header-timeout", args.header_timeout),
+            ("--body-timeout", args.body_timeout),
+        ] {
+            if !(value > 0.0 && value <= 86_400.0) {
+                return Err(crate::usage(format!(
+                    "{flag} must be in (0, 86400] seconds"
+                )));
+            }
+        }
         Ok(ServeConfig {
             arch: args.arch,
             workers,
@@ -228,6 +271,11 @@ impl ServeConfig {
             store: StoreConfig::parse(args.store.as_deref())?,
             protocol: args.protocol,
             idle_timeout: Duration::from_secs_f64(args.idle_timeout),
+            timeouts: Timeouts {
+                write: Duration::from_secs_f64(args.write_timeout),
+                header: Duration::from_secs_f64(args.header_timeout),
+                body: Duration::from_secs_f64(args.body_timeout),
+            },
         })
     }
 }
@@ -268,6 +316,7 @@ pub fn serve(config: &ServeConfig) -> anyhow::Result<()> {
         app,
         protocol: config.protocol,
         idle_timeout: config.idle_timeout,
+        timeouts: config.timeouts,
         workers: config.workers,
         shutdown,
         served: SharedCounter::new()?,
