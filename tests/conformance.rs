@@ -51,6 +51,7 @@ type ServerCase = fn(&str, &Server);
 const SERVER_CASES: &[(&str, ServerCase)] = &[
     ("vanished clients", vanished_clients_cost_no_cpu),
     ("never-reading client", never_reading_client),
+    ("slowloris", slowloris),
 ];
 
 /// Every suite server runs with `--write-timeout` of this many seconds.
@@ -313,6 +314,10 @@ fn suite_args<'a>(arch: &'a str, root: &'a str, store: &'a str) -> Vec<&'a str> 
         "1",
         "--write-timeout",
         "2",
+        "--header-timeout",
+        "2",
+        "--body-timeout",
+        "3",
     ];
     if arch == "preforked" || arch == "prethreaded" {
         args.extend(["--workers", "4"]);
@@ -449,6 +454,91 @@ fn never_reading_client(arch: &str, server: &Server) {
          (sent {sent} requests, then read {received} of {full} bytes)"
     );
     assert_eq!(get(server.port, "/hello").status, 200);
+}
+
+/// Sends `head` at once, then `trickle` one byte every 300 ms (never pausing long enough for
+/// the 1 s idle timeout) for up to 8 s; returns the status the server answered with (0 for
+/// none) and how long after the first byte it came.
+fn trickle(port: u16, head: &'static [u8], trickle: &'static [u8]) -> (u16, Duration) {
+    let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_nodelay(true).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(12))).unwrap();
+    let writer = s.try_clone().unwrap();
+    let start = Instant::now();
+    let sender = std::thread::spawn(move || {
+        let _ = (&writer).write_all(head);
+        for byte in trickle.iter().cycle() {
+            std::thread::sleep(Duration::from_millis(300));
+            if start.elapsed() > Duration::from_secs(8) || (&writer).write_all(&[*byte]).is_err() {
+                break;
+            }
+        }
+    });
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 256];
+    let status = loop {
+        match (&s).read(&mut buf) {
+            Ok(0) | Err(_) => break 0,
+            Ok(n) => {
+                reply.extend_from_slice(&buf[..n]);
+                if reply.len() >= 12 {
+                    break std::str::from_utf8(&reply[9..12])
+                        .unwrap()
+                        .parse()
+                        .unwrap_or(1);
+                }
+            }
+        }
+    };
+    let took = start.elapsed();
+    drop(s);
+    sender.join().unwrap();
+    (status, took)
+}
+
+/// Slowloris: a head that trickles in a byte at a time, resetting any idle timer, gets 408
+/// once the header timeout (2 s in the suite) is up; a body has its own deadline (3 s); and
+/// while six of them try to pin the workers, a normal client is still answered promptly
+/// (iterative serves one connection at a time, so there one trickler is tried).
+fn slowloris(arch: &str, server: &Server) {
+    let port = server.port;
+    let (status, took) = trickle(port, b"GET /hello HTTP/1.1\r\nX-Slow: ", b"a");
+    assert_eq!(status, 408, "{arch}: a trickled head was not timed out");
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_millis(4500),
+        "{arch}: header timeout of 2 s answered after {took:?}"
+    );
+    let (status, took) = trickle(
+        port,
+        b"POST /guestbook HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n",
+        b"x",
+    );
+    assert_eq!(status, 408, "{arch}: a trickled body was not timed out");
+    assert!(
+        took >= Duration::from_millis(2900) && took < Duration::from_millis(5500),
+        "{arch}: body timeout of 3 s answered after {took:?}"
+    );
+    if arch == "iterative" {
+        return;
+    }
+    let pinners: Vec<_> = (0..6)
+        .map(|_| std::thread::spawn(move || trickle(port, b"GET /hello HTTP/1.1\r\nX-S: ", b"b")))
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let start = Instant::now();
+    assert_eq!(get(port, "/hello").text(), "Hello, World!");
+    let waited = start.elapsed();
+    assert!(
+        waited < Duration::from_millis(4500),
+        "{arch}: a normal client waited {waited:?} behind six slow ones"
+    );
+    for p in pinners {
+        assert_eq!(
+            p.join().unwrap().0,
+            408,
+            "{arch}: a pinning client was not timed out"
+        );
+    }
 }
 
 /// Out of file descriptors under a flood of idle connections: the server logs it, delays the

@@ -12,7 +12,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use super::{Protocol, ServerContext};
+use super::{Protocol, ServerContext, Timeouts};
 use crate::app::{echo, App, Route};
 use crate::http::{Method, RequestParser, Response};
 use crate::store::LazyStore;
@@ -78,6 +78,48 @@ pub fn next_request(input: &[u8], out: &mut Vec<u8>, app: &App, stopping: bool) 
     }
 }
 
+/// The deadlines of the request being received: its head must be complete within the
+/// header timeout of its first byte, and its body within the body timeout of the head. Fed
+/// the unanswered input after every read; reset whenever a request is taken.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RequestClock {
+    started: Option<Instant>,
+    head_done: Option<Instant>,
+}
+
+impl RequestClock {
+    /// Notes what has arrived of the next request (`unanswered`: the input not yet taken).
+    pub fn observe(&mut self, unanswered: &[u8], now: Instant) {
+        if unanswered.is_empty() {
+            *self = RequestClock::default();
+            return;
+        }
+        self.started.get_or_insert(now);
+        if self.head_done.is_none() && RequestParser::head_complete(unanswered) {
+            self.head_done = Some(now);
+        }
+    }
+
+    /// Forgets the request just taken; the next one's clock starts at the next `observe`.
+    pub fn reset(&mut self) {
+        *self = RequestClock::default();
+    }
+
+    /// Whether the request being received is past its deadline.
+    pub fn expired(&self, timeouts: &Timeouts, now: Instant) -> bool {
+        match (self.started, self.head_done) {
+            (Some(started), None) => now.duration_since(started) >= timeouts.header,
+            (_, Some(head)) => now.duration_since(head) >= timeouts.body,
+            (None, None) => false,
+        }
+    }
+}
+
+/// Writes the 408 that ends a connection whose request missed its deadline.
+pub fn request_timeout(out: &mut Vec<u8>) {
+    Response::error(408).write_to(out, false, false);
+}
+
 /// What answering the buffered input left to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Answered {
@@ -139,9 +181,18 @@ pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut 
     let mut out = Vec::with_capacity(4096);
     let mut chunk = vec![0u8; 16 * 1024];
     let mut last_activity = Instant::now();
+    let mut clock = RequestClock::default();
     loop {
         let answered = match ctx.protocol {
-            Protocol::Http => answer_http(&mut input, &mut out, ctx, store),
+            Protocol::Http => {
+                let before = input.len();
+                let answered = answer_http(&mut input, &mut out, ctx, store);
+                if input.len() < before {
+                    clock.reset();
+                }
+                clock.observe(&input, Instant::now());
+                answered
+            }
             Protocol::Echo => match echo::echo_lines(&mut input, &mut out) {
                 Ok(lines) => {
                     ctx.served.add(lines);
@@ -168,6 +219,9 @@ pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut 
             Ok(n) => {
                 input.extend_from_slice(&chunk[..n]);
                 last_activity = Instant::now();
+                if ctx.protocol == Protocol::Http {
+                    clock.observe(&input, last_activity);
+                }
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 if last_activity.elapsed() >= ctx.idle_timeout {
@@ -176,6 +230,12 @@ pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut 
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(_) => return,
+        }
+        if clock.expired(&ctx.timeouts, Instant::now()) {
+            request_timeout(&mut out);
+            ctx.served.add(1);
+            let _ = write_all_or_stall(&mut stream, &out, ctx.timeouts.write);
+            return;
         }
     }
 }

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::connection::{
-    is_resource_exhaustion, next_request, Next, ReplyShape, MAX_QUEUED_OUTPUT,
+    is_resource_exhaustion, next_request, request_timeout, Next, ReplyShape, RequestClock,
+    MAX_QUEUED_OUTPUT,
 };
 use super::{Protocol, ServerContext, DRAIN};
 use crate::app::{echo, fib_response, App, Route};
@@ -71,6 +72,8 @@ struct Conn {
     sent: usize,
     /// Since when queued output has made no progress.
     stalled_since: Option<Instant>,
+    /// The deadlines of the request being received.
+    clock: RequestClock,
     /// A request whose reply waits on a timer or the store.
     pending: Option<ReplyShape>,
     close_after_flush: bool,
@@ -291,6 +294,7 @@ impl<P: Poller> EventLoop<P> {
             out: Vec::new(),
             sent: 0,
             stalled_since: None,
+            clock: RequestClock::default(),
             pending: None,
             close_after_flush: false,
             peer_closed: false,
@@ -333,6 +337,10 @@ impl<P: Poller> EventLoop<P> {
                     }
                 }
             }
+            if self.ctx.protocol == Protocol::Http {
+                conn.clock
+                    .observe(&conn.input[conn.consumed..], Instant::now());
+            }
             if conn.pending.is_some() && conn.input.len() - conn.consumed > MAX_BUFFERED {
                 self.close(token);
                 return;
@@ -372,6 +380,7 @@ impl<P: Poller> EventLoop<P> {
                 match next_request(input, &mut conn.out, &ctx.app, ctx.stopping()) {
                     Next::Request(route, shape, used) => {
                         conn.consumed += used;
+                        conn.clock.reset();
                         // Pending before the work starts: a store reply may arrive at once.
                         conn.pending = Some(shape);
                         let generation = conn.generation;
@@ -389,6 +398,10 @@ impl<P: Poller> EventLoop<P> {
         }
         if let Some(conn) = self.conns[token].as_mut() {
             conn.compact_input();
+            if ctx.protocol == Protocol::Http {
+                conn.clock
+                    .observe(&conn.input[conn.consumed..], Instant::now());
+            }
         }
         self.flush(token);
     }
@@ -582,6 +595,30 @@ impl<P: Poller> EventLoop<P> {
             });
             if expired {
                 self.close(token);
+            }
+        }
+        self.answer_late_requests();
+    }
+
+    /// Answers 408 and closes connections whose request head (or body) missed its deadline.
+    /// A connection waiting on its own pending work is not the client's fault and not timed.
+    fn answer_late_requests(&mut self) {
+        if self.ctx.protocol != Protocol::Http {
+            return;
+        }
+        let now = Instant::now();
+        for token in 0..self.conns.len() {
+            let Some(conn) = self.conns[token].as_mut() else {
+                continue;
+            };
+            if conn.pending.is_none()
+                && !conn.close_after_flush
+                && conn.clock.expired(&self.ctx.timeouts, now)
+            {
+                request_timeout(&mut conn.out);
+                conn.close_after_flush = true;
+                self.ctx.served.add(1);
+                self.flush(token);
             }
         }
     }

@@ -77,6 +77,14 @@ impl HttpError {
 pub struct RequestParser;
 
 impl RequestParser {
+    /// Whether the request head at the front of `buf` is complete (or already malformed):
+    /// what the header deadline watches.
+    pub fn head_complete(buf: &[u8]) -> bool {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut req = httparse::Request::new(&mut headers);
+        !matches!(req.parse(buf), Ok(httparse::Status::Partial))
+    }
+
     /// Tries to parse one complete request from the front of `buf`.
     ///
     /// Returns `Ok(Some((request, consumed)))` when a whole request (head and body) is there,
@@ -217,6 +225,18 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(req.body, b"abcde");
+    }
+
+    #[test]
+    fn tells_a_complete_head_from_a_partial_one() {
+        assert!(!RequestParser::head_complete(b""));
+        assert!(!RequestParser::head_complete(
+            b"GET / HTTP/1.1\r\nHost: x\r\n"
+        ));
+        assert!(RequestParser::head_complete(
+            b"POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\nab"
+        ));
+        assert!(RequestParser::head_complete(b"\x01garbage\r\n\r\n"));
     }
 
     #[test]
