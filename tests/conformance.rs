@@ -72,6 +72,7 @@ const CASES: &[(&str, Case)] = &[
     ("bad input", bad_input),
     ("200 concurrent clients", concurrent_clients),
     ("guestbook", guestbook),
+    ("guestbook caps and pages", guestbook_caps_and_pages),
     ("idle clients are dropped", idle_timeout),
 ];
 
@@ -279,6 +280,66 @@ fn guestbook(port: u16) {
     assert_eq!(visitors(&second), visitors(&page) + 1);
     assert_eq!(post_remark(port, "", "no name").status, 400);
     assert_eq!(post_remark(port, "no remark", "  ").status, 400);
+}
+
+/// A remark over 2 KiB or a name over 100 bytes gets 413; the page shows the newest 20
+/// remarks, newest first, with older ones on `?page=`; HEAD does not count a visitor.
+fn guestbook_caps_and_pages(port: u16) {
+    assert_eq!(
+        post_remark(port, &"n".repeat(100), &"r".repeat(2048)).status,
+        303
+    );
+    let r = post_remark(port, &"n".repeat(101), "fine");
+    assert_eq!(
+        (r.status, r.text()),
+        (413, "guest-name is over 100 bytes\n".into())
+    );
+    let r = post_remark(port, "fine", &"r".repeat(2049));
+    assert_eq!(
+        (r.status, r.text()),
+        (413, "guest-remarks is over 2048 bytes\n".into())
+    );
+    guestbook_pages(port);
+}
+
+/// Posts 25 remarks and checks the first two pages, the visitor count under HEAD and bad pages.
+fn guestbook_pages(port: u16) {
+    for i in 0..25 {
+        assert_eq!(
+            post_remark(port, "pager", &format!("[pt-{i:02}]")).status,
+            303
+        );
+    }
+    let first = get(port, "/guestbook").text();
+    let shown = |page: &str| -> Vec<String> {
+        page.match_indices("[pt-")
+            .map(|(at, _)| page[at..at + 7].to_string())
+            .collect()
+    };
+    let newest: Vec<String> = (5..25).rev().map(|i| format!("[pt-{i:02}]")).collect();
+    assert_eq!(shown(&first), newest);
+    assert!(first.contains("href=\"/guestbook?page=2\">older"));
+    let second = get(port, "/guestbook?page=2").text();
+    let older: Vec<String> = (0..5).rev().map(|i| format!("[pt-{i:02}]")).collect();
+    assert_eq!(shown(&second), older);
+    assert_eq!(
+        shown(&get(port, "/guestbook?page=99").text()),
+        Vec::<String>::new()
+    );
+    let before = visitors(&get(port, "/guestbook").text());
+    let head = raw(
+        port,
+        "HEAD /guestbook HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(head.status, 200);
+    assert_eq!(visitors(&get(port, "/guestbook").text()), before + 1);
+    for bad in [
+        "/guestbook?page=0",
+        "/guestbook?page=x",
+        "/guestbook?page=-1",
+    ] {
+        assert_eq!(get(port, bad).status, 400, "{bad}");
+    }
 }
 
 fn idle_timeout(port: u16) {
@@ -641,6 +702,7 @@ fn redis_store(arch: &str) {
     assert!(page.text().contains("&lt;i&gt;on redis&lt;/i&gt;"));
     let n = visitors(&page.text());
     assert_eq!(visitors(&get(port, "/guestbook").text()), n + 1);
+    guestbook_pages(port);
 
     let redis_port = redis.port;
     redis.stop();

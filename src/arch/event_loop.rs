@@ -421,12 +421,13 @@ impl<P: Poller> EventLoop<P> {
                 }));
                 None
             }
-            Route::GuestbookView | Route::GuestbookPost(_) => match &mut self.store {
+            Route::GuestbookView(_) | Route::GuestbookPost(_) => match &mut self.store {
                 LoopStore::Blocking(store) => Some(self.ctx.app.complete(route, store)),
                 LoopStore::Redis { pipe, .. } => {
                     let request = match route {
                         Route::GuestbookPost(remark) => RedisRequest::AddRemark(remark),
-                        _ => RedisRequest::Visit,
+                        Route::GuestbookView(view) => RedisRequest::Visit(view),
+                        _ => unreachable!("only guestbook routes reach the store"),
                     };
                     match pipe.submit((token, generation), request) {
                         Ok(()) => {
