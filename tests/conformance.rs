@@ -29,6 +29,11 @@ impl Site {
         std::fs::write(root.join("style.css"), "body{}").unwrap();
         std::fs::write(root.join("data.json"), "{}").unwrap();
         std::fs::write(root.join("big.bin"), vec![b'x'; BIG_FILE_BYTES]).unwrap();
+        // Sparse: 200 MB that costs no disk.
+        std::fs::File::create(root.join("huge.bin"))
+            .unwrap()
+            .set_len(HUGE_FILE_BYTES)
+            .unwrap();
         std::os::unix::fs::symlink(base.path().join("secret.txt"), root.join("leak.txt")).unwrap();
         std::os::unix::fs::symlink(base.path(), root.join("up")).unwrap();
         Site { base }
@@ -47,15 +52,20 @@ type Case = fn(u16);
 /// A case that also needs the architecture's name or the server's process.
 type ServerCase = fn(&str, &Server);
 
-/// Cases that watch the server process, run after [`CASES`] on the same server.
+/// Cases that watch the server process, run after [`CASES`] on the same server. Timed cases
+/// start with a request on a fresh connection, so an iterative server is free when they do.
 const SERVER_CASES: &[(&str, ServerCase)] = &[
-    ("vanished clients", vanished_clients_cost_no_cpu),
     ("never-reading client", never_reading_client),
     ("slowloris", slowloris),
+    ("huge static file", huge_static_file),
+    // Last: iterative works off its slow requests long after the case returns.
+    ("vanished clients", vanished_clients_cost_no_cpu),
 ];
 
 /// Every suite server runs with `--write-timeout` of this many seconds.
 const WRITE_TIMEOUT_S: u64 = 2;
+/// A sparse static file far larger than any buffer a server should hold.
+const HUGE_FILE_BYTES: u64 = 200 << 20;
 /// A static file whose replies dwarf the requests for it.
 const BIG_FILE_BYTES: usize = 64 * 1024;
 
@@ -477,6 +487,7 @@ fn panic_text(e: Box<dyn std::any::Any + Send>) -> String {
 /// is dropped once it has drained nothing for the write timeout (with the idle timeout
 /// shorter, queued output must not exempt it).
 fn never_reading_client(arch: &str, server: &Server) {
+    assert_eq!(get(server.port, "/hello").status, 200);
     let pgid = server.pid();
     let before = group_max_rss_kb(pgid);
     let request = b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n";
@@ -515,6 +526,73 @@ fn never_reading_client(arch: &str, server: &Server) {
          (sent {sent} requests, then read {received} of {full} bytes)"
     );
     assert_eq!(get(server.port, "/hello").status, 200);
+}
+
+/// A 200 MB file: HEADs read none of it, a GET streams it whole and right, and memory stays
+/// bounded throughout (the file is never read into memory whole).
+fn huge_static_file(arch: &str, server: &Server) {
+    let port = server.port;
+    let pgid = server.pid();
+    let before = group_max_rss_kb(pgid);
+    let heads: Vec<_> = (0..8)
+        .map(|_| {
+            std::thread::spawn(move || {
+                raw(
+                    port,
+                    "HEAD /huge.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+                )
+            })
+        })
+        .collect();
+    for h in heads {
+        let r = h.join().unwrap();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("content-length"), Some("209715200"));
+    }
+    let after_heads = group_max_rss_kb(pgid);
+    assert!(
+        after_heads < before + 16 * 1024,
+        "{arch}: RSS {before} KiB -> {after_heads} KiB after HEADs of a 200 MB file"
+    );
+    let mut c = Client::connect(port);
+    c.send(b"GET /huge.bin HTTP/1.1\r\nHost: t\r\n\r\nGET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut c.reader, &mut line).unwrap();
+    assert!(line.starts_with("HTTP/1.1 200"), "{line:?}");
+    let mut head = Vec::new();
+    loop {
+        let mut h = String::new();
+        std::io::BufRead::read_line(&mut c.reader, &mut h).unwrap();
+        if h.trim_end().is_empty() {
+            break;
+        }
+        head.push(h.trim_end().to_ascii_lowercase());
+    }
+    assert!(
+        head.contains(&"content-length: 209715200".to_string()),
+        "{head:?}"
+    );
+    // Read a little, then stall: the server holds its bounded buffer, not the file.
+    let mut buf = vec![0u8; 1 << 20];
+    c.reader.read_exact(&mut buf).unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let during = group_max_rss_kb(pgid);
+    assert!(
+        during < before + 16 * 1024,
+        "{arch}: RSS {before} KiB -> {during} KiB while streaming a 200 MB file"
+    );
+    let mut left = HUGE_FILE_BYTES - buf.len() as u64;
+    while left > 0 {
+        let n = (left as usize).min(buf.len());
+        c.reader.read_exact(&mut buf[..n]).unwrap();
+        assert!(
+            buf[..n].iter().all(|&b| b == 0),
+            "{arch}: wrong bytes in the file body"
+        );
+        left -= n as u64;
+    }
+    assert_eq!(c.read_reply(false).text(), "Hello, World!");
+    assert!(c.closed_by_server());
 }
 
 /// Sends `head` at once, then `trickle` one byte every 300 ms (never pausing long enough for
@@ -563,6 +641,7 @@ fn trickle(port: u16, head: &'static [u8], trickle: &'static [u8]) -> (u16, Dura
 /// (iterative serves one connection at a time, so there one trickler is tried).
 fn slowloris(arch: &str, server: &Server) {
     let port = server.port;
+    assert_eq!(get(port, "/hello").status, 200);
     let (status, took) = trickle(port, b"GET /hello HTTP/1.1\r\nX-Slow: ", b"a");
     assert_eq!(status, 408, "{arch}: a trickled head was not timed out");
     assert!(

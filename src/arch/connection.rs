@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::{Protocol, ServerContext, Timeouts};
 use crate::app::{echo, App, Route};
-use crate::http::{Method, RequestParser, Response};
+use crate::http::{FileBody, Method, RequestParser, Response};
 use crate::store::LazyStore;
 
 /// How long one blocking read waits before re-checking the stop flag and the idle timeout.
@@ -121,10 +121,12 @@ pub fn request_timeout(out: &mut Vec<u8>) {
 }
 
 /// What answering the buffered input left to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Answered {
     /// Close once the output is written.
     Close,
+    /// Write the output, then stream this file body; then close (true) or carry on.
+    Stream(FileBody, bool),
     /// The output is full: write it, then answer more before reading.
     Backlog,
     /// Every complete request is answered: read more.
@@ -151,8 +153,10 @@ fn answer_http(
                 let resp = ctx.app.complete(route, store);
                 shape.write(&resp, out);
                 ctx.served.add(1);
-                if !shape.keep_alive {
-                    break Answered::Close;
+                match resp.file {
+                    Some(file) if !shape.head => break Answered::Stream(file, !shape.keep_alive),
+                    _ if !shape.keep_alive => break Answered::Close,
+                    _ => {}
                 }
             }
             Next::Incomplete => break Answered::NeedInput,
@@ -208,11 +212,18 @@ pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut 
             out.clear();
             last_activity = Instant::now();
         }
-        if answered == Answered::Close || ctx.stopping() {
-            return;
-        }
-        if answered == Answered::Backlog {
-            continue;
+        match answered {
+            Answered::Close => return,
+            Answered::Stream(file, close) => {
+                if stream_file(&mut stream, &file, &mut out, ctx.timeouts.write).is_err() || close {
+                    return;
+                }
+                last_activity = Instant::now();
+                continue;
+            }
+            Answered::Backlog if !ctx.stopping() => continue,
+            _ if ctx.stopping() => return,
+            _ => {}
         }
         match stream.read(&mut chunk) {
             Ok(0) => return,
@@ -267,6 +278,29 @@ fn write_all_or_stall(
             Err(e) => return Err(e),
         }
     }
+    Ok(())
+}
+
+/// Streams a file body in [`FILE_CHUNK`](crate::http::FILE_CHUNK)s through `buf` (left
+/// empty), each write bounded by the write timeout. A file that ends early is an error: the
+/// promised Content-Length cannot be met, so the connection must close.
+fn stream_file(
+    stream: &mut TcpStream,
+    file: &FileBody,
+    buf: &mut Vec<u8>,
+    timeout: Duration,
+) -> std::io::Result<()> {
+    let mut offset = 0;
+    while offset < file.len {
+        buf.clear();
+        let n = file.read_chunk(offset, buf)?;
+        if n == 0 {
+            return Err(ErrorKind::UnexpectedEof.into());
+        }
+        write_all_or_stall(stream, buf, timeout)?;
+        offset += n as u64;
+    }
+    buf.clear();
     Ok(())
 }
 

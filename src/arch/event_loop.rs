@@ -22,7 +22,7 @@ use super::connection::{
 };
 use super::{Protocol, ServerContext, DRAIN};
 use crate::app::{echo, fib_response, App, Route};
-use crate::http::{Response, MAX_BODY, MAX_HEADER_BYTES};
+use crate::http::{FileBody, Response, MAX_BODY, MAX_HEADER_BYTES};
 use crate::store::redis_pipe::{RedisAnswer, RedisPipe, RedisRequest};
 use crate::store::{LazyStore, StoreConfig};
 
@@ -57,6 +57,8 @@ const LISTENER: usize = usize::MAX;
 const REDIS: usize = usize::MAX - 1;
 /// The longest the loop sleeps before re-checking the stop flag and idle connections.
 const TICK: Duration = Duration::from_millis(200);
+/// File chunks one flush reads at most before the loop serves others.
+const CHUNKS_PER_FLUSH: usize = 16;
 /// Input held while a request is pending beyond which a flooding client is dropped.
 const MAX_BUFFERED: usize = MAX_HEADER_BYTES + MAX_BODY + 64 * 1024;
 
@@ -74,6 +76,8 @@ struct Conn {
     stalled_since: Option<Instant>,
     /// The deadlines of the request being received.
     clock: RequestClock,
+    /// A file body being streamed after `out`, and how far it has been read.
+    file: Option<(FileBody, u64)>,
     /// A request whose reply waits on a timer or the store.
     pending: Option<ReplyShape>,
     close_after_flush: bool,
@@ -295,6 +299,7 @@ impl<P: Poller> EventLoop<P> {
             sent: 0,
             stalled_since: None,
             clock: RequestClock::default(),
+            file: None,
             pending: None,
             close_after_flush: false,
             peer_closed: false,
@@ -354,8 +359,19 @@ impl<P: Poller> EventLoop<P> {
         self.process(token);
     }
 
-    /// Answers what can be answered now, then writes.
+    /// Answers what can be answered now, then writes; once a streamed file is done, answers
+    /// the requests that waited behind it.
     fn process(&mut self, token: usize) {
+        loop {
+            self.answer(token);
+            if !self.flush(token) {
+                break;
+            }
+        }
+    }
+
+    /// Answers what can be answered now into the connection's output.
+    fn answer(&mut self, token: usize) {
         let ctx = Arc::clone(&self.ctx);
         let Some(conn) = self.conns[token].as_mut() else {
             return;
@@ -371,6 +387,7 @@ impl<P: Poller> EventLoop<P> {
                     return;
                 };
                 if conn.pending.is_some()
+                    || conn.file.is_some()
                     || conn.close_after_flush
                     || conn.queued() >= MAX_QUEUED_OUTPUT
                 {
@@ -403,7 +420,6 @@ impl<P: Poller> EventLoop<P> {
                     .observe(&conn.input[conn.consumed..], Instant::now());
             }
         }
-        self.flush(token);
     }
 
     /// Starts the work of a route: returns the response if it is ready now, or `None` when
@@ -458,31 +474,64 @@ impl<P: Poller> EventLoop<P> {
         };
         if let Some(shape) = conn.pending.take() {
             shape.write(resp, &mut conn.out);
+            if let Some(file) = resp.file.as_ref().filter(|_| !shape.head) {
+                conn.file = Some((file.clone(), 0));
+            }
             self.ctx.served.add(1);
             conn.close_after_flush = !shape.keep_alive;
         }
     }
 
-    fn flush(&mut self, token: usize) {
+    /// Writes what the socket takes, refilling from a streamed file (at most
+    /// [`CHUNKS_PER_FLUSH`] chunks, so one fast client cannot hold the loop); returns true
+    /// when a file body has just been sent whole.
+    fn flush(&mut self, token: usize) -> bool {
         let Some(conn) = self.conns[token].as_mut() else {
-            return;
+            return false;
         };
         let mut written = 0;
-        while conn.sent < conn.out.len() {
-            match conn.stream.write(&conn.out[conn.sent..]) {
-                Ok(0) => {
-                    self.close(token);
-                    return;
+        let mut file_done = false;
+        let mut chunks = 0;
+        'writing: loop {
+            while conn.sent < conn.out.len() {
+                match conn.stream.write(&conn.out[conn.sent..]) {
+                    Ok(0) => {
+                        self.close(token);
+                        return false;
+                    }
+                    Ok(n) => {
+                        conn.sent += n;
+                        written += n;
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break 'writing,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        self.close(token);
+                        return false;
+                    }
                 }
-                Ok(n) => {
-                    conn.sent += n;
-                    written += n;
+            }
+            let Some((file, offset)) = conn.file.as_mut() else {
+                break;
+            };
+            if chunks == CHUNKS_PER_FLUSH {
+                break;
+            }
+            chunks += 1;
+            conn.out.clear();
+            conn.sent = 0;
+            match file.read_chunk(*offset, &mut conn.out) {
+                Ok(n) if n > 0 => {
+                    *offset += n as u64;
+                    if *offset >= file.len {
+                        conn.file = None;
+                        file_done = true;
+                    }
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => {
+                // The file shrank or failed: its Content-Length cannot be met.
+                _ => {
                     self.close(token);
-                    return;
+                    return false;
                 }
             }
         }
@@ -502,14 +551,14 @@ impl<P: Poller> EventLoop<P> {
         if written > 0 {
             conn.last_active = Instant::now();
         }
-        let idle = conn.out.is_empty() && conn.pending.is_none();
+        let idle = conn.out.is_empty() && conn.pending.is_none() && conn.file.is_none();
         if idle && (conn.close_after_flush || conn.peer_closed) {
             self.close(token);
-            return;
+            return false;
         }
         let want = Interest {
             read: !conn.peer_closed && !conn.close_after_flush && conn.queued() < MAX_QUEUED_OUTPUT,
-            write: !conn.out.is_empty(),
+            write: !conn.out.is_empty() || conn.file.is_some(),
         };
         if want != conn.interest {
             if self
@@ -518,10 +567,11 @@ impl<P: Poller> EventLoop<P> {
                 .is_err()
             {
                 self.close(token);
-                return;
+                return false;
             }
             conn.interest = want;
         }
+        file_done
     }
 
     fn fire_timers(&mut self) {
@@ -587,8 +637,10 @@ impl<P: Poller> EventLoop<P> {
         let write_timeout = self.ctx.timeouts.write;
         for token in 0..self.conns.len() {
             let expired = self.conns[token].as_ref().is_some_and(|c| {
-                let silent =
-                    c.pending.is_none() && c.out.is_empty() && c.last_active.elapsed() >= idle;
+                let silent = c.pending.is_none()
+                    && c.file.is_none()
+                    && c.out.is_empty()
+                    && c.last_active.elapsed() >= idle;
                 let stalled = c
                     .stalled_since
                     .is_some_and(|since| since.elapsed() >= write_timeout);
