@@ -84,6 +84,9 @@ const CASES: &[(&str, Case)] = &[
     ("guestbook", guestbook),
     ("guestbook caps and pages", guestbook_caps_and_pages),
     ("idle clients are dropped", idle_timeout),
+    ("http/1.1 rules", http11_rules),
+    ("expect 100-continue", expect_continue),
+    ("413 is read, not reset", lingering_413),
 ];
 
 fn hello(port: u16) {
@@ -185,7 +188,7 @@ fn pipelining(port: u16) {
     c.send(
         b"GET /sleep?ms=30 HTTP/1.1\r\nHost: t\r\n\r\n\
           GET /hello HTTP/1.1\r\nHost: t\r\n\r\n\
-          POST /guestbook HTTP/1.1\r\nContent-Length: 11\r\n\r\nguest-name=\
+          POST /guestbook HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\nguest-name=\
           GET /fib?n=12 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
     );
     assert_eq!(c.read_reply(false).text(), "slept 30 ms\n");
@@ -204,19 +207,23 @@ fn head(port: u16) {
     // No body was sent: the next reply starts right after the head.
     c.send(b"GET /fib?n=6 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
     assert_eq!(c.read_reply(false).text(), "8");
-    let r = raw(port, "HEAD / HTTP/1.1\r\nConnection: close\r\n\r\n");
+    let r = raw(
+        port,
+        "HEAD / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
     assert_eq!(r.header("content-length"), Some("13"));
 }
 
 fn bad_input(port: u16) {
     let big_header = format!("GET / HTTP/1.1\r\nX-Big: {}\r\n\r\n", "a".repeat(9 * 1024));
-    let cases: Vec<(String, u16)> = vec![
+    let cases: Vec<(String, u16)> =
+        vec![
         ("GARBAGE\r\n\r\n".into(), 400),
         ("GET /hello HTTP/9.9\r\n\r\n".into(), 400),
         ("GET hello HTTP/1.1\r\n\r\n".into(), 400),
         (big_header, 431),
         (
-            "POST /guestbook HTTP/1.1\r\nContent-Length: 2097152\r\n\r\n".into(),
+            "POST /guestbook HTTP/1.1\r\nHost: t\r\nContent-Length: 2097152\r\n\r\n".into(),
             413,
         ),
         (
@@ -225,16 +232,18 @@ fn bad_input(port: u16) {
             400,
         ),
         (
-            "POST /guestbook HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
-                .into(),
+            "POST /guestbook HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n".into(),
             501,
         ),
         (
             "POST /guestbook HTTP/1.1\r\nContent-Length: abc\r\n\r\n".into(),
             400,
         ),
-        ("DELETE /hello HTTP/1.1\r\n\r\n".into(), 405),
-        ("BREW /pot HTTP/1.1\r\n\r\n".into(), 501),
+        ("DELETE /hello HTTP/1.1\r\nHost: t\r\n\r\n".into(), 405),
+        ("BREW /pot HTTP/1.1\r\nHost: t\r\n\r\n".into(), 501),
+        ("GET /hello HTTP/1.1\r\n\r\n".into(), 400),
+        ("GET /hello HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".into(), 400),
+        (format!("GET /{} HTTP/1.1\r\nHost: t\r\n\r\n", "u".repeat(100_000)), 414),
     ];
     for (request, status) in cases {
         let mut c = Client::connect(port);
@@ -246,7 +255,7 @@ fn bad_input(port: u16) {
     }
     let r = raw(
         port,
-        "POST /hello HTTP/1.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        "POST /hello HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
     );
     assert_eq!(r.status, 405);
     // The server is still fine.
@@ -350,6 +359,74 @@ fn guestbook_pages(port: u16) {
     ] {
         assert_eq!(get(port, bad).status, 400, "{bad}");
     }
+}
+
+/// RFC 9112/9110 behaviour: a Date header, chunked request bodies, absolute-form targets,
+/// HTTP/1.2 read as 1.1.
+fn http11_rules(port: u16) {
+    let hello = get(port, "/hello");
+    let date = hello.header("date").expect("a Date header");
+    assert!(date.ends_with(" GMT") && date.len() == 29, "{date:?}");
+    let mut c = Client::connect(port);
+    c.send(
+        b"POST /guestbook HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\
+          Content-Type: application/x-www-form-urlencoded\r\n\r\n\
+          b\r\nguest-name=\r\n1c;x=y\r\nchunky&guest-remarks=chunked\r\n0\r\n\r\n\
+          GET http://example.com/fib?n=9 HTTP/1.1\r\nHost: example.com\r\n\r\n\
+          GET /hello HTTP/1.2\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(c.read_reply(false).status, 303);
+    assert_eq!(c.read_reply(false).text(), "34");
+    assert_eq!(c.read_reply(false).text(), "Hello, World!");
+    assert!(c.closed_by_server());
+    assert!(get(port, "/guestbook")
+        .text()
+        .contains("<strong>chunky</strong>: chunked"));
+}
+
+/// `Expect: 100-continue` gets `100 Continue` before the body is sent, then the reply.
+fn expect_continue(port: u16) {
+    let mut c = Client::connect(port);
+    c.reader
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    let body = "guest-name=exp&guest-remarks=continued";
+    c.send(
+        format!(
+            "POST /guestbook HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\n\
+             Content-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    );
+    let mut interim = [0u8; 25];
+    c.reader
+        .read_exact(&mut interim)
+        .expect("no 100 Continue before the body");
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    c.send(body.as_bytes());
+    assert_eq!(c.read_reply(false).status, 303);
+}
+
+/// A 413 sent while the client is still uploading reaches it: the server reads and drops
+/// the rest for a while before closing, instead of resetting the connection (a reset makes
+/// the client's next write fail, and a client like curl then never reads the 413).
+fn lingering_413(port: u16) {
+    let mut c = Client::connect(port);
+    let mut upload =
+        b"POST /guestbook HTTP/1.1\r\nHost: t\r\nContent-Length: 2000000\r\n\r\n".to_vec();
+    upload.extend(std::iter::repeat_n(b'x', 300_000));
+    c.send(&upload);
+    // The server has answered and decided to close by now; the rest of the body follows.
+    std::thread::sleep(Duration::from_millis(300));
+    c.reader
+        .get_mut()
+        .write_all(&vec![b'y'; 1_700_000])
+        .expect("the upload was reset instead of read to its end");
+    let r = c.read_reply(false);
+    assert_eq!(r.status, 413);
+    assert_eq!(r.header("connection"), Some("close"));
 }
 
 fn idle_timeout(port: u16) {
@@ -642,7 +719,7 @@ fn trickle(port: u16, head: &'static [u8], trickle: &'static [u8]) -> (u16, Dura
 fn slowloris(arch: &str, server: &Server) {
     let port = server.port;
     assert_eq!(get(port, "/hello").status, 200);
-    let (status, took) = trickle(port, b"GET /hello HTTP/1.1\r\nX-Slow: ", b"a");
+    let (status, took) = trickle(port, b"GET /hello HTTP/1.1\r\nHost: t\r\nX-Slow: ", b"a");
     assert_eq!(status, 408, "{arch}: a trickled head was not timed out");
     assert!(
         took >= Duration::from_millis(1900) && took < Duration::from_millis(4500),
@@ -662,7 +739,11 @@ fn slowloris(arch: &str, server: &Server) {
         return;
     }
     let pinners: Vec<_> = (0..6)
-        .map(|_| std::thread::spawn(move || trickle(port, b"GET /hello HTTP/1.1\r\nX-S: ", b"b")))
+        .map(|_| {
+            std::thread::spawn(move || {
+                trickle(port, b"GET /hello HTTP/1.1\r\nHost: t\r\nX-S: ", b"b")
+            })
+        })
         .collect();
     std::thread::sleep(Duration::from_millis(500));
     let start = Instant::now();
@@ -701,7 +782,7 @@ fn fd_exhaustion(arch: &str) {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let mut c = Client::connect(server.port);
-        c.send(b"GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n");
+        c.send(b"GET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
         if c.read_reply(false).text() == "Hello, World!" {
             break;
         }
@@ -727,7 +808,7 @@ fn vanished_clients_cost_no_cpu(arch: &str, server: &Server) {
     let before = ticks();
     for _ in 0..5 {
         let s = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
-        (&s).write_all(b"GET /sleep?ms=1500 HTTP/1.1\r\n\r\n")
+        (&s).write_all(b"GET /sleep?ms=1500 HTTP/1.1\r\nHost: t\r\n\r\n")
             .unwrap();
         s.shutdown(std::net::Shutdown::Write).unwrap();
         std::thread::sleep(Duration::from_millis(30));

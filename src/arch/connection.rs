@@ -89,15 +89,19 @@ pub struct RequestClock {
 
 impl RequestClock {
     /// Notes what has arrived of the next request (`unanswered`: the input not yet taken).
-    pub fn observe(&mut self, unanswered: &[u8], now: Instant) {
+    /// Returns true when its head has just completed and the client waits for
+    /// `100 Continue` before sending the body ([`CONTINUE`]).
+    pub fn observe(&mut self, unanswered: &[u8], now: Instant) -> bool {
         if unanswered.is_empty() {
             *self = RequestClock::default();
-            return;
+            return false;
         }
         self.started.get_or_insert(now);
         if self.head_done.is_none() && RequestParser::head_complete(unanswered) {
             self.head_done = Some(now);
+            return RequestParser::wants_continue(unanswered);
         }
+        false
     }
 
     /// Forgets the request just taken; the next one's clock starts at the next `observe`.
@@ -115,6 +119,17 @@ impl RequestClock {
     }
 }
 
+/// The interim reply to `Expect: 100-continue`.
+pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// After an error reply, how long the connection keeps reading (and discarding) what the
+/// client still sends before closing, and how much: closing with unread input makes the
+/// kernel send a reset, which can destroy the error reply before the client reads it (a
+/// 413 to a client still uploading). nginx does the same ("lingering close").
+pub const LINGER_TIME: Duration = Duration::from_secs(2);
+/// See [`LINGER_TIME`].
+pub const LINGER_BYTES: usize = 4 * 1024 * 1024;
+
 /// Writes the 408 that ends a connection whose request missed its deadline.
 pub fn request_timeout(out: &mut Vec<u8>) {
     Response::error(408).write_to(out, false, false);
@@ -125,6 +140,8 @@ pub fn request_timeout(out: &mut Vec<u8>) {
 enum Answered {
     /// Close once the output is written.
     Close,
+    /// An error reply: write it, then close lingering.
+    Reject,
     /// Write the output, then stream this file body; then close (true) or carry on.
     Stream(FileBody, bool),
     /// The output is full: write it, then answer more before reading.
@@ -162,7 +179,7 @@ fn answer_http(
             Next::Incomplete => break Answered::NeedInput,
             Next::Rejected => {
                 ctx.served.add(1);
-                break Answered::Close;
+                break Answered::Reject;
             }
         }
     };
@@ -194,7 +211,9 @@ pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut 
                 if input.len() < before {
                     clock.reset();
                 }
-                clock.observe(&input, Instant::now());
+                if clock.observe(&input, Instant::now()) && answered == Answered::NeedInput {
+                    out.extend_from_slice(CONTINUE);
+                }
                 answered
             }
             Protocol::Echo => match echo::echo_lines(&mut input, &mut out) {
@@ -214,6 +233,10 @@ pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut 
         }
         match answered {
             Answered::Close => return,
+            Answered::Reject => {
+                linger(&mut stream);
+                return;
+            }
             Answered::Stream(file, close) => {
                 if stream_file(&mut stream, &file, &mut out, ctx.timeouts.write).is_err() || close {
                     return;
@@ -230,8 +253,11 @@ pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut 
             Ok(n) => {
                 input.extend_from_slice(&chunk[..n]);
                 last_activity = Instant::now();
-                if ctx.protocol == Protocol::Http {
-                    clock.observe(&input, last_activity);
+                if ctx.protocol == Protocol::Http
+                    && clock.observe(&input, last_activity)
+                    && write_all_or_stall(&mut stream, CONTINUE, ctx.timeouts.write).is_err()
+                {
+                    return;
                 }
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
@@ -245,7 +271,9 @@ pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut 
         if clock.expired(&ctx.timeouts, Instant::now()) {
             request_timeout(&mut out);
             ctx.served.add(1);
-            let _ = write_all_or_stall(&mut stream, &out, ctx.timeouts.write);
+            if write_all_or_stall(&mut stream, &out, ctx.timeouts.write).is_ok() {
+                linger(&mut stream);
+            }
             return;
         }
     }
@@ -279,6 +307,30 @@ fn write_all_or_stall(
         }
     }
     Ok(())
+}
+
+/// Closes after an error reply without a reset: stops sending (FIN), then reads and drops
+/// what the client still sends, until it closes, [`LINGER_TIME`] passes or
+/// [`LINGER_BYTES`] have come.
+fn linger(stream: &mut TcpStream) {
+    if stream.shutdown(std::net::Shutdown::Write).is_err() {
+        return;
+    }
+    let deadline = Instant::now() + LINGER_TIME;
+    let mut discarded = 0;
+    let mut buf = [0u8; 16 * 1024];
+    while discarded < LINGER_BYTES && Instant::now() < deadline {
+        match stream.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => discarded += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
+            Err(_) => return,
+        }
+    }
 }
 
 /// Streams a file body in [`FILE_CHUNK`](crate::http::FILE_CHUNK)s through `buf` (left

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use super::connection::{
     is_resource_exhaustion, next_request, request_timeout, Next, ReplyShape, RequestClock,
-    MAX_QUEUED_OUTPUT,
+    CONTINUE, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
 };
 use super::{Protocol, ServerContext, DRAIN};
 use crate::app::{echo, fib_response, App, Route};
@@ -78,6 +78,10 @@ struct Conn {
     clock: RequestClock,
     /// A file body being streamed after `out`, and how far it has been read.
     file: Option<(FileBody, u64)>,
+    /// An error reply ends this connection: once it is written, close lingering.
+    linger: bool,
+    /// Lingering: reading and dropping input until this deadline, and how much so far.
+    lingering: Option<(Instant, usize)>,
     /// A request whose reply waits on a timer or the store.
     pending: Option<ReplyShape>,
     close_after_flush: bool,
@@ -87,6 +91,13 @@ struct Conn {
 }
 
 impl Conn {
+    /// Whether the front of the unanswered input is the next request to be answered (no
+    /// earlier reply is still being worked on or streamed), so an interim reply to it can go
+    /// out now without overtaking another.
+    fn answering_front(&self) -> bool {
+        self.pending.is_none() && self.file.is_none() && !self.close_after_flush
+    }
+
     /// Output queued and not yet written.
     fn queued(&self) -> usize {
         self.out.len() - self.sent
@@ -300,6 +311,8 @@ impl<P: Poller> EventLoop<P> {
             stalled_since: None,
             clock: RequestClock::default(),
             file: None,
+            linger: false,
+            lingering: None,
             pending: None,
             close_after_flush: false,
             peer_closed: false,
@@ -319,6 +332,10 @@ impl<P: Poller> EventLoop<P> {
         let Some(conn) = self.conns.get_mut(token).and_then(Option::as_mut) else {
             return;
         };
+        if conn.lingering.is_some() {
+            self.linger_read(token);
+            return;
+        }
         if ev.readable && !conn.peer_closed && conn.queued() < MAX_QUEUED_OUTPUT {
             let mut chunk = [0u8; 16 * 1024];
             loop {
@@ -343,8 +360,10 @@ impl<P: Poller> EventLoop<P> {
                 }
             }
             if self.ctx.protocol == Protocol::Http {
-                conn.clock
-                    .observe(&conn.input[conn.consumed..], Instant::now());
+                let unanswered = &conn.input[conn.consumed..];
+                if conn.clock.observe(unanswered, Instant::now()) && conn.answering_front() {
+                    conn.out.extend_from_slice(CONTINUE);
+                }
             }
             if conn.pending.is_some() && conn.input.len() - conn.consumed > MAX_BUFFERED {
                 self.close(token);
@@ -409,15 +428,41 @@ impl<P: Poller> EventLoop<P> {
                     Next::Rejected => {
                         ctx.served.add(1);
                         conn.close_after_flush = true;
+                        conn.linger = true;
                     }
                 }
             },
         }
         if let Some(conn) = self.conns[token].as_mut() {
             conn.compact_input();
-            if ctx.protocol == Protocol::Http {
-                conn.clock
-                    .observe(&conn.input[conn.consumed..], Instant::now());
+            if ctx.protocol == Protocol::Http && !conn.close_after_flush {
+                let unanswered = &conn.input[conn.consumed..];
+                if conn.clock.observe(unanswered, Instant::now()) && conn.answering_front() {
+                    conn.out.extend_from_slice(CONTINUE);
+                }
+            }
+        }
+    }
+
+    /// Reads and drops what a lingering connection still sends; closes it at its end, or
+    /// past [`LINGER_BYTES`].
+    fn linger_read(&mut self, token: usize) {
+        let Some(conn) = self.conns[token].as_mut() else {
+            return;
+        };
+        let Some((_, discarded)) = conn.lingering.as_mut() else {
+            return;
+        };
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            match conn.stream.read(&mut chunk) {
+                Ok(n) if n > 0 && *discarded + n < LINGER_BYTES => *discarded += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                _ => {
+                    self.close(token);
+                    return;
+                }
             }
         }
     }
@@ -552,6 +597,23 @@ impl<P: Poller> EventLoop<P> {
             conn.last_active = Instant::now();
         }
         let idle = conn.out.is_empty() && conn.pending.is_none() && conn.file.is_none();
+        if idle && conn.close_after_flush && conn.linger && !conn.peer_closed {
+            // The error reply is out: stop sending, keep reading until the client is done.
+            let read_only = Interest {
+                read: true,
+                write: false,
+            };
+            let fd = conn.stream.as_fd();
+            if conn.stream.shutdown(std::net::Shutdown::Write).is_err()
+                || (conn.interest != read_only && self.poller.modify(fd, token, read_only).is_err())
+            {
+                self.close(token);
+                return false;
+            }
+            conn.interest = read_only;
+            conn.lingering = Some((Instant::now() + LINGER_TIME, 0));
+            return false;
+        }
         if idle && (conn.close_after_flush || conn.peer_closed) {
             self.close(token);
             return false;
@@ -644,7 +706,10 @@ impl<P: Poller> EventLoop<P> {
                 let stalled = c
                     .stalled_since
                     .is_some_and(|since| since.elapsed() >= write_timeout);
-                silent || stalled
+                let lingered = c
+                    .lingering
+                    .is_some_and(|(until, _)| Instant::now() >= until);
+                (silent && c.lingering.is_none()) || stalled || lingered
             });
             if expired {
                 self.close(token);
@@ -670,6 +735,7 @@ impl<P: Poller> EventLoop<P> {
             {
                 request_timeout(&mut conn.out);
                 conn.close_after_flush = true;
+                conn.linger = true;
                 self.ctx.served.add(1);
                 self.flush(token);
             }

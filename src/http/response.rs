@@ -116,9 +116,10 @@ impl Response {
     pub fn write_to(&self, out: &mut Vec<u8>, keep_alive: bool, head: bool) {
         let _ = write!(
             out,
-            "HTTP/1.1 {} {}\r\nServer: sweetspot\r\nContent-Type: {}\r\nContent-Length: {}\r\n",
+            "HTTP/1.1 {} {}\r\nServer: sweetspot\r\nDate: {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n",
             self.status,
             status_reason(self.status),
+            httpdate::fmt_http_date(std::time::SystemTime::now()),
             self.content_type,
             self.content_length()
         );
@@ -139,6 +140,7 @@ impl Response {
 /// The reason phrase of the statuses sweetspot sends.
 pub fn status_reason(status: u16) -> &'static str {
     match status {
+        100 => "Continue",
         200 => "OK",
         303 => "See Other",
         400 => "Bad Request",
@@ -146,6 +148,7 @@ pub fn status_reason(status: u16) -> &'static str {
         405 => "Method Not Allowed",
         408 => "Request Timeout",
         413 => "Content Too Large",
+        414 => "URI Too Long",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
         501 => "Not Implemented",
@@ -166,5 +169,12 @@ mod tests {
         assert!(text.starts_with("HTTP/1.1 200 OK\r\n"));
         assert!(text.contains("Content-Length: 5\r\n"));
         assert!(text.ends_with("Connection: close\r\n\r\n"));
+        let date = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Date: "))
+            .expect("a Date header");
+        let sent = httpdate::parse_http_date(date).unwrap();
+        let age = std::time::SystemTime::now().duration_since(sent).unwrap();
+        assert!(age < std::time::Duration::from_secs(2), "{date}");
     }
 }
