@@ -84,6 +84,7 @@ const CASES: &[(&str, Case)] = &[
     ("guestbook", guestbook),
     ("guestbook caps and pages", guestbook_caps_and_pages),
     ("idle clients are dropped", idle_timeout),
+    ("deep pipeline", deep_pipeline),
     ("http/1.1 rules", http11_rules),
     ("expect 100-continue", expect_continue),
     ("413 is read, not reset", lingering_413),
@@ -359,6 +360,23 @@ fn guestbook_pages(port: u16) {
     ] {
         assert_eq!(get(port, bad).status, 400, "{bad}");
     }
+}
+
+/// 40,000 pipelined requests sent at once, read as they come: every one is answered, in
+/// order, though the replies far exceed what the server queues per connection.
+fn deep_pipeline(port: u16) {
+    let n = 40_000;
+    let mut c = Client::connect(port);
+    let writer = c.reader.get_ref().try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        let one = b"GET /hello HTTP/1.1\r\nHost: t\r\n\r\n";
+        (&writer).write_all(&one.repeat(n)).unwrap();
+    });
+    for i in 0..n {
+        let r = c.read_reply(false);
+        assert_eq!(r.text(), "Hello, World!", "reply {i}");
+    }
+    sender.join().unwrap();
 }
 
 /// RFC 9112/9110 behaviour: a Date header, chunked request bodies, absolute-form targets,

@@ -78,6 +78,8 @@ struct Conn {
     clock: RequestClock,
     /// A file body being streamed after `out`, and how far it has been read.
     file: Option<(FileBody, u64)>,
+    /// Answering stopped because the output was full, with input left to answer.
+    backlogged: bool,
     /// An error reply ends this connection: once it is written, close lingering.
     linger: bool,
     /// Lingering: reading and dropping input until this deadline, and how much so far.
@@ -311,6 +313,7 @@ impl<P: Poller> EventLoop<P> {
             stalled_since: None,
             clock: RequestClock::default(),
             file: None,
+            backlogged: false,
             linger: false,
             lingering: None,
             pending: None,
@@ -383,7 +386,12 @@ impl<P: Poller> EventLoop<P> {
     fn process(&mut self, token: usize) {
         loop {
             self.answer(token);
-            if !self.flush(token) {
+            let file_done = self.flush(token);
+            // Output drained in one go leaves no event to resume a backlog: resume it here.
+            let room = self.conns[token]
+                .as_ref()
+                .is_some_and(|c| c.backlogged && c.queued() < MAX_QUEUED_OUTPUT);
+            if !file_done && !room {
                 break;
             }
         }
@@ -395,8 +403,9 @@ impl<P: Poller> EventLoop<P> {
         let Some(conn) = self.conns[token].as_mut() else {
             return;
         };
+        conn.backlogged = false;
         match ctx.protocol {
-            Protocol::Echo if conn.queued() >= MAX_QUEUED_OUTPUT => {}
+            Protocol::Echo if conn.queued() >= MAX_QUEUED_OUTPUT => conn.backlogged = true,
             Protocol::Echo => match echo::echo_lines(&mut conn.input, &mut conn.out) {
                 Ok(lines) => ctx.served.add(lines),
                 Err(()) => conn.close_after_flush = true,
@@ -405,11 +414,11 @@ impl<P: Poller> EventLoop<P> {
                 let Some(conn) = self.conns[token].as_mut() else {
                     return;
                 };
-                if conn.pending.is_some()
-                    || conn.file.is_some()
-                    || conn.close_after_flush
-                    || conn.queued() >= MAX_QUEUED_OUTPUT
-                {
+                if conn.queued() >= MAX_QUEUED_OUTPUT {
+                    conn.backlogged = true;
+                    break;
+                }
+                if conn.pending.is_some() || conn.file.is_some() || conn.close_after_flush {
                     break;
                 }
                 let input = &conn.input[conn.consumed..];
