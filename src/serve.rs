@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use crate::app::App;
-use crate::arch::{Arch, Protocol, ServerContext, DRAIN};
+use crate::arch::{Arch, Protocol, ServerContext, Timeouts, DRAIN};
 use crate::store::StoreConfig;
 use crate::sys::SharedCounter;
 
@@ -61,6 +61,15 @@ pub struct ServeArgs {
     /// Seconds a connection may stay silent before it is dropped.
     #[arg(long, default_value_t = 10.0)]
     pub idle_timeout: f64,
+    /// Seconds a client may take to drain nothing of its queued output before it is dropped.
+    #[arg(long, default_value_t = 10.0)]
+    pub write_timeout: f64,
+    /// Seconds the whole request head may take to arrive (else 408 and close).
+    #[arg(long, default_value_t = 10.0)]
+    pub header_timeout: f64,
+    /// Seconds a request body may take to arrive once its head is in (else 408 and close).
+    #[arg(long, default_value_t = 30.0)]
+    pub body_timeout: f64,
 }
 
 /// A validated `serve` configuration.
@@ -73,6 +82,7 @@ pub struct ServeConfig {
     pub store: StoreConfig,
     pub protocol: Protocol,
     pub idle_timeout: Duration,
+    pub timeouts: Timeouts,
 }
 
 impl ServeConfig {
@@ -110,6 +120,17 @@ impl ServeConfig {
         if !(args.idle_timeout > 0.0 && args.idle_timeout <= 86_400.0) {
             return Err(crate::usage("--idle-timeout must be in (0, 86400] seconds"));
         }
+        for (flag, value) in [
+            ("--write-timeout", args.write_timeout),
+            ("--header-timeout", args.header_timeout),
+            ("--body-timeout", args.body_timeout),
+        ] {
+            if !(value > 0.0 && value <= 86_400.0) {
+                return Err(crate::usage(format!(
+                    "{flag} must be in (0, 86400] seconds"
+                )));
+            }
+        }
         Ok(ServeConfig {
             arch: args.arch,
             workers,
@@ -118,6 +139,11 @@ impl ServeConfig {
             store: StoreConfig::parse(args.store.as_deref())?,
             protocol: args.protocol,
             idle_timeout: Duration::from_secs_f64(args.idle_timeout),
+            timeouts: Timeouts {
+                write: Duration::from_secs_f64(args.write_timeout),
+                header: Duration::from_secs_f64(args.header_timeout),
+                body: Duration::from_secs_f64(args.body_timeout),
+            },
         })
     }
 }
@@ -158,6 +184,7 @@ pub fn serve(config: &ServeConfig) -> anyhow::Result<()> {
         app,
         protocol: config.protocol,
         idle_timeout: config.idle_timeout,
+        timeouts: config.timeouts,
         workers: config.workers,
         shutdown,
         served: SharedCounter::new()?,

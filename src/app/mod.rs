@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::http::{Method, Request, Response};
-use crate::store::{GuestbookPage, LazyStore, Remark, StoreConfig, StoreError};
+use crate::store::{GuestbookPage, LazyStore, Remark, StoreConfig, StoreError, View};
 
 pub use fib::fib;
-pub use guestbook::{html_escape, parse_remark};
+pub use guestbook::{html_escape, parse_remark, MAX_NAME_BYTES, MAX_PAGE, MAX_REMARK_BYTES};
 
 /// Largest `n` accepted by `/fib`.
 pub const MAX_FIB: u32 = 50;
@@ -34,8 +34,8 @@ pub enum Route {
     Fib(u32),
     /// A wait of this many milliseconds.
     Sleep(u64),
-    /// Count a visit and render the guestbook.
-    GuestbookView,
+    /// Read a page of the guestbook (counting a visit when the view says so) and render it.
+    GuestbookView(View),
     /// Store a remark.
     GuestbookPost(Remark),
 }
@@ -95,13 +95,25 @@ impl App {
                     )),
                 }
             }
-            (Method::Get | Method::Head, "/guestbook") => Route::GuestbookView,
+            (Method::Get | Method::Head, "/guestbook") => {
+                let page = match req.query_param("page") {
+                    None => Some(1),
+                    Some(p) => p.parse::<u64>().ok().filter(|p| (1..=MAX_PAGE).contains(p)),
+                };
+                match page {
+                    Some(page) => Route::GuestbookView(View {
+                        page,
+                        count: req.method == Method::Get,
+                    }),
+                    None => Route::Ready(Response::text(
+                        400,
+                        format!("/guestbook?page= needs a page in 1..={MAX_PAGE}\n"),
+                    )),
+                }
+            }
             (Method::Post, "/guestbook") => match parse_remark(&req.body) {
-                Some(remark) => Route::GuestbookPost(remark),
-                None => Route::Ready(Response::text(
-                    400,
-                    "guest-name and guest-remarks must both be filled in\n",
-                )),
+                Ok(remark) => Route::GuestbookPost(remark),
+                Err((status, why)) => Route::Ready(Response::text(status, why)),
             },
             (Method::Post, _) => {
                 Route::Ready(Response::error(405).with_header("Allow", "GET, HEAD"))
@@ -121,7 +133,7 @@ impl App {
                 std::thread::sleep(Duration::from_millis(ms));
                 Self::sleep_done(ms)
             }
-            Route::GuestbookView => Self::guestbook_page(store.with(|c| c.visit())),
+            Route::GuestbookView(view) => Self::guestbook_page(store.with(|c| c.visit(view))),
             Route::GuestbookPost(remark) => {
                 Self::remark_stored(store.with(|c| c.add_remark(&remark)))
             }

@@ -2,19 +2,31 @@
 //!
 //! The path is percent-decoded once, NUL is refused, any `..` segment is refused (encoded
 //! slashes and dots are decoded first, so `%2e%2e%2f` is caught too), and the final file is
-//! canonicalised (resolving symlinks) and must still lie under the canonical root.
+//! canonicalised (resolving symlinks) and must still lie under the canonical root. The file
+//! is opened, not read: its bytes are streamed by the architecture in bounded chunks.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use crate::http::Response;
+use crate::http::{FileBody, Response};
 
 /// Answers a GET or HEAD for `path` (as sent, still encoded) from `root` (canonical).
 pub fn serve(root: &Path, path: &str) -> Response {
     match resolve(root, path) {
-        Ok(file) => match std::fs::read(&file) {
-            Ok(bytes) => Response::new(200, content_type(&file), bytes),
-            Err(_) => Response::error(404),
-        },
+        Ok(path) => {
+            let opened = std::fs::File::open(&path).and_then(|f| Ok((f.metadata()?.len(), f)));
+            match opened {
+                Ok((len, file)) => Response::file(
+                    200,
+                    content_type(&path),
+                    FileBody {
+                        file: Arc::new(file),
+                        len,
+                    },
+                ),
+                Err(_) => Response::error(404),
+            }
+        }
         Err(status) => Response::error(status),
     }
 }

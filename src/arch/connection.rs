@@ -3,23 +3,25 @@
 //! [`next_request`] takes the next complete request out of a connection's input, answers
 //! malformed ones itself, and hands back the [`Route`] plus how to frame its reply. The
 //! blocking architectures (iterative, forking, preforked, threaded, prethreaded) run
-//! [`serve_connection`]: read, answer every complete request in order (pipelining), write,
-//! repeat, until the client closes, asks to close, stays silent past the idle timeout, or the
-//! server is stopping. Reads wait in short slices so a stop is noticed between requests.
+//! [`serve_connection`]: read, answer the complete requests in order (pipelining) until
+//! [`MAX_QUEUED_OUTPUT`] is queued, write, repeat, until the client closes, asks to close,
+//! stays silent past the idle timeout, drains nothing of its output for the write timeout, or
+//! the server is stopping. Reads wait in short slices so a stop is noticed between requests.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use super::{Protocol, ServerContext};
+use super::{Protocol, ServerContext, Timeouts};
 use crate::app::{echo, App, Route};
-use crate::http::{Method, RequestParser, Response};
+use crate::http::{FileBody, Method, RequestParser, Response};
 use crate::store::LazyStore;
 
 /// How long one blocking read waits before re-checking the stop flag and the idle timeout.
 const READ_SLICE: Duration = Duration::from_millis(500);
-/// A client that does not read its responses for this long is dropped.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one blocking write waits; a write that copies nothing in a slice is retried
+/// until the write timeout has passed without progress.
+const WRITE_SLICE: Duration = Duration::from_millis(250);
 /// How long an accept waits before re-checking the stop flag.
 const ACCEPT_SLICE: Duration = Duration::from_millis(200);
 
@@ -37,27 +39,32 @@ impl ReplyShape {
     }
 }
 
+/// Most output queued for one connection: past it the connection is not read (and no more
+/// of its pipelined requests are answered) until the client drains some. One reply may
+/// overshoot it, so the bound on a connection's output is this plus its largest reply.
+pub const MAX_QUEUED_OUTPUT: usize = 1024 * 1024;
+
 /// The next step of an HTTP connection.
 #[derive(Debug)]
 pub enum Next {
-    /// A request to answer.
-    Request(Route, ReplyShape),
+    /// A request to answer, and how many input bytes it took.
+    Request(Route, ReplyShape, usize),
     /// More bytes are needed.
     Incomplete,
     /// The request was malformed; its error response is in `out`; close after writing.
     Rejected,
 }
 
-/// Takes the next request out of `input`. Malformed input gets its status written to `out`.
-pub fn next_request(input: &mut Vec<u8>, out: &mut Vec<u8>, app: &App, stopping: bool) -> Next {
+/// Takes the next request from the front of `input` (the caller drops the bytes it used).
+/// Malformed input gets its status written to `out`.
+pub fn next_request(input: &[u8], out: &mut Vec<u8>, app: &App, stopping: bool) -> Next {
     match RequestParser::parse(input) {
         Ok(Some((req, used))) => {
-            input.drain(..used);
             let shape = ReplyShape {
                 keep_alive: req.keep_alive && !stopping,
                 head: req.method == Method::Head,
             };
-            Next::Request(app.route(&req), shape)
+            Next::Request(app.route(&req), shape, used)
         }
         Ok(None) => Next::Incomplete,
         Err(e) => {
@@ -71,38 +78,122 @@ pub fn next_request(input: &mut Vec<u8>, out: &mut Vec<u8>, app: &App, stopping:
     }
 }
 
-/// Answers every complete request in `input` into `out`, blocking on the work each needs.
-/// Returns true when the connection must close after `out` is written.
+/// The deadlines of the request being received: its head must be complete within the
+/// header timeout of its first byte, and its body within the body timeout of the head. Fed
+/// the unanswered input after every read; reset whenever a request is taken.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RequestClock {
+    started: Option<Instant>,
+    head_done: Option<Instant>,
+}
+
+impl RequestClock {
+    /// Notes what has arrived of the next request (`unanswered`: the input not yet taken).
+    /// Returns true when its head has just completed and the client waits for
+    /// `100 Continue` before sending the body ([`CONTINUE`]).
+    pub fn observe(&mut self, unanswered: &[u8], now: Instant) -> bool {
+        if unanswered.is_empty() {
+            *self = RequestClock::default();
+            return false;
+        }
+        self.started.get_or_insert(now);
+        if self.head_done.is_none() && RequestParser::head_complete(unanswered) {
+            self.head_done = Some(now);
+            return RequestParser::wants_continue(unanswered);
+        }
+        false
+    }
+
+    /// Forgets the request just taken; the next one's clock starts at the next `observe`.
+    pub fn reset(&mut self) {
+        *self = RequestClock::default();
+    }
+
+    /// Whether the request being received is past its deadline.
+    pub fn expired(&self, timeouts: &Timeouts, now: Instant) -> bool {
+        match (self.started, self.head_done) {
+            (Some(started), None) => now.duration_since(started) >= timeouts.header,
+            (_, Some(head)) => now.duration_since(head) >= timeouts.body,
+            (None, None) => false,
+        }
+    }
+}
+
+/// The interim reply to `Expect: 100-continue`.
+pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// After an error reply, how long the connection keeps reading (and discarding) what the
+/// client still sends before closing, and how much: closing with unread input makes the
+/// kernel send a reset, which can destroy the error reply before the client reads it (a
+/// 413 to a client still uploading). nginx does the same ("lingering close").
+pub const LINGER_TIME: Duration = Duration::from_secs(2);
+/// See [`LINGER_TIME`].
+pub const LINGER_BYTES: usize = 4 * 1024 * 1024;
+
+/// Writes the 408 that ends a connection whose request missed its deadline.
+pub fn request_timeout(out: &mut Vec<u8>) {
+    Response::error(408).write_to(out, false, false);
+}
+
+/// What answering the buffered input left to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Answered {
+    /// Close once the output is written.
+    Close,
+    /// An error reply: write it, then close lingering.
+    Reject,
+    /// Write the output, then stream this file body; then close (true) or carry on.
+    Stream(FileBody, bool),
+    /// The output is full: write it, then answer more before reading.
+    Backlog,
+    /// Every complete request is answered: read more.
+    NeedInput,
+}
+
+/// Answers the complete requests in `input` into `out`, blocking on the work each needs,
+/// until `out` holds [`MAX_QUEUED_OUTPUT`]. The bytes used are dropped from `input` once, at
+/// the end, so a long pipeline costs linear time.
 fn answer_http(
     input: &mut Vec<u8>,
     out: &mut Vec<u8>,
     ctx: &ServerContext,
     store: &mut LazyStore,
-) -> bool {
-    loop {
-        match next_request(input, out, &ctx.app, ctx.stopping()) {
-            Next::Request(route, shape) => {
+) -> Answered {
+    let mut pos = 0;
+    let answered = loop {
+        if out.len() >= MAX_QUEUED_OUTPUT {
+            break Answered::Backlog;
+        }
+        match next_request(&input[pos..], out, &ctx.app, ctx.stopping()) {
+            Next::Request(route, shape, used) => {
+                pos += used;
                 let resp = ctx.app.complete(route, store);
                 shape.write(&resp, out);
                 ctx.served.add(1);
-                if !shape.keep_alive {
-                    return true;
+                match resp.file {
+                    Some(file) if !shape.head => break Answered::Stream(file, !shape.keep_alive),
+                    _ if !shape.keep_alive => break Answered::Close,
+                    _ => {}
                 }
             }
-            Next::Incomplete => return false,
+            Next::Incomplete => break Answered::NeedInput,
             Next::Rejected => {
                 ctx.served.add(1);
-                return true;
+                break Answered::Reject;
             }
         }
-    }
+    };
+    input.drain(..pos);
+    answered
 }
 
 /// Serves one connection to the end, blocking.
 pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut LazyStore) {
     if stream.set_nonblocking(false).is_err()
         || stream.set_read_timeout(Some(READ_SLICE)).is_err()
-        || stream.set_write_timeout(Some(WRITE_TIMEOUT)).is_err()
+        || stream
+            .set_write_timeout(Some(WRITE_SLICE.min(ctx.timeouts.write)))
+            .is_err()
     {
         return;
     }
@@ -111,31 +202,63 @@ pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut 
     let mut out = Vec::with_capacity(4096);
     let mut chunk = vec![0u8; 16 * 1024];
     let mut last_activity = Instant::now();
+    let mut clock = RequestClock::default();
     loop {
-        let close = match ctx.protocol {
-            Protocol::Http => answer_http(&mut input, &mut out, ctx, store),
+        let answered = match ctx.protocol {
+            Protocol::Http => {
+                let before = input.len();
+                let answered = answer_http(&mut input, &mut out, ctx, store);
+                if input.len() < before {
+                    clock.reset();
+                }
+                if clock.observe(&input, Instant::now()) && answered == Answered::NeedInput {
+                    out.extend_from_slice(CONTINUE);
+                }
+                answered
+            }
             Protocol::Echo => match echo::echo_lines(&mut input, &mut out) {
                 Ok(lines) => {
                     ctx.served.add(lines);
-                    false
+                    Answered::NeedInput
                 }
-                Err(()) => true,
+                Err(()) => Answered::Close,
             },
         };
         if !out.is_empty() {
-            if stream.write_all(&out).is_err() {
+            if write_all_or_stall(&mut stream, &out, ctx.timeouts.write).is_err() {
                 return;
             }
             out.clear();
+            last_activity = Instant::now();
         }
-        if close || ctx.stopping() {
-            return;
+        match answered {
+            Answered::Close => return,
+            Answered::Reject => {
+                linger(&mut stream);
+                return;
+            }
+            Answered::Stream(file, close) => {
+                if stream_file(&mut stream, &file, &mut out, ctx.timeouts.write).is_err() || close {
+                    return;
+                }
+                last_activity = Instant::now();
+                continue;
+            }
+            Answered::Backlog if !ctx.stopping() => continue,
+            _ if ctx.stopping() => return,
+            _ => {}
         }
         match stream.read(&mut chunk) {
             Ok(0) => return,
             Ok(n) => {
                 input.extend_from_slice(&chunk[..n]);
                 last_activity = Instant::now();
+                if ctx.protocol == Protocol::Http
+                    && clock.observe(&input, last_activity)
+                    && write_all_or_stall(&mut stream, CONTINUE, ctx.timeouts.write).is_err()
+                {
+                    return;
+                }
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 if last_activity.elapsed() >= ctx.idle_timeout {
@@ -145,7 +268,92 @@ pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut 
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(_) => return,
         }
+        if clock.expired(&ctx.timeouts, Instant::now()) {
+            request_timeout(&mut out);
+            ctx.served.add(1);
+            if write_all_or_stall(&mut stream, &out, ctx.timeouts.write).is_ok() {
+                linger(&mut stream);
+            }
+            return;
+        }
     }
+}
+
+/// Writes all of `buf`, failing once the client has taken none of it for `timeout`. A
+/// blocking write with SO_SNDTIMEO may wait its whole timeout and still return the few bytes
+/// it copied at the start, so writes wait in slices ([`WRITE_SLICE`]) and progress is judged
+/// between them: the timeout is honoured to within a slice.
+fn write_all_or_stall(
+    stream: &mut TcpStream,
+    buf: &[u8],
+    timeout: Duration,
+) -> std::io::Result<()> {
+    let mut pos = 0;
+    let mut last_progress = Instant::now();
+    while pos < buf.len() {
+        match stream.write(&buf[pos..]) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                pos += n;
+                last_progress = Instant::now();
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if last_progress.elapsed() >= timeout {
+                    return Err(ErrorKind::TimedOut.into());
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Closes after an error reply without a reset: stops sending (FIN), then reads and drops
+/// what the client still sends, until it closes, [`LINGER_TIME`] passes or
+/// [`LINGER_BYTES`] have come.
+fn linger(stream: &mut TcpStream) {
+    if stream.shutdown(std::net::Shutdown::Write).is_err() {
+        return;
+    }
+    let deadline = Instant::now() + LINGER_TIME;
+    let mut discarded = 0;
+    let mut buf = [0u8; 16 * 1024];
+    while discarded < LINGER_BYTES && Instant::now() < deadline {
+        match stream.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => discarded += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Streams a file body in [`FILE_CHUNK`](crate::http::FILE_CHUNK)s through `buf` (left
+/// empty), each write bounded by the write timeout. A file that ends early is an error: the
+/// promised Content-Length cannot be met, so the connection must close.
+fn stream_file(
+    stream: &mut TcpStream,
+    file: &FileBody,
+    buf: &mut Vec<u8>,
+    timeout: Duration,
+) -> std::io::Result<()> {
+    let mut offset = 0;
+    while offset < file.len {
+        buf.clear();
+        let n = file.read_chunk(offset, buf)?;
+        if n == 0 {
+            return Err(ErrorKind::UnexpectedEof.into());
+        }
+        write_all_or_stall(stream, buf, timeout)?;
+        offset += n as u64;
+    }
+    buf.clear();
+    Ok(())
 }
 
 /// Puts a listener in the mode [`accept_next`] expects: blocking accepts that give up after

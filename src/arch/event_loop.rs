@@ -16,10 +16,13 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::connection::{is_resource_exhaustion, next_request, Next, ReplyShape};
+use super::connection::{
+    is_resource_exhaustion, next_request, request_timeout, Next, ReplyShape, RequestClock,
+    CONTINUE, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
+};
 use super::{Protocol, ServerContext, DRAIN};
 use crate::app::{echo, fib_response, App, Route};
-use crate::http::{Response, MAX_BODY, MAX_HEADER_BYTES};
+use crate::http::{FileBody, Response, MAX_BODY, MAX_HEADER_BYTES};
 use crate::store::redis_pipe::{RedisAnswer, RedisPipe, RedisRequest};
 use crate::store::{LazyStore, StoreConfig};
 
@@ -54,6 +57,8 @@ const LISTENER: usize = usize::MAX;
 const REDIS: usize = usize::MAX - 1;
 /// The longest the loop sleeps before re-checking the stop flag and idle connections.
 const TICK: Duration = Duration::from_millis(200);
+/// File chunks one flush reads at most before the loop serves others.
+const CHUNKS_PER_FLUSH: usize = 16;
 /// Input held while a request is pending beyond which a flooding client is dropped.
 const MAX_BUFFERED: usize = MAX_HEADER_BYTES + MAX_BODY + 64 * 1024;
 
@@ -61,13 +66,56 @@ struct Conn {
     stream: TcpStream,
     generation: u64,
     input: Vec<u8>,
+    /// How much of `input` has been answered (dropped from the front in batches, so a long
+    /// pipeline is not moved once per request).
+    consumed: usize,
     out: Vec<u8>,
+    /// How much of `out` has been written (dropped in batches, as `consumed`).
+    sent: usize,
+    /// Since when queued output has made no progress.
+    stalled_since: Option<Instant>,
+    /// The deadlines of the request being received.
+    clock: RequestClock,
+    /// A file body being streamed after `out`, and how far it has been read.
+    file: Option<(FileBody, u64)>,
+    /// Answering stopped because the output was full, with input left to answer.
+    backlogged: bool,
+    /// An error reply ends this connection: once it is written, close lingering.
+    linger: bool,
+    /// Lingering: reading and dropping input until this deadline, and how much so far.
+    lingering: Option<(Instant, usize)>,
     /// A request whose reply waits on a timer or the store.
     pending: Option<ReplyShape>,
     close_after_flush: bool,
     peer_closed: bool,
     last_active: Instant,
     interest: Interest,
+}
+
+impl Conn {
+    /// Whether the front of the unanswered input is the next request to be answered (no
+    /// earlier reply is still being worked on or streamed), so an interim reply to it can go
+    /// out now without overtaking another.
+    fn answering_front(&self) -> bool {
+        self.pending.is_none() && self.file.is_none() && !self.close_after_flush
+    }
+
+    /// Output queued and not yet written.
+    fn queued(&self) -> usize {
+        self.out.len() - self.sent
+    }
+
+    /// Drops answered input from the front once it is at least half the buffer: each byte
+    /// is moved a bounded number of times however long the pipeline.
+    fn compact_input(&mut self) {
+        if self.consumed == self.input.len() {
+            self.input.clear();
+            self.consumed = 0;
+        } else if self.consumed >= self.input.len() / 2 {
+            self.input.drain(..self.consumed);
+            self.consumed = 0;
+        }
+    }
 }
 
 struct Timer {
@@ -259,7 +307,15 @@ impl<P: Poller> EventLoop<P> {
             stream,
             generation: self.next_generation,
             input: Vec::new(),
+            consumed: 0,
             out: Vec::new(),
+            sent: 0,
+            stalled_since: None,
+            clock: RequestClock::default(),
+            file: None,
+            backlogged: false,
+            linger: false,
+            lingering: None,
             pending: None,
             close_after_flush: false,
             peer_closed: false,
@@ -279,7 +335,11 @@ impl<P: Poller> EventLoop<P> {
         let Some(conn) = self.conns.get_mut(token).and_then(Option::as_mut) else {
             return;
         };
-        if ev.readable && !conn.peer_closed {
+        if conn.lingering.is_some() {
+            self.linger_read(token);
+            return;
+        }
+        if ev.readable && !conn.peer_closed && conn.queued() < MAX_QUEUED_OUTPUT {
             let mut chunk = [0u8; 16 * 1024];
             loop {
                 match conn.stream.read(&mut chunk) {
@@ -290,7 +350,7 @@ impl<P: Poller> EventLoop<P> {
                     Ok(n) => {
                         conn.input.extend_from_slice(&chunk[..n]);
                         conn.last_active = Instant::now();
-                        if conn.input.len() > MAX_BUFFERED {
+                        if conn.input.len() - conn.consumed > MAX_BUFFERED {
                             break;
                         }
                     }
@@ -302,7 +362,13 @@ impl<P: Poller> EventLoop<P> {
                     }
                 }
             }
-            if conn.pending.is_some() && conn.input.len() > MAX_BUFFERED {
+            if self.ctx.protocol == Protocol::Http {
+                let unanswered = &conn.input[conn.consumed..];
+                if conn.clock.observe(unanswered, Instant::now()) && conn.answering_front() {
+                    conn.out.extend_from_slice(CONTINUE);
+                }
+            }
+            if conn.pending.is_some() && conn.input.len() - conn.consumed > MAX_BUFFERED {
                 self.close(token);
                 return;
             }
@@ -315,13 +381,31 @@ impl<P: Poller> EventLoop<P> {
         self.process(token);
     }
 
-    /// Answers what can be answered now, then writes.
+    /// Answers what can be answered now, then writes; once a streamed file is done, answers
+    /// the requests that waited behind it.
     fn process(&mut self, token: usize) {
+        loop {
+            self.answer(token);
+            let file_done = self.flush(token);
+            // Output drained in one go leaves no event to resume a backlog: resume it here.
+            let room = self.conns[token]
+                .as_ref()
+                .is_some_and(|c| c.backlogged && c.queued() < MAX_QUEUED_OUTPUT);
+            if !file_done && !room {
+                break;
+            }
+        }
+    }
+
+    /// Answers what can be answered now into the connection's output.
+    fn answer(&mut self, token: usize) {
         let ctx = Arc::clone(&self.ctx);
         let Some(conn) = self.conns[token].as_mut() else {
             return;
         };
+        conn.backlogged = false;
         match ctx.protocol {
+            Protocol::Echo if conn.queued() >= MAX_QUEUED_OUTPUT => conn.backlogged = true,
             Protocol::Echo => match echo::echo_lines(&mut conn.input, &mut conn.out) {
                 Ok(lines) => ctx.served.add(lines),
                 Err(()) => conn.close_after_flush = true,
@@ -330,11 +414,18 @@ impl<P: Poller> EventLoop<P> {
                 let Some(conn) = self.conns[token].as_mut() else {
                     return;
                 };
-                if conn.pending.is_some() || conn.close_after_flush {
+                if conn.queued() >= MAX_QUEUED_OUTPUT {
+                    conn.backlogged = true;
                     break;
                 }
-                match next_request(&mut conn.input, &mut conn.out, &ctx.app, ctx.stopping()) {
-                    Next::Request(route, shape) => {
+                if conn.pending.is_some() || conn.file.is_some() || conn.close_after_flush {
+                    break;
+                }
+                let input = &conn.input[conn.consumed..];
+                match next_request(input, &mut conn.out, &ctx.app, ctx.stopping()) {
+                    Next::Request(route, shape, used) => {
+                        conn.consumed += used;
+                        conn.clock.reset();
                         // Pending before the work starts: a store reply may arrive at once.
                         conn.pending = Some(shape);
                         let generation = conn.generation;
@@ -346,11 +437,43 @@ impl<P: Poller> EventLoop<P> {
                     Next::Rejected => {
                         ctx.served.add(1);
                         conn.close_after_flush = true;
+                        conn.linger = true;
                     }
                 }
             },
         }
-        self.flush(token);
+        if let Some(conn) = self.conns[token].as_mut() {
+            conn.compact_input();
+            if ctx.protocol == Protocol::Http && !conn.close_after_flush {
+                let unanswered = &conn.input[conn.consumed..];
+                if conn.clock.observe(unanswered, Instant::now()) && conn.answering_front() {
+                    conn.out.extend_from_slice(CONTINUE);
+                }
+            }
+        }
+    }
+
+    /// Reads and drops what a lingering connection still sends; closes it at its end, or
+    /// past [`LINGER_BYTES`].
+    fn linger_read(&mut self, token: usize) {
+        let Some(conn) = self.conns[token].as_mut() else {
+            return;
+        };
+        let Some((_, discarded)) = conn.lingering.as_mut() else {
+            return;
+        };
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            match conn.stream.read(&mut chunk) {
+                Ok(n) if n > 0 && *discarded + n < LINGER_BYTES => *discarded += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                _ => {
+                    self.close(token);
+                    return;
+                }
+            }
+        }
     }
 
     /// Starts the work of a route: returns the response if it is ready now, or `None` when
@@ -368,12 +491,13 @@ impl<P: Poller> EventLoop<P> {
                 }));
                 None
             }
-            Route::GuestbookView | Route::GuestbookPost(_) => match &mut self.store {
+            Route::GuestbookView(_) | Route::GuestbookPost(_) => match &mut self.store {
                 LoopStore::Blocking(store) => Some(self.ctx.app.complete(route, store)),
                 LoopStore::Redis { pipe, .. } => {
                     let request = match route {
                         Route::GuestbookPost(remark) => RedisRequest::AddRemark(remark),
-                        _ => RedisRequest::Visit,
+                        Route::GuestbookView(view) => RedisRequest::Visit(view),
+                        _ => unreachable!("only guestbook routes reach the store"),
                     };
                     match pipe.submit((token, generation), request) {
                         Ok(()) => {
@@ -404,43 +528,108 @@ impl<P: Poller> EventLoop<P> {
         };
         if let Some(shape) = conn.pending.take() {
             shape.write(resp, &mut conn.out);
+            if let Some(file) = resp.file.as_ref().filter(|_| !shape.head) {
+                conn.file = Some((file.clone(), 0));
+            }
             self.ctx.served.add(1);
             conn.close_after_flush = !shape.keep_alive;
         }
     }
 
-    fn flush(&mut self, token: usize) {
+    /// Writes what the socket takes, refilling from a streamed file (at most
+    /// [`CHUNKS_PER_FLUSH`] chunks, so one fast client cannot hold the loop); returns true
+    /// when a file body has just been sent whole.
+    fn flush(&mut self, token: usize) -> bool {
         let Some(conn) = self.conns[token].as_mut() else {
-            return;
+            return false;
         };
         let mut written = 0;
-        while written < conn.out.len() {
-            match conn.stream.write(&conn.out[written..]) {
-                Ok(0) => {
-                    self.close(token);
-                    return;
+        let mut file_done = false;
+        let mut chunks = 0;
+        'writing: loop {
+            while conn.sent < conn.out.len() {
+                match conn.stream.write(&conn.out[conn.sent..]) {
+                    Ok(0) => {
+                        self.close(token);
+                        return false;
+                    }
+                    Ok(n) => {
+                        conn.sent += n;
+                        written += n;
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break 'writing,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        self.close(token);
+                        return false;
+                    }
                 }
-                Ok(n) => written += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => {
+            }
+            let Some((file, offset)) = conn.file.as_mut() else {
+                break;
+            };
+            if chunks == CHUNKS_PER_FLUSH {
+                break;
+            }
+            chunks += 1;
+            conn.out.clear();
+            conn.sent = 0;
+            match file.read_chunk(*offset, &mut conn.out) {
+                Ok(n) if n > 0 => {
+                    *offset += n as u64;
+                    if *offset >= file.len {
+                        conn.file = None;
+                        file_done = true;
+                    }
+                }
+                // The file shrank or failed: its Content-Length cannot be met.
+                _ => {
                     self.close(token);
-                    return;
+                    return false;
                 }
             }
         }
-        conn.out.drain(..written);
+        if conn.sent == conn.out.len() {
+            conn.out.clear();
+            conn.sent = 0;
+            conn.stalled_since = None;
+        } else {
+            if conn.sent >= conn.out.len() / 2 {
+                conn.out.drain(..conn.sent);
+                conn.sent = 0;
+            }
+            if written > 0 || conn.stalled_since.is_none() {
+                conn.stalled_since = Some(Instant::now());
+            }
+        }
         if written > 0 {
             conn.last_active = Instant::now();
         }
-        let idle = conn.out.is_empty() && conn.pending.is_none();
+        let idle = conn.out.is_empty() && conn.pending.is_none() && conn.file.is_none();
+        if idle && conn.close_after_flush && conn.linger && !conn.peer_closed {
+            // The error reply is out: stop sending, keep reading until the client is done.
+            let read_only = Interest {
+                read: true,
+                write: false,
+            };
+            let fd = conn.stream.as_fd();
+            if conn.stream.shutdown(std::net::Shutdown::Write).is_err()
+                || (conn.interest != read_only && self.poller.modify(fd, token, read_only).is_err())
+            {
+                self.close(token);
+                return false;
+            }
+            conn.interest = read_only;
+            conn.lingering = Some((Instant::now() + LINGER_TIME, 0));
+            return false;
+        }
         if idle && (conn.close_after_flush || conn.peer_closed) {
             self.close(token);
-            return;
+            return false;
         }
         let want = Interest {
-            read: !conn.peer_closed && !conn.close_after_flush,
-            write: !conn.out.is_empty(),
+            read: !conn.peer_closed && !conn.close_after_flush && conn.queued() < MAX_QUEUED_OUTPUT,
+            write: !conn.out.is_empty() || conn.file.is_some(),
         };
         if want != conn.interest {
             if self
@@ -449,10 +638,11 @@ impl<P: Poller> EventLoop<P> {
                 .is_err()
             {
                 self.close(token);
-                return;
+                return false;
             }
             conn.interest = want;
         }
+        file_done
     }
 
     fn fire_timers(&mut self) {
@@ -512,14 +702,51 @@ impl<P: Poller> EventLoop<P> {
         }
     }
 
-    /// Closes connections with nothing in flight that have been silent for `idle`.
+    /// Closes connections with nothing in flight that have been silent for `idle`, and those
+    /// whose queued output has not moved for the write timeout.
     fn close_idle(&mut self, idle: Duration) {
+        let write_timeout = self.ctx.timeouts.write;
         for token in 0..self.conns.len() {
             let expired = self.conns[token].as_ref().is_some_and(|c| {
-                c.pending.is_none() && c.out.is_empty() && c.last_active.elapsed() >= idle
+                let silent = c.pending.is_none()
+                    && c.file.is_none()
+                    && c.out.is_empty()
+                    && c.last_active.elapsed() >= idle;
+                let stalled = c
+                    .stalled_since
+                    .is_some_and(|since| since.elapsed() >= write_timeout);
+                let lingered = c
+                    .lingering
+                    .is_some_and(|(until, _)| Instant::now() >= until);
+                (silent && c.lingering.is_none()) || stalled || lingered
             });
             if expired {
                 self.close(token);
+            }
+        }
+        self.answer_late_requests();
+    }
+
+    /// Answers 408 and closes connections whose request head (or body) missed its deadline.
+    /// A connection waiting on its own pending work is not the client's fault and not timed.
+    fn answer_late_requests(&mut self) {
+        if self.ctx.protocol != Protocol::Http {
+            return;
+        }
+        let now = Instant::now();
+        for token in 0..self.conns.len() {
+            let Some(conn) = self.conns[token].as_mut() else {
+                continue;
+            };
+            if conn.pending.is_none()
+                && !conn.close_after_flush
+                && conn.clock.expired(&self.ctx.timeouts, now)
+            {
+                request_timeout(&mut conn.out);
+                conn.close_after_flush = true;
+                conn.linger = true;
+                self.ctx.served.add(1);
+                self.flush(token);
             }
         }
     }

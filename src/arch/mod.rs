@@ -216,6 +216,7 @@ pub struct ServerContext {
     pub app: App,
     pub protocol: Protocol,
     pub idle_timeout: Duration,
+    pub timeouts: Timeouts,
     pub workers: usize,
     /// Set by SIGINT or SIGTERM.
     pub shutdown: Arc<AtomicBool>,
@@ -227,6 +228,27 @@ impl ServerContext {
     /// Whether a shutdown has been asked for.
     pub fn stopping(&self) -> bool {
         self.shutdown.load(Ordering::Relaxed)
+    }
+}
+
+/// The per-connection deadlines besides the idle timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Queued output with no progress for this long drops the client.
+    pub write: Duration,
+    /// The whole request head must arrive within this (from its first byte).
+    pub header: Duration,
+    /// The body must arrive within this once the head is in.
+    pub body: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Timeouts {
+        Timeouts {
+            write: Duration::from_secs(10),
+            header: Duration::from_secs(10),
+            body: Duration::from_secs(30),
+        }
     }
 }
 

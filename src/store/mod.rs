@@ -24,11 +24,32 @@ pub struct Remark {
     pub remarks: String,
 }
 
-/// What a guestbook visit reads: every remark and the visitor count after this visit.
+/// Remarks shown on one guestbook page: the newest first, older ones on `?page=2` and on.
+pub const PAGE_SIZE: u64 = 20;
+
+/// Which page a guestbook view reads, and whether it counts as a visit (GET does, HEAD not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct View {
+    /// 1 is the newest [`PAGE_SIZE`] remarks.
+    pub page: u64,
+    pub count: bool,
+}
+
+impl View {
+    /// How many of the newest remarks the pages before this one hold.
+    pub fn skip(self) -> u64 {
+        (self.page - 1) * PAGE_SIZE
+    }
+}
+
+/// What a guestbook view reads: one page of remarks, newest first, the number of remarks in
+/// all, and the visitor count (after this visit, when it counts).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestbookPage {
     pub visitors: u64,
     pub remarks: Vec<Remark>,
+    pub page: u64,
+    pub total: u64,
 }
 
 /// A store failure: the guestbook answers 503 and the connection is dropped for a retry.
@@ -137,11 +158,11 @@ pub enum StoreClient {
 }
 
 impl StoreClient {
-    /// Counts a visit and reads every remark.
-    pub fn visit(&mut self) -> Result<GuestbookPage, StoreError> {
+    /// Counts a visit (when `view.count`) and reads one page of remarks.
+    pub fn visit(&mut self, view: View) -> Result<GuestbookPage, StoreError> {
         match self {
-            StoreClient::Sqlite(s) => s.visit(),
-            StoreClient::Redis(s) => s.visit(),
+            StoreClient::Sqlite(s) => s.visit(view),
+            StoreClient::Redis(s) => s.visit(view),
         }
     }
 
@@ -229,10 +250,43 @@ mod tests {
             remarks: "<b>hi</b>".into(),
         };
         store.with(|c| c.add_remark(&remark)).unwrap();
-        let first = store.with(|c| c.visit()).unwrap();
-        let second = store.with(|c| c.visit()).unwrap();
+        let view = View {
+            page: 1,
+            count: true,
+        };
+        let first = store.with(|c| c.visit(view)).unwrap();
+        let second = store.with(|c| c.visit(view)).unwrap();
         assert_eq!(first.visitors + 1, second.visitors);
         assert_eq!(second.remarks, vec![remark]);
+        let head = View {
+            page: 1,
+            count: false,
+        };
+        assert_eq!(
+            store.with(|c| c.visit(head)).unwrap().visitors,
+            second.visitors
+        );
+        for i in 0..PAGE_SIZE + 2 {
+            let r = Remark {
+                name: "n".into(),
+                remarks: format!("r{i}"),
+            };
+            store.with(|c| c.add_remark(&r)).unwrap();
+        }
+        let newest = store.with(|c| c.visit(head)).unwrap();
+        assert_eq!(newest.total, PAGE_SIZE + 3);
+        assert_eq!(newest.remarks.len() as u64, PAGE_SIZE);
+        assert_eq!(newest.remarks[0].remarks, format!("r{}", PAGE_SIZE + 1));
+        let older = store
+            .with(|c| {
+                c.visit(View {
+                    page: 2,
+                    count: false,
+                })
+            })
+            .unwrap();
+        let older: Vec<&str> = older.remarks.iter().map(|r| r.remarks.as_str()).collect();
+        assert_eq!(older, ["r1", "r0", "<b>hi</b>"]);
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

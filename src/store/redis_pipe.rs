@@ -14,15 +14,17 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::redis_store::{add_remark_command, check_reply, page_from_replies, visit_pipeline};
-use super::{GuestbookPage, Remark, StoreError};
+use super::redis_store::{
+    add_remark_command, check_reply, page_from_replies, visit_pipeline, VISIT_REPLIES,
+};
+use super::{GuestbookPage, Remark, StoreError, View};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// What a waiting request asked of the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RedisRequest {
-    Visit,
+    Visit(View),
     AddRemark(Remark),
 }
 
@@ -35,7 +37,7 @@ pub enum RedisAnswer {
 
 struct Waiting<T> {
     tag: T,
-    visit: bool,
+    visit: Option<View>,
     replies: Vec<Value>,
     needed: usize,
 }
@@ -113,15 +115,15 @@ impl<T> RedisPipe<T> {
             self.connect()?;
         }
         let (visit, needed) = match &request {
-            RedisRequest::Visit => {
+            RedisRequest::Visit(view) => {
                 self.out
-                    .extend_from_slice(&visit_pipeline().get_packed_pipeline());
-                (true, 2)
+                    .extend_from_slice(&visit_pipeline(*view).get_packed_pipeline());
+                (Some(*view), VISIT_REPLIES)
             }
             RedisRequest::AddRemark(remark) => {
                 self.out
                     .extend_from_slice(&add_remark_command(remark).get_packed_command());
-                (false, 1)
+                (None, 1)
             }
         };
         self.waiting.push_back(Waiting {
@@ -199,14 +201,13 @@ impl<T> RedisPipe<T> {
     }
 }
 
-fn answer(visit: bool, replies: &[Value]) -> Result<RedisAnswer, StoreError> {
+fn answer(visit: Option<View>, replies: &[Value]) -> Result<RedisAnswer, StoreError> {
     for r in replies {
         check_reply(r)?;
     }
-    if visit {
-        page_from_replies(&replies[0], &replies[1]).map(RedisAnswer::Page)
-    } else {
-        Ok(RedisAnswer::Added)
+    match visit {
+        Some(view) => page_from_replies(view, replies).map(RedisAnswer::Page),
+        None => Ok(RedisAnswer::Added),
     }
 }
 

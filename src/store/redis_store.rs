@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::{GuestbookPage, Remark, StoreError};
+use super::{GuestbookPage, Remark, StoreError, View, PAGE_SIZE};
 
 /// The list of remarks.
 pub const REMARKS_KEY: &str = "guestbook_remarks";
@@ -72,9 +72,10 @@ impl RedisStore {
         result.map_err(err)
     }
 
-    pub fn visit(&mut self) -> Result<GuestbookPage, StoreError> {
-        let (visitors, list): (Value, Value) = self.run(|c| visit_pipeline().query(c))?;
-        page_from_replies(&visitors, &list)
+    pub fn visit(&mut self, view: View) -> Result<GuestbookPage, StoreError> {
+        let (visitors, total, list): (Value, Value, Value) =
+            self.run(|c| visit_pipeline(view).query(c))?;
+        page_from_replies(view, &[visitors, total, list])
     }
 
     pub fn add_remark(&mut self, remark: &Remark) -> Result<(), StoreError> {
@@ -83,11 +84,24 @@ impl RedisStore {
     }
 }
 
-/// The commands of one visit: count it, read the list.
-pub fn visit_pipeline() -> redis::Pipeline {
+/// How many replies [`visit_pipeline`] gets.
+pub const VISIT_REPLIES: usize = 3;
+
+/// The commands of one visit: count it (or only read the count), the list's length, and
+/// the page's slice of the list (the newest remarks are at its tail).
+pub fn visit_pipeline(view: View) -> redis::Pipeline {
     let mut pipe = redis::pipe();
-    pipe.cmd("INCR").arg(VISITORS_KEY);
-    pipe.cmd("LRANGE").arg(REMARKS_KEY).arg(0).arg(-1);
+    if view.count {
+        pipe.cmd("INCR").arg(VISITORS_KEY);
+    } else {
+        pipe.cmd("GET").arg(VISITORS_KEY);
+    }
+    pipe.cmd("LLEN").arg(REMARKS_KEY);
+    let skip = i64::try_from(view.skip()).unwrap_or(i64::MAX / 2);
+    pipe.cmd("LRANGE")
+        .arg(REMARKS_KEY)
+        .arg(-(skip + PAGE_SIZE as i64))
+        .arg(-(skip + 1));
     pipe
 }
 
@@ -99,16 +113,42 @@ pub fn add_remark_command(remark: &Remark) -> redis::Cmd {
     cmd
 }
 
-/// Builds a page from the replies to [`visit_pipeline`].
-pub fn page_from_replies(visitors: &Value, list: &Value) -> Result<GuestbookPage, StoreError> {
+/// Builds a page from the [`VISIT_REPLIES`] replies to [`visit_pipeline`].
+pub fn page_from_replies(view: View, replies: &[Value]) -> Result<GuestbookPage, StoreError> {
+    let [visitors, total, list] = replies else {
+        return Err(StoreError("redis: wrong number of replies".into()));
+    };
     let visitors = match visitors {
         Value::Int(n) => *n as u64,
+        Value::Nil => 0,
+        Value::BulkString(b) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| StoreError("redis: visitor count is not a number".into()))?,
         other => {
             return Err(StoreError(format!(
-                "redis: unexpected INCR reply {other:?}"
+                "redis: unexpected visitor count reply {other:?}"
             )))
         }
     };
+    let total = match total {
+        Value::Int(n) => *n as u64,
+        other => {
+            return Err(StoreError(format!(
+                "redis: unexpected LLEN reply {other:?}"
+            )))
+        }
+    };
+    // LRANGE with a start before the list's head clamps it to the head: past the last page
+    // that would repeat the oldest remarks, so such a page is empty.
+    if view.skip() >= total {
+        return Ok(GuestbookPage {
+            visitors,
+            remarks: Vec::new(),
+            page: view.page,
+            total,
+        });
+    }
     let items = match list {
         Value::Array(items) => items,
         other => {
@@ -119,12 +159,18 @@ pub fn page_from_replies(visitors: &Value, list: &Value) -> Result<GuestbookPage
     };
     let remarks = items
         .iter()
+        .rev()
         .filter_map(|v| match v {
             Value::BulkString(bytes) => serde_json::from_slice::<Remark>(bytes).ok(),
             _ => None,
         })
         .collect();
-    Ok(GuestbookPage { visitors, remarks })
+    Ok(GuestbookPage {
+        visitors,
+        remarks,
+        page: view.page,
+        total,
+    })
 }
 
 /// Turns an error reply into a [`StoreError`].

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-use super::{GuestbookPage, Remark, StoreError};
+use super::{GuestbookPage, Remark, StoreError, View, PAGE_SIZE};
 
 /// Idle connections kept for reuse, per process.
 const POOL_CAPACITY: usize = 64;
@@ -101,24 +101,37 @@ impl SqliteStore {
         }
     }
 
-    pub fn visit(&mut self) -> Result<GuestbookPage, StoreError> {
-        let turn = WRITER.lock().unwrap_or_else(|e| e.into_inner());
-        let visitors: i64 = self
+    pub fn visit(&mut self, view: View) -> Result<GuestbookPage, StoreError> {
+        let visitors: i64 = if view.count {
+            let _turn = WRITER.lock().unwrap_or_else(|e| e.into_inner());
+            self.conn
+                .query_row(
+                    "INSERT INTO counters (name, value) VALUES ('visitors', 1)
+                     ON CONFLICT(name) DO UPDATE SET value = value + 1 RETURNING value",
+                    [],
+                    |row| row.get(0),
+                )
+                .map_err(err)?
+        } else {
+            self.conn
+                .query_row(
+                    "SELECT COALESCE((SELECT value FROM counters WHERE name = 'visitors'), 0)",
+                    [],
+                    |row| row.get(0),
+                )
+                .map_err(err)?
+        };
+        let total: i64 = self
             .conn
-            .query_row(
-                "INSERT INTO counters (name, value) VALUES ('visitors', 1)
-                 ON CONFLICT(name) DO UPDATE SET value = value + 1 RETURNING value",
-                [],
-                |row| row.get(0),
-            )
+            .query_row("SELECT COUNT(*) FROM remarks", [], |row| row.get(0))
             .map_err(err)?;
-        drop(turn);
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT name, remarks FROM remarks ORDER BY id")
+            .prepare_cached("SELECT name, remarks FROM remarks ORDER BY id DESC LIMIT ?1 OFFSET ?2")
             .map_err(err)?;
+        let skip = i64::try_from(view.skip()).unwrap_or(i64::MAX);
         let remarks = stmt
-            .query_map([], |row| {
+            .query_map((PAGE_SIZE as i64, skip), |row| {
                 Ok(Remark {
                     name: row.get(0)?,
                     remarks: row.get(1)?,
@@ -130,6 +143,8 @@ impl SqliteStore {
         Ok(GuestbookPage {
             visitors: visitors as u64,
             remarks,
+            page: view.page,
+            total: total as u64,
         })
     }
 

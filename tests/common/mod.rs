@@ -185,6 +185,29 @@ pub fn proc_stat(pid: i32) -> Option<ProcStat> {
     })
 }
 
+/// Resident memory of a process in KiB, from `/proc/PID/status` (VmRSS); `None` when gone.
+pub fn rss_kb(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The largest resident memory (KiB) of any live process in the process group `pgid`: the
+/// process that serves a connection, whichever architecture it is.
+pub fn group_max_rss_kb(pgid: Pid) -> u64 {
+    processes()
+        .iter()
+        .filter(|p| p.pgrp == pgid.as_raw() && p.state != "Z")
+        .filter_map(|p| rss_kb(p.pid))
+        .max()
+        .unwrap_or(0)
+}
+
 /// Every process visible in `/proc`.
 pub fn processes() -> Vec<ProcStat> {
     std::fs::read_dir("/proc")
