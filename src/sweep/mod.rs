@@ -11,6 +11,7 @@
 //! - [`output`]: JSON, Markdown, SVG and HTML writers behind one trait, and the terminal summary.
 
 pub mod analysis;
+pub mod cgroup;
 pub mod output;
 pub mod probe;
 pub mod results;

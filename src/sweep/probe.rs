@@ -4,7 +4,12 @@
 //! process whose process group is the server's: a forking server's children, a preforked pool,
 //! a shell wrapper's child. CPU is read from `/proc/PID/stat` (utime+stime of each live
 //! process plus cutime+cstime, which hold the time of children already reaped, so a forking
-//! server's finished children still count). Memory, threads, processes and context switches are
+//! server's finished children still count). That sum is only right when no process is reaped
+//! in the middle of a scan (then it is in neither its own `stat`, read too late, nor its
+//! parent's `cutime`, read too early), and a forking server's children all exit together at
+//! the end of a run, so [`group_cpu_consistent`] repeats the scan until two in a row agree.
+//! This is the `proc+children` fallback; where a cgroup can be made the runner measures with
+//! it instead ([`super::cgroup`]). Memory, threads, processes and context switches are
 //! sampled by a background thread ([`TreeSampler`]); context switches are per task in
 //! `/proc/PID/task/TID/status`, and a task that lived and died between two samples is missed, so
 //! those counts are lower bounds for thread- or process-per-connection servers.
@@ -118,6 +123,61 @@ pub fn group_processes(pgrp: i32) -> Vec<ProcStat> {
 /// CPU of the whole process group now.
 pub fn group_cpu(pgrp: i32) -> TreeCpu {
     sum_cpu(&group_processes(pgrp))
+}
+
+/// Whether two scans of a group saw the same processes with the same reaped-children times:
+/// then no member was reaped (nor born) while they ran, and their CPU sum misses nothing.
+pub fn scans_agree(first: &[ProcStat], second: &[ProcStat]) -> bool {
+    let key = |stats: &[ProcStat]| {
+        let mut k: Vec<(i32, u64, u64)> =
+            stats.iter().map(|s| (s.pid, s.cutime, s.cstime)).collect();
+        k.sort_unstable();
+        k
+    };
+    key(first) == key(second)
+}
+
+/// Scans before giving up on a quiet moment (a server forking and reaping without pause).
+const CONSISTENT_SCAN_TRIES: usize = 50;
+
+/// CPU of the whole process group, from two back-to-back scans that agree (see [`scans_agree`]);
+/// after `CONSISTENT_SCAN_TRIES` disagreements, the last scan.
+pub fn group_cpu_consistent(pgrp: i32) -> TreeCpu {
+    let mut previous = group_processes(pgrp);
+    for _ in 0..CONSISTENT_SCAN_TRIES {
+        let current = group_processes(pgrp);
+        if scans_agree(&previous, &current) {
+            return sum_cpu(&current);
+        }
+        previous = current;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    sum_cpu(&previous)
+}
+
+/// CPU of the children this process has reaped (RUSAGE_CHILDREN): as a subreaper the runner
+/// reaps the orphans of a server whose parent process died, so their time lands here.
+pub fn reaped_children_cpu() -> TreeCpu {
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_CHILDREN)
+        .map(|u| {
+            let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+            TreeCpu {
+                user_s: tv(u.user_time()),
+                system_s: tv(u.system_time()),
+            }
+        })
+        .unwrap_or_default()
+}
+
+impl std::ops::Add for TreeCpu {
+    type Output = TreeCpu;
+    fn add(self, other: TreeCpu) -> TreeCpu {
+        TreeCpu {
+            user_s: self.user_s + other.user_s,
+            system_s: self.system_s + other.system_s,
+        }
+    }
 }
 
 /// Peaks and counts over a measurement window.
@@ -316,6 +376,37 @@ mod tests {
                 .system_s,
             0.0
         );
+    }
+
+    #[test]
+    fn scans_agree_only_without_a_reap_or_a_birth_between_them() {
+        let parent = parse_stat(STAT).unwrap();
+        let child = ProcStat {
+            pid: 4243,
+            ppid: 4242,
+            utime: 90,
+            ..parent
+        };
+        let before = [parent, child];
+        // Order does not matter; CPU still running does not matter.
+        let later = [ProcStat { utime: 95, ..child }, parent];
+        assert!(scans_agree(&before, &later));
+        // The child was reaped: gone, and its time moved into the parent's cutime.
+        let reaped = [ProcStat {
+            cutime: parent.cutime + 90,
+            ..parent
+        }];
+        assert!(!scans_agree(&before, &reaped));
+        // A reap of some other child between the scans changes cutime alone.
+        let other_reaped = [
+            ProcStat {
+                cstime: parent.cstime + 1,
+                ..parent
+            },
+            child,
+        ];
+        assert!(!scans_agree(&before, &other_reaped));
+        assert!(!scans_agree(&before, &before[..1]));
     }
 
     #[test]

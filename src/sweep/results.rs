@@ -14,6 +14,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use super::analysis::Analysis;
+use super::cgroup::CpuMethod;
 use super::spec::Experiment;
 use crate::load::stats::LowerBounds;
 
@@ -60,6 +61,11 @@ pub struct ServerUsage {
     pub processes: u64,
     pub voluntary_switches: u64,
     pub involuntary_switches: u64,
+    /// How `cpu_s` was measured: `cgroup-v1-cpuacct` or `cgroup-v2` (a cgroup made for the
+    /// server: exact, exited processes included) or `proc+children` (/proc plus reaped
+    /// children, where no cgroup could be made). Absent in results from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_method: Option<CpuMethod>,
 }
 
 /// What the load generator cost.

@@ -22,7 +22,8 @@ use super::analysis::{
     requests_in_flight, server_parallelism,
 };
 use super::output::{self, json::JsonExporter, Exporter};
-use super::probe::{group_cpu, TreeSampler};
+use super::cgroup::{self, CpuMeter, CpuMethod, ServerCgroup};
+use super::probe::TreeSampler;
 use super::results::{
     utc_timestamp, ClientUsage, ErrorCounts, Machine, PointLatency, PointResult, RunMeasurement,
     ServerUsage, SweepResults,
@@ -359,7 +360,32 @@ fn run_once(
         TargetSpec::External(ext) => ext.ready_timeout.unwrap_or(experiment.ready_timeout),
         TargetSpec::Ours { .. } => experiment.ready_timeout,
     };
-    let mut server = ServerProcess::start(&launch, Duration::from_secs_f64(ready_timeout))?;
+    // Declared before the server so that it is removed after the server is stopped.
+    let forced = cgroup::forced_method()?;
+    let server_cgroup = match forced {
+        Some(CpuMethod::ProcChildren) => None,
+        _ => ServerCgroup::create(forced),
+    };
+    if let (Some(method), None) = (forced, &server_cgroup) {
+        if method != CpuMethod::ProcChildren {
+            anyhow::bail!(
+                "{}={} asked for, but no such cgroup can be made here",
+                cgroup::METHOD_ENV,
+                method.name()
+            );
+        }
+    }
+    let mut server = ServerProcess::start_in(
+        &launch,
+        Duration::from_secs_f64(ready_timeout),
+        server_cgroup.as_ref().map(|c| c.procs_file()).as_deref(),
+    )?;
+    let meter = match &server_cgroup {
+        Some(cgroup) if server.in_cgroup() => CpuMeter::Cgroup(cgroup),
+        _ => CpuMeter::ProcChildren {
+            pgrp: server.pgid(),
+        },
+    };
     if pinning == Pinning::Affinity {
         pin_group_to_cpu0(server.pgid());
     }
@@ -403,11 +429,11 @@ fn run_once(
         },
     };
     let config = load_config(experiment, point, target, mode, pinning);
-    let cpu_before = group_cpu(server.pgid());
+    let cpu_before = meter.read();
     let sampler = TreeSampler::start(server.pgid(), Duration::from_millis(100));
     let report = load::run(&config, Some(stop));
+    let cpu = meter.read().since(&cpu_before);
     let sample = sampler.finish();
-    let cpu = group_cpu(server.pgid()).since(&cpu_before);
     if stop.load(Ordering::SeqCst) {
         server.stop();
         return Ok(None);
@@ -421,7 +447,8 @@ fn run_once(
     let report = report.context("measuring")?;
     let reported_workers = server.ready.workers;
     server.stop();
-    let run = measurement_of(&report, &config, cpu, sample);
+    let mut run = measurement_of(&report, &config, cpu, sample);
+    run.server.cpu_method = Some(meter.method());
     Ok(Some((run, reported_workers)))
 }
 
@@ -493,6 +520,7 @@ fn measurement_of(
             processes: sample.peak_processes,
             voluntary_switches: sample.voluntary_switches,
             involuntary_switches: sample.involuntary_switches,
+            cpu_method: None,
         },
         client: ClientUsage {
             cpu_s: report.client_cpu_s,
