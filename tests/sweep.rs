@@ -428,3 +428,146 @@ route = "/hello"
     let cores = results["machine"]["cores"].as_u64().unwrap();
     assert_eq!(results["machine"]["pinned"], cores >= 2);
 }
+
+/// Whether this test can make a cgroup of the kind `v1` (cpuacct) or v2 at a mount's root,
+/// as the runner (also at its own cgroup, the root here) would.
+fn can_make_cgroup(v1: bool) -> bool {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    mounts.lines().any(|line| {
+        let Some((before, after)) = line.split_once(" - ") else {
+            return false;
+        };
+        let mut after = after.split_whitespace();
+        let fs = after.next().unwrap_or("");
+        let options = after.nth(1).unwrap_or("");
+        let usable = if v1 {
+            fs == "cgroup" && options.split(',').any(|o| o == "cpuacct")
+        } else {
+            fs == "cgroup2"
+        };
+        let Some(mount_point) = before.split_whitespace().nth(4) else {
+            return false;
+        };
+        let probe =
+            Path::new(mount_point).join(format!("sweetspot-test-probe-{}", std::process::id()));
+        usable && std::fs::create_dir(&probe).is_ok() && std::fs::remove_dir(&probe).is_ok()
+    })
+}
+
+/// Whether a cgroup made by a sweep (`sweetspot-PID-N`) of a process that has exited is left.
+fn leftover_cgroups() -> bool {
+    [
+        "/sys/fs/cgroup/cpuacct",
+        "/sys/fs/cgroup/unified",
+        "/sys/fs/cgroup",
+    ]
+    .iter()
+    .filter_map(|dir| std::fs::read_dir(dir).ok())
+    .flat_map(|entries| entries.flatten())
+    .filter_map(|e| e.file_name().to_str().map(String::from))
+    .filter_map(|name| {
+        name.strip_prefix("sweetspot-")?
+            .split('-')
+            .next()?
+            .parse::<i32>()
+            .ok()
+    })
+    .any(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+}
+
+/// `(requests served, cpu seconds)` from a server's stats line: "stopped: served N requests in
+/// X s; cpu user U s, system S s" (getrusage of itself and its reaped children).
+fn stats_line(text: &str) -> (f64, f64) {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("stopped: served "))
+        .unwrap_or_else(|| panic!("no stats line in {text:?}"));
+    let number_after = |key: &str| -> f64 {
+        let rest = &line[line.find(key).unwrap() + key.len()..];
+        rest.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    (
+        number_after("served "),
+        number_after("cpu user ") + number_after("system "),
+    )
+}
+
+#[test]
+fn forking_server_cpu_agrees_with_its_own_rusage_by_every_method() {
+    let mut methods = vec!["auto", "proc+children"];
+    let (v1, v2) = (can_make_cgroup(true), can_make_cgroup(false));
+    if v1 {
+        methods.push("cgroup-v1-cpuacct");
+    }
+    if v2 {
+        methods.push("cgroup-v2");
+    }
+    let cgroup = v1 || v2;
+    for method in methods {
+        let tmp = TempDir::new("sweep-cpu");
+        let dir = tmp.path().to_path_buf();
+        let stats = dir.join("server-stdout.txt");
+        // The same server the runner would start, as an external target so that its stats
+        // line (printed on SIGTERM, after it reaped every child) lands in a file of ours.
+        let toml = format!(
+            r#"
+name = "cpu"
+archs = []
+concurrency = [64]
+duration = "2s"
+warmup = "0s"
+
+[[workload]]
+name = "hello"
+route = "/hello"
+
+[[external]]
+name = "forking"
+command = "exec '{BIN}' serve --arch forking --host 127.0.0.1 --port {{port}} > '{}'"
+url = "http://127.0.0.1:{{port}}"
+"#,
+            stats.display()
+        );
+        let experiment = dir.join("cpu.toml");
+        std::fs::write(&experiment, toml).unwrap();
+        let out = dir.join("out");
+        let run = Command::new(BIN)
+            .args([
+                "sweep",
+                experiment.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ])
+            .env("SWEETSPOT_CPU_METHOD", method)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let results = read_json(&out.join("results.json"));
+        let point = &results["points"][0];
+        assert_eq!(point["ok"], true, "{point}");
+        let recorded = point["server"]["cpu_method"].as_str().unwrap();
+        match method {
+            "auto" if cgroup => assert!(recorded.starts_with("cgroup-"), "{recorded}"),
+            "auto" => assert_eq!(recorded, "proc+children"),
+            forced => assert_eq!(recorded, forced),
+        }
+        // The runner removed the cgroup it made for the server.
+        assert!(!leftover_cgroups(), "a sweetspot cgroup was left behind");
+        let sweep_us =
+            point["server"]["cpu_s"].as_f64().unwrap() * 1e6 / point["requests"].as_f64().unwrap();
+        let (served, cpu_s) = stats_line(&std::fs::read_to_string(&stats).unwrap());
+        assert!(served > 10_000.0, "served {served}");
+        let own_us = cpu_s * 1e6 / served;
+        let ratio = sweep_us / own_us;
+        eprintln!("{method} ({recorded}): {sweep_us:.2} vs {own_us:.2} us/request, {ratio:.3}");
+        assert!(
+            (0.9..=1.1).contains(&ratio),
+            "{method} ({recorded}): sweep {sweep_us:.2} us/request, server's own rusage \
+             {own_us:.2} us/request, ratio {ratio:.3}"
+        );
+    }
+}

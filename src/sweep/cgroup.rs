@@ -113,8 +113,12 @@ fn unescape_octal(text: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'\\' && i + 4 <= bytes.len() && bytes[i + 1..i + 4].iter().all(u8::is_ascii_digit) {
-            let value = (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
+        if bytes[i] == b'\\'
+            && i + 4 <= bytes.len()
+            && bytes[i + 1..i + 4].iter().all(u8::is_ascii_digit)
+        {
+            let value =
+                (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
             out.push(value);
             i += 4;
         } else {
@@ -144,11 +148,12 @@ pub fn own_cgroup_path(text: &str, controller: Option<&str>) -> Option<String> {
 /// CPU of a v2 `cpu.stat` text (microseconds).
 pub fn parse_v2_cpu_stat(text: &str) -> Option<TreeCpu> {
     let field = |key: &str| -> Option<f64> {
-        text.lines().find_map(|line| {
-            let (name, value) = line.split_once(' ')?;
-            (name == key).then(|| value.trim().parse::<u64>().ok())?
-        })
-        .map(|us| us as f64 / 1e6)
+        text.lines()
+            .find_map(|line| {
+                let (name, value) = line.split_once(' ')?;
+                (name == key).then(|| value.trim().parse::<u64>().ok())?
+            })
+            .map(|us| us as f64 / 1e6)
     };
     let usage = field("usage_usec")?;
     match (field("user_usec"), field("system_usec")) {
@@ -298,7 +303,9 @@ pub enum CpuMeter<'a> {
     /// reaped children (orphans of the server that the runner, a subreaper, reaped). The second
     /// part counts any child of the runner, so it is exact only while the server is the runner's
     /// only child process (true in a sweep, which runs one server at a time).
-    ProcChildren { pgrp: i32 },
+    ProcChildren {
+        pgrp: i32,
+    },
 }
 
 impl CpuMeter<'_> {
@@ -335,17 +342,29 @@ mod tests {
     fn mountinfo_yields_cgroup_mounts_only() {
         let mounts = parse_mountinfo(MOUNTINFO);
         assert_eq!(mounts.len(), 3);
-        assert_eq!(mounts[0].mount_point, PathBuf::from("/sys/fs/cgroup/unified"));
+        assert_eq!(
+            mounts[0].mount_point,
+            PathBuf::from("/sys/fs/cgroup/unified")
+        );
         assert_eq!(mounts[0].fs_type, "cgroup2");
-        assert_eq!(mounts[1].mount_point, PathBuf::from("/sys/fs/cgroup/cpu,cpuacct"));
+        assert_eq!(
+            mounts[1].mount_point,
+            PathBuf::from("/sys/fs/cgroup/cpu,cpuacct")
+        );
         assert_eq!(mounts[1].options, "rw,cpu,cpuacct");
-        assert_eq!(mounts[2].mount_point, PathBuf::from("/sys/fs/cgroup/my dir"));
+        assert_eq!(
+            mounts[2].mount_point,
+            PathBuf::from("/sys/fs/cgroup/my dir")
+        );
     }
 
     #[test]
     fn own_cgroup_path_by_controller() {
         let text = "12:cpu,cpuacct:/user.slice\n4:memory:/m\n0::/user.slice/session-1.scope\n";
-        assert_eq!(own_cgroup_path(text, Some("cpuacct")).as_deref(), Some("/user.slice"));
+        assert_eq!(
+            own_cgroup_path(text, Some("cpuacct")).as_deref(),
+            Some("/user.slice")
+        );
         assert_eq!(own_cgroup_path(text, Some("memory")).as_deref(), Some("/m"));
         assert_eq!(
             own_cgroup_path(text, None).as_deref(),

@@ -21,8 +21,8 @@ use super::analysis::{
     analyze, fold_repetitions, generator_saturated, little_shortfall, little_warning,
     requests_in_flight, server_parallelism,
 };
-use super::output::{self, json::JsonExporter, Exporter};
 use super::cgroup::{self, CpuMeter, CpuMethod, ServerCgroup};
+use super::output::{self, json::JsonExporter, Exporter};
 use super::probe::TreeSampler;
 use super::results::{
     utc_timestamp, ClientUsage, ErrorCounts, Machine, PointLatency, PointResult, RunMeasurement,
