@@ -194,6 +194,13 @@ impl LowerBounds {
         }
     }
 
+    /// Unmarks `key`.
+    pub fn remove(&mut self, key: &str) {
+        if let Some(bit) = Self::bit(key) {
+            self.0 &= !bit;
+        }
+    }
+
     /// Whether the figure `key` is a lower bound.
     pub fn contains(&self, key: &str) -> bool {
         Self::bit(key).is_some_and(|bit| self.0 & bit != 0)
@@ -631,6 +638,9 @@ mod tests {
         b.insert("max");
         b.insert("nonsense");
         assert!(b.contains("p99") && b.contains("max") && !b.contains("p50"));
+        b.insert("mean");
+        b.remove("mean");
+        assert!(!b.contains("mean"));
         let text = serde_json::to_string(&b).unwrap();
         assert_eq!(text, r#"["p99","max"]"#);
         assert_eq!(serde_json::from_str::<LowerBounds>(&text).unwrap(), b);

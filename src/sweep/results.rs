@@ -25,6 +25,8 @@ pub struct PointLatency {
     pub p90: f64,
     pub p99: f64,
     pub p999: f64,
+    /// Mean of the answered requests (what Little's law relates to throughput); the other
+    /// figures include the requests left unanswered at their age.
     pub mean: f64,
     pub max: f64,
     /// The figures above that are only lower bounds (requests sent and never answered).

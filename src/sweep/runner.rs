@@ -489,6 +489,10 @@ fn measurement_of(
     sample: super::probe::TreeSample,
 ) -> RunMeasurement {
     let l = &report.latency_us;
+    // The mean is the answered requests' (Little's law relates it to throughput); the
+    // percentiles and max include the unanswered ones, flagged as lower bounds.
+    let mut lower_bound = l.lower_bound;
+    lower_bound.remove("mean");
     RunMeasurement {
         requests: report.requests,
         duration_s: report.duration_s,
@@ -498,9 +502,9 @@ fn measurement_of(
             p90: l.p90,
             p99: l.p99,
             p999: l.p999,
-            mean: l.mean,
+            mean: report.latency_answered_us.mean,
             max: l.max,
-            lower_bound: l.lower_bound,
+            lower_bound,
         },
         errors: ErrorCounts {
             connect: report.errors.connect,
@@ -587,8 +591,13 @@ impl Progress {
     fn finished(&self, p: &PointResult) {
         let line = if p.ok {
             format!(
-                "{} req/s, p99 {}, {} errors{}",
+                "{} req/s, p99 {}{}, {} errors{}",
                 output::thousands(p.rps),
+                if p.latency_us.lower_bound.contains("p99") {
+                    ">= "
+                } else {
+                    ""
+                },
                 output::duration_us(p.latency_us.p99),
                 p.errors,
                 if p.generator_bound {
