@@ -962,7 +962,10 @@ mod tests {
         assert_eq!(drain_grace(two_s, 10_000), Duration::from_millis(100));
         assert_eq!(drain_grace(two_s, 100_000), Duration::from_millis(400));
         assert_eq!(drain_grace(two_s, 5_000_000), two_s);
-        assert_eq!(drain_grace(Duration::from_millis(30), 0), Duration::from_millis(30));
+        assert_eq!(
+            drain_grace(Duration::from_millis(30), 0),
+            Duration::from_millis(30)
+        );
     }
 
     #[test]
@@ -973,7 +976,10 @@ mod tests {
         assert_eq!(due_before(t + ms(5), t, ms(1)), 0);
         assert_eq!(due_before(t, t + ms(1), ms(1)), 1);
         assert_eq!(due_before(t, t + ms(10), ms(1)), 10);
-        assert_eq!(due_before(t, t + ms(10) + Duration::from_nanos(1), ms(1)), 11);
+        assert_eq!(
+            due_before(t, t + ms(10) + Duration::from_nanos(1), ms(1)),
+            11
+        );
         assert_eq!(due_before(t, t + ms(10), Duration::ZERO), 0);
     }
 }

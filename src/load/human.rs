@@ -273,7 +273,10 @@ mod tests {
         assert!(text.contains("        50%    50.00us\n"), "{text}");
         assert!(text.contains(">=50.00ms"), "{text}");
         assert!(text.contains("    40.00us    >=1.00s\n"), "{text}");
-        assert!(text.contains("the answered requests alone: p50 50.00us, p99 80.00us"), "{text}");
+        assert!(
+            text.contains("the answered requests alone: p50 50.00us, p99 80.00us"),
+            "{text}"
+        );
     }
 
     #[test]

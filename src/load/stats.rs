@@ -320,10 +320,21 @@ pub fn with_censored(
     for c in censored {
         match (*c, view) {
             (Censored::InFlight { since_sent_us, .. }, LatencyView::RateUncorrected) => {
-                note(histogram.record_linear_fill(since_sent_us as f64, 0.0, 1), 1);
+                note(
+                    histogram.record_linear_fill(since_sent_us as f64, 0.0, 1),
+                    1,
+                );
             }
-            (Censored::InFlight { since_intended_us, .. }, LatencyView::RateCorrected) => {
-                note(histogram.record_linear_fill(since_intended_us as f64, 0.0, 1), 1);
+            (
+                Censored::InFlight {
+                    since_intended_us, ..
+                },
+                LatencyView::RateCorrected,
+            ) => {
+                note(
+                    histogram.record_linear_fill(since_intended_us as f64, 0.0, 1),
+                    1,
+                );
             }
             (Censored::InFlight { since_sent_us, .. }, LatencyView::ClosedLoop) => {
                 let age = since_sent_us as f64;
@@ -660,7 +671,13 @@ mod tests {
 
     #[test]
     fn no_censored_request_and_no_timeout_flags_nothing() {
-        let s = censored_summary(&answered_1_to_1000(), &[], LatencyView::ClosedLoop, 0, SECOND);
+        let s = censored_summary(
+            &answered_1_to_1000(),
+            &[],
+            LatencyView::ClosedLoop,
+            0,
+            SECOND,
+        );
         assert!(s.lower_bound.is_empty(), "{:?}", s.lower_bound);
         assert_eq!(s.count, 1000);
     }
@@ -701,7 +718,10 @@ mod tests {
             SECOND,
         );
         let flagged: Vec<&str> = s.lower_bound.keys().collect();
-        assert_eq!(flagged, ["mean", "p50", "p75", "p90", "p99", "p999", "p9999", "max"]);
+        assert_eq!(
+            flagged,
+            ["mean", "p50", "p75", "p90", "p99", "p999", "p9999", "max"]
+        );
     }
 
     #[test]
@@ -725,7 +745,11 @@ mod tests {
         let s = censored_summary(&answered, &stuck, LatencyView::ClosedLoop, 0, SECOND);
         // Each stuck connection stands for 1 s / 50 µs = 20,000 requests: itself and 19,999.
         assert_eq!(s.count, 20_000 + 63 * (1 + 19_999));
-        assert!(s.p99 >= 980_000.0 && s.p99 <= 1_000_000.0 * 1.001, "{}", s.p99);
+        assert!(
+            s.p99 >= 980_000.0 && s.p99 <= 1_000_000.0 * 1.001,
+            "{}",
+            s.p99
+        );
         assert!(s.p50 > 400_000.0, "{}", s.p50);
         for key in ["p50", "p90", "p99", "p999", "max", "mean"] {
             assert!(s.lower_bound.contains(key), "{key}: {:?}", s.lower_bound);
@@ -768,7 +792,13 @@ mod tests {
         let s = censored_summary(&h, &[], LatencyView::ClosedLoop, 20, SECOND);
         assert!(s.lower_bound.contains("p99") && !s.lower_bound.contains("p90"));
         // A timeout of 600 µs bounds those requests at 600 µs: p75 (750) may be higher.
-        let s = censored_summary(&h, &[], LatencyView::ClosedLoop, 1, Duration::from_micros(600));
+        let s = censored_summary(
+            &h,
+            &[],
+            LatencyView::ClosedLoop,
+            1,
+            Duration::from_micros(600),
+        );
         assert!(s.lower_bound.contains("p75") && !s.lower_bound.contains("p50"));
     }
 
