@@ -571,3 +571,69 @@ url = "http://127.0.0.1:{{port}}"
         );
     }
 }
+
+#[test]
+fn a_stuck_point_is_a_flagged_lower_bound_in_results_and_on_the_progress_line() {
+    let tmp = TempDir::new("sweep-censored");
+    let dir = tmp.path().to_path_buf();
+    let experiment = dir.join("stuck.toml");
+    std::fs::write(
+        &experiment,
+        r#"
+name = "stuck"
+archs = ["iterative", "epoll"]
+concurrency = [64]
+duration = "1s"
+warmup = "100ms"
+
+[[workload]]
+name = "hello"
+route = "/hello"
+"#,
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let run = sweetspot(&[
+        "sweep",
+        experiment.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--plain",
+    ]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    let results = read_json(&out.join("results.json"));
+    let points = results["points"].as_array().unwrap();
+    let point = |arch: &str| points.iter().find(|p| p["arch"] == arch).unwrap();
+    let iterative = &point("iterative")["latency_us"];
+    assert!(
+        iterative["p99"].as_f64().unwrap() >= 950_000.0,
+        "{iterative}"
+    );
+    let flagged: Vec<&str> = iterative["lower_bound"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{iterative}"))
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    for key in ["p50", "p90", "p99", "max"] {
+        assert!(flagged.contains(&key), "{key}: {flagged:?}");
+    }
+    // The mean stays the answered requests' (Little's law), so it is no lower bound.
+    assert!(!flagged.contains(&"mean"));
+    assert!(
+        iterative["mean"].as_f64().unwrap() < 100_000.0,
+        "{iterative}"
+    );
+    assert!(point("epoll")["latency_us"].get("lower_bound").is_none());
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("hello iterative c=64"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(line.contains("p99 >= 1."), "{line}");
+    let epoll = stderr
+        .lines()
+        .find(|l| l.contains("hello epoll c=64"))
+        .unwrap();
+    assert!(!epoll.contains(">="), "{epoll}");
+}
