@@ -951,6 +951,28 @@ pub fn due_before(next: Instant, limit: Instant, interval: Duration) -> u64 {
     ((span - 1) / interval.as_nanos() + 1) as u64
 }
 
+/// CPU time (user + system) of the calling thread, in seconds.
+fn thread_cpu_seconds() -> f64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    match getrusage(UsageWho::RUSAGE_THREAD) {
+        Ok(usage) => {
+            let seconds =
+                |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+            seconds(usage.user_time()) + seconds(usage.system_time())
+        }
+        Err(_) => 0.0,
+    }
+}
+
+/// Pins the calling thread to one CPU; a failure only loses the pinning.
+fn pin_current_thread(cpu: usize) {
+    use nix::sched::{sched_setaffinity, CpuSet};
+    let mut set = CpuSet::new();
+    if set.set(cpu).is_ok() {
+        let _ = sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -981,27 +1003,5 @@ mod tests {
             11
         );
         assert_eq!(due_before(t, t + ms(10), Duration::ZERO), 0);
-    }
-}
-
-/// CPU time (user + system) of the calling thread, in seconds.
-fn thread_cpu_seconds() -> f64 {
-    use nix::sys::resource::{getrusage, UsageWho};
-    match getrusage(UsageWho::RUSAGE_THREAD) {
-        Ok(usage) => {
-            let seconds =
-                |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
-            seconds(usage.user_time()) + seconds(usage.system_time())
-        }
-        Err(_) => 0.0,
-    }
-}
-
-/// Pins the calling thread to one CPU; a failure only loses the pinning.
-fn pin_current_thread(cpu: usize) {
-    use nix::sched::{sched_setaffinity, CpuSet};
-    let mut set = CpuSet::new();
-    if set.set(cpu).is_ok() {
-        let _ = sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
     }
 }

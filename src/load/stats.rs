@@ -404,7 +404,7 @@ pub fn lower_bounds(
     let all = summary.count + timeouts;
     // Rank (1-based, over all requests) of quantile q, as HdrHistogram counts it.
     let rank = |q: f64| ((q * all as f64).ceil() as u64).max(1);
-    let unknown_can_hold = |q: f64| unknown_total >= all.saturating_sub(rank(q)) + 1;
+    let unknown_can_hold = |q: f64| unknown_total > all.saturating_sub(rank(q));
     flags.insert("mean");
     flags.insert("max");
     if summary.count == 0 || summary.min >= bound || unknown_can_hold(0.0) {
