@@ -381,6 +381,23 @@ fn bad_input_is_one_line_and_exit_2() {
         assert_eq!(run.status.code(), Some(2), "{args:?}: {stderr}");
         assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
     }
+    let valid = dir.join("valid.toml");
+    std::fs::write(
+        &valid,
+        "name = \"x\"\narchs = [\"epoll\"]\nconcurrency = [1]\nduration = \"100ms\"\n\
+         [[workload]]\nname = \"h\"\nroute = \"/hello\"\n",
+    )
+    .unwrap();
+    let bad_method = Command::new(BIN)
+        .args(["sweep", valid.to_str().unwrap(), "--out"])
+        .arg(dir.join("out"))
+        .env("SWEETSPOT_CPU_METHOD", "perf")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&bad_method.stderr);
+    assert_eq!(bad_method.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("SWEETSPOT_CPU_METHOD"), "{stderr}");
     let listed = sweetspot(&["sweep", "--list"]);
     let stdout = String::from_utf8_lossy(&listed.stdout);
     for preset in [

@@ -81,6 +81,8 @@ pub fn forced_method() -> anyhow::Result<Option<CpuMethod>> {
 /// One line of `/proc/self/mountinfo` that matters here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CgroupMount {
+    /// Where in the hierarchy the mount starts (`/` unless a container mounts a subtree).
+    pub root: String,
     pub mount_point: PathBuf,
     /// `cgroup` (v1) or `cgroup2`.
     pub fs_type: String,
@@ -93,12 +95,15 @@ pub fn parse_mountinfo(text: &str) -> Vec<CgroupMount> {
     text.lines()
         .filter_map(|line| {
             let (before, after) = line.split_once(" - ")?;
-            let mount_point = before.split_whitespace().nth(4)?;
+            let mut fields = before.split_whitespace();
+            let root = fields.nth(3)?;
+            let mount_point = fields.next()?;
             let mut after = after.split_whitespace();
             let fs_type = after.next()?;
             let _source = after.next()?;
             let options = after.next().unwrap_or("");
             (fs_type == "cgroup" || fs_type == "cgroup2").then(|| CgroupMount {
+                root: unescape_octal(root),
                 mount_point: PathBuf::from(unescape_octal(mount_point)),
                 fs_type: fs_type.to_string(),
                 options: options.to_string(),
@@ -127,6 +132,17 @@ fn unescape_octal(text: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The part of cgroup path `own` below a mount's `root`, relative (`None` when the mount does
+/// not contain it: then there is nowhere to make a cgroup next to ours).
+pub fn path_below_root(own: &str, root: &str) -> Option<PathBuf> {
+    let root = root.trim_end_matches('/');
+    let rest = own.strip_prefix(root)?;
+    if !(rest.is_empty() || rest.starts_with('/')) {
+        return None;
+    }
+    Some(PathBuf::from(rest.trim_start_matches('/')))
 }
 
 /// This process's cgroup path in a hierarchy, from a `/proc/self/cgroup` text: the v2 line
@@ -230,7 +246,9 @@ impl ServerCgroup {
                     ),
                     CpuMethod::ProcChildren => return None,
                 };
-                let parent = mount.mount_point.join(own_path.trim_start_matches('/'));
+                let parent = mount
+                    .mount_point
+                    .join(path_below_root(&own_path, &mount.root)?);
                 let name = format!(
                     "sweetspot-{}-{}",
                     std::process::id(),
@@ -352,10 +370,30 @@ mod tests {
             PathBuf::from("/sys/fs/cgroup/cpu,cpuacct")
         );
         assert_eq!(mounts[1].options, "rw,cpu,cpuacct");
+        assert_eq!(mounts[1].root, "/");
         assert_eq!(
             mounts[2].mount_point,
             PathBuf::from("/sys/fs/cgroup/my dir")
         );
+    }
+
+    #[test]
+    fn a_container_mount_of_a_subtree_is_joined_below_its_root() {
+        assert_eq!(path_below_root("/", "/"), Some(PathBuf::from("")));
+        assert_eq!(
+            path_below_root("/user.slice/x", "/"),
+            Some(PathBuf::from("user.slice/x"))
+        );
+        assert_eq!(
+            path_below_root("/docker/abc", "/docker/abc"),
+            Some(PathBuf::from(""))
+        );
+        assert_eq!(
+            path_below_root("/docker/abc/sub", "/docker/abc"),
+            Some(PathBuf::from("sub"))
+        );
+        assert_eq!(path_below_root("/docker/abcd", "/docker/abc"), None);
+        assert_eq!(path_below_root("/other", "/docker"), None);
     }
 
     #[test]

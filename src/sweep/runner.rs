@@ -70,6 +70,18 @@ pub fn run_experiment(
     options: &RunnerOptions,
 ) -> anyhow::Result<SweepRun> {
     let plan = experiment.points();
+    // A method forced by the environment is checked once, before any point runs.
+    let forced = cgroup::forced_method()?;
+    if let Some(method) = forced.filter(|m| *m != CpuMethod::ProcChildren) {
+        if ServerCgroup::create(Some(method)).is_none() {
+            anyhow::bail!(
+                "{}={}: no such cgroup can be made here (not root, or no writable {} hierarchy)",
+                cgroup::METHOD_ENV,
+                method.name(),
+                method.name()
+            );
+        }
+    }
     std::fs::create_dir_all(&options.scratch_dir)
         .with_context(|| format!("creating {}", options.scratch_dir.display()))?;
     let outcome = run_plan(experiment, options, &plan);
