@@ -161,7 +161,7 @@ const MARK_NOTES: [&str; 3] = [
     "`*` more than 1% of requests failed or timed out",
     "`g` the load generator, not the server, was saturated",
     "`~` Little's law: fewer requests in flight than connections offered; some connections \
-     waited unanswered (their wait is in no percentile)",
+     waited unanswered (their wait is in the percentiles, as lower bounds)",
 ];
 
 /// The tables for one workload: the study-style grid (rows concurrency, columns
