@@ -1,8 +1,9 @@
 //! The runner: every point of an experiment, one after another, each on a fresh server.
 //!
-//! For each point and repetition: start the server ([`super::server`]), warm up, measure with
-//! the in-process load engine ([`crate::load::run`]) while [`super::probe`] samples the server's
-//! process tree, then stop the server and everything it forked. A point that cannot be measured
+//! For each point and repetition: start the server ([`super::server`]) in a cgroup made for it
+//! where the machine allows ([`super::cgroup`], for its exact CPU), warm up, measure with the
+//! in-process load engine ([`crate::load::run`]) while [`super::probe`] samples the server's
+//! process tree, then stop the server and everything it forked, and remove the cgroup. A point that cannot be measured
 //! (no start, a crash, a port in use, a ready-line timeout) is recorded as failed with its reason
 //! and the sweep goes on. `results.json` is rewritten after every point, so an interrupted or
 //! killed sweep keeps what it finished. The stop flag (set by SIGINT/SIGTERM) ends the current

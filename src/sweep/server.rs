@@ -7,7 +7,9 @@
 //! (`CommandExt::process_group(0)`), so stopping means signalling the group: SIGTERM, a bounded
 //! wait, then SIGKILL. The sweep makes itself a child subreaper (see [`become_subreaper`]) so
 //! that processes a server forked are re-parented to the sweep when the server dies, and are
-//! reaped here instead of lingering as zombies under a PID 1 that may not reap.
+//! reaped here instead of lingering as zombies under a PID 1 that may not reap. A server can be
+//! started inside a cgroup ([`ServerProcess::start_in`]): it moves itself there between fork
+//! and exec, so all it ever runs is accounted to the cgroup ([`super::cgroup`]).
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
