@@ -1,4 +1,4 @@
-//! The command line: clap derive for `serve`, `load`, `sweep` and `report`.
+//! The command line: clap derive for `serve`, `load`, `sweep`, `report` and `merge`.
 //!
 //! Each subcommand's raw flags are turned into a validated config by the module that owns it
 //! (two stages, as ripgrep does), so bad input fails early with one line and exit code 2.
@@ -13,6 +13,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the app (HTTP/1.1 or line echo) in one concurrency architecture.
@@ -23,6 +25,8 @@ pub enum Command {
     Sweep(crate::sweep::SweepArgs),
     /// Re-render the tables, plots and report of a finished sweep from its results.json.
     Report(crate::sweep::ReportArgs),
+    /// Merge the JSON reports or interval logs of the segments of one distributed load run.
+    Merge(crate::merge::MergeArgs),
 }
 
 /// Dispatches a parsed command line.
@@ -32,5 +36,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Load(args) => crate::load::run_load(args),
         Command::Sweep(args) => crate::sweep::run_sweep(args),
         Command::Report(args) => crate::sweep::run_report(args),
+        Command::Merge(args) => crate::merge::run_merge(args),
     }
 }

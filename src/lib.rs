@@ -2,7 +2,7 @@
 //!
 //! Three jobs share this library: [`arch`] serves one app ([`app`]) over one sans-IO HTTP layer
 //! ([`http`]) in every concurrency architecture; [`load`] generates load and measures latency
-//! honestly; [`sweep`] runs experiments across both and explains the result. [`cli`] is the
+//! honestly (and [`merge`] adds up the segments of a distributed run); [`sweep`] runs experiments across both and explains the result. [`cli`] is the
 //! command line; [`sys`] is the only home of `unsafe`.
 
 pub mod app;
@@ -10,6 +10,7 @@ pub mod arch;
 pub mod cli;
 pub mod http;
 pub mod load;
+pub mod merge;
 pub mod store;
 pub mod sweep;
 pub mod sys;

@@ -312,6 +312,9 @@ ready_timeout = "15s"
         assert_eq!(p["ok"], true, "{p}");
         assert!(p["rps"].as_f64().unwrap() > 0.0, "{p}");
         assert!(p["server"]["cpu_s"].as_f64().unwrap() >= 0.0);
+        // Started in the command's own process group: sampled here.
+        assert_eq!(p["server"]["remote"], false, "{p}");
+        assert_eq!(p["server"]["cpu_unavailable"], false, "{p}");
         assert!(p["workers"].is_null());
     }
     let table = std::fs::read_to_string(out.join("table.md")).unwrap();
@@ -444,6 +447,107 @@ route = "/hello"
     assert!((120.0..=260.0).contains(&rps), "rate 200 gave {rps} req/s");
     let cores = results["machine"]["cores"].as_u64().unwrap();
     assert_eq!(results["machine"]["pinned"], cores >= 2);
+}
+
+/// A server the command does not own (here detached with `setsid`, as one started by
+/// `ssh HOST ...` or `srun -w NODE ...` runs elsewhere): the sweep measures it through `url`,
+/// records that its CPU could not be sampled here (n/a, not zero), unless a `cpu_command`
+/// reports it.
+#[test]
+fn a_server_outside_the_command_has_its_cpu_marked_unavailable() {
+    let tmp = TempDir::new("sweep-remote");
+    let dir = tmp.path().to_path_buf();
+    let pids = dir.join("pids");
+    let detached = |pidfile: &str| {
+        format!(
+            "setsid sh -c 'echo $$ >> {pids}; echo $$ > {pidfile}; exec {BIN} serve --arch epoll \
+             --host 127.0.0.1 --port {{port}}' >/dev/null 2>&1 & exec sleep 60",
+            pids = pids.display(),
+            pidfile = dir.join(pidfile).display(),
+        )
+    };
+    let cpu_of = format!(
+        "awk -v hz=$(getconf CLK_TCK) '{{print ($14 + $15) / hz}}' /proc/$(cat {})/stat",
+        dir.join("b.pid").display()
+    );
+    let text = format!(
+        r#"
+name = "remote"
+archs = []
+concurrency = [2]
+duration = "300ms"
+warmup = "0s"
+
+[[workload]]
+name = "hello"
+route = "/hello"
+
+[[external]]
+name = "elsewhere"
+command = "{a}"
+url = "http://127.0.0.1:{{port}}"
+
+[[external]]
+name = "elsewhere-reported"
+command = "{b}"
+url = "http://127.0.0.1:{{port}}"
+cpu_command = "{cpu_of}"
+"#,
+        a = detached("a.pid").replace('"', "\\\""),
+        b = detached("b.pid").replace('"', "\\\""),
+        cpu_of = cpu_of.replace('"', "\\\""),
+    );
+    let experiment = dir.join("remote.toml");
+    std::fs::write(&experiment, text).unwrap();
+    let out = dir.join("out");
+    let run = Command::new(BIN)
+        .args([
+            "sweep",
+            experiment.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    // The detached servers are not the sweep's to stop: end them here, by PID.
+    for pid in std::fs::read_to_string(&pids).unwrap_or_default().lines() {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid.trim().parse().unwrap()),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+    }
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let results = read_json(&out.join("results.json"));
+    let point = |name: &str| {
+        results["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["arch"] == name)
+            .unwrap_or_else(|| panic!("no point {name}: {results}"))
+            .clone()
+    };
+    let a = point("elsewhere");
+    assert_eq!(a["ok"], true, "{a}");
+    assert!(a["requests"].as_u64().unwrap() > 0, "{a}");
+    assert_eq!(a["server"]["cpu_unavailable"], true, "{a}");
+    assert_eq!(a["server"]["remote"], true, "{a}");
+    assert_eq!(a["server"]["cpu_s"], 0.0);
+    let b = point("elsewhere-reported");
+    assert_eq!(b["ok"], true, "{b}");
+    assert_eq!(b["server"]["cpu_unavailable"], false, "{b}");
+    assert_eq!(b["server"]["remote"], true, "{b}");
+    assert!(b["server"]["cpu_s"].as_f64().unwrap() >= 0.0);
+    let table = std::fs::read_to_string(out.join("table.md")).unwrap();
+    let row = table
+        .lines()
+        .find(|l| l.contains("| elsewhere |") || l.starts_with("| elsewhere "))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(row.contains("n/a"), "{row}");
 }
 
 /// Whether this test can make a cgroup of the kind `v1` (cpuacct) or v2 at a mount's root,

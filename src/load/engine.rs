@@ -88,6 +88,8 @@ pub struct RunPlan<'a> {
     pub stop: Option<&'a AtomicBool>,
     /// All connections of the run, to spread rate-mode send phases evenly.
     pub total_connections: usize,
+    /// `--hlog` only: where each thread hands over its per-second latency histograms.
+    pub intervals: Option<std::sync::mpsc::Sender<super::hlog::IntervalSnapshot>>,
 }
 
 /// One worker's share of the run.
@@ -186,7 +188,15 @@ pub fn run_worker(
         pin_current_thread(plan.config.pin_cpus[share.index % plan.config.pin_cpus.len()]);
     }
     let mut worker = Worker::new(plan, &share)?;
-    worker.run(completed)?;
+    worker.stats.intervals = plan
+        .intervals
+        .as_ref()
+        .map(|tx| super::hlog::IntervalRecorder::new(share.index, tx.clone()));
+    let result = worker.run(completed);
+    if let Some(intervals) = worker.stats.intervals.take() {
+        intervals.finish();
+    }
+    result?;
     let mut stats = worker.stats;
     stats.cpu_s = thread_cpu_seconds();
     Ok(stats)
@@ -379,6 +389,9 @@ impl<'p, 'a> Worker<'p, 'a> {
                 next_sweep = now + sweep_every;
             }
             completed.store(self.stats.requests, Ordering::Relaxed);
+            if let Some(intervals) = self.stats.intervals.as_mut() {
+                intervals.roll(now - start);
+            }
         }
         let end = Instant::now();
         let window_end = window_end.unwrap_or(end);
@@ -919,9 +932,11 @@ fn record_response(
         stats.errors.add(FailureKind::Timeout, 1);
         return;
     }
-    stats
-        .latency
-        .record(now.saturating_duration_since(request.intended));
+    let latency = now.saturating_duration_since(request.intended);
+    stats.latency.record(latency);
+    if let Some(intervals) = stats.intervals.as_mut() {
+        intervals.record(latency, now.saturating_duration_since(start));
+    }
     if rate_mode {
         if let Some(uncorrected) = stats.latency_uncorrected.as_mut() {
             uncorrected.record(service_time);

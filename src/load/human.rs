@@ -38,6 +38,22 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
             String::new()
         }
     );
+    if let Some(seg) = &report.segment {
+        let _ = writeln!(
+            out,
+            "  segment {}/{} of a run of {} connections{}{}",
+            seg.index,
+            seg.count,
+            seg.total_connections,
+            seg.total_rate
+                .map_or(String::new(), |r| format!(" at {r} req/s")),
+            seg.total_requests
+                .map_or(String::new(), |n| format!(", {n} requests")),
+        );
+    }
+    if let Some(late) = report.start_late_s {
+        let _ = writeln!(out, "  started {late:.3} s after the agreed start time");
+    }
     let corrected = report.latency_uncorrected_us.is_some();
     latency_block(
         &mut out,
@@ -260,6 +276,12 @@ mod tests {
             mode: "closed".into(),
             connections: 4,
             threads: 1,
+            segment: None,
+            started_at_unix_s: 0.0,
+            ended_at_unix_s: 0.0,
+            start_late_s: None,
+            histogram: None,
+            histogram_uncorrected: None,
         };
         let config = LoadConfig::new(
             Target::parse("http://127.0.0.1:1/").unwrap(),

@@ -14,11 +14,13 @@
 pub mod engine;
 pub mod error;
 pub mod framing;
+pub mod hlog;
 pub mod human;
 pub mod json;
 pub mod progress;
 pub mod report;
 pub mod request;
+pub mod segment;
 pub mod stats;
 pub mod target;
 
@@ -105,6 +107,118 @@ pub struct LoadArgs {
     /// No human summary (JSON only, if asked for).
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// Be worker I of N of a distributed run: take this worker's share of -c and of -R or -n
+    /// (shares add up exactly); merge the workers' JSON with `sweetspot merge`.
+    #[arg(long, value_name = "I/N")]
+    pub segment: Option<String>,
+    /// Wait until this wall-clock time (Unix seconds), then start; a late worker says by how much.
+    #[arg(long, value_name = "UNIX_TIME", conflicts_with = "start_in")]
+    pub start_at: Option<String>,
+    /// Wait this long (e.g. 5s), then start.
+    #[arg(long, value_name = "DURATION")]
+    pub start_in: Option<String>,
+    /// Write an HdrHistogram interval log (one histogram per second) to PATH.
+    #[arg(long, value_name = "PATH")]
+    pub hlog: Option<std::path::PathBuf>,
+}
+
+/// Options of one run beyond what the engine needs: its place in a distributed run, when to
+/// start, and the interval log.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub segment: Option<SegmentRun>,
+    /// Start at this wall-clock time.
+    pub start_at: Option<std::time::SystemTime>,
+    pub hlog: Option<std::path::PathBuf>,
+}
+
+/// A segment of a distributed run: its description, and the whole run's connection count and
+/// rate, which the engine uses so the segment's connections keep their global send phases.
+#[derive(Debug, Clone)]
+pub struct SegmentRun {
+    pub info: segment::SegmentInfo,
+    pub first_connection: usize,
+}
+
+impl RunOptions {
+    /// Validates the scale-out flags and narrows `config` (the whole run) to this segment.
+    pub fn from_args(args: &LoadArgs, config: &mut LoadConfig) -> anyhow::Result<RunOptions> {
+        let start_at = match (&args.start_at, &args.start_in) {
+            (Some(at), _) => Some(segment::parse_start_at(at).map_err(usage)?),
+            (None, Some(text)) => {
+                let wait = parse_duration(text).map_err(|e| usage(format!("--start-in: {e}")))?;
+                if wait > MAX_DURATION {
+                    return Err(usage("--start-in must be at most 7 days"));
+                }
+                Some(std::time::SystemTime::now() + wait)
+            }
+            (None, None) => None,
+        };
+        let segment = match &args.segment {
+            None => None,
+            Some(text) => {
+                let seg = segment::Segment::parse(text).map_err(usage)?;
+                Some(narrow_to_segment(config, seg)?)
+            }
+        };
+        Ok(RunOptions {
+            segment,
+            start_at,
+            hlog: args.hlog.clone(),
+        })
+    }
+}
+
+/// Narrows a whole-run config to segment `seg`: its share of the connections and of `-n`, and
+/// in rate mode of the rate (`R * c_I / C`, so the rates add up to `R`).
+pub fn narrow_to_segment(
+    config: &mut LoadConfig,
+    seg: segment::Segment,
+) -> anyhow::Result<SegmentRun> {
+    let total_connections = config.connections as u64;
+    let connections = seg.share(total_connections);
+    if connections == 0 {
+        return Err(usage(format!(
+            "--segment {}/{}: -c {total_connections} leaves this worker no connection (use -c {} or more)",
+            seg.index, seg.count, seg.count
+        )));
+    }
+    let (total_rate, total_requests, requests) = match &mut config.mode {
+        Mode::Rate { rate, .. } => {
+            let total = *rate;
+            *rate = total * connections as f64 / total_connections as f64;
+            (Some(total), None, None)
+        }
+        Mode::Count { requests } => {
+            let total = *requests;
+            let mine = seg.share(total);
+            if mine == 0 {
+                return Err(usage(format!(
+                    "--segment {}/{}: -n {total} leaves this worker no request (use -n {} or more)",
+                    seg.index, seg.count, seg.count
+                )));
+            }
+            *requests = mine;
+            (None, Some(total), Some(mine))
+        }
+        Mode::Closed { .. } => (None, None, None),
+    };
+    config.connections = connections as usize;
+    config.threads = config.threads.min(config.connections);
+    Ok(SegmentRun {
+        info: segment::SegmentInfo {
+            index: seg.index,
+            count: seg.count,
+            connections,
+            total_connections,
+            total_rate,
+            total_requests,
+            requests,
+            host: segment::host_name(),
+            cores: default_threads(),
+        },
+        first_connection: seg.first(total_connections) as usize,
+    })
 }
 
 /// How a run decides what to send and when to stop.
@@ -381,7 +495,16 @@ fn parse_header(text: &str) -> Result<(String, String), String> {
 /// Runs a load test and returns what it measured. `stop` set to true ends the run early and
 /// cleanly, with what was measured so far. An unreachable target fails within a few seconds.
 pub fn run(config: &LoadConfig, stop: Option<&AtomicBool>) -> anyhow::Result<LoadReport> {
-    run_observed(config, stop, None)
+    run_observed(config, stop, None, &RunOptions::default())
+}
+
+/// [`run`] as one segment of a distributed run, or with a start time or an interval log.
+pub fn run_with(
+    config: &LoadConfig,
+    stop: Option<&AtomicBool>,
+    options: &RunOptions,
+) -> anyhow::Result<LoadReport> {
+    run_observed(config, stop, None, options)
 }
 
 /// [`run`], with a live progress display fed from the workers' counters.
@@ -389,6 +512,7 @@ fn run_observed(
     config: &LoadConfig,
     stop: Option<&AtomicBool>,
     progress: Option<&progress::LiveProgress>,
+    options: &RunOptions,
 ) -> anyhow::Result<LoadReport> {
     config.validate()?;
     let threads = config.threads.min(config.connections);
@@ -403,18 +527,67 @@ fn run_observed(
         config.message_len,
         config.pipeline,
     );
-    let shares = split_shares(config.connections, threads, &config.mode);
+    let mut shares = split_shares(config.connections, threads, &config.mode);
+    // A segment's connections keep their numbers in the whole run, and the engine sees the
+    // whole run's rate over all its connections: each connection then sends at R / C with the
+    // phase it would have in one process (the segment's own rate is R * c_I / C).
+    let mut engine_config = None;
+    let mut total_connections = config.connections;
+    if let Some(seg) = &options.segment {
+        for share in &mut shares {
+            share.first_connection += seg.first_connection;
+        }
+        total_connections = seg.info.total_connections as usize;
+        if let (Mode::Rate { duration, .. }, Some(rate)) = (config.mode, seg.info.total_rate) {
+            let mut whole = config.clone();
+            whole.mode = Mode::Rate { rate, duration };
+            engine_config = Some(whole);
+        }
+    }
+    if let Some(path) = &options.hlog {
+        // Fail before waiting for the start time; the log is written from the real start.
+        std::fs::File::create(path)
+            .map_err(|e| usage(format!("--hlog: cannot create {}: {e}", path.display())))?;
+    }
+    let late = options.start_at.map(segment::wait_until);
+    if let (Some((late, true)), Some(at)) = (late, options.start_at) {
+        eprintln!(
+            "sweetspot: started {:.3} s late (--start-at {:.3})",
+            late.as_secs_f64(),
+            segment::unix_seconds(at)
+        );
+    }
     let counters: Vec<AtomicU64> = (0..threads).map(|_| AtomicU64::new(0)).collect();
     let start = Instant::now();
+    let started_at = std::time::SystemTime::now();
+    let (mut hlog, intervals) = match &options.hlog {
+        Some(path) => {
+            let comment = format!(
+                "[sweetspot load {} mode={} connections={}{}]",
+                config.target,
+                config.mode.name(),
+                config.connections,
+                options.segment.as_ref().map_or(String::new(), |s| format!(
+                    " segment={}/{}",
+                    s.info.index, s.info.count
+                ))
+            );
+            let (writer, tx) = hlog::HlogWriter::create(path, started_at, &[comment], threads)?;
+            (Some(writer), Some(tx))
+        }
+        None => (None, None),
+    };
     let plan = RunPlan {
-        config,
+        config: engine_config.as_ref().unwrap_or(config),
         addr,
         request: &request,
         start,
         deadline: config.mode.duration().map(|d| start + d),
         stop,
-        total_connections: config.connections,
+        total_connections,
+        intervals,
     };
+    let mut hlog_error = None;
     let results: Vec<std::io::Result<ThreadStats>> = std::thread::scope(|scope| {
         let handles: Vec<_> = shares
             .into_iter()
@@ -426,19 +599,32 @@ fn run_observed(
                     .spawn_scoped(scope, move || engine::run_worker(plan, share, completed))
             })
             .collect();
-        if let Some(progress) = progress {
+        if progress.is_some() || hlog.is_some() {
+            let mut next_update = Instant::now();
             while handles
                 .iter()
                 .any(|h| h.as_ref().is_ok_and(|h| !h.is_finished()))
             {
-                std::thread::sleep(Duration::from_millis(100));
-                let completed = counters
-                    .iter()
-                    .map(|c| c.load(std::sync::atomic::Ordering::Relaxed))
-                    .sum();
-                progress.update(completed, start.elapsed());
+                match hlog.as_mut().map(|w| w.pump(Duration::from_millis(50))) {
+                    Some(Ok(())) => {}
+                    Some(Err(e)) => {
+                        hlog_error = Some(e);
+                        hlog = None;
+                    }
+                    None => std::thread::sleep(Duration::from_millis(100)),
+                }
+                if let Some(progress) = progress.filter(|_| Instant::now() >= next_update) {
+                    next_update = Instant::now() + Duration::from_millis(100);
+                    let completed = counters
+                        .iter()
+                        .map(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+                        .sum();
+                    progress.update(completed, start.elapsed());
+                }
             }
-            progress.finish();
+            if let Some(progress) = progress {
+                progress.finish();
+            }
         }
         handles
             .into_iter()
@@ -450,6 +636,9 @@ fn run_observed(
             })
             .collect()
     });
+    if let Some(e) = hlog_error {
+        return Err(e.context("--hlog"));
+    }
     let mut merged: Option<ThreadStats> = None;
     for result in results {
         let stats = result.context("load thread failed")?;
@@ -459,7 +648,15 @@ fn run_observed(
         }
     }
     let merged = merged.context("no load threads ran")?;
-    Ok(report::build(config, threads, &merged))
+    let mut report = report::build(config, threads, &merged);
+    report.segment = options.segment.as_ref().map(|s| s.info.clone());
+    report.started_at_unix_s = segment::unix_seconds(started_at);
+    report.ended_at_unix_s = report.started_at_unix_s + report.duration_s;
+    report.start_late_s = late.map(|(late, _)| late.as_secs_f64());
+    if let Some(writer) = hlog {
+        writer.finish(merged.elapsed, &report)?;
+    }
+    Ok(report)
 }
 
 /// Connects once, blocking, before the run: an unreachable target becomes one clear error
@@ -531,11 +728,12 @@ fn split_shares(connections: usize, threads: usize, mode: &Mode) -> Vec<WorkerSh
 /// and the JSON.
 pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
     use std::io::IsTerminal;
-    let config = LoadConfig::from_args(&args)?;
+    let mut config = LoadConfig::from_args(&args)?;
+    let options = RunOptions::from_args(&args, &mut config)?;
     let json_to_stdout = args.json.as_deref() == Some("-");
     let live = (std::io::stderr().is_terminal() && !args.quiet)
         .then(|| progress::LiveProgress::new(&config));
-    let report = run_observed(&config, None, live.as_ref())?;
+    let report = run_observed(&config, None, live.as_ref(), &options)?;
     if !args.quiet {
         let summary = human::render(&report, &config);
         if json_to_stdout {

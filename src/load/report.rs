@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::segment::SegmentInfo;
 use super::stats::{
-    censored_summary, per_second_rates, ErrorCounts, LatencySummary, LatencyView, ThreadStats,
+    censored_view, per_second_rates, ErrorCounts, LatencySummary, LatencyView, ThreadStats,
 };
 use super::{LoadConfig, Mode};
 
@@ -21,7 +22,7 @@ use super::{LoadConfig, Mode};
 pub const RATE_HELD_FRACTION: f64 = 0.95;
 
 /// What a load run measured.
-#[derive(Serialize, Deserialize, Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
 pub struct LoadReport {
     /// Complete responses (timeouts and failures are not requests here; see `errors`).
     pub requests: u64,
@@ -82,6 +83,24 @@ pub struct LoadReport {
     pub connections: usize,
     #[serde(default)]
     pub threads: usize,
+    /// `--segment I/N` only: this worker's part of a distributed run (see `sweetspot merge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment: Option<SegmentInfo>,
+    /// Wall-clock start and end of the run, Unix seconds, to line up the workers of one run.
+    #[serde(default)]
+    pub started_at_unix_s: f64,
+    #[serde(default)]
+    pub ended_at_unix_s: f64,
+    /// `--start-at` / `--start-in` only: seconds the run began after the agreed time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_late_s: Option<f64>,
+    /// The whole `latency_us` histogram, base64 of HdrHistogram's compressed V2 encoding, so
+    /// that reports can be merged exactly (histograms added, never percentiles averaged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<String>,
+    /// Rate mode: the same for `latency_uncorrected_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histogram_uncorrected: Option<String>,
 }
 
 impl LoadReport {
@@ -117,30 +136,32 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         }
         _ => (None, None, None),
     };
+    let (latency_us, latency) = censored_view(
+        &merged.latency,
+        &merged.censored,
+        if rate_mode {
+            LatencyView::RateCorrected
+        } else {
+            LatencyView::ClosedLoop
+        },
+        merged.errors.timeout,
+        config.timeout,
+    );
+    let uncorrected = merged.latency_uncorrected.as_ref().map(|h| {
+        censored_view(
+            h,
+            &merged.censored,
+            LatencyView::RateUncorrected,
+            merged.errors.timeout,
+            config.timeout,
+        )
+    });
     LoadReport {
         requests: merged.requests,
         duration_s,
         rps: per_second(merged.requests),
-        latency_us: censored_summary(
-            &merged.latency,
-            &merged.censored,
-            if rate_mode {
-                LatencyView::RateCorrected
-            } else {
-                LatencyView::ClosedLoop
-            },
-            merged.errors.timeout,
-            config.timeout,
-        ),
-        latency_uncorrected_us: merged.latency_uncorrected.as_ref().map(|h| {
-            censored_summary(
-                h,
-                &merged.censored,
-                LatencyView::RateUncorrected,
-                merged.errors.timeout,
-                config.timeout,
-            )
-        }),
+        latency_us,
+        latency_uncorrected_us: uncorrected.as_ref().map(|(summary, _)| *summary),
         latency_answered_us: merged.latency.summary(),
         status: merged.status_map(),
         errors: merged.errors,
@@ -159,5 +180,12 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         mode: config.mode.name().to_string(),
         connections: config.connections,
         threads,
+        segment: None,
+        started_at_unix_s: 0.0,
+        ended_at_unix_s: 0.0,
+        start_late_s: None,
+        // The histograms the summaries describe: censored requests included.
+        histogram: Some(super::hlog::encode(&latency)),
+        histogram_uncorrected: uncorrected.as_ref().map(|(_, h)| super::hlog::encode(h)),
     }
 }

@@ -135,6 +135,28 @@ impl LatencyHistogram {
         Some(smallest)
     }
 
+    /// The underlying HdrHistogram (for serialization: [`super::hlog`]).
+    pub fn as_hdr(&self) -> &Histogram<u64> {
+        &self.0
+    }
+
+    /// Wraps a histogram read back from a report or log. One written by sweetspot has the same
+    /// bounds and adds exactly; another is re-recorded into these bounds (within their
+    /// precision). Values above one hour cannot be held: an error.
+    pub fn from_hdr(other: &Histogram<u64>) -> Result<LatencyHistogram, String> {
+        let mut h = LatencyHistogram::new();
+        h.0.add(other)
+            .map_err(|e| format!("histogram does not fit 1 us to 1 h: {e:?}"))?;
+        Ok(h)
+    }
+
+    /// Removes every sample of `other` (which must all be in `self`).
+    pub fn subtract(&mut self, other: &LatencyHistogram) -> Result<(), String> {
+        self.0
+            .subtract(&other.0)
+            .map_err(|e| format!("cannot subtract histograms: {e:?}"))
+    }
+
     /// Number of samples.
     pub fn len(&self) -> u64 {
         self.0.len()
@@ -434,6 +456,17 @@ pub fn censored_summary(
     timeouts: u64,
     timeout: Duration,
 ) -> LatencySummary {
+    censored_view(answered, censored, view, timeouts, timeout).0
+}
+
+/// [`censored_summary`] with the histogram it summarizes (which a report serializes).
+pub fn censored_view(
+    answered: &LatencyHistogram,
+    censored: &[Censored],
+    view: LatencyView,
+    timeouts: u64,
+    timeout: Duration,
+) -> (LatencySummary, LatencyHistogram) {
     let with = with_censored(answered, censored, view);
     let mut summary = with.histogram.summary();
     let timeout_us = u64::try_from(timeout.as_micros()).unwrap_or(u64::MAX);
@@ -445,7 +478,7 @@ pub fn censored_summary(
         timeouts,
         with.histogram.lowest_equivalent(timeout_us),
     );
-    summary
+    (summary, with.histogram)
 }
 
 /// Failed requests (and connection attempts) by kind.
@@ -518,6 +551,8 @@ pub struct ThreadStats {
     pub cpu_s: f64,
     /// When the thread's work ended, from the start of the run.
     pub elapsed: Duration,
+    /// `--hlog` only: hands this thread's per-second latency histograms to the log writer.
+    pub intervals: Option<super::hlog::IntervalRecorder>,
 }
 
 impl ThreadStats {
@@ -538,6 +573,7 @@ impl ThreadStats {
             completed_per_second: Vec::with_capacity(64),
             cpu_s: 0.0,
             elapsed: Duration::ZERO,
+            intervals: None,
         }
     }
 

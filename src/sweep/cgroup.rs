@@ -6,8 +6,9 @@
 //! reads. The kernel's CPU accounting of a cgroup has no such gap: every task that ever ran in
 //! the cgroup is charged to it, exited or not. So the runner makes a cgroup per server, puts the
 //! server into it before it execs (so the server never runs outside it, and everything it forks
-//! or spawns inherits it), reads the cgroup's counters around the measured window and removes
-//! the cgroup after the server stopped.
+//! or spawns inherits it), reads the cgroup's counters around the measured window, and after
+//! the server stopped kills whatever is left in the cgroup (pieces that left its process group)
+//! and removes it.
 //!
 //! Methods, in the order tried (the first that works is used, and recorded per point as
 //! `server.cpu_method` in `results.json`):
@@ -288,17 +289,46 @@ impl ServerCgroup {
             CpuMethod::ProcChildren => None,
         }
     }
+}
 
-    /// Whether any process is in the cgroup.
-    pub fn is_populated(&self) -> bool {
-        std::fs::read_to_string(self.procs_file()).is_ok_and(|t| !t.trim().is_empty())
+impl ServerCgroup {
+    /// The processes in the cgroup now.
+    pub fn pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.procs_file())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    /// Kills whatever is still in the cgroup once the server was stopped: pieces of it that
+    /// left its process group (`setsid`, a daemonizing command) but are still its own, so
+    /// nothing a point started outlives it. Reaps those re-parented to the runner.
+    fn kill_remaining(&self) {
+        use nix::sys::signal::{kill, Signal};
+        use nix::sys::wait::{waitpid, WaitPidFlag};
+        use nix::unistd::Pid;
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            let pids = self.pids();
+            if pids.is_empty() || Instant::now() >= deadline {
+                return;
+            }
+            for pid in pids {
+                let pid = Pid::from_raw(pid);
+                let _ = kill(pid, Signal::SIGKILL);
+                let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
 
 impl Drop for ServerCgroup {
-    /// Removes the cgroup; a cgroup is removable once its last process is gone (reaped), which
-    /// can trail the runner's stop by a moment, so this retries briefly.
+    /// Removes the cgroup after killing what is left in it; a cgroup is removable once its
+    /// last process is gone, which can trail the kill by a moment, so this retries briefly.
     fn drop(&mut self) {
+        self.kill_remaining();
         let deadline = Instant::now() + Duration::from_secs(2);
         while std::fs::remove_dir(&self.dir).is_err() && self.dir.exists() {
             if Instant::now() >= deadline {

@@ -221,6 +221,48 @@ impl std::ops::Add for TreeCpu {
     }
 }
 
+/// Inodes of the sockets listening on `port` in a `/proc/net/tcp` or `/proc/net/tcp6` table.
+pub fn listening_inodes(table: &str, port: u16) -> Vec<u64> {
+    const LISTEN: &str = "0A";
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let local_port = fields.get(1)?.rsplit_once(':')?.1;
+            let listening = *fields.get(3)? == LISTEN;
+            (listening && u16::from_str_radix(local_port, 16).ok()? == port)
+                .then(|| fields.get(9)?.parse().ok())
+                .flatten()
+        })
+        .collect()
+}
+
+/// Whether a process of group `pgrp` holds a socket listening on `port` here. When it does
+/// not, the server that answers on that port is not the started command's process tree (it
+/// runs on another machine, or was detached into a process group of its own), so the group's
+/// CPU is not the server's.
+pub fn group_listens_on(pgrp: i32, port: u16) -> bool {
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        if let Ok(text) = std::fs::read_to_string(table) {
+            inodes.extend(listening_inodes(&text, port));
+        }
+    }
+    if inodes.is_empty() {
+        return false;
+    }
+    let wanted: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
+    group_processes(pgrp).iter().any(|process| {
+        std::fs::read_dir(format!("/proc/{}/fd", process.pid))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+            .any(|link| wanted.iter().any(|w| link.as_os_str() == w.as_str()))
+    })
+}
+
 /// Peaks and counts over a measurement window.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct TreeSample {
@@ -391,6 +433,27 @@ mod tests {
         assert_eq!(s.pgrp, 4242);
         assert_eq!((s.utime, s.stime, s.cutime, s.cstime), (150, 30, 20, 10));
         assert_eq!(s.num_threads, 7);
+    }
+
+    #[test]
+    fn listening_sockets_are_found_by_port() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242 1 0 100 0 0 10 0\n\
+   1: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 4343 1 0 20 4 30 10 -1\n\
+   2: 00000000:0050 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 77 1 0 100 0 0 10 0\n";
+        assert_eq!(listening_inodes(table, 8080), vec![4242]);
+        assert_eq!(listening_inodes(table, 80), vec![77]);
+        assert!(listening_inodes(table, 81).is_empty());
+    }
+
+    #[test]
+    fn our_own_listener_is_in_our_group_and_a_free_port_is_not() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let pgrp = nix::unistd::getpgrp().as_raw();
+        assert!(group_listens_on(pgrp, port));
+        drop(listener);
+        assert!(!group_listens_on(pgrp, port));
     }
 
     #[test]

@@ -68,6 +68,18 @@ pub struct ServerUsage {
     /// children, where no cgroup could be made). Absent in results from before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_method: Option<CpuMethod>,
+    /// True when the server's CPU could not be sampled here: what answers on the target's port
+    /// is not the started command's process tree (it runs on another machine, e.g. started by
+    /// `ssh HOST ...` or `srun -w NODE ...`, or detached from the command's process group) and
+    /// no `cpu_command` reported it. The figures above are then unknown (0 here, "n/a" in
+    /// tables), not zero.
+    #[serde(default)]
+    pub cpu_unavailable: bool,
+    /// True when the server's process tree is not here at all (see `cpu_unavailable`): memory,
+    /// threads, processes and context switches are unknown (0 here, "n/a" in tables), even
+    /// when a `cpu_command` reported the CPU.
+    #[serde(default)]
+    pub remote: bool,
 }
 
 /// What the load generator cost.

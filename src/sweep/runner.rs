@@ -279,7 +279,13 @@ fn run_point(
         cores,
         parallelism,
     );
-    if result.generator_bound {
+    if result.generator_bound && run.server.cpu_unavailable {
+        result.warnings.push(format!(
+            "the load generator used {:.0}% of a core per thread (the server's CPU is not known \
+             here): this throughput may be the generator's limit, not the server's",
+            run.client.cpu_s / run.duration_s / f64::from(run.client.threads.max(1)) * 100.0
+        ));
+    } else if result.generator_bound {
         result.warnings.push(format!(
             "the load generator used {:.0}% of a core per thread while the server used {:.0}%: \
              this throughput is the generator's limit, not the server's",
@@ -442,6 +448,20 @@ fn run_once(
         },
     };
     let config = load_config(experiment, point, target, mode, pinning);
+    // An external command may start the server elsewhere (`ssh HOST ...`, `srun -w NODE ...`):
+    // then the started process group is not the server, and its CPU is not the server's.
+    let server_here = match &launch {
+        Launch::External { port, .. } => super::probe::group_listens_on(server.pgid(), *port),
+        Launch::Ours { .. } => true,
+    };
+    let cpu_command = match (&point.target, &launch) {
+        (TargetSpec::External(ext), Launch::External { port, .. }) if !server_here => ext
+            .cpu_command
+            .as_ref()
+            .map(|c| c.replace("{port}", &port.to_string())),
+        _ => None,
+    };
+    let command_cpu_before = cpu_command.as_deref().map(command_cpu_s).transpose()?;
     let cpu_before = meter.read();
     let sampler = TreeSampler::start(server.pgid(), Duration::from_millis(100));
     let report = load::run(&config, Some(stop));
@@ -462,7 +482,37 @@ fn run_once(
     server.stop();
     let mut run = measurement_of(&report, &config, cpu, sample);
     run.server.cpu_method = Some(meter.method());
+    if !server_here {
+        let command_cpu = match (cpu_command.as_deref(), command_cpu_before) {
+            (Some(command), Some(before)) => Some((command_cpu_s(command)? - before).max(0.0)),
+            _ => None,
+        };
+        run.server = ServerUsage {
+            cpu_s: command_cpu.unwrap_or(0.0),
+            cpu_unavailable: command_cpu.is_none(),
+            remote: true,
+            ..ServerUsage::default()
+        };
+    }
     Ok(Some((run, reported_workers)))
+}
+
+/// Runs an external target's `cpu_command` and reads the one number it prints (CPU seconds).
+fn command_cpu_s(command: &str) -> anyhow::Result<f64> {
+    let out = std::process::Command::new("sh")
+        .args(["-c", command])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .with_context(|| format!("cpu_command {command:?}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    match text.trim().parse::<f64>() {
+        Ok(v) if out.status.success() && v.is_finite() && v >= 0.0 => Ok(v),
+        _ => anyhow::bail!(
+            "cpu_command {command:?} should print CPU seconds, printed {:?} ({})",
+            text.trim(),
+            out.status
+        ),
+    }
 }
 
 fn load_config(
@@ -538,6 +588,8 @@ fn measurement_of(
             voluntary_switches: sample.voluntary_switches,
             involuntary_switches: sample.involuntary_switches,
             cpu_method: None,
+            cpu_unavailable: false,
+            remote: false,
         },
         client: ClientUsage {
             cpu_s: report.client_cpu_s,

@@ -157,6 +157,12 @@ pub struct ExternalTarget {
     /// Only these workloads (by name); all when absent.
     #[serde(default)]
     pub workloads: Option<Vec<String>>,
+    /// For a server the sweep cannot sample here (another machine): a shell command that
+    /// prints the server's CPU seconds so far (user + system, one number). It runs before and
+    /// after each measurement; the difference is the server's CPU. `{port}` is replaced with
+    /// the port of `url`.
+    #[serde(default)]
+    pub cpu_command: Option<String>,
 }
 
 /// A whole experiment as written in TOML.

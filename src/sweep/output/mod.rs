@@ -317,7 +317,9 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
                 return row;
             }
             let percent = |cpu: f64| {
-                if p.duration_s > 0.0 {
+                if p.server.cpu_unavailable {
+                    "n/a".into()
+                } else if p.duration_s > 0.0 {
                     format!("{:.0}%", cpu / p.duration_s * 100.0)
                 } else {
                     "-".into()
@@ -331,17 +333,29 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
                 thousands(p.errors as f64 + p.bad_statuses() as f64),
                 thousands(p.errors_by_kind.timeout as f64),
                 thousands(p.unanswered as f64),
-                duration_us(p.server_cpu_us_per_request),
+                if p.server.cpu_unavailable {
+                    "n/a".into()
+                } else {
+                    duration_us(p.server_cpu_us_per_request)
+                },
                 percent(p.server.cpu_s),
-                percent(p.client.cpu_s),
-                format!("{:.1} MB", p.server.rss_kb as f64 / 1024.0),
-                p.server.threads.to_string(),
-                p.server.processes.to_string(),
-                format!(
+                if p.duration_s > 0.0 {
+                    format!("{:.0}%", p.client.cpu_s / p.duration_s * 100.0)
+                } else {
+                    "-".into()
+                },
+            ]);
+            // A server on another machine: its tree was not sampled here.
+            let remote = |cell: String| if p.server.remote { "n/a".into() } else { cell };
+            row.extend([
+                remote(format!("{:.1} MB", p.server.rss_kb as f64 / 1024.0)),
+                remote(p.server.threads.to_string()),
+                remote(p.server.processes.to_string()),
+                remote(format!(
                     "{}/{}",
                     thousands(p.server.voluntary_switches as f64),
                     thousands(p.server.involuntary_switches as f64)
-                ),
+                )),
                 if p.spread.repetitions > 1 {
                     format!(
                         "{}..{}",
