@@ -655,3 +655,39 @@ fn json_lists_lower_bounds_by_key_in_both_views() {
     assert!(json["unsent"].as_u64().unwrap() >= 90, "{json}");
     assert!(stderr.contains("99%    >="), "{stderr}");
 }
+
+#[test]
+fn an_interval_log_adds_up_to_the_report_with_its_censored_requests() {
+    let server = TinyServer::start(never_answer);
+    let dir = common::TempDir::new("hlog-censored");
+    let log = dir.path().join("run.hlog");
+    let url = server.url("/");
+    let (code, stdout, stderr, _) = sweetspot(&[
+        "load",
+        &url,
+        "-c",
+        "3",
+        "-d",
+        "1s",
+        "--hlog",
+        log.to_str().unwrap(),
+        "--json",
+        "-",
+        "-q",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let run = sweetspot::load::hlog::read(&std::fs::read_to_string(&log).unwrap()).unwrap();
+    // Nothing was answered: every sample of the log is a censored request, in its last
+    // interval (tagged "censored"), and the log adds up to the report.
+    assert_eq!(
+        run.total().len(),
+        json["latency_us"]["count"].as_u64().unwrap()
+    );
+    assert_eq!(run.total().len(), 3);
+    let last = run.intervals.last().unwrap();
+    assert_eq!(last.latency.len(), 3);
+    assert!(last.start_s >= 1.0, "{}", last.start_s);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("Tag=censored"), "{text}");
+}
