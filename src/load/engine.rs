@@ -321,6 +321,12 @@ impl<'p, 'a> Worker<'p, 'a> {
             } else if self.should_end(now) {
                 window_end = Some(now);
                 let at_deadline = self.plan.deadline.is_some_and(|d| now >= d);
+                if at_deadline && self.rate_mode && !self.stopped() {
+                    // Requests due before the deadline that a late wakeup has not sent yet go
+                    // out now (from their intended times, so the lateness is measured); only
+                    // those whose connection is busy or down stay unsent.
+                    self.run_due_wakeups(now);
+                }
                 if at_deadline && !self.stopped() && !self.nothing_in_flight() {
                     let p99 = self.stats.latency.value_at_quantile(0.99);
                     drain_until = Some(now + drain_grace(self.timeout, p99));
@@ -620,7 +626,10 @@ impl<'p, 'a> Worker<'p, 'a> {
         if conn.phase != Phase::Open || conn.writing() {
             return;
         }
-        if self.plan.deadline.is_some_and(|d| now >= d) {
+        let deadline = self.plan.deadline;
+        let past_deadline = deadline.is_some_and(|d| now >= d);
+        // Rate mode still sends, once, at the deadline what was due before it (see `run`).
+        if self.draining || (past_deadline && !self.rate_mode) {
             return;
         }
         match &mut self.policy {
@@ -648,7 +657,8 @@ impl<'p, 'a> Worker<'p, 'a> {
                 let room = self.pipeline - conn.in_flight.len();
                 let mut due = 0;
                 let mut next = conn.next_intended;
-                while due < room && next <= now {
+                let before_deadline = |t: Instant| deadline.is_none_or(|d| t < d);
+                while due < room && next <= now && before_deadline(next) {
                     due += 1;
                     next += interval;
                 }
@@ -656,7 +666,10 @@ impl<'p, 'a> Worker<'p, 'a> {
                     self.send_batch(slot, due, now, Some(interval));
                 }
                 let conn = &self.connections[slot];
-                if conn.phase == Phase::Open && conn.in_flight.len() < self.pipeline {
+                if conn.phase == Phase::Open
+                    && conn.in_flight.len() < self.pipeline
+                    && before_deadline(conn.next_intended)
+                {
                     let at = conn.next_intended;
                     self.schedule_wakeup(slot, at);
                 }

@@ -5,10 +5,11 @@
 //! - [`spec`]: the experiment (TOML; the presets are files in `experiments/`);
 //! - [`runner`]: per point, start a server ([`server`]), warm up, measure with the in-process
 //!   load engine while [`probe`] samples the server's process tree from /proc, stop it;
-//! - [`analysis`] (with [`usl`]): best architecture within a latency bound, sweet-spot worker
-//!   count, USL fit, Goetz's pool size, Little's law check;
+//! - [`analysis`]: pure statistics, the USL fit, the best architecture within a latency bound
+//!   and the words that explain it (runner -> analysis -> output, never back);
 //! - [`results`]: the record written as `results.json`;
-//! - [`output`]: JSON, Markdown, SVG and HTML writers behind one trait, and the terminal summary.
+//! - [`output`]: JSON, Markdown, SVG and HTML writers behind one trait, and the terminal summary;
+//! - [`units`]: numbers as people read them, shared by the prose and the outputs.
 
 pub mod analysis;
 pub mod cgroup;
@@ -18,7 +19,7 @@ pub mod results;
 pub mod runner;
 pub mod server;
 pub mod spec;
-pub mod usl;
+pub mod units;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,9 +28,10 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use crate::usage;
+use analysis::finalize;
 use output::json::RESULTS_FILE;
 use results::SweepResults;
-use runner::{finalize, run_experiment, RunnerOptions};
+use runner::{run_experiment, RunnerOptions};
 use spec::{Experiment, PRESETS};
 
 /// Flags of `sweetspot sweep`.
@@ -150,9 +152,7 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<()> {
         )));
     }
     let mut results = SweepResults::read(&path).map_err(|e| usage(format!("{e:#}")))?;
-    let finished = results.finished.clone();
     finalize(&mut results);
-    results.finished = finished;
     let files = output::write_all(&results, &args.dir)?;
     print!("{}", output::terminal::summary(&results));
     println!("\nWrote {} files to {}", files.len(), args.dir.display());

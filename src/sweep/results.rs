@@ -13,7 +13,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use super::analysis::Analysis;
+use super::analysis::findings::{Analysis, Recommendation};
 use super::cgroup::CpuMethod;
 use super::spec::Experiment;
 use crate::load::stats::LowerBounds;
@@ -34,21 +34,8 @@ pub struct PointLatency {
     pub lower_bound: LowerBounds,
 }
 
-/// Errors of a point by kind (the load engine's counts).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct ErrorCounts {
-    pub connect: u64,
-    pub read: u64,
-    pub write: u64,
-    pub timeout: u64,
-    pub protocol: u64,
-}
-
-impl ErrorCounts {
-    pub fn total(&self) -> u64 {
-        self.connect + self.read + self.write + self.timeout + self.protocol
-    }
-}
+/// Errors of a point by kind: the load engine's own counts, stored as it writes them.
+pub use crate::load::ErrorCounts;
 
 /// What the server's process tree cost during the measured window.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -260,8 +247,21 @@ pub struct SweepResults {
     pub machine: Machine,
     pub points: Vec<PointResult>,
     /// Plain-words recommendation (also structured in `analysis`).
-    pub recommendation: super::analysis::Recommendation,
+    #[serde(default, deserialize_with = "derived")]
+    pub recommendation: Recommendation,
+    #[serde(default, deserialize_with = "derived")]
     pub analysis: Analysis,
+}
+
+/// Reads a field the analysis derives from the points: a shape this version does not know
+/// (a file from an older version) reads as empty instead of failing, and `report` recomputes it.
+fn derived<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned + Default,
+{
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Ok(serde_json::from_value(value).unwrap_or_default())
 }
 
 impl SweepResults {
@@ -328,6 +328,47 @@ mod tests {
         p.status.insert("200".into(), 80);
         p.status.insert("500".into(), 10);
         assert!((p.error_rate() - 0.2).abs() < 1e-9);
+    }
+
+    /// A `results.json` written by the version before the analysis was split (its `ranking`
+    /// was a list of pairs, its USL fits had no `levels`), from a real two-repetition sweep.
+    const BEFORE_I8: &str = include_str!("../../tests/data/results-before-i8.json");
+
+    #[test]
+    fn an_older_results_file_still_loads_and_analyses_again() {
+        let mut results: SweepResults = serde_json::from_str(BEFORE_I8).unwrap();
+        assert_eq!(results.points.len(), 18);
+        // The analysis of the old shape reads as empty ...
+        assert!(results.analysis.workloads.is_empty());
+        // ... while what was measured is kept as written, error counts included.
+        let raw: serde_json::Value = serde_json::from_str(BEFORE_I8).unwrap();
+        for (point, raw) in results.points.iter().zip(raw["points"].as_array().unwrap()) {
+            assert_eq!(point.rps, raw["rps"].as_f64().unwrap());
+            assert_eq!(
+                serde_json::to_value(point.errors_by_kind).unwrap(),
+                raw["errors_by_kind"]
+            );
+            assert_eq!(point.spread.repetitions, 2);
+        }
+        super::super::analysis::finalize(&mut results);
+        assert_eq!(results.analysis.workloads.len(), 1);
+        assert!(results.recommendation.summary[0].starts_with("hello:"));
+    }
+
+    #[test]
+    fn error_counts_keep_their_json_shape() {
+        let counts = ErrorCounts {
+            connect: 1,
+            read: 2,
+            write: 3,
+            timeout: 4,
+            protocol: 5,
+        };
+        assert_eq!(
+            serde_json::to_string(&counts).unwrap(),
+            r#"{"connect":1,"read":2,"write":3,"timeout":4,"protocol":5}"#
+        );
+        assert_eq!(counts.total(), 15);
     }
 
     #[test]

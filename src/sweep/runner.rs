@@ -18,10 +18,7 @@ use std::time::Duration;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::analysis::{
-    analyze, fold_repetitions, generator_saturated, little_shortfall, little_warning,
-    requests_in_flight, server_parallelism,
-};
+use super::analysis::{finalize, fold_repetitions, generator_saturated, server_parallelism};
 use super::cgroup::{self, CpuMeter, CpuMethod, ServerCgroup};
 use super::output::{self, json::JsonExporter, Exporter};
 use super::probe::TreeSampler;
@@ -128,6 +125,7 @@ fn run_plan(
         progress.finished(&result);
         results.points.push(result);
         finalize(&mut results);
+        results.finished = utc_timestamp();
         JsonExporter
             .export(&results, &options.out_dir)
             .context("saving results so far")?;
@@ -135,52 +133,9 @@ fn run_plan(
     progress.done();
     results.interrupted = results.points.len() < plan.len();
     finalize(&mut results);
+    results.finished = utc_timestamp();
     let files = output::write_all(&results, &options.out_dir)?;
     Ok(SweepRun { results, files })
-}
-
-/// Recomputes the per-point flags and the analysis, and stamps the finish time.
-pub fn finalize(results: &mut SweepResults) {
-    let experiment = &results.experiment;
-    for point in &mut results.points {
-        let keepalive = experiment
-            .workloads
-            .iter()
-            .find(|w| w.name == point.workload)
-            .is_none_or(|w| w.keepalive);
-        // Count mode: every request is answered or fails before the run ends, so waits are in
-        // the percentiles, and connections that finish their share early only thin the tail:
-        // warn only at the looser bound, and never call it starved.
-        let closed = experiment.mode == LoadMode::Closed;
-        let keepalive = keepalive && closed;
-        point.in_flight_ratio = (point.ok && point.rps > 0.0).then(|| {
-            requests_in_flight(point.rps, point.latency_us.mean) / f64::from(point.concurrency)
-        });
-        point.starved = closed
-            && point.ok
-            && little_shortfall(
-                point.rps,
-                point.latency_us.mean,
-                point.concurrency,
-                keepalive,
-            );
-        point.warnings.retain(|w| !w.starts_with("Little's law"));
-        if experiment.mode != LoadMode::Rate {
-            if let Some(w) = little_warning(
-                point.rps,
-                point.latency_us.mean,
-                point.concurrency,
-                point.errors,
-                keepalive,
-            ) {
-                point.warnings.push(w);
-            }
-        }
-    }
-    let (analysis, recommendation) = analyze(results);
-    results.analysis = analysis;
-    results.recommendation = recommendation;
-    results.finished = utc_timestamp();
 }
 
 fn decide_pinning(experiment: &Experiment, machine: &mut Machine) -> Pinning {

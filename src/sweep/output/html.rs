@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use super::svg::render_plots;
-use super::{file_stem, thousands, workload_tables, Exporter, Table};
+use super::{file_stem, percent, thousands, workload_tables, Exporter, Table};
+use crate::sweep::analysis::usl::MIN_LEVELS;
+use crate::sweep::analysis::{MAX_ERROR_RATE, WITHIN_BEST};
 use crate::sweep::results::SweepResults;
 
 /// Writes `report.html`.
@@ -144,17 +146,24 @@ pub fn render(results: &SweepResults) -> anyhow::Result<String> {
         }
         out.push_str("</ul>\n");
     }
-    out.push_str(
+    let _ = write!(
+        out,
         "<h2>Method</h2>\n<p>Each point starts the server in its own process group, waits for \
          its ready line, warms up, then measures with the in-process load generator. Server CPU \
          is the user+system time of its whole process tree from /proc over the measured window; \
          memory is the peak of the summed resident sets. Throughput is successful responses per \
          second; timeouts are errors and never enter the latency histogram. The best \
-         architecture is the highest throughput whose p99 meets the bound with under 1% errors; \
-         the sweet spot is the fewest workers within 5% of the best throughput. USL: X(N) = \
-         &lambda;N / (1 + &sigma;(N-1) + &kappa;N(N-1)) (Gunther), peak at N* = \
+         architecture is the highest throughput whose p99 is known to meet the bound (a p99 that \
+         is only a lower bound never does) with under {errors} errors; with repetitions, a \
+         difference inside the min..max spread is no win. The sweet spot is the fewest workers \
+         within {within} of the best throughput (or inside its spread). USL: X(N) = \
+         &lambda;N / (1 + &sigma;(N-1) + &kappa;N(N-1)) (Gunther), fitted by bounded nonlinear \
+         least squares from at least {levels} levels, peak at N* = \
          &radic;((1-&sigma;)/&kappa;). Goetz: threads = N<sub>cpu</sub> &times; U &times; (1 + \
          W/C). Little: requests in flight = throughput &times; mean latency.</p>\n",
+        errors = percent(MAX_ERROR_RATE),
+        within = percent(WITHIN_BEST),
+        levels = MIN_LEVELS,
     );
     let m = &results.machine;
     out.push_str("<h2>Machine</h2>\n<table>\n");
@@ -190,6 +199,26 @@ pub fn render(results: &SweepResults) -> anyhow::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sweep::analysis::finalize;
+    use crate::sweep::output::fixture::small_sweep;
+
+    #[test]
+    fn the_page_marks_lower_bounds_and_spreads() {
+        let mut results = small_sweep();
+        finalize(&mut results);
+        let html = render(&results).unwrap();
+        assert!(
+            html.contains(
+                "<tr><td>64</td><td class=\"num\">&gt;= 1.00 s~</td>\
+                 <td class=\"num\">3.0 ms (2.5 ms..3.5 ms)</td></tr>"
+            ),
+            "{html}"
+        );
+        assert!(html.contains("<td class=\"num\">30,000 (29,000..31,000)</td>"));
+        assert!(html.contains("under 1% errors") && html.contains("within 5% of the best"));
+        // The p99 plot inlined with its lower-bound legend.
+        assert!(html.contains(crate::sweep::output::svg::LOWER_BOUND_LABEL));
+    }
 
     #[test]
     fn escaping() {

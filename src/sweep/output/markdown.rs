@@ -108,6 +108,34 @@ pub fn render(results: &SweepResults) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sweep::analysis::finalize;
+    use crate::sweep::output::fixture::small_sweep;
+
+    #[test]
+    fn the_document_marks_lower_bounds_and_spreads() {
+        let mut results = small_sweep();
+        finalize(&mut results);
+        let md = render(&results);
+        assert!(
+            md.contains("| 64 | >= 1.00 s~ | 3.0 ms (2.5 ms..3.5 ms) |\n"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 64 | 97~ | 30,000 (29,000..31,000) |\n"),
+            "{md}"
+        );
+        // The details table: p50 exact, p99 a lower bound.
+        assert!(
+            md.contains("| iterative | 64 | 97~ | 3.00 s | 200 us | >= 1.00 s |"),
+            "{md}"
+        );
+        assert!(md.contains("_`>=` a lower bound: requests still unanswered"));
+        // The recommendation never names the censored point.
+        assert!(
+            md.contains("- hello: epoll: 30,000 req/s at 64 connections"),
+            "{md}"
+        );
+    }
 
     #[test]
     fn tables_render_with_alignment_and_escaping() {

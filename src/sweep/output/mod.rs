@@ -15,8 +15,10 @@ pub mod terminal;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::analysis::series_label;
+use super::analysis::recommend::usl_series_name;
+use super::analysis::{series_label, MAX_ERROR_RATE};
 use super::results::{PointResult, SweepResults};
+pub use super::units::{duration_us, percent, thousands};
 
 /// Writes one output format into a directory.
 pub trait Exporter {
@@ -47,43 +49,6 @@ pub fn write_all(results: &SweepResults, dir: &Path) -> anyhow::Result<Vec<PathB
         written.extend(files);
     }
     Ok(written)
-}
-
-/// `12345.6` -> `12,346`; small values keep one decimal (`9.5`).
-pub fn thousands(value: f64) -> String {
-    if !value.is_finite() {
-        return "-".into();
-    }
-    if value.abs() < 100.0 && value.fract().abs() > 1e-9 {
-        return format!("{value:.1}");
-    }
-    let rounded = value.round() as i64;
-    let digits = rounded.unsigned_abs().to_string();
-    let mut out = String::new();
-    for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    if rounded < 0 {
-        out.insert(0, '-');
-    }
-    out
-}
-
-/// Microseconds in the unit a reader wants.
-pub fn duration_us(us: f64) -> String {
-    if !us.is_finite() || us <= 0.0 {
-        return "-".into();
-    }
-    if us >= 1e6 {
-        format!("{:.2} s", us / 1e6)
-    } else if us >= 1e3 {
-        format!("{:.1} ms", us / 1e3)
-    } else {
-        format!("{us:.0} us")
-    }
 }
 
 /// A file-name-safe version of a workload name.
@@ -138,7 +103,7 @@ pub fn levels_of(points: &[&PointResult]) -> Vec<u32> {
 
 fn mark(p: &PointResult) -> String {
     let mut m = String::new();
-    if p.error_rate() > super::analysis::MAX_ERROR_RATE {
+    if p.error_rate() > MAX_ERROR_RATE {
         m.push('*');
     }
     if p.generator_bound {
@@ -150,19 +115,111 @@ fn mark(p: &PointResult) -> String {
     m
 }
 
+/// A latency figure of a point (`key` as in [`crate::load::stats::LATENCY_KEYS`]), with
+/// `>= ` before it when it is only a lower bound.
+pub fn latency_cell(p: &PointResult, key: &str) -> String {
+    let l = &p.latency_us;
+    let value = match key {
+        "p50" => l.p50,
+        "p90" => l.p90,
+        "p99" => l.p99,
+        "p999" => l.p999,
+        "mean" => l.mean,
+        "max" => l.max,
+        _ => f64::NAN,
+    };
+    lower_bound_text(value, l.lower_bound.contains(key))
+}
+
+/// `1.2 ms`, or `>= 1.2 ms` for a lower bound.
+pub fn lower_bound_text(us: f64, lower_bound: bool) -> String {
+    if lower_bound {
+        format!(">= {}", duration_us(us))
+    } else {
+        duration_us(us)
+    }
+}
+
+/// Whether a point was measured more than once (and so has a spread to show).
+pub fn repeated(p: &PointResult) -> bool {
+    p.spread.repetitions > 1
+}
+
+/// `1,950..2,250`: the point's throughput over its repetitions.
+pub fn rps_spread_text(p: &PointResult) -> String {
+    format!(
+        "{}..{}",
+        thousands(p.spread.rps_min),
+        thousands(p.spread.rps_max)
+    )
+}
+
+/// `1.0 ms..>= 2.00 s`: the point's p99 over its repetitions, each end marked when the run it
+/// came from had only a lower bound.
+pub fn p99_spread_text(p: &PointResult) -> String {
+    let end = |value: f64| {
+        let lower = p
+            .runs
+            .iter()
+            .find(|r| r.latency_us.p99 == value)
+            .is_some_and(|r| r.latency_us.lower_bound.contains("p99"));
+        lower_bound_text(value, lower)
+    };
+    format!("{}..{}", end(p.spread.p99_min), end(p.spread.p99_max))
+}
+
 fn rps_cell(p: &PointResult) -> String {
     if !p.ok {
         return "failed".into();
     }
-    format!("{}{}", thousands(p.rps), mark(p))
+    let mut cell = format!("{}{}", thousands(p.rps), mark(p));
+    if repeated(p) {
+        cell.push_str(&format!(" ({})", rps_spread_text(p)));
+    }
+    cell
 }
 
-const MARK_NOTES: [&str; 3] = [
-    "`*` more than 1% of requests failed or timed out",
-    "`g` the load generator, not the server, was saturated",
-    "`~` Little's law: fewer requests in flight than connections offered; some connections \
-     waited unanswered (their wait is in the percentiles, as lower bounds)",
-];
+fn p99_cell(p: &PointResult) -> String {
+    if !p.ok {
+        return "failed".into();
+    }
+    let mut cell = format!("{}{}", latency_cell(p, "p99"), mark(p));
+    if repeated(p) {
+        cell.push_str(&format!(" ({})", p99_spread_text(p)));
+    }
+    cell
+}
+
+/// The footnotes explaining the marks; the lower-bound and spread notes only when some point
+/// needs them.
+fn mark_notes(points: &[&PointResult]) -> Vec<String> {
+    let mut notes = vec![
+        format!(
+            "`*` more than {} of requests failed or timed out",
+            percent(MAX_ERROR_RATE)
+        ),
+        "`g` the load generator, not the server, was saturated".to_string(),
+        "`~` Little's law: fewer requests in flight than connections offered; some connections \
+         waited unanswered (their wait is in the percentiles, as lower bounds)"
+            .to_string(),
+    ];
+    if points.iter().any(|p| !p.latency_us.lower_bound.is_empty()) {
+        notes.push(
+            "`>=` a lower bound: requests still unanswered when the run ended (or timed out) \
+             would only raise it"
+                .to_string(),
+        );
+    }
+    if let Some(n) = points.iter().map(|p| p.spread.repetitions).max() {
+        if n > 1 {
+            notes.push(format!(
+                "`(a..b)` min..max over the repetitions of a point (up to {n}); the value before \
+                 it is the median run's"
+            ));
+        }
+    }
+    notes
+}
 
 /// The tables for one workload: the study-style grid (rows concurrency, columns
 /// architectures) when there are several levels, else one row per architecture with its
@@ -185,13 +242,7 @@ pub fn workload_tables(results: &SweepResults, workload: &str) -> Vec<Table> {
     if levels.len() > 1 {
         for (title, cell) in [
             ("requests/second", rps_cell as fn(&PointResult) -> String),
-            ("p99 latency", |p: &PointResult| {
-                if p.ok {
-                    format!("{}{}", duration_us(p.latency_us.p99), mark(p))
-                } else {
-                    "failed".into()
-                }
-            }),
+            ("p99 latency", p99_cell),
         ] {
             let mut header = vec!["concurrency".to_string()];
             header.extend(labels.iter().cloned());
@@ -211,7 +262,7 @@ pub fn workload_tables(results: &SweepResults, workload: &str) -> Vec<Table> {
                 title: format!("{workload}: {title}"),
                 header,
                 rows,
-                notes: MARK_NOTES.iter().map(|s| s.to_string()).collect(),
+                notes: mark_notes(&points),
             });
         }
     }
@@ -222,7 +273,7 @@ pub fn workload_tables(results: &SweepResults, workload: &str) -> Vec<Table> {
     tables
 }
 
-/// The USL fits of a workload's series.
+/// The USL fits of a workload's series, and the series that were too short to fit.
 fn usl_table(results: &SweepResults, workload: &str) -> Option<Table> {
     let analysed = results
         .analysis
@@ -234,34 +285,43 @@ fn usl_table(results: &SweepResults, workload: &str) -> Option<Table> {
     }
     let header = [
         "series",
-        "over",
+        "levels",
         "sigma",
         "kappa",
         "lambda (req/s)",
         "R^2",
-        "predicted peak N",
-        "predicted peak req/s",
+        "limit",
+        "peak N*",
+        "X_max (req/s)",
         "measured best N",
     ];
     let rows = analysed
         .usl
         .iter()
         .map(|u| {
-            let series = match (u.axis.as_str(), u.fixed) {
-                ("workers", Some(c)) => format!("{} at {c} connections", u.arch),
-                (_, workers) => series_label(&u.arch, workers),
-            };
-            vec![
-                series,
-                u.axis.clone(),
-                format!("{:.3}", u.fit.sigma),
-                format!("{:.5}", u.fit.kappa),
-                thousands(u.fit.lambda),
-                format!("{:.2}", u.fit.r_squared),
-                u.predicted_peak_n.map_or("none".into(), thousands),
-                u.predicted_peak_rps.map_or("-".into(), thousands),
-                thousands(f64::from(u.measured_best_n)),
-            ]
+            let mut row = vec![usl_series_name(u), u.levels.to_string()];
+            match u.fit {
+                Some(fit) => row.extend([
+                    format!("{:.4}", fit.sigma),
+                    format!("{:.6}", fit.kappa),
+                    thousands(fit.lambda),
+                    format!("{:.3}", fit.r_squared),
+                    u.limit.map_or("-".into(), |l| l.to_string()),
+                    u.predicted_peak_n
+                        .map_or("none".into(), |n| format!("{n:.1}")),
+                    match (u.predicted_peak_rps, u.ceiling_rps) {
+                        (Some(x), _) => thousands(x),
+                        (None, Some(x)) => format!("ceiling {}", thousands(x)),
+                        (None, None) => "-".into(),
+                    },
+                ]),
+                None => {
+                    row.push("not fitted".into());
+                    row.resize(header.len() - 1, String::new());
+                }
+            }
+            row.push(thousands(f64::from(u.measured_best_n)));
+            row
         })
         .collect();
     Some(Table {
@@ -269,9 +329,18 @@ fn usl_table(results: &SweepResults, workload: &str) -> Option<Table> {
         header: header.iter().map(|h| h.to_string()).collect(),
         rows,
         notes: vec![
-            "X(N) = lambda N / (1 + sigma (N-1) + kappa N (N-1)) (Gunther); peak at \
-             sqrt((1-sigma)/kappa); a peak far beyond the measured N is an extrapolation"
-                .into(),
+            format!(
+                "X(N) = lambda N / (1 + sigma (N-1) + kappa N (N-1)) (Gunther), fitted by bounded \
+                 nonlinear least squares (sigma, kappa >= 0); peak N* = sqrt((1-sigma)/kappa), \
+                 X_max = X(N*); a peak far beyond the measured N is an extrapolation; series with \
+                 fewer than {} levels are not fitted",
+                super::analysis::usl::MIN_LEVELS
+            ),
+            format!(
+                "limit: the term that costs more at the largest N measured, contention \
+                 sigma (N-1) or coherency kappa N (N-1); none when together under {}",
+                percent(super::analysis::usl::NEGLIGIBLE_PENALTY)
+            ),
         ],
     })
 }
@@ -299,9 +368,13 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
         "threads",
         "procs",
         "ctx sw (vol/invol)",
-        "spread req/s",
     ] {
         header.push(h.into());
+    }
+    let any_repeated = points.iter().any(|p| repeated(p));
+    if any_repeated {
+        header.push("spread req/s".into());
+        header.push("spread p99".into());
     }
     let rows = points
         .iter()
@@ -326,10 +399,10 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
                 }
             };
             row.extend([
-                rps_cell(p),
+                format!("{}{}", thousands(p.rps), mark(p)),
                 format!("{:.2} s", p.duration_s),
-                duration_us(p.latency_us.p50),
-                duration_us(p.latency_us.p99),
+                latency_cell(p, "p50"),
+                latency_cell(p, "p99"),
                 thousands(p.errors as f64 + p.bad_statuses() as f64),
                 thousands(p.errors_by_kind.timeout as f64),
                 thousands(p.unanswered as f64),
@@ -356,20 +429,19 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
                     thousands(p.server.voluntary_switches as f64),
                     thousands(p.server.involuntary_switches as f64)
                 )),
-                if p.spread.repetitions > 1 {
-                    format!(
-                        "{}..{}",
-                        thousands(p.spread.rps_min),
-                        thousands(p.spread.rps_max)
-                    )
-                } else {
-                    "-".into()
-                },
             ]);
+            if any_repeated {
+                if repeated(p) {
+                    row.push(rps_spread_text(p));
+                    row.push(p99_spread_text(p));
+                } else {
+                    row.extend(["-".to_string(), "-".to_string()]);
+                }
+            }
             row
         })
         .collect();
-    let mut notes: Vec<String> = MARK_NOTES.iter().map(|s| s.to_string()).collect();
+    let mut notes = mark_notes(points);
     notes.push(
         "CPU percentages are of one core over the measured time; server figures cover the whole \
          process tree; context switches of tasks that lived between two samples are missed"
@@ -383,30 +455,171 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
     }
 }
 
+/// A small sweep for the output tests: iterative and epoll at 1 and 64 connections, where
+/// iterative's p99 at 64 is only a lower bound and epoll was measured three times per point.
+#[cfg(test)]
+pub mod fixture {
+    use crate::sweep::results::{
+        Machine, PointLatency, PointResult, RunMeasurement, Spread, SweepResults,
+    };
+    use crate::sweep::spec::Experiment;
+
+    fn point(arch: &str, concurrency: u32, rps: f64, p50: f64, p99: f64) -> PointResult {
+        PointResult {
+            arch: arch.into(),
+            workers: None,
+            workload: "hello".into(),
+            concurrency,
+            target: "sweetspot".into(),
+            ok: true,
+            requests: (rps * 3.0) as u64,
+            duration_s: 3.0,
+            rps,
+            latency_us: PointLatency {
+                p50,
+                p90: p99,
+                p99,
+                p999: p99,
+                mean: p50,
+                max: p99,
+                lower_bound: Default::default(),
+            },
+            ..Default::default()
+        }
+    }
+
+    fn repeated(mut p: PointResult, rps: [f64; 3], p99: [f64; 3]) -> PointResult {
+        p.runs = rps
+            .iter()
+            .zip(p99)
+            .map(|(&rps, p99)| RunMeasurement {
+                rps,
+                latency_us: PointLatency {
+                    p99,
+                    ..p.latency_us
+                },
+                ..Default::default()
+            })
+            .collect();
+        p.spread = Spread {
+            repetitions: 3,
+            rps_min: rps[0],
+            rps_max: rps[2],
+            p99_min: p99[0],
+            p99_max: p99[2],
+        };
+        p
+    }
+
+    /// The sweep; `repetitions` for epoll's points is 3.
+    pub fn small_sweep() -> SweepResults {
+        let experiment = Experiment::from_toml(
+            "name = \"small\"\narchs = [\"iterative\", \"epoll\"]\nconcurrency = [1, 64]\n\
+             [[workload]]\nname = \"hello\"\nroute = \"/hello\"\n",
+            "small",
+        )
+        .expect("valid experiment");
+        let mut censored = point("iterative", 64, 97.0, 200.0, 1_000_000.0);
+        for key in ["p99", "p999", "max"] {
+            censored.latency_us.lower_bound.insert(key);
+        }
+        censored.unanswered = 63;
+        let points = vec![
+            point("iterative", 1, 20_000.0, 40.0, 80.0),
+            repeated(
+                point("epoll", 1, 21_000.0, 35.0, 70.0),
+                [20_000.0, 21_000.0, 22_000.0],
+                [60.0, 70.0, 90.0],
+            ),
+            censored,
+            repeated(
+                point("epoll", 64, 30_000.0, 1_500.0, 3_000.0),
+                [29_000.0, 30_000.0, 31_000.0],
+                [2_500.0, 3_000.0, 3_500.0],
+            ),
+        ];
+        SweepResults {
+            version: 1,
+            source: "small".into(),
+            experiment,
+            started: "2026-11-21T09:00:00Z".into(),
+            finished: "2026-11-21T09:01:00Z".into(),
+            interrupted: false,
+            points_planned: points.len(),
+            machine: Machine {
+                cpu_model: "test cpu".into(),
+                cores: 2,
+                kernel: "6.0".into(),
+                ..Default::default()
+            },
+            points,
+            recommendation: Default::default(),
+            analysis: Default::default(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn thousands_separators() {
-        assert_eq!(thousands(0.0), "0");
-        assert_eq!(thousands(999.0), "999");
-        assert_eq!(thousands(2100.4), "2,100");
-        assert_eq!(thousands(1234567.0), "1,234,567");
-        assert_eq!(thousands(9.46), "9.5");
-        assert_eq!(thousands(-1500.0), "-1,500");
-    }
-
-    #[test]
-    fn durations_pick_units() {
-        assert_eq!(duration_us(850.0), "850 us");
-        assert_eq!(duration_us(12_345.0), "12.3 ms");
-        assert_eq!(duration_us(2_500_000.0), "2.50 s");
-        assert_eq!(duration_us(0.0), "-");
-    }
-
-    #[test]
     fn file_stems_are_safe() {
         assert_eq!(file_stem("fib?n=25 x"), "fib_n_25_x");
+    }
+
+    #[test]
+    fn grid_cells_mark_lower_bounds_and_show_the_spread() {
+        let results = fixture::small_sweep();
+        let tables = workload_tables(&results, "hello");
+        let rps = &tables[0];
+        assert_eq!(rps.title, "hello: requests/second");
+        assert_eq!(
+            rps.rows,
+            vec![
+                vec!["1", "20,000", "21,000 (20,000..22,000)"],
+                vec!["64", "97", "30,000 (29,000..31,000)"],
+            ]
+        );
+        let p99 = &tables[1];
+        assert_eq!(
+            p99.rows,
+            vec![
+                vec!["1", "80 us", "70 us (60 us..90 us)"],
+                vec!["64", ">= 1.00 s", "3.0 ms (2.5 ms..3.5 ms)"],
+            ]
+        );
+        assert!(p99
+            .notes
+            .iter()
+            .any(|n| n.starts_with("`>=` a lower bound")));
+        assert!(p99.notes.iter().any(|n| n.starts_with("`(a..b)` min..max")));
+        // The details: p50 exact, p99 a lower bound, and the spread columns.
+        let details = &tables[2];
+        let column = |name: &str| details.header.iter().position(|h| h == name).unwrap();
+        let censored = &details.rows[2];
+        assert_eq!(censored[0], "iterative");
+        assert_eq!(censored[column("p50")], "200 us");
+        assert_eq!(censored[column("p99")], ">= 1.00 s");
+        assert_eq!(censored[column("spread req/s")], "-");
+        let epoll = &details.rows[3];
+        assert_eq!(epoll[column("spread req/s")], "29,000..31,000");
+        assert_eq!(epoll[column("spread p99")], "2.5 ms..3.5 ms");
+    }
+
+    #[test]
+    fn a_single_run_sweep_has_no_spread_columns_or_notes() {
+        let mut results = fixture::small_sweep();
+        for p in &mut results.points {
+            p.spread = Default::default();
+            p.latency_us.lower_bound = Default::default();
+        }
+        let tables = workload_tables(&results, "hello");
+        assert_eq!(tables[0].rows[1], vec!["64", "97", "30,000"]);
+        assert!(!tables[2].header.iter().any(|h| h.starts_with("spread")));
+        assert!(!tables[1]
+            .notes
+            .iter()
+            .any(|n| n.starts_with("`>=`") || n.starts_with("`(a..b)`")));
     }
 }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::{workload_tables, Table};
+use super::{duration_us, thousands, workload_tables, Table};
 use crate::sweep::results::SweepResults;
 
 /// A table as aligned plain text.
@@ -51,10 +51,17 @@ pub fn summary(results: &SweepResults) -> String {
             ""
         }
     );
+    let mut marks: Vec<String> = Vec::new();
     for workload in &results.experiment.workloads {
         let tables = workload_tables(results, &workload.name);
-        // The first table is the headline: the study grid, or the per-architecture table.
-        if let Some(table) = tables.first() {
+        // The headline: the study grids (throughput, then p99, whose lower bounds and spreads
+        // must be seen), or the per-architecture table.
+        let headline = match tables.first() {
+            Some(first) if first.title.ends_with(": requests/second") => &tables[..2],
+            Some(_) => &tables[..1],
+            None => &[],
+        };
+        for table in headline {
             let mut table = table.clone();
             if table.header.len() > 12 {
                 // Keep the terminal version narrow: the first columns say the most.
@@ -65,7 +72,20 @@ pub fn summary(results: &SweepResults) -> String {
             }
             out.push_str(&table_text(&table));
             out.push('\n');
+            for note in &table.notes {
+                if (note.starts_with("`>=`") || note.starts_with("`(a..b)`"))
+                    && !marks.contains(note)
+                {
+                    marks.push(note.clone());
+                }
+            }
         }
+    }
+    if !marks.is_empty() {
+        for note in &marks {
+            let _ = writeln!(out, "  {}", note.replace('`', ""));
+        }
+        out.push('\n');
     }
     let theory: Vec<String> = results
         .analysis
@@ -79,7 +99,7 @@ pub fn summary(results: &SweepResults) -> String {
                     s.arch,
                     s.concurrency,
                     s.workers,
-                    super::thousands(s.rps)
+                    thousands(s.rps)
                 )
             });
             let goetz = w
@@ -94,7 +114,7 @@ pub fn summary(results: &SweepResults) -> String {
                         g.pool_size,
                         g.cores,
                         g.wait_ms,
-                        super::duration_us(g.compute_us)
+                        duration_us(g.compute_us)
                     )
                 });
             spots.chain(goetz).collect::<Vec<_>>()
@@ -127,6 +147,32 @@ pub fn summary(results: &SweepResults) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sweep::analysis::finalize;
+    use crate::sweep::output::fixture::small_sweep;
+
+    #[test]
+    fn the_summary_marks_lower_bounds_and_spreads() {
+        let mut results = small_sweep();
+        finalize(&mut results);
+        // 1 of 64 connections answered: Little's law marks the point starved too (`~`).
+        let text = summary(&results);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.contains(&"hello: p99 latency"), "{text}");
+        assert!(
+            lines.contains(&"  64           >= 1.00 s~  3.0 ms (2.5 ms..3.5 ms)"),
+            "{text}"
+        );
+        assert!(
+            lines.contains(&"  64                 97~  30,000 (29,000..31,000)"),
+            "{text}"
+        );
+        assert!(lines
+            .iter()
+            .any(|l| l.starts_with("  >= a lower bound: requests still unanswered")));
+        assert!(lines
+            .iter()
+            .any(|l| l.starts_with("  (a..b) min..max over the repetitions")));
+    }
 
     #[test]
     fn columns_align() {

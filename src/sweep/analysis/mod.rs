@@ -1,0 +1,494 @@
+//! Analysis: from measured points to an answer.
+//!
+//! Dependencies run one way, runner -> analysis -> output: the runner measures and calls
+//! [`finalize`]; the output formats read [`SweepResults`] and the findings stored in it, and
+//! nothing here knows how they are drawn. The parts:
+//! - [`stats`]: pure statistics (median and repetition spread, Little's law, Goetz's pool
+//!   size, the sweet spot, generator saturation), each citing its source, tested in place;
+//! - [`usl`]: the Universal Scalability Law fit (bounded nonlinear least squares);
+//! - [`recommend`]: the best architecture within the latency bound and the sentences that
+//!   explain it;
+//! - [`findings`]: the plain records of what was concluded, as `results.json` keeps them.
+//!
+//! This file groups a sweep's points into the series those functions take.
+
+pub mod findings;
+pub mod recommend;
+pub mod stats;
+pub mod usl;
+
+use std::collections::BTreeMap;
+
+pub use findings::{
+    Analysis, BestChoice, GoetzEstimate, RankedArch, Recommendation, SweetSpot, UslSeries,
+    WorkloadAnalysis,
+};
+pub use recommend::{best_within_bound, little_warning};
+pub use stats::{
+    fold_repetitions, generator_saturated, goetz_pool_size, little_shortfall, median,
+    requests_in_flight, rps_range, sweet_spot, WorkerThroughput, MAX_ERROR_RATE, WITHIN_BEST,
+};
+
+use super::results::{PointResult, SweepResults};
+use super::spec::{LoadMode, POOLED_ARCHS, SINGLE_THREADED_ARCHS};
+use recommend::{explain, ProseContext};
+use usl::fit_usl;
+
+/// Recomputes the per-point flags that depend on the experiment (Little's law: in-flight
+/// ratio, starved, its warning) and the whole analysis. The runner calls it after every point;
+/// `sweetspot report` calls it on a loaded `results.json`.
+pub fn finalize(results: &mut SweepResults) {
+    let experiment = &results.experiment;
+    for point in &mut results.points {
+        let keepalive = experiment
+            .workloads
+            .iter()
+            .find(|w| w.name == point.workload)
+            .is_none_or(|w| w.keepalive);
+        // Count mode: every request is answered or fails before the run ends, so waits are in
+        // the percentiles, and connections that finish their share early only thin the tail:
+        // warn only at the looser bound, and never call it starved.
+        let closed = experiment.mode == LoadMode::Closed;
+        let keepalive = keepalive && closed;
+        point.in_flight_ratio = (point.ok && point.rps > 0.0).then(|| {
+            requests_in_flight(point.rps, point.latency_us.mean) / f64::from(point.concurrency)
+        });
+        point.starved = closed
+            && point.ok
+            && little_shortfall(
+                point.rps,
+                point.latency_us.mean,
+                point.concurrency,
+                keepalive,
+            );
+        point.warnings.retain(|w| !w.starts_with("Little's law"));
+        if experiment.mode != LoadMode::Rate {
+            if let Some(w) = little_warning(
+                point.rps,
+                point.latency_us.mean,
+                point.concurrency,
+                point.errors,
+                keepalive,
+            ) {
+                point.warnings.push(w);
+            }
+        }
+    }
+    let (analysis, recommendation) = analyze(results);
+    results.analysis = analysis;
+    results.recommendation = recommendation;
+}
+
+/// Analyses a sweep's points.
+pub fn analyze(results: &SweepResults) -> (Analysis, Recommendation) {
+    let experiment = &results.experiment;
+    let bound_us = experiment.p99_bound_ms * 1000.0;
+    let cores = if results.machine.pinned {
+        1.0
+    } else {
+        results.cores()
+    };
+    let mut analysis = Analysis {
+        p99_bound_ms: experiment.p99_bound_ms,
+        failed_points: results.points.iter().filter(|p| !p.ok).count(),
+        generator_bound_points: results.points.iter().filter(|p| p.generator_bound).count(),
+        ..Default::default()
+    };
+    for p in &results.points {
+        for w in &p.warnings {
+            analysis.warnings.push(format!(
+                "{} {} c={}: {w}",
+                p.workload,
+                series_label(&p.arch, p.workers),
+                p.concurrency
+            ));
+        }
+    }
+    let prose = ProseContext {
+        p99_bound_ms: experiment.p99_bound_ms,
+        mode: experiment.mode,
+        cores: results.machine.cores.max(1),
+    };
+    let mut recommendation = Recommendation::default();
+    for workload in &experiment.workloads {
+        let points: Vec<&PointResult> = results
+            .points
+            .iter()
+            .filter(|p| p.workload == workload.name)
+            .collect();
+        if points.is_empty() {
+            continue;
+        }
+        let usable: Vec<&PointResult> = points
+            .iter()
+            .copied()
+            .filter(|p| p.ok && p.rps > 0.0)
+            .collect();
+        let best = best_within_bound(&points, bound_us);
+        let (cheapest, cheapest_within_spread) = cheapest_of(&usable);
+        let sweet_spots = sweet_spots_of(&usable);
+        let usl = usl_series_of(&usable);
+        let compute_us = median(
+            &usable
+                .iter()
+                .filter(|p| p.target == "sweetspot" && p.server_cpu_us_per_request > 0.0)
+                .map(|p| p.server_cpu_us_per_request)
+                .collect::<Vec<_>>(),
+        );
+        let goetz = goetz_pool_size(cores, 1.0, workload.wait_ms() / 1e3, compute_us / 1e6).map(
+            |pool_size| GoetzEstimate {
+                workload: workload.name.clone(),
+                cores,
+                utilization: 1.0,
+                wait_ms: workload.wait_ms(),
+                compute_us,
+                pool_size,
+                measured_sweet_spot: sweet_spots
+                    .iter()
+                    .max_by(|a, b| a.best_rps.total_cmp(&b.best_rps))
+                    .map(|s| s.workers),
+            },
+        );
+        let analysed = WorkloadAnalysis {
+            workload: workload.name.clone(),
+            best,
+            cheapest,
+            cheapest_within_spread,
+            sweet_spots,
+            usl,
+            goetz,
+        };
+        explain(&analysed, &prose, &mut recommendation);
+        analysis.workloads.push(analysed);
+    }
+    if analysis.failed_points > 0 {
+        recommendation.details.push(format!(
+            "{} point(s) failed and are left out; their reasons are in the tables.",
+            analysis.failed_points
+        ));
+    }
+    if analysis.generator_bound_points > 0 {
+        recommendation.details.push(format!(
+            "{} point(s) were limited by the load generator, not the server: their throughput is \
+             a lower bound (try `pin = true`, more load threads, or a second machine).",
+            analysis.generator_bound_points
+        ));
+    }
+    (analysis, recommendation)
+}
+
+/// The cheapest architecture in server CPU per request (its cheapest point with few errors),
+/// and the others whose repetitions overlap it.
+fn cheapest_of(usable: &[&PointResult]) -> (Option<(String, f64)>, Vec<String>) {
+    let mut per_arch: BTreeMap<&str, &PointResult> = BTreeMap::new();
+    for p in usable
+        .iter()
+        .copied()
+        .filter(|p| p.server_cpu_us_per_request > 0.0 && p.error_rate() <= MAX_ERROR_RATE)
+    {
+        let entry = per_arch.entry(p.arch.as_str()).or_insert(p);
+        if p.server_cpu_us_per_request < entry.server_cpu_us_per_request {
+            *entry = p;
+        }
+    }
+    let mut ranked: Vec<&PointResult> = per_arch.into_values().collect();
+    ranked.sort_by(|a, b| {
+        a.server_cpu_us_per_request
+            .total_cmp(&b.server_cpu_us_per_request)
+    });
+    let Some(cheapest) = ranked.first() else {
+        return (None, Vec::new());
+    };
+    let range = stats::cpu_per_request_range(cheapest);
+    let within = ranked
+        .iter()
+        .skip(1)
+        .filter(|p| {
+            (p.spread.repetitions > 1 || cheapest.spread.repetitions > 1)
+                && stats::ranges_overlap(stats::cpu_per_request_range(p), range)
+        })
+        .map(|p| p.arch.clone())
+        .collect();
+    (
+        Some((cheapest.arch.clone(), cheapest.server_cpu_us_per_request)),
+        within,
+    )
+}
+
+/// `epoll` or `prethreaded/8` (with workers when known and swept).
+pub fn series_label(arch: &str, workers: Option<u32>) -> String {
+    match workers {
+        Some(w) if POOLED_ARCHS.contains(&arch) => format!("{arch}/{w}"),
+        _ => arch.to_string(),
+    }
+}
+
+/// How many cores a server architecture can use at most.
+pub fn server_parallelism(arch: &str, cores: f64) -> f64 {
+    if SINGLE_THREADED_ARCHS.contains(&arch) {
+        1.0
+    } else {
+        cores
+    }
+}
+
+fn sweet_spots_of(points: &[&PointResult]) -> Vec<SweetSpot> {
+    let mut groups: BTreeMap<(String, u32), Vec<WorkerThroughput>> = BTreeMap::new();
+    for p in points {
+        if let Some(workers) = p.workers {
+            let (min, max) = rps_range(p);
+            groups
+                .entry((p.arch.clone(), p.concurrency))
+                .or_default()
+                .push(WorkerThroughput {
+                    workers,
+                    rps: p.rps,
+                    min,
+                    max,
+                });
+        }
+    }
+    groups
+        .into_iter()
+        .filter_map(|((arch, concurrency), series)| {
+            let workers = sweet_spot(&series)?;
+            let rps = series.iter().find(|p| p.workers == workers)?.rps;
+            let best = series.iter().max_by(|a, b| a.rps.total_cmp(&b.rps))?;
+            Some(SweetSpot {
+                arch,
+                workload: points[0].workload.clone(),
+                concurrency,
+                workers,
+                rps,
+                best_rps: best.rps,
+                best_workers: best.workers,
+                max_workers_tried: series.iter().map(|p| p.workers).max().unwrap_or(workers),
+            })
+        })
+        .collect()
+}
+
+/// (N, throughput) pairs of one series.
+type Series = Vec<(f64, f64)>;
+
+fn usl_series_of(points: &[&PointResult]) -> Vec<UslSeries> {
+    let workload = match points.first() {
+        Some(p) => p.workload.clone(),
+        None => return Vec::new(),
+    };
+    let mut by_concurrency: BTreeMap<(String, Option<u32>), Series> = BTreeMap::new();
+    let mut by_workers: BTreeMap<(String, u32), Series> = BTreeMap::new();
+    for p in points {
+        by_concurrency
+            .entry((p.arch.clone(), p.workers))
+            .or_default()
+            .push((f64::from(p.concurrency), p.rps));
+        if let Some(w) = p.workers {
+            by_workers
+                .entry((p.arch.clone(), p.concurrency))
+                .or_default()
+                .push((f64::from(w), p.rps));
+        }
+    }
+    let make = |arch: String, axis: &str, fixed: Option<u32>, data: &[(f64, f64)]| {
+        let levels = usl::distinct_levels(data);
+        // A single level is not a series: nothing to fit or to refuse.
+        if levels < 2 {
+            return None;
+        }
+        let (n, x) = data.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1))?;
+        let measured_max_n = data.iter().map(|p| p.0 as u32).max().unwrap_or(0);
+        let fitted = fit_usl(data);
+        let fit = fitted.ok();
+        Some(UslSeries {
+            arch,
+            workload: workload.clone(),
+            axis: axis.to_string(),
+            fixed,
+            levels,
+            fit,
+            refused: fitted.err().map(|why| why.to_string()),
+            limit: fit.map(|f| f.limit(f64::from(measured_max_n))),
+            predicted_peak_n: fit.and_then(|f| f.peak_concurrency()),
+            predicted_peak_rps: fit.and_then(|f| f.peak_throughput()),
+            ceiling_rps: fit.and_then(|f| f.ceiling()),
+            measured_best_n: n as u32,
+            measured_best_rps: x,
+            measured_max_n,
+        })
+    };
+    let mut series: Vec<UslSeries> = by_concurrency
+        .into_iter()
+        .filter_map(|((arch, workers), data)| make(arch, "concurrency", workers, &data))
+        .collect();
+    series.extend(
+        by_workers
+            .into_iter()
+            .filter_map(|((arch, c), data)| make(arch, "workers", Some(c), &data)),
+    );
+    series
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::results::{Machine, PointLatency, RunMeasurement, ServerUsage, Spread};
+    use crate::sweep::spec::Experiment;
+
+    fn sweep(points: Vec<PointResult>, cores: u32) -> SweepResults {
+        let experiment = Experiment::from_toml(
+            "name = \"t\"\narchs = [\"epoll\"]\nconcurrency = [1]\n[[workload]]\nname = \"w\"\nroute = \"/hello\"\n",
+            "t",
+        )
+        .unwrap();
+        SweepResults {
+            version: 1,
+            source: "t".into(),
+            experiment,
+            started: String::new(),
+            finished: String::new(),
+            interrupted: false,
+            points_planned: points.len(),
+            machine: Machine {
+                cores,
+                ..Default::default()
+            },
+            points,
+            recommendation: Default::default(),
+            analysis: Default::default(),
+        }
+    }
+
+    fn point(arch: &str, workers: Option<u32>, concurrency: u32, rps: f64) -> PointResult {
+        PointResult {
+            arch: arch.into(),
+            workers,
+            workload: "w".into(),
+            concurrency,
+            target: "sweetspot".into(),
+            ok: true,
+            requests: rps as u64,
+            duration_s: 1.0,
+            rps,
+            latency_us: PointLatency {
+                p99: 1000.0,
+                mean: f64::from(concurrency) / rps * 1e6,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn usl_fits_six_levels_and_refuses_fewer_in_words() {
+        let x = |n: f64| usl::usl_throughput(1000.0, 0.05, 0.001, n);
+        let mut points: Vec<PointResult> = [1, 2, 4, 8, 16, 32]
+            .iter()
+            .map(|&c| point("epoll", None, c, x(f64::from(c))))
+            .collect();
+        points.extend(
+            [1, 2, 4]
+                .iter()
+                .map(|&c| point("threaded", None, c, x(f64::from(c)))),
+        );
+        let mut results = sweep(points, 2);
+        finalize(&mut results);
+        let usl = &results.analysis.workloads[0].usl;
+        let epoll = usl.iter().find(|u| u.arch == "epoll").unwrap();
+        let fit = epoll.fit.unwrap();
+        assert!((fit.sigma - 0.05).abs() < 1e-6 && (fit.kappa - 0.001).abs() < 1e-8);
+        assert_eq!(epoll.levels, 6);
+        assert!((epoll.predicted_peak_n.unwrap() - (0.95f64 / 0.001).sqrt()).abs() < 1e-3);
+        let threaded = usl.iter().find(|u| u.arch == "threaded").unwrap();
+        assert_eq!(threaded.fit, None);
+        assert_eq!(
+            threaded.refused.as_deref(),
+            Some("3 level(s) measured, and a fit needs at least 6")
+        );
+        assert!(
+            results.recommendation.details.contains(
+                &"w: no USL fit for threaded over connections (3 levels): a fit needs at least 6 \
+                  measured levels."
+                    .to_string()
+            ),
+            "{:?}",
+            results.recommendation.details
+        );
+    }
+
+    /// A point measured twice, at `cpu_us` server CPU per request in each run.
+    fn with_cpu(arch: &str, cpu_us: [f64; 2]) -> PointResult {
+        let mut p = point(arch, None, 4, 1000.0);
+        p.runs = cpu_us
+            .iter()
+            .map(|&us| RunMeasurement {
+                requests: 1000,
+                rps: 1000.0,
+                server: ServerUsage {
+                    cpu_s: us * 1000.0 / 1e6,
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .collect();
+        p.server_cpu_us_per_request = cpu_us[0];
+        p.spread = Spread {
+            repetitions: 2,
+            rps_min: 1000.0,
+            rps_max: 1000.0,
+            ..Default::default()
+        };
+        p
+    }
+
+    #[test]
+    fn the_cheapest_is_named_only_outside_the_spread() {
+        let a = with_cpu("forking", [10.0, 14.0]);
+        let b = with_cpu("epoll", [12.0, 16.0]);
+        assert_eq!(stats::cpu_per_request_range(&a), (10.0, 14.0));
+        let (cheapest, within) = cheapest_of(&[&a, &b]);
+        assert_eq!(cheapest, Some(("forking".to_string(), 10.0)));
+        assert_eq!(within, vec!["epoll".to_string()]);
+        let mut results = sweep(vec![a.clone(), b], 2);
+        finalize(&mut results);
+        assert!(results.recommendation.details.contains(
+            &"w: in server CPU per request, forking, epoll are indistinguishable within the \
+              spread of the repetitions: none is the cheapest."
+                .to_string()
+        ));
+        // Clear of each other: forking is the cheapest.
+        let c = with_cpu("epoll", [15.0, 16.0]);
+        let mut results = sweep(vec![a, c], 2);
+        finalize(&mut results);
+        assert!(results.recommendation.details.contains(
+            &"w: the cheapest in server CPU was forking, 10 us per request.".to_string()
+        ));
+    }
+
+    #[test]
+    fn sweet_spots_use_the_spread() {
+        let mut points = [
+            point("prethreaded", Some(1), 8, 100.0),
+            point("prethreaded", Some(2), 8, 180.0),
+            point("prethreaded", Some(4), 8, 200.0),
+        ];
+        assert_eq!(
+            sweet_spots_of(&points.iter().collect::<Vec<_>>())[0].workers,
+            4
+        );
+        points[1].spread = Spread {
+            repetitions: 3,
+            rps_min: 170.0,
+            rps_max: 195.0,
+            ..Default::default()
+        };
+        points[2].spread = Spread {
+            repetitions: 3,
+            rps_min: 190.0,
+            rps_max: 210.0,
+            ..Default::default()
+        };
+        let spots = sweet_spots_of(&points.iter().collect::<Vec<_>>());
+        assert_eq!((spots[0].workers, spots[0].best_workers), (2, 4));
+    }
+}

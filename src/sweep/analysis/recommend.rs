@@ -1,0 +1,713 @@
+//! The recommendation: which architecture wins a workload, and the sentences that explain it.
+//!
+//! [`best_within_bound`] decides (highest throughput whose p99 is known to meet the bound, with
+//! few errors, every connection served); [`explain`] turns a [`WorkloadAnalysis`] into the
+//! summary line and the reasons. Two rules keep the words honest:
+//! - a p99 that is only a lower bound (requests still unanswered when the run ended) never
+//!   counts as meeting the bound, so such a point is never "fastest";
+//! - with repetitions, a difference inside the min..max spread is never called a win: the
+//!   architectures are "indistinguishable within the spread".
+//!
+//! Every threshold in the prose comes from the constants of [`super::stats`] and the machine's
+//! real core count, never from a number written by hand.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::findings::{BestChoice, RankedArch, Recommendation, UslSeries, WorkloadAnalysis};
+use super::series_label;
+use super::stats::{ranges_overlap, requests_in_flight, rps_range, MAX_ERROR_RATE, WITHIN_BEST};
+use super::usl::{UslLimit, MIN_LEVELS};
+use crate::sweep::results::PointResult;
+use crate::sweep::spec::LoadMode;
+use crate::sweep::units::{duration_us, percent, thousands};
+
+/// Whether a point's p99 is only a lower bound.
+pub fn p99_is_lower_bound(p: &PointResult) -> bool {
+    p.latency_us.lower_bound.contains("p99")
+}
+
+/// `1.2 ms`, or `>= 1.2 ms` for a lower bound.
+fn p99_text(us: f64, lower_bound: bool) -> String {
+    if lower_bound {
+        format!(">= {}", duration_us(us))
+    } else {
+        duration_us(us)
+    }
+}
+
+/// The best architecture among `points` (one workload) within `p99_bound_us`.
+pub fn best_within_bound(points: &[&PointResult], p99_bound_us: f64) -> Option<BestChoice> {
+    let usable: Vec<&PointResult> = points
+        .iter()
+        .copied()
+        .filter(|p| p.ok && p.rps > 0.0)
+        .collect();
+    if usable.is_empty() {
+        return None;
+    }
+    let meets = |p: &PointResult| {
+        !p99_is_lower_bound(p)
+            && p.latency_us.p99 <= p99_bound_us
+            && p.error_rate() <= MAX_ERROR_RATE
+            && !p.starved
+    };
+    let mut best_per_arch: BTreeMap<&str, &PointResult> = BTreeMap::new();
+    for p in usable.iter().copied().filter(|p| meets(p)) {
+        let entry = best_per_arch.entry(p.arch.as_str()).or_insert(p);
+        if p.rps > entry.rps {
+            *entry = p;
+        }
+    }
+    let archs: BTreeSet<&str> = points.iter().map(|p| p.arch.as_str()).collect();
+    let excluded: Vec<(String, String)> = archs
+        .iter()
+        .filter(|a| !best_per_arch.contains_key(*a))
+        .map(|a| {
+            let mine: Vec<&PointResult> = points.iter().copied().filter(|p| p.arch == *a).collect();
+            (a.to_string(), exclusion_reason(&mine))
+        })
+        .collect();
+    let mut ranking: Vec<(&str, &PointResult)> = best_per_arch.into_iter().collect();
+    ranking.sort_by(|a, b| b.1.rps.total_cmp(&a.1.rps));
+    let (winner, within_bound) = match ranking.first() {
+        Some((_, p)) => (*p, true),
+        None => {
+            // Prefer points whose percentiles cover every connection offered and whose p99 is
+            // a measurement, not a lower bound.
+            let exact: Vec<&PointResult> = usable
+                .iter()
+                .copied()
+                .filter(|p| !p99_is_lower_bound(p))
+                .collect();
+            let representative: Vec<&PointResult> =
+                exact.iter().copied().filter(|p| !p.starved).collect();
+            let pool = [&representative, &exact, &usable]
+                .into_iter()
+                .find(|pool| !pool.is_empty())?;
+            let lowest = pool
+                .iter()
+                .copied()
+                .min_by(|a, b| a.latency_us.p99.total_cmp(&b.latency_us.p99))?;
+            (lowest, false)
+        }
+    };
+    let repeated = |p: &PointResult| p.spread.repetitions > 1;
+    let winner_range = rps_range(winner);
+    let mut ties = Vec::new();
+    let mut indistinguishable = Vec::new();
+    for (arch, p) in ranking.iter().skip(1) {
+        if (repeated(winner) || repeated(p)) && ranges_overlap(rps_range(p), winner_range) {
+            indistinguishable.push(arch.to_string());
+        } else if p.rps >= winner.rps * (1.0 - WITHIN_BEST) {
+            ties.push(arch.to_string());
+        }
+    }
+    Some(BestChoice {
+        arch: winner.arch.clone(),
+        workers: winner.workers,
+        concurrency: winner.concurrency,
+        rps: winner.rps,
+        p99_us: winner.latency_us.p99,
+        p99_lower_bound: p99_is_lower_bound(winner),
+        within_bound,
+        ties,
+        indistinguishable,
+        ranking: ranking
+            .iter()
+            .map(|(a, p)| {
+                let (rps_min, rps_max) = rps_range(p);
+                RankedArch {
+                    arch: a.to_string(),
+                    rps: p.rps,
+                    rps_min,
+                    rps_max,
+                }
+            })
+            .collect(),
+        excluded,
+        repetitions: usable
+            .iter()
+            .map(|p| p.spread.repetitions)
+            .max()
+            .unwrap_or(1)
+            .max(1),
+    })
+}
+
+/// Why none of an architecture's points is a candidate.
+fn exclusion_reason(mine: &[&PointResult]) -> String {
+    let ok: Vec<&PointResult> = mine.iter().copied().filter(|p| p.ok).collect();
+    if ok.is_empty() {
+        return "every point failed".to_string();
+    }
+    if ok.iter().all(|p| p.error_rate() > MAX_ERROR_RATE) {
+        return "errors at every level".to_string();
+    }
+    let clean: Vec<&PointResult> = ok
+        .iter()
+        .copied()
+        .filter(|p| p.error_rate() <= MAX_ERROR_RATE && !p.starved)
+        .collect();
+    if clean.is_empty() {
+        return "at every level some connections waited unanswered (Little's law), so its \
+                percentiles leave out the slowest requests"
+            .to_string();
+    }
+    let exact: Vec<&PointResult> = clean
+        .iter()
+        .copied()
+        .filter(|p| !p99_is_lower_bound(p))
+        .collect();
+    if exact.is_empty() {
+        return "its p99 is only a lower bound at every level (requests were still unanswered \
+                when the run ended), so it cannot be shown to meet the bound"
+            .to_string();
+    }
+    let lowest = exact
+        .iter()
+        .map(|p| p.latency_us.p99)
+        .fold(f64::MAX, f64::min);
+    format!("p99 never under the bound (lowest {})", duration_us(lowest))
+}
+
+/// A warning when fewer requests were in flight than the closed loop offered (Little's law,
+/// see [`super::stats::little_shortfall`]).
+pub fn little_warning(
+    rps: f64,
+    mean_latency_us: f64,
+    concurrency: u32,
+    errors: u64,
+    keepalive: bool,
+) -> Option<String> {
+    if !super::stats::little_shortfall(rps, mean_latency_us, concurrency, keepalive) {
+        return None;
+    }
+    let in_flight = requests_in_flight(rps, mean_latency_us);
+    let ratio = in_flight / f64::from(concurrency);
+    let cause = if errors > 0 {
+        format!("{errors} requests failed or timed out, and time spent on them is not latency")
+    } else if keepalive {
+        "the other connections waited unanswered, as when a server gives each worker one \
+         keep-alive connection at a time, or the generator was slow to send"
+            .to_string()
+    } else {
+        "connections waited in the server's accept backlog, or the generator spent the time \
+         connecting"
+            .to_string()
+    };
+    Some(format!(
+        "Little's law: throughput x mean latency = {in_flight:.1} requests in flight, but {concurrency} \
+         connections were offered ({:.0}%): the load did not reach the server as intended ({cause})",
+        ratio * 100.0
+    ))
+}
+
+/// What the prose needs to know about the sweep beyond one workload's analysis.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProseContext {
+    pub p99_bound_ms: f64,
+    pub mode: LoadMode,
+    /// The machine's cores (from `results.json`'s machine).
+    pub cores: u32,
+}
+
+/// The summary line and the reasons for one workload.
+pub fn explain(w: &WorkloadAnalysis, ctx: &ProseContext, out: &mut Recommendation) {
+    let name = &w.workload;
+    let bound_ms = ctx.p99_bound_ms;
+    match &w.best {
+        Some(best) if best.within_bound && !best.indistinguishable.is_empty() => {
+            explain_indistinguishable(name, best, ctx, out);
+        }
+        Some(best) if best.within_bound => {
+            let who = series_label(&best.arch, best.workers);
+            let mut line = format!(
+                "{name}: {who}: {} req/s at {} connections with p99 {} (bound {bound_ms} ms)",
+                thousands(best.rps),
+                best.concurrency,
+                duration_us(best.p99_us)
+            );
+            if !best.ties.is_empty() {
+                line.push_str(&format!(
+                    "; within {}: {}",
+                    percent(WITHIN_BEST),
+                    best.ties.join(", ")
+                ));
+            }
+            out.summary.push(line);
+            let mut reason = format!(
+                "For {name}, pick {who}: it had the highest throughput of the architectures whose \
+                 p99 stayed under {bound_ms} ms with under {} errors.",
+                percent(MAX_ERROR_RATE)
+            );
+            if let Some(second) = best.ranking.get(1) {
+                reason.push_str(&format!(
+                    " Next was {} at {} req/s ({:+.0}%).",
+                    second.arch,
+                    thousands(second.rps),
+                    (second.rps / best.rps - 1.0) * 100.0
+                ));
+            }
+            let winner = &best.ranking[0];
+            if best.repetitions > 1 && winner.rps_min < winner.rps_max {
+                reason.push_str(&format!(
+                    " Over {} repetitions its throughput ranged {}..{} req/s, clear of the \
+                     others' ranges.",
+                    best.repetitions,
+                    thousands(winner.rps_min),
+                    thousands(winner.rps_max)
+                ));
+            }
+            if !best.ties.is_empty() {
+                reason.push_str(&format!(
+                    " Differences under {} are within the noise of a {}-core machine shared by \
+                     the server and the load generator: prefer the simpler or cheaper one.",
+                    percent(WITHIN_BEST),
+                    ctx.cores
+                ));
+            }
+            out.details.push(reason);
+        }
+        Some(best) => {
+            out.summary.push(format!(
+                "{name}: no architecture met p99 <= {bound_ms} ms; lowest p99 was {} ({})",
+                series_label(&best.arch, best.workers),
+                p99_text(best.p99_us, best.p99_lower_bound)
+            ));
+            if best.p99_lower_bound {
+                out.details.push(format!(
+                    "{name}: every p99 was only a lower bound (requests were still unanswered when \
+                     the run ended), so no architecture can be called the fastest."
+                ));
+            }
+        }
+        None => out.summary.push(format!("{name}: no usable measurement")),
+    }
+    if let Some(best) = &w.best {
+        for (arch, why) in &best.excluded {
+            out.details
+                .push(format!("{name}: {arch} was not a candidate: {why}."));
+        }
+    }
+    match &w.cheapest {
+        Some((arch, _)) if !w.cheapest_within_spread.is_empty() => out.details.push(format!(
+            "{name}: in server CPU per request, {arch}, {} are indistinguishable within the \
+             spread of the repetitions: none is the cheapest.",
+            w.cheapest_within_spread.join(", ")
+        )),
+        Some((arch, us)) => out.details.push(format!(
+            "{name}: the cheapest in server CPU was {arch}, {} per request.",
+            duration_us(*us)
+        )),
+        None => {}
+    }
+    for s in &w.sweet_spots {
+        let mut line = format!(
+            "{name}: sweet spot for {} at {} connections: {} workers, {} req/s (the fewest within \
+             {} of the best, or inside its spread; {} req/s with {} workers)",
+            s.arch,
+            s.concurrency,
+            s.workers,
+            thousands(s.rps),
+            percent(WITHIN_BEST),
+            thousands(s.best_rps),
+            s.best_workers
+        );
+        if s.workers == s.max_workers_tried {
+            line.push_str(
+                "; it is the largest pool tried, so the curve was still rising: try larger pools",
+            );
+            if s.workers >= s.concurrency {
+                line.push_str(&format!(
+                    " with more than {} connections, since a pool beyond the requests in flight \
+                     has nothing to do",
+                    s.concurrency
+                ));
+            }
+        }
+        line.push('.');
+        out.details.push(line);
+    }
+    if let Some(g) = &w.goetz {
+        let mut line = format!(
+            "{name}: Goetz's formula, N_cpu x U x (1 + W/C) = {} x {} x (1 + {:.1} ms / {}) = {:.1} \
+             threads",
+            g.cores,
+            g.utilization,
+            g.wait_ms,
+            duration_us(g.compute_us),
+            g.pool_size
+        );
+        match g.measured_sweet_spot {
+            Some(n) => line.push_str(&format!("; measured sweet spot: {n}.")),
+            None => line.push('.'),
+        }
+        out.details.push(line);
+    }
+    explain_usl(w, out);
+    if ctx.mode == LoadMode::Rate {
+        out.details.push(format!(
+            "{name}: rate mode: latencies are measured from the intended send time (coordinated \
+             omission corrected)."
+        ));
+    }
+}
+
+/// The winner's throughput overlaps others' over the repetitions: no winner is named.
+fn explain_indistinguishable(
+    name: &str,
+    best: &BestChoice,
+    ctx: &ProseContext,
+    out: &mut Recommendation,
+) {
+    let who = series_label(&best.arch, best.workers);
+    let mut group = vec![who.clone()];
+    group.extend(best.indistinguishable.iter().cloned());
+    out.summary.push(format!(
+        "{name}: {} are indistinguishable within the spread of {} repetitions (p99 under {} ms)",
+        group.join(", "),
+        best.repetitions,
+        ctx.p99_bound_ms
+    ));
+    let ranges: Vec<String> = best
+        .ranking
+        .iter()
+        .filter(|r| r.arch == best.arch || best.indistinguishable.contains(&r.arch))
+        .map(|r| {
+            format!(
+                "{} {}..{} req/s (median {})",
+                r.arch,
+                thousands(r.rps_min),
+                thousands(r.rps_max),
+                thousands(r.rps)
+            )
+        })
+        .collect();
+    out.details.push(format!(
+        "For {name}, no single winner: over {} repetitions the throughputs overlapped ({}), so \
+         the differences are inside the spread. Prefer the simpler or cheaper one, or measure \
+         with more repetitions.",
+        best.repetitions,
+        ranges.join("; ")
+    ));
+}
+
+fn explain_usl(w: &WorkloadAnalysis, out: &mut Recommendation) {
+    let name = &w.workload;
+    let winner = w.best.as_ref().map(|b| (b.arch.clone(), b.workers));
+    let worth_telling = |u: &&UslSeries| {
+        u.fit.is_some_and(|f| f.r_squared >= 0.8)
+            && (u.axis == "workers" || winner.as_ref() == Some(&(u.arch.clone(), u.fixed)))
+    };
+    for u in w.usl.iter().filter(worth_telling) {
+        let Some(fit) = u.fit else { continue };
+        let peak = match (u.predicted_peak_n, u.predicted_peak_rps, u.ceiling_rps) {
+            (Some(n), _, _) if n > 2.0 * f64::from(u.measured_max_n) => format!(
+                "no peak within the measured range (the model extrapolates one near N* = {n:.0})"
+            ),
+            (Some(n), Some(x), _) => format!("peak N* = {n:.1}, X_max = {} req/s", thousands(x)),
+            (_, _, Some(x)) => format!("no peak; levels off toward {} req/s", thousands(x)),
+            _ => "still scaling linearly".to_string(),
+        };
+        let limit = match u.limit {
+            Some(UslLimit::Contention) => "; limited by contention (sigma)",
+            Some(UslLimit::Coherency) => "; limited by coherency (kappa)",
+            _ => "",
+        };
+        out.details.push(format!(
+            "{name}: USL fit for {}: sigma {:.4}, kappa {:.6}, lambda {:.0}/s (R^2 {:.2}); \
+             {peak}{limit}; measured best N = {}.",
+            usl_series_name(u),
+            fit.sigma,
+            fit.kappa,
+            fit.lambda,
+            fit.r_squared,
+            u.measured_best_n
+        ));
+    }
+    let refused: Vec<&UslSeries> = w.usl.iter().filter(|u| u.fit.is_none()).collect();
+    let which = if refused.len() <= 3 {
+        refused
+            .iter()
+            .map(|u| format!("{} ({} levels)", usl_series_name(u), u.levels))
+            .collect::<Vec<_>>()
+            .join(", ")
+    } else {
+        let fewest = refused.iter().map(|u| u.levels).min().unwrap_or(0);
+        let most = refused.iter().map(|u| u.levels).max().unwrap_or(0);
+        let levels = if fewest == most {
+            format!("{fewest}")
+        } else {
+            format!("{fewest} to {most}")
+        };
+        format!(
+            "{} series, measured at {levels} levels each (listed in the USL table)",
+            refused.len()
+        )
+    };
+    if !refused.is_empty() {
+        out.details.push(format!(
+            "{name}: no USL fit for {which}: a fit needs at least {MIN_LEVELS} measured levels."
+        ));
+    }
+}
+
+/// `epoll over connections` or `prethreaded over workers at 64 connections`.
+pub fn usl_series_name(u: &UslSeries) -> String {
+    match (u.axis.as_str(), u.fixed) {
+        ("workers", Some(c)) => format!("{} over workers at {c} connections", u.arch),
+        (_, workers) => format!("{} over connections", series_label(&u.arch, workers)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::results::{PointLatency, Spread};
+
+    fn point(
+        arch: &str,
+        workers: Option<u32>,
+        concurrency: u32,
+        rps: f64,
+        p99_ms: f64,
+    ) -> PointResult {
+        PointResult {
+            arch: arch.into(),
+            workers,
+            workload: "w".into(),
+            concurrency,
+            target: "sweetspot".into(),
+            ok: true,
+            requests: rps as u64,
+            duration_s: 1.0,
+            rps,
+            latency_us: PointLatency {
+                p99: p99_ms * 1000.0,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn repeated(mut p: PointResult, min: f64, max: f64) -> PointResult {
+        p.spread = Spread {
+            repetitions: 3,
+            rps_min: min,
+            rps_max: max,
+            p99_min: p.latency_us.p99,
+            p99_max: p.latency_us.p99,
+        };
+        p
+    }
+
+    fn analysis_of(best: Option<BestChoice>) -> WorkloadAnalysis {
+        WorkloadAnalysis {
+            workload: "w".into(),
+            best,
+            cheapest: None,
+            cheapest_within_spread: Vec::new(),
+            sweet_spots: Vec::new(),
+            usl: Vec::new(),
+            goetz: None,
+        }
+    }
+
+    const CTX: ProseContext = ProseContext {
+        p99_bound_ms: 100.0,
+        mode: LoadMode::Closed,
+        cores: 2,
+    };
+
+    #[test]
+    fn best_arch_respects_the_bound_and_errors() {
+        let fast_but_slow_tail = point("threaded", None, 64, 9000.0, 250.0);
+        let mut fast_with_errors = point("poll", None, 64, 9500.0, 5.0);
+        fast_with_errors.errors = 500;
+        let winner = point("epoll", None, 16, 8000.0, 4.0);
+        let close_second = point("prethreaded", Some(4), 16, 7800.0, 6.0);
+        let points = [
+            &fast_but_slow_tail,
+            &fast_with_errors,
+            &winner,
+            &close_second,
+        ];
+        let best = best_within_bound(&points, 100_000.0).unwrap();
+        assert_eq!(best.arch, "epoll");
+        assert!(best.within_bound);
+        assert_eq!(best.ties, vec!["prethreaded".to_string()]);
+        assert!(best.indistinguishable.is_empty());
+        assert_eq!(best.ranking.len(), 2);
+        let excluded: BTreeMap<_, _> = best.excluded.into_iter().collect();
+        assert!(excluded["threaded"].contains("p99"));
+        assert!(excluded["poll"].contains("errors"));
+        // Nothing meets a 1 ms bound: the lowest p99 is reported instead.
+        let none = best_within_bound(&points, 1000.0).unwrap();
+        assert!(!none.within_bound);
+        assert_eq!(none.arch, "epoll");
+    }
+
+    #[test]
+    fn starved_points_are_not_candidates() {
+        // A pool that served 2 of 50 connections shows a fine p99 for those 2 only.
+        let mut starved_pool = point("prethreaded", Some(2), 50, 36.0, 67.0);
+        starved_pool.starved = true;
+        let fair = point("threaded", None, 50, 35.0, 1630.0);
+        let best = best_within_bound(&[&starved_pool, &fair], 10_000_000.0).unwrap();
+        assert_eq!(best.arch, "threaded");
+        assert!(
+            best.excluded[0].1.contains("unanswered"),
+            "{:?}",
+            best.excluded
+        );
+    }
+
+    #[test]
+    fn a_lower_bound_p99_is_never_the_fastest() {
+        // The iterative server answered 1 of 64 connections fast; the others were unanswered
+        // at the end, so its p99 of 200 us is only a lower bound.
+        let mut censored = point("iterative", None, 64, 9000.0, 0.2);
+        censored.latency_us.lower_bound.insert("p99");
+        let honest = point("epoll", None, 64, 5000.0, 30.0);
+        let best = best_within_bound(&[&censored, &honest], 100_000.0).unwrap();
+        assert_eq!(best.arch, "epoll");
+        assert!(!best.p99_lower_bound);
+        assert_eq!(
+            best.excluded,
+            vec![(
+                "iterative".to_string(),
+                "its p99 is only a lower bound at every level (requests were still unanswered \
+                 when the run ended), so it cannot be shown to meet the bound"
+                    .to_string()
+            )]
+        );
+        // Nothing meets a 1 ms bound: the lowest *measured* p99 is named, not the lower bound.
+        let none = best_within_bound(&[&censored, &honest], 1000.0).unwrap();
+        assert!(!none.within_bound);
+        assert_eq!(none.arch, "epoll");
+        // Only lower bounds: named with ">=", and the prose says none is the fastest.
+        let only = best_within_bound(&[&censored], 1000.0).unwrap();
+        assert!(only.p99_lower_bound);
+        let mut out = Recommendation::default();
+        explain(&analysis_of(Some(only)), &CTX, &mut out);
+        assert_eq!(
+            out.summary,
+            vec!["w: no architecture met p99 <= 100 ms; lowest p99 was iterative (>= 200 us)"]
+        );
+        assert!(out.details[0].contains("no architecture can be called the fastest"));
+    }
+
+    #[test]
+    fn a_difference_inside_the_spread_is_not_a_win() {
+        // 10% apart in the median, but the repetitions overlap.
+        let a = repeated(point("epoll", None, 16, 1000.0, 4.0), 800.0, 1200.0);
+        let b = repeated(point("threaded", None, 16, 900.0, 5.0), 850.0, 950.0);
+        let best = best_within_bound(&[&a, &b], 100_000.0).unwrap();
+        assert_eq!(best.indistinguishable, vec!["threaded".to_string()]);
+        assert!(best.ties.is_empty());
+        let mut out = Recommendation::default();
+        explain(&analysis_of(Some(best)), &CTX, &mut out);
+        assert_eq!(
+            out.summary,
+            vec![
+                "w: epoll, threaded are indistinguishable within the spread of 3 repetitions \
+                 (p99 under 100 ms)"
+            ]
+        );
+        assert!(
+            out.details[0].starts_with("For w, no single winner")
+                && out.details[0]
+                    .contains("epoll 800..1,200 req/s (median 1,000); threaded 850..950 req/s"),
+            "{:?}",
+            out.details
+        );
+        assert!(!out.details.iter().any(|d| d.contains("pick")));
+        // The same medians with tight, separate ranges: a win.
+        let a = repeated(point("epoll", None, 16, 1000.0, 4.0), 990.0, 1010.0);
+        let b = repeated(point("threaded", None, 16, 900.0, 5.0), 890.0, 910.0);
+        let best = best_within_bound(&[&a, &b], 100_000.0).unwrap();
+        assert!(best.indistinguishable.is_empty() && best.ties.is_empty());
+        let mut out = Recommendation::default();
+        explain(&analysis_of(Some(best)), &CTX, &mut out);
+        assert!(out.details[0].starts_with("For w, pick epoll"), "{:?}", out);
+        assert!(
+            out.details[0].contains("Over 3 repetitions its throughput ranged 990..1,010 req/s"),
+            "{:?}",
+            out
+        );
+    }
+
+    #[test]
+    fn prose_uses_the_constants_and_the_real_core_count() {
+        let a = point("epoll", None, 16, 1000.0, 4.0);
+        let b = point("threaded", None, 16, 990.0, 5.0);
+        let best = best_within_bound(&[&a, &b], 100_000.0).unwrap();
+        let mut out = Recommendation::default();
+        let ctx = ProseContext { cores: 48, ..CTX };
+        explain(&analysis_of(Some(best)), &ctx, &mut out);
+        let text = out.details.join(" ");
+        assert!(text.contains(&format!("under {} errors", percent(MAX_ERROR_RATE))));
+        assert!(text.contains(&format!(
+            "Differences under {} are within the noise of a 48-core machine",
+            percent(WITHIN_BEST)
+        )));
+        assert!(out.summary[0].ends_with(&format!("; within {}: threaded", percent(WITHIN_BEST))));
+    }
+
+    #[test]
+    fn many_refused_usl_series_are_summed_up_in_one_sentence() {
+        let refused = |arch: &str, levels: usize| UslSeries {
+            arch: arch.into(),
+            workload: "w".into(),
+            axis: "concurrency".into(),
+            fixed: None,
+            levels,
+            fit: None,
+            refused: Some("too few".into()),
+            limit: None,
+            predicted_peak_n: None,
+            predicted_peak_rps: None,
+            ceiling_rps: None,
+            measured_best_n: 1,
+            measured_best_rps: 1.0,
+            measured_max_n: 4,
+        };
+        let mut w = analysis_of(None);
+        w.usl = vec![
+            refused("epoll", 4),
+            refused("poll", 4),
+            refused("threaded", 4),
+        ];
+        let mut out = Recommendation::default();
+        explain(&w, &CTX, &mut out);
+        assert_eq!(
+            out.details,
+            vec![
+                "w: no USL fit for epoll over connections (4 levels), poll over connections (4 \
+                 levels), threaded over connections (4 levels): a fit needs at least 6 measured \
+                 levels."
+            ]
+        );
+        w.usl.push(refused("forking", 3));
+        let mut out = Recommendation::default();
+        explain(&w, &CTX, &mut out);
+        assert_eq!(
+            out.details,
+            vec![
+                "w: no USL fit for 4 series, measured at 3 to 4 levels each (listed in the USL \
+                 table): a fit needs at least 6 measured levels."
+            ]
+        );
+    }
+
+    #[test]
+    fn littles_law_warning_names_the_shortfall() {
+        assert!(little_warning(1000.0, 64_000.0, 64, 0, true).is_none());
+        let w = little_warning(1000.0, 10_000.0, 64, 3, true).unwrap();
+        assert!(
+            w.contains("10.0 requests in flight") && w.contains("3 requests failed"),
+            "{w}"
+        );
+        assert!(little_warning(1000.0, 40_000.0, 64, 0, false).is_none());
+    }
+}

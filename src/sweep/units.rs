@@ -1,0 +1,83 @@
+//! Numbers as people read them: thousands separators, durations in a fitting unit, fractions
+//! as percentages.
+//!
+//! A leaf module: the recommendation's prose ([`super::analysis`]) and every output format
+//! ([`super::output`]) write numbers the same way, and neither may import the other's
+//! formatting, so it lives below both.
+
+/// `12345.6` -> `12,346`; small values keep one decimal (`9.5`).
+pub fn thousands(value: f64) -> String {
+    if !value.is_finite() {
+        return "-".into();
+    }
+    if value.abs() < 100.0 && value.fract().abs() > 1e-9 {
+        return format!("{value:.1}");
+    }
+    let rounded = value.round() as i64;
+    let digits = rounded.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if rounded < 0 {
+        out.insert(0, '-');
+    }
+    out
+}
+
+/// Microseconds in the unit a reader wants.
+pub fn duration_us(us: f64) -> String {
+    if !us.is_finite() || us <= 0.0 {
+        return "-".into();
+    }
+    if us >= 1e6 {
+        format!("{:.2} s", us / 1e6)
+    } else if us >= 1e3 {
+        format!("{:.1} ms", us / 1e3)
+    } else {
+        format!("{us:.0} us")
+    }
+}
+
+/// A fraction as a percentage with no more digits than it needs: `0.05` -> `5%`,
+/// `0.005` -> `0.5%`.
+pub fn percent(fraction: f64) -> String {
+    let value = fraction * 100.0;
+    let text = format!("{value:.2}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("{text}%")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(0.0), "0");
+        assert_eq!(thousands(999.0), "999");
+        assert_eq!(thousands(2100.4), "2,100");
+        assert_eq!(thousands(1234567.0), "1,234,567");
+        assert_eq!(thousands(9.46), "9.5");
+        assert_eq!(thousands(-1500.0), "-1,500");
+    }
+
+    #[test]
+    fn durations_pick_units() {
+        assert_eq!(duration_us(850.0), "850 us");
+        assert_eq!(duration_us(12_345.0), "12.3 ms");
+        assert_eq!(duration_us(2_500_000.0), "2.50 s");
+        assert_eq!(duration_us(0.0), "-");
+    }
+
+    #[test]
+    fn percentages_drop_needless_digits() {
+        assert_eq!(percent(0.05), "5%");
+        assert_eq!(percent(0.01), "1%");
+        assert_eq!(percent(0.005), "0.5%");
+        assert_eq!(percent(0.8), "80%");
+    }
+}
