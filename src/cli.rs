@@ -18,7 +18,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the app (HTTP/1.1 or line echo) in one concurrency architecture.
-    Serve(crate::arch::ServeArgs),
+    Serve(crate::serve::ServeArgs),
     /// Generate load against an HTTP or echo target and report throughput and latency.
     Load(crate::load::LoadArgs),
     /// Run an experiment (a preset or a TOML file) and recommend an architecture.
@@ -32,7 +32,7 @@ pub enum Command {
 /// Dispatches a parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve(args) => crate::arch::run_serve(args),
+        Command::Serve(args) => crate::serve::run_serve(args),
         Command::Load(args) => crate::load::run_load(args),
         Command::Sweep(args) => crate::sweep::run_sweep(args),
         Command::Report(args) => crate::sweep::run_report(args),

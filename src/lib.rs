@@ -1,8 +1,9 @@
 //! sweetspot: a laboratory for server concurrency.
 //!
-//! Three jobs share this library: [`arch`] serves one app ([`app`]) over one sans-IO HTTP layer
-//! ([`http`]) in every concurrency architecture; [`load`] generates load and measures latency
-//! honestly (and [`merge`] adds up the segments of a distributed run); [`sweep`] runs experiments across both and explains the result. [`cli`] is the
+//! Three jobs share this library: [`serve`] serves one app ([`app`]) over one sans-IO HTTP layer
+//! ([`http`]) in every concurrency architecture of [`arch`]; [`load`] generates load and
+//! measures latency honestly (and [`merge`] adds up the segments of a distributed run);
+//! [`sweep`] runs experiments across both and explains the result. [`cli`] is the
 //! command line; [`sys`] is the only home of `unsafe`.
 
 pub mod app;
@@ -11,6 +12,7 @@ pub mod cli;
 pub mod http;
 pub mod load;
 pub mod merge;
+pub mod serve;
 pub mod store;
 pub mod sweep;
 pub mod sys;
@@ -35,12 +37,20 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match <cli::Cli as clap::Parser>::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match <cli::Cli as clap::Parser>::try_parse_from(&args) {
         Ok(cli) => cli,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
+        // --help and --version print as clap renders them; every argument error is one line.
+        Err(e) if !e.use_stderr() => {
             let _ = e.print();
-            return ExitCode::from(code);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!(
+                "sweetspot: {}",
+                one_line_clap_error(&e, &command_path(&args))
+            );
+            return ExitCode::from(2);
         }
     };
     match cli::run(cli) {
@@ -59,9 +69,95 @@ where
     }
 }
 
+/// `sweetspot` or `sweetspot SUBCOMMAND`: the first argument that names a subcommand, for the
+/// `--help` hint of an argument error.
+fn command_path(args: &[OsString]) -> String {
+    use clap::CommandFactory;
+    let command = cli::Cli::command();
+    let sub = args.iter().skip(1).find_map(|arg| {
+        command
+            .get_subcommands()
+            .find(|c| arg.to_str() == Some(c.get_name()))
+    });
+    match sub {
+        Some(sub) => format!("sweetspot {}", sub.get_name()),
+        None => "sweetspot".into(),
+    }
+}
+
+/// A clap error (3 to 7 lines with usage and tips) as one line: the message, any possible
+/// values, and where to find help.
+fn one_line_clap_error(e: &clap::Error, command_path: &str) -> String {
+    use clap::CommandFactory;
+    if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        let names: Vec<String> = cli::Cli::command()
+            .get_subcommands()
+            .map(|c| c.get_name().to_string())
+            .collect();
+        return format!(
+            "a subcommand is required: {} (try '{command_path} --help')",
+            names.join(", ")
+        );
+    }
+    let rendered = e.render().to_string();
+    let parts: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .filter(|line| {
+            !(line.is_empty()
+                || line.starts_with("tip:")
+                || line.starts_with("Usage:")
+                || line.starts_with("For more information"))
+        })
+        .map(|line| line.strip_prefix("error: ").unwrap_or(line))
+        .collect();
+    format!("{} (try '{command_path} --help')", parts.join(" "))
+}
+
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_line_error_of(line: &str) -> String {
+        let args: Vec<OsString> = line.split_whitespace().map(Into::into).collect();
+        let e = <cli::Cli as clap::Parser>::try_parse_from(&args).unwrap_err();
+        one_line_clap_error(&e, &command_path(&args))
+    }
+
+    #[test]
+    fn clap_errors_become_one_line() {
+        for (line, expected) in [
+            (
+                "sweetspot load",
+                "the following required arguments were not provided: <TARGET> \
+                 (try 'sweetspot load --help')",
+            ),
+            (
+                "sweetspot load http://h/ --bogus",
+                "unexpected argument '--bogus' found (try 'sweetspot load --help')",
+            ),
+            (
+                "sweetspot serve --arch nope",
+                "invalid value 'nope' for '--arch <ARCH>' [possible values: iterative, forking, \
+                 preforked, threaded, prethreaded, poll, epoll] (try 'sweetspot serve --help')",
+            ),
+            (
+                "sweetspot",
+                "a subcommand is required: serve, load, sweep, report, merge (try 'sweetspot --help')",
+            ),
+            (
+                "sweetspot bogus",
+                "unrecognized subcommand 'bogus' (try 'sweetspot --help')",
+            ),
+        ] {
+            assert_eq!(one_line_error_of(line), expected, "{line}");
+        }
+    }
 }

@@ -1,6 +1,8 @@
 //! The conformance suite: one list of cases, run against every architecture on free ports.
 //!
-//! A new architecture joins with one line in the `conformance!` list at the bottom.
+//! A new architecture joins with one line in the `conformance!` list at the bottom; what the
+//! suite expects of it (whether it takes `--workers`, its default worker count) comes from
+//! `Arch`, and a test checks that the list names every `Arch`.
 
 mod common;
 
@@ -10,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use nix::sys::signal::Signal;
+use sweetspot::arch::Arch;
 
 const SECRET: &str = "TOP-SECRET-OUTSIDE-ROOT";
 
@@ -287,6 +290,13 @@ fn idle_timeout(port: u16) {
     }
 }
 
+/// Whether `arch` takes `--workers` (the suite then asks for a small pool).
+fn pooled(arch: &str) -> bool {
+    Arch::from_name(arch)
+        .unwrap_or_else(|| panic!("{arch} is not an Arch"))
+        .pooled()
+}
+
 fn suite_args<'a>(arch: &'a str, root: &'a str, store: &'a str) -> Vec<&'a str> {
     let mut args = vec![
         "--arch",
@@ -298,7 +308,7 @@ fn suite_args<'a>(arch: &'a str, root: &'a str, store: &'a str) -> Vec<&'a str> 
         "--idle-timeout",
         "1",
     ];
-    if arch == "preforked" || arch == "prethreaded" {
+    if pooled(arch) {
         args.extend(["--workers", "4"]);
     }
     args
@@ -310,12 +320,11 @@ fn run_suite(arch: &str) {
     let args = suite_args(arch, &root, &store);
 
     let server = Server::start(&args);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let workers = if args.contains(&"--workers") {
-        "4"
-    } else if matches!(arch, "forking" | "threaded") {
-        "0"
+        4
     } else {
-        "1"
+        Arch::from_name(arch).unwrap().default_workers(cores)
     };
     assert_eq!(
         server.ready_line,
@@ -355,6 +364,7 @@ fn run_suite(arch: &str) {
     redis_store(arch);
     echo(arch);
     fd_exhaustion(arch);
+    shutdown_is_bounded_during_a_long_fib(arch);
 }
 
 /// Out of file descriptors under a flood of idle connections: the server logs it, delays the
@@ -364,7 +374,7 @@ fn fd_exhaustion(arch: &str) {
     let log_path = dir.path().join("stderr.log");
     let log = std::fs::File::create(&log_path).unwrap();
     let mut args = vec!["--arch", arch, "--idle-timeout", "1"];
-    if arch == "preforked" || arch == "prethreaded" {
+    if pooled(arch) {
         args.extend(["--workers", "4"]);
     }
     let mut server = Server::start_with_fd_limit(&args, 48, log);
@@ -446,7 +456,7 @@ fn redis_store(arch: &str) {
     let redis = Redis::start();
     let url = redis.url();
     let mut args = vec!["--arch", arch, "--store", &url];
-    if arch == "preforked" || arch == "prethreaded" {
+    if pooled(arch) {
         args.extend(["--workers", "3"]);
     }
     let server = Server::start(&args);
@@ -488,7 +498,7 @@ fn redis_store(arch: &str) {
 /// The line-echo protocol: lines come back unchanged, split however the client sends them.
 fn echo(arch: &str) {
     let mut args = vec!["--arch", arch, "--protocol", "echo"];
-    if arch == "preforked" || arch == "prethreaded" {
+    if pooled(arch) {
         args.extend(["--workers", "4"]);
     }
     let server = Server::start(&args);
@@ -533,6 +543,14 @@ macro_rules! conformance {
                 run_suite(stringify!($arch));
             }
         )*
+
+        /// The list below names every architecture `serve` has, and nothing else.
+        #[test]
+        fn every_architecture_is_in_the_suite() {
+            let listed = [$(stringify!($arch)),*];
+            let all: Vec<&str> = Arch::all().iter().map(|a| a.name()).collect();
+            assert_eq!(listed.to_vec(), all);
+        }
     };
 }
 
@@ -545,3 +563,93 @@ conformance!(
     poll,
     epoll,
 );
+
+/// SIGKILL of the parent alone (nothing to clean up) takes its workers with it, a busy one
+/// included: the group empties, the request in flight is cut off, and the port binds again.
+fn workers_die_with_their_parent(arch: &str, extra: &[&str]) {
+    let mut args = vec!["--arch", arch];
+    args.extend_from_slice(extra);
+    let server = Server::start(&args);
+    let (pid, port) = (server.pid(), server.port);
+    let mut busy = Client::connect(port);
+    busy.send(b"GET /sleep?ms=8000 HTTP/1.1\r\n\r\n");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let workers = || {
+        processes()
+            .iter()
+            .filter(|p| p.ppid == pid.as_raw() && p.state != "Z")
+            .count()
+    };
+    while workers() == 0 {
+        assert!(Instant::now() < deadline, "{arch}: no worker process");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let killed = Instant::now();
+    nix::sys::signal::kill(pid, Signal::SIGKILL).unwrap();
+    assert!(
+        wait_group_gone(pid),
+        "{arch}: workers outlived their parent"
+    );
+    let mut rest = Vec::new();
+    let _ = busy.reader.read_to_end(&mut rest);
+    assert!(
+        killed.elapsed() < Duration::from_secs(4),
+        "{arch}: the request in flight went on after the parent died"
+    );
+    assert!(rest.is_empty(), "{arch}: answered after the parent died");
+    std::net::TcpListener::bind(("127.0.0.1", port))
+        .unwrap_or_else(|e| panic!("{arch}: port {port} still held: {e}"));
+    drop(server);
+}
+
+#[test]
+fn preforked_workers_die_with_their_parent() {
+    workers_die_with_their_parent("preforked", &["--workers", "3"]);
+}
+
+#[test]
+fn forking_children_die_with_their_parent() {
+    workers_die_with_their_parent("forking", &[]);
+}
+
+/// A stop honours its bound while a request that outlasts it runs (fib(50) takes about 30 s
+/// here): the server exits 0 with its stats line shortly after the 5 s drain, whether the
+/// fib runs in a loop, a thread or a child process.
+fn shutdown_is_bounded_during_a_long_fib(arch: &str) {
+    let mut args = vec!["--arch", arch];
+    if pooled(arch) {
+        args.extend(["--workers", "2"]);
+    }
+    let server = Server::start(&args);
+    let mut busy = Client::connect(server.port);
+    busy.send(b"GET /fib?n=50 HTTP/1.1\r\n\r\n");
+    // The forking architectures compute in a child: count the whole group's CPU.
+    let pgid = server.pid().as_raw();
+    let ticks = || -> u64 {
+        processes()
+            .iter()
+            .filter(|p| p.pgrp == pgid)
+            .map(|p| p.cpu_ticks)
+            .sum()
+    };
+    let before = ticks();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while ticks() < before + 10 {
+        assert!(Instant::now() < deadline, "{arch}: fib did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stopping = Instant::now();
+    let (code, rest) = server.stop_with(Signal::SIGTERM);
+    let took = stopping.elapsed();
+    assert_eq!(code, Some(0), "{arch}");
+    assert!(rest.starts_with("stopped: served "), "{arch}: {rest:?}");
+    assert!(
+        took < Duration::from_secs(8),
+        "{arch}: stopping took {took:?}"
+    );
+    assert!(
+        took >= Duration::from_secs(5),
+        "{arch}: stopped after {took:?}, before the drain deadline"
+    );
+}

@@ -691,3 +691,123 @@ fn an_interval_log_adds_up_to_the_report_with_its_censored_requests() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("Tag=censored"), "{text}");
 }
+
+#[test]
+fn an_echo_target_that_speaks_http_gives_protocol_errors_not_replies() {
+    let server = our_server(&[]);
+    let mut config = config(&format!("tcp://127.0.0.1:{}", server.port), 2, closed(0.5));
+    config.message_len = 64;
+    let report = load::run(&config, None).unwrap();
+    assert_eq!(report.requests, 0, "{report:?}");
+    assert_eq!(report.rps, 0.0);
+    assert!(report.errors.protocol > 0, "{:?}", report.errors);
+    assert!(report.per_second.iter().all(|&r| r == 0.0));
+}
+
+/// Asserts `sweetspot ARGS` is refused at once: exit 2, one line on stderr.
+fn refused_at_once(args: &[&str]) -> String {
+    let (code, stdout, stderr, took) = sweetspot(args);
+    assert_eq!(code, 2, "{args:?}: {stdout}{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+    assert!(stdout.is_empty(), "{args:?}: {stdout}");
+    assert!(took < Duration::from_secs(2), "{args:?} took {took:?}");
+    stderr
+}
+
+#[test]
+fn pinning_to_a_cpu_the_machine_lacks_is_refused() {
+    let server = TinyServer::start(answer_hello);
+    let url = server.url("/");
+    let stderr = refused_at_once(&["load", &url, "-n", "5", "--pin", "1000"]);
+    assert!(stderr.contains("--pin: no CPU 1000"), "{stderr}");
+    let stderr = refused_at_once(&["load", &url, "-n", "5", "--pin", "0,1000"]);
+    assert!(stderr.contains("--pin: no CPU 1000"), "{stderr}");
+    assert_eq!(server.accepted.load(Ordering::SeqCst), 0);
+    let (code, _, stderr, _) = sweetspot(&["load", &url, "-n", "5", "--pin", "0", "-q"]);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn argument_errors_of_every_subcommand_are_one_line() {
+    for args in [
+        vec![],
+        vec!["bogus"],
+        vec!["load"],
+        vec!["load", "http://127.0.0.1:1/", "-c", "abc"],
+        vec!["load", "http://127.0.0.1:1/", "--bogus"],
+        vec!["load", "-d", "1s", "-n", "3", "http://127.0.0.1:1/"],
+        vec!["serve"],
+        vec!["serve", "--arch", "nope"],
+        vec!["serve", "--arch", "epoll", "--port", "99999"],
+        vec!["sweep", "--repetitions", "x"],
+        vec!["report"],
+        vec!["merge"],
+        vec!["merge", "--bogus", "x.json"],
+    ] {
+        let stderr = refused_at_once(&args);
+        assert!(stderr.starts_with("sweetspot: "), "{args:?}: {stderr}");
+        assert!(stderr.contains("--help"), "{args:?}: {stderr}");
+    }
+    for args in [vec!["--help"], vec!["load", "--help"], vec!["sweep", "-h"]] {
+        let (code, stdout, stderr, _) = sweetspot(&args);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        assert!(stdout.lines().count() > 5, "{args:?}: {stdout}");
+        assert!(stdout.contains("Usage: sweetspot"), "{args:?}: {stdout}");
+    }
+    let (code, stdout, _, _) = sweetspot(&["--version"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        stdout.trim(),
+        format!("sweetspot {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn an_unwritable_json_path_is_refused_before_the_run() {
+    let server = TinyServer::start(answer_hello);
+    let url = server.url("/");
+    let stderr = refused_at_once(&["load", &url, "-d", "3s", "--json", "/nonexistent/x"]);
+    assert!(stderr.contains("--json /nonexistent/x"), "{stderr}");
+    assert_eq!(server.accepted.load(Ordering::SeqCst), 0, "the run started");
+    // A writable path is left as it was found until the report is written.
+    let dir = common::TempDir::new("load-json");
+    let path = dir.path().join("report.json");
+    let (code, _, stderr, _) = sweetspot(&[
+        "load",
+        &url,
+        "-n",
+        "5",
+        "-q",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(json["requests"], 5);
+}
+
+#[test]
+fn a_body_file_must_be_a_regular_file_of_at_most_1_mib() {
+    let server = TinyServer::start(answer_hello);
+    let url = server.url("/");
+    let dir = common::TempDir::new("load-body");
+    let big = dir.path().join("big");
+    std::fs::write(&big, vec![b'x'; (1 << 20) + 1]).unwrap();
+    let fits = dir.path().join("fits");
+    std::fs::write(&fits, vec![b'x'; 1 << 20]).unwrap();
+    for (body, why) in [
+        ("@/dev/zero".to_string(), "not a regular file"),
+        (format!("@{}", dir.path().display()), "not a regular file"),
+        (format!("@{}", big.display()), "larger than 1048576 bytes"),
+        ("@/nonexistent/body".to_string(), "cannot read"),
+    ] {
+        let stderr = refused_at_once(&["load", &url, "-n", "1", "-m", "POST", "--body", &body]);
+        assert!(stderr.contains(why), "{body}: {stderr}");
+    }
+    assert_eq!(server.accepted.load(Ordering::SeqCst), 0);
+    let body = format!("@{}", fits.display());
+    let (code, _, stderr, _) =
+        sweetspot(&["load", &url, "-n", "1", "-m", "POST", "--body", &body, "-q"]);
+    assert_eq!(code, 0, "{stderr}");
+}

@@ -550,6 +550,164 @@ cpu_command = "{cpu_of}"
     assert!(row.contains("n/a"), "{row}");
 }
 
+/// Sweeps an experiment with `line` added to a valid one-workload experiment and asserts it is
+/// refused before anything runs: exit 2, one line on stderr naming `key` and a range.
+fn refused(line: &str, key: &str) {
+    let tmp = TempDir::new("sweep-range");
+    let experiment = tmp.path().join("e.toml");
+    let mut text = format!("name = \"x\"\n{line}\n");
+    if !line.starts_with("concurrency") {
+        text.push_str("concurrency = [1]\n");
+    }
+    if !line.starts_with("archs") {
+        text.push_str("archs = [\"epoll\"]\n");
+    }
+    text.push_str("[[workload]]\nname = \"h\"\n");
+    std::fs::write(&experiment, text).unwrap();
+    let out = tmp.path().join("out");
+    let started = Instant::now();
+    let run = sweetspot(&[
+        "sweep",
+        experiment.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{line}: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{line}: {stderr}");
+    assert!(stderr.contains(&format!("{key} ")), "{line}: {stderr}");
+    assert!(
+        stderr.contains("must be") || stderr.contains("allowed"),
+        "{line}: no allowed range in {stderr}"
+    );
+    assert!(!out.exists(), "{line}: the sweep started");
+    assert!(started.elapsed() < Duration::from_secs(5), "{line}");
+}
+
+macro_rules! refused {
+    ($($test:ident: $line:expr => $key:expr;)*) => {
+        $(
+            #[test]
+            fn $test() {
+                refused($line, $key);
+            }
+        )*
+    };
+}
+
+refused! {
+    refuses_infinite_duration: "duration = inf" => "duration";
+    refuses_huge_duration: "duration = 1e300" => "duration";
+    refuses_infinite_timeout: "timeout = inf" => "timeout";
+    refuses_zero_timeout: "timeout = 0" => "timeout";
+    refuses_huge_warmup: "warmup = 1e300" => "warmup";
+    refuses_infinite_ready_timeout: "ready_timeout = inf" => "ready_timeout";
+    refuses_nan_rate: "mode = \"rate\"\nrate = nan" => "rate";
+    refuses_nan_rate_in_closed_mode: "rate = nan" => "rate";
+    refuses_two_million_connections: "concurrency = [2000000]" => "concurrency";
+    refuses_unknown_store: "store = \"mysql://x\"" => "store";
+    refuses_twenty_thousand_workers: "archs = [\"prethreaded\"]\nworkers = [20000]" => "workers";
+    refuses_five_thousand_load_threads: "load_threads = 5000" => "load_threads";
+    refuses_zero_repetitions: "repetitions = 0" => "repetitions";
+    refuses_nan_p99_bound: "p99_bound_ms = nan" => "p99_bound_ms";
+    refuses_zero_warmup_connections: "warmup_connections = 0" => "warmup_connections";
+    refuses_an_arch_serve_does_not_have: "archs = [\"uring\"]" => "archs:";
+}
+
+#[test]
+fn refuses_a_workload_value_out_of_range() {
+    let tmp = TempDir::new("sweep-range-workload");
+    let experiment = tmp.path().join("e.toml");
+    for (line, key) in [
+        ("timeout = inf", "timeout"),
+        ("duration = 1e300", "duration"),
+        ("concurrency = [2000000]", "concurrency"),
+        ("message_len = 0", "message_len"),
+        ("wait_ms = -1", "wait_ms"),
+        ("route = \"/a b\"", "route"),
+    ] {
+        std::fs::write(
+            &experiment,
+            format!("name = \"x\"\narchs = [\"epoll\"]\nconcurrency = [1]\n[[workload]]\nname = \"h\"\n{line}\n"),
+        )
+        .unwrap();
+        let run = sweetspot(&["sweep", experiment.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{line}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{line}: {stderr}");
+        assert!(
+            stderr.contains(&format!("workload \"h\": {key} = ")),
+            "{line}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn refuses_more_connections_than_the_file_limit_allows() {
+    let tmp = TempDir::new("sweep-fd-limit");
+    let experiment = tmp.path().join("e.toml");
+    std::fs::write(
+        &experiment,
+        "name = \"x\"\narchs = [\"epoll\"]\nconcurrency = [1, 5000]\n[[workload]]\nname = \"h\"\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let run = Command::new("prlimit")
+        .args(["--nofile=1024:1024", BIN, "sweep"])
+        .arg(&experiment)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("concurrency = 5000: needs 5064 open files") && stderr.contains("1024"),
+        "{stderr}"
+    );
+    assert!(!out.exists(), "the sweep started");
+}
+
+#[test]
+fn a_sweep_where_every_point_failed_exits_1() {
+    let tmp = TempDir::new("sweep-all-failed");
+    let experiment = tmp.path().join("e.toml");
+    std::fs::write(
+        &experiment,
+        r#"
+name = "x"
+concurrency = [1, 2]
+duration = "200ms"
+warmup = "0s"
+
+[[workload]]
+name = "h"
+
+[[external]]
+name = "broken"
+command = "echo 'cannot start' >&2; exit 1"
+url = "http://127.0.0.1:{port}"
+"#,
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let run = sweetspot(&[
+        "sweep",
+        experiment.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--plain",
+    ]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    let last = stderr.trim_end().lines().last().unwrap_or_default();
+    assert!(last.contains("every point failed (2"), "{stderr}");
+    assert!(last.contains("cannot start"), "{stderr}");
+    let results = read_json(&out.join("results.json"));
+    assert_eq!(results["points"].as_array().unwrap().len(), 2);
+}
+
 /// Whether this test can make a cgroup of the kind `v1` (cpuacct) or v2 at a mount's root,
 /// as the runner (also at its own cgroup, the root here) would.
 fn can_make_cgroup(v1: bool) -> bool {

@@ -3,8 +3,10 @@
 //! Every architecture serves the same [`App`] through the same sans-IO HTTP layer; it decides
 //! only who waits and who runs. [`Architecture::serve`] takes a bound, non-blocking listener
 //! and the shared [`ServerContext`] and returns once a shutdown has been asked for and the
-//! in-flight work has drained (bounded by [`DRAIN`]). Adding an architecture is one new file
-//! plus one arm in [`Arch::server`].
+//! in-flight work has drained (bounded by [`DRAIN`]). Adding an architecture is one new file,
+//! one arm in [`Arch`] (with its properties), and one line in the conformance suite; the
+//! command line, the sweep, its presets and its help take the list from [`Arch`].
+//! The `serve` command itself (flags, ready and stats lines) is [`crate::serve`].
 //!
 //! Shared machinery: [`connection`] (the per-connection request loop of the blocking
 //! architectures and the request step every architecture uses), [`children`] (reaping and
@@ -22,60 +24,24 @@ pub mod preforked;
 pub mod prethreaded;
 pub mod threaded;
 
-use std::io::Write;
-use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
-use std::path::PathBuf;
+use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::Context;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::app::App;
-use crate::store::StoreConfig;
 use crate::sys::SharedCounter;
 
 /// How long a shutdown waits for in-flight requests before it stops anyway.
 pub const DRAIN: Duration = Duration::from_secs(5);
 
-/// Flags of `sweetspot serve`.
-#[derive(Debug, Clone, clap::Args)]
-#[command(
-    after_help = "Workers: preforked defaults to 2 processes per core and prethreaded to \
-4 threads per core; forking and threaded make one worker per connection (reported as \
-workers=0); iterative, poll and epoll are single-threaded (workers=1).\n\n\
-Stops on SIGINT or SIGTERM: stops accepting, finishes in-flight requests (at most 5 s), \
-prints a stats line and exits 0."
-)]
-pub struct ServeArgs {
-    /// The concurrency architecture.
-    #[arg(long, value_enum)]
-    pub arch: Arch,
-    /// Worker processes (preforked) or threads (prethreaded).
-    #[arg(long)]
-    pub workers: Option<usize>,
-    /// Address to listen on (127.0.0.1, ::1, 0.0.0.0, ...).
-    #[arg(long, default_value = "127.0.0.1")]
-    pub host: String,
-    /// Port to listen on; 0 takes a free one (see the ready line).
-    #[arg(long, default_value_t = 8080)]
-    pub port: u16,
-    /// Directory of static files [default: the shipped public/].
-    #[arg(long)]
-    pub root: Option<PathBuf>,
-    /// Guestbook store: sqlite:PATH or redis://HOST:PORT [default: sqlite in the data directory].
-    #[arg(long)]
-    pub store: Option<String>,
-    /// Protocol: HTTP/1.1 or line echo.
-    #[arg(long, value_enum, default_value_t = Protocol::Http)]
-    pub protocol: Protocol,
-    /// Seconds a connection may stay silent before it is dropped.
-    #[arg(long, default_value_t = 10.0)]
-    pub idle_timeout: f64,
-}
-
-/// The architectures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// The architectures: the one list of them. The command line (`serve --arch`), experiment
+/// files (`archs = [...]`), the sweep's presets and help, and the conformance suite all take
+/// their names and properties from here. The doc comment of each arm is its one-line
+/// description in `--help`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
 pub enum Arch {
     /// One connection at a time, in the main thread.
     Iterative,
@@ -94,18 +60,12 @@ pub enum Arch {
 }
 
 impl Arch {
-    /// Every architecture, in the study's order.
-    pub const ALL: [Arch; 7] = [
-        Arch::Iterative,
-        Arch::Forking,
-        Arch::Preforked,
-        Arch::Threaded,
-        Arch::Prethreaded,
-        Arch::Poll,
-        Arch::Epoll,
-    ];
+    /// Every architecture, in the study's order (the enum's order).
+    pub fn all() -> &'static [Arch] {
+        <Arch as clap::ValueEnum>::value_variants()
+    }
 
-    /// The name used on the command line and in results.
+    /// The name used on the command line, in experiment files and in results.
     pub fn name(self) -> &'static str {
         match self {
             Arch::Iterative => "iterative",
@@ -118,18 +78,61 @@ impl Arch {
         }
     }
 
-    /// Whether `--workers` sizes this architecture.
-    pub fn takes_workers(self) -> bool {
+    /// The architecture called `name`, if there is one.
+    pub fn from_name(name: &str) -> Option<Arch> {
+        Arch::all().iter().copied().find(|a| a.name() == name)
+    }
+
+    /// Every name, space-separated, for error messages and help.
+    pub fn names() -> String {
+        Arch::all()
+            .iter()
+            .map(|a| a.name())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The one-line description (the arm's doc comment, as `--help` shows it).
+    pub fn description(self) -> String {
+        clap::ValueEnum::to_possible_value(&self)
+            .and_then(|v| v.get_help().map(|h| h.to_string()))
+            .unwrap_or_default()
+    }
+
+    /// Whether `--workers` sizes a pool (processes or threads) worth sweeping over.
+    pub fn pooled(self) -> bool {
         matches!(self, Arch::Preforked | Arch::Prethreaded)
     }
 
-    /// The worker count used when `--workers` is not given (0: one per connection).
+    /// Whether every request runs on one thread, so the server can use one core at most.
+    pub fn single_threaded(self) -> bool {
+        matches!(self, Arch::Iterative | Arch::Poll | Arch::Epoll)
+    }
+
+    /// Whether workers are processes forked from the server, whose parent must then stay
+    /// single-threaded (see [`crate::sys::fork`]).
+    pub fn forks(self) -> bool {
+        matches!(self, Arch::Forking | Arch::Preforked)
+    }
+
+    /// The worker count used when `--workers` is not given, on a machine with `cores` cores
+    /// (0: one worker per connection).
     pub fn default_workers(self, cores: usize) -> usize {
         match self {
             Arch::Preforked => 2 * cores,
             Arch::Prethreaded => 4 * cores,
             Arch::Forking | Arch::Threaded => 0,
             Arch::Iterative | Arch::Poll | Arch::Epoll => 1,
+        }
+    }
+
+    /// How `default_workers` reads in help text.
+    pub fn workers_help(self) -> String {
+        match (self.pooled(), self.default_workers(1)) {
+            (true, n) => format!("--workers, default {n} per core"),
+            (false, 0) => "a worker per connection, workers=0".into(),
+            (false, n) if self.single_threaded() => format!("single-threaded, workers={n}"),
+            (false, n) => format!("workers={n} per core"),
         }
     }
 
@@ -145,13 +148,61 @@ impl Arch {
             Arch::Epoll => Box::new(epoll::EpollServer),
         }
     }
+
+    /// One line per architecture: name, description, workers. For `--help` and `--list`.
+    pub fn table() -> String {
+        Arch::all()
+            .iter()
+            .map(|a| {
+                format!(
+                    "  {:<12} {} [{}]\n",
+                    a.name(),
+                    a.description().trim_end_matches('.'),
+                    a.workers_help()
+                )
+            })
+            .collect()
+    }
+}
+
+impl std::fmt::Display for Arch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for Arch {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Arch {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Arch, D::Error> {
+        let name = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        Arch::from_name(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!("unknown arch {name:?} (known: {})", Arch::names()))
+        })
+    }
 }
 
 /// What a connection speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Protocol {
+    #[default]
     Http,
     Echo,
+}
+
+impl Protocol {
+    /// The name used on the command line and in experiment files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Http => "http",
+            Protocol::Echo => "echo",
+        }
+    }
 }
 
 /// One architecture's way of serving.
@@ -179,131 +230,40 @@ impl ServerContext {
     }
 }
 
-/// A validated `serve` configuration.
-#[derive(Debug, Clone)]
-pub struct ServeConfig {
-    pub arch: Arch,
-    pub workers: usize,
-    pub addr: SocketAddr,
-    pub root: PathBuf,
-    pub store: StoreConfig,
-    pub protocol: Protocol,
-    pub idle_timeout: Duration,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl ServeConfig {
-    /// Validates raw flags; every problem is a usage error (exit 2).
-    pub fn from_args(args: &ServeArgs) -> anyhow::Result<ServeConfig> {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let workers = match args.workers {
-            Some(_) if !args.arch.takes_workers() => {
-                return Err(crate::usage(format!(
-                "--workers has no effect with --arch {} (only preforked and prethreaded take it)",
-                args.arch.name()
-            )))
-            }
-            Some(0) => return Err(crate::usage("--workers must be at least 1")),
-            Some(n) if n > 10_000 => {
-                return Err(crate::usage(format!(
-                    "--workers {n} is too many (at most 10000)"
-                )))
-            }
-            Some(n) => n,
-            None => args.arch.default_workers(cores),
-        };
-        let host = args.host.trim_start_matches('[').trim_end_matches(']');
-        let addr = (host, args.port)
-            .to_socket_addrs()
-            .ok()
-            .and_then(|mut a| a.next())
-            .ok_or_else(|| crate::usage(format!("--host {}: not an address", args.host)))?;
-        if !(args.idle_timeout > 0.0 && args.idle_timeout <= 86_400.0) {
-            return Err(crate::usage("--idle-timeout must be in (0, 86400] seconds"));
+    #[test]
+    fn names_are_the_command_line_names_and_round_trip_through_serde() {
+        for &arch in Arch::all() {
+            let clap_name = clap::ValueEnum::to_possible_value(&arch).unwrap();
+            assert_eq!(clap_name.get_name(), arch.name());
+            assert_eq!(Arch::from_name(arch.name()), Some(arch));
+            let json = serde_json::to_string(&arch).unwrap();
+            assert_eq!(json, format!("\"{}\"", arch.name()));
+            assert_eq!(serde_json::from_str::<Arch>(&json).unwrap(), arch);
+            assert!(!arch.description().is_empty(), "{arch} has no description");
         }
-        Ok(ServeConfig {
-            arch: args.arch,
-            workers,
-            addr,
-            root: args.root.clone().unwrap_or_else(App::default_root),
-            store: StoreConfig::parse(args.store.as_deref())?,
-            protocol: args.protocol,
-            idle_timeout: Duration::from_secs_f64(args.idle_timeout),
-        })
+        let err = serde_json::from_str::<Arch>("\"uring-not-yet\"").unwrap_err();
+        assert!(err.to_string().contains("unknown arch"), "{err}");
+        assert!(err.to_string().contains("epoll"), "{err}");
     }
-}
 
-/// Binds a listening socket with a deep backlog (the studies go to 15,000 connections).
-pub fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
-    use socket2::{Domain, Socket, Type};
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
-    socket.set_reuse_address(true)?;
-    socket
-        .bind(&addr.into())
-        .with_context(|| format!("cannot listen on {addr}"))?;
-    socket.listen(4096)?;
-    socket.set_nonblocking(true)?;
-    Ok(socket.into())
-}
-
-/// Runs `sweetspot serve`.
-pub fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
-    let config = ServeConfig::from_args(&args)?;
-    serve(&config)
-}
-
-/// Serves `config` until SIGINT or SIGTERM; prints the ready line and the stats line.
-pub fn serve(config: &ServeConfig) -> anyhow::Result<()> {
-    crate::sys::raise_fd_limit();
-    let app = App::new(&config.root, config.store.clone())?;
-    if config.protocol == Protocol::Http {
-        config.store.prepare()?;
+    #[test]
+    fn properties_agree_with_default_workers() {
+        for &arch in Arch::all() {
+            if arch.single_threaded() {
+                assert_eq!(arch.default_workers(8), 1, "{arch}");
+                assert!(!arch.pooled(), "{arch}");
+            }
+            if arch.pooled() {
+                assert!(arch.default_workers(1) >= 1, "{arch}");
+                assert!(arch.default_workers(4) > arch.default_workers(1), "{arch}");
+            }
+        }
+        assert!(Arch::Prethreaded.pooled() && !Arch::Threaded.pooled());
+        assert!(Arch::Epoll.single_threaded() && !Arch::Forking.single_threaded());
+        assert_eq!(Arch::table().lines().count(), Arch::all().len());
     }
-    let shutdown = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&shutdown))?;
-    }
-    let listener = bind(config.addr)?;
-    let local = listener.local_addr()?;
-    let ctx = Arc::new(ServerContext {
-        app,
-        protocol: config.protocol,
-        idle_timeout: config.idle_timeout,
-        workers: config.workers,
-        shutdown,
-        served: SharedCounter::new()?,
-    });
-    let scheme = match config.protocol {
-        Protocol::Http => "http",
-        Protocol::Echo => "tcp",
-    };
-    let host = match local {
-        SocketAddr::V4(a) => a.ip().to_string(),
-        SocketAddr::V6(a) => format!("[{}]", a.ip()),
-    };
-    let started = Instant::now();
-    {
-        // Flushed before any fork, so children never repeat it.
-        let mut out = std::io::stdout().lock();
-        writeln!(
-            out,
-            "listening on {scheme}://{host}:{} arch={} workers={}",
-            local.port(),
-            config.arch.name(),
-            config.workers
-        )?;
-        out.flush()?;
-    }
-    config.arch.server().serve(listener, Arc::clone(&ctx))?;
-    let (user, system) = crate::sys::cpu_times();
-    let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "stopped: served {} requests in {:.1} s; cpu user {:.3} s, system {:.3} s",
-        ctx.served.get(),
-        started.elapsed().as_secs_f64(),
-        user,
-        system
-    )?;
-    out.flush()?;
-    Ok(())
 }

@@ -42,6 +42,9 @@ pub enum FramingError {
     /// A chunk's data not followed by CRLF.
     #[error("chunk data not followed by CRLF")]
     ChunkTerminator,
+    /// An echo reply that is not the query that was sent.
+    #[error("echo reply differs from the query")]
+    EchoMismatch,
     /// Bytes arrived while no request was in flight.
     #[error("response bytes without a request in flight")]
     Unsolicited,

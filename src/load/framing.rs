@@ -7,6 +7,7 @@
 //! here rather than pulled from an HTTP client crate: it must not allocate or copy per response.
 
 use super::error::FramingError;
+use super::request::echo_byte;
 
 /// A head that has not ended after this many bytes is refused.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
@@ -43,7 +44,7 @@ impl ResponseFramer {
     pub fn feed(&mut self, input: &[u8]) -> Result<Fed, FramingError> {
         match self {
             ResponseFramer::Http(f) => f.feed(input),
-            ResponseFramer::Echo(f) => Ok(f.feed(input)),
+            ResponseFramer::Echo(f) => f.feed(input),
         }
     }
 
@@ -72,7 +73,7 @@ impl ResponseFramer {
     }
 }
 
-/// Frames echo replies: each query of `message_len` bytes comes back as the same number of bytes.
+/// Frames echo replies: each query of `message_len` bytes comes back unchanged.
 #[derive(Debug, Clone)]
 pub struct EchoReplyFramer {
     message_len: usize,
@@ -87,9 +88,19 @@ impl EchoReplyFramer {
         }
     }
 
+    /// A reply that differs from the query (an HTTP server's 400, say) is a protocol error,
+    /// not a reply: counting bytes alone would report such a run as thousands of answers.
     #[inline]
-    fn feed(&mut self, input: &[u8]) -> Fed {
+    fn feed(&mut self, input: &[u8]) -> Result<Fed, FramingError> {
         let take = input.len().min(self.message_len - self.received);
+        let start = self.received;
+        if input[..take]
+            .iter()
+            .enumerate()
+            .any(|(k, &b)| b != echo_byte(self.message_len, start + k))
+        {
+            return Err(FramingError::EchoMismatch);
+        }
         self.received += take;
         let complete = if self.received == self.message_len {
             self.received = 0;
@@ -100,10 +111,10 @@ impl EchoReplyFramer {
         } else {
             None
         };
-        Fed {
+        Ok(Fed {
             consumed: take,
             complete,
-        }
+        })
     }
 }
 
@@ -569,5 +580,16 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert!(!f.is_between_responses());
         assert_eq!(f.feed(b"c\n").unwrap().complete.map(|i| i.status), Some(0));
+    }
+
+    #[test]
+    fn an_echo_reply_that_is_not_the_query_is_a_protocol_error() {
+        let mut f = ResponseFramer::Echo(EchoReplyFramer::new(4));
+        assert_eq!(f.feed(b"HTTP/1.1 400"), Err(FramingError::EchoMismatch));
+        let mut f = ResponseFramer::Echo(EchoReplyFramer::new(4));
+        assert_eq!(f.feed(b"ab").unwrap().consumed, 2);
+        assert_eq!(f.feed(b"X\n"), Err(FramingError::EchoMismatch));
+        let mut f = ResponseFramer::Echo(EchoReplyFramer::new(4));
+        assert_eq!(f.feed(b"abcX"), Err(FramingError::EchoMismatch));
     }
 }

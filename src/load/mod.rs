@@ -369,16 +369,20 @@ impl LoadConfig {
         let body = match &args.body {
             None => Vec::new(),
             Some(text) => match text.strip_prefix('@') {
-                Some(path) => std::fs::read(path)
-                    .map_err(|e| usage(format!("--body: cannot read {path}: {e}")))?,
+                Some(path) => {
+                    request::read_body_file(path).map_err(|e| usage(format!("--body: {e}")))?
+                }
                 None => text.clone().into_bytes(),
             },
         };
         if matches!(target, Target::Echo { .. }) && (!headers.is_empty() || !body.is_empty()) {
             return Err(usage("-H and --body apply to http:// targets only"));
         }
-        if let Some(cpu) = args.pin.iter().find(|c| **c >= nix::sched::CpuSet::count()) {
-            return Err(usage(format!("--pin: no CPU {cpu}")));
+        let cpus = crate::sys::usable_cpus();
+        if let Some(cpu) = args.pin.iter().find(|c| !cpus.contains(c)) {
+            return Err(usage(format!(
+                "--pin: no CPU {cpu} (this process may run on CPUs {cpus:?})"
+            )));
         }
         Ok(LoadConfig {
             target,
@@ -729,6 +733,9 @@ fn split_shares(connections: usize, threads: usize, mode: &Mode) -> Vec<WorkerSh
 pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
     use std::io::IsTerminal;
     let mut config = LoadConfig::from_args(&args)?;
+    if let Some(dest) = &args.json {
+        json::check_destination(dest)?;
+    }
     let options = RunOptions::from_args(&args, &mut config)?;
     let json_to_stdout = args.json.as_deref() == Some("-");
     let live = (std::io::stderr().is_terminal() && !args.quiet)

@@ -103,13 +103,48 @@ fn http_request(
     bytes
 }
 
+/// The largest request body `--body @FILE` reads: 1 MiB.
+pub const MAX_BODY_FILE_BYTES: u64 = 1 << 20;
+
+/// Reads a `--body @FILE` body: a regular file of at most [`MAX_BODY_FILE_BYTES`]. A device
+/// (`/dev/zero`), a pipe or a growing file never makes the generator read without bound.
+pub fn read_body_file(path: &str) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read {path}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{path} is not a regular file"));
+    }
+    let mut body = Vec::new();
+    file.take(MAX_BODY_FILE_BYTES + 1)
+        .read_to_end(&mut body)
+        .map_err(|e| format!("cannot read {path}: {e}"))?;
+    if body.len() as u64 > MAX_BODY_FILE_BYTES {
+        return Err(format!(
+            "{path} is larger than {MAX_BODY_FILE_BYTES} bytes (1 MiB)"
+        ));
+    }
+    Ok(body)
+}
+
 /// A printable line of exactly `message_len` bytes, the last one a newline.
 fn echo_message(message_len: usize) -> Vec<u8> {
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
     let len = message_len.max(1);
-    let mut bytes: Vec<u8> = ALPHABET.iter().copied().cycle().take(len - 1).collect();
-    bytes.push(b'\n');
-    bytes
+    (0..len).map(|i| echo_byte(len, i)).collect()
+}
+
+/// Byte `i` of the echo query of `message_len` bytes (at least 1): what the reply must hold
+/// at that offset. Computed rather than stored, so framing a reply needs no copy of the query.
+#[inline]
+pub fn echo_byte(message_len: usize, i: usize) -> u8 {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    if i + 1 == message_len {
+        b'\n'
+    } else {
+        ALPHABET[i % ALPHABET.len()]
+    }
 }
 
 #[cfg(test)]

@@ -36,8 +36,9 @@ use spec::{Experiment, PRESETS};
 
 /// Flags of `sweetspot sweep`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = sweep_help())]
 pub struct SweepArgs {
-    /// A preset (quick, echo, zerohttpd, threads, io-wait, cpu-bound) or a TOML experiment file.
+    /// A preset (see below and --list) or a TOML experiment file.
     #[arg(default_value = "quick")]
     pub experiment: String,
     /// Output directory [default: results/<preset>-<timestamp>].
@@ -52,12 +53,24 @@ pub struct SweepArgs {
     /// Repetitions per point (overrides the file); more give a median and a spread.
     #[arg(long)]
     pub repetitions: Option<u32>,
-    /// List the presets and exit.
+    /// List the presets and the architectures, and exit.
     #[arg(long)]
     pub list: bool,
     /// No progress bar, one line per point.
     #[arg(long)]
     pub plain: bool,
+}
+
+/// The text after `sweep --help`'s options: the presets and the architectures, from the
+/// preset list and [`spec::Arch`].
+fn sweep_help() -> String {
+    let presets: Vec<&str> = PRESETS.iter().map(|(name, _)| *name).collect();
+    format!(
+        "Presets: {} (`--list` describes them).\n\n\
+Architectures (`archs = [...]` in an experiment file, or `archs = \"all\"`):\n{}",
+        presets.join(", "),
+        spec::Arch::table()
+    )
 }
 
 /// Flags of `sweetspot report`.
@@ -78,23 +91,23 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
                 e.description
             );
         }
+        print!("\nArchitectures:\n{}", spec::Arch::table());
         return Ok(());
     }
     let mut experiment = Experiment::load(&args.experiment)?;
     if let Some(store) = args.store {
-        if !(store.starts_with("sqlite:") || store.starts_with("redis://")) {
-            return Err(usage(format!(
-                "--store {store:?}: expected sqlite:PATH or redis://HOST:PORT"
-            )));
-        }
+        spec::check_store(&store).map_err(|e| usage(format!("--store {store:?}: {e}")))?;
         experiment.store = Some(store);
     }
     if args.pin {
         experiment.pin = true;
     }
     if let Some(repetitions) = args.repetitions {
-        if repetitions == 0 {
-            return Err(usage("--repetitions must be at least 1"));
+        if !(1..=spec::MAX_REPETITIONS).contains(&repetitions) {
+            return Err(usage(format!(
+                "--repetitions {repetitions}: must be in [1, {}]",
+                spec::MAX_REPETITIONS
+            )));
         }
         experiment.repetitions = repetitions;
     }
@@ -107,8 +120,16 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
         PathBuf::from("results").join(format!("{}-{stamp}", experiment.name))
     });
     // High concurrency levels need a descriptor per connection in the generator, and the
-    // servers inherit the limit.
-    crate::sys::raise_fd_limit();
+    // servers inherit the limit: find out now, not at the first point that needs it.
+    let file_limit = crate::sys::raise_fd_limit();
+    let connections = experiment.max_connections();
+    let needed = u64::from(connections) + 64;
+    if file_limit > 0 && file_limit < needed {
+        return Err(usage(format!(
+            "concurrency = {connections}: needs {needed} open files, but the file limit can be \
+             raised only to {file_limit} (raise ulimit -n, or lower concurrency)"
+        )));
+    }
     server::become_subreaper();
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -136,6 +157,21 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
             run.results.points.len(),
             run.results.points_planned,
             out_dir.join(RESULTS_FILE).display()
+        );
+    }
+    let points = &run.results.points;
+    if !points.is_empty() && points.iter().all(|p| !p.ok) {
+        let first = points[0].failure.as_deref().unwrap_or("no reason recorded");
+        let first: Vec<&str> = first
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        anyhow::bail!(
+            "every point failed ({}; results in {}); the first: {}",
+            points.len(),
+            out_dir.display(),
+            first.join(" | ")
         );
     }
     Ok(())

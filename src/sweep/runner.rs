@@ -222,7 +222,7 @@ fn run_point(
         1.0
     } else {
         match &point.target {
-            TargetSpec::Ours { arch } => server_parallelism(arch, cores),
+            TargetSpec::Ours { arch } => server_parallelism(arch.name(), cores),
             TargetSpec::External(_) => cores,
         }
     };
@@ -276,7 +276,7 @@ fn launch_of(
         TargetSpec::Ours { arch } => Ok((
             Launch::Ours {
                 binary: options.server_binary.clone(),
-                arch: arch.clone(),
+                arch: *arch,
                 workers: point.workers,
                 store: experiment
                     .store

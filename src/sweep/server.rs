@@ -72,7 +72,7 @@ pub enum Launch {
     /// `BINARY serve --arch ARCH --port 0 ...`.
     Ours {
         binary: PathBuf,
-        arch: String,
+        arch: crate::arch::Arch,
         workers: Option<u32>,
         store: Option<String>,
         protocol: &'static str,
@@ -156,7 +156,7 @@ fn command_for(launch: &Launch) -> Command {
             command.args([
                 "serve",
                 "--arch",
-                arch,
+                arch.name(),
                 "--host",
                 "127.0.0.1",
                 "--port",

@@ -2,7 +2,8 @@
 //!
 //! An experiment is a grid, architecture x worker count x workload x concurrency (x repetition),
 //! plus external targets (a user's own server started by a shell command) that sit in the same
-//! tables. The presets are ordinary TOML files in `experiments/`, embedded here with
+//! tables. Architectures are [`Arch`] itself, so an experiment can name exactly what `serve`
+//! accepts (or `"all"`). The presets are ordinary TOML files in `experiments/`, embedded here with
 //! `include_str!` so `sweetspot sweep quick` works from any directory. Parsing is strict
 //! (unknown keys, unknown architectures, empty grids are usage errors, exit 2) because a typo in
 //! an experiment otherwise costs minutes of measuring the wrong thing.
@@ -12,29 +13,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+pub use crate::arch::{Arch, Protocol};
 use crate::usage;
-
-/// The architectures `sweetspot serve --arch` accepts (and the later ones the design names).
-pub const KNOWN_ARCHS: &[&str] = &[
-    "iterative",
-    "forking",
-    "preforked",
-    "threaded",
-    "prethreaded",
-    "poll",
-    "epoll",
-    "reactors",
-    "uring",
-    "hybrid",
-    "async",
-];
-
-/// Architectures whose worker count is a pool size worth sweeping; the others take one
-/// process or thread per connection (or a single loop) and run once with the server's default.
-pub const POOLED_ARCHS: &[&str] = &["preforked", "prethreaded", "reactors", "hybrid", "async"];
-
-/// Architectures that run every request on one thread: their CPU capacity is one core.
-pub const SINGLE_THREADED_ARCHS: &[&str] = &["iterative", "poll", "epoll", "uring"];
 
 /// The presets, by name, as shipped in `experiments/`.
 pub const PRESETS: &[(&str, &str)] = &[
@@ -52,6 +32,76 @@ pub const PRESETS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Seconds a point may measure (`duration`): a day.
+pub const MAX_DURATION_S: f64 = 86_400.0;
+/// Seconds of warm-up per point: an hour.
+pub const MAX_WARMUP_S: f64 = 3_600.0;
+/// Seconds for `timeout` and `ready_timeout`: an hour, as `load --timeout` allows.
+pub const MAX_TIMEOUT_S: f64 = 3_600.0;
+/// Connections per point, as `load -c` allows; the file limit must also allow it (checked
+/// before the sweep starts).
+pub const MAX_CONCURRENCY: u32 = 1_000_000;
+/// Load generator threads, as `load -t` allows.
+pub const MAX_LOAD_THREADS: u32 = 1_024;
+/// Requests per second in rate mode, as `load -R` allows.
+pub const MAX_RATE: f64 = 100_000_000.0;
+/// Requests per point in count mode, as `load -n` allows.
+pub const MAX_REQUESTS: u64 = 1_000_000_000_000;
+pub const MAX_REPETITIONS: u32 = 1_000;
+/// The p99 bound of the recommendation, in ms: an hour.
+pub const MAX_P99_BOUND_MS: f64 = 3_600_000.0;
+/// `wait_ms` of a workload: a minute, as `/sleep` allows.
+pub const MAX_WAIT_MS: f64 = 60_000.0;
+/// Bytes of a request body or an echo line: 1 MiB, as `load` allows.
+pub const MAX_BODY_BYTES: u64 = 1 << 20;
+
+/// The lower end of a range: exclusive (`Above`) or inclusive (`AtLeast`).
+#[derive(Clone, Copy)]
+enum Low {
+    Above(f64),
+    AtLeast(f64),
+}
+use Low::{Above, AtLeast};
+
+/// `key = value: must be ...` unless `value` (finite) is in the range.
+fn number_in(key: &str, value: f64, low: Low, max: f64, unit: &str) -> Result<(), String> {
+    let (ok_low, open) = match low {
+        Above(min) => (value > min, format!("({min}")),
+        AtLeast(min) => (value >= min, format!("[{min}")),
+    };
+    if value.is_finite() && ok_low && value <= max {
+        Ok(())
+    } else {
+        // 1e300 reads better than its 301 digits.
+        let shown = if value.is_finite() && value.abs() >= 1e9 {
+            format!("{value:e}")
+        } else {
+            value.to_string()
+        };
+        Err(format!("{key} = {shown}: must be in {open}, {max}] {unit}"))
+    }
+}
+
+fn seconds_in(key: &str, value: f64, low: Low, max: f64) -> Result<(), String> {
+    number_in(key, value, low, max, "seconds")
+}
+
+fn int_in(key: &str, value: u64, min: u64, max: u64) -> Result<(), String> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(format!("{key} = {value}: must be in [{min}, {max}]"))
+    }
+}
+
+/// Whether `store` is a `--store` our servers take (`{tmp}` stands for the sweep's scratch
+/// directory).
+pub fn check_store(store: &str) -> Result<(), String> {
+    crate::store::StoreConfig::parse(Some(store))
+        .map(|_| ())
+        .map_err(|_| "must be sqlite:PATH or redis://HOST[:PORT]".to_string())
+}
+
 /// How the load generator drives each point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -63,24 +113,6 @@ pub enum LoadMode {
     Count,
     /// A constant request rate (`rate` per second) for `duration`, latency from intended send.
     Rate,
-}
-
-/// The protocol the server speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Protocol {
-    #[default]
-    Http,
-    Echo,
-}
-
-impl Protocol {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Protocol::Http => "http",
-            Protocol::Echo => "echo",
-        }
-    }
 }
 
 /// One workload: what each request asks for.
@@ -119,6 +151,52 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// This workload's own keys, checked as [`Experiment::check_ranges`] does.
+    fn check_ranges(&self, protocol: Protocol, timed: bool) -> Result<(), String> {
+        if let Some(levels) = &self.concurrency {
+            if levels.is_empty() {
+                return Err("concurrency = []: needs at least one level".into());
+            }
+            for &c in levels {
+                int_in("concurrency", c.into(), 1, MAX_CONCURRENCY.into())?;
+            }
+        }
+        if let (Some(d), true) = (self.duration, timed) {
+            seconds_in("duration", d, Above(0.0), MAX_DURATION_S)?;
+        }
+        if let Some(t) = self.timeout {
+            seconds_in("timeout", t, Above(0.0), MAX_TIMEOUT_S)?;
+        }
+        if let Some(ms) = self.wait_ms {
+            number_in("wait_ms", ms, AtLeast(0.0), MAX_WAIT_MS, "ms")?;
+        }
+        if let Some(len) = self.message_len {
+            int_in("message_len", len as u64, 1, MAX_BODY_BYTES)?;
+        }
+        if self.body.len() as u64 > MAX_BODY_BYTES {
+            return Err(format!(
+                "body is {} bytes: at most {MAX_BODY_BYTES}",
+                self.body.len()
+            ));
+        }
+        let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+        if self.method.is_empty() || !self.method.bytes().all(token) {
+            return Err(format!(
+                "method = {:?}: must be an HTTP method like GET",
+                self.method
+            ));
+        }
+        if protocol == Protocol::Http
+            && (!self.route.starts_with('/') || self.route.bytes().any(|b| b <= b' ' || b == 0x7f))
+        {
+            return Err(format!(
+                "route = {:?}: must start with / and hold no spaces or control characters",
+                self.route
+            ));
+        }
+        Ok(())
+    }
+
     /// The wait per request in milliseconds: explicit, else parsed from `/sleep?ms=M`, else 0.
     pub fn wait_ms(&self) -> f64 {
         if let Some(ms) = self.wait_ms {
@@ -172,9 +250,10 @@ pub struct Experiment {
     pub name: String,
     #[serde(default)]
     pub description: String,
-    /// Our architectures to run; may be empty when only external targets are measured.
-    #[serde(default)]
-    pub archs: Vec<String>,
+    /// Our architectures to run, or `"all"` for every one [`Arch`] lists; may be empty when
+    /// only external targets are measured.
+    #[serde(default, deserialize_with = "de_archs")]
+    pub archs: Vec<Arch>,
     /// Pool sizes for pooled architectures; empty means the server's default.
     #[serde(default)]
     pub workers: Vec<u32>,
@@ -225,8 +304,8 @@ pub struct Experiment {
     #[serde(default = "default_ready_timeout", deserialize_with = "de_seconds")]
     pub ready_timeout: f64,
     /// Skip concurrency levels above this for the named architectures (the study's blanks).
-    #[serde(default)]
-    pub max_concurrency: BTreeMap<String, u32>,
+    #[serde(default, deserialize_with = "de_max_concurrency")]
+    pub max_concurrency: BTreeMap<Arch, u32>,
     #[serde(default)]
     pub external: Vec<ExternalTarget>,
 }
@@ -300,6 +379,52 @@ fn de_opt_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Err
     }
 }
 
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ArchList {
+    Names(Vec<String>),
+    Word(String),
+}
+
+/// `archs = ["epoll", ...]` or `archs = "all"`; an unknown name is an error naming the key.
+fn de_archs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Arch>, D::Error> {
+    let bad = |what: String| serde::de::Error::custom(format!("archs: {what}"));
+    match ArchList::deserialize(d).map_err(|_| {
+        bad(format!(
+            "expected \"all\" or a list of architectures ({})",
+            Arch::names()
+        ))
+    })? {
+        ArchList::Word(word) if word == "all" => Ok(Arch::all().to_vec()),
+        ArchList::Word(word) => Err(bad(unknown_arch(&word))),
+        ArchList::Names(names) => names
+            .iter()
+            .map(|n| Arch::from_name(n).ok_or_else(|| bad(unknown_arch(n))))
+            .collect(),
+    }
+}
+
+/// `max_concurrency = { iterative = 200 }`, keyed by architecture.
+fn de_max_concurrency<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<Arch, u32>, D::Error> {
+    BTreeMap::<String, u32>::deserialize(d)?
+        .into_iter()
+        .map(|(name, max)| match Arch::from_name(&name) {
+            Some(arch) => Ok((arch, max)),
+            None => Err(serde::de::Error::custom(format!(
+                "max_concurrency: {}",
+                unknown_arch(&name)
+            ))),
+        })
+        .collect()
+}
+
+fn unknown_arch(name: &str) -> String {
+    format!(
+        "unknown arch {name:?} (allowed: {}, or \"all\")",
+        Arch::names()
+    )
+}
+
 impl Experiment {
     /// Parses and validates an experiment; every problem is a usage error.
     pub fn from_toml(text: &str, origin: &str) -> anyhow::Result<Experiment> {
@@ -343,74 +468,129 @@ impl Experiment {
     }
 
     fn validate(&self, origin: &str) -> anyhow::Result<()> {
-        let fail = |msg: String| Err(usage(format!("{origin}: {msg}")));
-        for arch in &self.archs {
-            if !KNOWN_ARCHS.contains(&arch.as_str()) {
-                return fail(format!(
-                    "unknown arch {arch:?} (known: {})",
-                    KNOWN_ARCHS.join(" ")
-                ));
-            }
-        }
-        for arch in self.max_concurrency.keys() {
-            if !KNOWN_ARCHS.contains(&arch.as_str()) {
-                return fail(format!("max_concurrency: unknown arch {arch:?}"));
-            }
-        }
+        self.check_ranges()
+            .map_err(|msg| usage(format!("{origin}: {msg}")))
+    }
+
+    /// Every rule an experiment must follow, so nothing fails (or panics) once running. The
+    /// error names the key and the allowed range, as one line.
+    fn check_ranges(&self) -> Result<(), String> {
         if self.archs.is_empty() && self.external.is_empty() {
-            return fail("no archs and no external targets: nothing to measure".into());
+            return Err("no archs and no external targets: nothing to measure".into());
         }
         if self.workloads.is_empty() {
-            return fail("no [[workload]]".into());
+            return Err("no [[workload]]".into());
+        }
+        // Closed and rate modes measure for `duration`; count mode ignores it.
+        let timed = self.mode != LoadMode::Count;
+        if timed {
+            seconds_in("duration", self.duration, Above(0.0), MAX_DURATION_S)?;
+        }
+        seconds_in("warmup", self.warmup, AtLeast(0.0), MAX_WARMUP_S)?;
+        seconds_in("timeout", self.timeout, Above(0.0), MAX_TIMEOUT_S)?;
+        seconds_in(
+            "ready_timeout",
+            self.ready_timeout,
+            Above(0.0),
+            MAX_TIMEOUT_S,
+        )?;
+        if let Some(rate) = self.rate {
+            number_in("rate", rate, Above(0.0), MAX_RATE, "requests/s")?;
+        }
+        match (self.mode, self.rate, self.requests) {
+            (LoadMode::Rate, None, _) => {
+                return Err(format!(
+                    "mode = \"rate\" needs rate (in (0, {MAX_RATE}] requests/s)"
+                ))
+            }
+            (LoadMode::Count, _, None) => {
+                return Err(format!(
+                    "mode = \"count\" needs requests (in [1, {MAX_REQUESTS}])"
+                ))
+            }
+            _ => {}
+        }
+        if let Some(requests) = self.requests {
+            int_in("requests", requests, 1, MAX_REQUESTS)?;
+        }
+        if let Some(n) = self.warmup_connections {
+            int_in("warmup_connections", n.into(), 1, MAX_CONCURRENCY.into())?;
+        }
+        int_in(
+            "repetitions",
+            self.repetitions.into(),
+            1,
+            MAX_REPETITIONS.into(),
+        )?;
+        int_in(
+            "load_threads",
+            self.load_threads.into(),
+            1,
+            MAX_LOAD_THREADS.into(),
+        )?;
+        for &w in &self.workers {
+            int_in("workers", w.into(), 1, crate::serve::MAX_WORKERS as u64)?;
+        }
+        for &c in &self.concurrency {
+            int_in("concurrency", c.into(), 1, MAX_CONCURRENCY.into())?;
+        }
+        for (arch, &max) in &self.max_concurrency {
+            int_in(
+                &format!("max_concurrency.{arch}"),
+                max.into(),
+                1,
+                MAX_CONCURRENCY.into(),
+            )?;
+        }
+        number_in(
+            "p99_bound_ms",
+            self.p99_bound_ms,
+            Above(0.0),
+            MAX_P99_BOUND_MS,
+            "ms",
+        )?;
+        if let Some(store) = &self.store {
+            check_store(store).map_err(|e| format!("store = {store:?}: {e}"))?;
         }
         let mut names = std::collections::BTreeSet::new();
         for w in &self.workloads {
             if !names.insert(w.name.as_str()) {
-                return fail(format!("workload {:?} appears twice", w.name));
+                return Err(format!("workload {:?} appears twice", w.name));
             }
-            let levels = w.concurrency.as_ref().unwrap_or(&self.concurrency);
-            if levels.is_empty() {
-                return fail(format!("workload {:?}: no concurrency levels", w.name));
+            w.check_ranges(self.protocol, timed)
+                .map_err(|e| format!("workload {:?}: {e}", w.name))?;
+            if w.concurrency.is_none() && self.concurrency.is_empty() {
+                return Err(format!(
+                    "workload {:?}: no concurrency levels (set concurrency = [...])",
+                    w.name
+                ));
             }
-            if levels.contains(&0) {
-                return fail(format!("workload {:?}: concurrency 0", w.name));
-            }
-            if self.protocol == Protocol::Http && !w.route.starts_with('/') {
-                return fail(format!("workload {:?}: route must start with /", w.name));
-            }
-        }
-        if self.workers.contains(&0) {
-            return fail("workers 0".into());
-        }
-        match self.mode {
-            LoadMode::Count if self.requests.unwrap_or(0) == 0 => {
-                return fail("mode = \"count\" needs requests > 0".into())
-            }
-            LoadMode::Rate if self.rate.unwrap_or(0.0) <= 0.0 => {
-                return fail("mode = \"rate\" needs rate > 0".into())
-            }
-            LoadMode::Closed | LoadMode::Rate
-                if self.duration <= 0.0
-                    || self.workloads.iter().any(|w| w.duration == Some(0.0)) =>
-            {
-                return fail("duration must be > 0".into())
-            }
-            _ => {}
-        }
-        if self.repetitions == 0 || self.load_threads == 0 {
-            return fail("repetitions and load_threads must be >= 1".into());
         }
         for ext in &self.external {
             if ext.command.trim().is_empty() || ext.url.is_empty() {
-                return fail(format!("external {:?}: needs command and url", ext.name));
+                return Err(format!("external {:?}: needs command and url", ext.name));
+            }
+            if let Some(t) = ext.ready_timeout {
+                seconds_in("ready_timeout", t, Above(0.0), MAX_TIMEOUT_S)
+                    .map_err(|e| format!("external {:?}: {e}", ext.name))?;
             }
             if let Some(list) = &ext.workloads {
                 if let Some(bad) = list.iter().find(|n| !names.contains(n.as_str())) {
-                    return fail(format!("external {:?}: unknown workload {bad:?}", ext.name));
+                    return Err(format!("external {:?}: unknown workload {bad:?}", ext.name));
                 }
             }
         }
         Ok(())
+    }
+
+    /// The most connections any point (or warm-up) opens at once.
+    pub fn max_connections(&self) -> u32 {
+        self.points()
+            .iter()
+            .map(|p| p.concurrency)
+            .chain(self.warmup_connections)
+            .max()
+            .unwrap_or(1)
     }
 
     /// Expands the grid into the points to run, in run order.
@@ -419,12 +599,12 @@ impl Experiment {
         for workload in &self.workloads {
             let levels = workload.concurrency.as_ref().unwrap_or(&self.concurrency);
             for arch in &self.archs {
-                let worker_choices: Vec<Option<u32>> =
-                    if self.workers.is_empty() || !POOLED_ARCHS.contains(&arch.as_str()) {
-                        vec![None]
-                    } else {
-                        self.workers.iter().copied().map(Some).collect()
-                    };
+                let worker_choices: Vec<Option<u32>> = if self.workers.is_empty() || !arch.pooled()
+                {
+                    vec![None]
+                } else {
+                    self.workers.iter().copied().map(Some).collect()
+                };
                 for workers in worker_choices {
                     for &concurrency in levels {
                         if self
@@ -435,7 +615,7 @@ impl Experiment {
                             continue;
                         }
                         points.push(PointSpec {
-                            target: TargetSpec::Ours { arch: arch.clone() },
+                            target: TargetSpec::Ours { arch: *arch },
                             workers,
                             workload: workload.clone(),
                             concurrency,
@@ -491,7 +671,7 @@ impl Experiment {
 /// Which server a point measures.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TargetSpec {
-    Ours { arch: String },
+    Ours { arch: Arch },
     External(ExternalTarget),
 }
 
@@ -499,7 +679,7 @@ impl TargetSpec {
     /// The column name: the architecture, or the external target's name.
     pub fn name(&self) -> &str {
         match self {
-            TargetSpec::Ours { arch } => arch,
+            TargetSpec::Ours { arch } => arch.name(),
             TargetSpec::External(ext) => &ext.name,
         }
     }
@@ -566,6 +746,30 @@ mod tests {
         let err = Experiment::from_toml(typo, "t").unwrap_err();
         assert!(err.to_string().contains("concurency"), "{err}");
         assert!(Experiment::load("no-such-preset").is_err());
+    }
+
+    #[test]
+    fn archs_are_the_enum_or_all() {
+        let all = "name='x'\narchs='all'\nconcurrency=[1]\n[[workload]]\nname='h'\n";
+        let e = Experiment::from_toml(all, "t").unwrap();
+        assert_eq!(e.archs, Arch::all());
+        let listed =
+            "name='x'\narchs=['epoll','preforked']\nconcurrency=[1]\n[[workload]]\nname='h'\n";
+        let e = Experiment::from_toml(listed, "t").unwrap();
+        assert_eq!(e.archs, [Arch::Epoll, Arch::Preforked]);
+        for bad in ["archs=['uring']", "archs='some'", "archs=3"] {
+            let text = format!("name='x'\n{bad}\nconcurrency=[1]\n[[workload]]\nname='h'\n");
+            let err = Experiment::from_toml(&text, "t").unwrap_err().to_string();
+            assert!(err.starts_with("t: line 2: archs: "), "{bad}: {err}");
+            assert!(err.contains(&Arch::names()), "{bad}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+        let bad_max = "name='x'\narchs=['epoll']\nmax_concurrency={uring=3}\nconcurrency=[1]\n[[workload]]\nname='h'\n";
+        let err = Experiment::from_toml(bad_max, "t").unwrap_err().to_string();
+        assert!(
+            err.contains("max_concurrency: unknown arch \"uring\""),
+            "{err}"
+        );
     }
 
     #[test]

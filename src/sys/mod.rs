@@ -22,11 +22,26 @@ pub use nix::unistd::ForkResult;
 /// The caller must be single-threaded at the time of the call (the forking and preforked
 /// servers fork from their main thread before starting any other thread), so the child does
 /// not inherit locks held by threads that do not exist in it.
+///
+/// Every child sweetspot forks is a worker of the server that forked it, so it dies with it:
+/// the child asks for SIGKILL when its parent dies (`PR_SET_PDEATHSIG`), then checks the parent
+/// did not die before that request took effect. Without it, killing only the parent (SIGKILL,
+/// nothing to clean up) leaves orphan workers serving the port, and a restart finds the address
+/// in use. The signal is tied to the thread that forked; sweetspot forks from the main thread,
+/// which lives as long as the server.
 pub fn fork() -> io::Result<ForkResult> {
+    let parent = nix::unistd::getpid();
     // SAFETY: sweetspot forks only from single-threaded processes (see above), and the child
     // either serves with its own fresh state and leaves through `_exit`, or runs the same
     // single-threaded accept loop; no lock can be held by another thread at the fork.
-    unsafe { nix::unistd::fork() }.map_err(io::Error::from)
+    let forked = unsafe { nix::unistd::fork() }.map_err(io::Error::from)?;
+    if let ForkResult::Child = forked {
+        let asked = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+        if asked.is_err() || nix::unistd::getppid() != parent {
+            exit_child(1);
+        }
+    }
+    Ok(forked)
 }
 
 /// Ends a forked child at once: no destructors, no atexit handlers, no flushing of stdio
@@ -161,6 +176,16 @@ pub fn clock_ticks_per_second() -> f64 {
     match sysconf(SysconfVar::CLK_TCK) {
         Ok(Some(ticks)) if ticks > 0 => ticks as f64,
         _ => 100.0,
+    }
+}
+
+/// The CPUs this process may run on (its affinity mask), in order; empty if it cannot be read.
+pub fn usable_cpus() -> Vec<usize> {
+    match nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) {
+        Ok(set) => (0..nix::sched::CpuSet::count())
+            .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
+            .collect(),
+        Err(_) => Vec::new(),
     }
 }
 

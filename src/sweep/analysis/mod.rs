@@ -30,7 +30,7 @@ pub use stats::{
 };
 
 use super::results::{PointResult, SweepResults};
-use super::spec::{LoadMode, POOLED_ARCHS, SINGLE_THREADED_ARCHS};
+use super::spec::{Arch, LoadMode};
 use recommend::{explain, ProseContext};
 use usl::fit_usl;
 
@@ -218,14 +218,14 @@ fn cheapest_of(usable: &[&PointResult]) -> (Option<(String, f64)>, Vec<String>) 
 /// `epoll` or `prethreaded/8` (with workers when known and swept).
 pub fn series_label(arch: &str, workers: Option<u32>) -> String {
     match workers {
-        Some(w) if POOLED_ARCHS.contains(&arch) => format!("{arch}/{w}"),
+        Some(w) if Arch::from_name(arch).is_some_and(Arch::pooled) => format!("{arch}/{w}"),
         _ => arch.to_string(),
     }
 }
 
 /// How many cores a server architecture can use at most.
 pub fn server_parallelism(arch: &str, cores: f64) -> f64 {
-    if SINGLE_THREADED_ARCHS.contains(&arch) {
+    if Arch::from_name(arch).is_some_and(Arch::single_threaded) {
         1.0
     } else {
         cores

@@ -1,0 +1,251 @@
+//! `sweetspot serve`: the flags, their validation, and the driver that binds the listener,
+//! prints the ready line, hands the listener to the chosen [`crate::arch::Architecture`] and prints the stats
+//! line once it has drained.
+//!
+//! Kept apart from [`crate::arch`] so that module is only the contract every architecture
+//! implements and the [`Arch`] enum that lists them.
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use crate::app::App;
+use crate::arch::{Arch, Protocol, ServerContext, DRAIN};
+use crate::store::StoreConfig;
+use crate::sys::SharedCounter;
+
+/// The most workers `--workers` (and an experiment's `workers`) may ask for.
+pub const MAX_WORKERS: usize = 10_000;
+
+/// The text after `serve --help`'s options: every architecture with its workers, from [`Arch`].
+fn serve_help() -> String {
+    format!(
+        "Architectures:\n{}\n\
+Stops on SIGINT or SIGTERM: stops accepting, finishes in-flight requests (at most {} s), \
+prints a stats line and exits 0.",
+        Arch::table(),
+        DRAIN.as_secs()
+    )
+}
+
+/// Flags of `sweetspot serve`.
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_help = serve_help())]
+pub struct ServeArgs {
+    /// The concurrency architecture.
+    #[arg(long, value_enum)]
+    pub arch: Arch,
+    /// Worker processes or threads of a pooled architecture (see below).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Address to listen on (127.0.0.1, ::1, 0.0.0.0, ...).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on; 0 takes a free one (see the ready line).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Directory of static files [default: the shipped public/].
+    #[arg(long)]
+    pub root: Option<PathBuf>,
+    /// Guestbook store: sqlite:PATH or redis://HOST:PORT [default: sqlite in the data directory].
+    #[arg(long)]
+    pub store: Option<String>,
+    /// Protocol: HTTP/1.1 or line echo.
+    #[arg(long, value_enum, default_value_t = Protocol::Http)]
+    pub protocol: Protocol,
+    /// Seconds a connection may stay silent before it is dropped.
+    #[arg(long, default_value_t = 10.0)]
+    pub idle_timeout: f64,
+}
+
+/// A validated `serve` configuration.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub arch: Arch,
+    pub workers: usize,
+    pub addr: SocketAddr,
+    pub root: PathBuf,
+    pub store: StoreConfig,
+    pub protocol: Protocol,
+    pub idle_timeout: Duration,
+}
+
+impl ServeConfig {
+    /// Validates raw flags; every problem is a usage error (exit 2).
+    pub fn from_args(args: &ServeArgs) -> anyhow::Result<ServeConfig> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let workers = match args.workers {
+            Some(_) if !args.arch.pooled() => {
+                let pooled: Vec<&str> = Arch::all()
+                    .iter()
+                    .filter(|a| a.pooled())
+                    .map(|a| a.name())
+                    .collect();
+                return Err(crate::usage(format!(
+                    "--workers has no effect with --arch {} (only {} take it)",
+                    args.arch.name(),
+                    pooled.join(", ")
+                )));
+            }
+            Some(0) => return Err(crate::usage("--workers must be at least 1")),
+            Some(n) if n > MAX_WORKERS => {
+                return Err(crate::usage(format!(
+                    "--workers {n} is too many (at most {MAX_WORKERS})"
+                )))
+            }
+            Some(n) => n,
+            None => args.arch.default_workers(cores),
+        };
+        let host = args.host.trim_start_matches('[').trim_end_matches(']');
+        let addr = (host, args.port)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(|| crate::usage(format!("--host {}: not an address", args.host)))?;
+        if !(args.idle_timeout > 0.0 && args.idle_timeout <= 86_400.0) {
+            return Err(crate::usage("--idle-timeout must be in (0, 86400] seconds"));
+        }
+        Ok(ServeConfig {
+            arch: args.arch,
+            workers,
+            addr,
+            root: args.root.clone().unwrap_or_else(App::default_root),
+            store: StoreConfig::parse(args.store.as_deref())?,
+            protocol: args.protocol,
+            idle_timeout: Duration::from_secs_f64(args.idle_timeout),
+        })
+    }
+}
+
+/// Binds a listening socket with a deep backlog (the studies go to 15,000 connections).
+pub fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket
+        .bind(&addr.into())
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    socket.listen(4096)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+/// Runs `sweetspot serve`.
+pub fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = ServeConfig::from_args(&args)?;
+    serve(&config)
+}
+
+/// Serves `config` until SIGINT or SIGTERM; prints the ready line and the stats line.
+pub fn serve(config: &ServeConfig) -> anyhow::Result<()> {
+    crate::sys::raise_fd_limit();
+    let app = App::new(&config.root, config.store.clone())?;
+    if config.protocol == Protocol::Http {
+        config.store.prepare()?;
+    }
+    let shutdown = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&shutdown))?;
+    }
+    let listener = bind(config.addr)?;
+    let local = listener.local_addr()?;
+    let ctx = Arc::new(ServerContext {
+        app,
+        protocol: config.protocol,
+        idle_timeout: config.idle_timeout,
+        workers: config.workers,
+        shutdown,
+        served: SharedCounter::new()?,
+    });
+    let scheme = match config.protocol {
+        Protocol::Http => "http",
+        Protocol::Echo => "tcp",
+    };
+    let host = match local {
+        SocketAddr::V4(a) => a.ip().to_string(),
+        SocketAddr::V6(a) => format!("[{}]", a.ip()),
+    };
+    let started = Instant::now();
+    {
+        // Flushed before any fork, so children never repeat it.
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "listening on {scheme}://{host}:{} arch={} workers={}",
+            local.port(),
+            config.arch.name(),
+            config.workers
+        )?;
+        out.flush()?;
+    }
+    // Whoever prints the stats line first (this thread after the drain, or the watchdog past
+    // the deadline) owns the end of the process.
+    let stats_claimed = Arc::new(AtomicBool::new(false));
+    if !config.arch.forks() {
+        spawn_shutdown_watchdog(Arc::clone(&ctx), started, Arc::clone(&stats_claimed))?;
+    }
+    config.arch.server().serve(listener, Arc::clone(&ctx))?;
+    if stats_claimed.swap(true, Ordering::SeqCst) {
+        // The watchdog is printing the stats line and ending the process.
+        loop {
+            std::thread::park();
+        }
+    }
+    print_stats_line(&ctx, started)?;
+    Ok(())
+}
+
+/// How long past [`DRAIN`] the watchdog waits before it ends the process.
+const WATCHDOG_SLACK: Duration = Duration::from_millis(500);
+
+/// Ends the process once a stop has waited [`DRAIN`] (plus a little) for in-flight work that
+/// does not finish: a single-threaded loop stuck in a long `/fib` cannot look at the stop flag,
+/// and nothing else would bound the shutdown. Not used by the forking architectures, whose
+/// parent must stay single-threaded and never runs requests itself (it stops its children
+/// with SIGKILL past the same deadline).
+fn spawn_shutdown_watchdog(
+    ctx: Arc<ServerContext>,
+    started: Instant,
+    stats_claimed: Arc<AtomicBool>,
+) -> anyhow::Result<()> {
+    std::thread::Builder::new()
+        .name("shutdown-watchdog".into())
+        .spawn(move || {
+            while !ctx.stopping() {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            std::thread::sleep(DRAIN + WATCHDOG_SLACK);
+            if stats_claimed.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            eprintln!(
+                "sweetspot: in-flight work still running {} s after the stop; exiting anyway",
+                DRAIN.as_secs()
+            );
+            let _ = print_stats_line(&ctx, started);
+            std::process::exit(0);
+        })
+        .context("cannot start the shutdown watchdog")?;
+    Ok(())
+}
+
+/// `stopped: served N requests in T s; cpu user U s, system S s`.
+fn print_stats_line(ctx: &ServerContext, started: Instant) -> anyhow::Result<()> {
+    let (user, system) = crate::sys::cpu_times();
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "stopped: served {} requests in {:.1} s; cpu user {:.3} s, system {:.3} s",
+        ctx.served.get(),
+        started.elapsed().as_secs_f64(),
+        user,
+        system
+    )?;
+    out.flush()?;
+    Ok(())
+}
