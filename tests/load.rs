@@ -186,7 +186,11 @@ fn sleep_50ms_over_10_connections_has_p50_between_50_and_60_ms() {
     );
     assert!(l.min >= 50_000.0, "min {} ms", ms(l.min));
     assert_eq!(report.errors.total(), 0, "{:?}", report.errors);
-    assert_eq!(l.count, report.requests);
+    // Requests answered in the drain after the deadline are samples, not responses of the run.
+    assert_eq!(l.count, report.requests + report.drained);
+    assert!(report.drained <= 10, "{}", report.drained);
+    assert!(l.lower_bound.is_empty(), "{:?}", l.lower_bound);
+    assert_eq!(report.unanswered, 0);
     assert_eq!(report.status.get("200"), Some(&report.requests));
     // 10 connections, ~50 ms each: near 200 req/s, and certainly more than one connection's 20.
     assert!(report.requests > 100, "{} requests", report.requests);
@@ -207,8 +211,14 @@ fn a_server_that_never_answers_gives_timeouts_no_samples_and_ends_on_time() {
     assert!(took >= Duration::from_millis(2000), "took {took:?}");
     assert!(report.errors.timeout >= 4, "{:?}", report.errors);
     assert_eq!(report.requests, 0);
-    assert_eq!(report.latency_us.count, 0);
-    assert_eq!(report.latency_us.max, 0.0);
+    assert_eq!(report.latency_answered_us.count, 0);
+    // Only the requests still waiting at the end are in the distribution, at their age (and,
+    // with no answered request to give an interval, alone); every figure is a lower bound.
+    assert_eq!(report.latency_us.count, report.unanswered);
+    assert_eq!(
+        report.latency_us.lower_bound.keys().count(),
+        sweetspot::load::stats::LATENCY_KEYS.len()
+    );
     assert!(report.status.is_empty());
     // Each timed-out connection is replaced, so the run keeps trying: about 4 per 500 ms.
     assert!(report.errors.timeout <= 4 * 5, "{:?}", report.errors);
@@ -230,6 +240,88 @@ fn requests_still_waiting_at_the_end_are_reported_unanswered() {
     assert_eq!(report.errors.total(), 0, "{:?}", report.errors);
     assert_eq!(report.requests_sent, 3);
     assert_eq!(report.unanswered, 3);
+    // Waiting since the start: at least the run's length (1 s, plus the drain's 100 ms).
+    let l = report.latency_us;
+    assert_eq!(l.count, 3);
+    assert!((1_000_000.0..1_300_000.0).contains(&l.min), "{l:?}");
+    assert!(l.lower_bound.contains("p50") && l.lower_bound.contains("min"));
+}
+
+/// The iterative server serves one connection at a time: at 64 keep-alive connections the
+/// first one is answered for the whole run and 63 never are. Their wait is in the percentiles.
+fn stuck_connections_show_in_p99(path: &str) {
+    let server = Server::start(&["--arch", "iterative"]);
+    let mut config = config(&server.url(path), 64, closed(1.0));
+    config.threads = 1;
+    let report = load::run(&config, None).unwrap();
+    let l = report.latency_us;
+    assert_eq!(report.unanswered, 63, "{report:?}");
+    assert!(report.requests > 50, "{report:?}");
+    assert!(l.p99 >= 950_000.0, "{path}: p99 {} ms", ms(l.p99));
+    for key in ["p50", "p90", "p99", "p999", "max"] {
+        assert!(
+            l.lower_bound.contains(key),
+            "{path}: {key} {:?}",
+            l.lower_bound
+        );
+    }
+    // What a tool that drops them would say: the one answered connection's latency.
+    let answered = report.latency_answered_us;
+    assert!(answered.lower_bound.is_empty());
+    assert!(answered.p99 < 500_000.0, "{path}: {answered:?}");
+}
+
+#[test]
+fn iterative_server_at_64_connections_has_a_flagged_p99_of_the_run_length_on_hello() {
+    let _timing = timing_lock();
+    stuck_connections_show_in_p99("/hello");
+}
+
+#[test]
+fn iterative_server_at_64_connections_has_a_flagged_p99_of_the_run_length_on_sleep() {
+    let _timing = timing_lock();
+    stuck_connections_show_in_p99("/sleep?ms=10");
+}
+
+#[test]
+fn a_healthy_epoll_run_at_64_connections_has_no_lower_bounds() {
+    let _timing = timing_lock();
+    let server = Server::start(&["--arch", "epoll"]);
+    for path in ["/hello", "/sleep?ms=10"] {
+        let mut config = config(&server.url(path), 64, closed(1.0));
+        config.threads = 1;
+        let report = load::run(&config, None).unwrap();
+        let l = report.latency_us;
+        assert_eq!(report.unanswered, 0, "{path}: {report:?}");
+        for key in ["p50", "p90", "p99"] {
+            assert!(!l.lower_bound.contains(key), "{path}: {:?}", l.lower_bound);
+        }
+        assert_eq!(l.count, report.requests + report.drained);
+    }
+}
+
+#[test]
+fn rate_mode_counts_due_requests_that_could_not_be_sent() {
+    let _timing = timing_lock();
+    let server = Server::start(&["--arch", "iterative"]);
+    // 8 connections at 400 req/s: one is served, 7 are stuck with their schedule running on.
+    let mode = Mode::Rate {
+        rate: 400.0,
+        duration: Duration::from_secs(1),
+    };
+    let mut config = config(&server.url("/hello"), 8, mode);
+    config.threads = 1;
+    let report = load::run(&config, None).unwrap();
+    assert_eq!(report.unanswered, 7, "{report:?}");
+    // Each stuck connection was due every 20 ms for about a second: ~49 unsent each.
+    assert!((7 * 40..=7 * 50).contains(&report.unsent), "{report:?}");
+    let corrected = report.latency_us;
+    assert!(corrected.p99 >= 950_000.0, "{corrected:?}");
+    assert!(corrected.lower_bound.contains("p50") && corrected.lower_bound.contains("p99"));
+    // From actual send times only the 7 stuck requests are censored: 7 of ~57, above p75.
+    let uncorrected = report.latency_uncorrected_us.unwrap();
+    assert!(uncorrected.lower_bound.contains("p90") && uncorrected.lower_bound.contains("max"));
+    assert!(!uncorrected.lower_bound.contains("p50"), "{uncorrected:?}");
 }
 
 #[test]
@@ -535,6 +627,69 @@ fn rate_mode_json_has_the_uncorrected_view() {
     }
     assert_eq!(json["target_rate"], 50.0);
     assert_eq!(json["rate_held"], true);
+    // Everything answered: no lower bounds, so no key.
+    assert!(json["latency_us"].get("lower_bound").is_none(), "{json}");
+    assert!(json["latency_uncorrected_us"].get("lower_bound").is_none());
+}
+
+#[test]
+fn json_lists_lower_bounds_by_key_in_both_views() {
+    let server = TinyServer::start(never_answer);
+    let url = server.url("/");
+    let (code, stdout, stderr, _) = sweetspot(&[
+        "load", &url, "-c", "2", "-R", "100", "-d", "1s", "--json", "-",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let all: Vec<&str> = sweetspot::load::stats::LATENCY_KEYS.to_vec();
+    for view in ["latency_us", "latency_uncorrected_us"] {
+        let keys: Vec<&str> = json[view]["lower_bound"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{view}: {json}"))
+            .iter()
+            .map(|k| k.as_str().unwrap())
+            .collect();
+        assert_eq!(keys, all, "{view}");
+    }
+    assert_eq!(json["unanswered"], 2);
+    assert!(json["unsent"].as_u64().unwrap() >= 90, "{json}");
+    assert!(stderr.contains("99%    >="), "{stderr}");
+}
+
+#[test]
+fn an_interval_log_adds_up_to_the_report_with_its_censored_requests() {
+    let server = TinyServer::start(never_answer);
+    let dir = common::TempDir::new("hlog-censored");
+    let log = dir.path().join("run.hlog");
+    let url = server.url("/");
+    let (code, stdout, stderr, _) = sweetspot(&[
+        "load",
+        &url,
+        "-c",
+        "3",
+        "-d",
+        "1s",
+        "--hlog",
+        log.to_str().unwrap(),
+        "--json",
+        "-",
+        "-q",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let run = sweetspot::load::hlog::read(&std::fs::read_to_string(&log).unwrap()).unwrap();
+    // Nothing was answered: every sample of the log is a censored request, in its last
+    // interval (tagged "censored"), and the log adds up to the report.
+    assert_eq!(
+        run.total().len(),
+        json["latency_us"]["count"].as_u64().unwrap()
+    );
+    assert_eq!(run.total().len(), 3);
+    let last = run.intervals.last().unwrap();
+    assert_eq!(last.latency.len(), 3);
+    assert!(last.start_s >= 1.0, "{}", last.start_s);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("Tag=censored"), "{text}");
 }
 
 #[test]

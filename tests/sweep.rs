@@ -384,6 +384,23 @@ fn bad_input_is_one_line_and_exit_2() {
         assert_eq!(run.status.code(), Some(2), "{args:?}: {stderr}");
         assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
     }
+    let valid = dir.join("valid.toml");
+    std::fs::write(
+        &valid,
+        "name = \"x\"\narchs = [\"epoll\"]\nconcurrency = [1]\nduration = \"100ms\"\n\
+         [[workload]]\nname = \"h\"\nroute = \"/hello\"\n",
+    )
+    .unwrap();
+    let bad_method = Command::new(BIN)
+        .args(["sweep", valid.to_str().unwrap(), "--out"])
+        .arg(dir.join("out"))
+        .env("SWEETSPOT_CPU_METHOD", "perf")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&bad_method.stderr);
+    assert_eq!(bad_method.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("SWEETSPOT_CPU_METHOD"), "{stderr}");
     let listed = sweetspot(&["sweep", "--list"]);
     let stdout = String::from_utf8_lossy(&listed.stdout);
     for preset in [
@@ -689,4 +706,213 @@ url = "http://127.0.0.1:{port}"
     assert!(last.contains("cannot start"), "{stderr}");
     let results = read_json(&out.join("results.json"));
     assert_eq!(results["points"].as_array().unwrap().len(), 2);
+}
+
+/// Whether this test can make a cgroup of the kind `v1` (cpuacct) or v2 at a mount's root,
+/// as the runner (also at its own cgroup, the root here) would.
+fn can_make_cgroup(v1: bool) -> bool {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    mounts.lines().any(|line| {
+        let Some((before, after)) = line.split_once(" - ") else {
+            return false;
+        };
+        let mut after = after.split_whitespace();
+        let fs = after.next().unwrap_or("");
+        let options = after.nth(1).unwrap_or("");
+        let usable = if v1 {
+            fs == "cgroup" && options.split(',').any(|o| o == "cpuacct")
+        } else {
+            fs == "cgroup2"
+        };
+        let Some(mount_point) = before.split_whitespace().nth(4) else {
+            return false;
+        };
+        let probe =
+            Path::new(mount_point).join(format!("sweetspot-test-probe-{}", std::process::id()));
+        usable && std::fs::create_dir(&probe).is_ok() && std::fs::remove_dir(&probe).is_ok()
+    })
+}
+
+/// Whether a cgroup made by a sweep (`sweetspot-PID-N`) of a process that has exited is left.
+fn leftover_cgroups() -> bool {
+    [
+        "/sys/fs/cgroup/cpuacct",
+        "/sys/fs/cgroup/unified",
+        "/sys/fs/cgroup",
+    ]
+    .iter()
+    .filter_map(|dir| std::fs::read_dir(dir).ok())
+    .flat_map(|entries| entries.flatten())
+    .filter_map(|e| e.file_name().to_str().map(String::from))
+    .filter_map(|name| {
+        name.strip_prefix("sweetspot-")?
+            .split('-')
+            .next()?
+            .parse::<i32>()
+            .ok()
+    })
+    .any(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+}
+
+/// `(requests served, cpu seconds)` from a server's stats line: "stopped: served N requests in
+/// X s; cpu user U s, system S s" (getrusage of itself and its reaped children).
+fn stats_line(text: &str) -> (f64, f64) {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("stopped: served "))
+        .unwrap_or_else(|| panic!("no stats line in {text:?}"));
+    let number_after = |key: &str| -> f64 {
+        let rest = &line[line.find(key).unwrap() + key.len()..];
+        rest.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    (
+        number_after("served "),
+        number_after("cpu user ") + number_after("system "),
+    )
+}
+
+#[test]
+fn forking_server_cpu_agrees_with_its_own_rusage_by_every_method() {
+    let mut methods = vec!["auto", "proc+children"];
+    let (v1, v2) = (can_make_cgroup(true), can_make_cgroup(false));
+    if v1 {
+        methods.push("cgroup-v1-cpuacct");
+    }
+    if v2 {
+        methods.push("cgroup-v2");
+    }
+    let cgroup = v1 || v2;
+    for method in methods {
+        let tmp = TempDir::new("sweep-cpu");
+        let dir = tmp.path().to_path_buf();
+        let stats = dir.join("server-stdout.txt");
+        // The same server the runner would start, as an external target so that its stats
+        // line (printed on SIGTERM, after it reaped every child) lands in a file of ours.
+        let toml = format!(
+            r#"
+name = "cpu"
+archs = []
+concurrency = [64]
+duration = "2s"
+warmup = "0s"
+
+[[workload]]
+name = "hello"
+route = "/hello"
+
+[[external]]
+name = "forking"
+command = "exec '{BIN}' serve --arch forking --host 127.0.0.1 --port {{port}} > '{}'"
+url = "http://127.0.0.1:{{port}}"
+"#,
+            stats.display()
+        );
+        let experiment = dir.join("cpu.toml");
+        std::fs::write(&experiment, toml).unwrap();
+        let out = dir.join("out");
+        let run = Command::new(BIN)
+            .args([
+                "sweep",
+                experiment.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ])
+            .env("SWEETSPOT_CPU_METHOD", method)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let results = read_json(&out.join("results.json"));
+        let point = &results["points"][0];
+        assert_eq!(point["ok"], true, "{point}");
+        let recorded = point["server"]["cpu_method"].as_str().unwrap();
+        match method {
+            "auto" if cgroup => assert!(recorded.starts_with("cgroup-"), "{recorded}"),
+            "auto" => assert_eq!(recorded, "proc+children"),
+            forced => assert_eq!(recorded, forced),
+        }
+        // The runner removed the cgroup it made for the server.
+        assert!(!leftover_cgroups(), "a sweetspot cgroup was left behind");
+        let sweep_us =
+            point["server"]["cpu_s"].as_f64().unwrap() * 1e6 / point["requests"].as_f64().unwrap();
+        let (served, cpu_s) = stats_line(&std::fs::read_to_string(&stats).unwrap());
+        assert!(served > 10_000.0, "served {served}");
+        let own_us = cpu_s * 1e6 / served;
+        let ratio = sweep_us / own_us;
+        eprintln!("{method} ({recorded}): {sweep_us:.2} vs {own_us:.2} us/request, {ratio:.3}");
+        assert!(
+            (0.9..=1.1).contains(&ratio),
+            "{method} ({recorded}): sweep {sweep_us:.2} us/request, server's own rusage \
+             {own_us:.2} us/request, ratio {ratio:.3}"
+        );
+    }
+}
+
+#[test]
+fn a_stuck_point_is_a_flagged_lower_bound_in_results_and_on_the_progress_line() {
+    let tmp = TempDir::new("sweep-censored");
+    let dir = tmp.path().to_path_buf();
+    let experiment = dir.join("stuck.toml");
+    std::fs::write(
+        &experiment,
+        r#"
+name = "stuck"
+archs = ["iterative", "epoll"]
+concurrency = [64]
+duration = "1s"
+warmup = "100ms"
+
+[[workload]]
+name = "hello"
+route = "/hello"
+"#,
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let run = sweetspot(&[
+        "sweep",
+        experiment.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--plain",
+    ]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    let results = read_json(&out.join("results.json"));
+    let points = results["points"].as_array().unwrap();
+    let point = |arch: &str| points.iter().find(|p| p["arch"] == arch).unwrap();
+    let iterative = &point("iterative")["latency_us"];
+    assert!(
+        iterative["p99"].as_f64().unwrap() >= 950_000.0,
+        "{iterative}"
+    );
+    let flagged: Vec<&str> = iterative["lower_bound"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{iterative}"))
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    for key in ["p50", "p90", "p99", "max"] {
+        assert!(flagged.contains(&key), "{key}: {flagged:?}");
+    }
+    // The mean stays the answered requests' (Little's law), so it is no lower bound.
+    assert!(!flagged.contains(&"mean"));
+    assert!(
+        iterative["mean"].as_f64().unwrap() < 100_000.0,
+        "{iterative}"
+    );
+    assert!(point("epoll")["latency_us"].get("lower_bound").is_none());
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("hello iterative c=64"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(line.contains("p99 >= 1."), "{line}");
+    let epoll = stderr
+        .lines()
+        .find(|l| l.contains("hello epoll c=64"))
+        .unwrap();
+    assert!(!epoll.contains(">="), "{epoll}");
 }

@@ -20,6 +20,15 @@
 //! ticket ends as exactly one response or one failure) and constant rate (wrk2's model: request
 //! k of a connection is due at `phase + k * interval`, its latency is measured from that intended
 //! time, and a connection still waiting for an answer sends late rather than skipping).
+//!
+//! How a run ends: closed and rate runs stop sending at their deadline, then drain: the requests
+//! in flight get a short grace ([`drain_grace`]: at least 100 ms, four times the run's p99 so
+//! far, at most the timeout) to be answered with their true latency. Those answers are latency
+//! samples but not responses of the run (its throughput and length end at the deadline). What
+//! is still in flight after the drain (or when the stop flag ends a run) is censored: recorded
+//! by [`super::stats`] at its age, and in rate mode so is every request that was due before the
+//! deadline (less `UNSENT_SLACK`) and could not be sent. Without the drain every closed-loop
+//! connection would end with a young request in flight, and every run would look censored.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -41,7 +50,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::error::FailureKind;
 use super::framing::{EchoReplyFramer, HttpResponseFramer, ResponseFramer};
 use super::request::RequestBytes;
-use super::stats::ThreadStats;
+use super::stats::{Censored, ThreadStats};
 use super::target::Target;
 use super::{LoadConfig, Mode};
 
@@ -57,6 +66,14 @@ const MAX_POLL_WAIT: Duration = Duration::from_millis(50);
 const NAP_BELOW_EVENTS: usize = 4;
 const NAP_MIN_CONNECTIONS: usize = 32;
 const NAP: Duration = Duration::from_micros(30);
+/// The drain after a deadline lasts at least this long (if anything is still in flight)...
+const DRAIN_MIN: Duration = Duration::from_millis(100);
+/// ... or this many times the p99 measured so far, whichever is longer, but never longer than
+/// the timeout (a request older than that is a timeout anyway).
+const DRAIN_P99_FACTOR: u32 = 4;
+/// Rate mode: a request due this close to the deadline and not sent was not held back, the
+/// deadline just came first; it is not censored.
+const UNSENT_SLACK: Duration = Duration::from_millis(1);
 /// Wait before retrying a connection that could not be opened.
 const CONNECT_RETRY_DELAY: Duration = Duration::from_millis(20);
 
@@ -204,6 +221,8 @@ struct Worker<'p, 'a> {
     rate_mode: bool,
     pipeline: usize,
     timeout: Duration,
+    /// Past the deadline, waiting for the requests in flight: no sends, no new connections.
+    draining: bool,
 }
 
 impl<'p, 'a> Worker<'p, 'a> {
@@ -263,6 +282,7 @@ impl<'p, 'a> Worker<'p, 'a> {
             timer_armed_for: None,
             pipeline,
             timeout: config.timeout,
+            draining: false,
         })
     }
 
@@ -290,14 +310,36 @@ impl<'p, 'a> Worker<'p, 'a> {
         let mut next_sweep = Instant::now() + sweep_every;
         let nap_allowed = !self.rate_mode && self.connections.len() >= NAP_MIN_CONNECTIONS;
         let mut last_batch = 0;
+        let mut window_end = None;
+        let mut drain_until = None;
         loop {
             let now = Instant::now();
-            if self.should_end(now) {
+            if let Some(until) = drain_until {
+                if now >= until || self.stopped() || self.nothing_in_flight() {
+                    break;
+                }
+            } else if self.should_end(now) {
+                window_end = Some(now);
+                let at_deadline = self.plan.deadline.is_some_and(|d| now >= d);
+                if at_deadline && self.rate_mode && !self.stopped() {
+                    // Requests due before the deadline that a late wakeup has not sent yet go
+                    // out now (from their intended times, so the lateness is measured); only
+                    // those whose connection is busy or down stay unsent.
+                    self.run_due_wakeups(now);
+                }
+                if at_deadline && !self.stopped() && !self.nothing_in_flight() {
+                    let p99 = self.stats.latency.value_at_quantile(0.99);
+                    drain_until = Some(now + drain_grace(self.timeout, p99));
+                    self.draining = true;
+                    continue;
+                }
                 break;
             }
             let mut wake = (now + MAX_POLL_WAIT).min(next_sweep);
-            if let Some(deadline) = self.plan.deadline {
-                wake = wake.min(deadline);
+            match (drain_until, self.plan.deadline) {
+                (Some(until), _) => wake = wake.min(until),
+                (None, Some(deadline)) => wake = wake.min(deadline),
+                (None, None) => {}
             }
             if let Some(Reverse((at, _))) = self.wakeups.peek().copied() {
                 wake = wake.min(at);
@@ -357,14 +399,57 @@ impl<'p, 'a> Worker<'p, 'a> {
                 intervals.roll(now - start);
             }
         }
-        self.stats.elapsed = Instant::now() - start;
-        self.stats.unanswered = self
-            .connections
-            .iter()
-            .map(|c| c.in_flight.len() as u64)
-            .sum();
+        let end = Instant::now();
+        let window_end = window_end.unwrap_or(end);
+        self.stats.elapsed = window_end - start;
+        self.censor(end, window_end);
         completed.store(self.stats.requests, Ordering::Relaxed);
         Ok(())
+    }
+
+    fn stopped(&self) -> bool {
+        self.plan.stop.is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+
+    fn nothing_in_flight(&self) -> bool {
+        self.connections.iter().all(|c| c.in_flight.is_empty())
+    }
+
+    /// Records what is still unanswered when the run ends at `end` (sending stopped at
+    /// `window_end`): every request in flight, and in rate mode every request that was due
+    /// and could not be sent. They become [`Censored`] records, not samples (see stats).
+    fn censor(&mut self, end: Instant, window_end: Instant) {
+        let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        let limit = match self.plan.deadline {
+            Some(deadline) => deadline.min(window_end),
+            None => window_end,
+        }
+        .checked_sub(UNSENT_SLACK)
+        .unwrap_or(window_end);
+        let interval = match self.policy {
+            SendPolicy::Rate { interval } => Some(interval),
+            _ => None,
+        };
+        for conn in &self.connections {
+            for request in &conn.in_flight {
+                self.stats.censored.push(Censored::InFlight {
+                    since_intended_us: us(end.saturating_duration_since(request.intended)),
+                    since_sent_us: us(end.saturating_duration_since(request.sent)),
+                });
+                self.stats.unanswered += 1;
+            }
+            if let Some(interval) = interval {
+                let count = due_before(conn.next_intended, limit, interval);
+                if count > 0 {
+                    self.stats.censored.push(Censored::Unsent {
+                        oldest_us: us(end.saturating_duration_since(conn.next_intended)),
+                        step_us: interval.as_secs_f64() * 1e6,
+                        count,
+                    });
+                    self.stats.unsent += count;
+                }
+            }
+        }
     }
 
     /// Sets the precise timer to fire at `at` unless it already does; past times need no timer
@@ -405,6 +490,9 @@ impl<'p, 'a> Worker<'p, 'a> {
     /// for a ticket, which it holds until it sends (so `--no-keepalive -n N` opens exactly N
     /// connections) or gives back if it closes first.
     fn connect(&mut self, slot: usize, now: Instant) {
+        if self.draining {
+            return;
+        }
         if let SendPolicy::Count { tickets_left } = &mut self.policy {
             let conn = &mut self.connections[slot];
             if !conn.holds_ticket {
@@ -538,7 +626,10 @@ impl<'p, 'a> Worker<'p, 'a> {
         if conn.phase != Phase::Open || conn.writing() {
             return;
         }
-        if self.plan.deadline.is_some_and(|d| now >= d) {
+        let deadline = self.plan.deadline;
+        let past_deadline = deadline.is_some_and(|d| now >= d);
+        // Rate mode still sends, once, at the deadline what was due before it (see `run`).
+        if self.draining || (past_deadline && !self.rate_mode) {
             return;
         }
         match &mut self.policy {
@@ -566,7 +657,8 @@ impl<'p, 'a> Worker<'p, 'a> {
                 let room = self.pipeline - conn.in_flight.len();
                 let mut due = 0;
                 let mut next = conn.next_intended;
-                while due < room && next <= now {
+                let before_deadline = |t: Instant| deadline.is_none_or(|d| t < d);
+                while due < room && next <= now && before_deadline(next) {
                     due += 1;
                     next += interval;
                 }
@@ -574,7 +666,10 @@ impl<'p, 'a> Worker<'p, 'a> {
                     self.send_batch(slot, due, now, Some(interval));
                 }
                 let conn = &self.connections[slot];
-                if conn.phase == Phase::Open && conn.in_flight.len() < self.pipeline {
+                if conn.phase == Phase::Open
+                    && conn.in_flight.len() < self.pipeline
+                    && before_deadline(conn.next_intended)
+                {
                     let at = conn.next_intended;
                     self.schedule_wakeup(slot, at);
                 }
@@ -729,6 +824,7 @@ impl<'p, 'a> Worker<'p, 'a> {
                         self.plan.start,
                         self.timeout,
                         self.rate_mode,
+                        self.draining,
                     );
                     if info.close {
                         close = true;
@@ -762,6 +858,7 @@ impl<'p, 'a> Worker<'p, 'a> {
                     self.plan.start,
                     self.timeout,
                     self.rate_mode,
+                    self.draining,
                 );
             }
         }
@@ -829,8 +926,10 @@ impl<'p, 'a> Worker<'p, 'a> {
 }
 
 /// Counts one complete response: a latency sample unless it came back after the timeout, in
-/// which case it is a timeout (a timeout is never a latency sample).
+/// which case it is a timeout (a timeout is never a latency sample). In the drain after the
+/// deadline it is a sample only, not a response of the run.
 #[inline]
+#[allow(clippy::too_many_arguments)]
 fn record_response(
     stats: &mut ThreadStats,
     request: InFlight,
@@ -839,6 +938,7 @@ fn record_response(
     start: Instant,
     timeout: Duration,
     rate_mode: bool,
+    draining: bool,
 ) {
     let service_time = now.saturating_duration_since(request.sent);
     if service_time >= timeout {
@@ -855,7 +955,28 @@ fn record_response(
             uncorrected.record(service_time);
         }
     }
-    stats.count_response(status, now.saturating_duration_since(start));
+    if draining {
+        stats.drained += 1;
+    } else {
+        stats.count_response(status, now.saturating_duration_since(start));
+    }
+}
+
+/// How long the drain after a deadline may last: `DRAIN_MIN` or `DRAIN_P99_FACTOR` times the
+/// p99 so far (µs), whichever is longer, capped by the timeout.
+pub fn drain_grace(timeout: Duration, p99_us: u64) -> Duration {
+    DRAIN_MIN
+        .max(Duration::from_micros(p99_us).saturating_mul(DRAIN_P99_FACTOR))
+        .min(timeout)
+}
+
+/// How many requests of a schedule `next, next + interval, ...` are due strictly before `limit`.
+pub fn due_before(next: Instant, limit: Instant, interval: Duration) -> u64 {
+    if next >= limit || interval.is_zero() {
+        return 0;
+    }
+    let span = (limit - next).as_nanos();
+    ((span - 1) / interval.as_nanos() + 1) as u64
 }
 
 /// CPU time (user + system) of the calling thread, in seconds.
@@ -877,5 +998,38 @@ fn pin_current_thread(cpu: usize) {
     let mut set = CpuSet::new();
     if set.set(cpu).is_ok() {
         let _ = sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drain_grace_is_bounded_both_ways() {
+        let two_s = Duration::from_secs(2);
+        assert_eq!(drain_grace(two_s, 0), Duration::from_millis(100));
+        assert_eq!(drain_grace(two_s, 10_000), Duration::from_millis(100));
+        assert_eq!(drain_grace(two_s, 100_000), Duration::from_millis(400));
+        assert_eq!(drain_grace(two_s, 5_000_000), two_s);
+        assert_eq!(
+            drain_grace(Duration::from_millis(30), 0),
+            Duration::from_millis(30)
+        );
+    }
+
+    #[test]
+    fn due_before_counts_the_schedule_strictly_before_the_limit() {
+        let t = Instant::now();
+        let ms = Duration::from_millis;
+        assert_eq!(due_before(t, t, ms(1)), 0);
+        assert_eq!(due_before(t + ms(5), t, ms(1)), 0);
+        assert_eq!(due_before(t, t + ms(1), ms(1)), 1);
+        assert_eq!(due_before(t, t + ms(10), ms(1)), 10);
+        assert_eq!(
+            due_before(t, t + ms(10) + Duration::from_nanos(1), ms(1)),
+            11
+        );
+        assert_eq!(due_before(t, t + ms(10), Duration::ZERO), 0);
     }
 }

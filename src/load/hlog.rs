@@ -26,13 +26,17 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use base64::Engine;
 use hdrhistogram::serialization::interval_log::{
-    IntervalLogIterator, IntervalLogWriterBuilder, LogEntry,
+    IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
 };
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 
 use super::report::LoadReport;
 use super::stats::LatencyHistogram;
+
+/// The tag of the interval log's last interval: the requests unanswered at the end, at their
+/// age (lower bounds), which belong to no second of the run.
+pub const CENSORED_TAG: &str = "censored";
 
 /// The legend line the Java tools write after the header (the crate's reader skips it).
 const LEGEND: &str =
@@ -133,6 +137,8 @@ pub struct HlogWriter {
     rx: Receiver<IntervalSnapshot>,
     complete_before: Vec<u64>,
     pending: BTreeMap<u64, LatencyHistogram>,
+    /// Every interval written so far, added up.
+    written: LatencyHistogram,
     /// The next second to write.
     next: u64,
     serializer: V2DeflateSerializer,
@@ -169,6 +175,7 @@ impl HlogWriter {
                 rx,
                 complete_before: vec![0; threads],
                 pending: BTreeMap::new(),
+                written: LatencyHistogram::new(),
                 next: 0,
                 serializer,
             },
@@ -213,6 +220,24 @@ impl HlogWriter {
             }
             self.write_second(second, length.max(Duration::from_millis(1)))?;
         }
+        // The requests still unanswered at the end are in the report's histogram at their age
+        // (see `load::stats`), and in no second: one last interval, tagged `censored`, holds
+        // them, so the log adds up to the report, as `merge` checks.
+        if let Some(whole) = report.histogram.as_deref() {
+            let mut censored = decode(whole).map_err(|e| anyhow::anyhow!(e))?;
+            if censored.subtract(&self.written).is_ok() && !censored.is_empty() {
+                let mut log = IntervalLogWriterBuilder::new()
+                    .begin_log_with(&mut self.file, &mut self.serializer)
+                    .with_context(|| format!("cannot write {}", self.path.display()))?;
+                log.write_histogram(
+                    censored.as_hdr(),
+                    elapsed,
+                    Duration::from_millis(1),
+                    Tag::new(CENSORED_TAG),
+                )
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", self.path.display()))?;
+            }
+        }
         let mut meta = report.clone();
         meta.histogram = None;
         meta.histogram_uncorrected = None;
@@ -242,6 +267,7 @@ impl HlogWriter {
 
     fn write_second(&mut self, second: u64, length: Duration) -> anyhow::Result<()> {
         let h = self.pending.remove(&second).unwrap_or_default();
+        self.written.merge(&h);
         let mut log = IntervalLogWriterBuilder::new()
             .begin_log_with(&mut self.file, &mut self.serializer)
             .with_context(|| format!("cannot write {}", self.path.display()))?;

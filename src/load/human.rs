@@ -1,6 +1,7 @@
 //! The human summary of a load run, in the manner of wrk's.
 //!
-//! Pure formatting over a [`LoadReport`], so it is tested without a run.
+//! Pure formatting over a [`LoadReport`], so it is tested without a run. A figure that is only
+//! a lower bound (requests left unanswered, see [`super::stats`]) is printed as `>=1.00s`.
 
 use std::fmt::Write;
 
@@ -101,6 +102,33 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
             report.unanswered
         );
     }
+    if report.unsent > 0 {
+        let _ = writeln!(
+            out,
+            "  Due but never sent: {} (their connection was still waiting, or down)",
+            report.unsent
+        );
+    }
+    if !report.latency_us.lower_bound.is_empty() {
+        let answered = &report.latency_answered_us;
+        let _ = writeln!(
+            out,
+            "  >= marks a lower bound: unanswered requests count at their age{}{}; \
+             the answered requests alone: p50 {}, p99 {}",
+            if report.mode == "rate" {
+                ""
+            } else {
+                " with the requests they held back"
+            },
+            if report.errors.timeout > 0 {
+                ", timeouts at least at the timeout"
+            } else {
+                ""
+            },
+            micros(answered.p50),
+            micros(answered.p99)
+        );
+    }
     let _ = writeln!(out, "Requests/sec: {:>12.2}", report.rps);
     let _ = writeln!(
         out,
@@ -135,6 +163,13 @@ fn latency_block(out: &mut String, title: &str, l: &LatencySummary) {
         let _ = writeln!(out, "    no samples");
         return;
     }
+    let figure = |key: &str, us: f64| {
+        if l.lower_bound.contains(key) {
+            format!(">={}", micros(us))
+        } else {
+            micros(us)
+        }
+    };
     let _ = writeln!(
         out,
         "    {:>10} {:>10} {:>10} {:>10}",
@@ -143,20 +178,20 @@ fn latency_block(out: &mut String, title: &str, l: &LatencySummary) {
     let _ = writeln!(
         out,
         "    {:>10} {:>10} {:>10} {:>10}",
-        micros(l.mean),
+        figure("mean", l.mean),
         micros(l.stdev),
-        micros(l.min),
-        micros(l.max)
+        figure("min", l.min),
+        figure("max", l.max)
     );
-    for (label, value) in [
-        ("50%", l.p50),
-        ("75%", l.p75),
-        ("90%", l.p90),
-        ("99%", l.p99),
-        ("99.9%", l.p999),
-        ("99.99%", l.p9999),
+    for (label, key, value) in [
+        ("50%", "p50", l.p50),
+        ("75%", "p75", l.p75),
+        ("90%", "p90", l.p90),
+        ("99%", "p99", l.p99),
+        ("99.9%", "p999", l.p999),
+        ("99.99%", "p9999", l.p9999),
     ] {
-        let _ = writeln!(out, "    {label:>7} {:>10}", micros(value));
+        let _ = writeln!(out, "    {label:>7} {:>10}", figure(key, value));
     }
 }
 
@@ -190,6 +225,81 @@ pub fn bytes(n: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::load::stats::LowerBounds;
+    use crate::load::Target;
+
+    #[test]
+    fn lower_bounds_print_with_a_sign_and_a_note() {
+        let mut bounds = LowerBounds::default();
+        for key in ["p99", "p999", "p9999", "max", "mean"] {
+            bounds.insert(key);
+        }
+        let latency = LatencySummary {
+            count: 100,
+            min: 40.0,
+            mean: 50_000.0,
+            p50: 50.0,
+            p75: 60.0,
+            p90: 70.0,
+            p99: 1_000_000.0,
+            p999: 1_000_000.0,
+            p9999: 1_000_000.0,
+            max: 1_000_000.0,
+            lower_bound: bounds,
+            ..Default::default()
+        };
+        let report = LoadReport {
+            requests: 97,
+            duration_s: 1.0,
+            rps: 97.0,
+            latency_us: latency,
+            latency_uncorrected_us: None,
+            latency_answered_us: LatencySummary {
+                p50: 50.0,
+                p99: 80.0,
+                ..latency
+            },
+            status: Default::default(),
+            errors: Default::default(),
+            unanswered: 3,
+            unsent: 0,
+            drained: 0,
+            bytes_read: 0,
+            bytes_written: 0,
+            per_second: vec![97.0],
+            client_cpu_s: 0.1,
+            target_rate: None,
+            rate_held: None,
+            achieved_rate: None,
+            requests_sent: 100,
+            target: "http://127.0.0.1:1/".into(),
+            mode: "closed".into(),
+            connections: 4,
+            threads: 1,
+            segment: None,
+            started_at_unix_s: 0.0,
+            ended_at_unix_s: 0.0,
+            start_late_s: None,
+            histogram: None,
+            histogram_uncorrected: None,
+        };
+        let config = LoadConfig::new(
+            Target::parse("http://127.0.0.1:1/").unwrap(),
+            4,
+            crate::load::Mode::Closed {
+                duration: std::time::Duration::from_secs(1),
+            },
+        );
+        let text = render(&report, &config);
+        assert!(text.contains("        99%    >=1.00s\n"), "{text}");
+        assert!(text.contains("        50%    50.00us\n"), "{text}");
+        assert!(text.contains(">=50.00ms"), "{text}");
+        assert!(text.contains("    40.00us    >=1.00s\n"), "{text}");
+        assert!(
+            text.contains("the answered requests alone: p50 50.00us, p99 80.00us"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn units_read_like_wrk() {

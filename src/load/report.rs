@@ -3,13 +3,19 @@
 //! Field names are part of the interface contract (DESIGN.md): `requests`, `duration_s`, `rps`,
 //! `latency_us`, `status`, `errors`, and `latency_uncorrected_us` in rate mode. Fields beyond
 //! the contract are added with `#[serde(default)]` so older reports still load.
+//!
+//! The latency summaries include the requests left unanswered (censored, see
+//! [`super::stats`]) and carry `lower_bound`, the figures that are only lower bounds;
+//! `latency_answered_us` is the view of answered requests alone, what wrk would report.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::segment::SegmentInfo;
-use super::stats::{per_second_rates, ErrorCounts, LatencySummary, ThreadStats};
+use super::stats::{
+    censored_view, per_second_rates, ErrorCounts, LatencySummary, LatencyView, ThreadStats,
+};
 use super::{LoadConfig, Mode};
 
 /// A rate is held when requests went out at no less than this fraction of the target.
@@ -24,11 +30,18 @@ pub struct LoadReport {
     pub duration_s: f64,
     /// Complete responses per second.
     pub rps: f64,
-    /// Latency in microseconds; in rate mode measured from intended send times.
+    /// Latency in microseconds; in rate mode measured from intended send times. Unanswered
+    /// requests are in it at their age (closed loop: with the requests they held back), and
+    /// `lower_bound` lists the figures that are therefore only lower bounds.
     pub latency_us: LatencySummary,
-    /// Rate mode only: latency from the actual send times (what a naive tool reports).
+    /// Rate mode only: latency from the actual send times (what a naive tool reports), with
+    /// the requests in flight at the end at their age since sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_uncorrected_us: Option<LatencySummary>,
+    /// The answered requests alone (intended send times in rate mode): what a tool that drops
+    /// unanswered requests reports. Its mean is what Little's law needs.
+    #[serde(default)]
+    pub latency_answered_us: LatencySummary,
     /// Complete responses by status code (empty for echo targets).
     pub status: BTreeMap<String, u64>,
     pub errors: ErrorCounts,
@@ -36,6 +49,13 @@ pub struct LoadReport {
     /// not timed out. Many of them mean the server was still holding work at the end.
     #[serde(default)]
     pub unanswered: u64,
+    /// Rate mode: requests that were due before the end but could not be sent (their
+    /// connection was still waiting, or down); censored in `latency_us`.
+    #[serde(default)]
+    pub unsent: u64,
+    /// Requests answered in the short drain after the end: latency samples, not in `requests`.
+    #[serde(default)]
+    pub drained: u64,
     pub bytes_read: u64,
     pub bytes_written: u64,
     /// Complete responses per second, for each second of the run.
@@ -104,6 +124,7 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
             0.0
         }
     };
+    let rate_mode = matches!(config.mode, Mode::Rate { .. });
     let (target_rate, achieved_rate, rate_held) = match config.mode {
         Mode::Rate { rate, .. } => {
             let achieved = per_second(merged.sent);
@@ -115,15 +136,38 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         }
         _ => (None, None, None),
     };
+    let (latency_us, latency) = censored_view(
+        &merged.latency,
+        &merged.censored,
+        if rate_mode {
+            LatencyView::RateCorrected
+        } else {
+            LatencyView::ClosedLoop
+        },
+        merged.errors.timeout,
+        config.timeout,
+    );
+    let uncorrected = merged.latency_uncorrected.as_ref().map(|h| {
+        censored_view(
+            h,
+            &merged.censored,
+            LatencyView::RateUncorrected,
+            merged.errors.timeout,
+            config.timeout,
+        )
+    });
     LoadReport {
         requests: merged.requests,
         duration_s,
         rps: per_second(merged.requests),
-        latency_us: merged.latency.summary(),
-        latency_uncorrected_us: merged.latency_uncorrected.as_ref().map(|h| h.summary()),
+        latency_us,
+        latency_uncorrected_us: uncorrected.as_ref().map(|(summary, _)| *summary),
+        latency_answered_us: merged.latency.summary(),
         status: merged.status_map(),
         errors: merged.errors,
         unanswered: merged.unanswered,
+        unsent: merged.unsent,
+        drained: merged.drained,
         bytes_read: merged.bytes_read,
         bytes_written: merged.bytes_written,
         per_second: per_second_rates(&merged.completed_per_second, duration_s),
@@ -140,7 +184,8 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         started_at_unix_s: 0.0,
         ended_at_unix_s: 0.0,
         start_late_s: None,
-        histogram: Some(super::hlog::encode(&merged.latency)),
-        histogram_uncorrected: merged.latency_uncorrected.as_ref().map(super::hlog::encode),
+        // The histograms the summaries describe: censored requests included.
+        histogram: Some(super::hlog::encode(&latency)),
+        histogram_uncorrected: uncorrected.as_ref().map(|(_, h)| super::hlog::encode(h)),
     }
 }

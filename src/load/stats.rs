@@ -3,7 +3,41 @@
 //!
 //! Each engine thread owns one [`ThreadStats`] and touches nothing shared while it runs; the
 //! run merges them at the end (HdrHistograms add exactly, counters sum). Nothing here grows with
-//! the number of requests: the histograms are fixed-size and `per_second` grows once a second.
+//! the number of requests: the histograms are fixed-size, `per_second` grows once a second and
+//! the censored requests are at most one record per request in flight (or per connection).
+//!
+//! # Censored latency: requests without an answer
+//!
+//! A request sent and not answered when the run ends has a latency of *at least* its age then.
+//! Leaving it out (as wrk and ab do) makes a server that never answers most of its connections
+//! look fast. So, at the end of a run (after the engine's short drain, which lets young requests
+//! finish with their true latency, so a healthy run censors nothing):
+//! - every request still in flight is recorded at its age ([`Censored::InFlight`]): since its
+//!   intended send time in the corrected histogram, since its actual one in the uncorrected;
+//! - rate mode: every request whose intended send time had passed but that could not be sent
+//!   (its connection still waiting, or down) is recorded at its age since that intended time,
+//!   in the corrected histogram only ([`Censored::Unsent`]);
+//! - closed loop (closed and count modes): a connection stuck on one request would have sent
+//!   many more had it been answered, so, as HdrHistogram's coordinated-omission correction
+//!   (`recordValueWithExpectedInterval`) does, each censored request of age `A` also stands for
+//!   the requests it held back: `A - I`, `A - 2I`, ... down to `I`, with `I` the mean latency of
+//!   the answered requests (the interval at which the connection would have sent). Without
+//!   this, 63 connections stuck for the whole run among 20,000 fast answers are 0.3% of the
+//!   samples and move no percentile up to p99; with it, p99 is at least (nearly) the run's
+//!   length. Every such value is a lower bound too.
+//!
+//! Timeouts are never samples (their latency is only known to be at least the timeout).
+//!
+//! Which figures are lower bounds ([`lower_bounds`]): call the requests whose latency is only
+//! bounded below *unknown* (censored and synthetic ones, recorded at their bound, and timeouts,
+//! not recorded), and `m` the smallest bound among them. Every recorded value is at most the
+//! true one, so no figure is ever above the truth. A figure is flagged when an unknown request
+//! can change it: `max` and `mean` whenever there is one; a percentile (and `min`) when its value
+//! is at least `m` (an unknown request sits at or below it, and its true latency may be far
+//! above), or when the unknown requests are numerous enough to occupy its rank from above
+//! (`unknown >= N - rank + 1` over all `N` requests, timeouts included). A figure not flagged is
+//! below every unknown request's bound, so it is the exact value at its rank among the requests
+//! with a known latency, which is all it claims to be.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,6 +49,8 @@ use super::error::FailureKind;
 
 /// The largest latency recorded exactly: one hour. Longer values saturate at it.
 const MAX_LATENCY_US: u64 = 3_600_000_000;
+/// [`LatencyHistogram::record_linear_fill`] records at most this many distinct values per call.
+const MAX_FILL_RECORDS: u64 = 10_000;
 /// Status codes are counted in an array indexed by code; anything above is protocol garbage.
 const STATUS_SLOTS: usize = 1000;
 
@@ -54,6 +90,51 @@ impl LatencyHistogram {
             .expect("histograms with equal bounds always add");
     }
 
+    /// The smallest value the histogram treats as equal to `us` (3 significant digits).
+    pub fn lowest_equivalent(&self, us: u64) -> u64 {
+        self.0.lowest_equivalent(us.clamp(1, MAX_LATENCY_US))
+    }
+
+    /// Mean of the samples in microseconds (0 when empty).
+    pub fn mean(&self) -> f64 {
+        if self.0.is_empty() {
+            0.0
+        } else {
+            self.0.mean()
+        }
+    }
+
+    /// The value at quantile `q` in microseconds (0 when empty).
+    pub fn value_at_quantile(&self, q: f64) -> u64 {
+        if self.0.is_empty() {
+            0
+        } else {
+            self.0.value_at_quantile(q)
+        }
+    }
+
+    /// Records `count` values `top, top - step, top - 2 step, ...` (never below 1 µs) and returns
+    /// the smallest. The work is bounded: past `MAX_FILL_RECORDS` distinct values, consecutive
+    /// values are grouped and each group is recorded as copies of its smallest value, so every
+    /// value recorded is still at most the one it stands for and the count is exact.
+    pub fn record_linear_fill(&mut self, top_us: f64, step_us: f64, count: u64) -> Option<u64> {
+        if count == 0 {
+            return None;
+        }
+        let group = count.div_ceil(MAX_FILL_RECORDS);
+        let mut smallest = u64::MAX;
+        let mut done = 0;
+        while done < count {
+            let n = group.min(count - done);
+            let lowest = top_us - (done + n - 1) as f64 * step_us;
+            let us = (lowest.max(1.0) as u64).clamp(1, MAX_LATENCY_US);
+            self.0.saturating_record_n(us, n);
+            smallest = smallest.min(us);
+            done += n;
+        }
+        Some(smallest)
+    }
+
     /// The underlying HdrHistogram (for serialization: [`super::hlog`]).
     pub fn as_hdr(&self) -> &Histogram<u64> {
         &self.0
@@ -67,6 +148,13 @@ impl LatencyHistogram {
         h.0.add(other)
             .map_err(|e| format!("histogram does not fit 1 us to 1 h: {e:?}"))?;
         Ok(h)
+    }
+
+    /// Removes every sample of `other` (which must all be in `self`).
+    pub fn subtract(&mut self, other: &LatencyHistogram) -> Result<(), String> {
+        self.0
+            .subtract(&other.0)
+            .map_err(|e| format!("cannot subtract histograms: {e:?}"))
     }
 
     /// Number of samples.
@@ -125,6 +213,13 @@ impl LowerBounds {
     pub fn insert(&mut self, key: &str) {
         if let Some(bit) = Self::bit(key) {
             self.0 |= bit;
+        }
+    }
+
+    /// Unmarks `key`.
+    pub fn remove(&mut self, key: &str) {
+        if let Some(bit) = Self::bit(key) {
+            self.0 &= !bit;
         }
     }
 
@@ -187,6 +282,205 @@ pub struct LatencySummary {
     pub lower_bound: LowerBounds,
 }
 
+/// A request whose latency is only known to be at least some age (see the module header).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Censored {
+    /// Sent, not answered when the run ended: its age since the intended and the actual send.
+    InFlight {
+        since_intended_us: u64,
+        since_sent_us: u64,
+    },
+    /// Rate mode: `count` requests of one connection that were due (every `step_us`, the
+    /// oldest `oldest_us` old at the end) but could not be sent.
+    Unsent {
+        oldest_us: u64,
+        step_us: f64,
+        count: u64,
+    },
+}
+
+/// Which latency a view measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LatencyView {
+    /// From intended send times (closed and count modes: the actual ones), in a closed loop
+    /// filled in for the requests a stuck connection held back.
+    ClosedLoop,
+    /// Rate mode, from intended send times: unsent requests that were due count too.
+    RateCorrected,
+    /// Rate mode, from actual send times: only requests that were sent.
+    RateUncorrected,
+}
+
+/// One view's histogram with its censored requests in, and what the flags need to know.
+#[derive(Debug, Clone)]
+pub struct CensoredHistogram {
+    pub histogram: LatencyHistogram,
+    /// Recorded values that are only lower bounds (censored and synthetic ones).
+    pub unknown: u64,
+    /// The smallest of those values, microseconds.
+    pub smallest_unknown_us: Option<u64>,
+}
+
+/// Adds the censored requests to a copy of the histogram of answered requests, as the module
+/// header describes for each view.
+pub fn with_censored(
+    answered: &LatencyHistogram,
+    censored: &[Censored],
+    view: LatencyView,
+) -> CensoredHistogram {
+    let mut histogram = answered.clone();
+    // The interval a stuck closed-loop connection would have sent at: the mean answered latency.
+    let interval = answered.mean();
+    let mut unknown = 0;
+    let mut smallest: Option<u64> = None;
+    let mut note = |value: Option<u64>, count: u64| {
+        if let Some(v) = value {
+            unknown += count;
+            smallest = Some(smallest.map_or(v, |s| s.min(v)));
+        }
+    };
+    for c in censored {
+        match (*c, view) {
+            (Censored::InFlight { since_sent_us, .. }, LatencyView::RateUncorrected) => {
+                note(
+                    histogram.record_linear_fill(since_sent_us as f64, 0.0, 1),
+                    1,
+                );
+            }
+            (
+                Censored::InFlight {
+                    since_intended_us, ..
+                },
+                LatencyView::RateCorrected,
+            ) => {
+                note(
+                    histogram.record_linear_fill(since_intended_us as f64, 0.0, 1),
+                    1,
+                );
+            }
+            (Censored::InFlight { since_sent_us, .. }, LatencyView::ClosedLoop) => {
+                let age = since_sent_us as f64;
+                note(histogram.record_linear_fill(age, 0.0, 1), 1);
+                if interval >= 1.0 && age >= 2.0 * interval {
+                    let held_back = (age / interval).floor() as u64 - 1;
+                    note(
+                        histogram.record_linear_fill(age - interval, interval, held_back),
+                        held_back,
+                    );
+                }
+            }
+            (
+                Censored::Unsent {
+                    oldest_us,
+                    step_us,
+                    count,
+                },
+                LatencyView::RateCorrected,
+            ) => note(
+                histogram.record_linear_fill(oldest_us as f64, step_us, count),
+                count,
+            ),
+            (Censored::Unsent { .. }, _) => {}
+        }
+    }
+    CensoredHistogram {
+        histogram,
+        unknown,
+        smallest_unknown_us: smallest,
+    }
+}
+
+/// The percentiles of a [`LatencySummary`] with their quantiles.
+const QUANTILES: [(&str, f64); 6] = [
+    ("p50", 0.50),
+    ("p75", 0.75),
+    ("p90", 0.90),
+    ("p99", 0.99),
+    ("p999", 0.999),
+    ("p9999", 0.9999),
+];
+
+/// The figures of `summary` that are only lower bounds (rule in the module header).
+///
+/// `summary.count` values were recorded, `unknown` of them lower bounds, the smallest of
+/// which is `smallest_unknown_us`; `timeouts` more requests were not recorded and took at
+/// least `timeout_us`. Values are compared at the histogram's precision: the caller passes
+/// the bounds as the histogram's lowest equivalent values.
+pub fn lower_bounds(
+    summary: &LatencySummary,
+    unknown: u64,
+    smallest_unknown_us: Option<u64>,
+    timeouts: u64,
+    timeout_us: u64,
+) -> LowerBounds {
+    let mut flags = LowerBounds::default();
+    let unknown_total = unknown + timeouts;
+    if unknown_total == 0 {
+        return flags;
+    }
+    let bound = match (smallest_unknown_us, timeouts > 0) {
+        (Some(s), true) => s.min(timeout_us),
+        (Some(s), false) => s,
+        (None, _) => timeout_us,
+    } as f64;
+    let all = summary.count + timeouts;
+    // Rank (1-based, over all requests) of quantile q, as HdrHistogram counts it.
+    let rank = |q: f64| ((q * all as f64).ceil() as u64).max(1);
+    let unknown_can_hold = |q: f64| unknown_total > all.saturating_sub(rank(q));
+    flags.insert("mean");
+    flags.insert("max");
+    if summary.count == 0 || summary.min >= bound || unknown_can_hold(0.0) {
+        flags.insert("min");
+    }
+    for (key, q) in QUANTILES {
+        let value = match key {
+            "p50" => summary.p50,
+            "p75" => summary.p75,
+            "p90" => summary.p90,
+            "p99" => summary.p99,
+            "p999" => summary.p999,
+            _ => summary.p9999,
+        };
+        if summary.count == 0 || value >= bound || unknown_can_hold(q) {
+            flags.insert(key);
+        }
+    }
+    flags
+}
+
+/// The summary of a view with its censored requests, flagged: what a report shows.
+pub fn censored_summary(
+    answered: &LatencyHistogram,
+    censored: &[Censored],
+    view: LatencyView,
+    timeouts: u64,
+    timeout: Duration,
+) -> LatencySummary {
+    censored_view(answered, censored, view, timeouts, timeout).0
+}
+
+/// [`censored_summary`] with the histogram it summarizes (which a report serializes).
+pub fn censored_view(
+    answered: &LatencyHistogram,
+    censored: &[Censored],
+    view: LatencyView,
+    timeouts: u64,
+    timeout: Duration,
+) -> (LatencySummary, LatencyHistogram) {
+    let with = with_censored(answered, censored, view);
+    let mut summary = with.histogram.summary();
+    let timeout_us = u64::try_from(timeout.as_micros()).unwrap_or(u64::MAX);
+    summary.lower_bound = lower_bounds(
+        &summary,
+        with.unknown,
+        with.smallest_unknown_us
+            .map(|s| with.histogram.lowest_equivalent(s)),
+        timeouts,
+        with.histogram.lowest_equivalent(timeout_us),
+    );
+    (summary, with.histogram)
+}
+
 /// Failed requests (and connection attempts) by kind.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ErrorCounts {
@@ -240,6 +534,13 @@ pub struct ThreadStats {
     /// Requests still waiting for their response when the run ended: neither answered nor
     /// timed out (younger than the timeout).
     pub unanswered: u64,
+    /// Rate mode: requests that were due but could not be sent by the end.
+    pub unsent: u64,
+    /// Requests answered in the drain after the end of the run: latency samples, not counted
+    /// as responses of the run (its throughput ends with it).
+    pub drained: u64,
+    /// Requests whose latency is only bounded below (see the module header).
+    pub censored: Vec<Censored>,
     status_counts: Vec<u64>,
     pub errors: ErrorCounts,
     pub bytes_read: u64,
@@ -262,6 +563,9 @@ impl ThreadStats {
             requests: 0,
             sent: 0,
             unanswered: 0,
+            unsent: 0,
+            drained: 0,
+            censored: Vec::new(),
             status_counts: vec![0; STATUS_SLOTS],
             errors: ErrorCounts::default(),
             bytes_read: 0,
@@ -308,6 +612,9 @@ impl ThreadStats {
         self.requests += other.requests;
         self.sent += other.sent;
         self.unanswered += other.unanswered;
+        self.unsent += other.unsent;
+        self.drained += other.drained;
+        self.censored.extend_from_slice(&other.censored);
         for (mine, theirs) in self.status_counts.iter_mut().zip(&other.status_counts) {
             *mine += theirs;
         }
@@ -378,10 +685,188 @@ mod tests {
         b.insert("max");
         b.insert("nonsense");
         assert!(b.contains("p99") && b.contains("max") && !b.contains("p50"));
+        b.insert("mean");
+        b.remove("mean");
+        assert!(!b.contains("mean"));
         let text = serde_json::to_string(&b).unwrap();
         assert_eq!(text, r#"["p99","max"]"#);
         assert_eq!(serde_json::from_str::<LowerBounds>(&text).unwrap(), b);
         assert!(serde_json::from_str::<LowerBounds>(r#"["p42"]"#).is_err());
+    }
+
+    /// 1000 answered requests of 1..=1000 µs.
+    fn answered_1_to_1000() -> LatencyHistogram {
+        let mut h = LatencyHistogram::new();
+        for us in 1..=1000 {
+            h.record_us(us);
+        }
+        h
+    }
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn no_censored_request_and_no_timeout_flags_nothing() {
+        let s = censored_summary(
+            &answered_1_to_1000(),
+            &[],
+            LatencyView::ClosedLoop,
+            0,
+            SECOND,
+        );
+        assert!(s.lower_bound.is_empty(), "{:?}", s.lower_bound);
+        assert_eq!(s.count, 1000);
+    }
+
+    #[test]
+    fn one_old_request_in_a_rate_run_flags_the_tail_only() {
+        // One request of 1001 still waiting after 5 s: it is the max, a lower bound; p99
+        // (990 µs) and below are answered values under its 5 s bound, exact.
+        let stuck = Censored::InFlight {
+            since_intended_us: 5_000_000,
+            since_sent_us: 4_000_000,
+        };
+        let h = answered_1_to_1000();
+        let s = censored_summary(&h, &[stuck], LatencyView::RateCorrected, 0, SECOND);
+        assert_eq!(s.count, 1001);
+        assert!((s.max - 5_000_000.0).abs() / 5e6 < 0.001, "{}", s.max);
+        let flagged: Vec<&str> = s.lower_bound.keys().collect();
+        assert_eq!(flagged, ["mean", "p9999", "max"]);
+        assert!((s.p99 - 991.0).abs() <= 1.0, "{}", s.p99);
+        // The uncorrected view has it at its age since the actual send.
+        let u = censored_summary(&h, &[stuck], LatencyView::RateUncorrected, 0, SECOND);
+        assert!((u.max - 4_000_000.0).abs() / 4e6 < 0.001, "{}", u.max);
+    }
+
+    #[test]
+    fn a_young_censored_request_flags_every_figure_at_or_above_its_age() {
+        // A request censored at 500 µs could take any time: p50 (500) and above may all be
+        // higher in truth; min (1) and anything below 500 µs are exact.
+        let young = Censored::InFlight {
+            since_intended_us: 500,
+            since_sent_us: 500,
+        };
+        let s = censored_summary(
+            &answered_1_to_1000(),
+            &[young],
+            LatencyView::RateCorrected,
+            0,
+            SECOND,
+        );
+        let flagged: Vec<&str> = s.lower_bound.keys().collect();
+        assert_eq!(
+            flagged,
+            ["mean", "p50", "p75", "p90", "p99", "p999", "p9999", "max"]
+        );
+    }
+
+    #[test]
+    fn closed_loop_fill_puts_p99_of_a_mostly_stuck_run_near_the_run_length() {
+        // The iterative server: one connection answered 20,000 times at 50 µs, 63 connections
+        // stuck for the whole second. Unfilled, the 63 are 0.3% and p99 stays at 50 µs.
+        let mut answered = LatencyHistogram::new();
+        for i in 0..20_000 {
+            answered.record_us(if i % 2 == 0 { 40 } else { 60 });
+        }
+        let stuck = vec![
+            Censored::InFlight {
+                since_intended_us: 1_000_000,
+                since_sent_us: 1_000_000,
+            };
+            63
+        ];
+        let unfilled = censored_summary(&answered, &stuck, LatencyView::RateUncorrected, 0, SECOND);
+        assert!(unfilled.p99 < 100.0, "{}", unfilled.p99);
+        assert!(unfilled.lower_bound.contains("max") && !unfilled.lower_bound.contains("p99"));
+        let s = censored_summary(&answered, &stuck, LatencyView::ClosedLoop, 0, SECOND);
+        // Each stuck connection stands for 1 s / 50 µs = 20,000 requests: itself and 19,999.
+        assert_eq!(s.count, 20_000 + 63 * (1 + 19_999));
+        assert!(
+            s.p99 >= 980_000.0 && s.p99 <= 1_000_000.0 * 1.001,
+            "{}",
+            s.p99
+        );
+        assert!(s.p50 > 400_000.0, "{}", s.p50);
+        for key in ["p50", "p90", "p99", "p999", "max", "mean"] {
+            assert!(s.lower_bound.contains(key), "{key}: {:?}", s.lower_bound);
+        }
+        // The fastest answer (40 µs) is below every bound (the fill stops at 50 µs): exact.
+        assert!(!s.lower_bound.contains("min"));
+        assert_eq!(s.min, 40.0);
+    }
+
+    #[test]
+    fn unsent_requests_count_in_the_corrected_view_only() {
+        // Rate mode: 1000 requests due every 1 ms and never sent, the oldest 1 s old.
+        let unsent = Censored::Unsent {
+            oldest_us: 1_000_000,
+            step_us: 1000.0,
+            count: 1000,
+        };
+        let h = answered_1_to_1000();
+        let c = with_censored(&h, &[unsent], LatencyView::RateCorrected);
+        assert_eq!(c.histogram.len(), 2000);
+        assert_eq!(c.unknown, 1000);
+        assert_eq!(c.smallest_unknown_us, Some(1000));
+        let s = censored_summary(&h, &[unsent], LatencyView::RateCorrected, 0, SECOND);
+        assert!((s.p99 - 980_000.0).abs() / 980_000.0 < 0.002, "{}", s.p99);
+        assert!(s.lower_bound.contains("p50") && s.lower_bound.contains("p99"));
+        let u = with_censored(&h, &[unsent], LatencyView::RateUncorrected);
+        assert_eq!((u.histogram.len(), u.unknown), (1000, 0));
+    }
+
+    #[test]
+    fn timeouts_are_not_samples_but_flag_the_ranks_they_can_hold() {
+        let h = answered_1_to_1000();
+        // 5 timeouts of 1005 requests: they can hold every rank above 1000, so p999 and p9999
+        // (ranks 1004 and 1005) are lower bounds, p99 (rank 995) is not.
+        let s = censored_summary(&h, &[], LatencyView::ClosedLoop, 5, SECOND);
+        assert_eq!(s.count, 1000);
+        let flagged: Vec<&str> = s.lower_bound.keys().collect();
+        assert_eq!(flagged, ["mean", "p999", "p9999", "max"]);
+        // 20 timeouts reach p99's rank (1010 of 1020).
+        let s = censored_summary(&h, &[], LatencyView::ClosedLoop, 20, SECOND);
+        assert!(s.lower_bound.contains("p99") && !s.lower_bound.contains("p90"));
+        // A timeout of 600 µs bounds those requests at 600 µs: p75 (750) may be higher.
+        let s = censored_summary(
+            &h,
+            &[],
+            LatencyView::ClosedLoop,
+            1,
+            Duration::from_micros(600),
+        );
+        assert!(s.lower_bound.contains("p75") && !s.lower_bound.contains("p50"));
+    }
+
+    #[test]
+    fn nothing_answered_flags_everything() {
+        let stuck = Censored::InFlight {
+            since_intended_us: 2_000,
+            since_sent_us: 2_000,
+        };
+        let empty = LatencyHistogram::new();
+        let s = censored_summary(&empty, &[stuck], LatencyView::ClosedLoop, 0, SECOND);
+        assert_eq!(s.count, 1);
+        assert_eq!(s.lower_bound.keys().count(), LATENCY_KEYS.len());
+        let none = censored_summary(&empty, &[], LatencyView::ClosedLoop, 3, SECOND);
+        assert_eq!(none.count, 0);
+        assert_eq!(none.lower_bound.keys().count(), LATENCY_KEYS.len());
+    }
+
+    #[test]
+    fn linear_fill_is_bounded_exact_in_count_and_never_above_its_values() {
+        let mut h = LatencyHistogram::new();
+        assert_eq!(h.record_linear_fill(100.0, 10.0, 0), None);
+        assert_eq!(h.record_linear_fill(100.0, 10.0, 5), Some(60));
+        assert_eq!(h.len(), 5);
+        assert_eq!(h.summary().max, 100.0);
+        // A million values, grouped: count exact, the largest recorded at most the largest.
+        let mut big = LatencyHistogram::new();
+        let smallest = big.record_linear_fill(1_000_000.0, 1.0, 1_000_000);
+        assert_eq!(big.len(), 1_000_000);
+        assert_eq!(smallest, Some(1));
+        assert!(big.summary().max <= 1_000_000.0 * 1.001);
+        assert!((big.summary().p50 - 500_000.0).abs() / 5e5 < 0.001);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! - [`units`]: numbers as people read them, shared by the prose and the outputs.
 
 pub mod analysis;
+pub mod cgroup;
 pub mod output;
 pub mod probe;
 pub mod results;

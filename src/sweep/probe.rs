@@ -4,7 +4,12 @@
 //! process whose process group is the server's: a forking server's children, a preforked pool,
 //! a shell wrapper's child. CPU is read from `/proc/PID/stat` (utime+stime of each live
 //! process plus cutime+cstime, which hold the time of children already reaped, so a forking
-//! server's finished children still count). Memory, threads, processes and context switches are
+//! server's finished children still count). That sum is only right when no process is reaped
+//! in the middle of a scan (then it is in neither its own `stat`, read too late, nor its
+//! parent's `cutime`, read too early), and a forking server's children all exit together at
+//! the end of a run, so [`group_cpu_consistent`] repeats the scan until two in a row agree.
+//! This is the `proc+children` fallback; where a cgroup can be made the runner measures with
+//! it instead ([`super::cgroup`]). Memory, threads, processes and context switches are
 //! sampled by a background thread ([`TreeSampler`]); context switches are per task in
 //! `/proc/PID/task/TID/status`, and a task that lived and died between two samples is missed, so
 //! those counts are lower bounds for thread- or process-per-connection servers.
@@ -29,6 +34,9 @@ pub struct ProcStat {
     pub cutime: u64,
     pub cstime: u64,
     pub num_threads: u64,
+    /// CPU time of the live tasks in nanoseconds, summed from `/proc/PID/task/TID/schedstat`
+    /// (the scheduler's exact runtime), when read.
+    pub runtime_ns: Option<u64>,
 }
 
 /// Parses `/proc/PID/stat`. The command name is in parentheses and may hold spaces or
@@ -50,7 +58,28 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
         cutime: num(16)?,
         cstime: num(17)?,
         num_threads: num(20)?,
+        runtime_ns: None,
     })
+}
+
+/// The first field of `/proc/PID/task/TID/schedstat`: nanoseconds the task has run.
+pub fn parse_schedstat(text: &str) -> Option<u64> {
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// Sum of the scheduler runtime of every live task of `pid`; `None` without schedstat.
+fn live_runtime_ns(pid: i32) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = None;
+    for task in tasks.flatten() {
+        if let Some(ns) = std::fs::read_to_string(task.path().join("schedstat"))
+            .ok()
+            .and_then(|t| parse_schedstat(&t))
+        {
+            *total.get_or_insert(0) += ns;
+        }
+    }
+    total
 }
 
 /// The value of a `Key:   123 kB` line of a `/proc/.../status` file.
@@ -87,13 +116,26 @@ impl TreeCpu {
 }
 
 /// Sums the CPU of a set of processes, counting each one's reaped children too.
+///
+/// A live process's own time is the larger of two lower bounds: `utime+stime` of its `stat`
+/// (which also holds its exited threads, but is built from tick samples and was seen here to
+/// read half the true runtime for a mostly sleeping process: 10 ms for 22 ms run) and the exact
+/// scheduler runtime of its live tasks (`runtime_ns`, which misses exited threads). The
+/// user/system split follows the tick samples.
 pub fn sum_cpu(stats: &[ProcStat]) -> TreeCpu {
-    let ticks = |f: fn(&ProcStat) -> u64| stats.iter().map(f).sum::<u64>() as f64;
     let hz = crate::sys::clock_ticks_per_second();
-    TreeCpu {
-        user_s: (ticks(|s| s.utime) + ticks(|s| s.cutime)) / hz,
-        system_s: (ticks(|s| s.stime) + ticks(|s| s.cstime)) / hz,
+    let mut total = TreeCpu::default();
+    for s in stats {
+        let (user, system) = (s.utime as f64 / hz, s.stime as f64 / hz);
+        let sampled = user + system;
+        let own = s
+            .runtime_ns
+            .map_or(sampled, |ns| sampled.max(ns as f64 / 1e9));
+        let user_share = if sampled > 0.0 { user / sampled } else { 0.5 };
+        total.user_s += own * user_share + s.cutime as f64 / hz;
+        total.system_s += own * (1.0 - user_share) + s.cstime as f64 / hz;
     }
+    total
 }
 
 /// Every process in process group `pgrp`, read from /proc (processes that vanish mid-scan are
@@ -112,12 +154,71 @@ pub fn group_processes(pgrp: i32) -> Vec<ProcStat> {
         .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
         .filter_map(|text| parse_stat(&text))
         .filter(|stat| stat.pgrp == pgrp)
+        .map(|stat| ProcStat {
+            runtime_ns: live_runtime_ns(stat.pid),
+            ..stat
+        })
         .collect()
 }
 
 /// CPU of the whole process group now.
 pub fn group_cpu(pgrp: i32) -> TreeCpu {
     sum_cpu(&group_processes(pgrp))
+}
+
+/// Whether two scans of a group saw the same processes with the same reaped-children times:
+/// then no member was reaped (nor born) while they ran, and their CPU sum misses nothing.
+pub fn scans_agree(first: &[ProcStat], second: &[ProcStat]) -> bool {
+    let key = |stats: &[ProcStat]| {
+        let mut k: Vec<(i32, u64, u64)> =
+            stats.iter().map(|s| (s.pid, s.cutime, s.cstime)).collect();
+        k.sort_unstable();
+        k
+    };
+    key(first) == key(second)
+}
+
+/// Scans before giving up on a quiet moment (a server forking and reaping without pause).
+const CONSISTENT_SCAN_TRIES: usize = 50;
+
+/// CPU of the whole process group, from two back-to-back scans that agree (see [`scans_agree`]);
+/// after `CONSISTENT_SCAN_TRIES` disagreements, the last scan.
+pub fn group_cpu_consistent(pgrp: i32) -> TreeCpu {
+    let mut previous = group_processes(pgrp);
+    for _ in 0..CONSISTENT_SCAN_TRIES {
+        let current = group_processes(pgrp);
+        if scans_agree(&previous, &current) {
+            return sum_cpu(&current);
+        }
+        previous = current;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    sum_cpu(&previous)
+}
+
+/// CPU of the children this process has reaped (RUSAGE_CHILDREN): as a subreaper the runner
+/// reaps the orphans of a server whose parent process died, so their time lands here.
+pub fn reaped_children_cpu() -> TreeCpu {
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_CHILDREN)
+        .map(|u| {
+            let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+            TreeCpu {
+                user_s: tv(u.user_time()),
+                system_s: tv(u.system_time()),
+            }
+        })
+        .unwrap_or_default()
+}
+
+impl std::ops::Add for TreeCpu {
+    type Output = TreeCpu;
+    fn add(self, other: TreeCpu) -> TreeCpu {
+        TreeCpu {
+            user_s: self.user_s + other.user_s,
+            system_s: self.system_s + other.system_s,
+        }
+    }
 }
 
 /// Inodes of the sockets listening on `port` in a `/proc/net/tcp` or `/proc/net/tcp6` table.
@@ -363,9 +464,32 @@ mod tests {
             stime: 50,
             ..a
         };
+        let hz = crate::sys::clock_ticks_per_second();
         let cpu = sum_cpu(&[a, b]);
-        assert!((cpu.user_s - (150.0 + 20.0 + 50.0 + 20.0) / 100.0).abs() < 1e-9);
-        assert!((cpu.system_s - (30.0 + 10.0 + 50.0 + 10.0) / 100.0).abs() < 1e-9);
+        assert!((cpu.user_s - (150.0 + 20.0 + 50.0 + 20.0) / hz).abs() < 1e-9);
+        assert!((cpu.system_s - (30.0 + 10.0 + 50.0 + 10.0) / hz).abs() < 1e-9);
+        // The exact runtime wins when the tick samples fall short, split as the ticks are;
+        // the reaped children's times are added as they are.
+        let short = ProcStat {
+            utime: 0,
+            stime: 1,
+            cutime: 0,
+            cstime: 0,
+            runtime_ns: Some((3.0 / hz * 1e9) as u64),
+            ..a
+        };
+        let cpu = sum_cpu(&[short]);
+        assert!(cpu.user_s.abs() < 1e-9 && (cpu.system_s - 3.0 / hz).abs() < 1e-6);
+        // ... and never lowers what the ticks say (exited threads are only in the ticks).
+        let threads_gone = ProcStat {
+            runtime_ns: Some(0),
+            ..short
+        };
+        assert!((sum_cpu(&[threads_gone]).system_s - 1.0 / hz).abs() < 1e-9);
+        assert_eq!(
+            parse_schedstat("22092405 32444933 1954\n"),
+            Some(22_092_405)
+        );
         let later = TreeCpu {
             user_s: 1.0,
             system_s: 0.1,
@@ -379,6 +503,37 @@ mod tests {
                 .system_s,
             0.0
         );
+    }
+
+    #[test]
+    fn scans_agree_only_without_a_reap_or_a_birth_between_them() {
+        let parent = parse_stat(STAT).unwrap();
+        let child = ProcStat {
+            pid: 4243,
+            ppid: 4242,
+            utime: 90,
+            ..parent
+        };
+        let before = [parent, child];
+        // Order does not matter; CPU still running does not matter.
+        let later = [ProcStat { utime: 95, ..child }, parent];
+        assert!(scans_agree(&before, &later));
+        // The child was reaped: gone, and its time moved into the parent's cutime.
+        let reaped = [ProcStat {
+            cutime: parent.cutime + 90,
+            ..parent
+        }];
+        assert!(!scans_agree(&before, &reaped));
+        // A reap of some other child between the scans changes cutime alone.
+        let other_reaped = [
+            ProcStat {
+                cstime: parent.cstime + 1,
+                ..parent
+            },
+            child,
+        ];
+        assert!(!scans_agree(&before, &other_reaped));
+        assert!(!scans_agree(&before, &before[..1]));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use super::analysis::findings::{Analysis, Recommendation};
+use super::cgroup::CpuMethod;
 use super::spec::Experiment;
 use crate::load::stats::LowerBounds;
 
@@ -24,6 +25,8 @@ pub struct PointLatency {
     pub p90: f64,
     pub p99: f64,
     pub p999: f64,
+    /// Mean of the answered requests (what Little's law relates to throughput); the other
+    /// figures include the requests left unanswered at their age.
     pub mean: f64,
     pub max: f64,
     /// The figures above that are only lower bounds (requests sent and never answered).
@@ -47,6 +50,11 @@ pub struct ServerUsage {
     pub processes: u64,
     pub voluntary_switches: u64,
     pub involuntary_switches: u64,
+    /// How `cpu_s` was measured: `cgroup-v1-cpuacct` or `cgroup-v2` (a cgroup made for the
+    /// server: exact, exited processes included) or `proc+children` (/proc plus reaped
+    /// children, where no cgroup could be made). Absent in results from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_method: Option<CpuMethod>,
     /// True when the server's CPU could not be sampled here: what answers on the target's port
     /// is not the started command's process tree (it runs on another machine, e.g. started by
     /// `ssh HOST ...` or `srun -w NODE ...`, or detached from the command's process group) and

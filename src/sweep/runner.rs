@@ -1,8 +1,9 @@
 //! The runner: every point of an experiment, one after another, each on a fresh server.
 //!
-//! For each point and repetition: start the server ([`super::server`]), warm up, measure with
-//! the in-process load engine ([`crate::load::run`]) while [`super::probe`] samples the server's
-//! process tree, then stop the server and everything it forked. A point that cannot be measured
+//! For each point and repetition: start the server ([`super::server`]) in a cgroup made for it
+//! where the machine allows ([`super::cgroup`], for its exact CPU), warm up, measure with the
+//! in-process load engine ([`crate::load::run`]) while [`super::probe`] samples the server's
+//! process tree, then stop the server and everything it forked, and remove the cgroup. A point that cannot be measured
 //! (no start, a crash, a port in use, a ready-line timeout) is recorded as failed with its reason
 //! and the sweep goes on. `results.json` is rewritten after every point, so an interrupted or
 //! killed sweep keeps what it finished. The stop flag (set by SIGINT/SIGTERM) ends the current
@@ -18,8 +19,9 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::analysis::{finalize, fold_repetitions, generator_saturated, server_parallelism};
+use super::cgroup::{self, CpuMeter, CpuMethod, ServerCgroup};
 use super::output::{self, json::JsonExporter, Exporter};
-use super::probe::{group_cpu, TreeSampler};
+use super::probe::TreeSampler;
 use super::results::{
     utc_timestamp, ClientUsage, ErrorCounts, Machine, PointLatency, PointResult, RunMeasurement,
     ServerUsage, SweepResults,
@@ -66,6 +68,18 @@ pub fn run_experiment(
     options: &RunnerOptions,
 ) -> anyhow::Result<SweepRun> {
     let plan = experiment.points();
+    // A method forced by the environment is checked once, before any point runs.
+    let forced = cgroup::forced_method()?;
+    if let Some(method) = forced.filter(|m| *m != CpuMethod::ProcChildren) {
+        if ServerCgroup::create(Some(method)).is_none() {
+            anyhow::bail!(
+                "{}={}: no such cgroup can be made here (not root, or no writable {} hierarchy)",
+                cgroup::METHOD_ENV,
+                method.name(),
+                method.name()
+            );
+        }
+    }
     std::fs::create_dir_all(&options.scratch_dir)
         .with_context(|| format!("creating {}", options.scratch_dir.display()))?;
     let outcome = run_plan(experiment, options, &plan);
@@ -320,7 +334,32 @@ fn run_once(
         TargetSpec::External(ext) => ext.ready_timeout.unwrap_or(experiment.ready_timeout),
         TargetSpec::Ours { .. } => experiment.ready_timeout,
     };
-    let mut server = ServerProcess::start(&launch, Duration::from_secs_f64(ready_timeout))?;
+    // Declared before the server so that it is removed after the server is stopped.
+    let forced = cgroup::forced_method()?;
+    let server_cgroup = match forced {
+        Some(CpuMethod::ProcChildren) => None,
+        _ => ServerCgroup::create(forced),
+    };
+    if let (Some(method), None) = (forced, &server_cgroup) {
+        if method != CpuMethod::ProcChildren {
+            anyhow::bail!(
+                "{}={} asked for, but no such cgroup can be made here",
+                cgroup::METHOD_ENV,
+                method.name()
+            );
+        }
+    }
+    let mut server = ServerProcess::start_in(
+        &launch,
+        Duration::from_secs_f64(ready_timeout),
+        server_cgroup.as_ref().map(|c| c.procs_file()).as_deref(),
+    )?;
+    let meter = match &server_cgroup {
+        Some(cgroup) if server.in_cgroup() => CpuMeter::Cgroup(cgroup),
+        _ => CpuMeter::ProcChildren {
+            pgrp: server.pgid(),
+        },
+    };
     if pinning == Pinning::Affinity {
         pin_group_to_cpu0(server.pgid());
     }
@@ -378,11 +417,11 @@ fn run_once(
         _ => None,
     };
     let command_cpu_before = cpu_command.as_deref().map(command_cpu_s).transpose()?;
-    let cpu_before = group_cpu(server.pgid());
+    let cpu_before = meter.read();
     let sampler = TreeSampler::start(server.pgid(), Duration::from_millis(100));
     let report = load::run(&config, Some(stop));
+    let cpu = meter.read().since(&cpu_before);
     let sample = sampler.finish();
-    let cpu = group_cpu(server.pgid()).since(&cpu_before);
     if stop.load(Ordering::SeqCst) {
         server.stop();
         return Ok(None);
@@ -397,6 +436,7 @@ fn run_once(
     let reported_workers = server.ready.workers;
     server.stop();
     let mut run = measurement_of(&report, &config, cpu, sample);
+    run.server.cpu_method = Some(meter.method());
     if !server_here {
         let command_cpu = match (cpu_command.as_deref(), command_cpu_before) {
             (Some(command), Some(before)) => Some((command_cpu_s(command)? - before).max(0.0)),
@@ -467,6 +507,10 @@ fn measurement_of(
     sample: super::probe::TreeSample,
 ) -> RunMeasurement {
     let l = &report.latency_us;
+    // The mean is the answered requests' (Little's law relates it to throughput); the
+    // percentiles and max include the unanswered ones, flagged as lower bounds.
+    let mut lower_bound = l.lower_bound;
+    lower_bound.remove("mean");
     RunMeasurement {
         requests: report.requests,
         duration_s: report.duration_s,
@@ -476,9 +520,9 @@ fn measurement_of(
             p90: l.p90,
             p99: l.p99,
             p999: l.p999,
-            mean: l.mean,
+            mean: report.latency_answered_us.mean,
             max: l.max,
-            lower_bound: l.lower_bound,
+            lower_bound,
         },
         errors: ErrorCounts {
             connect: report.errors.connect,
@@ -498,6 +542,7 @@ fn measurement_of(
             processes: sample.peak_processes,
             voluntary_switches: sample.voluntary_switches,
             involuntary_switches: sample.involuntary_switches,
+            cpu_method: None,
             cpu_unavailable: false,
             remote: false,
         },
@@ -566,8 +611,13 @@ impl Progress {
     fn finished(&self, p: &PointResult) {
         let line = if p.ok {
             format!(
-                "{} req/s, p99 {}, {} errors{}",
+                "{} req/s, p99 {}{}, {} errors{}",
                 output::thousands(p.rps),
+                if p.latency_us.lower_bound.contains("p99") {
+                    ">= "
+                } else {
+                    ""
+                },
                 output::duration_us(p.latency_us.p99),
                 p.errors,
                 if p.generator_bound {

@@ -7,7 +7,9 @@
 //! (`CommandExt::process_group(0)`), so stopping means signalling the group: SIGTERM, a bounded
 //! wait, then SIGKILL. The sweep makes itself a child subreaper (see [`become_subreaper`]) so
 //! that processes a server forked are re-parented to the sweep when the server dies, and are
-//! reaped here instead of lingering as zombies under a PID 1 that may not reap.
+//! reaped here instead of lingering as zombies under a PID 1 that may not reap. A server can be
+//! started inside a cgroup ([`ServerProcess::start_in`]): it moves itself there between fork
+//! and exec, so all it ever runs is accounted to the cgroup ([`super::cgroup`]).
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
@@ -93,6 +95,7 @@ pub struct ServerProcess {
     stderr_tail: Arc<Mutex<String>>,
     stderr_closed: Arc<AtomicBool>,
     stopped: bool,
+    in_cgroup: bool,
 }
 
 /// Keeps the last few KB of a stream, to explain a failure.
@@ -132,58 +135,92 @@ pub fn free_port() -> anyhow::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
+/// The command that starts `launch`: a process-group leader with piped stdout and stderr.
+fn command_for(launch: &Launch) -> Command {
+    let mut command = match launch {
+        Launch::Ours {
+            binary,
+            arch,
+            workers,
+            store,
+            protocol,
+            pin_with_taskset,
+        } => {
+            let mut command = if *pin_with_taskset {
+                let mut c = Command::new("taskset");
+                c.arg("-c").arg("0").arg(binary);
+                c
+            } else {
+                Command::new(binary)
+            };
+            command.args([
+                "serve",
+                "--arch",
+                arch.name(),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+            ]);
+            command.args(["--protocol", protocol]);
+            if let Some(workers) = workers {
+                command.arg("--workers").arg(workers.to_string());
+            }
+            if let Some(store) = store {
+                command.arg("--store").arg(store);
+            }
+            command
+        }
+        Launch::External { command: line, .. } => {
+            let mut command = Command::new("sh");
+            command.arg("-c").arg(line);
+            command
+        }
+    };
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    command
+}
+
 impl ServerProcess {
     /// Starts a server and waits (at most `ready_timeout`) until it is ready. On failure the
     /// error says why (exit status and the end of its stderr) and nothing is left running.
     pub fn start(launch: &Launch, ready_timeout: Duration) -> anyhow::Result<ServerProcess> {
-        let mut command = match launch {
-            Launch::Ours {
-                binary,
-                arch,
-                workers,
-                store,
-                protocol,
-                pin_with_taskset,
-            } => {
-                let mut command = if *pin_with_taskset {
-                    let mut c = Command::new("taskset");
-                    c.arg("-c").arg("0").arg(binary);
-                    c
-                } else {
-                    Command::new(binary)
-                };
-                command.args([
-                    "serve",
-                    "--arch",
-                    arch.name(),
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    "0",
-                ]);
-                command.args(["--protocol", protocol]);
-                if let Some(workers) = workers {
-                    command.arg("--workers").arg(workers.to_string());
+        Self::start_in(launch, ready_timeout, None)
+    }
+
+    /// [`ServerProcess::start`], with the server moved into a cgroup before it execs (by
+    /// writing to `cgroup_procs`, that cgroup's `cgroup.procs`), so everything it ever runs is
+    /// charged to the cgroup. If the server cannot be spawned into the cgroup it is spawned
+    /// without; [`ServerProcess::in_cgroup`] says which happened.
+    pub fn start_in(
+        launch: &Launch,
+        ready_timeout: Duration,
+        cgroup_procs: Option<&Path>,
+    ) -> anyhow::Result<ServerProcess> {
+        let mut in_cgroup = false;
+        let mut spawned = None;
+        if let Some(procs) = cgroup_procs {
+            let mut command = command_for(launch);
+            if crate::sys::join_cgroup_before_exec(&mut command, procs).is_ok() {
+                if let Ok(child) = command.spawn() {
+                    in_cgroup = true;
+                    spawned = Some(child);
                 }
-                if let Some(store) = store {
-                    command.arg("--store").arg(store);
-                }
-                command
             }
-            Launch::External { command: line, .. } => {
-                let mut command = Command::new("sh");
-                command.arg("-c").arg(line);
+        }
+        let mut child = match spawned {
+            Some(child) => child,
+            None => {
+                let mut command = command_for(launch);
                 command
+                    .spawn()
+                    .with_context(|| format!("starting {command:?}"))?
             }
         };
-        command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        let mut child = command
-            .spawn()
-            .with_context(|| format!("starting {command:?}"))?;
         let pgid = child.id() as i32;
         let stderr_tail = Arc::new(Mutex::new(String::new()));
         let stderr_closed = Arc::new(AtomicBool::new(false));
@@ -204,6 +241,7 @@ impl ServerProcess {
             stderr_tail,
             stderr_closed,
             stopped: false,
+            in_cgroup,
         };
         let ready = match launch {
             Launch::Ours { .. } => server.wait_for_ready_line(stdout, ready_timeout),
@@ -316,6 +354,11 @@ impl ServerProcess {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Whether the server was started inside the cgroup asked for.
+    pub fn in_cgroup(&self) -> bool {
+        self.in_cgroup
     }
 
     /// The process group id (= the leader's pid).

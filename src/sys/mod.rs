@@ -5,6 +5,8 @@
 //!   parent's request count.
 //! - [`poll`]: poll(2) over a plain `pollfd` array; the poll architecture rebuilds that array
 //!   on every call (as the study's server does), which nix's borrow-checked `PollFd` cannot hold.
+//! - [`join_cgroup_before_exec`]: a spawned server moves itself into a cgroup between fork and
+//!   exec, so it never runs outside it (the sweep's exact CPU accounting).
 //!
 //! Everything here turns -1 into `io::Error::last_os_error()` and says why each block is sound.
 
@@ -131,6 +133,41 @@ pub fn cpu_times() -> (f64, f64) {
         }
     }
     (user, system)
+}
+
+/// Makes `command`'s child write `0` to `procs_file` (a cgroup's `cgroup.procs`) after the fork
+/// and before the exec, which moves it into that cgroup; the spawn fails if the write does.
+pub fn join_cgroup_before_exec(
+    command: &mut std::process::Command,
+    procs_file: &std::path::Path,
+) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::process::CommandExt;
+    let path = std::ffi::CString::new(procs_file.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a cgroup path"))?;
+    let hook = move || -> io::Result<()> {
+        // SAFETY: runs in the forked child before exec, where only async-signal-safe calls
+        // are allowed: open, write and close are, `path` was allocated before the fork and is
+        // only read, and `io::Error::last_os_error` only reads errno (no allocation).
+        unsafe {
+            let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+            let error = io::Error::last_os_error();
+            libc::close(fd);
+            if written != 1 {
+                return Err(error);
+            }
+        }
+        Ok(())
+    };
+    // SAFETY: the hook above is async-signal-safe (see inside), as `pre_exec` requires.
+    unsafe {
+        command.pre_exec(hook);
+    }
+    Ok(())
 }
 
 /// Clock ticks per second of the times in `/proc/PID/stat` (USER_HZ), 100 if unknown.

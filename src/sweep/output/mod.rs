@@ -200,7 +200,7 @@ fn mark_notes(points: &[&PointResult]) -> Vec<String> {
         ),
         "`g` the load generator, not the server, was saturated".to_string(),
         "`~` Little's law: fewer requests in flight than connections offered; some connections \
-         waited unanswered (their wait is in no percentile)"
+         waited unanswered (their wait is in the percentiles, as lower bounds)"
             .to_string(),
     ];
     if points.iter().any(|p| !p.latency_us.lower_bound.is_empty()) {
