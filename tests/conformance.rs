@@ -905,8 +905,66 @@ fn redis_store(arch: &str) {
     );
     assert_eq!(post_remark(port, "back", "again").status, 303);
     assert!(get(port, "/guestbook").text().contains("again"));
+    hung_redis(arch, port, &redis);
     drop(server);
     drop(redis);
+}
+
+/// A hung store (redis-server stopped by SIGSTOP: its port still accepts, nothing answers):
+/// guestbook calls answer 503 within the 2 s store timeout, a pool keeps a worker for
+/// `/hello` meanwhile (an event loop never waits on the store at all), and the guestbook
+/// recovers once the store resumes.
+fn hung_redis(arch: &str, port: u16, redis: &Redis) {
+    redis.signal(Signal::SIGSTOP);
+    let callers = if arch == "iterative" { 1 } else { 2 };
+    let hung: Vec<_> = (0..callers)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let start = Instant::now();
+                let status = if i == 0 {
+                    get(port, "/guestbook").status
+                } else {
+                    post_remark(port, "hung", "store").status
+                };
+                (status, start.elapsed())
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    if arch != "iterative" {
+        let start = Instant::now();
+        assert_eq!(get(port, "/hello").text(), "Hello, World!");
+        let waited = start.elapsed();
+        assert!(
+            waited < Duration::from_millis(1000),
+            "{arch}: /hello waited {waited:?} behind a hung store"
+        );
+    }
+    for h in hung {
+        let (status, took) = h.join().unwrap();
+        assert_eq!(status, 503, "{arch}: a guestbook call to a hung store");
+        assert!(
+            took < Duration::from_millis(3500),
+            "{arch}: a call to a hung store took {took:?}"
+        );
+    }
+    // Calls after the first timeout (reconnecting included) are bounded too.
+    let start = Instant::now();
+    assert_eq!(get(port, "/guestbook").status, 503);
+    assert!(
+        start.elapsed() < Duration::from_millis(3500),
+        "{arch}: {:?}",
+        start.elapsed()
+    );
+    redis.signal(Signal::SIGCONT);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while get(port, "/guestbook").status != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "{arch}: guestbook did not recover after SIGCONT"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// The line-echo protocol: lines come back unchanged, split however the client sends them.

@@ -23,7 +23,7 @@ use super::connection::{
 use super::{Protocol, ServerContext, DRAIN};
 use crate::app::{echo, fib_response, App, Route};
 use crate::http::{FileBody, Response, MAX_BODY, MAX_HEADER_BYTES};
-use crate::store::redis_pipe::{RedisAnswer, RedisPipe, RedisRequest};
+use crate::store::redis_pipe::{Finished, RedisAnswer, RedisPipe, RedisRequest};
 use crate::store::{LazyStore, StoreConfig};
 
 /// What a registration waits for.
@@ -254,6 +254,7 @@ impl<P: Poller> EventLoop<P> {
                 }
             }
             self.fire_timers();
+            self.expire_redis();
             if self.last_idle_sweep.elapsed() >= Duration::from_secs(1) {
                 self.last_idle_sweep = Instant::now();
                 self.close_idle(self.ctx.idle_timeout);
@@ -657,10 +658,22 @@ impl<P: Poller> EventLoop<P> {
     }
 
     fn redis_ready(&mut self) {
+        self.redis_step(|pipe| pipe.on_ready());
+    }
+
+    /// Answers 503 to Redis calls past the store timeout.
+    fn expire_redis(&mut self) {
+        self.redis_step(|pipe| pipe.expire(Instant::now()));
+    }
+
+    fn redis_step(
+        &mut self,
+        step: impl FnOnce(&mut RedisPipe<(usize, u64)>) -> Finished<(usize, u64)>,
+    ) {
         let LoopStore::Redis { pipe, .. } = &mut self.store else {
             return;
         };
-        let finished = pipe.on_ready();
+        let finished = step(pipe);
         self.sync_redis_registration();
         for ((token, generation), answer) in finished {
             let resp = match answer {
