@@ -741,7 +741,9 @@ impl<P: Poller> EventLoop<P> {
     }
 
     /// Answers 408 and closes connections whose request head (or body) missed its deadline.
-    /// A connection waiting on its own pending work is not the client's fault and not timed.
+    /// While the server is the one holding a connection up (pending work, a file streaming,
+    /// output queued) its next request is not timed: its clock restarts once the server is
+    /// ready for it, and no 408 can land inside another reply.
     fn answer_late_requests(&mut self) {
         if self.ctx.protocol != Protocol::Http {
             return;
@@ -751,10 +753,11 @@ impl<P: Poller> EventLoop<P> {
             let Some(conn) = self.conns[token].as_mut() else {
                 continue;
             };
-            if conn.pending.is_none()
-                && !conn.close_after_flush
-                && conn.clock.expired(&self.ctx.timeouts, now)
-            {
+            if !conn.answering_front() || conn.queued() > 0 {
+                conn.clock.reset();
+                continue;
+            }
+            if conn.clock.expired(&self.ctx.timeouts, now) {
                 request_timeout(&mut conn.out);
                 conn.close_after_flush = true;
                 conn.linger = true;
