@@ -17,7 +17,7 @@ use std::time::Duration;
 use crate::http::{Method, Request, Response};
 use crate::store::{GuestbookPage, LazyStore, Remark, StoreConfig, StoreError, View};
 
-pub use fib::fib;
+pub use fib::{fib, fib_cancellable, CHECK_EVERY};
 pub use guestbook::{html_escape, parse_remark, MAX_NAME_BYTES, MAX_PAGE, MAX_REMARK_BYTES};
 
 /// Largest `n` accepted by `/fib`.
@@ -124,11 +124,17 @@ impl App {
         }
     }
 
-    /// Does the work of a route in the calling thread, blocking as long as it takes.
-    pub fn complete(&self, route: Route, store: &mut LazyStore) -> Response {
-        match route {
+    /// Does the work of a route in the calling thread, blocking as long as it takes; a long
+    /// `/fib` asks `cancel` now and then and gives up when it says so (`None`: no reply).
+    pub fn complete(
+        &self,
+        route: Route,
+        store: &mut LazyStore,
+        cancel: &mut dyn FnMut() -> bool,
+    ) -> Option<Response> {
+        let resp = match route {
             Route::Ready(resp) => resp,
-            Route::Fib(n) => fib_response(n),
+            Route::Fib(n) => return fib_response(n, cancel),
             Route::Sleep(ms) => {
                 std::thread::sleep(Duration::from_millis(ms));
                 Self::sleep_done(ms)
@@ -137,7 +143,8 @@ impl App {
             Route::GuestbookPost(remark) => {
                 Self::remark_stored(store.with(|c| c.add_remark(&remark)))
             }
-        }
+        };
+        Some(resp)
     }
 
     /// The answer to `/sleep?ms=` once the wait is over.
@@ -162,9 +169,10 @@ impl App {
     }
 }
 
-/// The answer to `/fib?n=`: computes it now.
-pub fn fib_response(n: u32) -> Response {
-    Response::text(200, fib(n).to_string())
+/// The answer to `/fib?n=`: computes it now, unless `cancel` (asked every
+/// [`CHECK_EVERY`] calls) says to give up: `None` then.
+pub fn fib_response(n: u32, cancel: &mut dyn FnMut() -> bool) -> Option<Response> {
+    fib_cancellable(n, cancel).map(|f| Response::text(200, f.to_string()))
 }
 
 fn store_unavailable(e: &StoreError) -> Response {

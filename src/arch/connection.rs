@@ -7,12 +7,19 @@
 //! [`MAX_QUEUED_OUTPUT`] is queued, write, repeat, until the client closes, asks to close,
 //! stays silent past the idle timeout, drains nothing of its output for the write timeout, or
 //! the server is stopping. Reads wait in short slices so a stop is noticed between requests.
+//!
+//! Long CPU work (`/fib`) asks [`cancel_check`] now and then: a client that has hung up, or a
+//! stop past its drain deadline, ends it with no reply and closes the connection, so a gone
+//! client does not keep a core busy for half a minute.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use super::{Protocol, ServerContext, Timeouts};
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+
+use super::{Protocol, ServerContext, Timeouts, DRAIN};
 use crate::app::{echo, App, Route};
 use crate::http::{FileBody, Method, RequestParser, Response};
 use crate::store::LazyStore;
@@ -135,6 +142,39 @@ pub fn request_timeout(out: &mut Vec<u8>) {
     Response::error(408).write_to(out, false, false);
 }
 
+/// Whether the client has hung up: closed (or shut down) its side, or reset the connection.
+/// Looks without waiting and without reading: bytes it has sent (pipelined requests) are
+/// not a hang-up. A client that half-closes and still waits for its reply counts as gone, as
+/// it does for nginx; that only matters to work long enough to ask.
+pub fn peer_gone(stream: &TcpStream) -> bool {
+    // nix 0.29 has no name for POLLRDHUP (peer closed its side), though Linux reports it.
+    let rdhup = PollFlags::from_bits_retain(libc::POLLRDHUP);
+    let hangup = rdhup | PollFlags::POLLHUP | PollFlags::POLLERR;
+    let mut fds = [PollFd::new(stream.as_fd(), rdhup)];
+    match nix::poll::poll(&mut fds, PollTimeout::ZERO) {
+        Ok(n) if n > 0 => fds[0].revents().is_some_and(|r| r.intersects(hangup)),
+        _ => false,
+    }
+}
+
+/// The check long work on `stream`'s behalf asks now and then: give up once the client has
+/// hung up ([`peer_gone`]), or once a stop has waited [`DRAIN`] for it (counted from
+/// `drain_deadline` minus [`DRAIN`] when known, else from when the check first sees the stop).
+pub fn cancel_check<'a>(
+    stream: &'a TcpStream,
+    ctx: &'a ServerContext,
+    drain_deadline: Option<Instant>,
+) -> impl FnMut() -> bool + 'a {
+    let mut deadline = drain_deadline;
+    move || {
+        if ctx.stopping() && Instant::now() >= *deadline.get_or_insert_with(|| Instant::now() + DRAIN)
+        {
+            return true;
+        }
+        peer_gone(stream)
+    }
+}
+
 /// What answering the buffered input left to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Answered {
@@ -148,12 +188,16 @@ enum Answered {
     Backlog,
     /// Every complete request is answered: read more.
     NeedInput,
+    /// The work of a request was cancelled (the client hung up, or the drain deadline
+    /// passed): close now, writing nothing.
+    Cancelled,
 }
 
 /// Answers the complete requests in `input` into `out`, blocking on the work each needs,
 /// until `out` holds [`MAX_QUEUED_OUTPUT`]. The bytes used are dropped from `input` once, at
 /// the end, so a long pipeline costs linear time.
 fn answer_http(
+    stream: &TcpStream,
     input: &mut Vec<u8>,
     out: &mut Vec<u8>,
     ctx: &ServerContext,
@@ -167,7 +211,10 @@ fn answer_http(
         match next_request(&input[pos..], out, &ctx.app, ctx.stopping()) {
             Next::Request(route, shape, used) => {
                 pos += used;
-                let resp = ctx.app.complete(route, store);
+                let mut cancel = cancel_check(stream, ctx, None);
+                let Some(resp) = ctx.app.complete(route, store, &mut cancel) else {
+                    break Answered::Cancelled;
+                };
                 shape.write(&resp, out);
                 ctx.served.add(1);
                 match resp.file {
@@ -207,7 +254,10 @@ pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut 
         let answered = match ctx.protocol {
             Protocol::Http => {
                 let before = input.len();
-                let answered = answer_http(&mut input, &mut out, ctx, store);
+                let answered = answer_http(&stream, &mut input, &mut out, ctx, store);
+                if answered == Answered::Cancelled {
+                    return;
+                }
                 if input.len() < before {
                     clock.reset();
                 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::connection::{
-    is_resource_exhaustion, next_request, request_timeout, Next, ReplyShape, RequestClock,
+    cancel_check, is_resource_exhaustion, next_request, request_timeout, Next, ReplyShape, RequestClock,
     CONTINUE, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
 };
 use super::{Protocol, ServerContext, DRAIN};
@@ -165,6 +165,8 @@ struct EventLoop<P: Poller> {
     timers: BinaryHeap<Reverse<Timer>>,
     store: LoopStore,
     last_idle_sweep: Instant,
+    /// Set when a stop is first seen: connections still open then are dropped.
+    drain_deadline: Option<Instant>,
 }
 
 /// Runs the event loop on `poller` until the server stops and its connections drain.
@@ -192,6 +194,7 @@ pub fn run<P: Poller>(
         timers: BinaryHeap::new(),
         store,
         last_idle_sweep: Instant::now(),
+        drain_deadline: None,
     };
     lp.listen(true)?;
     lp.run()
@@ -220,15 +223,17 @@ impl<P: Poller> EventLoop<P> {
 
     fn run(&mut self) -> anyhow::Result<()> {
         let mut events = Vec::with_capacity(1024);
-        let mut drain_deadline = None;
         loop {
             let now = Instant::now();
             if self.ctx.stopping() {
-                let deadline = *drain_deadline.get_or_insert_with(|| {
-                    let _ = self.listen(false);
-                    self.accept_paused_until = None;
-                    now + DRAIN
-                });
+                let deadline = match self.drain_deadline {
+                    Some(deadline) => deadline,
+                    None => {
+                        let _ = self.listen(false);
+                        self.accept_paused_until = None;
+                        *self.drain_deadline.insert(now + DRAIN)
+                    }
+                };
                 self.close_idle(Duration::ZERO);
                 if self.conns.iter().all(Option::is_none) || now >= deadline {
                     return Ok(());
@@ -478,11 +483,22 @@ impl<P: Poller> EventLoop<P> {
     }
 
     /// Starts the work of a route: returns the response if it is ready now, or `None` when
-    /// it will come from a timer or the store.
+    /// it will come from a timer or the store, or when the work was cancelled (a `/fib`
+    /// whose client hung up, or past the drain deadline): the connection is closed then.
     fn start(&mut self, token: usize, generation: u64, route: Route) -> Option<Response> {
         match route {
             Route::Ready(resp) => Some(resp),
-            Route::Fib(n) => Some(fib_response(n)),
+            Route::Fib(n) => {
+                let conn = self.conns[token].as_ref()?;
+                let resp = fib_response(
+                    n,
+                    &mut cancel_check(&conn.stream, &self.ctx, self.drain_deadline),
+                );
+                if resp.is_none() {
+                    self.close(token);
+                }
+                resp
+            }
             Route::Sleep(ms) => {
                 self.timers.push(Reverse(Timer {
                     due: Instant::now() + Duration::from_millis(ms),
@@ -493,7 +509,7 @@ impl<P: Poller> EventLoop<P> {
                 None
             }
             Route::GuestbookView(_) | Route::GuestbookPost(_) => match &mut self.store {
-                LoopStore::Blocking(store) => Some(self.ctx.app.complete(route, store)),
+                LoopStore::Blocking(store) => self.ctx.app.complete(route, store, &mut || false),
                 LoopStore::Redis { pipe, .. } => {
                     let request = match route {
                         Route::GuestbookPost(remark) => RedisRequest::AddRemark(remark),
