@@ -61,6 +61,7 @@ const SERVER_CASES: &[(&str, ServerCase)] = &[
     ("never-reading client", never_reading_client),
     ("slowloris", slowloris),
     ("huge static file", huge_static_file),
+    ("abandoned fib stops", abandoned_fib_stops),
     // Last: iterative works off its slow requests long after the case returns.
     ("vanished clients", vanished_clients_cost_no_cpu),
 ];
@@ -838,6 +839,83 @@ fn fd_exhaustion(arch: &str) {
             "{arch}: running out of descriptors was not logged: {log:?}"
         );
     }
+}
+
+/// CPU ticks of every process in the server's group (the forking architectures compute in
+/// children).
+fn group_cpu_ticks(pgid: i32) -> u64 {
+    processes()
+        .iter()
+        .filter(|p| p.pgrp == pgid)
+        .map(|p| p.cpu_ticks)
+        .sum()
+}
+
+/// A fib(50) (about 30 s of CPU) whose client closes, or resets, its connection stops within
+/// a couple of seconds: the server group's CPU time stops growing, and `/hello` is answered
+/// afterwards (on iterative and the event loops only once the fib has given up). Bytes that
+/// arrive while a long fib runs (a pipelined request) are not a hang-up: both are answered.
+fn abandoned_fib_stops(arch: &str, server: &Server) {
+    let pgid = server.pid().as_raw();
+    for reset in [false, true] {
+        assert_eq!(get(server.port, "/hello").status, 200);
+        let how = if reset { "reset" } else { "closed" };
+        let mut busy = Client::connect(server.port);
+        busy.send(b"GET /fib?n=50 HTTP/1.1\r\nHost: t\r\n\r\n");
+        let before = group_cpu_ticks(pgid);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while group_cpu_ticks(pgid) < before + 10 {
+            assert!(Instant::now() < deadline, "{arch}: fib did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let stream = busy.reader.get_ref();
+        if reset {
+            socket2::SockRef::from(stream)
+                .set_linger(Some(Duration::ZERO))
+                .unwrap();
+        }
+        drop(busy);
+        let left = Instant::now();
+        // Stopped: a 500 ms window in which the group spends at most 20 ms of CPU.
+        let mut samples = vec![(Instant::now(), group_cpu_ticks(pgid))];
+        let stopped_after = loop {
+            std::thread::sleep(Duration::from_millis(100));
+            let now = (Instant::now(), group_cpu_ticks(pgid));
+            samples.push(now);
+            let window = samples
+                .iter()
+                .rev()
+                .find(|(t, _)| now.0.duration_since(*t) >= Duration::from_millis(500));
+            if let Some(&(t, ticks)) = window {
+                if now.1 - ticks <= 2 {
+                    break t.duration_since(left);
+                }
+            }
+            assert!(
+                left.elapsed() < Duration::from_secs(4),
+                "{arch}: fib(50) still burning CPU {:?} after its client {how}: {} ticks since",
+                left.elapsed(),
+                now.1 - samples[0].1
+            );
+        };
+        eprintln!("{arch}: CPU quiet from {stopped_after:?} after the fib(50) client {how}");
+        assert!(
+            stopped_after <= Duration::from_secs(2),
+            "{arch}: fib(50) stopped only {stopped_after:?} after its client {how}"
+        );
+        assert_eq!(get(server.port, "/hello").text(), "Hello, World!", "{arch}");
+    }
+    let mut c = Client::connect(server.port);
+    c.send(b"GET /fib?n=44 HTTP/1.1\r\nHost: t\r\n\r\n");
+    let before = group_cpu_ticks(pgid);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while group_cpu_ticks(pgid) < before + 5 {
+        assert!(Instant::now() < deadline, "{arch}: fib(44) did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    c.send(b"GET /hello HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(c.read_reply(false).text(), "701408733", "{arch}");
+    assert_eq!(c.read_reply(false).text(), "Hello, World!", "{arch}");
 }
 
 /// Clients that half-close and then reset while their request waits must not make the

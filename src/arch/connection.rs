@@ -14,10 +14,8 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsFd;
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
-
-use nix::poll::{PollFd, PollFlags, PollTimeout};
 
 use super::{Protocol, ServerContext, Timeouts, DRAIN};
 use crate::app::{echo, App, Route};
@@ -147,19 +145,20 @@ pub fn request_timeout(out: &mut Vec<u8>) {
 /// not a hang-up. A client that half-closes and still waits for its reply counts as gone, as
 /// it does for nginx; that only matters to work long enough to ask.
 pub fn peer_gone(stream: &TcpStream) -> bool {
-    // nix 0.29 has no name for POLLRDHUP (peer closed its side), though Linux reports it.
-    let rdhup = PollFlags::from_bits_retain(libc::POLLRDHUP);
-    let hangup = rdhup | PollFlags::POLLHUP | PollFlags::POLLERR;
-    let mut fds = [PollFd::new(stream.as_fd(), rdhup)];
-    match nix::poll::poll(&mut fds, PollTimeout::ZERO) {
-        Ok(n) if n > 0 => fds[0].revents().is_some_and(|r| r.intersects(hangup)),
-        _ => false,
-    }
+    // A plain pollfd: nix 0.29's `PollFd` has no name for POLLRDHUP and rejects it.
+    let mut fds = [libc::pollfd {
+        fd: stream.as_raw_fd(),
+        events: libc::POLLRDHUP,
+        revents: 0,
+    }];
+    let hangup = libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR;
+    matches!(crate::sys::poll(&mut fds, 0), Ok(n) if n > 0 && fds[0].revents & hangup != 0)
 }
 
 /// The check long work on `stream`'s behalf asks now and then: give up once the client has
 /// hung up ([`peer_gone`]), or once a stop has waited [`DRAIN`] for it (counted from
-/// `drain_deadline` minus [`DRAIN`] when known, else from when the check first sees the stop).
+/// `drain_deadline` when the caller knows it, else [`DRAIN`] after the check first sees the
+/// stop).
 pub fn cancel_check<'a>(
     stream: &'a TcpStream,
     ctx: &'a ServerContext,
@@ -167,7 +166,8 @@ pub fn cancel_check<'a>(
 ) -> impl FnMut() -> bool + 'a {
     let mut deadline = drain_deadline;
     move || {
-        if ctx.stopping() && Instant::now() >= *deadline.get_or_insert_with(|| Instant::now() + DRAIN)
+        if ctx.stopping()
+            && Instant::now() >= *deadline.get_or_insert_with(|| Instant::now() + DRAIN)
         {
             return true;
         }

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::connection::{
-    cancel_check, is_resource_exhaustion, next_request, request_timeout, Next, ReplyShape, RequestClock,
-    CONTINUE, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
+    cancel_check, is_resource_exhaustion, next_request, request_timeout, Next, ReplyShape,
+    RequestClock, CONTINUE, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
 };
 use super::{Protocol, ServerContext, DRAIN};
 use crate::app::{echo, fib_response, App, Route};
