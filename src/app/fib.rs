@@ -1,13 +1,15 @@
 //! `/fib`: CPU work of a known, tunable cost. The naive recursion is the point.
 //!
-//! fib(50) runs for about half a minute, so the server's copy can be cancelled: every
-//! [`CHECK_EVERY`] calls it asks a check the architecture supplies (has the client hung up,
-//! has the shutdown deadline passed) and gives up when told to. The check is a closure, so
-//! this stays free of IO; asked that rarely it costs nothing measurable.
+//! fib(50) runs for about half a minute, so the server's copy can be cancelled: above
+//! [`PLAIN_UP_TO`] each call asks a check the architecture supplies (has the client hung up,
+//! has the shutdown deadline passed) and gives up when told to; at and below it the plain
+//! recursion runs, unchanged. The check is a closure, so this stays free of IO. Asked once per
+//! a million calls or so, it costs nothing measurable (fib(30) asks once, fib(50) ~30,000
+//! times in 30 s), while a cancelled fib stops within milliseconds.
 
-/// The recursion asks its cancellation check once per this many (non-leaf) calls: a few
-/// milliseconds of work at most between checks.
-pub const CHECK_EVERY: u32 = 1 << 20;
+/// Calls for `n` at or below this run the plain recursion without asking: F(29) takes about
+/// 2^20 calls (a millisecond or two), the most work done between two checks.
+pub const PLAIN_UP_TO: u32 = 29;
 
 /// F(n) with F(0) = 0, F(1) = 1, by naive recursion.
 pub fn fib(n: u32) -> u64 {
@@ -18,41 +20,16 @@ pub fn fib(n: u32) -> u64 {
     }
 }
 
-/// F(n) by the same naive recursion, asking `cancel` every [`CHECK_EVERY`] calls whether to
-/// give up: `None` once it says yes (it is not asked again).
+/// F(n) by the same naive recursion, asking `cancel` at every call above [`PLAIN_UP_TO`]
+/// whether to give up: `None` once it says yes (it is not asked again).
 pub fn fib_cancellable(n: u32, cancel: &mut dyn FnMut() -> bool) -> Option<u64> {
-    let mut walk = Walk {
-        countdown: CHECK_EVERY,
-        cancelled: false,
-        cancel,
-    };
-    let value = walk.fib(n);
-    (!walk.cancelled).then_some(value)
-}
-
-struct Walk<'a> {
-    /// Calls left before the next check; held at 1 once cancelled, so every call returns.
-    countdown: u32,
-    cancelled: bool,
-    cancel: &'a mut dyn FnMut() -> bool,
-}
-
-impl Walk<'_> {
-    fn fib(&mut self, n: u32) -> u64 {
-        if n < 2 {
-            return n as u64;
-        }
-        self.countdown -= 1;
-        if self.countdown == 0 {
-            if self.cancelled || (self.cancel)() {
-                self.cancelled = true;
-                self.countdown = 1;
-                return 0;
-            }
-            self.countdown = CHECK_EVERY;
-        }
-        self.fib(n - 1) + self.fib(n - 2)
+    if n <= PLAIN_UP_TO {
+        return Some(fib(n));
     }
+    if cancel() {
+        return None;
+    }
+    Some(fib_cancellable(n - 1, cancel)? + fib_cancellable(n - 2, cancel)?)
 }
 
 #[cfg(test)]
@@ -66,35 +43,47 @@ mod tests {
         assert_eq!(super::fib(30), 832_040);
     }
 
+    /// How often `fib_cancellable(n)` asks: once per call above the plain recursion.
+    fn checks(n: u32) -> u32 {
+        if n <= PLAIN_UP_TO {
+            0
+        } else {
+            1 + checks(n - 1) + checks(n - 2)
+        }
+    }
+
     #[test]
     fn a_check_that_never_cancels_changes_nothing() {
-        let mut asked = 0u64;
-        let mut never = || {
-            asked += 1;
-            false
-        };
-        for n in 0..=32 {
+        for n in (0..=33).chain([40]) {
+            let mut asked = 0;
+            let mut never = || {
+                asked += 1;
+                false
+            };
             assert_eq!(fib_cancellable(n, &mut never), Some(fib(n)), "n={n}");
+            assert_eq!(asked, checks(n), "n={n}");
         }
-        // fib(32) alone makes F(33) - 1 = 3,524,577 non-leaf calls: asked 3 times for it,
-        // and the smaller ones add up to about as many again.
-        assert!((3..=10).contains(&asked), "asked {asked} times");
+        assert_eq!(checks(PLAIN_UP_TO), 0);
+        assert_eq!(checks(30), 1);
+        assert_eq!(checks(33), 7);
         assert_eq!(fib_cancellable(40, &mut || false), Some(102_334_155));
     }
 
     #[test]
     fn a_check_that_cancels_stops_the_recursion_at_once() {
-        let mut asked = 0u32;
+        let mut asked = 0;
         let mut cancel_on_second = || {
             asked += 1;
             asked == 2
         };
-        // fib(50) makes about 2e10 calls (minutes here); cancelled at the second check, after
-        // 2^21 of them, it returns at once.
+        // fib(50) makes about 2e10 calls (minutes here); told to stop at the second check,
+        // after one F(29) at most, it returns at once without asking again.
         assert_eq!(fib_cancellable(50, &mut cancel_on_second), None);
         assert_eq!(asked, 2, "asked again after it said yes");
+        let mut first = || true;
+        assert_eq!(fib_cancellable(PLAIN_UP_TO + 1, &mut first), None);
         // Too small to reach a check: never asked, never cancelled.
-        let mut always = || -> bool { panic!("asked for a fib below CHECK_EVERY calls") };
-        assert_eq!(fib_cancellable(20, &mut always), Some(6765));
+        let mut always = || -> bool { panic!("asked for a fib at or below PLAIN_UP_TO") };
+        assert_eq!(fib_cancellable(PLAIN_UP_TO, &mut always), Some(514_229));
     }
 }

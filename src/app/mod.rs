@@ -17,7 +17,7 @@ use std::time::Duration;
 use crate::http::{Method, Request, Response};
 use crate::store::{GuestbookPage, LazyStore, Remark, StoreConfig, StoreError, View};
 
-pub use fib::{fib, fib_cancellable, CHECK_EVERY};
+pub use fib::{fib, fib_cancellable, PLAIN_UP_TO};
 pub use guestbook::{html_escape, parse_remark, MAX_NAME_BYTES, MAX_PAGE, MAX_REMARK_BYTES};
 
 /// Largest `n` accepted by `/fib`.
@@ -169,8 +169,8 @@ impl App {
     }
 }
 
-/// The answer to `/fib?n=`: computes it now, unless `cancel` (asked every
-/// [`CHECK_EVERY`] calls) says to give up: `None` then.
+/// The answer to `/fib?n=`: computes it now, unless `cancel` (asked at every call above
+/// [`PLAIN_UP_TO`]) says to give up: `None` then.
 pub fn fib_response(n: u32, cancel: &mut dyn FnMut() -> bool) -> Option<Response> {
     fib_cancellable(n, cancel).map(|f| Response::text(200, f.to_string()))
 }
