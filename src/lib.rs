@@ -145,8 +145,12 @@ mod tests {
             ),
             (
                 "sweetspot serve --arch nope",
-                "invalid value 'nope' for '--arch <ARCH>' [possible values: iterative, forking, \
-                 preforked, threaded, prethreaded, poll, epoll] (try 'sweetspot serve --help')",
+                // The possible values are the architectures, from the one list.
+                &format!(
+                    "invalid value 'nope' for '--arch <ARCH>' [possible values: {}] \
+                     (try 'sweetspot serve --help')",
+                    crate::arch::Arch::names().replace(' ', ", ")
+                ),
             ),
             (
                 "sweetspot",

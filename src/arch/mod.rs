@@ -13,6 +13,7 @@
 //! stopping worker processes), [`event_loop`] (the single-threaded loop that poll and epoll
 //! drive with their own readiness backends).
 
+pub mod async_tasks;
 pub mod children;
 pub mod connection;
 pub mod epoll;
@@ -57,6 +58,8 @@ pub enum Arch {
     Poll,
     /// One thread, an epoll(7) event loop.
     Epoll,
+    /// A tokio multi-threaded runtime, a task per connection.
+    Async,
 }
 
 impl Arch {
@@ -75,6 +78,7 @@ impl Arch {
             Arch::Prethreaded => "prethreaded",
             Arch::Poll => "poll",
             Arch::Epoll => "epoll",
+            Arch::Async => "async",
         }
     }
 
@@ -101,7 +105,7 @@ impl Arch {
 
     /// Whether `--workers` sizes a pool (processes or threads) worth sweeping over.
     pub fn pooled(self) -> bool {
-        matches!(self, Arch::Preforked | Arch::Prethreaded)
+        matches!(self, Arch::Preforked | Arch::Prethreaded | Arch::Async)
     }
 
     /// Whether every request runs on one thread, so the server can use one core at most.
@@ -121,6 +125,7 @@ impl Arch {
         match self {
             Arch::Preforked => 2 * cores,
             Arch::Prethreaded => 4 * cores,
+            Arch::Async => cores,
             Arch::Forking | Arch::Threaded => 0,
             Arch::Iterative | Arch::Poll | Arch::Epoll => 1,
         }
@@ -146,6 +151,7 @@ impl Arch {
             Arch::Prethreaded => Box::new(prethreaded::PrethreadedServer),
             Arch::Poll => Box::new(poll::PollServer),
             Arch::Epoll => Box::new(epoll::EpollServer),
+            Arch::Async => Box::new(async_tasks::AsyncServer),
         }
     }
 

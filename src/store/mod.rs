@@ -16,6 +16,10 @@ use std::time::Instant;
 use anyhow::Context;
 
 pub use redis_store::{RedisStore, REMARKS_KEY, STORE_TIMEOUT, VISITORS_KEY};
+// Command building and reply checking, for Redis clients outside this module (the async one).
+pub use redis_store::{
+    add_remark_command, check_reply, page_from_replies, visit_pipeline, VISIT_REPLIES,
+};
 pub use sqlite_store::SqliteStore;
 
 /// One guestbook entry.
