@@ -19,7 +19,9 @@
 //! through one task that owns a pipelined connection, so a waiting request holds no worker.
 //! `/fib` runs inline in the task, deliberately: it holds its worker thread for the whole
 //! computation, and the other tasks queued on that worker wait unless another worker steals
-//! them. That is what an async runtime does with CPU work, and the lab should show it.
+//! them. That is what an async runtime does with CPU work, and the lab should show it. As
+//! everywhere, a long one gives up once its client hangs up or the drain deadline passes
+//! ([`cancel_check`]): no reply, and the connection is closed.
 //!
 //! Redis: the project's own RESP framing ([`resp_frame_len`]) with the redis crate encoding
 //! commands and parsing replies, on a tokio `TcpStream`, rather than the crate's async
@@ -33,6 +35,7 @@
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -43,8 +46,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::connection::{
-    is_resource_exhaustion, next_request, request_timeout, Next, RequestClock, CONTINUE,
-    LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
+    cancel_check, is_resource_exhaustion, next_request, request_timeout, Next, RequestClock,
+    CONTINUE, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
 };
 use super::{Architecture, Protocol, ServerContext, DRAIN};
 use crate::app::{echo, fib_response, App, Route};
@@ -163,6 +166,9 @@ enum Answered {
     Backlog,
     /// Every complete request is answered: read more.
     NeedInput,
+    /// The work of a request was cancelled (the client hung up, or the drain deadline
+    /// passed): close now, writing nothing.
+    Cancelled,
 }
 
 /// What one wait for input ended with.
@@ -217,6 +223,9 @@ impl Connection {
                 Protocol::Http => {
                     let before = self.input.len();
                     let answered = self.answer_http().await;
+                    if answered == Answered::Cancelled {
+                        return;
+                    }
                     if self.input.len() < before {
                         self.clock.reset();
                     }
@@ -296,7 +305,9 @@ impl Connection {
             match next_request(&self.input[pos..], &mut self.out, &ctx.app, ctx.stopping()) {
                 Next::Request(route, shape, used) => {
                     pos += used;
-                    let resp = complete(&shared, route).await;
+                    let Some(resp) = complete(&shared, route, self.stream.as_fd()).await else {
+                        break Answered::Cancelled;
+                    };
                     shape.write(&resp, &mut self.out);
                     ctx.served.add(1);
                     match resp.file {
@@ -408,11 +419,12 @@ async fn write_all_or_stall(
 }
 
 /// Does the work of a route: CPU work inline, waits as timers, the store off the workers.
-async fn complete(shared: &Shared, route: Route) -> Response {
-    match route {
+/// `None`: a `/fib` gave up, its client on `stream` gone or the drain deadline passed.
+async fn complete(shared: &Shared, route: Route, stream: BorrowedFd<'_>) -> Option<Response> {
+    let resp = match route {
         Route::Ready(resp) => resp,
         // Inline on purpose: see the module header.
-        Route::Fib(n) => fib_response(n),
+        Route::Fib(n) => return fib_response(n, &mut cancel_check(stream, &shared.ctx, None)),
         Route::Sleep(ms) => {
             tokio::time::sleep(Duration::from_millis(ms)).await;
             App::sleep_done(ms)
@@ -424,13 +436,14 @@ async fn complete(shared: &Shared, route: Route) -> Response {
                 tokio::task::spawn_blocking(move || {
                     // Connections come from (and go back to) the process's SQLite pool.
                     let mut store = LazyStore::new(ctx.app.store.clone());
-                    ctx.app.complete(route, &mut store)
+                    ctx.app.complete(route, &mut store, &mut || false)
                 })
                 .await
-                .unwrap_or_else(|_| Response::error(500))
+                .unwrap_or(Some(Response::error(500)))?
             }
         },
-    }
+    };
+    Some(resp)
 }
 
 /// One guestbook call for the Redis task, and where its answer goes.

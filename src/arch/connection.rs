@@ -14,7 +14,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use super::{Protocol, ServerContext, Timeouts, DRAIN};
@@ -144,7 +144,7 @@ pub fn request_timeout(out: &mut Vec<u8>) {
 /// Looks without waiting and without reading: bytes it has sent (pipelined requests) are
 /// not a hang-up. A client that half-closes and still waits for its reply counts as gone, as
 /// it does for nginx; that only matters to work long enough to ask.
-pub fn peer_gone(stream: &TcpStream) -> bool {
+pub fn peer_gone(stream: BorrowedFd<'_>) -> bool {
     // A plain pollfd: nix 0.29's `PollFd` has no name for POLLRDHUP and rejects it.
     let mut fds = [libc::pollfd {
         fd: stream.as_raw_fd(),
@@ -155,12 +155,12 @@ pub fn peer_gone(stream: &TcpStream) -> bool {
     matches!(crate::sys::poll(&mut fds, 0), Ok(n) if n > 0 && fds[0].revents & hangup != 0)
 }
 
-/// The check long work on `stream`'s behalf asks now and then: give up once the client has
+/// The check long work on behalf of the client on `stream` asks now and then: give up once the client has
 /// hung up ([`peer_gone`]), or once a stop has waited [`DRAIN`] for it (counted from
 /// `drain_deadline` when the caller knows it, else [`DRAIN`] after the check first sees the
 /// stop).
 pub fn cancel_check<'a>(
-    stream: &'a TcpStream,
+    stream: BorrowedFd<'a>,
     ctx: &'a ServerContext,
     drain_deadline: Option<Instant>,
 ) -> impl FnMut() -> bool + 'a {
@@ -211,7 +211,7 @@ fn answer_http(
         match next_request(&input[pos..], out, &ctx.app, ctx.stopping()) {
             Next::Request(route, shape, used) => {
                 pos += used;
-                let mut cancel = cancel_check(stream, ctx, None);
+                let mut cancel = cancel_check(stream.as_fd(), ctx, None);
                 let Some(resp) = ctx.app.complete(route, store, &mut cancel) else {
                     break Answered::Cancelled;
                 };

@@ -492,7 +492,7 @@ impl<P: Poller> EventLoop<P> {
                 let conn = self.conns[token].as_ref()?;
                 let resp = fib_response(
                     n,
-                    &mut cancel_check(&conn.stream, &self.ctx, self.drain_deadline),
+                    &mut cancel_check(conn.stream.as_fd(), &self.ctx, self.drain_deadline),
                 );
                 if resp.is_none() {
                     self.close(token);
