@@ -857,6 +857,15 @@ fn group_cpu_ticks(pgid: i32) -> u64 {
 /// arrive while a long fib runs (a pipelined request) are not a hang-up: both are answered.
 fn abandoned_fib_stops(arch: &str, server: &Server) {
     let pgid = server.pid().as_raw();
+    // The server's children (forking: one per connection), to see them gone at the end.
+    let children = || -> Vec<i32> {
+        processes()
+            .iter()
+            .filter(|p| p.ppid == pgid)
+            .map(|p| p.pid)
+            .collect()
+    };
+    let children_before = children();
     for reset in [false, true] {
         assert_eq!(get(server.port, "/hello").status, 200);
         let how = if reset { "reset" } else { "closed" };
@@ -914,9 +923,19 @@ fn abandoned_fib_stops(arch: &str, server: &Server) {
         assert!(Instant::now() < deadline, "{arch}: fib(44) did not start");
         std::thread::sleep(Duration::from_millis(10));
     }
-    c.send(b"GET /hello HTTP/1.1\r\nHost: t\r\n\r\n");
+    c.send(b"GET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
     assert_eq!(c.read_reply(false).text(), "701408733", "{arch}");
     assert_eq!(c.read_reply(false).text(), "Hello, World!", "{arch}");
+    assert!(c.closed_by_server(), "{arch}");
+    // Leave no child of this case still exiting for the suite's zombie check to race with.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while children().iter().any(|pid| !children_before.contains(pid)) {
+        assert!(
+            Instant::now() < deadline,
+            "{arch}: a connection's child lingers"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Clients that half-close and then reset while their request waits must not make the
