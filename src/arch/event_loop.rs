@@ -5,7 +5,10 @@
 //! timer of the loop, Redis guestbook calls go over a non-blocking [`RedisPipe`] the loop
 //! owns, and the reply is written when the timer fires or the store answers. CPU work
 //! (`/fib`) and the embedded SQLite store run inline and stall the loop: that is the lesson
-//! these architectures teach. Pipelined requests wait behind a pending one, so replies stay
+//! these architectures teach, unless the loop was given a [`WorkerPool`] (hybrid): then
+//! that work runs on the pool and its reply comes back through the pool's eventfd, like a
+//! store reply. Reactors run one such loop per thread, each counting what it accepts.
+//! Pipelined requests wait behind a pending one, so replies stay
 //! in order. Running out of file descriptors pauses accepting for a moment and is logged.
 
 use std::cmp::Reverse;
@@ -13,6 +16,7 @@ use std::collections::BinaryHeap;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +24,7 @@ use super::connection::{
     is_resource_exhaustion, next_request, request_timeout, Next, ReplyShape, RequestClock,
     CONTINUE, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
 };
+use super::hybrid::WorkerPool;
 use super::{Protocol, ServerContext, DRAIN};
 use crate::app::{echo, fib_response, App, Route};
 use crate::http::{FileBody, Response, MAX_BODY, MAX_HEADER_BYTES};
@@ -53,8 +58,11 @@ pub trait Poller {
     fn wait(&mut self, events: &mut Vec<Event>, timeout: Duration) -> io::Result<()>;
 }
 
-const LISTENER: usize = usize::MAX;
+/// The listener's token (a backend may register it specially, see `EpollPoller`).
+pub const LISTENER: usize = usize::MAX;
 const REDIS: usize = usize::MAX - 1;
+/// The worker pool's completion eventfd.
+const POOL: usize = usize::MAX - 2;
 /// The longest the loop sleeps before re-checking the stop flag and idle connections.
 const TICK: Duration = Duration::from_millis(200);
 /// File chunks one flush reads at most before the loop serves others.
@@ -165,6 +173,17 @@ struct EventLoop<P: Poller> {
     timers: BinaryHeap<Reverse<Timer>>,
     store: LoopStore,
     last_idle_sweep: Instant,
+    extras: Extras,
+}
+
+/// What a loop may be given beyond the poll and epoll servers' plain loop.
+#[derive(Default)]
+pub struct Extras {
+    /// Counts the connections this loop accepts (reactors).
+    pub accepted: Option<Arc<AtomicU64>>,
+    /// Runs `/fib` and the embedded store's calls off the loop (hybrid); without it they run
+    /// inline.
+    pub pool: Option<WorkerPool>,
 }
 
 /// Runs the event loop on `poller` until the server stops and its connections drain.
@@ -172,6 +191,16 @@ pub fn run<P: Poller>(
     poller: P,
     listener: TcpListener,
     ctx: Arc<ServerContext>,
+) -> anyhow::Result<()> {
+    run_with(poller, listener, ctx, Extras::default())
+}
+
+/// [`run`], with the [`Extras`] of reactors or hybrid.
+pub fn run_with<P: Poller>(
+    poller: P,
+    listener: TcpListener,
+    ctx: Arc<ServerContext>,
+    extras: Extras,
 ) -> anyhow::Result<()> {
     let store = match &ctx.app.store {
         StoreConfig::Redis { host, port } => LoopStore::Redis {
@@ -192,7 +221,15 @@ pub fn run<P: Poller>(
         timers: BinaryHeap::new(),
         store,
         last_idle_sweep: Instant::now(),
+        extras,
     };
+    if let Some(pool) = &lp.extras.pool {
+        let read = Interest {
+            read: true,
+            write: false,
+        };
+        lp.poller.add(pool.done_fd(), POOL, read)?;
+    }
     lp.listen(true)?;
     lp.run()
 }
@@ -250,6 +287,7 @@ impl<P: Poller> EventLoop<P> {
                 match ev.token {
                     LISTENER => self.accept_all(),
                     REDIS => self.redis_ready(),
+                    POOL => self.pool_ready(),
                     token => self.conn_ready(token, ev),
                 }
             }
@@ -265,6 +303,9 @@ impl<P: Poller> EventLoop<P> {
         loop {
             match self.listener.accept() {
                 Ok((stream, _)) => {
+                    if let Some(accepted) = &self.extras.accepted {
+                        accepted.fetch_add(1, Ordering::Relaxed);
+                    }
                     if stream.set_nonblocking(true).is_err() {
                         continue;
                     }
@@ -481,6 +522,7 @@ impl<P: Poller> EventLoop<P> {
     fn start(&mut self, token: usize, generation: u64, route: Route) -> Option<Response> {
         match route {
             Route::Ready(resp) => Some(resp),
+            Route::Fib(_) if self.extras.pool.is_some() => self.offload(token, generation, route),
             Route::Fib(n) => Some(fib_response(n)),
             Route::Sleep(ms) => {
                 self.timers.push(Reverse(Timer {
@@ -492,6 +534,9 @@ impl<P: Poller> EventLoop<P> {
                 None
             }
             Route::GuestbookView(_) | Route::GuestbookPost(_) => match &mut self.store {
+                LoopStore::Blocking(_) if self.extras.pool.is_some() => {
+                    self.offload(token, generation, route)
+                }
                 LoopStore::Blocking(store) => Some(self.ctx.app.complete(route, store)),
                 LoopStore::Redis { pipe, .. } => {
                     let request = match route {
@@ -508,6 +553,23 @@ impl<P: Poller> EventLoop<P> {
                     }
                 }
             },
+        }
+    }
+
+    /// Hands `route` to the worker pool; its reply comes back through [`Self::pool_ready`].
+    fn offload(&self, token: usize, generation: u64, route: Route) -> Option<Response> {
+        let pool = self.extras.pool.as_ref().expect("offload needs a pool");
+        pool.submit((token, generation), route);
+        None
+    }
+
+    /// Delivers the replies the worker pool has finished.
+    fn pool_ready(&mut self) {
+        let Some(pool) = &self.extras.pool else {
+            return;
+        };
+        for ((token, generation), resp) in pool.take_done() {
+            self.complete(token, generation, resp);
         }
     }
 

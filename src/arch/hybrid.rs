@@ -1,0 +1,154 @@
+//! Hybrid: one epoll loop for every socket, plus a pool of worker threads for what would
+//! stall it (the shape of libuv's `uv_queue_work`, Node's worker threads, Netty, Tomcat NIO).
+//!
+//! The loop reads, parses, writes, runs `/sleep` timers and talks to Redis without blocking,
+//! exactly as epoll does. `/fib` and the embedded (SQLite) store's calls are handed to a
+//! [`WorkerPool`] instead of running inline: a worker computes the reply, queues it and
+//! bumps an eventfd the loop polls, and the loop writes it to the connection it belongs to.
+//! So the loop stays responsive during CPU work (the lesson of study 004, fixed) while still
+//! holding thousands of idle keep-alive connections at the cost of a socket each.
+
+use std::net::TcpListener;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use nix::sys::eventfd::{EfdFlags, EventFd};
+
+use super::epoll::EpollPoller;
+use super::event_loop::{self, Extras};
+use super::{Architecture, ServerContext};
+use crate::app::Route;
+use crate::http::Response;
+use crate::store::LazyStore;
+
+pub struct HybridServer;
+
+impl Architecture for HybridServer {
+    fn serve(&self, listener: TcpListener, ctx: Arc<ServerContext>) -> anyhow::Result<()> {
+        let pool = WorkerPool::start(&ctx, ctx.workers.max(1))?;
+        let extras = Extras {
+            accepted: None,
+            pool: Some(pool),
+        };
+        event_loop::run_with(EpollPoller::new()?, listener, ctx, extras)
+    }
+}
+
+/// Which request of which connection a job answers: the loop's (token, generation).
+pub type JobId = (usize, u64);
+
+struct Job {
+    id: JobId,
+    route: Route,
+}
+
+/// Replies the workers have finished, and the eventfd that tells the loop there are some.
+struct Done {
+    replies: Mutex<Vec<(JobId, Response)>>,
+    wake: EventFd,
+}
+
+/// Threads that run routes off the loop, each with its own lazily opened store connection.
+pub struct WorkerPool {
+    jobs: Option<Sender<Job>>,
+    done: Arc<Done>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl WorkerPool {
+    /// Starts `workers` threads serving `ctx`'s app.
+    pub fn start(ctx: &Arc<ServerContext>, workers: usize) -> anyhow::Result<WorkerPool> {
+        let wake = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+            .context("cannot create the worker pool's eventfd")?;
+        let done = Arc::new(Done {
+            replies: Mutex::new(Vec::new()),
+            wake,
+        });
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let queue = Arc::new(Mutex::new(queue));
+        let mut threads = Vec::with_capacity(workers);
+        for i in 0..workers {
+            let (ctx, queue, done) = (Arc::clone(ctx), Arc::clone(&queue), Arc::clone(&done));
+            let thread = std::thread::Builder::new()
+                .name(format!("hybrid-worker-{i}"))
+                .spawn(move || work(&ctx, &queue, &done))
+                .context("cannot start a worker thread")?;
+            threads.push(thread);
+        }
+        Ok(WorkerPool {
+            jobs: Some(jobs),
+            done,
+            threads,
+        })
+    }
+
+    /// Queues `route` (answered later through [`WorkerPool::take_done`] under `id`).
+    pub fn submit(&self, id: JobId, route: Route) {
+        let sender = self
+            .jobs
+            .as_ref()
+            .expect("the queue is open while the pool lives");
+        if let Err(mpsc::SendError(job)) = sender.send(Job { id, route }) {
+            // Every worker is gone (a panic): answer 503 rather than leave the client waiting.
+            let resp = Response::text(503, "no worker left to run this request\n".to_string());
+            self.done.finish(job.id, resp);
+        }
+    }
+
+    /// The descriptor that turns readable when replies are waiting.
+    pub fn done_fd(&self) -> BorrowedFd<'_> {
+        self.done.wake.as_fd()
+    }
+
+    /// The replies finished since the last call.
+    pub fn take_done(&self) -> Vec<(JobId, Response)> {
+        // Reset the eventfd first: a reply queued after the take below bumps it again.
+        let _ = self.done.wake.read();
+        std::mem::take(&mut *self.done.replies.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+impl Done {
+    fn finish(&self, id: JobId, resp: Response) {
+        self.replies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((id, resp));
+        // Only fails if the counter would overflow, i.e. the loop is long gone.
+        let _ = self.wake.write(1);
+    }
+}
+
+/// A worker: takes jobs until the queue closes.
+fn work(ctx: &ServerContext, queue: &Mutex<Receiver<Job>>, done: &Done) {
+    let mut store = LazyStore::new(ctx.app.store.clone());
+    loop {
+        let job = queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
+        let Ok(Job { id, route }) = job else {
+            return;
+        };
+        done.finish(id, ctx.app.complete(route, &mut store));
+    }
+}
+
+impl Drop for WorkerPool {
+    /// Closes the queue and joins the workers, which end once idle. A worker still computing
+    /// (a stop that gave up on a long `/fib` at the drain deadline) is waited for a moment
+    /// only, then left to end with the process.
+    fn drop(&mut self) {
+        self.jobs = None;
+        let deadline = Instant::now() + Duration::from_millis(200);
+        while self.threads.iter().any(|t| !t.is_finished()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for thread in self.threads.drain(..) {
+            if thread.is_finished() {
+                let _ = thread.join();
+            }
+        }
+    }
+}
