@@ -6,6 +6,7 @@
 mod common;
 
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use common::*;
 use nix::sys::signal::Signal;
@@ -90,4 +91,94 @@ fn accept_is_refused_for_other_architectures_and_bad_modes() {
         assert!(err.contains("--accept"), "{args:?}: {err}");
         assert!(out.stdout.is_empty(), "{args:?} started serving");
     }
+}
+
+/// fib(44) by naive recursion: over a second of one core here, far longer than a /hello.
+const LONG_FIB: &[u8] = b"GET /fib?n=44 HTTP/1.1\r\nHost: t\r\n\r\n";
+const LONG_FIB_VALUE: &str = "701408733";
+
+/// Whether a reply has begun to arrive on `c`, without waiting for one.
+fn reply_waiting(c: &mut Client) -> bool {
+    if !c.reader.buffer().is_empty() {
+        return true;
+    }
+    let s = c.reader.get_ref();
+    s.set_nonblocking(true).unwrap();
+    let peeked = s.peek(&mut [0u8; 1]);
+    s.set_nonblocking(false).unwrap();
+    matches!(peeked, Ok(n) if n > 0)
+}
+
+/// Waits until the server has burnt at least 100 ms of CPU more than `before` ticks: the
+/// long fib is running.
+fn wait_for_fib_to_run(server: &Server, before: u64) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while proc_stat(server.pid().as_raw()).unwrap().cpu_ticks < before + 10 {
+        assert!(Instant::now() < deadline, "the fib did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Starts a long fib on one connection, then asks for /hello on another while it runs:
+/// returns how long the /hello took and whether the fib's reply had arrived by then.
+fn hello_during_a_long_fib(server: &Server) -> (Duration, bool) {
+    let before = proc_stat(server.pid().as_raw()).unwrap().cpu_ticks;
+    let mut busy = Client::connect(server.port);
+    busy.send(LONG_FIB);
+    wait_for_fib_to_run(server, before);
+    let start = Instant::now();
+    assert_eq!(get(server.port, "/hello").text(), "Hello, World!");
+    let took = start.elapsed();
+    let fib_answered = reply_waiting(&mut busy);
+    assert_eq!(busy.read_reply(false).text(), LONG_FIB_VALUE);
+    (took, fib_answered)
+}
+
+#[test]
+fn hybrid_answers_hello_while_its_pool_runs_a_long_fib() {
+    let server = Server::start(&["--arch", "hybrid", "--workers", "2"]);
+    let (took, fib_answered) = hello_during_a_long_fib(&server);
+    assert!(!fib_answered, "/hello waited for the fib ({took:?})");
+    assert!(took < Duration::from_secs(1), "/hello took {took:?}");
+}
+
+/// The contrast that makes the test above mean something: epoll runs the fib inline, so the
+/// same /hello is answered only after it.
+#[test]
+fn epoll_answers_hello_only_after_a_long_fib() {
+    let server = Server::start(&["--arch", "epoll"]);
+    let (took, fib_answered) = hello_during_a_long_fib(&server);
+    assert!(fib_answered, "/hello answered in {took:?} before the fib");
+}
+
+/// 2,000 idle keep-alive connections held by hybrid's one loop: a long fib on the pool does
+/// not stop a new /hello, and every idle connection still answers afterwards.
+#[test]
+fn hybrid_holds_2000_idle_keepalive_connections_during_a_long_fib() {
+    sweetspot::sys::raise_fd_limit();
+    let server = Server::start(&["--arch", "hybrid", "--workers", "2", "--idle-timeout", "60"]);
+    let idle_count = 2000;
+    let hello = b"GET /hello HTTP/1.1\r\nHost: t\r\n\r\n";
+    let mut idle: Vec<Client> = (0..idle_count)
+        .map(|_| {
+            let mut c = Client::connect(server.port);
+            c.send(hello);
+            assert_eq!(c.read_reply(false).text(), "Hello, World!");
+            c
+        })
+        .collect();
+    let (took, fib_answered) = hello_during_a_long_fib(&server);
+    assert!(
+        !fib_answered,
+        "/hello waited for the fib beside {idle_count} idle connections ({took:?})"
+    );
+    assert!(took < Duration::from_secs(1), "/hello took {took:?}");
+    for c in &mut idle {
+        assert!(!reply_waiting(c), "an unasked reply");
+        c.send(hello);
+        assert_eq!(c.read_reply(false).text(), "Hello, World!");
+    }
+    drop(idle);
+    // Twice per idle connection, the fib, and the /hello beside it.
+    assert_eq!(server.stop_and_count_served(), 2 * idle_count + 2);
 }
