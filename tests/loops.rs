@@ -182,3 +182,36 @@ fn hybrid_holds_2000_idle_keepalive_connections_during_a_long_fib() {
     // Twice per idle connection, the fib, and the /hello beside it.
     assert_eq!(server.stop_and_count_served(), 2 * idle_count + 2);
 }
+
+/// Work queued for a client that reset its connection (what `sweetspot load` does on a
+/// timeout without keep-alive) is dropped, not run: behind one long fib on a one-worker pool,
+/// five more from clients that then vanish cost nothing, and the next request is answered
+/// right after the first fib instead of five fibs later.
+#[test]
+fn hybrid_skips_queued_work_of_clients_that_reset() {
+    let server = Server::start(&["--arch", "hybrid", "--workers", "1"]);
+    let before = proc_stat(server.pid().as_raw()).unwrap().cpu_ticks;
+    let mut first = Client::connect(server.port);
+    first.send(LONG_FIB);
+    wait_for_fib_to_run(&server, before);
+    for _ in 0..5 {
+        let mut gone = Client::connect(server.port);
+        gone.send(LONG_FIB);
+        std::thread::sleep(Duration::from_millis(20));
+        socket2::SockRef::from(gone.reader.get_ref())
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+    }
+    let mut next = Client::connect(server.port);
+    next.send(b"GET /fib?n=20 HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert!(!reply_waiting(&mut first), "the first fib ended too soon");
+    assert_eq!(first.read_reply(false).text(), LONG_FIB_VALUE);
+    let first_done = Instant::now();
+    assert_eq!(next.read_reply(false).text(), "6765");
+    let waited = first_done.elapsed();
+    assert!(
+        waited < Duration::from_millis(700),
+        "the next request waited {waited:?} after the first fib: the vanished clients' work ran"
+    );
+    assert_eq!(server.stop_and_count_served(), 2);
+}

@@ -369,6 +369,10 @@ impl<P: Poller> EventLoop<P> {
         if let Some(conn) = self.conns[token].take() {
             let _ = self.poller.delete(conn.stream.as_fd());
             self.free.push(token);
+            if let Some(pool) = &mut self.extras.pool {
+                // Work still queued for a connection that is gone is skipped, not run.
+                pool.cancel((token, conn.generation));
+            }
         }
     }
 
@@ -557,15 +561,15 @@ impl<P: Poller> EventLoop<P> {
     }
 
     /// Hands `route` to the worker pool; its reply comes back through [`Self::pool_ready`].
-    fn offload(&self, token: usize, generation: u64, route: Route) -> Option<Response> {
-        let pool = self.extras.pool.as_ref().expect("offload needs a pool");
+    fn offload(&mut self, token: usize, generation: u64, route: Route) -> Option<Response> {
+        let pool = self.extras.pool.as_mut().expect("offload needs a pool");
         pool.submit((token, generation), route);
         None
     }
 
     /// Delivers the replies the worker pool has finished.
     fn pool_ready(&mut self) {
-        let Some(pool) = &self.extras.pool else {
+        let Some(pool) = &mut self.extras.pool else {
             return;
         };
         for ((token, generation), resp) in pool.take_done() {

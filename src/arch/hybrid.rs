@@ -8,8 +8,10 @@
 //! So the loop stays responsive during CPU work (the lesson of study 004, fixed) while still
 //! holding thousands of idle keep-alive connections at the cost of a socket each.
 
+use std::collections::HashMap;
 use std::net::TcpListener;
 use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -44,6 +46,8 @@ pub type JobId = (usize, u64);
 struct Job {
     id: JobId,
     route: Route,
+    /// Set by the loop when the connection closed before a worker took the job.
+    cancelled: Arc<AtomicBool>,
 }
 
 /// Replies the workers have finished, and the eventfd that tells the loop there are some.
@@ -57,6 +61,8 @@ pub struct WorkerPool {
     jobs: Option<Sender<Job>>,
     done: Arc<Done>,
     threads: Vec<JoinHandle<()>>,
+    /// The jobs handed out and not yet answered, for [`WorkerPool::cancel`] (loop side only).
+    outstanding: HashMap<JobId, Arc<AtomicBool>>,
 }
 
 impl WorkerPool {
@@ -83,19 +89,36 @@ impl WorkerPool {
             jobs: Some(jobs),
             done,
             threads,
+            outstanding: HashMap::new(),
         })
     }
 
     /// Queues `route` (answered later through [`WorkerPool::take_done`] under `id`).
-    pub fn submit(&self, id: JobId, route: Route) {
+    pub fn submit(&mut self, id: JobId, route: Route) {
+        let cancelled = Arc::new(AtomicBool::new(false));
+        self.outstanding.insert(id, Arc::clone(&cancelled));
         let sender = self
             .jobs
             .as_ref()
             .expect("the queue is open while the pool lives");
-        if let Err(mpsc::SendError(job)) = sender.send(Job { id, route }) {
+        if let Err(mpsc::SendError(job)) = sender.send(Job {
+            id,
+            route,
+            cancelled,
+        }) {
             // Every worker is gone (a panic): answer 503 rather than leave the client waiting.
             let resp = Response::text(503, "no worker left to run this request\n".to_string());
             self.done.finish(job.id, resp);
+        }
+    }
+
+    /// Drops job `id` if no worker has taken it yet: its connection is gone, and a client
+    /// that gave up must not cost the CPU of its request after all. (Blocking workers get
+    /// this for free: they read a request only when they start it, and a reset connection
+    /// fails that read.)
+    pub fn cancel(&mut self, id: JobId) {
+        if let Some(cancelled) = self.outstanding.remove(&id) {
+            cancelled.store(true, Ordering::Relaxed);
         }
     }
 
@@ -105,10 +128,15 @@ impl WorkerPool {
     }
 
     /// The replies finished since the last call.
-    pub fn take_done(&self) -> Vec<(JobId, Response)> {
+    pub fn take_done(&mut self) -> Vec<(JobId, Response)> {
         // Reset the eventfd first: a reply queued after the take below bumps it again.
         let _ = self.done.wake.read();
-        std::mem::take(&mut *self.done.replies.lock().unwrap_or_else(|e| e.into_inner()))
+        let done =
+            std::mem::take(&mut *self.done.replies.lock().unwrap_or_else(|e| e.into_inner()));
+        for (id, _) in &done {
+            self.outstanding.remove(id);
+        }
+        done
     }
 }
 
@@ -128,10 +156,17 @@ fn work(ctx: &ServerContext, queue: &Mutex<Receiver<Job>>, done: &Done) {
     let mut store = LazyStore::new(ctx.app.store.clone());
     loop {
         let job = queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
-        let Ok(Job { id, route }) = job else {
+        let Ok(Job {
+            id,
+            route,
+            cancelled,
+        }) = job
+        else {
             return;
         };
-        done.finish(id, ctx.app.complete(route, &mut store));
+        if !cancelled.load(Ordering::Relaxed) {
+            done.finish(id, ctx.app.complete(route, &mut store));
+        }
     }
 }
 

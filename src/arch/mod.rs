@@ -59,7 +59,7 @@ pub enum Arch {
     Poll,
     /// One thread, an epoll(7) event loop.
     Epoll,
-    /// A thread per core, each its own epoll loop owning the connections it accepted.
+    /// Several threads, each an epoll loop owning the connections it accepted.
     Reactors,
     /// One epoll loop for every socket; a thread pool runs /fib and SQLite calls.
     Hybrid,
