@@ -825,7 +825,11 @@ fn fd_exhaustion(arch: &str) {
         .map(|_| TcpStream::connect(("127.0.0.1", server.port)).unwrap())
         .collect();
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(server.running(), "{arch}: died under the flood");
+    assert!(
+        server.running(),
+        "{arch}: died under the flood; its stderr: {}",
+        std::fs::read_to_string(&log_path).unwrap_or_default()
+    );
     drop(flood);
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {

@@ -37,14 +37,20 @@ impl Architecture for ReactorsServer {
             });
         }
         listeners.insert(0, listener);
-        let mut threads = Vec::with_capacity(loops);
-        for (i, listener) in listeners.into_iter().enumerate() {
-            let loop_ctx = Arc::clone(&ctx);
-            let accepted = ctx.accepted.new_loop();
+        // Every descriptor a loop needs is made before the first loop runs: once one accepts,
+        // a flood can take the last free descriptor (the conformance suite's fd exhaustion).
+        let mut loops_ready = Vec::with_capacity(loops);
+        for listener in listeners {
             let poller = match ctx.accept {
                 Accept::Reuseport => EpollPoller::new()?,
                 Accept::Shared => EpollPoller::with_exclusive_accept()?,
             };
+            loops_ready.push((listener, poller));
+        }
+        let mut threads = Vec::with_capacity(loops);
+        for (i, (listener, poller)) in loops_ready.into_iter().enumerate() {
+            let loop_ctx = Arc::clone(&ctx);
+            let accepted = ctx.accepted.new_loop();
             let spawned = std::thread::Builder::new()
                 .name(format!("reactor-{i}"))
                 .spawn(move || {
