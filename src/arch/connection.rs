@@ -242,6 +242,8 @@ pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut 
                     return;
                 }
                 last_activity = Instant::now();
+                // The next request waited on the server: its deadline starts now.
+                clock.reset();
                 continue;
             }
             Answered::Backlog if !ctx.stopping() => continue,

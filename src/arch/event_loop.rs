@@ -28,7 +28,7 @@ use super::hybrid::WorkerPool;
 use super::{Protocol, ServerContext, DRAIN};
 use crate::app::{echo, fib_response, App, Route};
 use crate::http::{FileBody, Response, MAX_BODY, MAX_HEADER_BYTES};
-use crate::store::redis_pipe::{RedisAnswer, RedisPipe, RedisRequest};
+use crate::store::redis_pipe::{Finished, RedisAnswer, RedisPipe, RedisRequest};
 use crate::store::{LazyStore, StoreConfig};
 
 /// What a registration waits for.
@@ -292,6 +292,7 @@ impl<P: Poller> EventLoop<P> {
                 }
             }
             self.fire_timers();
+            self.expire_redis();
             if self.last_idle_sweep.elapsed() >= Duration::from_secs(1) {
                 self.last_idle_sweep = Instant::now();
                 self.close_idle(self.ctx.idle_timeout);
@@ -723,10 +724,22 @@ impl<P: Poller> EventLoop<P> {
     }
 
     fn redis_ready(&mut self) {
+        self.redis_step(|pipe| pipe.on_ready());
+    }
+
+    /// Answers 503 to Redis calls past the store timeout.
+    fn expire_redis(&mut self) {
+        self.redis_step(|pipe| pipe.expire(Instant::now()));
+    }
+
+    fn redis_step(
+        &mut self,
+        step: impl FnOnce(&mut RedisPipe<(usize, u64)>) -> Finished<(usize, u64)>,
+    ) {
         let LoopStore::Redis { pipe, .. } = &mut self.store else {
             return;
         };
-        let finished = pipe.on_ready();
+        let finished = step(pipe);
         self.sync_redis_registration();
         for ((token, generation), answer) in finished {
             let resp = match answer {
@@ -794,7 +807,9 @@ impl<P: Poller> EventLoop<P> {
     }
 
     /// Answers 408 and closes connections whose request head (or body) missed its deadline.
-    /// A connection waiting on its own pending work is not the client's fault and not timed.
+    /// While the server is the one holding a connection up (pending work, a file streaming,
+    /// output queued) its next request is not timed: its clock restarts once the server is
+    /// ready for it, and no 408 can land inside another reply.
     fn answer_late_requests(&mut self) {
         if self.ctx.protocol != Protocol::Http {
             return;
@@ -804,10 +819,11 @@ impl<P: Poller> EventLoop<P> {
             let Some(conn) = self.conns[token].as_mut() else {
                 continue;
             };
-            if conn.pending.is_none()
-                && !conn.close_after_flush
-                && conn.clock.expired(&self.ctx.timeouts, now)
-            {
+            if !conn.answering_front() || conn.queued() > 0 {
+                conn.clock.reset();
+                continue;
+            }
+            if conn.clock.expired(&self.ctx.timeouts, now) {
                 request_timeout(&mut conn.out);
                 conn.close_after_flush = true;
                 conn.linger = true;

@@ -13,6 +13,7 @@
 //! stopping worker processes), [`event_loop`] (the single-threaded loop that poll and epoll
 //! drive with their own readiness backends, and that reactors and hybrid reuse).
 
+pub mod async_tasks;
 pub mod children;
 pub mod connection;
 pub mod epoll;
@@ -63,6 +64,8 @@ pub enum Arch {
     Reactors,
     /// One epoll loop for every socket; a thread pool runs /fib and SQLite calls.
     Hybrid,
+    /// A tokio multi-threaded runtime, a task per connection.
+    Async,
 }
 
 impl Arch {
@@ -83,6 +86,7 @@ impl Arch {
             Arch::Epoll => "epoll",
             Arch::Reactors => "reactors",
             Arch::Hybrid => "hybrid",
+            Arch::Async => "async",
         }
     }
 
@@ -111,7 +115,7 @@ impl Arch {
     pub fn pooled(self) -> bool {
         matches!(
             self,
-            Arch::Preforked | Arch::Prethreaded | Arch::Reactors | Arch::Hybrid
+            Arch::Preforked | Arch::Prethreaded | Arch::Reactors | Arch::Hybrid | Arch::Async
         )
     }
 
@@ -132,7 +136,7 @@ impl Arch {
         match self {
             Arch::Preforked => 2 * cores,
             Arch::Prethreaded => 4 * cores,
-            Arch::Reactors | Arch::Hybrid => cores,
+            Arch::Reactors | Arch::Hybrid | Arch::Async => cores,
             Arch::Forking | Arch::Threaded => 0,
             Arch::Iterative | Arch::Poll | Arch::Epoll => 1,
         }
@@ -165,6 +169,7 @@ impl Arch {
             Arch::Epoll => Box::new(epoll::EpollServer),
             Arch::Reactors => Box::new(reactors::ReactorsServer),
             Arch::Hybrid => Box::new(hybrid::HybridServer),
+            Arch::Async => Box::new(async_tasks::AsyncServer),
         }
     }
 

@@ -5,6 +5,8 @@
 //! bytes. No sockets here: an architecture decides only who waits and who runs, so the wire
 //! behaviour is the same in all of them.
 
+#[cfg(test)]
+mod fuzz;
 mod request;
 mod response;
 

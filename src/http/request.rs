@@ -189,7 +189,18 @@ fn parse_head(buf: &[u8]) -> Result<Option<Head>, HttpError> {
     match parse_head_as_is(buf) {
         Err(HttpError::BadRequest) => {
             let Some(at) = higher_minor_version(buf) else {
-                return Err(HttpError::BadRequest);
+                // `GET / HTTP/1.2` with its line end still to come: wait for it, as the
+                // whole line will be patched (so the outcome does not depend on the split).
+                let line = buf.strip_suffix(b"\r").unwrap_or(buf);
+                let waiting = !buf.contains(&b'\n')
+                    && line.len() >= 9
+                    && line[line.len() - 9..line.len() - 1] == *b" HTTP/1."
+                    && (b'2'..=b'9').contains(&line[line.len() - 1]);
+                return if waiting {
+                    Ok(None)
+                } else {
+                    Err(HttpError::BadRequest)
+                };
             };
             let end = buf.len().min(MAX_HEADER_BYTES + 1);
             let mut patched = buf[..end].to_vec();
@@ -215,16 +226,26 @@ fn higher_minor_version(buf: &[u8]) -> Option<usize> {
         .then_some(line.len() - 1)
 }
 
+/// Every verdict on a head depends only on a fixed-length prefix of the input (the request
+/// line's first [`LINE_WINDOW`] bytes, the head's first [`MAX_HEADER_BYTES`]), so it is the
+/// same however the input was split into reads (the property `http::fuzz` checks).
+const LINE_WINDOW: usize = MAX_TARGET_BYTES + 64;
+
 fn parse_head_as_is(buf: &[u8]) -> Result<Option<Head>, HttpError> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    if buf.len() > LINE_WINDOW && !buf[..LINE_WINDOW].contains(&b'\n') {
+        // A request line this long: 414 if what there is of it is well formed so far.
+        let mut req = httparse::Request::new(&mut headers);
+        return match req.parse(&buf[..LINE_WINDOW]) {
+            Ok(httparse::Status::Partial) => Err(HttpError::UriTooLong),
+            _ => Err(HttpError::BadRequest),
+        };
+    }
+    let window = &buf[..buf.len().min(MAX_HEADER_BYTES)];
     let mut req = httparse::Request::new(&mut headers);
-    let head_len = match req.parse(buf) {
+    let head_len = match req.parse(window) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
-            let line_done = buf.iter().take(MAX_TARGET_BYTES + 64).any(|&b| b == b'\n');
-            if !line_done && buf.len() > MAX_TARGET_BYTES + 64 {
-                return Err(HttpError::UriTooLong);
-            }
             if buf.len() > MAX_HEADER_BYTES {
                 return Err(HttpError::HeadersTooLarge);
             }
@@ -233,14 +254,6 @@ fn parse_head_as_is(buf: &[u8]) -> Result<Option<Head>, HttpError> {
         Err(httparse::Error::TooManyHeaders) => return Err(HttpError::HeadersTooLarge),
         Err(_) => return Err(HttpError::BadRequest),
     };
-    if head_len > MAX_HEADER_BYTES {
-        let line_len = buf.iter().position(|&b| b == b'\n').unwrap_or(head_len);
-        return Err(if line_len > MAX_TARGET_BYTES {
-            HttpError::UriTooLong
-        } else {
-            HttpError::HeadersTooLarge
-        });
-    }
     let mut head = Head {
         len: head_len,
         method: req.method.ok_or(HttpError::BadRequest)?.to_string(),
@@ -330,7 +343,9 @@ fn decode_chunked(buf: &[u8]) -> Result<Option<(Vec<u8>, usize)>, HttpError> {
         if pos > MAX_ENCODED {
             return Err(HttpError::BodyTooLarge);
         }
-        let (used, size) = match httparse::parse_chunk_size(&buf[pos..]) {
+        // A chunk-size line (with extensions) is judged on its first 1 KiB only.
+        let window = &buf[pos..buf.len().min(pos + 1024)];
+        let (used, size) = match httparse::parse_chunk_size(window) {
             Ok(httparse::Status::Complete(c)) => c,
             Ok(httparse::Status::Partial) => {
                 return if buf.len() - pos > 1024 {
@@ -371,6 +386,9 @@ fn decode_chunked(buf: &[u8]) -> Result<Option<(Vec<u8>, usize)>, HttpError> {
                 Ok(None)
             };
         };
+        if line_len > MAX_HEADER_BYTES {
+            return Err(HttpError::HeadersTooLarge);
+        }
         let line = &buf[pos..pos + line_len];
         pos += line_len + 1;
         if line.is_empty() || line == b"\r" {

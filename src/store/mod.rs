@@ -11,10 +11,15 @@ mod redis_store;
 mod sqlite_store;
 
 use std::path::PathBuf;
+use std::time::Instant;
 
 use anyhow::Context;
 
-pub use redis_store::{RedisStore, REMARKS_KEY, VISITORS_KEY};
+pub use redis_store::{RedisStore, REMARKS_KEY, STORE_TIMEOUT, VISITORS_KEY};
+// Command building and reply checking, for Redis clients outside this module (the async one).
+pub use redis_store::{
+    add_remark_command, check_reply, page_from_replies, visit_pipeline, VISIT_REPLIES,
+};
 pub use sqlite_store::SqliteStore;
 
 /// One guestbook entry.
@@ -115,12 +120,12 @@ impl StoreConfig {
         }
     }
 
-    /// Opens a blocking client.
-    pub fn connect(&self) -> Result<StoreClient, StoreError> {
+    /// Opens a blocking client; a network store must connect by `deadline`.
+    pub fn connect(&self, deadline: Instant) -> Result<StoreClient, StoreError> {
         match self {
             StoreConfig::Sqlite(path) => SqliteStore::checkout(path).map(StoreClient::Sqlite),
             StoreConfig::Redis { host, port } => {
-                RedisStore::connect(host, *port).map(StoreClient::Redis)
+                RedisStore::connect(host, *port, deadline).map(StoreClient::Redis)
             }
         }
     }
@@ -196,10 +201,15 @@ impl LazyStore {
         &mut self,
         f: impl FnOnce(&mut StoreClient) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        // The whole call, connecting included, is bounded by the store timeout.
+        let deadline = Instant::now() + STORE_TIMEOUT;
         if self.client.is_none() {
-            self.client = Some(self.config.connect()?);
+            self.client = Some(self.config.connect(deadline)?);
         }
         let client = self.client.as_mut().expect("connected above");
+        if let StoreClient::Redis(redis) = client {
+            redis.set_deadline(deadline);
+        }
         let result = f(client);
         if result.is_err() {
             self.client = None;

@@ -4,22 +4,23 @@
 //! commands over one non-blocking socket and match replies to waiting requests in order.
 //! The redis crate encodes the commands and parses each reply; this module only finds where
 //! one reply ends in the byte stream (RESP framing), which the crate's sync parser cannot
-//! tell us without blocking on a reader. Connecting uses a short bounded connect; a refused
-//! connection (the store is down) fails at once and the waiting requests get 503.
+//! tell us without blocking on a reader. Connecting is non-blocking too: commands wait in
+//! the buffer until the socket is writable. Every request must be answered within
+//! [`STORE_TIMEOUT`] of its submission, connecting included: a store that stops answering
+//! (hung, SIGSTOPped) fails every waiting request with 503 once the oldest is overdue, and
+//! the connection is replaced, since later replies could no longer be matched.
 
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::Instant;
 
 use redis::Value;
 
 use super::redis_store::{
     add_remark_command, check_reply, page_from_replies, visit_pipeline, VISIT_REPLIES,
 };
-use super::{GuestbookPage, Remark, StoreError, View};
-
-const CONNECT_TIMEOUT: Duration = Duration::from_millis(200);
+use super::{GuestbookPage, Remark, StoreError, View, STORE_TIMEOUT};
 
 /// What a waiting request asked of the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +41,7 @@ struct Waiting<T> {
     visit: Option<View>,
     replies: Vec<Value>,
     needed: usize,
+    deadline: Instant,
 }
 
 /// Pipelined guestbook commands over one non-blocking connection; `T` tags each waiter.
@@ -92,18 +94,27 @@ impl<T> RedisPipe<T> {
             .map_err(|e| StoreError(format!("redis: cannot resolve {}: {e}", self.host)))?;
         let mut last = StoreError(format!("redis: no address for {}", self.host));
         for addr in addrs {
-            match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
-                Ok(stream) => {
-                    let _ = stream.set_nodelay(true);
-                    stream
-                        .set_nonblocking(true)
-                        .map_err(|e| StoreError(format!("redis: {e}")))?;
-                    self.stream = Some(stream);
-                    self.generation += 1;
-                    return Ok(());
+            let io = |e: std::io::Error| StoreError(format!("redis: connect {addr}: {e}"));
+            let socket = socket2::Socket::new(
+                socket2::Domain::for_address(addr),
+                socket2::Type::STREAM,
+                None,
+            )
+            .map_err(io)?;
+            socket.set_nonblocking(true).map_err(io)?;
+            let _ = socket.set_nodelay(true);
+            match socket.connect(&addr.into()) {
+                Ok(()) => {}
+                // Completes later: the poller reports the socket writable (or failed).
+                Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+                Err(e) => {
+                    last = io(e);
+                    continue;
                 }
-                Err(e) => last = StoreError(format!("redis: connect {addr}: {e}")),
             }
+            self.stream = Some(socket.into());
+            self.generation += 1;
+            return Ok(());
         }
         Err(last)
     }
@@ -131,8 +142,23 @@ impl<T> RedisPipe<T> {
             visit,
             replies: Vec::with_capacity(needed),
             needed,
+            deadline: Instant::now() + STORE_TIMEOUT,
         });
         Ok(())
+    }
+
+    /// When the oldest waiting request is overdue, fails every waiting request (503) and
+    /// drops the connection; the loop calls this on every turn.
+    pub fn expire(&mut self, now: Instant) -> Finished<T> {
+        let mut done = Vec::new();
+        if self.waiting.front().is_some_and(|w| now >= w.deadline) {
+            let e = StoreError(format!(
+                "redis: no answer within {} s",
+                STORE_TIMEOUT.as_secs_f64()
+            ));
+            self.fail_all(e, &mut done);
+        }
+        done
     }
 
     /// Writes what it can, reads what is there, and returns the requests now answered. After

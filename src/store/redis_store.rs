@@ -4,7 +4,7 @@
 //! and remarks can carry any character. Commands are built and replies parsed by the redis
 //! crate; [`RedisStore`] is the blocking client, `redis_pipe` the event loops' one.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::Value;
 
@@ -15,7 +15,9 @@ pub const REMARKS_KEY: &str = "guestbook_remarks";
 /// The visitor counter.
 pub const VISITORS_KEY: &str = "visitor_count";
 
-const TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one store call may take in all: connecting, sending, waiting for the reply, and
+/// one reconnect (a longer call answers 503).
+pub const STORE_TIMEOUT: Duration = Duration::from_secs(2);
 
 fn err(e: redis::RedisError) -> StoreError {
     StoreError(format!("redis: {e}"))
@@ -28,28 +30,65 @@ pub struct RedisStore {
     conn: redis::Connection,
     /// Whether a command has succeeded on `conn`, so a failure means it went stale.
     proven: bool,
+    /// When the current call must be over.
+    deadline: Instant,
 }
 
-fn open_connection(host: &str, port: u16) -> Result<redis::Connection, StoreError> {
+/// What is left until `deadline`, or the timeout error once it has passed.
+fn time_left(deadline: Instant) -> Result<Duration, StoreError> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        Err(StoreError(format!(
+            "redis: no answer within {} s",
+            STORE_TIMEOUT.as_secs_f64()
+        )))
+    } else {
+        Ok(left)
+    }
+}
+
+fn open_connection(
+    host: &str,
+    port: u16,
+    deadline: Instant,
+) -> Result<redis::Connection, StoreError> {
     let info = redis::ConnectionInfo {
         addr: redis::ConnectionAddr::Tcp(host.to_string(), port),
         redis: Default::default(),
     };
     let client = redis::Client::open(info).map_err(err)?;
-    let conn = client.get_connection_with_timeout(TIMEOUT).map_err(err)?;
-    conn.set_read_timeout(Some(TIMEOUT)).map_err(err)?;
-    conn.set_write_timeout(Some(TIMEOUT)).map_err(err)?;
+    let conn = client
+        .get_connection_with_timeout(time_left(deadline)?)
+        .map_err(err)?;
     Ok(conn)
 }
 
 impl RedisStore {
-    pub fn connect(host: &str, port: u16) -> Result<RedisStore, StoreError> {
+    /// Connects, within `deadline`.
+    pub fn connect(host: &str, port: u16, deadline: Instant) -> Result<RedisStore, StoreError> {
         Ok(RedisStore {
             host: host.to_string(),
             port,
-            conn: open_connection(host, port)?,
+            conn: open_connection(host, port, deadline)?,
             proven: false,
+            deadline,
         })
+    }
+
+    /// Bounds the next call: it fails once `deadline` passes.
+    pub fn set_deadline(&mut self, deadline: Instant) {
+        self.deadline = deadline;
+    }
+
+    /// Points the socket timeouts at what is left of the call. After a failed read the
+    /// crate still reads every remaining reply of a pipeline (to keep the connection in
+    /// step), each read waiting the full read timeout: so each of the `replies` reads gets
+    /// an equal share of what is left.
+    fn arm(&self, replies: u32) -> Result<(), StoreError> {
+        let left = time_left(self.deadline)?;
+        let per_read = (left / replies.max(1)).max(std::time::Duration::from_millis(1));
+        self.conn.set_read_timeout(Some(per_read)).map_err(err)?;
+        self.conn.set_write_timeout(Some(left)).map_err(err)
     }
 
     /// Runs `command`. A connection that worked before and is now found dropped (Redis
@@ -58,12 +97,15 @@ impl RedisStore {
     /// of each failing its first request.
     fn run<T>(
         &mut self,
+        replies: u32,
         command: impl Fn(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<T, StoreError> {
+        self.arm(replies)?;
         let result = match command(&mut self.conn) {
             Err(e) if self.proven && (e.is_connection_dropped() || e.is_connection_refusal()) => {
                 self.proven = false;
-                self.conn = open_connection(&self.host, self.port)?;
+                self.conn = open_connection(&self.host, self.port, self.deadline)?;
+                self.arm(replies)?;
                 command(&mut self.conn)
             }
             other => other,
@@ -74,12 +116,12 @@ impl RedisStore {
 
     pub fn visit(&mut self, view: View) -> Result<GuestbookPage, StoreError> {
         let (visitors, total, list): (Value, Value, Value) =
-            self.run(|c| visit_pipeline(view).query(c))?;
+            self.run(VISIT_REPLIES as u32, |c| visit_pipeline(view).query(c))?;
         page_from_replies(view, &[visitors, total, list])
     }
 
     pub fn add_remark(&mut self, remark: &Remark) -> Result<(), StoreError> {
-        let _: Value = self.run(|c| add_remark_command(remark).query(c))?;
+        let _: Value = self.run(1, |c| add_remark_command(remark).query(c))?;
         Ok(())
     }
 }

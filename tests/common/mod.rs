@@ -308,6 +308,12 @@ impl Redis {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// Sends `signal` to redis-server (SIGSTOP hangs it with its port still accepting).
+    pub fn signal(&self, signal: Signal) {
+        let pid = Pid::from_raw(self.child.as_ref().unwrap().id() as i32);
+        kill(pid, signal).unwrap();
+    }
+
     /// Stops redis (SIGKILL) and reaps it, so its port refuses connections from then on.
     pub fn stop(self) {
         drop(self);

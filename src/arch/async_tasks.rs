@@ -1,0 +1,616 @@
+//! Async: tokio's multi-threaded runtime, a task per connection.
+//!
+//! The shape is mini-redis's: one listener, a task spawned per accepted connection, and a
+//! graceful stop told to every task through a `watch` channel, with a completion channel
+//! (an `mpsc` sender each task holds and drops) that closes once the last task is done.
+//! `--workers` is the number of runtime worker threads (default one per core); tasks move
+//! between them by work stealing. The accept loop runs in `block_on`, on the server's own
+//! thread, so a worker stuck in CPU work never stops accepts or the stop from being seen.
+//! There is no semaphore bounding connections (mini-redis has one): no other architecture
+//! caps them, the file limit is the bound, and running out of descriptors is logged and
+//! answered by leaving connections in the backlog for a moment.
+//!
+//! Each task runs the same sans-IO request step as every architecture
+//! ([`next_request`]) in the order of the blocking loop ([`super::connection`]): answer the
+//! complete requests until [`MAX_QUEUED_OUTPUT`] is queued, write it all (dropping a client
+//! that takes nothing for the write timeout), read more; it never reads while output waits,
+//! which is the output bound. The waits are what differ: `/sleep` is a tokio timer, the
+//! SQLite store runs on the runtime's blocking pool (`spawn_blocking`), and Redis goes
+//! through one task that owns a pipelined connection, so a waiting request holds no worker.
+//! `/fib` runs inline in the task, deliberately: it holds its worker thread for the whole
+//! computation, and the other tasks queued on that worker wait unless another worker steals
+//! them. That is what an async runtime does with CPU work, and the lab should show it.
+//!
+//! Redis: the project's own RESP framing ([`resp_frame_len`]) with the redis crate encoding
+//! commands and parsing replies, on a tokio `TcpStream`, rather than the crate's async
+//! client. It is the same code path the event loops' [`RedisPipe`](crate::store::redis_pipe)
+//! uses (same commands, same pipelining over one connection, same 503 and reconnect when
+//! the store goes away), so the architectures differ only in who waits, and it needs no
+//! further crate features (`aio`, `tokio-comp` and their dependencies).
+//!
+//! Static files are read in [`FILE_CHUNK`](crate::http::FILE_CHUNK)s inline (a positional
+//! read of a cached page), as the event loops do.
+
+use std::collections::VecDeque;
+use std::io::ErrorKind;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use redis::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::connection::{
+    is_resource_exhaustion, next_request, request_timeout, Next, RequestClock, CONTINUE,
+    LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
+};
+use super::{Architecture, Protocol, ServerContext, DRAIN};
+use crate::app::{echo, fib_response, App, Route};
+use crate::http::{FileBody, Response};
+use crate::store::redis_pipe::{resp_frame_len, RedisAnswer, RedisRequest};
+use crate::store::{
+    add_remark_command, check_reply, page_from_replies, visit_pipeline, LazyStore, StoreConfig,
+    StoreError, View, VISIT_REPLIES,
+};
+
+/// How often the accept loop looks at the stop flag (set by the signal handler).
+const STOP_CHECK: Duration = Duration::from_millis(50);
+/// How long accepting pauses after running out of descriptors or memory.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+/// While part of a request is in, how often a read wakes to check the request's deadline.
+const CLOCK_SLICE: Duration = Duration::from_millis(100);
+/// How long the runtime's shutdown waits for tasks still running past the drain.
+const RUNTIME_SHUTDOWN: Duration = Duration::from_millis(100);
+/// Requests queued for the Redis task before callers wait to queue more.
+const REDIS_QUEUE: usize = 1024;
+/// A Redis connect that takes longer than this fails (503).
+const REDIS_CONNECT_TIMEOUT: Duration = Duration::from_millis(200);
+/// Waiting requests with no reply byte from Redis for this long fail (503), and the
+/// connection is replaced, as the blocking client's read timeout does.
+const REDIS_REPLY_TIMEOUT: Duration = crate::store::STORE_TIMEOUT;
+
+pub struct AsyncServer;
+
+impl Architecture for AsyncServer {
+    fn serve(
+        &self,
+        listener: std::net::TcpListener,
+        ctx: Arc<ServerContext>,
+    ) -> anyhow::Result<()> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(ctx.workers)
+            .thread_name("async-worker")
+            .enable_io()
+            .enable_time()
+            .build()
+            .context("cannot start the tokio runtime")?;
+        let result = runtime.block_on(accept_loop(listener, ctx));
+        // Tasks still running past the drain (a long /fib) are abandoned, not waited for.
+        runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
+        result
+    }
+}
+
+/// What every connection task shares.
+struct Shared {
+    ctx: Arc<ServerContext>,
+    /// The Redis task, when the guestbook lives in Redis.
+    redis: Option<RedisClient>,
+    /// Turns true when the server stops.
+    stop: watch::Receiver<bool>,
+}
+
+/// Accepts until the server stops, then tells the tasks and waits for them (at most
+/// [`DRAIN`]).
+async fn accept_loop(
+    listener: std::net::TcpListener,
+    ctx: Arc<ServerContext>,
+) -> anyhow::Result<()> {
+    listener.set_nonblocking(true)?;
+    let listener = TcpListener::from_std(listener)?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    // Each task holds a clone of `done_tx`; `done_rx` yields `None` once all are dropped.
+    let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
+    let redis = match (&ctx.app.store, ctx.protocol) {
+        (StoreConfig::Redis { host, port }, Protocol::Http) => {
+            Some(RedisClient::start(host.clone(), *port))
+        }
+        _ => None,
+    };
+    let shared = Arc::new(Shared {
+        ctx: Arc::clone(&ctx),
+        redis,
+        stop: stop_rx,
+    });
+    let mut tick = tokio::time::interval(STOP_CHECK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while !ctx.stopping() {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let conn = Connection::new(stream, Arc::clone(&shared), done_tx.clone());
+                    tokio::spawn(conn.run());
+                }
+                Err(e) if is_resource_exhaustion(&e) => {
+                    eprintln!("sweetspot: accept: {e}; delaying new connections");
+                    tokio::time::sleep(ACCEPT_PAUSE).await;
+                }
+                // A connection that went bad before it was accepted (ECONNABORTED, ...).
+                Err(_) => {}
+            },
+            _ = tick.tick() => {}
+        }
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    drop(done_tx);
+    let _ = tokio::time::timeout(DRAIN, done_rx.recv()).await;
+    Ok(())
+}
+
+/// What answering the buffered input left to do (as in the blocking loop).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Answered {
+    /// Close once the output is written.
+    Close,
+    /// An error reply: write it, then close lingering.
+    Reject,
+    /// Write the output, then stream this file body; then close (true) or carry on.
+    Stream(FileBody, bool),
+    /// The output is full: write it, then answer more before reading.
+    Backlog,
+    /// Every complete request is answered: read more.
+    NeedInput,
+}
+
+/// What one wait for input ended with.
+enum Input {
+    /// Bytes were appended to the input.
+    Data,
+    /// The client closed, the read failed, or the server is stopping.
+    End,
+    /// Silent for the idle timeout.
+    Idle,
+    /// A slice passed with nothing read: check the request deadline and wait again.
+    Quiet,
+}
+
+/// One connection's task.
+struct Connection {
+    stream: TcpStream,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+    input: Vec<u8>,
+    out: Vec<u8>,
+    clock: RequestClock,
+    last_activity: Instant,
+    /// Dropped when the task ends: the accept loop's drain counts these.
+    _done: mpsc::Sender<()>,
+}
+
+impl Connection {
+    fn new(stream: TcpStream, shared: Arc<Shared>, done: mpsc::Sender<()>) -> Connection {
+        Connection {
+            stream,
+            stop: shared.stop.clone(),
+            shared,
+            input: Vec::with_capacity(4096),
+            out: Vec::with_capacity(4096),
+            clock: RequestClock::default(),
+            last_activity: Instant::now(),
+            _done: done,
+        }
+    }
+
+    fn ctx(&self) -> &ServerContext {
+        &self.shared.ctx
+    }
+
+    /// Serves the connection to its end.
+    async fn run(mut self) {
+        let _ = self.stream.set_nodelay(true);
+        let mut chunk = vec![0u8; 16 * 1024];
+        loop {
+            let answered = match self.ctx().protocol {
+                Protocol::Http => {
+                    let before = self.input.len();
+                    let answered = self.answer_http().await;
+                    if self.input.len() < before {
+                        self.clock.reset();
+                    }
+                    if self.clock.observe(&self.input, Instant::now())
+                        && answered == Answered::NeedInput
+                    {
+                        self.out.extend_from_slice(CONTINUE);
+                    }
+                    answered
+                }
+                Protocol::Echo => match echo::echo_lines(&mut self.input, &mut self.out) {
+                    Ok(lines) => {
+                        self.ctx().served.add(lines);
+                        Answered::NeedInput
+                    }
+                    Err(()) => Answered::Close,
+                },
+            };
+            if !self.out.is_empty() {
+                if self.write_out().await.is_err() {
+                    return;
+                }
+                self.last_activity = Instant::now();
+            }
+            let stopping = self.ctx().stopping();
+            match answered {
+                Answered::Close => return,
+                Answered::Reject => return self.linger().await,
+                Answered::Stream(file, close) => {
+                    if self.stream_file(&file).await.is_err() || close {
+                        return;
+                    }
+                    self.last_activity = Instant::now();
+                    continue;
+                }
+                Answered::Backlog if !stopping => continue,
+                _ if stopping => return,
+                _ => {}
+            }
+            match self.read_some(&mut chunk).await {
+                Input::Data => {
+                    self.last_activity = Instant::now();
+                    if self.ctx().protocol == Protocol::Http
+                        && self.clock.observe(&self.input, self.last_activity)
+                    {
+                        self.out.extend_from_slice(CONTINUE);
+                        if self.write_out().await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Input::End | Input::Idle => return,
+                Input::Quiet => {}
+            }
+            if self.clock.expired(&self.ctx().timeouts, Instant::now()) {
+                request_timeout(&mut self.out);
+                self.ctx().served.add(1);
+                if self.write_out().await.is_ok() {
+                    self.linger().await;
+                }
+                return;
+            }
+        }
+    }
+
+    /// Answers the complete requests in the input, waiting on the work each needs, until
+    /// the output holds [`MAX_QUEUED_OUTPUT`]. The bytes used leave the input once, at the
+    /// end, so a long pipeline costs linear time.
+    async fn answer_http(&mut self) -> Answered {
+        let shared = Arc::clone(&self.shared);
+        let ctx = &shared.ctx;
+        let mut pos = 0;
+        let answered = loop {
+            if self.out.len() >= MAX_QUEUED_OUTPUT {
+                break Answered::Backlog;
+            }
+            match next_request(&self.input[pos..], &mut self.out, &ctx.app, ctx.stopping()) {
+                Next::Request(route, shape, used) => {
+                    pos += used;
+                    let resp = complete(&shared, route).await;
+                    shape.write(&resp, &mut self.out);
+                    ctx.served.add(1);
+                    match resp.file {
+                        Some(file) if !shape.head => {
+                            break Answered::Stream(file, !shape.keep_alive)
+                        }
+                        _ if !shape.keep_alive => break Answered::Close,
+                        _ => {}
+                    }
+                }
+                Next::Incomplete => break Answered::NeedInput,
+                Next::Rejected => {
+                    ctx.served.add(1);
+                    break Answered::Reject;
+                }
+            }
+        };
+        self.input.drain(..pos);
+        answered
+    }
+
+    /// Waits for input until the idle timeout (in slices while a request is partly in, so
+    /// its deadline is checked), or until the server stops.
+    async fn read_some(&mut self, chunk: &mut [u8]) -> Input {
+        let idle_at = self.last_activity + self.ctx().idle_timeout;
+        let wake_at = if self.input.is_empty() {
+            idle_at
+        } else {
+            idle_at.min(Instant::now() + CLOCK_SLICE)
+        };
+        tokio::select! {
+            read = self.stream.read(chunk) => match read {
+                Ok(0) | Err(_) => Input::End,
+                Ok(n) => {
+                    self.input.extend_from_slice(&chunk[..n]);
+                    Input::Data
+                }
+            },
+            _ = tokio::time::sleep_until(wake_at.into()) => {
+                if Instant::now() >= idle_at {
+                    Input::Idle
+                } else {
+                    Input::Quiet
+                }
+            }
+            _ = self.stop.wait_for(|stop| *stop) => Input::End,
+        }
+    }
+
+    /// Writes all queued output and clears it.
+    async fn write_out(&mut self) -> std::io::Result<()> {
+        let timeout = self.ctx().timeouts.write;
+        write_all_or_stall(&mut self.stream, &self.out, timeout).await?;
+        self.out.clear();
+        Ok(())
+    }
+
+    /// Streams a file body in chunks through the output buffer (left empty). A file that
+    /// ends early is an error: its Content-Length cannot be met, so the connection closes.
+    async fn stream_file(&mut self, file: &FileBody) -> std::io::Result<()> {
+        let mut offset = 0;
+        while offset < file.len {
+            self.out.clear();
+            let n = file.read_chunk(offset, &mut self.out)?;
+            if n == 0 {
+                return Err(ErrorKind::UnexpectedEof.into());
+            }
+            self.write_out().await?;
+            offset += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Closes after an error reply without a reset: stops sending, then reads and drops
+    /// what the client still sends, until it closes, [`LINGER_TIME`] passes or
+    /// [`LINGER_BYTES`] have come.
+    async fn linger(mut self) {
+        if self.stream.shutdown().await.is_err() {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + LINGER_TIME;
+        let mut discarded = 0;
+        let mut buf = vec![0u8; 16 * 1024];
+        while discarded < LINGER_BYTES {
+            match tokio::time::timeout_at(deadline, self.stream.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => discarded += n,
+                _ => return,
+            }
+        }
+    }
+}
+
+/// Writes all of `buf`, failing once the client has taken none of it for `timeout`.
+async fn write_all_or_stall(
+    stream: &mut TcpStream,
+    buf: &[u8],
+    timeout: Duration,
+) -> std::io::Result<()> {
+    let mut pos = 0;
+    while pos < buf.len() {
+        match tokio::time::timeout(timeout, stream.write(&buf[pos..])).await {
+            Ok(Ok(0)) => return Err(ErrorKind::WriteZero.into()),
+            Ok(Ok(n)) => pos += n,
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(ErrorKind::TimedOut.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Does the work of a route: CPU work inline, waits as timers, the store off the workers.
+async fn complete(shared: &Shared, route: Route) -> Response {
+    match route {
+        Route::Ready(resp) => resp,
+        // Inline on purpose: see the module header.
+        Route::Fib(n) => fib_response(n),
+        Route::Sleep(ms) => {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            App::sleep_done(ms)
+        }
+        Route::GuestbookView(_) | Route::GuestbookPost(_) => match &shared.redis {
+            Some(redis) => redis.call(route).await,
+            None => {
+                let ctx = Arc::clone(&shared.ctx);
+                tokio::task::spawn_blocking(move || {
+                    // Connections come from (and go back to) the process's SQLite pool.
+                    let mut store = LazyStore::new(ctx.app.store.clone());
+                    ctx.app.complete(route, &mut store)
+                })
+                .await
+                .unwrap_or_else(|_| Response::error(500))
+            }
+        },
+    }
+}
+
+/// One guestbook call for the Redis task, and where its answer goes.
+struct RedisJob {
+    request: RedisRequest,
+    reply: oneshot::Sender<Result<RedisAnswer, StoreError>>,
+}
+
+/// The connection tasks' handle on the Redis task.
+struct RedisClient {
+    jobs: mpsc::Sender<RedisJob>,
+}
+
+impl RedisClient {
+    /// Spawns the task that owns the Redis connection.
+    fn start(host: String, port: u16) -> RedisClient {
+        let (jobs, rx) = mpsc::channel(REDIS_QUEUE);
+        tokio::spawn(redis_task(host, port, rx));
+        RedisClient { jobs }
+    }
+
+    /// Runs a guestbook route on Redis; 503 when the store is unavailable.
+    async fn call(&self, route: Route) -> Response {
+        let request = match route {
+            Route::GuestbookPost(remark) => RedisRequest::AddRemark(remark),
+            Route::GuestbookView(view) => RedisRequest::Visit(view),
+            _ => unreachable!("only guestbook routes reach the store"),
+        };
+        let (reply, answer) = oneshot::channel();
+        let gone = || StoreError("redis: the store task is gone".into());
+        let answer = match self.jobs.send(RedisJob { request, reply }).await {
+            Ok(()) => answer.await.unwrap_or_else(|_| Err(gone())),
+            Err(_) => Err(gone()),
+        };
+        match answer {
+            Ok(RedisAnswer::Page(page)) => App::guestbook_page(Ok(page)),
+            Ok(RedisAnswer::Added) => App::remark_stored(Ok(())),
+            // A failed view or post answers the same 503.
+            Err(e) => App::guestbook_page(Err(e)),
+        }
+    }
+}
+
+/// Connects when a job comes, pipelines jobs over the connection until it fails, and
+/// connects again for the next job: a store that goes away answers 503 and comes back
+/// without a restart.
+async fn redis_task(host: String, port: u16, mut jobs: mpsc::Receiver<RedisJob>) {
+    while let Some(first) = jobs.recv().await {
+        let connected = tokio::time::timeout(
+            REDIS_CONNECT_TIMEOUT,
+            TcpStream::connect((host.as_str(), port)),
+        )
+        .await;
+        match connected {
+            Ok(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                redis_pipeline(stream, first, &mut jobs).await;
+            }
+            Ok(Err(e)) => {
+                let _ = first.reply.send(Err(StoreError(format!(
+                    "redis: connect {host}:{port}: {e}"
+                ))));
+            }
+            Err(_) => {
+                let _ = first.reply.send(Err(StoreError(format!(
+                    "redis: connect {host}:{port}: timed out"
+                ))));
+            }
+        }
+    }
+}
+
+/// A job sent to Redis, waiting for its replies.
+struct Waiting {
+    reply: oneshot::Sender<Result<RedisAnswer, StoreError>>,
+    visit: Option<View>,
+    replies: Vec<Value>,
+    needed: usize,
+}
+
+/// Encodes a job's commands into `out` and queues it for its replies.
+fn queue_job(job: RedisJob, out: &mut Vec<u8>, waiting: &mut VecDeque<Waiting>) {
+    let (visit, needed) = match &job.request {
+        RedisRequest::Visit(view) => {
+            out.extend_from_slice(&visit_pipeline(*view).get_packed_pipeline());
+            (Some(*view), VISIT_REPLIES)
+        }
+        RedisRequest::AddRemark(remark) => {
+            out.extend_from_slice(&add_remark_command(remark).get_packed_command());
+            (None, 1)
+        }
+    };
+    waiting.push_back(Waiting {
+        reply: job.reply,
+        visit,
+        replies: Vec::with_capacity(needed),
+        needed,
+    });
+}
+
+/// Hands the complete replies at the front of `input` to the jobs waiting for them, in
+/// order, and drops them from `input`.
+fn take_replies(input: &mut Vec<u8>, waiting: &mut VecDeque<Waiting>) -> Result<(), StoreError> {
+    let mut start = 0;
+    while let Some(len) = resp_frame_len(&input[start..]) {
+        let value = redis::parse_redis_value(&input[start..start + len])
+            .map_err(|e| StoreError(format!("redis: {e}")))?;
+        start += len;
+        let Some(front) = waiting.front_mut() else {
+            return Err(StoreError("redis: reply with no request".into()));
+        };
+        front.replies.push(value);
+        if front.replies.len() == front.needed {
+            let w = waiting.pop_front().expect("front exists");
+            let answer = w
+                .replies
+                .iter()
+                .try_for_each(check_reply)
+                .and_then(|()| match w.visit {
+                    Some(view) => page_from_replies(view, &w.replies).map(RedisAnswer::Page),
+                    None => Ok(RedisAnswer::Added),
+                });
+            let _ = w.reply.send(answer);
+        }
+    }
+    input.drain(..start);
+    Ok(())
+}
+
+/// Pipelines jobs over one connection: sends their commands as they come and matches
+/// replies in order. Returns when the connection fails (every waiting job then gets the
+/// error) or the server is gone.
+async fn redis_pipeline(
+    mut stream: TcpStream,
+    first: RedisJob,
+    jobs: &mut mpsc::Receiver<RedisJob>,
+) {
+    let (mut rd, mut wr) = stream.split();
+    let mut out = Vec::new();
+    let mut input = Vec::new();
+    let mut waiting = VecDeque::new();
+    let mut chunk = vec![0u8; 16 * 1024];
+    queue_job(first, &mut out, &mut waiting);
+    let mut heard = tokio::time::Instant::now();
+    let failure = loop {
+        let reply_due = heard + REDIS_REPLY_TIMEOUT;
+        tokio::select! {
+            read = rd.read(&mut chunk) => match read {
+                Ok(0) => break StoreError("redis: connection closed".into()),
+                Ok(n) => {
+                    heard = tokio::time::Instant::now();
+                    input.extend_from_slice(&chunk[..n]);
+                    if let Err(e) = take_replies(&mut input, &mut waiting) {
+                        break e;
+                    }
+                }
+                Err(e) => break StoreError(format!("redis: {e}")),
+            },
+            written = wr.write(&out), if !out.is_empty() => match written {
+                Ok(0) => break StoreError("redis: connection closed".into()),
+                Ok(n) => {
+                    out.drain(..n);
+                }
+                Err(e) => break StoreError(format!("redis: {e}")),
+            },
+            job = jobs.recv() => match job {
+                Some(job) => {
+                    if waiting.is_empty() {
+                        heard = tokio::time::Instant::now();
+                    }
+                    queue_job(job, &mut out, &mut waiting);
+                }
+                None => return,
+            },
+            _ = tokio::time::sleep_until(reply_due), if !waiting.is_empty() => {
+                break StoreError("redis: no reply in time".into());
+            }
+        }
+    };
+    for w in waiting.drain(..) {
+        let _ = w.reply.send(Err(StoreError(failure.0.clone())));
+    }
+}
