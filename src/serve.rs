@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use crate::app::App;
-use crate::arch::{Arch, Protocol, ServerContext, Timeouts, DRAIN};
+use crate::arch::{Accept, AcceptCounts, Arch, Protocol, ServerContext, Timeouts, DRAIN};
 use crate::store::StoreConfig;
 use crate::sys::SharedCounter;
 
@@ -43,6 +43,10 @@ pub struct ServeArgs {
     /// Worker processes or threads of a pooled architecture (see below).
     #[arg(long)]
     pub workers: Option<usize>,
+    /// How the loops of reactors share the port: a SO_REUSEPORT listener each [default], or
+    /// one listener woken with EPOLLEXCLUSIVE.
+    #[arg(long, value_enum)]
+    pub accept: Option<Accept>,
     /// Address to listen on (127.0.0.1, ::1, 0.0.0.0, ...).
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
@@ -77,6 +81,7 @@ pub struct ServeArgs {
 pub struct ServeConfig {
     pub arch: Arch,
     pub workers: usize,
+    pub accept: Accept,
     pub addr: SocketAddr,
     pub root: PathBuf,
     pub store: StoreConfig,
@@ -111,6 +116,18 @@ impl ServeConfig {
             Some(n) => n,
             None => args.arch.default_workers(cores),
         };
+        if args.accept.is_some() && !args.arch.has_accept_modes() {
+            let takers: Vec<&str> = Arch::all()
+                .iter()
+                .filter(|a| a.has_accept_modes())
+                .map(|a| a.name())
+                .collect();
+            return Err(crate::usage(format!(
+                "--accept has no effect with --arch {} (only {} take it)",
+                args.arch.name(),
+                takers.join(", ")
+            )));
+        }
         let host = args.host.trim_start_matches('[').trim_end_matches(']');
         let addr = (host, args.port)
             .to_socket_addrs()
@@ -134,6 +151,7 @@ impl ServeConfig {
         Ok(ServeConfig {
             arch: args.arch,
             workers,
+            accept: args.accept.unwrap_or_default(),
             addr,
             root: args.root.clone().unwrap_or_else(App::default_root),
             store: StoreConfig::parse(args.store.as_deref())?,
@@ -148,11 +166,15 @@ impl ServeConfig {
     }
 }
 
-/// Binds a listening socket with a deep backlog (the studies go to 15,000 connections).
-pub fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+/// Binds a listening socket with a deep backlog (the studies go to 15,000 connections);
+/// with `reuse_port`, one that other SO_REUSEPORT sockets may bind beside (reactors).
+pub fn bind(addr: SocketAddr, reuse_port: bool) -> anyhow::Result<TcpListener> {
     use socket2::{Domain, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
+    if reuse_port {
+        socket.set_reuse_port(true)?;
+    }
     socket
         .bind(&addr.into())
         .with_context(|| format!("cannot listen on {addr}"))?;
@@ -178,7 +200,8 @@ pub fn serve(config: &ServeConfig) -> anyhow::Result<()> {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&shutdown))?;
     }
-    let listener = bind(config.addr)?;
+    let reuse_port = config.arch.has_accept_modes() && config.accept == Accept::Reuseport;
+    let listener = bind(config.addr, reuse_port)?;
     let local = listener.local_addr()?;
     let ctx = Arc::new(ServerContext {
         app,
@@ -186,6 +209,8 @@ pub fn serve(config: &ServeConfig) -> anyhow::Result<()> {
         idle_timeout: config.idle_timeout,
         timeouts: config.timeouts,
         workers: config.workers,
+        accept: config.accept,
+        accepted: AcceptCounts::default(),
         shutdown,
         served: SharedCounter::new()?,
     });
@@ -261,13 +286,21 @@ fn spawn_shutdown_watchdog(
     Ok(())
 }
 
-/// `stopped: served N requests in T s; cpu user U s, system S s`.
+/// `stopped: served N requests in T s; cpu user U s, system S s`, and for a server of several
+/// event loops `; accepted per loop A B ...` (connections each loop took, in loop order).
 fn print_stats_line(ctx: &ServerContext, started: Instant) -> anyhow::Result<()> {
     let (user, system) = crate::sys::cpu_times();
+    let per_loop = ctx.accepted.get();
+    let accepted = if per_loop.is_empty() {
+        String::new()
+    } else {
+        let counts: Vec<String> = per_loop.iter().map(u64::to_string).collect();
+        format!("; accepted per loop {}", counts.join(" "))
+    };
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "stopped: served {} requests in {:.1} s; cpu user {:.3} s, system {:.3} s",
+        "stopped: served {} requests in {:.1} s; cpu user {:.3} s, system {:.3} s{accepted}",
         ctx.served.get(),
         started.elapsed().as_secs_f64(),
         user,

@@ -2,7 +2,9 @@
 //!
 //! A new architecture joins with one line in the `conformance!` list at the bottom; what the
 //! suite expects of it (whether it takes `--workers`, its default worker count) comes from
-//! `Arch`, and a test checks that the list names every `Arch`.
+//! `Arch`, and a test checks that the list names every `Arch`. An entry may also run an
+//! architecture with extra flags (`reactors_shared = reactors "--accept" "shared"`): the
+//! cases then get the "spec" `reactors --accept shared` where they take an `arch`.
 
 mod common;
 
@@ -472,17 +474,29 @@ fn idle_timeout(port: u16) {
     }
 }
 
+/// The architecture of a suite entry's spec (its first word).
+fn arch_name(spec: &str) -> &str {
+    spec.split_whitespace().next().expect("an empty spec")
+}
+
+/// `--arch NAME` and the entry's extra flags, from a spec such as `reactors --accept shared`.
+fn arch_args(spec: &str) -> Vec<&str> {
+    let mut words = spec.split_whitespace();
+    let mut args = vec!["--arch", words.next().expect("an empty spec")];
+    args.extend(words);
+    args
+}
+
 /// Whether `arch` takes `--workers` (the suite then asks for a small pool).
 fn pooled(arch: &str) -> bool {
-    Arch::from_name(arch)
+    Arch::from_name(arch_name(arch))
         .unwrap_or_else(|| panic!("{arch} is not an Arch"))
         .pooled()
 }
 
 fn suite_args<'a>(arch: &'a str, root: &'a str, store: &'a str) -> Vec<&'a str> {
-    let mut args = vec![
-        "--arch",
-        arch,
+    let mut args = arch_args(arch);
+    args.extend([
         "--root",
         root,
         "--store",
@@ -495,7 +509,7 @@ fn suite_args<'a>(arch: &'a str, root: &'a str, store: &'a str) -> Vec<&'a str> 
         "2",
         "--body-timeout",
         "3",
-    ];
+    ]);
     if pooled(arch) {
         args.extend(["--workers", "4"]);
     }
@@ -512,13 +526,16 @@ fn run_suite(arch: &str) {
     let workers = if args.contains(&"--workers") {
         4
     } else {
-        Arch::from_name(arch).unwrap().default_workers(cores)
+        Arch::from_name(arch_name(arch))
+            .unwrap()
+            .default_workers(cores)
     };
     assert_eq!(
         server.ready_line,
         format!(
-            "listening on http://127.0.0.1:{} arch={arch} workers={workers}",
-            server.port
+            "listening on http://127.0.0.1:{} arch={} workers={workers}",
+            server.port,
+            arch_name(arch)
         )
     );
     for (name, case) in CASES {
@@ -808,7 +825,8 @@ fn fd_exhaustion(arch: &str) {
     let dir = TempDir::new("fds");
     let log_path = dir.path().join("stderr.log");
     let log = std::fs::File::create(&log_path).unwrap();
-    let mut args = vec!["--arch", arch, "--idle-timeout", "1"];
+    let mut args = arch_args(arch);
+    args.extend(["--idle-timeout", "1"]);
     if pooled(arch) {
         args.extend(["--workers", "4"]);
     }
@@ -817,7 +835,11 @@ fn fd_exhaustion(arch: &str) {
         .map(|_| TcpStream::connect(("127.0.0.1", server.port)).unwrap())
         .collect();
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(server.running(), "{arch}: died under the flood");
+    assert!(
+        server.running(),
+        "{arch}: died under the flood; its stderr: {}",
+        std::fs::read_to_string(&log_path).unwrap_or_default()
+    );
     drop(flood);
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
@@ -832,7 +854,10 @@ fn fd_exhaustion(arch: &str) {
         );
     }
     assert!(server.running(), "{arch}: died after the flood");
-    if matches!(arch, "threaded" | "poll" | "epoll") {
+    if matches!(
+        arch_name(arch),
+        "threaded" | "poll" | "epoll" | "reactors" | "hybrid"
+    ) {
         let log = std::fs::read_to_string(&log_path).unwrap();
         assert!(
             log.contains("Too many open files"),
@@ -987,7 +1012,8 @@ fn persistence(args: &[&str]) {
 fn redis_store(arch: &str) {
     let redis = Redis::start();
     let url = redis.url();
-    let mut args = vec!["--arch", arch, "--store", &url];
+    let mut args = arch_args(arch);
+    args.extend(["--store", &url]);
     if pooled(arch) {
         args.extend(["--workers", "3"]);
     }
@@ -1088,7 +1114,8 @@ fn hung_redis(arch: &str, port: u16, redis: &Redis) {
 
 /// The line-echo protocol: lines come back unchanged, split however the client sends them.
 fn echo(arch: &str) {
-    let mut args = vec!["--arch", arch, "--protocol", "echo"];
+    let mut args = arch_args(arch);
+    args.extend(["--protocol", "echo"]);
     if pooled(arch) {
         args.extend(["--workers", "4"]);
     }
@@ -1129,7 +1156,8 @@ fn echo(arch: &str) {
 /// An echo client that sends lines and never reads: the server stops reading instead of
 /// queueing without bound, and drops the client after the write timeout.
 fn echo_never_read(arch: &str) {
-    let mut args = vec!["--arch", arch, "--protocol", "echo", "--write-timeout", "2"];
+    let mut args = arch_args(arch);
+    args.extend(["--protocol", "echo", "--write-timeout", "2"]);
     if arch == "preforked" || arch == "prethreaded" {
         args.extend(["--workers", "2"]);
     }
@@ -1172,22 +1200,37 @@ fn echo_never_read(arch: &str) {
     );
 }
 
+/// The spec of a suite entry: its name, or its architecture and extra flags.
+macro_rules! spec {
+    ($test:ident) => {
+        stringify!($test)
+    };
+    ($test:ident $arch:ident $($flag:literal)*) => {
+        concat!(stringify!($arch) $(, " ", $flag)*)
+    };
+}
+
 macro_rules! conformance {
-    ($($arch:ident),* $(,)?) => {
+    ($($test:ident $(= $arch:ident $($flag:literal)*)?),* $(,)?) => {
         $(
             #[test]
-            fn $arch() {
+            fn $test() {
                 // `r#async`: a keyword arch is named without its raw prefix.
-                run_suite(stringify!($arch).trim_start_matches("r#"));
+                run_suite(spec!($test $($arch $($flag)*)?).trim_start_matches("r#"));
             }
         )*
 
-        /// The list below names every architecture `serve` has, and nothing else.
+        /// The list below names every architecture `serve` has, and nothing else (entries
+        /// with extra flags follow their architecture's plain entry).
         #[test]
         fn every_architecture_is_in_the_suite() {
-            let listed = [$(stringify!($arch).trim_start_matches("r#")),*];
+            let mut listed: Vec<&str> = [$(spec!($test $($arch $($flag)*)?)),*]
+                .iter()
+                .map(|spec| arch_name(spec.trim_start_matches("r#")))
+                .collect();
+            listed.dedup();
             let all: Vec<&str> = Arch::all().iter().map(|a| a.name()).collect();
-            assert_eq!(listed.to_vec(), all);
+            assert_eq!(listed, all);
         }
     };
 }
@@ -1200,6 +1243,9 @@ conformance!(
     prethreaded,
     poll,
     epoll,
+    reactors,
+    reactors_shared = reactors "--accept" "shared",
+    hybrid,
     r#async,
 );
 
@@ -1256,7 +1302,7 @@ fn forking_children_die_with_their_parent() {
 /// here): the server exits 0 with its stats line shortly after the 5 s drain, whether the
 /// fib runs in a loop, a thread or a child process.
 fn shutdown_is_bounded_during_a_long_fib(arch: &str) {
-    let mut args = vec!["--arch", arch];
+    let mut args = arch_args(arch);
     if pooled(arch) {
         args.extend(["--workers", "2"]);
     }

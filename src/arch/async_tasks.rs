@@ -35,7 +35,7 @@
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -305,7 +305,7 @@ impl Connection {
             match next_request(&self.input[pos..], &mut self.out, &ctx.app, ctx.stopping()) {
                 Next::Request(route, shape, used) => {
                     pos += used;
-                    let Some(resp) = complete(&shared, route, self.stream.as_fd()).await else {
+                    let Some(resp) = complete(&shared, route, self.stream.as_raw_fd()).await else {
                         break Answered::Cancelled;
                     };
                     shape.write(&resp, &mut self.out);
@@ -420,7 +420,7 @@ async fn write_all_or_stall(
 
 /// Does the work of a route: CPU work inline, waits as timers, the store off the workers.
 /// `None`: a `/fib` gave up, its client on `stream` gone or the drain deadline passed.
-async fn complete(shared: &Shared, route: Route, stream: BorrowedFd<'_>) -> Option<Response> {
+async fn complete(shared: &Shared, route: Route, stream: RawFd) -> Option<Response> {
     let resp = match route {
         Route::Ready(resp) => resp,
         // Inline on purpose: see the module header.

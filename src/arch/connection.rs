@@ -14,7 +14,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 use super::{Protocol, ServerContext, Timeouts, DRAIN};
@@ -144,10 +144,13 @@ pub fn request_timeout(out: &mut Vec<u8>) {
 /// Looks without waiting and without reading: bytes it has sent (pipelined requests) are
 /// not a hang-up. A client that half-closes and still waits for its reply counts as gone, as
 /// it does for nginx; that only matters to work long enough to ask.
-pub fn peer_gone(stream: BorrowedFd<'_>) -> bool {
+/// Takes the descriptor's number (a hybrid worker checks a socket the loop owns): poll(2) on a
+/// number closed meanwhile is no memory hazard, and the loop cancels the work before it
+/// closes the socket, so a reused number is never mistaken for this client.
+pub fn peer_gone(fd: RawFd) -> bool {
     // A plain pollfd: nix 0.29's `PollFd` has no name for POLLRDHUP and rejects it.
     let mut fds = [libc::pollfd {
-        fd: stream.as_raw_fd(),
+        fd,
         events: libc::POLLRDHUP,
         revents: 0,
     }];
@@ -155,15 +158,15 @@ pub fn peer_gone(stream: BorrowedFd<'_>) -> bool {
     matches!(crate::sys::poll(&mut fds, 0), Ok(n) if n > 0 && fds[0].revents & hangup != 0)
 }
 
-/// The check long work on behalf of the client on `stream` asks now and then: give up once the client has
+/// The check long work on behalf of the client on socket `fd` asks now and then: give up once the client has
 /// hung up ([`peer_gone`]), or once a stop has waited [`DRAIN`] for it (counted from
 /// `drain_deadline` when the caller knows it, else [`DRAIN`] after the check first sees the
 /// stop).
-pub fn cancel_check<'a>(
-    stream: BorrowedFd<'a>,
-    ctx: &'a ServerContext,
+pub fn cancel_check(
+    fd: RawFd,
+    ctx: &ServerContext,
     drain_deadline: Option<Instant>,
-) -> impl FnMut() -> bool + 'a {
+) -> impl FnMut() -> bool + '_ {
     let mut deadline = drain_deadline;
     move || {
         if ctx.stopping()
@@ -171,7 +174,7 @@ pub fn cancel_check<'a>(
         {
             return true;
         }
-        peer_gone(stream)
+        peer_gone(fd)
     }
 }
 
@@ -211,7 +214,7 @@ fn answer_http(
         match next_request(&input[pos..], out, &ctx.app, ctx.stopping()) {
             Next::Request(route, shape, used) => {
                 pos += used;
-                let mut cancel = cancel_check(stream.as_fd(), ctx, None);
+                let mut cancel = cancel_check(stream.as_raw_fd(), ctx, None);
                 let Some(resp) = ctx.app.complete(route, store, &mut cancel) else {
                     break Answered::Cancelled;
                 };

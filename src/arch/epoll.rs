@@ -27,6 +27,9 @@ impl Architecture for EpollServer {
 pub struct EpollPoller {
     epoll: Epoll,
     ready: Vec<EpollEvent>,
+    /// Register the listener with EPOLLEXCLUSIVE: several loops wait on one listener and a
+    /// new connection wakes one of them, not all (reactors' `--accept shared`).
+    exclusive_accept: bool,
 }
 
 impl EpollPoller {
@@ -34,6 +37,16 @@ impl EpollPoller {
         Ok(EpollPoller {
             epoll: Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?,
             ready: vec![EpollEvent::empty(); 1024],
+            exclusive_accept: false,
+        })
+    }
+
+    /// A backend whose listener registration is EPOLLEXCLUSIVE, for a listener shared by
+    /// several loops.
+    pub fn with_exclusive_accept() -> io::Result<EpollPoller> {
+        Ok(EpollPoller {
+            exclusive_accept: true,
+            ..EpollPoller::new()?
         })
     }
 }
@@ -51,7 +64,14 @@ fn event_of(token: usize, interest: Interest) -> EpollEvent {
 
 impl Poller for EpollPoller {
     fn add(&mut self, fd: BorrowedFd<'_>, token: usize, interest: Interest) -> io::Result<()> {
-        Ok(self.epoll.add(fd, event_of(token, interest))?)
+        let mut event = event_of(token, interest);
+        if self.exclusive_accept && token == event_loop::LISTENER {
+            // Only at EPOLL_CTL_ADD, and only with EPOLLIN (EPOLLRDHUP is refused); the loop
+            // never modifies the listener, only adds and deletes it.
+            let flags = EpollFlags::EPOLLIN | EpollFlags::EPOLLEXCLUSIVE;
+            event = EpollEvent::new(flags, token as u64);
+        }
+        Ok(self.epoll.add(fd, event)?)
     }
 
     fn modify(&mut self, fd: BorrowedFd<'_>, token: usize, interest: Interest) -> io::Result<()> {

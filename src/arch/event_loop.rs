@@ -5,14 +5,18 @@
 //! timer of the loop, Redis guestbook calls go over a non-blocking [`RedisPipe`] the loop
 //! owns, and the reply is written when the timer fires or the store answers. CPU work
 //! (`/fib`) and the embedded SQLite store run inline and stall the loop: that is the lesson
-//! these architectures teach. Pipelined requests wait behind a pending one, so replies stay
-//! in order. Running out of file descriptors pauses accepting for a moment and is logged.
+//! these architectures teach, unless the loop was given a [`WorkerPool`] (hybrid): then
+//! that work runs on the pool and its reply comes back through the pool's eventfd, like a
+//! store reply. Reactors run one such loop per thread, each counting what it accepts.
+//! Pipelined requests wait behind a pending one, so replies stay in order. Running out of
+//! file descriptors pauses accepting for a moment and is logged.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +24,7 @@ use super::connection::{
     cancel_check, is_resource_exhaustion, next_request, request_timeout, Next, ReplyShape,
     RequestClock, CONTINUE, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
 };
+use super::hybrid::WorkerPool;
 use super::{Protocol, ServerContext, DRAIN};
 use crate::app::{echo, fib_response, App, Route};
 use crate::http::{FileBody, Response, MAX_BODY, MAX_HEADER_BYTES};
@@ -53,8 +58,11 @@ pub trait Poller {
     fn wait(&mut self, events: &mut Vec<Event>, timeout: Duration) -> io::Result<()>;
 }
 
-const LISTENER: usize = usize::MAX;
+/// The listener's token (a backend may register it specially, see `EpollPoller`).
+pub const LISTENER: usize = usize::MAX;
 const REDIS: usize = usize::MAX - 1;
+/// The worker pool's completion eventfd.
+const POOL: usize = usize::MAX - 2;
 /// The longest the loop sleeps before re-checking the stop flag and idle connections.
 const TICK: Duration = Duration::from_millis(200);
 /// File chunks one flush reads at most before the loop serves others.
@@ -167,6 +175,17 @@ struct EventLoop<P: Poller> {
     last_idle_sweep: Instant,
     /// Set when a stop is first seen: connections still open then are dropped.
     drain_deadline: Option<Instant>,
+    extras: Extras,
+}
+
+/// What a loop may be given beyond the poll and epoll servers' plain loop.
+#[derive(Default)]
+pub struct Extras {
+    /// Counts the connections this loop accepts (reactors).
+    pub accepted: Option<Arc<AtomicU64>>,
+    /// Runs `/fib` and the embedded store's calls off the loop (hybrid); without it they run
+    /// inline.
+    pub pool: Option<WorkerPool>,
 }
 
 /// Runs the event loop on `poller` until the server stops and its connections drain.
@@ -174,6 +193,16 @@ pub fn run<P: Poller>(
     poller: P,
     listener: TcpListener,
     ctx: Arc<ServerContext>,
+) -> anyhow::Result<()> {
+    run_with(poller, listener, ctx, Extras::default())
+}
+
+/// [`run`], with the [`Extras`] of reactors or hybrid.
+pub fn run_with<P: Poller>(
+    poller: P,
+    listener: TcpListener,
+    ctx: Arc<ServerContext>,
+    extras: Extras,
 ) -> anyhow::Result<()> {
     let store = match &ctx.app.store {
         StoreConfig::Redis { host, port } => LoopStore::Redis {
@@ -195,7 +224,15 @@ pub fn run<P: Poller>(
         store,
         last_idle_sweep: Instant::now(),
         drain_deadline: None,
+        extras,
     };
+    if let Some(pool) = &lp.extras.pool {
+        let read = Interest {
+            read: true,
+            write: false,
+        };
+        lp.poller.add(pool.done_fd(), POOL, read)?;
+    }
     lp.listen(true)?;
     lp.run()
 }
@@ -255,6 +292,7 @@ impl<P: Poller> EventLoop<P> {
                 match ev.token {
                     LISTENER => self.accept_all(),
                     REDIS => self.redis_ready(),
+                    POOL => self.pool_ready(),
                     token => self.conn_ready(token, ev),
                 }
             }
@@ -271,6 +309,9 @@ impl<P: Poller> EventLoop<P> {
         loop {
             match self.listener.accept() {
                 Ok((stream, _)) => {
+                    if let Some(accepted) = &self.extras.accepted {
+                        accepted.fetch_add(1, Ordering::Relaxed);
+                    }
                     if stream.set_nonblocking(true).is_err() {
                         continue;
                     }
@@ -334,6 +375,10 @@ impl<P: Poller> EventLoop<P> {
         if let Some(conn) = self.conns[token].take() {
             let _ = self.poller.delete(conn.stream.as_fd());
             self.free.push(token);
+            if let Some(pool) = &mut self.extras.pool {
+                // Work still queued for a connection that is gone is skipped, not run.
+                pool.cancel((token, conn.generation));
+            }
         }
     }
 
@@ -488,11 +533,12 @@ impl<P: Poller> EventLoop<P> {
     fn start(&mut self, token: usize, generation: u64, route: Route) -> Option<Response> {
         match route {
             Route::Ready(resp) => Some(resp),
+            Route::Fib(_) if self.extras.pool.is_some() => self.offload(token, generation, route),
             Route::Fib(n) => {
                 let conn = self.conns[token].as_ref()?;
                 let resp = fib_response(
                     n,
-                    &mut cancel_check(conn.stream.as_fd(), &self.ctx, self.drain_deadline),
+                    &mut cancel_check(conn.stream.as_raw_fd(), &self.ctx, self.drain_deadline),
                 );
                 if resp.is_none() {
                     self.close(token);
@@ -509,6 +555,9 @@ impl<P: Poller> EventLoop<P> {
                 None
             }
             Route::GuestbookView(_) | Route::GuestbookPost(_) => match &mut self.store {
+                LoopStore::Blocking(_) if self.extras.pool.is_some() => {
+                    self.offload(token, generation, route)
+                }
                 LoopStore::Blocking(store) => self.ctx.app.complete(route, store, &mut || false),
                 LoopStore::Redis { pipe, .. } => {
                     let request = match route {
@@ -525,6 +574,33 @@ impl<P: Poller> EventLoop<P> {
                     }
                 }
             },
+        }
+    }
+
+    /// Hands `route` to the worker pool; its reply comes back through [`Self::pool_ready`].
+    fn offload(&mut self, token: usize, generation: u64, route: Route) -> Option<Response> {
+        let fd = self.conns[token].as_ref()?.stream.as_raw_fd();
+        let pool = self.extras.pool.as_mut().expect("offload needs a pool");
+        pool.submit((token, generation), route, fd);
+        None
+    }
+
+    /// Delivers the replies the worker pool has finished.
+    fn pool_ready(&mut self) {
+        let Some(pool) = &mut self.extras.pool else {
+            return;
+        };
+        for ((token, generation), resp) in pool.take_done() {
+            match resp {
+                Some(resp) => self.complete(token, generation, resp),
+                // A `/fib` that gave up: no reply, and the connection closes.
+                None => {
+                    let live = self.conns.get(token).and_then(Option::as_ref);
+                    if live.is_some_and(|c| c.generation == generation) {
+                        self.close(token);
+                    }
+                }
+            }
         }
     }
 

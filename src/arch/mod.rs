@@ -11,7 +11,7 @@
 //! Shared machinery: [`connection`] (the per-connection request loop of the blocking
 //! architectures and the request step every architecture uses), [`children`] (reaping and
 //! stopping worker processes), [`event_loop`] (the single-threaded loop that poll and epoll
-//! drive with their own readiness backends).
+//! drive with their own readiness backends, and that reactors and hybrid reuse).
 
 pub mod async_tasks;
 pub mod children;
@@ -19,15 +19,17 @@ pub mod connection;
 pub mod epoll;
 pub mod event_loop;
 pub mod forking;
+pub mod hybrid;
 pub mod iterative;
 pub mod poll;
 pub mod preforked;
 pub mod prethreaded;
+pub mod reactors;
 pub mod threaded;
 
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -58,6 +60,10 @@ pub enum Arch {
     Poll,
     /// One thread, an epoll(7) event loop.
     Epoll,
+    /// Several threads, each an epoll loop owning the connections it accepted.
+    Reactors,
+    /// One epoll loop for every socket; a thread pool runs /fib and SQLite calls.
+    Hybrid,
     /// A tokio multi-threaded runtime, a task per connection.
     Async,
 }
@@ -78,6 +84,8 @@ impl Arch {
             Arch::Prethreaded => "prethreaded",
             Arch::Poll => "poll",
             Arch::Epoll => "epoll",
+            Arch::Reactors => "reactors",
+            Arch::Hybrid => "hybrid",
             Arch::Async => "async",
         }
     }
@@ -105,7 +113,10 @@ impl Arch {
 
     /// Whether `--workers` sizes a pool (processes or threads) worth sweeping over.
     pub fn pooled(self) -> bool {
-        matches!(self, Arch::Preforked | Arch::Prethreaded | Arch::Async)
+        matches!(
+            self,
+            Arch::Preforked | Arch::Prethreaded | Arch::Reactors | Arch::Hybrid | Arch::Async
+        )
     }
 
     /// Whether every request runs on one thread, so the server can use one core at most.
@@ -125,10 +136,15 @@ impl Arch {
         match self {
             Arch::Preforked => 2 * cores,
             Arch::Prethreaded => 4 * cores,
-            Arch::Async => cores,
+            Arch::Reactors | Arch::Hybrid | Arch::Async => cores,
             Arch::Forking | Arch::Threaded => 0,
             Arch::Iterative | Arch::Poll | Arch::Epoll => 1,
         }
+    }
+
+    /// Whether `--accept` chooses how its event loops share the port.
+    pub fn has_accept_modes(self) -> bool {
+        self == Arch::Reactors
     }
 
     /// How `default_workers` reads in help text.
@@ -151,6 +167,8 @@ impl Arch {
             Arch::Prethreaded => Box::new(prethreaded::PrethreadedServer),
             Arch::Poll => Box::new(poll::PollServer),
             Arch::Epoll => Box::new(epoll::EpollServer),
+            Arch::Reactors => Box::new(reactors::ReactorsServer),
+            Arch::Hybrid => Box::new(hybrid::HybridServer),
             Arch::Async => Box::new(async_tasks::AsyncServer),
         }
     }
@@ -211,6 +229,43 @@ impl Protocol {
     }
 }
 
+/// How the event loops of a multi-loop architecture (reactors) share the port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Accept {
+    /// A SO_REUSEPORT listener per loop: the kernel spreads connections by hash.
+    #[default]
+    Reuseport,
+    /// One listener in every loop, registered with EPOLLEXCLUSIVE: one waiter is woken.
+    Shared,
+}
+
+/// Connections accepted by each event loop, for architectures with several (reactors): the
+/// stats line lists them, so an uneven spread shows.
+#[derive(Debug, Default)]
+pub struct AcceptCounts(Mutex<Vec<Arc<AtomicU64>>>);
+
+impl AcceptCounts {
+    /// The counter of one more loop.
+    pub fn new_loop(&self) -> Arc<AtomicU64> {
+        let counter = Arc::new(AtomicU64::new(0));
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::clone(&counter));
+        counter
+    }
+
+    /// Each loop's count, in the order the loops were made (empty: not a multi-loop server).
+    pub fn get(&self) -> Vec<u64> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect()
+    }
+}
+
 /// One architecture's way of serving.
 pub trait Architecture {
     /// Serves until `ctx` says stop, then drains in-flight work (bounded) and returns.
@@ -224,6 +279,10 @@ pub struct ServerContext {
     pub idle_timeout: Duration,
     pub timeouts: Timeouts,
     pub workers: usize,
+    /// How the loops of reactors share the port (ignored by the others).
+    pub accept: Accept,
+    /// Connections each loop accepted (reactors).
+    pub accepted: AcceptCounts,
     /// Set by SIGINT or SIGTERM.
     pub shutdown: Arc<AtomicBool>,
     /// Requests (or echo lines) answered, across threads and forked processes.
