@@ -893,4 +893,50 @@ mod tests {
             .filter(|p| p.target.name() == "threaded")
             .all(|p| p.workers.is_none()));
     }
+
+    #[test]
+    fn variants_are_series_of_their_own_after_the_plain_archs() {
+        let text = r#"
+            name = "v"
+            archs = ["reactors", "epoll"]
+            workers = [1, 2]
+            concurrency = [10, 500]
+            max_concurrency = { reactors = 100 }
+            [[variant]]
+            name = "reactors-shared"
+            arch = "reactors"
+            args = ["--accept", "shared"]
+            [[workload]]
+            name = "hello"
+        "#;
+        let e = Experiment::from_toml(text, "v").unwrap();
+        let points = e.points();
+        let names: Vec<(&str, Option<u32>, u32)> = points
+            .iter()
+            .map(|p| (p.target.name(), p.workers, p.concurrency))
+            .collect();
+        // reactors is pooled (workers 1 and 2) and capped at 100 connections; so is its variant.
+        assert_eq!(
+            names,
+            [
+                ("reactors", Some(1), 10),
+                ("reactors", Some(2), 10),
+                ("epoll", None, 10),
+                ("epoll", None, 500),
+                ("reactors-shared", Some(1), 10),
+                ("reactors-shared", Some(2), 10),
+            ]
+        );
+        assert_eq!(
+            points[5].target,
+            TargetSpec::Ours {
+                arch: Arch::Reactors,
+                variant: Some(Variant {
+                    name: "reactors-shared".into(),
+                    arch: Arch::Reactors,
+                    args: vec!["--accept".into(), "shared".into()],
+                }),
+            }
+        );
+    }
 }
