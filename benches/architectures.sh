@@ -36,7 +36,9 @@ echo "# $(nproc) cores, $(uname -sr), $(date -u +%Y-%m-%dT%H:%MZ)"
 # errors: ab's connect, receive and exception failures (not "Length": the guestbook page grows
 # as the visitor count gains digits); non2xx: answers other than 2xx/3xx.
 printf "%-12s %-11s %10s %16s %7s %7s\n" arch route "req/s" "cpu_s/10k_req" errors non2xx
-for arch in iterative forking preforked threaded prethreaded poll epoll; do
+# Every architecture the binary has (the list `sweep --list` prints), so new ones appear here.
+archs=$("$bin" sweep --list | sed -n '/^Architectures:/,$p' | awk 'NR > 1 && NF { print $1 }')
+for arch in $archs; do
     for route in /hello /guestbook; do
         "$bin" serve --arch "$arch" --port 0 --store "redis://127.0.0.1:$redis_port" \
             >"$work/out" 2>"$work/err" &

@@ -147,6 +147,120 @@ route = "/hello"
 }
 
 #[test]
+fn a_variant_runs_its_arch_with_its_flags_as_a_series_of_its_own() {
+    let tmp = TempDir::new("sweep-variant");
+    let dir = tmp.path().to_path_buf();
+    // The variant serves a static root holding only `mine.txt`; plain epoll serves the shipped
+    // one, which lacks it. So 200 against 404 shows the flags reached that series' server alone.
+    let root = dir.join("root");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("mine.txt"), "mine\n").unwrap();
+    let (_, out) = sweep_ok(
+        &dir,
+        "variant.toml",
+        &format!(
+            r#"
+name = "variant"
+archs = ["epoll"]
+concurrency = [2]
+duration = "300ms"
+warmup = "100ms"
+
+[[variant]]
+name = "epoll-mine"
+arch = "epoll"
+args = ["--root", {root:?}]
+
+[[variant]]
+name = "reactors-shared"
+arch = "reactors"
+args = ["--accept", "shared"]
+
+[[workload]]
+name = "mine"
+route = "/mine.txt"
+"#,
+            root = root.to_str().unwrap()
+        ),
+    );
+    let results = read_json(&out.join("results.json"));
+    let points = results["points"].as_array().unwrap();
+    let series: Vec<&str> = points.iter().map(|p| p["arch"].as_str().unwrap()).collect();
+    assert_eq!(series, ["epoll", "epoll-mine", "reactors-shared"]);
+    let statuses = |p: &serde_json::Value| -> Vec<String> {
+        p["status"].as_object().unwrap().keys().cloned().collect()
+    };
+    assert!(points.iter().all(|p| p["ok"] == true), "{points:?}");
+    assert_eq!(statuses(&points[0]), ["404"], "{}", points[0]);
+    assert_eq!(statuses(&points[1]), ["200"], "{}", points[1]);
+    assert_eq!(statuses(&points[2]), ["404"], "{}", points[2]);
+    // reactors reported its default pool (one loop per core) through the ready line.
+    assert!(points[2]["workers"].as_u64().unwrap() >= 1, "{}", points[2]);
+    let table = std::fs::read_to_string(out.join("table.md")).unwrap();
+    for series in ["| epoll | ", "| epoll-mine | ", "| reactors-shared | "] {
+        assert_eq!(table.matches(series).count(), 1, "{series}: {table}");
+    }
+}
+
+#[test]
+fn a_bad_variant_is_one_line_and_exit_2() {
+    let tmp = TempDir::new("sweep-bad-variant");
+    for (variant, expected) in [
+        (
+            "name = \"shared\"\narch = \"epoll\"\nargs = [\"--accept\", \"shared\"]",
+            "variant \"shared\": args: --accept has no effect with --arch epoll",
+        ),
+        (
+            "name = \"r\"\narch = \"reactors\"\nargs = [\"--accept\", \"sideways\"]",
+            "variant \"r\": args: invalid value 'sideways' for '--accept",
+        ),
+        (
+            "name = \"r\"\narch = \"reactors\"\nargs = [\"--turbo\"]",
+            "variant \"r\": args: unexpected argument '--turbo'",
+        ),
+        (
+            "name = \"r\"\narch = \"reactors\"\nargs = [\"--workers=3\"]",
+            "variant \"r\": args: --workers=3 is set by the sweep",
+        ),
+        (
+            "name = \"epoll\"\narch = \"reactors\"",
+            "variant \"epoll\": name is an architecture's",
+        ),
+        (
+            "name = \"two words\"\narch = \"reactors\"",
+            "variant \"two words\": name must be",
+        ),
+        ("name = \"r\"\narch = \"fibers\"", "unknown arch \"fibers\""),
+        (
+            "name = \"r\"\narch = \"reactors\"\n[[variant]]\nname = \"r\"\narch = \"async\"",
+            "variant \"r\" appears twice",
+        ),
+    ] {
+        let experiment = tmp.path().join("e.toml");
+        std::fs::write(
+            &experiment,
+            format!(
+                "name = \"x\"\nconcurrency = [1]\n[[workload]]\nname = \"h\"\n\
+                 [[variant]]\n{variant}\n"
+            ),
+        )
+        .unwrap();
+        let out = tmp.path().join("out");
+        let run = sweetspot(&[
+            "sweep",
+            experiment.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{variant}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{variant}: {stderr}");
+        assert!(stderr.contains(expected), "{variant}: {stderr}");
+        assert!(!out.exists(), "{variant}: the sweep started");
+    }
+}
+
+#[test]
 fn interrupted_sweep_leaves_no_server_and_keeps_finished_points() {
     let tmp = TempDir::new("sweep-interrupt");
     let dir = tmp.path().to_path_buf();
@@ -410,6 +524,8 @@ fn bad_input_is_one_line_and_exit_2() {
         "threads",
         "io-wait",
         "cpu-bound",
+        "modern",
+        "c10k",
     ] {
         assert!(stdout.contains(preset), "{stdout}");
     }

@@ -222,7 +222,7 @@ fn run_point(
         1.0
     } else {
         match &point.target {
-            TargetSpec::Ours { arch } => server_parallelism(arch.name(), cores),
+            TargetSpec::Ours { arch, .. } => server_parallelism(arch.name(), cores),
             TargetSpec::External(_) => cores,
         }
     };
@@ -273,10 +273,11 @@ fn launch_of(
     options: &RunnerOptions,
 ) -> anyhow::Result<(Launch, Option<String>)> {
     match &point.target {
-        TargetSpec::Ours { arch } => Ok((
+        TargetSpec::Ours { arch, variant } => Ok((
             Launch::Ours {
                 binary: options.server_binary.clone(),
                 arch: *arch,
+                extra_args: variant.as_ref().map(|v| v.args.clone()).unwrap_or_default(),
                 workers: point.workers,
                 store: experiment
                     .store

@@ -73,6 +73,8 @@ pub enum Launch {
     Ours {
         binary: PathBuf,
         arch: crate::arch::Arch,
+        /// A variant's extra `serve` flags.
+        extra_args: Vec<String>,
         workers: Option<u32>,
         store: Option<String>,
         protocol: &'static str,
@@ -141,6 +143,7 @@ fn command_for(launch: &Launch) -> Command {
         Launch::Ours {
             binary,
             arch,
+            extra_args,
             workers,
             store,
             protocol,
@@ -169,6 +172,7 @@ fn command_for(launch: &Launch) -> Command {
             if let Some(store) = store {
                 command.arg("--store").arg(store);
             }
+            command.args(extra_args);
             command
         }
         Launch::External { command: line, .. } => {

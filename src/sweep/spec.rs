@@ -1,7 +1,8 @@
 //! The experiment spec: what a sweep runs, as read from a TOML file or a preset.
 //!
 //! An experiment is a grid, architecture x worker count x workload x concurrency (x repetition),
-//! plus external targets (a user's own server started by a shell command) that sit in the same
+//! plus variants (one of our architectures with extra `serve` flags, as a series of its own) and
+//! external targets (a user's own server started by a shell command) that sit in the same
 //! tables. Architectures are [`Arch`] itself, so an experiment can name exactly what `serve`
 //! accepts (or `"all"`). The presets are ordinary TOML files in `experiments/`, embedded here with
 //! `include_str!` so `sweetspot sweep quick` works from any directory. Parsing is strict
@@ -24,6 +25,8 @@ pub const PRESETS: &[(&str, &str)] = &[
         "zerohttpd",
         include_str!("../../experiments/zerohttpd.toml"),
     ),
+    ("modern", include_str!("../../experiments/modern.toml")),
+    ("c10k", include_str!("../../experiments/c10k.toml")),
     ("threads", include_str!("../../experiments/threads.toml")),
     ("io-wait", include_str!("../../experiments/io-wait.toml")),
     (
@@ -243,6 +246,69 @@ pub struct ExternalTarget {
     pub cpu_command: Option<String>,
 }
 
+/// One of our architectures run with extra `serve` flags, as a series of its own: e.g.
+/// `reactors` with `--accept shared` beside plain `reactors`. `[[variant]]` in TOML.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Variant {
+    /// The series name in tables and plots, e.g. `reactors-shared`; not an architecture's name.
+    pub name: String,
+    pub arch: Arch,
+    /// Extra `serve` flags, e.g. `["--accept", "shared"]`. Not the ones the sweep sets itself.
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
+/// `serve` flags the sweep sets on every server it starts, so a variant may not.
+const SWEEP_SET_FLAGS: &[&str] = &[
+    "--arch",
+    "--workers",
+    "--host",
+    "--port",
+    "--store",
+    "--protocol",
+];
+
+impl Variant {
+    /// The flags parse as `serve` would parse them (and make sense for the arch), none is one
+    /// the sweep sets, and the name is a plain word that is no architecture's.
+    fn check(&self) -> Result<(), String> {
+        #[derive(clap::Parser)]
+        struct ServeLine {
+            #[command(flatten)]
+            args: crate::serve::ServeArgs,
+        }
+        let plain = |b: u8| b.is_ascii_alphanumeric() || b"-_.:/".contains(&b);
+        if self.name.is_empty() || !self.name.bytes().all(plain) {
+            return Err("name must be letters, digits and - _ . : /".into());
+        }
+        if Arch::from_name(&self.name).is_some() {
+            return Err("name is an architecture's: give the variant its own".into());
+        }
+        if let Some(flag) = self.args.iter().find(|a| {
+            SWEEP_SET_FLAGS
+                .iter()
+                .any(|f| a.as_str() == *f || a.starts_with(&format!("{f}=")))
+        }) {
+            return Err(format!(
+                "args: {flag} is set by the sweep (for --workers use workers = [...])"
+            ));
+        }
+        let line = ["serve", "--arch", self.arch.name(), "--port", "0"]
+            .into_iter()
+            .map(String::from)
+            .chain(self.args.iter().cloned());
+        let parsed = <ServeLine as clap::Parser>::try_parse_from(line).map_err(|e| {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or_default();
+            format!("args: {}", first.trim_start_matches("error: "))
+        })?;
+        crate::serve::ServeConfig::from_args(&parsed.args)
+            .map(|_| ())
+            .map_err(|e| format!("args: {e}"))
+    }
+}
+
 /// A whole experiment as written in TOML.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -306,6 +372,9 @@ pub struct Experiment {
     /// Skip concurrency levels above this for the named architectures (the study's blanks).
     #[serde(default, deserialize_with = "de_max_concurrency")]
     pub max_concurrency: BTreeMap<Arch, u32>,
+    /// Our architectures again with extra `serve` flags, each a series of its own.
+    #[serde(default, rename = "variant", alias = "variants")]
+    pub variants: Vec<Variant>,
     #[serde(default)]
     pub external: Vec<ExternalTarget>,
 }
@@ -475,8 +544,8 @@ impl Experiment {
     /// Every rule an experiment must follow, so nothing fails (or panics) once running. The
     /// error names the key and the allowed range, as one line.
     fn check_ranges(&self) -> Result<(), String> {
-        if self.archs.is_empty() && self.external.is_empty() {
-            return Err("no archs and no external targets: nothing to measure".into());
+        if self.archs.is_empty() && self.variants.is_empty() && self.external.is_empty() {
+            return Err("no archs, variants or external targets: nothing to measure".into());
         }
         if self.workloads.is_empty() {
             return Err("no [[workload]]".into());
@@ -566,7 +635,21 @@ impl Experiment {
                 ));
             }
         }
+        let mut series = std::collections::BTreeSet::new();
+        for v in &self.variants {
+            v.check()
+                .map_err(|e| format!("variant {:?}: {e}", v.name))?;
+            if !series.insert(v.name.as_str()) {
+                return Err(format!("variant {:?} appears twice", v.name));
+            }
+        }
         for ext in &self.external {
+            if series.contains(ext.name.as_str()) {
+                return Err(format!(
+                    "external {:?}: a variant has that name already",
+                    ext.name
+                ));
+            }
             if ext.command.trim().is_empty() || ext.url.is_empty() {
                 return Err(format!("external {:?}: needs command and url", ext.name));
             }
@@ -598,7 +681,18 @@ impl Experiment {
         let mut points = Vec::new();
         for workload in &self.workloads {
             let levels = workload.concurrency.as_ref().unwrap_or(&self.concurrency);
-            for arch in &self.archs {
+            let plain = self.archs.iter().map(|&arch| TargetSpec::Ours {
+                arch,
+                variant: None,
+            });
+            let variants = self.variants.iter().map(|v| TargetSpec::Ours {
+                arch: v.arch,
+                variant: Some(v.clone()),
+            });
+            for target in plain.chain(variants) {
+                let TargetSpec::Ours { arch, .. } = &target else {
+                    continue;
+                };
                 let worker_choices: Vec<Option<u32>> = if self.workers.is_empty() || !arch.pooled()
                 {
                     vec![None]
@@ -615,7 +709,7 @@ impl Experiment {
                             continue;
                         }
                         points.push(PointSpec {
-                            target: TargetSpec::Ours { arch: *arch },
+                            target: target.clone(),
                             workers,
                             workload: workload.clone(),
                             concurrency,
@@ -671,15 +765,22 @@ impl Experiment {
 /// Which server a point measures.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TargetSpec {
-    Ours { arch: Arch },
+    /// Our `arch`, plain or as a variant (its name and extra flags).
+    Ours {
+        arch: Arch,
+        variant: Option<Variant>,
+    },
     External(ExternalTarget),
 }
 
 impl TargetSpec {
-    /// The column name: the architecture, or the external target's name.
+    /// The column name: the architecture, the variant's name, or the external target's name.
     pub fn name(&self) -> &str {
         match self {
-            TargetSpec::Ours { arch } => arch.name(),
+            TargetSpec::Ours {
+                variant: Some(v), ..
+            } => &v.name,
+            TargetSpec::Ours { arch, .. } => arch.name(),
             TargetSpec::External(ext) => &ext.name,
         }
     }
@@ -791,5 +892,51 @@ mod tests {
             .iter()
             .filter(|p| p.target.name() == "threaded")
             .all(|p| p.workers.is_none()));
+    }
+
+    #[test]
+    fn variants_are_series_of_their_own_after_the_plain_archs() {
+        let text = r#"
+            name = "v"
+            archs = ["reactors", "epoll"]
+            workers = [1, 2]
+            concurrency = [10, 500]
+            max_concurrency = { reactors = 100 }
+            [[variant]]
+            name = "reactors-shared"
+            arch = "reactors"
+            args = ["--accept", "shared"]
+            [[workload]]
+            name = "hello"
+        "#;
+        let e = Experiment::from_toml(text, "v").unwrap();
+        let points = e.points();
+        let names: Vec<(&str, Option<u32>, u32)> = points
+            .iter()
+            .map(|p| (p.target.name(), p.workers, p.concurrency))
+            .collect();
+        // reactors is pooled (workers 1 and 2) and capped at 100 connections; so is its variant.
+        assert_eq!(
+            names,
+            [
+                ("reactors", Some(1), 10),
+                ("reactors", Some(2), 10),
+                ("epoll", None, 10),
+                ("epoll", None, 500),
+                ("reactors-shared", Some(1), 10),
+                ("reactors-shared", Some(2), 10),
+            ]
+        );
+        assert_eq!(
+            points[5].target,
+            TargetSpec::Ours {
+                arch: Arch::Reactors,
+                variant: Some(Variant {
+                    name: "reactors-shared".into(),
+                    arch: Arch::Reactors,
+                    args: vec!["--accept".into(), "shared".into()],
+                }),
+            }
+        );
     }
 }
