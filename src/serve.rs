@@ -178,6 +178,7 @@ pub fn serve(config: &ServeConfig) -> anyhow::Result<()> {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&shutdown))?;
     }
+    config.arch.server().check()?;
     let listener = bind(config.addr)?;
     let local = listener.local_addr()?;
     let ctx = Arc::new(ServerContext {

@@ -1103,6 +1103,7 @@ conformance!(
     poll,
     epoll,
     r#async,
+    uring,
 );
 
 /// SIGKILL of the parent alone (nothing to clean up) takes its workers with it, a busy one

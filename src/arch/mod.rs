@@ -24,6 +24,7 @@ pub mod poll;
 pub mod preforked;
 pub mod prethreaded;
 pub mod threaded;
+pub mod uring;
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,6 +61,8 @@ pub enum Arch {
     Epoll,
     /// A tokio multi-threaded runtime, a task per connection.
     Async,
+    /// io_uring, one ring per thread: multishot accept and receive, batched sends.
+    Uring,
 }
 
 impl Arch {
@@ -79,6 +82,7 @@ impl Arch {
             Arch::Poll => "poll",
             Arch::Epoll => "epoll",
             Arch::Async => "async",
+            Arch::Uring => "uring",
         }
     }
 
@@ -105,7 +109,10 @@ impl Arch {
 
     /// Whether `--workers` sizes a pool (processes or threads) worth sweeping over.
     pub fn pooled(self) -> bool {
-        matches!(self, Arch::Preforked | Arch::Prethreaded | Arch::Async)
+        matches!(
+            self,
+            Arch::Preforked | Arch::Prethreaded | Arch::Async | Arch::Uring
+        )
     }
 
     /// Whether every request runs on one thread, so the server can use one core at most.
@@ -125,7 +132,7 @@ impl Arch {
         match self {
             Arch::Preforked => 2 * cores,
             Arch::Prethreaded => 4 * cores,
-            Arch::Async => cores,
+            Arch::Async | Arch::Uring => cores,
             Arch::Forking | Arch::Threaded => 0,
             Arch::Iterative | Arch::Poll | Arch::Epoll => 1,
         }
@@ -152,6 +159,7 @@ impl Arch {
             Arch::Poll => Box::new(poll::PollServer),
             Arch::Epoll => Box::new(epoll::EpollServer),
             Arch::Async => Box::new(async_tasks::AsyncServer),
+            Arch::Uring => Box::new(uring::UringServer),
         }
     }
 
@@ -213,6 +221,11 @@ impl Protocol {
 
 /// One architecture's way of serving.
 pub trait Architecture {
+    /// Fails (before the ready line) when this machine cannot run the architecture at all.
+    fn check(&self) -> anyhow::Result<()> {
+        Ok(())
+    }
+
     /// Serves until `ctx` says stop, then drains in-flight work (bounded) and returns.
     fn serve(&self, listener: TcpListener, ctx: Arc<ServerContext>) -> anyhow::Result<()>;
 }
