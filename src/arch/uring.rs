@@ -293,7 +293,8 @@ impl RingLoop {
                             "sweetspot: accept: {e} with {} connections; pausing accepts",
                             self.conns.iter().flatten().count()
                         );
-                        self.accept_paused_until = Some(Instant::now() + Duration::from_millis(100));
+                        self.accept_paused_until =
+                            Some(Instant::now() + Duration::from_millis(100));
                     } else if !self.ctx.stopping() && self.accept_paused_until.is_none() {
                         self.arm_accept()?;
                     }
@@ -305,9 +306,7 @@ impl RingLoop {
                 };
                 if c.result == 0 {
                     conn.peer_closed = true;
-                } else if c.result < 0
-                    && c.result != -libc::ENOBUFS
-                    && c.result != -libc::ECANCELED
+                } else if c.result < 0 && c.result != -libc::ENOBUFS && c.result != -libc::ECANCELED
                 {
                     conn.broken = true;
                 }
@@ -533,7 +532,11 @@ impl RingLoop {
             return;
         };
         let user_data = tag(RECV, slot, conn.generation);
-        if self.ring.recv_multi(conn.stream.as_fd(), user_data).is_err() {
+        if self
+            .ring
+            .recv_multi(conn.stream.as_fd(), user_data)
+            .is_err()
+        {
             self.close(slot);
             return;
         }
@@ -554,7 +557,11 @@ impl RingLoop {
         conn.sending = buffer.len();
         conn.stalled_since.get_or_insert_with(Instant::now);
         let user_data = tag(SEND, slot, conn.generation);
-        if self.ring.send(conn.stream.as_fd(), buffer, user_data).is_err() {
+        if self
+            .ring
+            .send(conn.stream.as_fd(), buffer, user_data)
+            .is_err()
+        {
             self.close(slot);
         }
     }
@@ -673,7 +680,10 @@ impl RingLoop {
         }
     }
 
-    fn redis_step(&mut self, step: impl FnOnce(&mut RedisPipe<(usize, u32)>) -> Finished<(usize, u32)>) {
+    fn redis_step(
+        &mut self,
+        step: impl FnOnce(&mut RedisPipe<(usize, u32)>) -> Finished<(usize, u32)>,
+    ) {
         let RingStore::Redis { pipe, polling } = &mut self.store else {
             return;
         };
@@ -692,7 +702,10 @@ impl RingLoop {
                 if pipe.wants_write() {
                     events |= libc::POLLOUT as u32;
                 }
-                match self.ring.poll_once(socket.as_raw_fd(), events, tag(REDIS, 0, 0)) {
+                match self
+                    .ring
+                    .poll_once(socket.as_raw_fd(), events, tag(REDIS, 0, 0))
+                {
                     Ok(()) => *polling = Some(generation),
                     Err(e) => eprintln!("sweetspot: cannot watch the redis socket: {e}"),
                 }
@@ -745,5 +758,25 @@ impl RingLoop {
             }
         }
         self.finish_turn();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_data_round_trips_kind_slot_and_generation() {
+        for (kind, slot, generation) in [
+            (ACCEPT, 0, 0),
+            (RECV, 1, 1),
+            (SEND, 0xff_ffff, u32::MAX),
+            (SLEEP, 12345, 0x8000_0001),
+            (CANCEL, 7, 3),
+        ] {
+            assert_eq!(untag(tag(kind, slot, generation)), (kind, slot, generation));
+        }
+        assert_ne!(tag(RECV, 5, 9), tag(SEND, 5, 9));
+        assert_ne!(tag(RECV, 5, 9), tag(RECV, 5, 10));
     }
 }

@@ -97,11 +97,9 @@ impl Ring {
             .setup_single_issuer()
             .build(entries)
             .or_else(|_| IoUring::new(entries))?;
-        let entries_layout = Layout::from_size_align(
-            buffers as usize * std::mem::size_of::<BufRingEntry>(),
-            4096,
-        )
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let entries_layout =
+            Layout::from_size_align(buffers as usize * std::mem::size_of::<BufRingEntry>(), 4096)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         // SAFETY: the layout has a non-zero size (buffers >= 1).
         let entries = unsafe { alloc_zeroed(entries_layout) } as *mut BufRingEntry;
         if entries.is_null() {
@@ -118,12 +116,8 @@ impl Ring {
         // SAFETY: the entry array is page aligned, `buffers` entries long, and outlives the
         // registration: `Drop` unregisters (or leaks it) before freeing.
         let registered = unsafe {
-            ring.submitter().register_buf_ring_with_flags(
-                entries as u64,
-                buffers,
-                BUFFER_GROUP,
-                0,
-            )
+            ring.submitter()
+                .register_buf_ring_with_flags(entries as u64, buffers, BUFFER_GROUP, 0)
         };
         if let Err(e) = registered {
             // SAFETY: allocated above with this layout, never registered.
@@ -281,12 +275,10 @@ impl Drop for Ring {
         let deadline = std::time::Instant::now() + Duration::from_secs(1);
         let mut done = Vec::new();
         while self.in_flight > 0 && std::time::Instant::now() < deadline {
-            let _ = self
-                .ring
-                .submitter()
-                .submit_with_args(1, &types::SubmitArgs::new().timespec(
-                    &Timespec::new().nsec(10_000_000),
-                ));
+            let _ = self.ring.submitter().submit_with_args(
+                1,
+                &types::SubmitArgs::new().timespec(&Timespec::new().nsec(10_000_000)),
+            );
             done.clear();
             self.reap(&mut done, |_, _| {});
         }
@@ -303,5 +295,56 @@ impl Drop for Ring {
             // ring is idle and about to be closed).
             unsafe { dealloc(self.buffers.entries as *mut u8, self.buffers.entries_layout) };
         }
+    }
+}
+
+/// Makes `command`'s child (and everything it starts) run under a seccomp filter that fails
+/// `io_uring_setup` with EPERM, as Docker's default profile does, before the exec. It is how
+/// the tests reach the real "io_uring is unavailable" path on a machine that has io_uring.
+pub fn deny_io_uring_before_exec(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    #[cfg(target_arch = "x86_64")]
+    const AUDIT_ARCH: u32 = 0xC000_003E;
+    #[cfg(target_arch = "aarch64")]
+    const AUDIT_ARCH: u32 = 0xC000_00B7;
+    // io_uring_setup is 425 on every architecture with the unified syscall table.
+    const IO_URING_SETUP: u32 = 425;
+    const LD_W_ABS: u16 = 0x20; // BPF_LD (0) | BPF_W (0) | BPF_ABS
+    const JEQ_K: u16 = 0x05 | 0x10; // BPF_JMP | BPF_JEQ | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    // seccomp_data: nr at offset 0, arch at offset 4.
+    let filter = [
+        op(LD_W_ABS, 0, 0, 4),
+        op(JEQ_K, 0, 3, AUDIT_ARCH),
+        op(LD_W_ABS, 0, 0, 0),
+        op(JEQ_K, 0, 1, IO_URING_SETUP),
+        op(RET_K, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+        op(RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ];
+    let hook = move || -> io::Result<()> {
+        let program = libc::sock_fprog {
+            len: filter.len() as u16,
+            filter: filter.as_ptr() as *mut libc::sock_filter,
+        };
+        // SAFETY: runs in the forked child before exec, where only async-signal-safe calls
+        // are allowed: prctl is a plain system call; `program` points at `filter`, which
+        // lives in this closure for the whole call, and the kernel copies it.
+        unsafe {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    &program as *const libc::sock_fprog,
+                ) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    };
+    // SAFETY: the hook above is async-signal-safe (see inside), as `pre_exec` requires.
+    unsafe {
+        command.pre_exec(hook);
     }
 }
