@@ -152,6 +152,7 @@ impl Ring {
     pub fn accept_multi(&mut self, listener: BorrowedFd<'_>, user_data: u64) -> io::Result<()> {
         self.accepts.insert(user_data);
         let entry = opcode::AcceptMulti::new(types::Fd(listener.as_raw_fd()))
+            .flags(libc::SOCK_CLOEXEC)
             .build()
             .user_data(user_data);
         self.push(entry)
@@ -174,7 +175,9 @@ impl Ring {
         user_data: u64,
     ) -> io::Result<()> {
         let len = buffer.len().min(u32::MAX as usize) as u32;
+        // MSG_NOSIGNAL: a peer gone away is an error result, never a SIGPIPE.
         let entry = opcode::Send::new(types::Fd(socket.as_raw_fd()), buffer.as_ptr(), len)
+            .flags(libc::MSG_NOSIGNAL)
             .build()
             .user_data(user_data);
         // Moving the Vec does not move its heap bytes, which the entry points at.
