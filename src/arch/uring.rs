@@ -172,8 +172,11 @@ enum RingStore {
     Blocking(LazyStore),
     Redis {
         pipe: RedisPipe<(usize, u32)>,
-        /// The pipe generation a poll is armed for.
-        polling: Option<u64>,
+        /// The poll armed on the socket: its sequence number (in its `user_data`), the pipe
+        /// generation and the events it waits for.
+        polling: Option<(u32, u64, u32)>,
+        /// The sequence number of the last poll armed.
+        poll_seq: u32,
     },
 }
 
@@ -197,6 +200,7 @@ impl RingLoop {
             StoreConfig::Redis { host, port } => RingStore::Redis {
                 pipe: RedisPipe::new(host, *port),
                 polling: None,
+                poll_seq: 0,
             },
             other => RingStore::Blocking(LazyStore::new(other.clone())),
         };
@@ -347,12 +351,14 @@ impl RingLoop {
                 self.on_tick()?;
             }
             REDIS => {
-                if let RingStore::Redis { polling, pipe } = &mut self.store {
-                    if pipe.socket().map(|(_, g)| g) == *polling {
+                // A poll replaced or cancelled earlier (its sequence is not the armed one)
+                // says nothing about the live socket.
+                if let RingStore::Redis { polling, .. } = &mut self.store {
+                    if polling.is_some_and(|(seq, _, _)| seq == generation) {
                         *polling = None;
+                        self.redis_step(|pipe| pipe.on_ready());
                     }
                 }
-                self.redis_step(|pipe| pipe.on_ready());
             }
             _ => {}
         }
@@ -684,31 +690,37 @@ impl RingLoop {
         &mut self,
         step: impl FnOnce(&mut RedisPipe<(usize, u32)>) -> Finished<(usize, u32)>,
     ) {
-        let RingStore::Redis { pipe, polling } = &mut self.store else {
+        let RingStore::Redis {
+            pipe,
+            polling,
+            poll_seq,
+        } = &mut self.store
+        else {
             return;
         };
         let finished = step(pipe);
-        // Dead sockets: a poll armed on one completes once the socket drops (or is
-        // cancelled here); its completion is recognised as stale by the generation.
-        if !pipe.take_dead().is_empty() {
-            if polling.is_some() {
-                let _ = self.ring.cancel(tag(REDIS, 0, 0), tag(CANCEL, 0, 0));
+        let dead = !pipe.take_dead().is_empty();
+        let want = pipe.socket().map(|(socket, generation)| {
+            let mut events = libc::POLLIN as u32;
+            if pipe.wants_write() {
+                events |= libc::POLLOUT as u32;
             }
-            *polling = None;
+            (socket.as_raw_fd(), generation, events)
+        });
+        // The armed poll is replaced when its socket died or it lacks write interest now
+        // needed; its completion is then recognised as stale by its sequence number.
+        if let Some((seq, generation, events)) = *polling {
+            let current = want.is_some_and(|(_, g, e)| g == generation && e & !events == 0);
+            if dead || !current {
+                let _ = self.ring.cancel(tag(REDIS, 0, seq), tag(CANCEL, 0, 0));
+                *polling = None;
+            }
         }
-        if let Some((socket, generation)) = pipe.socket() {
-            if *polling != Some(generation) {
-                let mut events = libc::POLLIN as u32;
-                if pipe.wants_write() {
-                    events |= libc::POLLOUT as u32;
-                }
-                match self
-                    .ring
-                    .poll_once(socket.as_raw_fd(), events, tag(REDIS, 0, 0))
-                {
-                    Ok(()) => *polling = Some(generation),
-                    Err(e) => eprintln!("sweetspot: cannot watch the redis socket: {e}"),
-                }
+        if let (None, Some((fd, generation, events))) = (*polling, want) {
+            *poll_seq = poll_seq.wrapping_add(1);
+            match self.ring.poll_once(fd, events, tag(REDIS, 0, *poll_seq)) {
+                Ok(()) => *polling = Some((*poll_seq, generation, events)),
+                Err(e) => eprintln!("sweetspot: cannot watch the redis socket: {e}"),
             }
         }
         for ((slot, generation), answer) in finished {
