@@ -93,10 +93,13 @@ impl Ring {
     /// `kernel.io_uring_disabled`, a seccomp profile, or too little lockable memory.
     pub fn new(entries: u32, buffers: u16, size: usize) -> io::Result<Ring> {
         assert!(buffers.is_power_of_two());
+        // A completion queue 16 times the submission queue: multishot operations post
+        // many completions per submission, and one that overflows ends (it is re-armed).
         let ring = IoUring::builder()
             .setup_single_issuer()
+            .setup_cqsize(entries * 16)
             .build(entries)
-            .or_else(|_| IoUring::new(entries))?;
+            .or_else(|_| IoUring::builder().setup_cqsize(entries * 16).build(entries))?;
         let entries_layout =
             Layout::from_size_align(buffers as usize * std::mem::size_of::<BufRingEntry>(), 4096)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
