@@ -53,7 +53,7 @@ const RING_ENTRIES: u32 = 1024;
 /// input waiting holds one until the loop reaps it (thousands at c10k; too few and receives
 /// end with ENOBUFS and must be re-armed, which collapses throughput).
 const BUFFERS: u16 = 8192;
-const BUFFER_SIZE: usize = 1024;
+const BUFFER_SIZE: usize = 512;
 /// Input held while a request is pending beyond which a flooding client is dropped.
 const MAX_BUFFERED: usize = MAX_HEADER_BYTES + MAX_BODY + 64 * 1024;
 

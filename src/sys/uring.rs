@@ -111,7 +111,10 @@ impl Ring {
         let mut provided = ProvidedBuffers {
             entries,
             entries_layout,
-            memory: vec![0; buffers as usize * size],
+            // Filled (not zeroed, which the allocator may leave untouched) so every page is
+            // resident from the start: the kernel cycles through all the buffers, and the
+            // server's memory should not appear to grow as it does.
+            memory: vec![0xa5; buffers as usize * size],
             count: buffers,
             size,
             tail: 0,
