@@ -200,6 +200,7 @@ pub fn serve(config: &ServeConfig) -> anyhow::Result<()> {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&shutdown))?;
     }
+    config.arch.server().check()?;
     let reuse_port = config.arch.has_accept_modes() && config.accept == Accept::Reuseport;
     let listener = bind(config.addr, reuse_port)?;
     let local = listener.local_addr()?;

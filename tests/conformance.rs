@@ -1247,6 +1247,7 @@ conformance!(
     reactors_shared = reactors "--accept" "shared",
     hybrid,
     r#async,
+    uring,
 );
 
 /// SIGKILL of the parent alone (nothing to clean up) takes its workers with it, a busy one
@@ -1337,4 +1338,48 @@ fn shutdown_is_bounded_during_a_long_fib(arch: &str) {
         took >= Duration::from_secs(5),
         "{arch}: stopped after {took:?}, before the drain deadline"
     );
+}
+
+/// Where io_uring cannot be set up (here: a seccomp filter failing `io_uring_setup` with
+/// EPERM, as Docker's default profile does), `serve --arch uring` prints no ready line and
+/// exits 2 with one line saying why. Other architectures run under the same filter.
+#[test]
+fn uring_unavailable_is_one_line_and_exit_2() {
+    let run = |arch: &str| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_sweetspot"));
+        command.args(["serve", "--arch", arch, "--port", "0", "--protocol", "echo"]);
+        sweetspot::sys::uring::deny_io_uring_before_exec(&mut command);
+        command
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawning sweetspot")
+    };
+    let out = run("uring").wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("io_uring is unavailable"), "{stderr}");
+    assert!(stderr.contains("Operation not permitted"), "{stderr}");
+
+    // The filter denies io_uring only: epoll under it starts and serves.
+    let mut epoll = run("epoll");
+    let mut line = String::new();
+    let stdout = epoll.stdout.take().unwrap();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).unwrap();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(epoll.id() as i32),
+        Signal::SIGTERM,
+    );
+    let status = epoll.wait().unwrap();
+    assert!(
+        line.starts_with("listening on tcp://127.0.0.1:"),
+        "{line:?}"
+    );
+    assert_eq!(status.code(), Some(0));
 }

@@ -473,6 +473,58 @@ url = "http://127.0.0.1:{port}"
         .any(|p| p["arch"] == "epoll" && p["ok"] == true));
 }
 
+/// Where io_uring is unavailable (a seccomp filter inherited by the sweep and every server it
+/// starts fails `io_uring_setup` with EPERM), the uring point is recorded as failed with the
+/// server's reason and the sweep goes on to the next architecture.
+#[test]
+fn uring_unavailable_is_a_failed_point_with_the_reason() {
+    let tmp = TempDir::new("sweep-no-uring");
+    let dir = tmp.path().to_path_buf();
+    let experiment = dir.join("no-uring.toml");
+    std::fs::write(
+        &experiment,
+        r#"
+name = "no-uring"
+archs = ["uring", "epoll"]
+concurrency = [1]
+duration = "200ms"
+warmup = "0s"
+
+[[workload]]
+name = "hello"
+route = "/hello"
+"#,
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let mut command = Command::new(BIN);
+    command.args([
+        "sweep",
+        experiment.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    sweetspot::sys::uring::deny_io_uring_before_exec(&mut command);
+    let run = command.output().expect("running sweetspot");
+    assert!(
+        run.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let results = read_json(&out.join("results.json"));
+    let points = results["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    let uring = points.iter().find(|p| p["arch"] == "uring").unwrap();
+    assert_eq!(uring["ok"], false);
+    let failure = uring["failure"].as_str().unwrap();
+    assert!(failure.contains("io_uring is unavailable"), "{failure}");
+    assert!(failure.contains("Operation not permitted"), "{failure}");
+    assert!(points
+        .iter()
+        .any(|p| p["arch"] == "epoll" && p["ok"] == true));
+}
+
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     let tmp = TempDir::new("sweep-bad");
@@ -727,7 +779,7 @@ refused! {
     refuses_zero_repetitions: "repetitions = 0" => "repetitions";
     refuses_nan_p99_bound: "p99_bound_ms = nan" => "p99_bound_ms";
     refuses_zero_warmup_connections: "warmup_connections = 0" => "warmup_connections";
-    refuses_an_arch_serve_does_not_have: "archs = [\"uring\"]" => "archs:";
+    refuses_an_arch_serve_does_not_have: "archs = [\"fibers\"]" => "archs:";
 }
 
 #[test]

@@ -26,6 +26,7 @@ pub mod preforked;
 pub mod prethreaded;
 pub mod reactors;
 pub mod threaded;
+pub mod uring;
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -66,6 +67,8 @@ pub enum Arch {
     Hybrid,
     /// A tokio multi-threaded runtime, a task per connection.
     Async,
+    /// io_uring, one ring per thread: multishot accept and receive, batched sends.
+    Uring,
 }
 
 impl Arch {
@@ -87,6 +90,7 @@ impl Arch {
             Arch::Reactors => "reactors",
             Arch::Hybrid => "hybrid",
             Arch::Async => "async",
+            Arch::Uring => "uring",
         }
     }
 
@@ -115,7 +119,12 @@ impl Arch {
     pub fn pooled(self) -> bool {
         matches!(
             self,
-            Arch::Preforked | Arch::Prethreaded | Arch::Reactors | Arch::Hybrid | Arch::Async
+            Arch::Preforked
+                | Arch::Prethreaded
+                | Arch::Reactors
+                | Arch::Hybrid
+                | Arch::Async
+                | Arch::Uring
         )
     }
 
@@ -136,7 +145,7 @@ impl Arch {
         match self {
             Arch::Preforked => 2 * cores,
             Arch::Prethreaded => 4 * cores,
-            Arch::Reactors | Arch::Hybrid | Arch::Async => cores,
+            Arch::Reactors | Arch::Hybrid | Arch::Async | Arch::Uring => cores,
             Arch::Forking | Arch::Threaded => 0,
             Arch::Iterative | Arch::Poll | Arch::Epoll => 1,
         }
@@ -170,6 +179,7 @@ impl Arch {
             Arch::Reactors => Box::new(reactors::ReactorsServer),
             Arch::Hybrid => Box::new(hybrid::HybridServer),
             Arch::Async => Box::new(async_tasks::AsyncServer),
+            Arch::Uring => Box::new(uring::UringServer),
         }
     }
 
@@ -268,6 +278,11 @@ impl AcceptCounts {
 
 /// One architecture's way of serving.
 pub trait Architecture {
+    /// Fails (before the ready line) when this machine cannot run the architecture at all.
+    fn check(&self) -> anyhow::Result<()> {
+        Ok(())
+    }
+
     /// Serves until `ctx` says stop, then drains in-flight work (bounded) and returns.
     fn serve(&self, listener: TcpListener, ctx: Arc<ServerContext>) -> anyhow::Result<()>;
 }

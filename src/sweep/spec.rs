@@ -858,17 +858,17 @@ mod tests {
             "name='x'\narchs=['epoll','preforked']\nconcurrency=[1]\n[[workload]]\nname='h'\n";
         let e = Experiment::from_toml(listed, "t").unwrap();
         assert_eq!(e.archs, [Arch::Epoll, Arch::Preforked]);
-        for bad in ["archs=['uring']", "archs='some'", "archs=3"] {
+        for bad in ["archs=['fibers']", "archs='some'", "archs=3"] {
             let text = format!("name='x'\n{bad}\nconcurrency=[1]\n[[workload]]\nname='h'\n");
             let err = Experiment::from_toml(&text, "t").unwrap_err().to_string();
             assert!(err.starts_with("t: line 2: archs: "), "{bad}: {err}");
             assert!(err.contains(&Arch::names()), "{bad}: {err}");
             assert_eq!(err.lines().count(), 1, "{err}");
         }
-        let bad_max = "name='x'\narchs=['epoll']\nmax_concurrency={uring=3}\nconcurrency=[1]\n[[workload]]\nname='h'\n";
+        let bad_max = "name='x'\narchs=['epoll']\nmax_concurrency={fibers=3}\nconcurrency=[1]\n[[workload]]\nname='h'\n";
         let err = Experiment::from_toml(bad_max, "t").unwrap_err().to_string();
         assert!(
-            err.contains("max_concurrency: unknown arch \"uring\""),
+            err.contains("max_concurrency: unknown arch \"fibers\""),
             "{err}"
         );
     }

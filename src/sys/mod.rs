@@ -7,8 +7,11 @@
 //!   on every call (as the study's server does), which nix's borrow-checked `PollFd` cannot hold.
 //! - [`join_cgroup_before_exec`]: a spawned server moves itself into a cgroup between fork and
 //!   exec, so it never runs outside it (the sweep's exact CPU accounting).
+//! - [`uring`]: io_uring rings for the uring architecture, owning the memory of operations in flight.
 //!
 //! Everything here turns -1 into `io::Error::last_os_error()` and says why each block is sound.
+
+pub mod uring;
 
 use std::io;
 use std::num::NonZeroUsize;

@@ -1,0 +1,805 @@
+//! Uring: io_uring, one ring per thread, completions instead of readiness.
+//!
+//! `--workers` threads (default one per core) each own a ring ([`crate::sys::uring::Ring`])
+//! and the connections that ring accepted. Every thread arms a multishot accept on the shared
+//! listener, so the kernel hands each new connection to one of the rings. A connection gets
+//! one multishot receive into the ring's registered provided buffers; its bytes are copied
+//! into the connection's input and the buffer goes straight back. The same sans-IO request
+//! step as every architecture ([`next_request`]) answers what is complete; replies are
+//! appended to the connection's output, and once per loop turn every connection with output
+//! and no send in flight gets one send, all submitted together with the next wait (one
+//! `io_uring_enter` per turn, however many connections were served). Past
+//! [`MAX_QUEUED_OUTPUT`] the receive is cancelled and no more requests are answered until the
+//! client drains its output; it is re-armed then (and whenever a multishot ends on its own,
+//! e.g. when the provided buffers ran out).
+//!
+//! Waits never hold the thread: `/sleep` is a ring timeout, Redis goes over a non-blocking
+//! [`RedisPipe`] whose socket readiness is a one-shot poll on the ring (the commands and
+//! replies are the same RESP code the event loops use; 503 past the store timeout). `/fib`
+//! and the embedded SQLite store run inline and stall that ring's thread, as they stall
+//! epoll. Static files are read in [`FILE_CHUNK`](crate::http::FILE_CHUNK)s (a bounded
+//! positional read of a cached page) each time the socket has taken the previous one.
+//! Deadlines (idle, header, body, write, lingering after an error) are checked on a ring
+//! timeout that ticks every [`TICK`].
+//!
+//! Where io_uring cannot be set up (old kernel, `kernel.io_uring_disabled`, a seccomp
+//! profile, no lockable memory) [`UringServer::check`] fails before the ready line, with the
+//! reason, and `serve` exits 2.
+
+use std::collections::HashSet;
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use super::connection::{
+    cancel_check, is_resource_exhaustion, next_request, request_timeout, Next, ReplyShape,
+    RequestClock, CONTINUE, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
+};
+use super::{Architecture, Protocol, ServerContext, DRAIN};
+use crate::app::{echo, fib_response, App, Route};
+use crate::http::{FileBody, Response, FILE_CHUNK, MAX_BODY, MAX_HEADER_BYTES};
+use crate::store::redis_pipe::{Finished, RedisAnswer, RedisPipe, RedisRequest};
+use crate::store::{LazyStore, StoreConfig};
+use crate::sys::uring::{Completion, Ring};
+
+/// How often the ring wakes to check deadlines and the stop flag.
+const TICK: Duration = Duration::from_millis(200);
+/// Submission queue size of each ring.
+const RING_ENTRIES: u32 = 1024;
+/// Provided buffers per ring, and their size: many small ones, since every connection with
+/// input waiting holds one until the loop reaps it (thousands at c10k; too few and receives
+/// end with ENOBUFS and must be re-armed, which collapses throughput).
+const BUFFERS: u16 = 8192;
+const BUFFER_SIZE: usize = 512;
+/// Input held while a request is pending beyond which a flooding client is dropped.
+const MAX_BUFFERED: usize = MAX_HEADER_BYTES + MAX_BODY + 64 * 1024;
+
+/// What an operation is for: the top byte of its `user_data`.
+const ACCEPT: u64 = 1;
+const RECV: u64 = 2;
+const SEND: u64 = 3;
+const SLEEP: u64 = 4;
+const TICKER: u64 = 5;
+const REDIS: u64 = 6;
+const CANCEL: u64 = 7;
+
+/// `user_data`: kind (8 bits), connection slot (24 bits), generation (32 bits).
+fn tag(kind: u64, slot: usize, generation: u32) -> u64 {
+    (kind << 56) | ((slot as u64 & 0xff_ffff) << 32) | generation as u64
+}
+
+fn untag(user_data: u64) -> (u64, usize, u32) {
+    (
+        user_data >> 56,
+        ((user_data >> 32) & 0xff_ffff) as usize,
+        user_data as u32,
+    )
+}
+
+/// The io_uring architecture.
+pub struct UringServer;
+
+fn new_ring() -> anyhow::Result<Ring> {
+    Ring::new(RING_ENTRIES, BUFFERS, BUFFER_SIZE).map_err(|e| {
+        crate::usage(format!(
+            "uring: io_uring is unavailable here ({e}); see /proc/sys/kernel/io_uring_disabled, \
+             the seccomp profile and `ulimit -l`"
+        ))
+    })
+}
+
+impl Architecture for UringServer {
+    fn check(&self) -> anyhow::Result<()> {
+        new_ring().map(drop)
+    }
+
+    fn serve(&self, listener: TcpListener, ctx: Arc<ServerContext>) -> anyhow::Result<()> {
+        let listener = Arc::new(listener);
+        let threads = ctx.workers.max(1);
+        let mut handles = Vec::with_capacity(threads);
+        for i in 0..threads {
+            let listener = Arc::clone(&listener);
+            let ctx = Arc::clone(&ctx);
+            let handle = std::thread::Builder::new()
+                .name(format!("uring-{i}"))
+                .spawn(move || -> anyhow::Result<()> {
+                    let ring = new_ring()?;
+                    RingLoop::new(ring, listener, ctx).run()
+                })
+                .context("spawning a ring thread")?;
+            handles.push(handle);
+        }
+        let mut result = Ok(());
+        for handle in handles {
+            let outcome = handle
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("a ring thread panicked")));
+            if result.is_ok() {
+                result = outcome;
+            }
+        }
+        result
+    }
+}
+
+struct Conn {
+    stream: TcpStream,
+    generation: u32,
+    input: Vec<u8>,
+    consumed: usize,
+    /// Output not yet handed to a send.
+    out: Vec<u8>,
+    /// Bytes of the send in flight (0: none).
+    sending: usize,
+    stalled_since: Option<Instant>,
+    clock: RequestClock,
+    file: Option<(FileBody, u64)>,
+    linger: bool,
+    lingering: Option<(Instant, usize)>,
+    pending: Option<ReplyShape>,
+    sleeping: u64,
+    close_after_flush: bool,
+    peer_closed: bool,
+    last_active: Instant,
+    recv_armed: bool,
+    recv_cancelled: bool,
+    /// A receive failed: the connection is dead.
+    broken: bool,
+}
+
+impl Conn {
+    fn queued(&self) -> usize {
+        self.out.len() + self.sending
+    }
+
+    fn answering_front(&self) -> bool {
+        self.pending.is_none() && self.file.is_none() && !self.close_after_flush
+    }
+
+    fn compact_input(&mut self) {
+        if self.consumed == self.input.len() {
+            self.input.clear();
+            self.consumed = 0;
+        } else if self.consumed >= self.input.len() / 2 {
+            self.input.drain(..self.consumed);
+            self.consumed = 0;
+        }
+    }
+}
+
+enum RingStore {
+    Blocking(LazyStore),
+    Redis {
+        pipe: RedisPipe<(usize, u32)>,
+        /// The poll armed on the socket: its sequence number (in its `user_data`), the pipe
+        /// generation and the events it waits for.
+        polling: Option<(u32, u64, u32)>,
+        /// The sequence number of the last poll armed.
+        poll_seq: u32,
+    },
+}
+
+struct RingLoop {
+    ring: Ring,
+    listener: Arc<TcpListener>,
+    accepting: bool,
+    accept_paused_until: Option<Instant>,
+    ctx: Arc<ServerContext>,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    next_generation: u32,
+    store: RingStore,
+    dirty: HashSet<usize>,
+    last_sweep: Instant,
+}
+
+impl RingLoop {
+    fn new(ring: Ring, listener: Arc<TcpListener>, ctx: Arc<ServerContext>) -> RingLoop {
+        let store = match &ctx.app.store {
+            StoreConfig::Redis { host, port } => RingStore::Redis {
+                pipe: RedisPipe::new(host, *port),
+                polling: None,
+                poll_seq: 0,
+            },
+            other => RingStore::Blocking(LazyStore::new(other.clone())),
+        };
+        RingLoop {
+            ring,
+            listener,
+            accepting: false,
+            accept_paused_until: None,
+            ctx,
+            conns: Vec::new(),
+            free: Vec::new(),
+            next_generation: 0,
+            store,
+            dirty: HashSet::new(),
+            last_sweep: Instant::now(),
+        }
+    }
+
+    fn arm_accept(&mut self) -> anyhow::Result<()> {
+        if !self.accepting {
+            self.ring
+                .accept_multi(self.listener.as_fd(), tag(ACCEPT, 0, 0))
+                .context("arming accept")?;
+            self.accepting = true;
+        }
+        Ok(())
+    }
+
+    fn run(&mut self) -> anyhow::Result<()> {
+        self.arm_accept()?;
+        self.ring.timeout(TICK, tag(TICKER, 0, 0))?;
+        let mut completions = Vec::with_capacity(1024);
+        let mut drain_deadline = None;
+        loop {
+            let now = Instant::now();
+            if self.ctx.stopping() {
+                let deadline = *drain_deadline.get_or_insert_with(|| {
+                    if self.accepting {
+                        let _ = self.ring.cancel(tag(ACCEPT, 0, 0), tag(CANCEL, 0, 0));
+                    }
+                    self.accept_paused_until = None;
+                    now + DRAIN
+                });
+                self.close_idle(Duration::ZERO);
+                if self.conns.iter().all(Option::is_none) || now >= deadline {
+                    return Ok(());
+                }
+            }
+            self.ring.submit_and_wait().context("io_uring_enter")?;
+            completions.clear();
+            let conns = &mut self.conns;
+            let dirty = &mut self.dirty;
+            self.ring.reap(&mut completions, |user_data, bytes| {
+                let (kind, slot, generation) = untag(user_data);
+                if kind != RECV {
+                    return;
+                }
+                let Some(conn) = conns.get_mut(slot).and_then(Option::as_mut) else {
+                    return;
+                };
+                if conn.generation != generation {
+                    return;
+                }
+                if let Some((_, discarded)) = conn.lingering.as_mut() {
+                    *discarded += bytes.len();
+                } else {
+                    conn.input.extend_from_slice(bytes);
+                }
+                conn.last_active = Instant::now();
+                dirty.insert(slot);
+            });
+            for c in completions.drain(..) {
+                self.complete_op(c)?;
+            }
+            self.finish_turn();
+        }
+    }
+
+    fn complete_op(&mut self, c: Completion) -> anyhow::Result<()> {
+        let (kind, slot, generation) = untag(c.user_data);
+        match kind {
+            ACCEPT => {
+                if let Some(stream) = c.accepted {
+                    if !self.ctx.stopping() {
+                        let _ = stream.set_nodelay(true);
+                        self.insert(stream);
+                    }
+                }
+                if !c.more {
+                    self.accepting = false;
+                    let e = std::io::Error::from_raw_os_error(-c.result);
+                    if c.result < 0 && is_resource_exhaustion(&e) {
+                        eprintln!(
+                            "sweetspot: accept: {e} with {} connections; pausing accepts",
+                            self.conns.iter().flatten().count()
+                        );
+                        self.accept_paused_until =
+                            Some(Instant::now() + Duration::from_millis(100));
+                    } else if !self.ctx.stopping() && self.accept_paused_until.is_none() {
+                        self.arm_accept()?;
+                    }
+                }
+            }
+            RECV => {
+                let Some(conn) = self.live(slot, generation) else {
+                    return Ok(());
+                };
+                if c.result == 0 {
+                    conn.peer_closed = true;
+                } else if c.result < 0 && c.result != -libc::ENOBUFS && c.result != -libc::ECANCELED
+                {
+                    conn.broken = true;
+                }
+                if !c.more {
+                    conn.recv_armed = false;
+                    conn.recv_cancelled = false;
+                }
+                self.dirty.insert(slot);
+            }
+            SEND => {
+                let Some(conn) = self.live(slot, generation) else {
+                    return Ok(());
+                };
+                let buffer = c.sent_buffer.unwrap_or_default();
+                conn.sending = 0;
+                if c.result <= 0 {
+                    conn.broken = true;
+                } else {
+                    let n = c.result as usize;
+                    if n < buffer.len() {
+                        let mut rest = buffer[n..].to_vec();
+                        rest.extend_from_slice(&conn.out);
+                        conn.out = rest;
+                    }
+                    conn.last_active = Instant::now();
+                    conn.stalled_since = None;
+                }
+                self.dirty.insert(slot);
+            }
+            SLEEP => {
+                if let Some(conn) = self.live(slot, generation) {
+                    let ms = conn.sleeping;
+                    self.complete(slot, generation, App::sleep_done(ms));
+                }
+            }
+            TICKER => {
+                self.ring.timeout(TICK, tag(TICKER, 0, 0))?;
+                self.on_tick()?;
+            }
+            REDIS => {
+                // A poll replaced or cancelled earlier (its sequence is not the armed one)
+                // says nothing about the live socket.
+                if let RingStore::Redis { polling, .. } = &mut self.store {
+                    if polling.is_some_and(|(seq, _, _)| seq == generation) {
+                        *polling = None;
+                        self.redis_step(|pipe| pipe.on_ready());
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn on_tick(&mut self) -> anyhow::Result<()> {
+        let now = Instant::now();
+        if let Some(until) = self.accept_paused_until {
+            if now >= until && !self.ctx.stopping() {
+                self.accept_paused_until = None;
+                self.arm_accept()?;
+            }
+        }
+        self.redis_step(|pipe| pipe.expire(Instant::now()));
+        if self.last_sweep.elapsed() >= Duration::from_secs(1) {
+            self.last_sweep = now;
+            self.close_idle(self.ctx.idle_timeout);
+        }
+        Ok(())
+    }
+
+    fn live(&mut self, slot: usize, generation: u32) -> Option<&mut Conn> {
+        self.conns
+            .get_mut(slot)
+            .and_then(Option::as_mut)
+            .filter(|c| c.generation == generation)
+    }
+
+    fn insert(&mut self, stream: TcpStream) {
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        self.next_generation = self.next_generation.wrapping_add(1);
+        self.conns[slot] = Some(Conn {
+            stream,
+            generation: self.next_generation,
+            input: Vec::new(),
+            consumed: 0,
+            out: Vec::new(),
+            sending: 0,
+            stalled_since: None,
+            clock: RequestClock::default(),
+            file: None,
+            linger: false,
+            lingering: None,
+            pending: None,
+            sleeping: 0,
+            close_after_flush: false,
+            peer_closed: false,
+            last_active: Instant::now(),
+            recv_armed: false,
+            recv_cancelled: false,
+            broken: false,
+        });
+        self.dirty.insert(slot);
+    }
+
+    fn close(&mut self, slot: usize) {
+        if let Some(conn) = self.conns[slot].take() {
+            // Ends the multishot receive (it completes with 0) so the kernel lets go of the
+            // socket; the descriptor closes when `stream` drops.
+            let _ = conn.stream.shutdown(Shutdown::Both);
+            if conn.recv_armed {
+                let _ = self
+                    .ring
+                    .cancel(tag(RECV, slot, conn.generation), tag(CANCEL, 0, 0));
+            }
+            self.free.push(slot);
+            self.dirty.remove(&slot);
+        }
+    }
+
+    /// Processes every connection touched this turn, then hands each one's output to a
+    /// send: the submissions all go in with the next wait.
+    fn finish_turn(&mut self) {
+        let dirty: Vec<usize> = self.dirty.drain().collect();
+        for slot in dirty {
+            self.process(slot);
+        }
+    }
+
+    fn process(&mut self, slot: usize) {
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        if conn.broken {
+            self.close(slot);
+            return;
+        }
+        if let Some((until, discarded)) = conn.lingering {
+            if conn.peer_closed || discarded >= LINGER_BYTES || Instant::now() >= until {
+                self.close(slot);
+            } else if !conn.recv_armed {
+                self.arm_recv(slot);
+            }
+            return;
+        }
+        if self.ctx.protocol == Protocol::Http {
+            let unanswered = &conn.input[conn.consumed..];
+            if conn.clock.observe(unanswered, Instant::now()) && conn.answering_front() {
+                conn.out.extend_from_slice(CONTINUE);
+            }
+        }
+        if (conn.pending.is_some() || conn.close_after_flush)
+            && conn.input.len() - conn.consumed > MAX_BUFFERED
+        {
+            self.close(slot);
+            return;
+        }
+        loop {
+            self.answer(slot);
+            let Some(conn) = self.conns[slot].as_mut() else {
+                return;
+            };
+            // Refill from a streamed file once the socket has taken what was queued.
+            if conn.queued() >= FILE_CHUNK {
+                break;
+            }
+            let Some((file, offset)) = conn.file.as_mut() else {
+                break;
+            };
+            match file.read_chunk(*offset, &mut conn.out) {
+                Ok(n) if n > 0 => {
+                    *offset += n as u64;
+                    if *offset >= file.len {
+                        conn.file = None;
+                        // Answer what waited behind the file.
+                        continue;
+                    }
+                    break;
+                }
+                _ => {
+                    self.close(slot);
+                    return;
+                }
+            }
+        }
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        let idle = conn.queued() == 0 && conn.pending.is_none() && conn.file.is_none();
+        if idle && conn.close_after_flush && conn.linger && !conn.peer_closed {
+            // The error reply is out: stop sending, keep reading until the client is done.
+            if conn.stream.shutdown(Shutdown::Write).is_err() {
+                self.close(slot);
+                return;
+            }
+            conn.lingering = Some((Instant::now() + LINGER_TIME, 0));
+            if !conn.recv_armed {
+                self.arm_recv(slot);
+            }
+            return;
+        }
+        if idle && (conn.close_after_flush || conn.peer_closed) {
+            self.close(slot);
+            return;
+        }
+        let backlogged = conn.queued() >= MAX_QUEUED_OUTPUT;
+        let want_recv = !conn.peer_closed && !backlogged;
+        if want_recv && !conn.recv_armed {
+            self.arm_recv(slot);
+        } else if !want_recv && conn.recv_armed && !conn.recv_cancelled && !conn.peer_closed {
+            conn.recv_cancelled = true;
+            let target = tag(RECV, slot, conn.generation);
+            if self.ring.cancel(target, tag(CANCEL, 0, 0)).is_err() {
+                self.close(slot);
+                return;
+            }
+        }
+        self.send(slot);
+    }
+
+    fn arm_recv(&mut self, slot: usize) {
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        let user_data = tag(RECV, slot, conn.generation);
+        if self
+            .ring
+            .recv_multi(conn.stream.as_fd(), user_data)
+            .is_err()
+        {
+            self.close(slot);
+            return;
+        }
+        if let Some(conn) = self.conns[slot].as_mut() {
+            conn.recv_armed = true;
+            conn.recv_cancelled = false;
+        }
+    }
+
+    fn send(&mut self, slot: usize) {
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        if conn.sending > 0 || conn.out.is_empty() {
+            return;
+        }
+        let buffer = std::mem::take(&mut conn.out);
+        conn.sending = buffer.len();
+        conn.stalled_since.get_or_insert_with(Instant::now);
+        let user_data = tag(SEND, slot, conn.generation);
+        if self
+            .ring
+            .send(conn.stream.as_fd(), buffer, user_data)
+            .is_err()
+        {
+            self.close(slot);
+        }
+    }
+
+    fn answer(&mut self, slot: usize) {
+        let ctx = Arc::clone(&self.ctx);
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        match ctx.protocol {
+            Protocol::Echo if conn.queued() >= MAX_QUEUED_OUTPUT => {}
+            Protocol::Echo => match echo::echo_lines(&mut conn.input, &mut conn.out) {
+                Ok(lines) => ctx.served.add(lines),
+                Err(()) => conn.close_after_flush = true,
+            },
+            Protocol::Http => loop {
+                let Some(conn) = self.conns[slot].as_mut() else {
+                    return;
+                };
+                if conn.queued() >= MAX_QUEUED_OUTPUT
+                    || conn.pending.is_some()
+                    || conn.file.is_some()
+                    || conn.close_after_flush
+                {
+                    break;
+                }
+                let input = &conn.input[conn.consumed..];
+                match next_request(input, &mut conn.out, &ctx.app, ctx.stopping()) {
+                    Next::Request(route, shape, used) => {
+                        conn.consumed += used;
+                        conn.clock.reset();
+                        conn.pending = Some(shape);
+                        let generation = conn.generation;
+                        if let Some(resp) = self.start(slot, generation, route) {
+                            self.deliver(slot, &resp);
+                        }
+                    }
+                    Next::Incomplete => break,
+                    Next::Rejected => {
+                        ctx.served.add(1);
+                        conn.close_after_flush = true;
+                        conn.linger = true;
+                    }
+                }
+            },
+        }
+        if let Some(conn) = self.conns[slot].as_mut() {
+            conn.compact_input();
+            if ctx.protocol == Protocol::Http && !conn.close_after_flush {
+                let unanswered = &conn.input[conn.consumed..];
+                if conn.clock.observe(unanswered, Instant::now()) && conn.answering_front() {
+                    conn.out.extend_from_slice(CONTINUE);
+                }
+            }
+        }
+    }
+
+    /// Starts the work of a route: the response if it is ready now, or `None` when it will
+    /// come from a ring timeout or the store.
+    fn start(&mut self, slot: usize, generation: u32, route: Route) -> Option<Response> {
+        match route {
+            Route::Ready(resp) => Some(resp),
+            Route::Fib(n) => {
+                // A /fib whose client hung up (or past the drain) gives up: close, no reply.
+                let fd = self.conns[slot].as_ref()?.stream.as_raw_fd();
+                let ctx = Arc::clone(&self.ctx);
+                let resp = fib_response(n, &mut cancel_check(fd, &ctx, None));
+                if resp.is_none() {
+                    self.close(slot);
+                }
+                resp
+            }
+            Route::Sleep(ms) => {
+                if let Some(conn) = self.conns[slot].as_mut() {
+                    conn.sleeping = ms;
+                }
+                let user_data = tag(SLEEP, slot, generation);
+                match self.ring.timeout(Duration::from_millis(ms), user_data) {
+                    Ok(()) => None,
+                    Err(_) => Some(Response::error(503)),
+                }
+            }
+            Route::GuestbookView(_) | Route::GuestbookPost(_) => match &mut self.store {
+                RingStore::Blocking(store) => self.ctx.app.complete(route, store, &mut || false),
+                RingStore::Redis { pipe, .. } => {
+                    let request = match route {
+                        Route::GuestbookPost(remark) => RedisRequest::AddRemark(remark),
+                        Route::GuestbookView(view) => RedisRequest::Visit(view),
+                        _ => unreachable!("only guestbook routes reach the store"),
+                    };
+                    match pipe.submit((slot, generation), request) {
+                        Ok(()) => {
+                            self.redis_step(|pipe| pipe.on_ready());
+                            None
+                        }
+                        Err(e) => Some(App::guestbook_page(Err(e))),
+                    }
+                }
+            },
+        }
+    }
+
+    /// Delivers the reply of a pending request from a timeout or the store.
+    fn complete(&mut self, slot: usize, generation: u32, resp: Response) {
+        if self
+            .live(slot, generation)
+            .is_some_and(|c| c.pending.is_some())
+        {
+            self.deliver(slot, &resp);
+            self.dirty.insert(slot);
+        }
+    }
+
+    fn deliver(&mut self, slot: usize, resp: &Response) {
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        if let Some(shape) = conn.pending.take() {
+            shape.write(resp, &mut conn.out);
+            if let Some(file) = resp.file.as_ref().filter(|_| !shape.head) {
+                conn.file = Some((file.clone(), 0));
+            }
+            self.ctx.served.add(1);
+            conn.close_after_flush = !shape.keep_alive;
+        }
+    }
+
+    fn redis_step(
+        &mut self,
+        step: impl FnOnce(&mut RedisPipe<(usize, u32)>) -> Finished<(usize, u32)>,
+    ) {
+        let RingStore::Redis {
+            pipe,
+            polling,
+            poll_seq,
+        } = &mut self.store
+        else {
+            return;
+        };
+        let finished = step(pipe);
+        let dead = !pipe.take_dead().is_empty();
+        let want = pipe.socket().map(|(socket, generation)| {
+            let mut events = libc::POLLIN as u32;
+            if pipe.wants_write() {
+                events |= libc::POLLOUT as u32;
+            }
+            (socket.as_raw_fd(), generation, events)
+        });
+        // The armed poll is replaced when its socket died or it lacks write interest now
+        // needed; its completion is then recognised as stale by its sequence number.
+        if let Some((seq, generation, events)) = *polling {
+            let current = want.is_some_and(|(_, g, e)| g == generation && e & !events == 0);
+            if dead || !current {
+                let _ = self.ring.cancel(tag(REDIS, 0, seq), tag(CANCEL, 0, 0));
+                *polling = None;
+            }
+        }
+        if let (None, Some((fd, generation, events))) = (*polling, want) {
+            *poll_seq = poll_seq.wrapping_add(1);
+            match self.ring.poll_once(fd, events, tag(REDIS, 0, *poll_seq)) {
+                Ok(()) => *polling = Some((*poll_seq, generation, events)),
+                Err(e) => eprintln!("sweetspot: cannot watch the redis socket: {e}"),
+            }
+        }
+        for ((slot, generation), answer) in finished {
+            let resp = match answer {
+                Ok(RedisAnswer::Page(page)) => App::guestbook_page(Ok(page)),
+                Ok(RedisAnswer::Added) => App::remark_stored(Ok(())),
+                Err(e) => App::guestbook_page(Err(e)),
+            };
+            self.complete(slot, generation, resp);
+        }
+    }
+
+    /// Closes silent connections, stalled writers and expired lingerers; answers 408 to
+    /// requests past their deadline.
+    fn close_idle(&mut self, idle: Duration) {
+        let write_timeout = self.ctx.timeouts.write;
+        let now = Instant::now();
+        for slot in 0..self.conns.len() {
+            let Some(c) = self.conns[slot].as_mut() else {
+                continue;
+            };
+            let silent = c.pending.is_none()
+                && c.file.is_none()
+                && c.queued() == 0
+                && c.last_active.elapsed() >= idle;
+            let stalled = c
+                .stalled_since
+                .is_some_and(|since| since.elapsed() >= write_timeout);
+            let lingered = c.lingering.is_some_and(|(until, _)| now >= until);
+            if (silent && c.lingering.is_none()) || stalled || lingered {
+                self.close(slot);
+                continue;
+            }
+            if self.ctx.protocol != Protocol::Http || c.lingering.is_some() {
+                continue;
+            }
+            if !c.answering_front() || c.queued() > 0 {
+                c.clock.reset();
+                continue;
+            }
+            if c.clock.expired(&self.ctx.timeouts, now) {
+                request_timeout(&mut c.out);
+                c.close_after_flush = true;
+                c.linger = true;
+                self.ctx.served.add(1);
+                self.dirty.insert(slot);
+            }
+        }
+        self.finish_turn();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_data_round_trips_kind_slot_and_generation() {
+        for (kind, slot, generation) in [
+            (ACCEPT, 0, 0),
+            (RECV, 1, 1),
+            (SEND, 0xff_ffff, u32::MAX),
+            (SLEEP, 12345, 0x8000_0001),
+            (CANCEL, 7, 3),
+        ] {
+            assert_eq!(untag(tag(kind, slot, generation)), (kind, slot, generation));
+        }
+        assert_ne!(tag(RECV, 5, 9), tag(SEND, 5, 9));
+        assert_ne!(tag(RECV, 5, 9), tag(RECV, 5, 10));
+    }
+}

@@ -1,0 +1,359 @@
+//! io_uring for the `uring` architecture: a safe face over the io-uring crate.
+//!
+//! Pushing an operation onto a ring is `unsafe` because the kernel reads or writes the
+//! memory it names until the operation completes, whatever Rust thinks of its lifetime. This
+//! wrapper makes that sound by owning every such piece of memory itself: a send's buffer and
+//! a timeout's `Timespec` are kept here, keyed by the operation's `user_data`, until their
+//! completion arrives (a send's buffer is then handed back); the provided-buffer ring that
+//! multishot receives fill is allocated, registered and recycled here, and its bytes reach
+//! the caller only as a borrowed slice inside [`Ring::reap`], after which the buffer goes back
+//! to the kernel. An accepted descriptor becomes an owned `TcpStream` here, once. On drop
+//! every operation still in flight is cancelled and waited for (bounded); memory the kernel
+//! might still touch after that is leaked rather than freed.
+//!
+//! The caller encodes what an operation is for in its `user_data`; each `user_data` in flight
+//! must be unique among the operations that own memory (sends, timeouts).
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::net::TcpStream;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::Duration;
+
+use io_uring::types::{BufRingEntry, CancelBuilder, Timespec};
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+
+/// The buffer group id of the ring's provided buffers.
+const BUFFER_GROUP: u16 = 0;
+
+/// One completion, as the caller sees it.
+#[derive(Debug)]
+pub struct Completion {
+    pub user_data: u64,
+    /// The operation's result: a count, or a negated errno.
+    pub result: i32,
+    /// A multishot operation that stays armed (more completions will come).
+    pub more: bool,
+    /// A send's buffer, handed back.
+    pub sent_buffer: Option<Vec<u8>>,
+    /// A multishot accept's new connection.
+    pub accepted: Option<TcpStream>,
+}
+
+/// The registered ring of provided buffers receives are filled into.
+struct ProvidedBuffers {
+    entries: *mut BufRingEntry,
+    entries_layout: Layout,
+    memory: Vec<u8>,
+    count: u16,
+    size: usize,
+    tail: u16,
+}
+
+impl ProvidedBuffers {
+    fn tail(&self) -> &AtomicU16 {
+        // SAFETY: `entries` points to `count` live, zeroed entries allocated in `Ring::new`
+        // and freed only in `Drop`; the tail field lives inside the first entry, is u16
+        // aligned, and the kernel only reads it, so an atomic view of it is sound.
+        unsafe { AtomicU16::from_ptr(BufRingEntry::tail(self.entries) as *mut u16) }
+    }
+
+    /// Hands buffer `bid` (back) to the kernel.
+    fn provide(&mut self, bid: u16) {
+        let index = (self.tail & (self.count - 1)) as usize;
+        // SAFETY: index < count, within the allocation; the kernel does not read an entry at
+        // or past the published tail, so writing it before the release store below races
+        // with nothing.
+        let entry = unsafe { &mut *self.entries.add(index) };
+        let offset = bid as usize * self.size;
+        entry.set_addr(self.memory[offset..].as_ptr() as u64);
+        entry.set_len(self.size as u32);
+        entry.set_bid(bid);
+        self.tail = self.tail.wrapping_add(1);
+        self.tail().store(self.tail, Ordering::Release);
+    }
+}
+
+/// An io_uring with its provided buffers and the memory of its operations in flight.
+pub struct Ring {
+    ring: IoUring,
+    buffers: ProvidedBuffers,
+    sends: HashMap<u64, Vec<u8>>,
+    timespecs: HashMap<u64, Box<Timespec>>,
+    accepts: HashSet<u64>,
+    /// Operations pushed and not yet finally completed.
+    in_flight: usize,
+}
+
+impl Ring {
+    /// A ring of `entries` submission slots with `buffers` provided buffers of `size` bytes
+    /// (`buffers` a power of two). Fails where io_uring is unavailable: old kernel,
+    /// `kernel.io_uring_disabled`, a seccomp profile, or too little lockable memory.
+    pub fn new(entries: u32, buffers: u16, size: usize) -> io::Result<Ring> {
+        assert!(buffers.is_power_of_two());
+        // A completion queue 16 times the submission queue: multishot operations post
+        // many completions per submission, and one that overflows ends (it is re-armed).
+        let ring = IoUring::builder()
+            .setup_single_issuer()
+            .setup_cqsize(entries * 16)
+            .build(entries)
+            .or_else(|_| IoUring::builder().setup_cqsize(entries * 16).build(entries))?;
+        let entries_layout =
+            Layout::from_size_align(buffers as usize * std::mem::size_of::<BufRingEntry>(), 4096)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        // SAFETY: the layout has a non-zero size (buffers >= 1).
+        let entries = unsafe { alloc_zeroed(entries_layout) } as *mut BufRingEntry;
+        if entries.is_null() {
+            return Err(io::Error::from(io::ErrorKind::OutOfMemory));
+        }
+        let mut provided = ProvidedBuffers {
+            entries,
+            entries_layout,
+            // Filled (not zeroed, which the allocator may leave untouched) so every page is
+            // resident from the start: the kernel cycles through all the buffers, and the
+            // server's memory should not appear to grow as it does.
+            memory: vec![0xa5; buffers as usize * size],
+            count: buffers,
+            size,
+            tail: 0,
+        };
+        // SAFETY: the entry array is page aligned, `buffers` entries long, and outlives the
+        // registration: `Drop` unregisters (or leaks it) before freeing.
+        let registered = unsafe {
+            ring.submitter()
+                .register_buf_ring_with_flags(entries as u64, buffers, BUFFER_GROUP, 0)
+        };
+        if let Err(e) = registered {
+            // SAFETY: allocated above with this layout, never registered.
+            unsafe { dealloc(entries as *mut u8, entries_layout) };
+            provided.entries = std::ptr::null_mut();
+            return Err(e);
+        }
+        for bid in 0..buffers {
+            provided.provide(bid);
+        }
+        Ok(Ring {
+            ring,
+            buffers: provided,
+            sends: HashMap::new(),
+            timespecs: HashMap::new(),
+            accepts: HashSet::new(),
+            in_flight: 0,
+        })
+    }
+
+    fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
+        // SAFETY (for every caller): the memory `entry` names is owned by `self` (send
+        // buffers, timespecs, provided buffers) until its final completion, or is none.
+        while unsafe { self.ring.submission().push(&entry) }.is_err() {
+            self.ring.submit()?;
+        }
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    /// Arms a multishot accept on `listener`; each new connection completes with `accepted`.
+    pub fn accept_multi(&mut self, listener: BorrowedFd<'_>, user_data: u64) -> io::Result<()> {
+        self.accepts.insert(user_data);
+        let entry = opcode::AcceptMulti::new(types::Fd(listener.as_raw_fd()))
+            .flags(libc::SOCK_CLOEXEC)
+            .build()
+            .user_data(user_data);
+        self.push(entry)
+    }
+
+    /// Arms a multishot receive on `socket` into the provided buffers; the bytes reach the
+    /// `on_data` callback of [`reap`](Self::reap).
+    pub fn recv_multi(&mut self, socket: BorrowedFd<'_>, user_data: u64) -> io::Result<()> {
+        let entry = opcode::RecvMulti::new(types::Fd(socket.as_raw_fd()), BUFFER_GROUP)
+            .build()
+            .user_data(user_data);
+        self.push(entry)
+    }
+
+    /// Sends `buffer` on `socket`; the buffer comes back in the completion.
+    pub fn send(
+        &mut self,
+        socket: BorrowedFd<'_>,
+        buffer: Vec<u8>,
+        user_data: u64,
+    ) -> io::Result<()> {
+        let len = buffer.len().min(u32::MAX as usize) as u32;
+        // MSG_NOSIGNAL: a peer gone away is an error result, never a SIGPIPE.
+        let entry = opcode::Send::new(types::Fd(socket.as_raw_fd()), buffer.as_ptr(), len)
+            .flags(libc::MSG_NOSIGNAL)
+            .build()
+            .user_data(user_data);
+        // Moving the Vec does not move its heap bytes, which the entry points at.
+        self.sends.insert(user_data, buffer);
+        self.push(entry)
+    }
+
+    /// Waits for readiness of `fd` (`poll(2)` event bits), once.
+    pub fn poll_once(&mut self, fd: RawFd, events: u32, user_data: u64) -> io::Result<()> {
+        let entry = opcode::PollAdd::new(types::Fd(fd), events)
+            .build()
+            .user_data(user_data);
+        self.push(entry)
+    }
+
+    /// Completes (with -ETIME) after `after`.
+    pub fn timeout(&mut self, after: Duration, user_data: u64) -> io::Result<()> {
+        let spec = Box::new(Timespec::from(after));
+        let entry = opcode::Timeout::new(&*spec as *const Timespec)
+            .build()
+            .user_data(user_data);
+        self.timespecs.insert(user_data, spec);
+        self.push(entry)
+    }
+
+    /// Asks the kernel to cancel the operation tagged `target`; the request itself
+    /// completes under `user_data`.
+    pub fn cancel(&mut self, target: u64, user_data: u64) -> io::Result<()> {
+        let entry = opcode::AsyncCancel::new(target)
+            .build()
+            .user_data(user_data);
+        self.push(entry)
+    }
+
+    /// Submits everything pushed and waits for at least one completion.
+    pub fn submit_and_wait(&mut self) -> io::Result<()> {
+        match self.ring.submit_and_wait(1) {
+            Ok(_) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Moves the completions into `out`. The bytes of a receive are passed to `on_data`
+    /// (with the receive's `user_data`) and their buffer goes straight back to the kernel.
+    pub fn reap(&mut self, out: &mut Vec<Completion>, mut on_data: impl FnMut(u64, &[u8])) {
+        let cqes: Vec<cqueue::Entry> = self.ring.completion().collect();
+        for cqe in cqes {
+            let user_data = cqe.user_data();
+            let result = cqe.result();
+            let flags = cqe.flags();
+            let more = cqueue::more(flags);
+            if !more {
+                self.in_flight = self.in_flight.saturating_sub(1);
+            }
+            if let Some(bid) = cqueue::buffer_select(flags) {
+                let start = bid as usize * self.buffers.size;
+                let len = (result.max(0) as usize).min(self.buffers.size);
+                on_data(user_data, &self.buffers.memory[start..start + len]);
+                self.buffers.provide(bid);
+            }
+            let mut accepted = None;
+            if self.accepts.contains(&user_data) {
+                if result >= 0 {
+                    // SAFETY: the kernel has just created this descriptor for us; nothing
+                    // else in the process knows it, so it is owned here, once.
+                    let fd = unsafe { OwnedFd::from_raw_fd(result) };
+                    accepted = Some(TcpStream::from(fd));
+                }
+                if !more {
+                    self.accepts.remove(&user_data);
+                }
+            }
+            let sent_buffer = if more {
+                None
+            } else {
+                self.timespecs.remove(&user_data);
+                self.sends.remove(&user_data)
+            };
+            out.push(Completion {
+                user_data,
+                result,
+                more,
+                sent_buffer,
+                accepted,
+            });
+        }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        let _ = self
+            .ring
+            .submitter()
+            .register_sync_cancel(None, CancelBuilder::any());
+        let deadline = std::time::Instant::now() + Duration::from_secs(1);
+        let mut done = Vec::new();
+        while self.in_flight > 0 && std::time::Instant::now() < deadline {
+            let _ = self.ring.submitter().submit_with_args(
+                1,
+                &types::SubmitArgs::new().timespec(&Timespec::new().nsec(10_000_000)),
+            );
+            done.clear();
+            self.reap(&mut done, |_, _| {});
+        }
+        if self.in_flight > 0 {
+            // The kernel may still write into these: never free them.
+            std::mem::forget(std::mem::take(&mut self.buffers.memory));
+            std::mem::forget(std::mem::take(&mut self.sends));
+            std::mem::forget(std::mem::take(&mut self.timespecs));
+            return;
+        }
+        let _ = self.ring.submitter().unregister_buf_ring(BUFFER_GROUP);
+        if !self.buffers.entries.is_null() {
+            // SAFETY: allocated in `new` with this layout and no longer registered (or the
+            // ring is idle and about to be closed).
+            unsafe { dealloc(self.buffers.entries as *mut u8, self.buffers.entries_layout) };
+        }
+    }
+}
+
+/// Makes `command`'s child (and everything it starts) run under a seccomp filter that fails
+/// `io_uring_setup` with EPERM, as Docker's default profile does, before the exec. It is how
+/// the tests reach the real "io_uring is unavailable" path on a machine that has io_uring.
+pub fn deny_io_uring_before_exec(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    #[cfg(target_arch = "x86_64")]
+    const AUDIT_ARCH: u32 = 0xC000_003E;
+    #[cfg(target_arch = "aarch64")]
+    const AUDIT_ARCH: u32 = 0xC000_00B7;
+    // io_uring_setup is 425 on every architecture with the unified syscall table.
+    const IO_URING_SETUP: u32 = 425;
+    const LD_W_ABS: u16 = 0x20; // BPF_LD (0) | BPF_W (0) | BPF_ABS
+    const JEQ_K: u16 = 0x05 | 0x10; // BPF_JMP | BPF_JEQ | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    // seccomp_data: nr at offset 0, arch at offset 4.
+    let filter = [
+        op(LD_W_ABS, 0, 0, 4),
+        op(JEQ_K, 0, 3, AUDIT_ARCH),
+        op(LD_W_ABS, 0, 0, 0),
+        op(JEQ_K, 0, 1, IO_URING_SETUP),
+        op(RET_K, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+        op(RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ];
+    let hook = move || -> io::Result<()> {
+        let program = libc::sock_fprog {
+            len: filter.len() as u16,
+            filter: filter.as_ptr() as *mut libc::sock_filter,
+        };
+        // SAFETY: runs in the forked child before exec, where only async-signal-safe calls
+        // are allowed: prctl is a plain system call; `program` points at `filter`, which
+        // lives in this closure for the whole call, and the kernel copies it.
+        unsafe {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    &program as *const libc::sock_fprog,
+                ) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    };
+    // SAFETY: the hook above is async-signal-safe (see inside), as `pre_exec` requires.
+    unsafe {
+        command.pre_exec(hook);
+    }
+}
