@@ -46,8 +46,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::connection::{
-    cancel_check, is_resource_exhaustion, next_request, request_timeout, Next, RequestClock,
-    CONTINUE, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
+    cancel_check, is_resource_exhaustion, next_request, request_timeout, Answered, Next,
+    RequestClock, CONTINUE, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
 };
 use super::{Architecture, Protocol, ServerContext, DRAIN};
 use crate::app::{echo, fib_response, App, Route};
@@ -151,24 +151,6 @@ async fn accept_loop(
     drop(done_tx);
     let _ = tokio::time::timeout(DRAIN, done_rx.recv()).await;
     Ok(())
-}
-
-/// What answering the buffered input left to do (as in the blocking loop).
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Answered {
-    /// Close once the output is written.
-    Close,
-    /// An error reply: write it, then close lingering.
-    Reject,
-    /// Write the output, then stream this file body; then close (true) or carry on.
-    Stream(FileBody, bool),
-    /// The output is full: write it, then answer more before reading.
-    Backlog,
-    /// Every complete request is answered: read more.
-    NeedInput,
-    /// The work of a request was cancelled (the client hung up, or the drain deadline
-    /// passed): close now, writing nothing.
-    Cancelled,
 }
 
 /// What one wait for input ended with.

@@ -178,9 +178,10 @@ pub fn cancel_check(
     }
 }
 
-/// What answering the buffered input left to do.
+/// What answering the buffered input left to do (the blocking loop here, and the async
+/// architecture's tasks).
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Answered {
+pub enum Answered {
     /// Close once the output is written.
     Close,
     /// An error reply: write it, then close lingering.
