@@ -268,6 +268,8 @@ impl Connection {
                         return;
                     }
                     self.last_activity = Instant::now();
+                    // The next request waited on the server: its deadline starts now.
+                    self.clock.reset();
                     continue;
                 }
                 Answered::Backlog if !stopping => continue,
