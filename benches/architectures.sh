@@ -48,8 +48,9 @@ modes=$("$bin" serve --help | sed -n '/--accept </,/^ *--/p' | sed -n 's/^ *- \(
 # Whether `serve` takes --accept for an architecture: a bad --idle-timeout (checked after
 # --accept) makes both answers exit 2 at once, without serving.
 takes_accept() {
-    ! "$bin" serve --arch "$1" --accept "${modes%%$'\n'*}" --port 0 --idle-timeout 0 2>&1 |
-        grep -q -- '--accept'
+    local refusal
+    refusal=$("$bin" serve --arch "$1" --accept "${modes%%$'\n'*}" --port 0 --idle-timeout 0 2>&1 || true)
+    [[ $refusal != *--accept* ]]
 }
 variants=()
 for arch in $archs; do
