@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Side-by-side: every architecture on /hello and on /guestbook (Redis store), driven by
 # ApacheBench with -c 50 and keep-alive off (a connection per request, as the ZeroHTTPd study
-# measured), in one run. Reports requests/s and the server's CPU seconds per 10,000 requests,
-# read from the server's own stop line (its CPU plus its reaped children's).
+# measured), in one run. Reports requests/s and the server's CPU per request in microseconds,
+# read from the server's own stop line (its CPU plus its reaped children's). Every
+# architecture the binary has is measured (the list `sweep --list` prints), each in every
+# accept mode it takes (reactors: `reactors/reuseport`, its default, and `reactors/shared`),
+# so a new architecture or mode appears here with no edit. One that cannot serve here (uring
+# where io_uring is unavailable) gets a row saying why.
 #
 # Usage: benches/architectures.sh [REQUESTS]   (default 5000 per point)
 # Installs apache2-utils and redis-server from Debian's packages when missing (as root).
@@ -35,17 +39,49 @@ echo "# sweetspot architectures: ab -c 50 -n $requests, keep-alive off, Redis st
 echo "# $(nproc) cores, $(uname -sr), $(date -u +%Y-%m-%dT%H:%MZ)"
 # errors: ab's connect, receive and exception failures (not "Length": the guestbook page grows
 # as the visitor count gains digits); non2xx: answers other than 2xx/3xx.
-printf "%-12s %-11s %10s %16s %7s %7s\n" arch route "req/s" "cpu_s/10k_req" errors non2xx
+row="%-20s %-11s %10s %12s %7s %7s\n"
+printf "$row" arch route "req/s" "cpu_us/req" errors non2xx
 # Every architecture the binary has (the list `sweep --list` prints), so new ones appear here.
 archs=$("$bin" sweep --list | sed -n '/^Architectures:/,$p' | awk 'NR > 1 && NF { print $1 }')
+# The accept modes (`serve --help`'s possible values of --accept).
+modes=$("$bin" serve --help | sed -n '/--accept </,/^ *--/p' | sed -n 's/^ *- \([a-z]*\):.*/\1/p')
+# Whether `serve` takes --accept for an architecture: a bad --idle-timeout (checked after
+# --accept) makes both answers exit 2 at once, without serving.
+takes_accept() {
+    local refusal
+    refusal=$("$bin" serve --arch "$1" --accept "${modes%%$'\n'*}" --port 0 --idle-timeout 0 2>&1 || true)
+    [[ $refusal != *--accept* ]]
+}
+variants=()
 for arch in $archs; do
+    if takes_accept "$arch"; then
+        for mode in $modes; do variants+=("$arch/$mode"); done
+    else
+        variants+=("$arch")
+    fi
+done
+for variant in "${variants[@]}"; do
+    arch=${variant%%/*}
+    flags=()
+    [ "$variant" != "$arch" ] && flags=(--accept "${variant#*/}")
     for route in /hello /guestbook; do
-        "$bin" serve --arch "$arch" --port 0 --store "redis://127.0.0.1:$redis_port" \
-            >"$work/out" 2>"$work/err" &
+        "$bin" serve --arch "$arch" "${flags[@]}" --port 0 \
+            --store "redis://127.0.0.1:$redis_port" >"$work/out" 2>"$work/err" &
         server_pid=$!
         touch "$work/out"
-        for _ in $(seq 100); do grep -q listening "$work/out" && break; sleep 0.05; done
+        for _ in $(seq 100); do
+            grep -q listening "$work/out" && break
+            kill -0 "$server_pid" 2>/dev/null || break
+            sleep 0.05
+        done
         port=$(sed -n 's/.*:\([0-9]*\) arch=.*/\1/p' "$work/out")
+        if [ -z "$port" ]; then
+            kill "$server_pid" 2>/dev/null || true
+            wait "$server_pid" || true
+            server_pid=
+            printf "%-20s %-11s did not serve: %s\n" "$variant" "$route" "$(head -1 "$work/err")"
+            continue
+        fi
         ab -q -c 50 -n "$requests" "http://127.0.0.1:$port$route" >"$work/ab" 2>&1 || true
         kill -TERM "$server_pid"
         wait "$server_pid" || true
@@ -55,7 +91,7 @@ for arch in $archs; do
             awk '{print $1 + $2 + $3}')
         non2xx=$(awk '/Non-2xx responses/ {print $3}' "$work/ab")
         cpu=$(sed -n 's/.*served \([0-9]*\) requests.*cpu user \([0-9.]*\) s, system \([0-9.]*\) s/\1 \2 \3/p' "$work/out" |
-            awk '{ if ($1 > 0) printf "%.3f", ($2 + $3) * 10000 / $1; else print "n/a" }')
-        printf "%-12s %-11s %10s %16s %7s %7s\n" "$arch" "$route" "${rps:-n/a}" "$cpu" "${errors:-0}" "${non2xx:-0}"
+            awk '{ if ($1 > 0) printf "%.1f", ($2 + $3) * 1e6 / $1; else print "n/a" }')
+        printf "$row" "$variant" "$route" "${rps:-n/a}" "$cpu" "${errors:-0}" "${non2xx:-0}"
     done
 done

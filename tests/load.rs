@@ -811,3 +811,40 @@ fn a_body_file_must_be_a_regular_file_of_at_most_1_mib() {
         sweetspot(&["load", &url, "-n", "1", "-m", "POST", "--body", &body, "-q"]);
     assert_eq!(code, 0, "{stderr}");
 }
+
+/// A connect that never completes is a connect error once the timeout passes: a listener
+/// whose accept queue is full and never drained makes the kernel drop the SYNs. (Before
+/// failing an old connect the generator looks whether it completed unseen, behind thousands
+/// of others; that look must not take a pending one for open.)
+#[test]
+fn connects_to_a_full_backlog_are_connect_errors() {
+    use socket2::{Domain, Socket, Type};
+    let listener = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    let addr: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    listener.bind(&addr.into()).unwrap();
+    listener.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap().as_socket().unwrap();
+    // A backlog of 0 holds one connection: the generator's preflight connect (which must
+    // succeed) takes it, and stays there unaccepted after it closes.
+    let url = format!("http://{addr}/");
+    let (_, stdout, stderr, _) = sweetspot(&[
+        "load",
+        &url,
+        "-c",
+        "4",
+        "-t",
+        "1",
+        "-d",
+        "1500ms",
+        "--timeout",
+        "500ms",
+        "--json",
+        "-",
+        "-q",
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&stdout).expect(&stderr);
+    assert_eq!(json["requests"], 0, "{stdout}");
+    let connect = json["errors"]["connect"].as_u64().unwrap();
+    // Each of the 4 connections gives up at least once in 1.5 s at a 0.5 s timeout.
+    assert!(connect >= 4, "{connect} connect errors: {stdout}");
+}

@@ -809,6 +809,22 @@ mod tests {
         }
     }
 
+    /// `sweep --list` shows the description: a preset that names its architectures there
+    /// names every one it runs.
+    #[test]
+    fn c10k_description_names_every_arch_it_runs() {
+        let text = PRESETS.iter().find(|(name, _)| *name == "c10k").unwrap().1;
+        let e = Experiment::from_toml(text, "c10k").unwrap();
+        assert!(e.archs.len() >= 5, "{:?}", e.archs);
+        for arch in &e.archs {
+            assert!(
+                e.description.contains(arch.name()),
+                "{arch:?}: {}",
+                e.description
+            );
+        }
+    }
+
     #[test]
     fn experiments_round_trip_through_json() {
         for (name, text) in PRESETS {
