@@ -71,6 +71,14 @@ impl LatencyHistogram {
         )
     }
 
+    /// Latencies at 2 significant digits (1%), from 1 µs to one hour: 26 KB instead of 190,
+    /// for the per-URL histograms of `--urls` ([`super::urls`]).
+    pub fn coarse() -> LatencyHistogram {
+        LatencyHistogram(
+            Histogram::new_with_bounds(1, MAX_LATENCY_US, 2).expect("valid histogram bounds"),
+        )
+    }
+
     /// Records one latency; sub-microsecond values count as 1 µs.
     #[inline]
     pub fn record(&mut self, latency: Duration) {
