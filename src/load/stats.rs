@@ -561,6 +561,8 @@ pub struct ThreadStats {
     pub elapsed: Duration,
     /// `--hlog` only: hands this thread's per-second latency histograms to the log writer.
     pub intervals: Option<super::hlog::IntervalRecorder>,
+    /// `--urls` only: the same counts per request line.
+    pub urls: Option<super::urls::UrlRecorder>,
 }
 
 impl ThreadStats {
@@ -582,6 +584,7 @@ impl ThreadStats {
             cpu_s: 0.0,
             elapsed: Duration::ZERO,
             intervals: None,
+            urls: None,
         }
     }
 
@@ -642,6 +645,11 @@ impl ThreadStats {
         }
         self.cpu_s += other.cpu_s;
         self.elapsed = self.elapsed.max(other.elapsed);
+        match (&mut self.urls, &other.urls) {
+            (Some(mine), Some(theirs)) => mine.merge(theirs),
+            (None, Some(theirs)) => self.urls = Some(theirs.clone()),
+            _ => {}
+        }
     }
 }
 

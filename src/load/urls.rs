@@ -100,6 +100,26 @@ impl UrlList {
         }
     }
 
+    /// What the report names as the target: `http://HOST:PORT (--urls, 3 requests)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "http://{} (--urls, {} request{})",
+            self.host_header,
+            self.requests.len(),
+            if self.requests.len() == 1 { "" } else { "s" }
+        )
+    }
+
+    /// The method the response framer is made for: HEAD when every line is HEAD (a response
+    /// to HEAD has no body), else GET (the parser refuses a mix).
+    pub fn framing_method(&self) -> &'static str {
+        if self.requests.iter().all(|r| is_head(&r.method)) {
+            "HEAD"
+        } else {
+            "GET"
+        }
+    }
+
     /// Serializes every request once, `-H` headers added, for a run with this keep-alive
     /// and pipeline depth. Fails (a usage error's text) past [`MAX_REQUEST_SET_BYTES`].
     pub fn request_set(
@@ -241,6 +261,13 @@ pub fn parse_url_list(
         }
         parsed.push((number, line));
     }
+    if let Some((number, _)) = parsed.iter().find(|(_, l)| is_head(&l.method)) {
+        if let Some((other, _)) = parsed.iter().find(|(_, l)| !is_head(&l.method)) {
+            return Err(format!(
+                "{file}:{number}: a HEAD line cannot share a file with other methods (line {other}): its responses have no body"
+            ));
+        }
+    }
     if parsed.is_empty() {
         return Err(format!(
             "--urls {file}: no requests (every line is blank or a # comment)"
@@ -297,7 +324,7 @@ fn parse_line(line: &str, base_dir: &Path) -> Result<ParsedLine, String> {
     let (method, url_text) = if is_url(first) {
         ("GET".to_string(), first)
     } else {
-        if !first.bytes().all(super::is_token_byte) {
+        if !first.bytes().all(super::config::is_token_byte) {
             return Err(format!("invalid method {first:?}"));
         }
         let url = words.next().ok_or_else(|| {
@@ -344,7 +371,7 @@ fn parse_line(line: &str, base_dir: &Path) -> Result<ParsedLine, String> {
     };
     let headers = headers_part
         .iter()
-        .map(|h| super::parse_header(h).map_err(|e| format!("header H:{h}: {e}")))
+        .map(|h| super::config::parse_header(h).map_err(|e| format!("header H:{h}: {e}")))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(ParsedLine {
         method,
@@ -379,6 +406,10 @@ fn split_headers(line: &str) -> (&str, Vec<&str>) {
         headers.push(line[start + 2..end].trim());
     }
     (&line[..first], headers)
+}
+
+fn is_head(method: &str) -> bool {
+    method.eq_ignore_ascii_case("HEAD")
 }
 
 /// The path and `Host` header of an HTTP target; `None` for any other kind.
@@ -440,6 +471,11 @@ impl RequestSet {
             lines,
             pipeline,
         })
+    }
+
+    /// One request, as `--urls` is not given: [`RequestBytes`]' layout.
+    pub fn single(request: &RequestBytes, pipeline: usize) -> Result<RequestSet, String> {
+        RequestSet::new(&[request.batch(1).to_vec()], pipeline)
     }
 
     /// How many distinct requests rotate.
@@ -1004,6 +1040,15 @@ mod tests {
         ] {
             assert_eq!(parse(text, target).unwrap_err(), message, "{text:?}");
         }
+        assert_eq!(
+            parse("GET /a\nHEAD /b\n", t).unwrap_err(),
+            "u.txt:2: a HEAD line cannot share a file with other methods (line 1): its responses have no body"
+        );
+        assert_eq!(
+            parse("HEAD /a\nhead /b\n", t).unwrap().framing_method(),
+            "HEAD"
+        );
+        assert_eq!(parse("POST /a\n/b\n", t).unwrap().framing_method(), "GET");
         let not_utf8 = parse_url_list(b"/a\n/\xff\n", "u.txt", Path::new("."), None);
         assert_eq!(not_utf8.unwrap_err(), "u.txt:2: not UTF-8 text");
         let many: String = (0..=MAX_URL_LINES).map(|i| format!("/p{i}\n")).collect();
