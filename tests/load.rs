@@ -1025,20 +1025,18 @@ fn a_malformed_urls_file_exits_2_naming_the_line() {
             vec!["load", "--urls", &file],
             "sweetspot: --urls FILE: every line is a path: give the host as TARGET (http://HOST:PORT) or write one absolute URL",
         ),
-        (
-            vec!["load"],
-            "sweetspot: load needs a TARGET (http://HOST:PORT/PATH or tcp://HOST:PORT) or --urls FILE",
-        ),
     ] {
         let (code, _, stderr, _) = sweetspot(&args);
         assert_eq!(code, 2, "{args:?}: {stderr}");
-        let expected = if args.len() > 1 {
-            expected.replace("FILE", &file)
-        } else {
-            expected.to_string()
-        };
-        assert_eq!(stderr.trim_end(), expected, "{args:?}");
+        assert_eq!(stderr.trim_end(), expected.replace("FILE", &file), "{args:?}");
     }
+    // Without TARGET or --urls clap refuses, as for any missing argument.
+    let (code, _, stderr, _) = sweetspot(&["load", "-n", "1"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("<TARGET>") && stderr.contains("--help"),
+        "{stderr}"
+    );
 }
 
 #[test]

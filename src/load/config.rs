@@ -29,6 +29,7 @@ const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 pub struct LoadArgs {
     /// http://HOST:PORT/PATH or tcp://HOST:PORT (echo protocol). With --urls: optional, the
     /// http://HOST:PORT of the file's path-only lines (no path).
+    #[arg(required_unless_present = "urls")]
     pub target: Option<String>,
     /// Send the requests of FILE, one per line, round robin on every connection: connection i
     /// starts at line i mod n. A line: `[METHOD] URL [@BODYFILE] [H:Name: value]...`, the URL
