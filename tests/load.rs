@@ -848,3 +848,299 @@ fn connects_to_a_full_backlog_are_connect_errors() {
     // Each of the 4 connections gives up at least once in 1.5 s at a 0.5 s timeout.
     assert!(connect >= 4, "{connect} connect errors: {stdout}");
 }
+
+/// `--urls`: a file of requests in `dir`, returned as a path string.
+fn url_file(dir: &std::path::Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// The per-URL entries of a JSON report, by line number: (requests, status map, bad statuses).
+fn url_rows(json: &serde_json::Value) -> Vec<(u64, u64, serde_json::Value, u64)> {
+    json["urls"]
+        .as_array()
+        .expect("urls is an array")
+        .iter()
+        .map(|u| {
+            (
+                u["line"].as_u64().unwrap(),
+                u["requests"].as_u64().unwrap(),
+                u["status"].clone(),
+                u["http_errors"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn urls_rotate_hello_fib_and_a_guestbook_post_with_exact_counts() {
+    let _guard = timing_lock();
+    let dir = common::TempDir::new("urls-mix");
+    let store = format!("sqlite:{}", dir.path().join("gb.db").display());
+    let server = Server::start(&["--arch", "epoll", "--store", &store]);
+    std::fs::write(
+        dir.path().join("remark.txt"),
+        "guest-name=loader&guest-remarks=sent+by+--urls",
+    )
+    .unwrap();
+    let file = url_file(
+        dir.path(),
+        "mix.txt",
+        "# three requests\n/hello\n\nGET /fib?n=10\nPOST /guestbook @remark.txt H:Content-Type: application/x-www-form-urlencoded\n",
+    );
+    let target = format!("http://127.0.0.1:{}", server.port);
+    let (code, stdout, stderr, _) = sweetspot(&[
+        "load", "--urls", &file, "-c", "1", "-t", "1", "-n", "300", "--json", "-", &target,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["requests"], 300);
+    assert_eq!(json["status"]["200"], 200);
+    assert_eq!(json["status"]["303"], 100);
+    assert_eq!(
+        url_rows(&json),
+        vec![
+            (2, 100, serde_json::json!({"200": 100}), 0),
+            (4, 100, serde_json::json!({"200": 100}), 0),
+            (5, 100, serde_json::json!({"303": 100}), 0),
+        ]
+    );
+    let urls = json["urls"].as_array().unwrap();
+    assert_eq!(urls[0]["method"], "GET");
+    assert_eq!(urls[1]["url"], "/fib?n=10");
+    assert_eq!(urls[2]["method"], "POST");
+    for u in urls {
+        assert_eq!(u["requests_sent"], 100, "{u}");
+        assert_eq!(u["latency_us"]["count"], 100, "{u}");
+        assert_eq!(u["errors"]["timeout"], 0, "{u}");
+        assert!(u["latency_us"]["p50"].as_f64().unwrap() > 0.0, "{u}");
+        assert!(u["histogram"].is_string(), "{u}");
+    }
+    // Every POST carried its body: exactly 100 remarks were stored (5 full pages of 20).
+    let page = common::get(server.port, "/guestbook").text();
+    assert!(page.contains("page 1 of 5"), "{page}");
+    assert!(page.contains("sent by --urls"), "{page}");
+    let last = common::get(server.port, "/guestbook?page=5").text();
+    assert_eq!(last.matches("<li><strong>loader</strong>").count(), 20);
+}
+
+#[test]
+fn urls_without_target_take_the_host_from_an_absolute_line_and_pipeline_the_rotation() {
+    let server = our_server(&[]);
+    let dir = common::TempDir::new("urls-abs");
+    let file = url_file(
+        dir.path(),
+        "abs.txt",
+        &format!(
+            "/hello\nhttp://127.0.0.1:{}/fib?n=5\n/sleep?ms=0\n/hello?second\n",
+            server.port
+        ),
+    );
+    let (code, stdout, stderr, _) = sweetspot(&[
+        "load",
+        "--urls",
+        &file,
+        "-c",
+        "1",
+        "-t",
+        "1",
+        "-n",
+        "403",
+        "--pipeline",
+        "3",
+        "--json",
+        "-",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["requests"], 403);
+    let counts: Vec<u64> = url_rows(&json).iter().map(|r| r.1).collect();
+    assert_eq!(counts, vec![101, 101, 101, 100]);
+}
+
+#[test]
+fn a_404_line_is_counted_as_bad_statuses_under_its_own_url() {
+    let server = our_server(&[]);
+    let dir = common::TempDir::new("urls-404");
+    let file = url_file(dir.path(), "u.txt", "/hello\n/no/such/page\n");
+    let target = format!("http://127.0.0.1:{}", server.port);
+    let (code, stdout, stderr, _) = sweetspot(&[
+        "load", "--urls", &file, "-c", "1", "-n", "200", "--json", "-", &target,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        url_rows(&json),
+        vec![
+            (1, 100, serde_json::json!({"200": 100}), 0),
+            (2, 100, serde_json::json!({"404": 100}), 100),
+        ]
+    );
+    assert_eq!(json["status"], serde_json::json!({"200": 100, "404": 100}));
+    assert_eq!(json["errors"]["read"], 0);
+    // The human table names both lines, the 404 one with its 100 bad statuses.
+    assert!(stderr.contains("Per URL"), "{stderr}");
+    let row = stderr
+        .lines()
+        .find(|l| l.contains("2: GET /no/such/page"))
+        .unwrap_or_else(|| panic!("no row for line 2 in {stderr}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&cells[3..6], &["100", "100", "0"], "{row}");
+}
+
+#[test]
+fn urls_over_many_connections_share_the_lines_within_one_request_per_connection() {
+    let server = our_server(&[]);
+    let dir = common::TempDir::new("urls-many");
+    let file = url_file(
+        dir.path(),
+        "u.txt",
+        "/hello\n/hello?b\n/hello?c\n/fib?n=3\n",
+    );
+    let target = format!("http://127.0.0.1:{}", server.port);
+    let (code, stdout, stderr, _) = sweetspot(&[
+        "load", "--urls", &file, "-c", "8", "-t", "2", "-n", "2000", "--json", "-", &target,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["requests"], 2000);
+    let rows = url_rows(&json);
+    let total: u64 = rows.iter().map(|r| r.1).sum();
+    assert_eq!(total, 2000);
+    // Each connection sends every line floor(k/4) or ceil(k/4) times: each line's total is
+    // within one request per connection of 500.
+    for (line, requests, _, _) in &rows {
+        assert!((492..=508).contains(requests), "line {line}: {requests}");
+    }
+}
+
+#[test]
+fn a_malformed_urls_file_exits_2_naming_the_line() {
+    let dir = common::TempDir::new("urls-bad");
+    let target = "http://127.0.0.1:1";
+    for (text, expected) in [
+        (
+            "/hello\n# fine\nG@T /x\n",
+            "bad.txt:3: invalid method \"G@T\"",
+        ),
+        (
+            "/hello\nGET http://127.0.0.1:2/x\n",
+            "bad.txt:2: http://127.0.0.1:2/x is on 127.0.0.1:2, but this run goes to 127.0.0.1:1 (from TARGET): one host:port per run",
+        ),
+        ("POST /g @nothere.txt\n", "bad.txt:1: @nothere.txt: cannot read"),
+    ] {
+        let file = url_file(dir.path(), "bad.txt", text);
+        let (code, stdout, stderr, took) =
+            sweetspot(&["load", "--urls", &file, "-n", "10", target]);
+        assert_eq!(code, 2, "{text:?}: {stdout}{stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("sweetspot: {}", file.replace("bad.txt", expected))),
+            "{stderr}"
+        );
+        assert!(took < Duration::from_secs(5));
+    }
+    for args in [
+        vec!["load", "--urls", "/no/such/file.txt", target],
+        vec!["load", "--urls", "/no/such/file.txt"],
+    ] {
+        let (code, _, stderr, _) = sweetspot(&args);
+        assert_eq!(code, 2, "{stderr}");
+        assert_eq!(
+            stderr.trim_end(),
+            "sweetspot: --urls /no/such/file.txt: cannot read: No such file or directory (os error 2)"
+        );
+    }
+    let file = url_file(dir.path(), "ok.txt", "/hello\n");
+    for (args, expected) in [
+        (
+            vec!["load", "--urls", &file, "-m", "POST", target],
+            "sweetspot: -m and --body do not apply with --urls (each line gives its own)",
+        ),
+        (
+            vec!["load", "--urls", &file],
+            "sweetspot: --urls FILE: every line is a path: give the host as TARGET (http://HOST:PORT) or write one absolute URL",
+        ),
+    ] {
+        let (code, _, stderr, _) = sweetspot(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end(), expected.replace("FILE", &file), "{args:?}");
+    }
+    // Without TARGET or --urls clap refuses, as for any missing argument.
+    let (code, _, stderr, _) = sweetspot(&["load", "-n", "1"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("<TARGET>") && stderr.contains("--help"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn urls_count_timeouts_under_the_line_that_timed_out() {
+    let server = our_server(&[]);
+    let dir = common::TempDir::new("urls-timeout");
+    let file = url_file(dir.path(), "u.txt", "/hello\n/sleep?ms=400\n");
+    let target = format!("http://127.0.0.1:{}", server.port);
+    let (code, stdout, stderr, _) = sweetspot(&[
+        "load",
+        "--urls",
+        &file,
+        "-c",
+        "1",
+        "-n",
+        "20",
+        "--timeout",
+        "100ms",
+        "--json",
+        "-",
+        &target,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["requests"], 10);
+    assert_eq!(json["errors"]["timeout"], 10);
+    let urls = json["urls"].as_array().unwrap();
+    assert_eq!(urls[0]["requests"], 10);
+    assert_eq!(urls[0]["errors"]["timeout"], 0);
+    assert!(
+        urls[0]["latency_us"].get("lower_bound").is_none(),
+        "{}",
+        urls[0]
+    );
+    assert_eq!(urls[1]["requests"], 0);
+    assert_eq!(urls[1]["requests_sent"], 10);
+    assert_eq!(urls[1]["errors"]["timeout"], 10);
+    assert_eq!(urls[1]["latency_us"]["count"], 0);
+}
+
+#[test]
+fn urls_in_rate_mode_add_up_to_the_run() {
+    let _guard = timing_lock();
+    let server = our_server(&[]);
+    let dir = common::TempDir::new("urls-rate");
+    let file = url_file(dir.path(), "u.txt", "/hello\n/fib?n=5\n/hello?x\n");
+    let target = format!("http://127.0.0.1:{}", server.port);
+    let (code, stdout, stderr, _) = sweetspot(&[
+        "load", "--urls", &file, "-c", "6", "-R", "600", "-d", "1s", "--json", "-", &target,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let urls = json["urls"].as_array().unwrap();
+    let sum = |key: &str| urls.iter().map(|u| u[key].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(sum("requests"), json["requests"].as_u64().unwrap());
+    assert_eq!(
+        sum("requests_sent"),
+        json["requests_sent"].as_u64().unwrap()
+    );
+    assert_eq!(sum("unanswered"), json["unanswered"].as_u64().unwrap());
+    assert_eq!(sum("drained"), json["drained"].as_u64().unwrap());
+    // Six connections at 100/s each over three lines: each line within 6 of the others.
+    let sent: Vec<u64> = urls
+        .iter()
+        .map(|u| u["requests_sent"].as_u64().unwrap())
+        .collect();
+    let (lo, hi) = (sent.iter().min().unwrap(), sent.iter().max().unwrap());
+    assert!(hi - lo <= 6, "{sent:?}");
+    assert!(*lo >= 150, "{sent:?}");
+}

@@ -467,3 +467,100 @@ fn the_ssh_recipe_runs_its_workers_and_merges_them() {
     assert_eq!(shares, vec![201, 200, 200]);
     assert!(out_dir.join("merged.html").exists());
 }
+
+#[test]
+fn urls_segments_rotate_from_their_global_connection_and_merge_per_line() {
+    let server = Server::start(&["--arch", "epoll"]);
+    let dir = TempDir::new("scaleout-urls");
+    let urls = dir.path().join("u.txt");
+    std::fs::write(&urls, "/hello\n/fib?n=7\n/no/such/page\n").unwrap();
+    let urls = urls.display().to_string();
+    let target = format!("http://127.0.0.1:{}", server.port);
+    let start_at = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        + 1.0;
+    let start_at = format!("{start_at:.3}");
+    // Two workers of one connection each; 300 requests each are exactly 100 per line.
+    let children: Vec<_> = (0..2)
+        .map(|i| {
+            let json = dir.path().join(format!("u{i}.json")).display().to_string();
+            let child = Command::new(env!("CARGO_BIN_EXE_sweetspot"))
+                .args(["load", "--urls", &urls, &target, "-c", "2", "-n", "600"])
+                .args(["--segment", &format!("{i}/2"), "--start-at", &start_at])
+                .args(["--json", &json, "-q"])
+                .spawn()
+                .expect("spawn a worker");
+            (child, json)
+        })
+        .collect();
+    let reports: Vec<String> = children
+        .into_iter()
+        .map(|(mut child, json)| {
+            assert!(child.wait().unwrap().success(), "worker {json} failed");
+            json
+        })
+        .collect();
+    for path in &reports {
+        let report = read_report(path);
+        let counts: Vec<u64> = report.urls.iter().map(|u| u.requests).collect();
+        assert_eq!(counts, vec![100, 100, 100], "{path}");
+    }
+    let out = sweetspot(&["merge", &reports[0], &reports[1], "--json", "-", "-q"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let merged: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(merged["requests"], 600);
+    let lines = merged["urls"].as_array().unwrap();
+    assert_eq!(lines.len(), 3);
+    for (u, expected_status) in lines.iter().zip(["200", "200", "404"]) {
+        assert_eq!(u["requests"], 200, "{u}");
+        assert_eq!(u["latency_us"]["count"], 200, "{u}");
+        assert_eq!(u["status"][expected_status], 200, "{u}");
+    }
+    assert_eq!(lines[2]["http_errors"], 200);
+    // The merged per-line histogram is the two workers' added exactly.
+    let mut both = LatencyHistogram::coarse();
+    for path in &reports {
+        let report = read_report(path);
+        both.merge(&hlog::decode(report.urls[0].histogram.as_ref().unwrap()).unwrap());
+    }
+    let mut merged_first = LatencyHistogram::coarse();
+    merged_first.merge(&hlog::decode(lines[0]["histogram"].as_str().unwrap()).unwrap());
+    assert_eq!(merged_first.len(), 200);
+    assert_eq!(merged_first.summary(), both.summary());
+    // Each worker's connections keep their number in the whole run, and so their first line:
+    // one request each, worker 0's connection 0 sends line 1, worker 1's connection 1 line 2.
+    for i in 0..2 {
+        let json = dir
+            .path()
+            .join(format!("one{i}.json"))
+            .display()
+            .to_string();
+        let segment = format!("{i}/2");
+        let out = sweetspot(&[
+            "load",
+            "--urls",
+            &urls,
+            &target,
+            "-c",
+            "2",
+            "-n",
+            "2",
+            "--segment",
+            &segment,
+            "--json",
+            &json,
+            "-q",
+        ]);
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        let sent: Vec<u64> = read_report(&json)
+            .urls
+            .iter()
+            .map(|u| u.requests_sent)
+            .collect();
+        let mut expected = vec![0, 0, 0];
+        expected[i] = 1;
+        assert_eq!(sent, expected, "segment {segment}");
+    }
+}

@@ -27,8 +27,17 @@ const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 /// Flags of `sweetspot load`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LoadArgs {
-    /// http://HOST:PORT/PATH or tcp://HOST:PORT (echo protocol).
-    pub target: String,
+    /// http://HOST:PORT/PATH or tcp://HOST:PORT (echo protocol). With --urls: optional, the
+    /// http://HOST:PORT of the file's path-only lines (no path).
+    #[arg(required_unless_present = "urls")]
+    pub target: Option<String>,
+    /// Send the requests of FILE, one per line, round robin on every connection: connection i
+    /// starts at line i mod n. A line: `[METHOD] URL [@BODYFILE] [H:Name: value]...`, the URL
+    /// a /path or http://HOST:PORT/path (one host:port per file), METHOD GET if left out,
+    /// BODYFILE relative to FILE's directory; blank lines and `#` comments are skipped. Counts
+    /// and percentiles per line in the report (see the README).
+    #[arg(long, value_name = "FILE")]
+    pub urls: Option<std::path::PathBuf>,
     /// Connections to keep open.
     #[arg(short = 'c', long = "connections", default_value_t = 10)]
     pub connections: u64,
@@ -241,6 +250,9 @@ pub struct LoadConfig {
     pub message_len: usize,
     /// CPUs to pin load threads to, round robin; empty: no pinning.
     pub pin_cpus: Vec<usize>,
+    /// `--urls`: the requests to rotate (then `method`, `headers` and `body` are not the
+    /// request: `headers` go on every line, `method` is HEAD only if every line is HEAD).
+    pub urls: Option<std::sync::Arc<super::urls::UrlList>>,
 }
 
 /// One thread per core, as wrk's users usually choose.
@@ -265,13 +277,34 @@ impl LoadConfig {
             pipeline: 1,
             message_len: 64,
             pin_cpus: Vec::new(),
+            urls: None,
         }
     }
 
     /// Parses command-line flags into a config and validates it; every problem is a usage
     /// error (exit 2) in one line naming the flag.
     pub fn from_args(args: &LoadArgs) -> anyhow::Result<LoadConfig> {
-        let target = Target::parse(&args.target)?;
+        let (target, urls) =
+            match (&args.target, &args.urls) {
+                (target, Some(file)) => {
+                    if args.method != "GET" || args.body.is_some() {
+                        return Err(usage(
+                            "-m and --body do not apply with --urls (each line gives its own)",
+                        ));
+                    }
+                    let target = target.as_deref().map(Target::parse).transpose()?;
+                    let list = super::urls::read_url_file(file, target.as_ref()).map_err(usage)?;
+                    (list.target(), Some(std::sync::Arc::new(list)))
+                }
+                (Some(target), None) => (Target::parse(target)?, None),
+                (None, None) => return Err(usage(
+                    "load needs a TARGET (http://HOST:PORT/PATH or tcp://HOST:PORT) or --urls FILE",
+                )),
+            };
+        let method = match &urls {
+            Some(list) => list.framing_method().to_string(),
+            None => args.method.clone(),
+        };
         let duration = match &args.duration {
             Some(text) => parse_duration(text).map_err(|e| usage(format!("-d: {e}")))?,
             None => DEFAULT_DURATION,
@@ -306,12 +339,13 @@ impl LoadConfig {
             mode,
             timeout,
             keepalive: !args.no_keepalive,
-            method: args.method.clone(),
+            method,
             headers,
             body,
             pipeline: size(args.pipeline),
             message_len: size(args.message),
             pin_cpus: args.pin.clone(),
+            urls,
         };
         config.validate()?;
         config.threads = config.threads.min(config.connections);
@@ -425,11 +459,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(seconds).map_err(|_| format!("duration {text:?} out of range"))
 }
 
-fn is_token_byte(b: u8) -> bool {
+pub(super) fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
-fn parse_header(text: &str) -> Result<(String, String), String> {
+pub(super) fn parse_header(text: &str) -> Result<(String, String), String> {
     let (name, value) = text
         .split_once(':')
         .ok_or_else(|| "expected \"Name: value\"".to_string())?;
@@ -553,7 +587,10 @@ mod tests {
         assert_eq!(from_code.to_string(), from_flags);
         assert_eq!(from_flags, "--pipeline must be between 1 and 1024, not 0");
         let e = config("http://h/ -R nan").unwrap_err().to_string();
-        assert_eq!(e, "-R (rate) must be above 0 and at most 100000000, not NaN");
+        assert_eq!(
+            e,
+            "-R (rate) must be above 0 and at most 100000000, not NaN"
+        );
         built.pipeline = 1;
         built.threads = 0;
         assert_eq!(

@@ -129,6 +129,9 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
             micros(answered.p99)
         );
     }
+    if !report.urls.is_empty() {
+        out.push_str(&super::urls::render_table(&report.urls));
+    }
     let _ = writeln!(out, "Requests/sec: {:>12.2}", report.rps);
     let _ = writeln!(
         out,
@@ -282,6 +285,7 @@ mod tests {
             start_late_s: None,
             histogram: None,
             histogram_uncorrected: None,
+            urls: Vec::new(),
         };
         let config = LoadConfig::new(
             Target::parse("http://127.0.0.1:1/").unwrap(),

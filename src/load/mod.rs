@@ -25,6 +25,7 @@ pub mod request;
 pub mod segment;
 pub mod stats;
 pub mod target;
+pub mod urls;
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
@@ -44,6 +45,7 @@ use crate::usage;
 use engine::{split_shares, RunPlan};
 use request::RequestBytes;
 use stats::ThreadStats;
+use urls::RequestSet;
 
 /// Runs a load test and returns what it measured. `stop` set to true ends the run early and
 /// cleanly, with what was measured so far. An unreachable target fails within a few seconds.
@@ -69,17 +71,24 @@ fn run_observed(
 ) -> anyhow::Result<LoadReport> {
     config.validate()?;
     let threads = config.threads.min(config.connections);
+    let request = match &config.urls {
+        Some(list) => list.request_set(&config.headers, config.keepalive, config.pipeline),
+        None => RequestSet::single(
+            &RequestBytes::build(
+                &config.target,
+                &config.method,
+                &config.headers,
+                &config.body,
+                config.keepalive,
+                config.message_len,
+                1,
+            ),
+            config.pipeline,
+        ),
+    }
+    .map_err(usage)?;
     let addr = engine::transport::preflight_connect(&config.target, config.timeout)?;
     ensure_file_limit(config.connections)?;
-    let request = RequestBytes::build(
-        &config.target,
-        &config.method,
-        &config.headers,
-        &config.body,
-        config.keepalive,
-        config.message_len,
-        config.pipeline,
-    );
     let mut shares = split_shares(config.connections, threads, &config.mode);
     // A segment's connections keep their numbers in the whole run, and the engine sees the
     // whole run's rate over all its connections: each connection then sends at R / C with the

@@ -16,6 +16,7 @@ use super::segment::SegmentInfo;
 use super::stats::{
     censored_view, per_second_rates, ErrorCounts, LatencySummary, LatencyView, ThreadStats,
 };
+use super::urls::UrlReport;
 use super::{LoadConfig, Mode};
 
 /// A rate is held when requests went out at no less than this fraction of the target.
@@ -101,6 +102,9 @@ pub struct LoadReport {
     /// Rate mode: the same for `latency_uncorrected_us`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub histogram_uncorrected: Option<String>,
+    /// `--urls` only: counts and latency per line of the file (see [`super::urls`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub urls: Vec<UrlReport>,
 }
 
 impl LoadReport {
@@ -176,7 +180,10 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         rate_held,
         achieved_rate,
         requests_sent: merged.sent,
-        target: config.target.to_string(),
+        target: match &config.urls {
+            Some(list) => list.describe(),
+            None => config.target.to_string(),
+        },
         mode: config.mode.name().to_string(),
         connections: config.connections,
         threads,
@@ -187,5 +194,9 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         // The histograms the summaries describe: censored requests included.
         histogram: Some(super::hlog::encode(&latency)),
         histogram_uncorrected: uncorrected.as_ref().map(|(_, h)| super::hlog::encode(h)),
+        urls: match (&config.urls, &merged.urls) {
+            (Some(list), Some(stats)) => super::urls::url_reports(list, stats, config.timeout),
+            _ => Vec::new(),
+        },
     }
 }

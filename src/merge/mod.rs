@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::load::hlog;
 use crate::load::report::LoadReport;
 use crate::load::stats::{LatencyHistogram, LatencySummary, LowerBounds};
+use crate::load::urls::{merge_url_reports, UrlReport};
 use crate::load::ErrorCounts;
 use crate::usage;
 
@@ -126,6 +127,9 @@ pub struct MergedReport {
     pub saturated_workers: Vec<u64>,
     /// The merged histogram (base64 compressed V2, as in load reports).
     pub histogram: String,
+    /// `--urls` runs: each line's counts summed and histograms added over the workers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub urls: Vec<UrlReport>,
 }
 
 /// Whether a worker's own generator was the limit: its threads busy nearly all the time on the
@@ -344,6 +348,12 @@ pub fn combine(inputs: &[WorkerInput]) -> Result<MergedReport, String> {
         s
     });
     let common = common_end - common_start;
+    let urls = merge_url_reports(
+        &workers
+            .iter()
+            .map(|w| (w.source.as_str(), w.report.urls.as_slice()))
+            .collect::<Vec<_>>(),
+    )?;
     Ok(MergedReport {
         target: first.report.target.clone(),
         mode: first.report.mode.clone(),
@@ -372,6 +382,7 @@ pub fn combine(inputs: &[WorkerInput]) -> Result<MergedReport, String> {
             .collect(),
         workers: lines,
         histogram: hlog::encode(&latency),
+        urls,
     })
 }
 
@@ -535,6 +546,9 @@ pub fn render(m: &MergedReport) -> String {
             w.client_busy * 100.0,
             if w.saturated { "  SATURATED" } else { "" }
         );
+    }
+    if !m.urls.is_empty() {
+        out.push_str(&crate::load::urls::render_table(&m.urls));
     }
     out
 }

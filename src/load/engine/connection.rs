@@ -16,11 +16,13 @@ use super::transport::Transport;
 use crate::load::error::FailureKind;
 use crate::load::framing::ResponseFramer;
 
-/// A request on the wire: when it should have been sent and when it was.
+/// A request on the wire: when it should have been sent and when it was, and which line of
+/// the request source it is (always 0 without `--urls`), for the per-URL statistics.
 #[derive(Debug, Clone, Copy)]
 pub struct InFlight {
     pub intended: Instant,
     pub sent: Instant,
+    pub line: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,10 +43,10 @@ pub struct Connection {
     /// Bumped whenever the socket is replaced, so events for an old socket are ignored.
     pub generation: u32,
     pub phase: Phase,
-    /// Which request of the [`RequestSource`](super::source::RequestSource) the current
-    /// batch is.
+    /// The line of the [`RequestSource`](super::source::RequestSource) this connection sends
+    /// next (round robin, kept across reconnects).
     pub request: usize,
-    /// The part of the current batch still to write: `source.batch(request, pipeline)[write_from..write_to]`.
+    /// The part of the current batch still to write: `source.bytes()[write_from..write_to]`.
     pub write_from: usize,
     pub write_to: usize,
     pub in_flight: VecDeque<InFlight>,
@@ -69,12 +71,13 @@ impl Connection {
         pipeline: usize,
         schedule: Schedule,
         start: Instant,
+        first_line: usize,
     ) -> Connection {
         Connection {
             stream: None,
             generation: 0,
             phase: Phase::Disconnected { retry_at: start },
-            request: 0,
+            request: first_line,
             write_from: 0,
             write_to: 0,
             in_flight: VecDeque::with_capacity(pipeline),
@@ -187,6 +190,7 @@ mod tests {
             4,
             schedule,
             now,
+            0,
         )
     }
 
@@ -206,6 +210,7 @@ mod tests {
             conn.in_flight.push_back(InFlight {
                 intended: now,
                 sent: now,
+                line: 0,
             });
         }
         let wire = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";

@@ -52,9 +52,9 @@ use mio::{Events, Poll};
 
 use super::error::FailureKind;
 use super::framing::{EchoReplyFramer, HttpResponseFramer, ResponseFramer};
-use super::request::RequestBytes;
 use super::stats::ThreadStats;
 use super::target::Target;
+use super::urls::RequestSet;
 use super::{LoadConfig, Mode};
 use connection::{slot_of, token_for, Connection, InFlight, Phase, TIMER_TOKEN};
 use policy::{Decision, SendPolicy};
@@ -90,7 +90,8 @@ const CONNECT_RETRY_DELAY: Duration = Duration::from_millis(20);
 pub struct RunPlan<'a> {
     pub config: &'a LoadConfig,
     pub addr: SocketAddr,
-    pub request: &'a RequestBytes,
+    /// The requests, serialized once (one, or the lines of `--urls`).
+    pub request: &'a RequestSet,
     pub start: Instant,
     /// Closed and rate modes end here; count mode has none.
     pub deadline: Option<Instant>,
@@ -154,6 +155,9 @@ pub fn run_worker(
         );
     }
     let mut worker = Worker::new(plan, &share)?;
+    if plan.config.urls.is_some() {
+        worker.recorder.set_urls(plan.request.lines());
+    }
     worker.recorder.set_intervals(
         plan.intervals
             .as_ref()
@@ -197,6 +201,7 @@ impl<'p, 'a> Worker<'p, 'a> {
             Target::Echo { .. } => ResponseFramer::Echo(EchoReplyFramer::new(config.message_len)),
         };
         let pipeline = config.pipeline.max(1);
+        let source = RequestSource::new(plan.request);
         let connections = (0..share.connections)
             .map(|i| {
                 let schedule = policy.schedule(
@@ -204,7 +209,8 @@ impl<'p, 'a> Worker<'p, 'a> {
                     share.first_connection + i,
                     plan.total_connections,
                 );
-                Connection::new(framer.clone(), pipeline, schedule, plan.start)
+                let first_line = source.first_line(share.first_connection + i);
+                Connection::new(framer.clone(), pipeline, schedule, plan.start, first_line)
             })
             .collect();
         let paced = policy.is_paced();
@@ -215,7 +221,7 @@ impl<'p, 'a> Worker<'p, 'a> {
             read_buffer: vec![0; READ_BUFFER_BYTES],
             recorder: Recorder::new(plan.start, config.timeout, paced),
             policy,
-            source: RequestSource::new(plan.request),
+            source,
             wakeups: Wakeups::new(share.connections),
             send_queue: Vec::with_capacity(share.connections),
             precise_timer: None,
@@ -358,8 +364,13 @@ impl<'p, 'a> Worker<'p, 'a> {
                 self.recorder.censor_in_flight(request, end);
             }
             if let Some((count, step)) = self.policy.unsent(&conn.schedule, limit) {
-                self.recorder
-                    .censor_unsent(conn.schedule.next_intended, step, count, end);
+                self.recorder.censor_unsent(
+                    conn.schedule.next_intended,
+                    step,
+                    count,
+                    end,
+                    conn.request,
+                );
             }
         }
     }
@@ -451,6 +462,8 @@ impl<'p, 'a> Worker<'p, 'a> {
             lost
         };
         self.recorder.failed(kind, lost);
+        self.recorder
+            .failed_lines(kind, self.connections[slot].in_flight.iter());
         self.reconnect(slot);
     }
 
@@ -502,21 +515,26 @@ impl<'p, 'a> Worker<'p, 'a> {
         }
     }
 
-    /// Puts `count` requests in flight, each intended when the policy says, and writes them
-    /// as one batch.
+    /// Puts the connection's next `count` requests in flight, each intended when the policy
+    /// says, and writes them as one batch.
     fn send_batch(&mut self, slot: usize, count: usize, now: Instant) {
         let conn = &mut self.connections[slot];
+        let first = conn.request;
+        let mut line = first;
         for _ in 0..count {
             let intended = self.policy.intended(&mut conn.schedule, now);
             conn.in_flight.push_back(InFlight {
                 intended,
                 sent: now,
+                line: line as u32,
             });
+            line = self.source.next_line(line);
         }
-        conn.request = self.source.pick(conn.request);
-        conn.write_from = 0;
-        conn.write_to = self.source.len(conn.request) * count;
-        self.recorder.sent(count);
+        conn.request = line;
+        let bytes = self.source.batch(first, count);
+        conn.write_from = bytes.start;
+        conn.write_to = bytes.end;
+        self.recorder.sent(count, first);
         self.flush(slot);
     }
 
@@ -527,7 +545,7 @@ impl<'p, 'a> Worker<'p, 'a> {
             if !conn.writing() {
                 return;
             }
-            let bytes = self.source.batch(conn.request, self.pipeline);
+            let bytes = self.source.bytes();
             let Some(stream) = conn.stream.as_mut() else {
                 return;
             };

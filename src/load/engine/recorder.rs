@@ -14,6 +14,7 @@ use super::connection::InFlight;
 use crate::load::error::FailureKind;
 use crate::load::hlog::IntervalRecorder;
 use crate::load::stats::{Censored, ThreadStats};
+use crate::load::urls::UrlRecorder;
 
 /// One worker's measurements.
 pub struct Recorder {
@@ -44,6 +45,11 @@ impl Recorder {
         self.stats.intervals = intervals;
     }
 
+    /// `--urls`: count per line too, over `lines` lines.
+    pub fn set_urls(&mut self, lines: usize) {
+        self.stats.urls = Some(UrlRecorder::new(lines));
+    }
+
     /// Counts one complete response to `request`, read at `now`.
     #[inline]
     pub fn response(&mut self, request: InFlight, status: u16, now: Instant) {
@@ -51,10 +57,16 @@ impl Recorder {
         let service_time = now.saturating_duration_since(request.sent);
         if service_time >= self.timeout {
             stats.errors.add(FailureKind::Timeout, 1);
+            if let Some(urls) = stats.urls.as_mut() {
+                urls.failure(request.line as usize, FailureKind::Timeout);
+            }
             return;
         }
         let latency = now.saturating_duration_since(request.intended);
         stats.latency.record(latency);
+        if let Some(urls) = stats.urls.as_mut() {
+            urls.response(request.line as usize, latency, status, self.draining);
+        }
         if let Some(intervals) = stats.intervals.as_mut() {
             intervals.record(latency, now.saturating_duration_since(self.start));
         }
@@ -76,9 +88,27 @@ impl Recorder {
         self.stats.errors.add(kind, count);
     }
 
+    /// The requests in flight on a connection that broke (`kind`), one per request: the
+    /// per-URL side of [`Recorder::failed`], which counts them for the run.
+    pub fn failed_lines<'r>(
+        &mut self,
+        kind: FailureKind,
+        lost: impl Iterator<Item = &'r InFlight>,
+    ) {
+        if let Some(urls) = self.stats.urls.as_mut() {
+            for request in lost {
+                urls.failure(request.line as usize, kind);
+            }
+        }
+    }
+
+    /// `requests` requests starting at line `first` of the rotation were sent.
     #[inline]
-    pub fn sent(&mut self, requests: usize) {
+    pub fn sent(&mut self, requests: usize, first: usize) {
         self.stats.sent += requests as u64;
+        if let Some(urls) = self.stats.urls.as_mut() {
+            urls.sent(first, requests);
+        }
     }
 
     #[inline]
@@ -125,16 +155,36 @@ impl Recorder {
             since_sent_us: micros(end.saturating_duration_since(request.sent)),
         });
         self.stats.unanswered += 1;
+        if let Some(urls) = self.stats.urls.as_mut() {
+            urls.in_flight_at_end(
+                request.line as usize,
+                micros(end.saturating_duration_since(request.intended)),
+                micros(end.saturating_duration_since(request.sent)),
+            );
+        }
     }
 
-    /// Rate mode: `count` requests due every `step` from `oldest` on were never sent.
-    pub fn censor_unsent(&mut self, oldest: Instant, step: Duration, count: u64, end: Instant) {
+    /// Rate mode: `count` requests due every `step` from `oldest` on were never sent; the
+    /// first would have been line `first_line` of the rotation.
+    pub fn censor_unsent(
+        &mut self,
+        oldest: Instant,
+        step: Duration,
+        count: u64,
+        end: Instant,
+        first_line: usize,
+    ) {
+        let oldest_us = micros(end.saturating_duration_since(oldest));
+        let step_us = step.as_secs_f64() * 1e6;
         self.stats.censored.push(Censored::Unsent {
-            oldest_us: micros(end.saturating_duration_since(oldest)),
-            step_us: step.as_secs_f64() * 1e6,
+            oldest_us,
+            step_us,
             count,
         });
         self.stats.unsent += count;
+        if let Some(urls) = self.stats.urls.as_mut() {
+            urls.unsent(first_line, oldest_us, step_us, count);
+        }
     }
 
     /// The end of the worker's run: its measured window was `elapsed` long, and it used
@@ -158,7 +208,11 @@ mod tests {
     use super::*;
 
     fn request(intended: Instant, sent: Instant) -> InFlight {
-        InFlight { intended, sent }
+        InFlight {
+            intended,
+            sent,
+            line: 0,
+        }
     }
 
     #[test]
@@ -204,7 +258,7 @@ mod tests {
         let ms = Duration::from_millis;
         let mut r = Recorder::new(t, ms(100), true);
         r.censor_in_flight(&request(t, t + ms(5)), t + ms(50));
-        r.censor_unsent(t + ms(10), ms(10), 3, t + ms(50));
+        r.censor_unsent(t + ms(10), ms(10), 3, t + ms(50), 0);
         let stats = r.finish(ms(50), 0.0);
         assert_eq!((stats.unanswered, stats.unsent), (1, 3));
         assert_eq!(
