@@ -21,6 +21,7 @@ pub mod progress;
 pub mod report;
 pub mod request;
 pub mod segment;
+pub mod series;
 pub mod stats;
 pub mod target;
 
