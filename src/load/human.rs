@@ -282,6 +282,7 @@ mod tests {
             start_late_s: None,
             histogram: None,
             histogram_uncorrected: None,
+            series: Vec::new(),
         };
         let config = LoadConfig::new(
             Target::parse("http://127.0.0.1:1/").unwrap(),

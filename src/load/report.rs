@@ -101,6 +101,11 @@ pub struct LoadReport {
     /// Rate mode: the same for `latency_uncorrected_us`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub histogram_uncorrected: Option<String>,
+    /// The time series (`sweetspot load` with `--json`, `--csv`, `--html` or `--hlog`): one
+    /// point per interval, then one for the requests unanswered at the end, if any (see
+    /// [`super::series`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub series: Vec<super::series::SeriesPoint>,
 }
 
 impl LoadReport {
@@ -187,5 +192,6 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         // The histograms the summaries describe: censored requests included.
         histogram: Some(super::hlog::encode(&latency)),
         histogram_uncorrected: uncorrected.as_ref().map(|(_, h)| super::hlog::encode(h)),
+        series: Vec::new(),
     }
 }

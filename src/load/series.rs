@@ -44,6 +44,8 @@ use super::stats::{ErrorCounts, LatencyHistogram};
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
 /// `--interval` at least this long: each interval costs a histogram per thread.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+/// `--interval` at most this long.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(3600);
 /// A run may have at most this many intervals (one point each, about 130 bytes).
 pub const MAX_INTERVALS: u64 = 1_000_000;
 
@@ -86,8 +88,24 @@ pub struct IntervalSnapshot {
     complete_before: u64,
 }
 
+/// What every engine thread needs to record its intervals: where to send them, how long they
+/// are, and how long the run is (None: count mode).
+#[derive(Debug, Clone)]
+pub struct IntervalPlan {
+    pub tx: Sender<IntervalSnapshot>,
+    pub interval: Duration,
+    pub run_length: Option<Duration>,
+}
+
+impl IntervalPlan {
+    /// The recorder of thread `thread`.
+    pub fn recorder(&self, thread: usize) -> IntervalRecorder {
+        IntervalRecorder::new(thread, self.interval, self.run_length, self.tx.clone())
+    }
+}
+
 /// One load thread's recorder of its intervals.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct IntervalRecorder {
     thread: usize,
     interval: Duration,
@@ -217,6 +235,8 @@ pub struct CompleteInterval<'a> {
 /// Adds the threads' intervals up as they complete and keeps one [`SeriesPoint`] per interval.
 pub struct IntervalCollector {
     interval: Duration,
+    /// The planned length of the run (None: count mode).
+    run_length: Option<Duration>,
     rx: Receiver<IntervalSnapshot>,
     complete_before: Vec<u64>,
     pending: BTreeMap<u64, IntervalData>,
@@ -228,16 +248,19 @@ pub struct IntervalCollector {
 }
 
 impl IntervalCollector {
-    /// A collector of `threads` recorders' `interval`-long intervals, and the channel they
-    /// send to.
+    /// A collector of the `interval`-long intervals of `threads` threads, in a run planned to
+    /// last `run_length` (None: count mode), and the plan the threads' recorders are made from.
     pub fn new(
         interval: Duration,
         threads: usize,
-    ) -> (IntervalCollector, Sender<IntervalSnapshot>) {
+        run_length: Option<Duration>,
+    ) -> (IntervalCollector, IntervalPlan) {
+        let interval = interval.max(Duration::from_millis(1));
         let (tx, rx) = std::sync::mpsc::channel();
         (
             IntervalCollector {
-                interval: interval.max(Duration::from_millis(1)),
+                interval,
+                run_length,
                 rx,
                 complete_before: vec![0; threads],
                 pending: BTreeMap::new(),
@@ -245,12 +268,12 @@ impl IntervalCollector {
                 next: 0,
                 points: Vec::new(),
             },
-            tx,
+            IntervalPlan {
+                tx,
+                interval,
+                run_length,
+            },
         )
-    }
-
-    pub fn interval(&self) -> Duration {
-        self.interval
     }
 
     /// Takes what the threads handed over (waiting up to `wait` for the first of it), and
@@ -276,8 +299,10 @@ impl IntervalCollector {
         Ok(())
     }
 
-    /// After every thread ended: makes what is left, the last interval ending at `elapsed`,
-    /// then the point of the requests unanswered at the end: the run's whole latency
+    /// After every thread ended: makes what is left, the last interval ending at `elapsed`
+    /// (the end of the run, which a run with a deadline notices a little after it: the
+    /// intervals are still those of the planned length, the last one a hair longer), then the
+    /// point of the requests unanswered at the end: the run's whole latency
     /// histogram `whole` (censored requests included) less every interval's samples.
     /// Returns the series and those censored samples (None when there are none).
     pub fn finish(
@@ -289,12 +314,21 @@ impl IntervalCollector {
         while let Ok(snapshot) = self.rx.try_recv() {
             self.take(snapshot);
         }
-        let count = interval_count(elapsed, self.interval);
+        let planned = self
+            .run_length
+            .map_or(elapsed, |length| length.min(elapsed));
+        let count = interval_count(planned, self.interval);
+        // Only a run stopped early and still answering after its end has data past it.
         let last_pending = self.pending.keys().next_back().copied();
         let end = last_pending.map_or(count, |p| count.max(p + 1));
         while self.next < end {
             let start = self.start_of(self.next);
-            let length = self.interval.min(elapsed.saturating_sub(start));
+            let rest = elapsed.saturating_sub(start);
+            let length = if self.next + 1 == count {
+                rest
+            } else {
+                self.interval.min(rest)
+            };
             self.make(self.next, length, done)?;
         }
         let mut censored = None;
@@ -620,9 +654,11 @@ mod tests {
 
     #[test]
     fn two_threads_intervals_add_up_and_each_interval_is_made_once() {
-        let (mut collector, tx) = IntervalCollector::new(Duration::from_secs(1), 2);
-        let mut a = IntervalRecorder::new(0, Duration::from_secs(1), Some(MS(3500)), tx.clone());
-        let mut b = IntervalRecorder::new(1, Duration::from_secs(1), Some(MS(3500)), tx);
+        let (mut collector, plan) =
+            IntervalCollector::new(Duration::from_secs(1), 2, Some(MS(3500)));
+        let mut a = plan.recorder(0);
+        let mut b = plan.recorder(1);
+        drop(plan);
         let mut seen = Vec::new();
         let mut all = LatencyHistogram::new();
         for ms in 0..3500u64 {
@@ -692,8 +728,9 @@ mod tests {
     fn a_stall_is_empty_intervals_then_the_held_latencies_where_they_complete() {
         // One thread, 1 response/ms for 1 s, nothing from 1.0 to 3.0 s (the stall), then the
         // 50 requests held since 1.0 s complete at 3.05 s with 2.05 s of latency.
-        let (mut collector, tx) = IntervalCollector::new(Duration::from_secs(1), 1);
-        let mut r = IntervalRecorder::new(0, Duration::from_secs(1), Some(MS(4000)), tx);
+        let (mut collector, plan) =
+            IntervalCollector::new(Duration::from_secs(1), 1, Some(MS(4000)));
+        let mut r = plan.recorder(0);
         let mut none = |_: CompleteInterval| Ok(());
         for ms in 0..1000 {
             r.record_response(Duration::from_micros(200), MS(ms));
@@ -706,7 +743,13 @@ mod tests {
             r.record_response(MS(2050), MS(3050));
         }
         r.finish();
-        let (points, _) = collector.finish(MS(4000), None, &mut none).unwrap();
+        // The loop noticed the deadline 300 µs late: still four intervals, the last a hair
+        // longer.
+        let (points, _) = collector
+            .finish(Duration::from_micros(4_000_300), None, &mut none)
+            .unwrap();
+        assert_eq!(points.len(), 4);
+        assert_eq!(points[3].length_s, 1.0003);
         let responses: Vec<u64> = points.iter().map(|p| p.responses).collect();
         assert_eq!(responses, vec![1000, 0, 0, 50]);
         assert_eq!(points[1].latency_us, None);
@@ -721,8 +764,8 @@ mod tests {
     #[test]
     fn count_mode_has_no_last_interval_until_the_end() {
         // No run length: the recorder rolls wherever time goes; the collector ends at elapsed.
-        let (collector, tx) = IntervalCollector::new(MS(500), 1);
-        let mut r = IntervalRecorder::new(0, MS(500), None, tx);
+        let (collector, plan) = IntervalCollector::new(MS(500), 1, None);
+        let mut r = plan.recorder(0);
         let mut none = |_: CompleteInterval| Ok(());
         r.record_response(MS(1), MS(100));
         r.record_response(MS(1), MS(1200));
