@@ -603,11 +603,13 @@ pub fn html(report: &LoadReport, points: &[SeriesPoint]) -> anyhow::Result<Strin
     );
     let _ = writeln!(
         out,
-        "<p>{} mode, {} connections, {} threads, {:.2} s: {} responses ({} /s), {} errors; \
+        "<p>{} mode, {} connection{}, {} thread{}, {:.2} s: {} responses ({} /s), {} errors; \
          latency p50 {}, p99 {}{}, max {}{}.</p>",
         escape(&report.mode),
         report.connections,
+        if report.connections == 1 { "" } else { "s" },
         report.threads,
+        if report.threads == 1 { "" } else { "s" },
         report.duration_s,
         thousands(report.requests as f64),
         thousands(report.rps),

@@ -299,13 +299,14 @@ pub(crate) fn time_plot(
         .fold(f64::MAX, f64::min);
     let x_range = 0.0..x_max * 1.02;
     let mut svg = String::new();
+    // Head room above the data for the legend (upper right).
     if log_y && y_min < f64::MAX && y_max / y_min >= 20.0 {
-        let y_range = (y_min * 0.8..y_max * 1.25).log_scale();
+        let y_range = (y_min * 0.8..y_max * 4.0).log_scale();
         draw_lines(
             &mut svg, &title, x_desc, y_desc, x_range, y_range, lines, false, true,
         )?;
     } else {
-        let y_range = 0.0..(y_max * 1.1).max(1.0);
+        let y_range = 0.0..(y_max * 1.3).max(1.0);
         draw_lines(
             &mut svg, &title, x_desc, y_desc, x_range, y_range, lines, false, false,
         )?;
