@@ -828,6 +828,30 @@ mod tests {
     }
 
     #[test]
+    fn only_intervals_not_yet_complete_are_held_as_histograms() {
+        // A long run in 100 ms intervals: two threads, one a little behind the other; the
+        // collector never holds more than the intervals the slower thread has not finished.
+        let (mut collector, plan) = IntervalCollector::new(MS(100), 2, None);
+        let mut fast = plan.recorder(0);
+        let mut slow = plan.recorder(1);
+        drop(plan);
+        let mut none = |_: CompleteInterval| Ok(());
+        let mut most_held = 0;
+        for ms in (0..100_000u64).step_by(10) {
+            fast.record_response(MS(1), MS(ms));
+            slow.record_response(MS(1), MS(ms.saturating_sub(250)));
+            collector.pump(Duration::ZERO, &mut none).unwrap();
+            most_held = most_held.max(collector.pending.len());
+        }
+        assert!(most_held <= 4, "{most_held}");
+        fast.finish();
+        slow.finish();
+        let (points, _) = collector.finish(MS(100_000), None, &mut none).unwrap();
+        assert_eq!(points.len(), 1000);
+        assert_eq!(points.iter().map(|p| p.responses).sum::<u64>(), 20_000);
+    }
+
+    #[test]
     fn interval_counts_round_up() {
         assert_eq!(interval_count(MS(3000), MS(1000)), 3);
         assert_eq!(interval_count(MS(3001), MS(1000)), 4);
