@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use super::request;
 use super::segment;
+use super::series;
 use super::target::Target;
 use crate::usage;
 
@@ -98,9 +99,21 @@ pub struct LoadArgs {
     /// Wait this long (e.g. 5s), then start.
     #[arg(long, value_name = "DURATION")]
     pub start_in: Option<String>,
-    /// Write an HdrHistogram interval log (one histogram per second) to PATH.
+    /// Write an HdrHistogram interval log (one histogram per interval, see --interval) to PATH.
     #[arg(long, value_name = "PATH")]
     pub hlog: Option<std::path::PathBuf>,
+    /// The time series' interval (at least 100ms): --json gets a "series" of one point per
+    /// interval, and --csv, --html and --hlog are written per interval [default: 1s].
+    #[arg(long, value_name = "DURATION")]
+    pub interval: Option<String>,
+    /// Write the time series as CSV to PATH: a header line, then one line per interval
+    /// (responses, errors by kind, p50/p90/p99/max latency).
+    #[arg(long, value_name = "PATH")]
+    pub csv: Option<std::path::PathBuf>,
+    /// Write one self-contained HTML page to PATH: latency (p50, p99, max) and throughput
+    /// (responses/s, errors/s) over time.
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<std::path::PathBuf>,
 }
 
 /// Options of one run beyond what the engine needs: its place in a distributed run, when to
@@ -111,6 +124,9 @@ pub struct RunOptions {
     /// Start at this wall-clock time.
     pub start_at: Option<std::time::SystemTime>,
     pub hlog: Option<std::path::PathBuf>,
+    /// Record the time series with this interval (the report's `series`); `--hlog` records
+    /// it too, at 1 s when this is None.
+    pub series: Option<Duration>,
 }
 
 /// A segment of a distributed run: its description, and the whole run's connection count and
@@ -142,12 +158,48 @@ impl RunOptions {
                 Some(narrow_to_segment(config, seg)?)
             }
         };
+        let series = series_interval(args, config)?;
         Ok(RunOptions {
             segment,
             start_at,
             hlog: args.hlog.clone(),
+            series,
         })
     }
+}
+
+/// The time series' interval when an output needs the series (`--json`, `--csv`, `--html`,
+/// `--hlog`) or `--interval` is given; checked against its limits.
+fn series_interval(args: &LoadArgs, config: &LoadConfig) -> anyhow::Result<Option<Duration>> {
+    let wanted = args.interval.is_some()
+        || args.json.is_some()
+        || args.csv.is_some()
+        || args.html.is_some()
+        || args.hlog.is_some();
+    if !wanted {
+        return Ok(None);
+    }
+    let interval = match &args.interval {
+        Some(text) => parse_duration(text).map_err(|e| usage(format!("--interval: {e}")))?,
+        None => series::DEFAULT_INTERVAL,
+    };
+    if interval < series::MIN_INTERVAL || interval > series::MAX_INTERVAL {
+        return Err(usage(format!(
+            "--interval must be between {}ms and 1h",
+            series::MIN_INTERVAL.as_millis()
+        )));
+    }
+    if let Some(duration) = config.mode.duration() {
+        if series::interval_count(duration, interval) > series::MAX_INTERVALS {
+            return Err(usage(format!(
+                "--interval {} makes more than {} intervals of -d {}; choose a longer one",
+                args.interval.as_deref().unwrap_or("1s"),
+                series::MAX_INTERVALS,
+                args.duration.as_deref().unwrap_or("10s"),
+            )));
+        }
+    }
+    Ok(Some(interval))
 }
 
 /// Narrows a whole-run config to segment `seg`: its share of the connections and of `-n`, and

@@ -6,21 +6,18 @@
 //! crate's `interval_log` writer, and read back by its `IntervalLogIterator`. Nothing here
 //! encodes a histogram by hand.
 //!
-//! How per-second histograms leave the engine without sharing anything while it runs: each
-//! load thread owns an [`IntervalRecorder`] (inside its `ThreadStats`) that records the
-//! latencies of the current second and, when the second is over, sends that histogram over a
-//! channel; the thread that started the run owns the [`HlogWriter`], which adds the threads'
-//! histograms of each second and writes the second's line once every thread has moved past it.
-//! Only the seconds not yet written are held, so memory does not grow with the run.
+//! The per-interval histograms come from the run's time series ([`super::series`]): each load
+//! thread records its intervals and hands them over a channel; the collector in the thread
+//! that started the run adds them up and hands each complete interval to the [`HlogWriter`],
+//! so the log's intervals are the series' intervals (1 s unless `--interval`). Only intervals
+//! not yet complete are held, so memory does not grow with the run.
 //!
 //! A log ends with one comment line, `#sweetspot-report {JSON}`: the run's JSON report (without
 //! its histograms, which the intervals carry), so that `merge` can check and count a run from
 //! its hlog alone.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
@@ -32,6 +29,7 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer}
 use hdrhistogram::Histogram;
 
 use super::report::LoadReport;
+use super::series::CompleteInterval;
 use super::stats::LatencyHistogram;
 
 /// The tag of the interval log's last interval: the requests unanswered at the end, at their
@@ -64,96 +62,22 @@ pub fn decode(text: &str) -> Result<LatencyHistogram, String> {
     LatencyHistogram::from_hdr(&h)
 }
 
-/// What a load thread hands over: its histogram of one second, and how far it has got.
-#[derive(Debug)]
-pub struct IntervalSnapshot {
-    thread: usize,
-    second: u64,
-    /// None when the thread completed nothing in that second.
-    latency: Option<LatencyHistogram>,
-    /// Every second before this one is complete for this thread (u64::MAX: the thread ended).
-    complete_before: u64,
-}
-
-/// One load thread's recorder of per-second latency histograms.
-#[derive(Debug, Clone)]
-pub struct IntervalRecorder {
-    thread: usize,
-    second: u64,
-    current: Option<LatencyHistogram>,
-    tx: Sender<IntervalSnapshot>,
-}
-
-impl IntervalRecorder {
-    pub fn new(thread: usize, tx: Sender<IntervalSnapshot>) -> IntervalRecorder {
-        IntervalRecorder {
-            thread,
-            second: 0,
-            current: None,
-            tx,
-        }
-    }
-
-    /// Records one latency that completed `since_start` into the run.
-    #[inline]
-    pub fn record(&mut self, latency: Duration, since_start: Duration) {
-        self.roll(since_start);
-        self.current
-            .get_or_insert_with(LatencyHistogram::new)
-            .record(latency);
-    }
-
-    /// Hands over the finished second, if `since_start` is past it. Called from the engine's
-    /// loop, which wakes at least every 50 ms, so an idle thread does not hold the log back.
-    #[inline]
-    pub fn roll(&mut self, since_start: Duration) {
-        let now = since_start.as_secs();
-        if now > self.second {
-            self.send(now);
-            self.second = now;
-        }
-    }
-
-    /// Hands over the last (partial) second: the thread is done.
-    pub fn finish(mut self) {
-        self.send(u64::MAX);
-    }
-
-    fn send(&mut self, complete_before: u64) {
-        // The writer is gone only if the run is being torn down; nothing to report to then.
-        let _ = self.tx.send(IntervalSnapshot {
-            thread: self.thread,
-            second: self.second,
-            latency: self.current.take(),
-            complete_before,
-        });
-    }
-}
-
-/// Writes the interval log of one run as the threads hand their seconds over.
+/// Writes the interval log of one run: the [`super::series::IntervalCollector`] hands it each
+/// interval once every thread is past it.
 pub struct HlogWriter {
     path: PathBuf,
     file: std::io::BufWriter<std::fs::File>,
-    rx: Receiver<IntervalSnapshot>,
-    complete_before: Vec<u64>,
-    pending: BTreeMap<u64, LatencyHistogram>,
-    /// Every interval written so far, added up.
-    written: LatencyHistogram,
-    /// The next second to write.
-    next: u64,
     serializer: V2DeflateSerializer,
 }
 
 impl HlogWriter {
     /// Creates the log at `path` and writes its header: `comments` (one `#` line each), the
-    /// format version, `#[StartTime: ...]` for `start` and the legend. `threads` recorders
-    /// will send to the returned channel.
+    /// format version, `#[StartTime: ...]` for `start` and the legend.
     pub fn create(
         path: &Path,
         start: SystemTime,
         comments: &[String],
-        threads: usize,
-    ) -> anyhow::Result<(HlogWriter, Sender<IntervalSnapshot>)> {
+    ) -> anyhow::Result<HlogWriter> {
         let file = std::fs::File::create(path)
             .map_err(|e| crate::usage(format!("--hlog: cannot create {}: {e}", path.display())))?;
         let mut file = std::io::BufWriter::new(file);
@@ -167,80 +91,53 @@ impl HlogWriter {
         builder.with_start_time(start);
         builder.begin_log_with(&mut file, &mut serializer)?;
         writeln!(file, "{LEGEND}")?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        Ok((
-            HlogWriter {
-                path: path.to_path_buf(),
-                file,
-                rx,
-                complete_before: vec![0; threads],
-                pending: BTreeMap::new(),
-                written: LatencyHistogram::new(),
-                next: 0,
-                serializer,
-            },
-            tx,
-        ))
+        Ok(HlogWriter {
+            path: path.to_path_buf(),
+            file,
+            serializer,
+        })
     }
 
-    /// Takes what the threads handed over (waiting up to `wait` for the first of it) and writes
-    /// every second all threads are past.
-    pub fn pump(&mut self, wait: Duration) -> anyhow::Result<()> {
-        match self.rx.recv_timeout(wait) {
-            Ok(snapshot) => self.take(snapshot),
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return Ok(()),
-        }
-        while let Ok(snapshot) = self.rx.try_recv() {
-            self.take(snapshot);
-        }
-        // Once every thread has ended, the last (partial) second is `finish`'s to write.
-        let complete = self.complete_before.iter().copied().min().unwrap_or(0);
-        while self.next < complete && complete != u64::MAX {
-            self.write_second(self.next, Duration::from_secs(1))?;
-        }
-        Ok(())
+    /// Writes one interval's histogram (an empty one when nothing completed in it); an
+    /// interval of no length is written as 1 ms long (readers divide by it).
+    pub fn write_interval(&mut self, interval: &CompleteInterval) -> anyhow::Result<()> {
+        let empty;
+        let h = match &interval.data.latency {
+            Some(h) => h,
+            None => {
+                empty = LatencyHistogram::new();
+                &empty
+            }
+        };
+        self.write(
+            h,
+            interval.start,
+            interval.length.max(Duration::from_millis(1)),
+            None,
+        )
     }
 
-    /// After every thread ended: writes what is left, the last interval ending at `elapsed`,
-    /// then the report line.
-    pub fn finish(mut self, elapsed: Duration, report: &LoadReport) -> anyhow::Result<()> {
-        while let Ok(snapshot) = self.rx.try_recv() {
-            self.take(snapshot);
-        }
-        let last = elapsed.as_secs();
-        while self.next <= last || !self.pending.is_empty() {
-            let second = self.next;
-            let length = if second >= last {
-                elapsed.saturating_sub(Duration::from_secs(second))
-            } else {
-                Duration::from_secs(1)
-            };
-            if length.is_zero() && !self.pending.contains_key(&second) {
-                break;
-            }
-            self.write_second(second, length.max(Duration::from_millis(1)))?;
-        }
-        // The requests still unanswered at the end are in the report's histogram at their age
-        // (see `load::stats`), and in no second: one last interval, tagged `censored`, holds
-        // them, so the log adds up to the report, as `merge` checks.
-        if let Some(whole) = report.histogram.as_deref() {
-            let mut censored = decode(whole).map_err(|e| anyhow::anyhow!(e))?;
-            if censored.subtract(&self.written).is_ok() && !censored.is_empty() {
-                let mut log = IntervalLogWriterBuilder::new()
-                    .begin_log_with(&mut self.file, &mut self.serializer)
-                    .with_context(|| format!("cannot write {}", self.path.display()))?;
-                log.write_histogram(
-                    censored.as_hdr(),
-                    elapsed,
-                    Duration::from_millis(1),
-                    Tag::new(CENSORED_TAG),
-                )
-                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", self.path.display()))?;
-            }
+    /// After the last interval: the requests unanswered at the end (`censored`, at their
+    /// age; they belong to no interval), as one last interval at `elapsed` tagged `censored`,
+    /// so that the log adds up to the report as `merge` checks; then the report line.
+    pub fn finish(
+        mut self,
+        elapsed: Duration,
+        censored: Option<&LatencyHistogram>,
+        report: &LoadReport,
+    ) -> anyhow::Result<()> {
+        if let Some(censored) = censored.filter(|h| !h.is_empty()) {
+            self.write(
+                censored,
+                elapsed,
+                Duration::from_millis(1),
+                Tag::new(CENSORED_TAG),
+            )?;
         }
         let mut meta = report.clone();
         meta.histogram = None;
         meta.histogram_uncorrected = None;
+        meta.series = Vec::new();
         writeln!(
             self.file,
             "{REPORT_COMMENT}{}",
@@ -251,30 +148,18 @@ impl HlogWriter {
             .with_context(|| format!("cannot write {}", self.path.display()))
     }
 
-    fn take(&mut self, snapshot: IntervalSnapshot) {
-        if let Some(latency) = snapshot.latency {
-            match self.pending.get_mut(&snapshot.second) {
-                Some(h) => h.merge(&latency),
-                None => {
-                    self.pending.insert(snapshot.second, latency);
-                }
-            }
-        }
-        if let Some(c) = self.complete_before.get_mut(snapshot.thread) {
-            *c = (*c).max(snapshot.complete_before);
-        }
-    }
-
-    fn write_second(&mut self, second: u64, length: Duration) -> anyhow::Result<()> {
-        let h = self.pending.remove(&second).unwrap_or_default();
-        self.written.merge(&h);
+    fn write(
+        &mut self,
+        h: &LatencyHistogram,
+        start: Duration,
+        length: Duration,
+        tag: Option<Tag>,
+    ) -> anyhow::Result<()> {
         let mut log = IntervalLogWriterBuilder::new()
             .begin_log_with(&mut self.file, &mut self.serializer)
             .with_context(|| format!("cannot write {}", self.path.display()))?;
-        log.write_histogram(h.as_hdr(), Duration::from_secs(second), length, None)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", self.path.display()))?;
-        self.next = second + 1;
-        Ok(())
+        log.write_histogram(h.as_hdr(), start, length, tag)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", self.path.display()))
     }
 }
 
@@ -351,37 +236,53 @@ mod tests {
     }
 
     #[test]
-    fn a_log_holds_each_second_once_and_adds_up_to_every_sample() {
+    fn a_log_holds_each_interval_once_and_adds_up_to_every_sample() {
+        use crate::load::series::IntervalCollector;
         let dir = std::env::temp_dir().join(format!("sweetspot-hlog-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("run.hlog");
-        let (mut writer, tx) =
-            HlogWriter::create(&path, SystemTime::now(), &["test".into()], 2).unwrap();
-        let mut a = IntervalRecorder::new(0, tx.clone());
-        let mut b = IntervalRecorder::new(1, tx);
+        let mut writer = HlogWriter::create(&path, SystemTime::now(), &["test".into()]).unwrap();
+        let second = Duration::from_secs(1);
+        let length = Some(Duration::from_millis(3500));
+        let (mut collector, plan) = IntervalCollector::new(second, 2, length);
+        let mut a = plan.recorder(0);
+        let mut b = plan.recorder(1);
+        drop(plan);
         let mut all = LatencyHistogram::new();
         for ms in 0..3500u64 {
             let at = Duration::from_millis(ms);
             let latency = Duration::from_micros(100 + ms);
             let r = if ms % 2 == 0 { &mut a } else { &mut b };
-            r.record(latency, at);
+            r.record_response(latency, at);
             all.record(latency);
-            writer.pump(Duration::ZERO).unwrap();
+            collector
+                .pump(Duration::ZERO, &mut |i| writer.write_interval(&i))
+                .unwrap();
         }
         a.finish();
         b.finish();
+        let mut whole = all.clone();
+        whole.record_us(9_000);
+        let (_, censored) = collector
+            .finish(Duration::from_millis(3500), Some(&whole), &mut |i| {
+                writer.write_interval(&i)
+            })
+            .unwrap();
         let report = LoadReport::default();
-        writer.finish(Duration::from_millis(3500), &report).unwrap();
+        writer
+            .finish(Duration::from_millis(3500), censored.as_ref(), &report)
+            .unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.contains("#[StartTime: "), "{text}");
         assert!(text.contains(LEGEND));
+        assert!(text.contains("Tag=censored"), "{text}");
         let run = read(&text).unwrap();
         let starts: Vec<f64> = run.intervals.iter().map(|i| i.start_s).collect();
-        assert_eq!(starts, vec![0.0, 1.0, 2.0, 3.0]);
+        assert_eq!(starts, vec![0.0, 1.0, 2.0, 3.0, 3.5]);
         let counts: Vec<u64> = run.intervals.iter().map(|i| i.latency.len()).collect();
-        assert_eq!(counts, vec![1000, 1000, 1000, 500]);
+        assert_eq!(counts, vec![1000, 1000, 1000, 500, 1]);
         assert_eq!(run.intervals[3].length_s, 0.5);
-        assert_eq!(run.total().summary(), all.summary());
+        assert_eq!(run.total().summary(), whole.summary());
         assert!(run.report.is_some());
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -286,6 +286,7 @@ mod tests {
             histogram: None,
             histogram_uncorrected: None,
             urls: Vec::new(),
+            series: Vec::new(),
         };
         let config = LoadConfig::new(
             Target::parse("http://127.0.0.1:1/").unwrap(),

@@ -23,6 +23,7 @@ pub mod progress;
 pub mod report;
 pub mod request;
 pub mod segment;
+pub mod series;
 pub mod stats;
 pub mod target;
 pub mod urls;
@@ -122,7 +123,7 @@ fn run_observed(
     let counters: Vec<AtomicU64> = (0..threads).map(|_| AtomicU64::new(0)).collect();
     let start = Instant::now();
     let started_at = std::time::SystemTime::now();
-    let (mut hlog, intervals) = match &options.hlog {
+    let mut hlog = match &options.hlog {
         Some(path) => {
             let comment = format!(
                 "[sweetspot load {} mode={} connections={}{}]",
@@ -134,8 +135,19 @@ fn run_observed(
                     s.info.index, s.info.count
                 ))
             );
-            let (writer, tx) = hlog::HlogWriter::create(path, started_at, &[comment], threads)?;
-            (Some(writer), Some(tx))
+            Some(hlog::HlogWriter::create(path, started_at, &[comment])?)
+        }
+        None => None,
+    };
+    // The time series, which also feeds the interval log.
+    let interval = options
+        .series
+        .or(options.hlog.as_ref().map(|_| series::DEFAULT_INTERVAL));
+    let (mut collector, intervals) = match interval {
+        Some(interval) => {
+            let (collector, plan) =
+                series::IntervalCollector::new(interval, threads, config.mode.duration());
+            (Some(collector), Some(plan))
         }
         None => (None, None),
     };
@@ -161,13 +173,17 @@ fn run_observed(
                     .spawn_scoped(scope, move || engine::run_worker(plan, share, completed))
             })
             .collect();
-        if progress.is_some() || hlog.is_some() {
+        if progress.is_some() || collector.is_some() {
             let mut next_update = Instant::now();
             while handles
                 .iter()
                 .any(|h| h.as_ref().is_ok_and(|h| !h.is_finished()))
             {
-                match hlog.as_mut().map(|w| w.pump(Duration::from_millis(50))) {
+                let wait = Duration::from_millis(50);
+                match collector
+                    .as_mut()
+                    .map(|c| c.pump(wait, &mut write_to(&mut hlog)))
+                {
                     Some(Ok(())) => {}
                     Some(Err(e)) => {
                         hlog_error = Some(e);
@@ -215,10 +231,31 @@ fn run_observed(
     report.started_at_unix_s = segment::unix_seconds(started_at);
     report.ended_at_unix_s = report.started_at_unix_s + report.duration_s;
     report.start_late_s = late.map(|(late, _)| late.as_secs_f64());
-    if let Some(writer) = hlog {
-        writer.finish(merged.elapsed, &report)?;
+    if let Some(collector) = collector {
+        let whole = match report.histogram.as_deref() {
+            Some(text) => Some(hlog::decode(text).map_err(|e| anyhow::anyhow!(e))?),
+            None => None,
+        };
+        let (points, censored) =
+            collector.finish(merged.elapsed, whole.as_ref(), &mut write_to(&mut hlog))?;
+        if let Some(writer) = hlog {
+            writer
+                .finish(merged.elapsed, censored.as_ref(), &report)
+                .context("--hlog")?;
+        }
+        report.series = points;
     }
     Ok(report)
+}
+
+/// Where the series' complete intervals go beside the series: the interval log, if any.
+fn write_to(
+    hlog: &mut Option<hlog::HlogWriter>,
+) -> impl FnMut(series::CompleteInterval) -> anyhow::Result<()> + '_ {
+    move |interval| match hlog.as_mut() {
+        Some(writer) => writer.write_interval(&interval),
+        None => Ok(()),
+    }
 }
 
 /// Runs `sweetspot load`: validate, run with a progress line on a terminal, print the summary
@@ -230,6 +267,13 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
         json::check_destination(dest)?;
     }
     let options = RunOptions::from_args(&args, &mut config)?;
+    // Fail before the run, not after it, when an output file cannot be written.
+    for (flag, path) in [("--csv", &args.csv), ("--html", &args.html)] {
+        if let Some(path) = path {
+            std::fs::File::create(path)
+                .map_err(|e| usage(format!("{flag}: cannot create {}: {e}", path.display())))?;
+        }
+    }
     let json_to_stdout = args.json.as_deref() == Some("-");
     let live = (std::io::stderr().is_terminal() && !args.quiet)
         .then(|| progress::LiveProgress::new(&config));
@@ -244,6 +288,14 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
     }
     if let Some(dest) = &args.json {
         json::write(&report, dest)?;
+    }
+    if let Some(path) = &args.csv {
+        std::fs::write(path, series::csv(&report.series))
+            .with_context(|| format!("--csv: cannot write {}", path.display()))?;
+    }
+    if let Some(path) = &args.html {
+        std::fs::write(path, series::html(&report, &report.series)?)
+            .with_context(|| format!("--html: cannot write {}", path.display()))?;
     }
     Ok(())
 }

@@ -105,6 +105,11 @@ pub struct LoadReport {
     /// `--urls` only: counts and latency per line of the file (see [`super::urls`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub urls: Vec<UrlReport>,
+    /// The time series (`sweetspot load` with `--json`, `--csv`, `--html` or `--hlog`): one
+    /// point per interval, then one for the requests unanswered at the end, if any (see
+    /// [`super::series`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub series: Vec<super::series::SeriesPoint>,
 }
 
 impl LoadReport {
@@ -198,5 +203,6 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
             (Some(list), Some(stats)) => super::urls::url_reports(list, stats, config.timeout),
             _ => Vec::new(),
         },
+        series: Vec::new(),
     }
 }

@@ -559,8 +559,8 @@ pub struct ThreadStats {
     pub cpu_s: f64,
     /// When the thread's work ended, from the start of the run.
     pub elapsed: Duration,
-    /// `--hlog` only: hands this thread's per-second latency histograms to the log writer.
-    pub intervals: Option<super::hlog::IntervalRecorder>,
+    /// The time series (and `--hlog`) only: hands this thread's intervals to the collector.
+    pub intervals: Option<super::series::IntervalRecorder>,
     /// `--urls` only: the same counts per request line.
     pub urls: Option<super::urls::UrlRecorder>,
 }

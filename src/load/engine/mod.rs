@@ -98,8 +98,8 @@ pub struct RunPlan<'a> {
     pub stop: Option<&'a AtomicBool>,
     /// All connections of the run, to spread rate-mode send phases evenly.
     pub total_connections: usize,
-    /// `--hlog` only: where each thread hands over its per-second latency histograms.
-    pub intervals: Option<std::sync::mpsc::Sender<super::hlog::IntervalSnapshot>>,
+    /// The time series (and `--hlog`) only: where each thread hands over its intervals.
+    pub intervals: Option<super::series::IntervalPlan>,
 }
 
 /// One worker's share of the run.
@@ -158,11 +158,9 @@ pub fn run_worker(
     if plan.config.urls.is_some() {
         worker.recorder.set_urls(plan.request.lines());
     }
-    worker.recorder.set_intervals(
-        plan.intervals
-            .as_ref()
-            .map(|tx| super::hlog::IntervalRecorder::new(share.index, tx.clone())),
-    );
+    worker
+        .recorder
+        .set_intervals(plan.intervals.as_ref().map(|p| p.recorder(share.index)));
     let result = worker.run(completed);
     let stats = worker
         .recorder

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::connection::InFlight;
 use crate::load::error::FailureKind;
-use crate::load::hlog::IntervalRecorder;
+use crate::load::series::IntervalRecorder;
 use crate::load::stats::{Censored, ThreadStats};
 use crate::load::urls::UrlRecorder;
 
@@ -40,7 +40,7 @@ impl Recorder {
         }
     }
 
-    /// `--hlog`: hand per-second histograms to the interval log.
+    /// The time series (and `--hlog`): hand each interval's counts and histogram over.
     pub fn set_intervals(&mut self, intervals: Option<IntervalRecorder>) {
         self.stats.intervals = intervals;
     }
@@ -60,6 +60,10 @@ impl Recorder {
             if let Some(urls) = stats.urls.as_mut() {
                 urls.failure(request.line as usize, FailureKind::Timeout);
             }
+            if let Some(intervals) = stats.intervals.as_mut() {
+                let since_start = now.saturating_duration_since(self.start);
+                intervals.count_errors(FailureKind::Timeout, 1, since_start);
+            }
             return;
         }
         let latency = now.saturating_duration_since(request.intended);
@@ -68,7 +72,12 @@ impl Recorder {
             urls.response(request.line as usize, latency, status, self.draining);
         }
         if let Some(intervals) = stats.intervals.as_mut() {
-            intervals.record(latency, now.saturating_duration_since(self.start));
+            let since_start = now.saturating_duration_since(self.start);
+            if self.draining {
+                intervals.record_latency(latency, since_start);
+            } else {
+                intervals.record_response(latency, since_start);
+            }
         }
         if self.uncorrected {
             if let Some(uncorrected) = stats.latency_uncorrected.as_mut() {
@@ -86,6 +95,9 @@ impl Recorder {
     #[inline]
     pub fn failed(&mut self, kind: FailureKind, count: u64) {
         self.stats.errors.add(kind, count);
+        if let Some(intervals) = self.stats.intervals.as_mut().filter(|_| count > 0) {
+            intervals.count_errors(kind, count, self.start.elapsed());
+        }
     }
 
     /// The requests in flight on a connection that broke (`kind`), one per request: the

@@ -75,21 +75,23 @@ fn draw_error<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow!("drawing a plot: {e:?}")
 }
 
-/// A line to draw: label, colour index, points, and how to mark each point.
-struct Line {
-    label: String,
-    color: usize,
-    points: Vec<(f64, f64)>,
+/// A line to draw: label, colour index, points, and how to mark each point. (Also drawn by
+/// `load --html`'s time series, see [`time_plot`].)
+pub(crate) struct Line {
+    /// Empty: the line is not in the legend (a further segment of a line that has a gap).
+    pub(crate) label: String,
+    pub(crate) color: usize,
+    pub(crate) points: Vec<(f64, f64)>,
     /// Per point (or empty): its min..max over the repetitions, drawn as an error bar.
     ranges: Vec<Option<(f64, f64)>>,
     /// Per point (or empty): the value is only a lower bound, drawn as a hollow triangle.
-    lower_bounds: Vec<bool>,
+    pub(crate) lower_bounds: Vec<bool>,
     /// A model curve: thin, unmarked, not in the legend.
     model: bool,
 }
 
 impl Line {
-    fn measured(label: String, color: usize, points: Vec<(f64, f64)>) -> Line {
+    pub(crate) fn measured(label: String, color: usize, points: Vec<(f64, f64)>) -> Line {
         Line {
             label,
             color,
@@ -279,6 +281,43 @@ pub fn render_plots(results: &SweepResults) -> anyhow::Result<Vec<Plot>> {
     Ok(plots)
 }
 
+/// A plot over time (`load --html`): x linear from 0, y on a log scale when `log_y` and the
+/// values span a factor of 20 or more (latency), else linear from 0 (throughput).
+pub(crate) fn time_plot(
+    title: String,
+    x_desc: &str,
+    y_desc: &str,
+    lines: &[Line],
+    log_y: bool,
+) -> anyhow::Result<Plot> {
+    let all = || lines.iter().flat_map(|l| l.points.iter().copied());
+    let x_max = all().map(|(x, _)| x).fold(0.0f64, f64::max).max(1.0);
+    let y_max = all().map(|(_, y)| y).fold(0.0f64, f64::max);
+    let y_min = all()
+        .map(|(_, y)| y)
+        .filter(|y| *y > 0.0)
+        .fold(f64::MAX, f64::min);
+    let x_range = 0.0..x_max * 1.02;
+    let mut svg = String::new();
+    // Head room above the data for the legend (upper right).
+    if log_y && y_min < f64::MAX && y_max / y_min >= 20.0 {
+        let y_range = (y_min * 0.8..y_max * 4.0).log_scale();
+        draw_lines(
+            &mut svg, &title, x_desc, y_desc, x_range, y_range, lines, false, true,
+        )?;
+    } else {
+        let y_range = 0.0..(y_max * 1.3).max(1.0);
+        draw_lines(
+            &mut svg, &title, x_desc, y_desc, x_range, y_range, lines, false, false,
+        )?;
+    }
+    Ok(Plot {
+        file_name: String::new(),
+        title,
+        svg,
+    })
+}
+
 fn line_plot(
     file_name: String,
     title: String,
@@ -307,7 +346,7 @@ fn line_plot(
     if x_min > 0.0 && x_max / x_min >= 20.0 {
         let x_range = (x_min * 0.9..x_max * 1.1).log_scale();
         draw_lines(
-            &mut svg, &title, x_desc, y_desc, x_range, y_range, lines, true,
+            &mut svg, &title, x_desc, y_desc, x_range, y_range, lines, true, false,
         )?;
     } else {
         let pad = (x_max - x_min) * 0.05;
@@ -319,6 +358,7 @@ fn line_plot(
             (x_min - pad)..(x_max + pad),
             y_range,
             lines,
+            false,
             false,
         )?;
     }
@@ -342,19 +382,22 @@ fn is_log_label(v: f64) -> bool {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn draw_lines<XR>(
+fn draw_lines<XR, YR>(
     svg: &mut String,
     title: &str,
     x_desc: &str,
     y_desc: &str,
     x_range: XR,
-    y_range: std::ops::Range<f64>,
+    y_range: YR,
     lines: &[Line],
     log_x: bool,
+    log_y: bool,
 ) -> anyhow::Result<()>
 where
     XR: AsRangedCoord<Value = f64>,
     XR::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    YR: AsRangedCoord<Value = f64>,
+    YR::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
     let root = SVGBackend::with_string(svg, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE).map_err(draw_error)?;
@@ -371,7 +414,13 @@ where
         .y_desc(y_desc)
         .axis_desc_style(("sans-serif", 15))
         .label_style(("sans-serif", 12))
-        .y_label_formatter(&|v| thousands(*v))
+        .y_label_formatter(&|v| {
+            if !log_y || is_log_label(*v) {
+                thousands(*v)
+            } else {
+                String::new()
+            }
+        })
         .x_label_formatter(&|v| {
             if !log_x || is_log_label(*v) {
                 thousands(*v)
@@ -395,11 +444,14 @@ where
                 .map_err(draw_error)?;
             continue;
         }
-        chart
+        let series = chart
             .draw_series(LineSeries::new(line.points.clone(), c.stroke_width(2)))
-            .map_err(draw_error)?
-            .label(line.label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+            .map_err(draw_error)?;
+        if !line.label.is_empty() {
+            series.label(line.label.clone()).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+            });
+        }
         for (i, &(x, _)) in line.points.iter().enumerate() {
             if let Some((low, high)) = line.range(i) {
                 any_range = true;
