@@ -553,7 +553,10 @@ mod tests {
         assert_eq!(from_code.to_string(), from_flags);
         assert_eq!(from_flags, "--pipeline must be between 1 and 1024, not 0");
         let e = config("http://h/ -R nan").unwrap_err().to_string();
-        assert_eq!(e, "-R (rate) must be above 0 and at most 100000000, not NaN");
+        assert_eq!(
+            e,
+            "-R (rate) must be above 0 and at most 100000000, not NaN"
+        );
         built.pipeline = 1;
         built.threads = 0;
         assert_eq!(
