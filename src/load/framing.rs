@@ -133,9 +133,10 @@ pub struct HttpResponseFramer {
     state: BodyState,
     status: u16,
     close: bool,
-    /// The last head parsed (if short enough) and the state it left: status, close, body.
+    /// The last head parsed (if short enough), the `head_request` it was parsed for, and the
+    /// state it left: status, close, body.
     last_head: Vec<u8>,
-    last_parsed: (u16, bool, BodyState),
+    last_parsed: (bool, u16, bool, BodyState),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,7 +187,7 @@ impl HttpResponseFramer {
             status: 0,
             close: false,
             last_head: Vec::new(),
-            last_parsed: (0, false, BodyState::Head),
+            last_parsed: (false, 0, false, BodyState::Head),
         }
     }
 
@@ -263,8 +264,13 @@ impl HttpResponseFramer {
     #[inline]
     fn parse_head(&mut self, input: &[u8]) -> Result<Option<usize>, FramingError> {
         let known = self.last_head.len();
-        if known > 0 && input.len() >= known && input[..known] == self.last_head[..] {
-            (self.status, self.close, self.state) = self.last_parsed;
+        let (for_head_request, status, close, state) = self.last_parsed;
+        if known > 0
+            && for_head_request == self.head_request
+            && input.len() >= known
+            && input[..known] == self.last_head[..]
+        {
+            (self.status, self.close, self.state) = (status, close, state);
             return Ok(Some(known));
         }
         let parsed = self.parse_new_head(input)?;
@@ -272,7 +278,7 @@ impl HttpResponseFramer {
             self.last_head.clear();
             if head_len <= CACHED_HEAD_BYTES {
                 self.last_head.extend_from_slice(&input[..head_len]);
-                self.last_parsed = (self.status, self.close, self.state);
+                self.last_parsed = (self.head_request, self.status, self.close, self.state);
             }
         }
         Ok(parsed)
@@ -520,6 +526,17 @@ mod tests {
                 "the last head is kept"
             );
         }
+        // The same head answering a HEAD request (a framer whose requests change method) has
+        // no body: the remembered meaning is only reused for the same kind of request.
+        let mut h = HttpResponseFramer::new("GET");
+        assert_eq!(h.feed(NGINX_LIKE).unwrap().complete, Some(ok(200)));
+        h.head_request = true;
+        let head_only = &NGINX_LIKE[..NGINX_LIKE.len() - 13];
+        let fed = h.feed(head_only).unwrap();
+        assert_eq!(
+            (fed.consumed, fed.complete),
+            (head_only.len(), Some(ok(200)))
+        );
         // A head that repeats for a HEAD request still has no body.
         let mut f = http("HEAD");
         let mut heads = NGINX_LIKE[..NGINX_LIKE.len() - 13].to_vec();
