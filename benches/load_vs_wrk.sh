@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# benches/load_vs_wrk.sh: `sweetspot load` against wrk (and ab, once) on the same nginx, side by
-# side in one script, alternating runs so both see the same machine.
+# benches/load_vs_wrk.sh: `sweetspot load` against wrk, oha and autocannon (and ab, once) on the
+# same nginx, side by side in one script, rotating the order of runs so all see the same machine.
 #
 # What it prints: req/s and client CPU time per request of every run, then the median ratios
-# sweetspot/wrk. Speed is judged by these ratios, not by absolute numbers (DESIGN.md).
+# sweetspot/wrk (and sweetspot/oha, sweetspot/autocannon). Speed is judged by these ratios, not
+# by absolute numbers (DESIGN.md).
 #
 #   benches/load_vs_wrk.sh            # 5 rounds of 5 s each, -t 1 -c 50
 #   ROUNDS=9 DURATION=10 benches/load_vs_wrk.sh
 #
 # Installs nginx, wrk, apache2-utils (ab) and time with apt-get when missing (needs root).
+# oha (`cargo install oha`) and autocannon (`npm i -g autocannon`) are measured when installed
+# and skipped with a note otherwise (OTHERS=0 skips them). Both are multi-threaded runtimes
+# (tokio, node's libuv): pinned to the one client CPU like the others, they get no more CPU.
 # Starts nginx on a free 127.0.0.1 port with a temporary config serving a small static file and
 # stops it by PID at the end. Writes its output to benches/load_vs_wrk.txt as well.
 set -euo pipefail
@@ -23,6 +27,7 @@ NGINX_WORKERS=${NGINX_WORKERS:-1}
 # With 2+ cores, nginx runs on CPU 0 and every load tool on CPU 1 (PIN=0 to let them float), so
 # the tools compete with nginx in the same way and never with each other's leftovers.
 PIN=${PIN:-1}
+OTHERS=${OTHERS:-1}
 
 export PATH="$PATH:/usr/sbin:/sbin"
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -122,6 +127,27 @@ run_wrk() {
     echo "$requests $rps $(cpu_of)"
 }
 
+run_oha() {
+    /usr/bin/time -f '%U %S' -o "$tmp/time" "${client_cpu[@]}" oha --no-tui -z "${DURATION}s" -c "$CONNECTIONS" \
+        --output-format json "$url" >"$tmp/oha.json"
+    # Completed requests: the status code counts; req/s over the run's total time.
+    node -e '
+        const r = JSON.parse(require("fs").readFileSync(process.argv[1]));
+        const n = Object.values(r.statusCodeDistribution).reduce((a, b) => a + b, 0);
+        console.log(n, (n / r.summary.total).toFixed(1));' "$tmp/oha.json" | tr '\n' ' '
+    cpu_of
+}
+
+run_autocannon() {
+    /usr/bin/time -f '%U %S' -o "$tmp/time" "${client_cpu[@]}" autocannon -c "$CONNECTIONS" -d "$DURATION" -j \
+        "$url" >"$tmp/autocannon.json" 2>/dev/null
+    node -e '
+        const r = JSON.parse(require("fs").readFileSync(process.argv[1]));
+        const n = r["2xx"] + r.non2xx;
+        console.log(n, (n / r.duration).toFixed(1));' "$tmp/autocannon.json" | tr '\n' ' '
+    cpu_of
+}
+
 run_ab() {
     /usr/bin/time -f '%U %S' -o "$tmp/time" "${client_cpu[@]}" ab -q -k -c "$CONNECTIONS" -n "$AB_REQUESTS" "$url" \
         >"$tmp/ab.out" 2>&1
@@ -133,64 +159,75 @@ run_ab() {
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
+tools=(sweetspot wrk)
+notes=()
+if [ "$OTHERS" = 1 ]; then
+    if command -v oha >/dev/null; then tools+=(oha); else notes+=("oha not installed (cargo install oha): skipped"); fi
+    if command -v autocannon >/dev/null && command -v node >/dev/null; then
+        tools+=(autocannon)
+    else
+        notes+=("autocannon not installed (npm i -g autocannon): skipped")
+    fi
+fi
+
 {
-    echo "# sweetspot load vs wrk vs ab, against nginx $(nginx -v 2>&1 | sed 's/.*\///'), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "# sweetspot load vs ${tools[*]:1} vs ab, against nginx $(nginx -v 2>&1 | sed 's/.*\///'), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "# $(nproc) cores, $(uname -sr), load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "# each run: -t $THREADS -c $CONNECTIONS -d ${DURATION}s; nginx: $NGINX_WORKERS worker(s), static 14-byte file"
-    echo "# pinning: nginx ${server_cpu[*]:-unpinned}, load tools ${client_cpu[*]:-unpinned}; runs alternate, order flips each round"
+    echo "# each run: -t $THREADS -c $CONNECTIONS -d ${DURATION}s (oha, autocannon: -c $CONNECTIONS, their own threads); nginx: $NGINX_WORKERS worker(s), static 14-byte file"
+    echo "# pinning: nginx ${server_cpu[*]:-unpinned}, load tools ${client_cpu[*]:-unpinned}; runs alternate, the order rotates each round"
     echo "# cpu/req = client user+system CPU time (GNU time) / completed requests"
+    for note in "${notes[@]}"; do echo "# $note"; done
     printf '%-6s %-10s %10s %12s %14s\n' round tool requests req/s cpu_us/req
 } | tee "$output"
 
-: >"$tmp/rps_ratio"
-: >"$tmp/cpu_ratio"
-: >"$tmp/s_rps"
-: >"$tmp/w_rps"
-: >"$tmp/s_cpu"
-: >"$tmp/w_cpu"
+for tool in "${tools[@]}"; do
+    : >"$tmp/rps.$tool"
+    : >"$tmp/cpu.$tool"
+    : >"$tmp/rps_ratio.$tool"
+    : >"$tmp/cpu_ratio.$tool"
+done
 for round in $(seq 1 "$ROUNDS"); do
-    # Alternate which tool goes first, so neither always gets the warmer (or busier) slot.
-    if ((round % 2)); then order="sweetspot wrk"; else order="wrk sweetspot"; fi
-    for tool in $order; do
+    # Rotate the order, so no tool always gets the warmer (or busier) slot.
+    order=()
+    for i in "${!tools[@]}"; do
+        order+=("${tools[$(((i + round - 1) % ${#tools[@]}))]}")
+    done
+    for tool in "${order[@]}"; do
         read -r requests rps cpu < <("run_$tool")
         cpu_us=$(awk -v c="$cpu" -v n="$requests" 'BEGIN {printf "%.3f", c * 1e6 / n}')
         printf '%-6s %-10s %10s %12.1f %14s\n' "$round" "$tool" "$requests" "$rps" "$cpu_us" | tee -a "$output"
-        if [ "$tool" = sweetspot ]; then
-            echo "$rps" >>"$tmp/s_rps"
-            echo "$cpu_us" >>"$tmp/s_cpu"
-        else
-            echo "$rps" >>"$tmp/w_rps"
-            echo "$cpu_us" >>"$tmp/w_cpu"
-        fi
+        echo "$rps" >>"$tmp/rps.$tool"
+        echo "$cpu_us" >>"$tmp/cpu.$tool"
     done
-    s_rps=$(tail -1 "$tmp/s_rps")
-    w_rps=$(tail -1 "$tmp/w_rps")
-    s_cpu=$(tail -1 "$tmp/s_cpu")
-    w_cpu=$(tail -1 "$tmp/w_cpu")
-    awk -v a="$s_rps" -v b="$w_rps" 'BEGIN {print a / b}' >>"$tmp/rps_ratio"
-    awk -v a="$s_cpu" -v b="$w_cpu" 'BEGIN {print a / b}' >>"$tmp/cpu_ratio"
+    # Ratios sweetspot/other within the round.
+    for tool in "${tools[@]:1}"; do
+        awk -v a="$(tail -1 "$tmp/rps.sweetspot")" -v b="$(tail -1 "$tmp/rps.$tool")" 'BEGIN {print a / b}' >>"$tmp/rps_ratio.$tool"
+        awk -v a="$(tail -1 "$tmp/cpu.sweetspot")" -v b="$(tail -1 "$tmp/cpu.$tool")" 'BEGIN {print a / b}' >>"$tmp/cpu_ratio.$tool"
+    done
 done
 
 read -r ab_requests ab_rps ab_cpu < <(run_ab)
 ab_cpu_us=$(awk -v c="$ab_cpu" -v n="$ab_requests" 'BEGIN {printf "%.3f", c * 1e6 / n}')
 printf '%-6s %-10s %10s %12.1f %14s\n' "once" "ab -k" "$ab_requests" "$ab_rps" "$ab_cpu_us" | tee -a "$output"
 
-s_rps_median=$(median <"$tmp/s_rps")
-w_rps_median=$(median <"$tmp/w_rps")
-s_cpu_median=$(median <"$tmp/s_cpu")
-w_cpu_median=$(median <"$tmp/w_cpu")
+s_rps_median=$(median <"$tmp/rps.sweetspot")
+s_cpu_median=$(median <"$tmp/cpu.sweetspot")
 {
     echo
-    printf 'median req/s:        sweetspot %.1f, wrk %.1f, ab %.1f (one run)\n' \
-        "$s_rps_median" "$w_rps_median" "$ab_rps"
-    printf 'median cpu_us/req:   sweetspot %.3f, wrk %.3f, ab %.3f (one run)\n' \
-        "$s_cpu_median" "$w_cpu_median" "$ab_cpu_us"
-    printf 'req/s ratio sweetspot/wrk:       median of rounds %.3f (per round: %s)\n' \
-        "$(median <"$tmp/rps_ratio")" "$(awk '{printf "%.3f ", $1}' "$tmp/rps_ratio")"
-    printf 'cpu/request ratio sweetspot/wrk: median of rounds %.3f (per round: %s)\n' \
-        "$(median <"$tmp/cpu_ratio")" "$(awk '{printf "%.3f ", $1}' "$tmp/cpu_ratio")"
-    printf 'req/s ratio sweetspot/ab:        %.3f (sweetspot median vs the ab run)\n' \
+    printf 'median req/s:      '
+    for tool in "${tools[@]}"; do printf ' %s %.1f,' "$tool" "$(median <"$tmp/rps.$tool")"; done
+    printf ' ab %.1f (one run)\n' "$ab_rps"
+    printf 'median cpu_us/req: '
+    for tool in "${tools[@]}"; do printf ' %s %.3f,' "$tool" "$(median <"$tmp/cpu.$tool")"; done
+    printf ' ab %.3f (one run)\n' "$ab_cpu_us"
+    for tool in "${tools[@]:1}"; do
+        printf 'req/s ratio       sweetspot/%-10s median of rounds %.3f (per round: %s)\n' "$tool:" \
+            "$(median <"$tmp/rps_ratio.$tool")" "$(awk '{printf "%.3f ", $1}' "$tmp/rps_ratio.$tool")"
+        printf 'cpu/request ratio sweetspot/%-10s median of rounds %.3f (per round: %s)\n' "$tool:" \
+            "$(median <"$tmp/cpu_ratio.$tool")" "$(awk '{printf "%.3f ", $1}' "$tmp/cpu_ratio.$tool")"
+    done
+    printf 'req/s ratio       sweetspot/ab:         %.3f (sweetspot median vs the ab run)\n' \
         "$(awk -v a="$s_rps_median" -v b="$ab_rps" 'BEGIN {print a / b}')"
-    printf 'cpu/request ratio sweetspot/ab:  %.3f\n' \
+    printf 'cpu/request ratio sweetspot/ab:         %.3f\n' \
         "$(awk -v a="$s_cpu_median" -v b="$ab_cpu_us" 'BEGIN {print a / b}')"
 } | tee -a "$output"

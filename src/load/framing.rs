@@ -5,6 +5,11 @@
 //! counted, never stored (Content-Length, chunked, close-delimited, and no body for HEAD, 1xx,
 //! 204 and 304, as RFC 9112 section 6.3 says). This is the hot path's parser, so it is written
 //! here rather than pulled from an HTTP client crate: it must not allocate or copy per response.
+//!
+//! A server under load sends the same head again and again (it changes when its `Date` does,
+//! once a second), so each framer keeps the last head it parsed and what it meant: a head that
+//! is byte for byte that one is taken without parsing (httparse's result depends only on those
+//! bytes, so the answer is the same). Comparing ~200 bytes costs far less than parsing them.
 
 use super::error::FramingError;
 use super::request::echo_byte;
@@ -12,6 +17,8 @@ use super::request::echo_byte;
 /// A head that has not ended after this many bytes is refused.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 const MAX_HEADERS: usize = 64;
+/// Heads up to this long are remembered for reuse (see the module header).
+const CACHED_HEAD_BYTES: usize = 512;
 
 /// What the engine needs to know about a complete response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +133,10 @@ pub struct HttpResponseFramer {
     state: BodyState,
     status: u16,
     close: bool,
+    /// The last head parsed (if short enough), the `head_request` it was parsed for, and the
+    /// state it left: status, close, body.
+    last_head: Vec<u8>,
+    last_parsed: (bool, u16, bool, BodyState),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,6 +186,8 @@ impl HttpResponseFramer {
             state: BodyState::Head,
             status: 0,
             close: false,
+            last_head: Vec::new(),
+            last_parsed: (false, 0, false, BodyState::Head),
         }
     }
 
@@ -246,8 +259,32 @@ impl HttpResponseFramer {
         }
     }
 
-    /// Parses a complete head and sets the body state; `None` if the head is incomplete.
+    /// Parses a complete head and sets the body state; `None` if the head is incomplete. A
+    /// head identical to the last one parsed is not parsed again.
+    #[inline]
     fn parse_head(&mut self, input: &[u8]) -> Result<Option<usize>, FramingError> {
+        let known = self.last_head.len();
+        let (for_head_request, status, close, state) = self.last_parsed;
+        if known > 0
+            && for_head_request == self.head_request
+            && input.len() >= known
+            && input[..known] == self.last_head[..]
+        {
+            (self.status, self.close, self.state) = (status, close, state);
+            return Ok(Some(known));
+        }
+        let parsed = self.parse_new_head(input)?;
+        if let Some(head_len) = parsed {
+            self.last_head.clear();
+            if head_len <= CACHED_HEAD_BYTES {
+                self.last_head.extend_from_slice(&input[..head_len]);
+                self.last_parsed = (self.head_request, self.status, self.close, self.state);
+            }
+        }
+        Ok(parsed)
+    }
+
+    fn parse_new_head(&mut self, input: &[u8]) -> Result<Option<usize>, FramingError> {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut response = httparse::Response::new(&mut headers);
         let head_len = match response.parse(input) {
@@ -457,6 +494,54 @@ mod tests {
             );
             assert!(f.is_between_responses());
         }
+    }
+
+    #[test]
+    fn a_repeated_head_means_the_same_and_a_changed_one_is_parsed_again() {
+        let second: &[u8] = b"HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Type: text/plain\r\nContent-Length: 1\r\nConnection: keep-alive\r\n\r\n!";
+        let closing: &[u8] =
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 2\r\nConnection: close\r\n\r\nno";
+        let mut input = Vec::new();
+        for part in [NGINX_LIKE, NGINX_LIKE, second, NGINX_LIKE, closing, closing] {
+            input.extend_from_slice(part);
+        }
+        let closed = ResponseInfo {
+            status: 503,
+            close: true,
+        };
+        for step in [1, 7, 64, input.len()] {
+            let mut f = http("GET");
+            assert_eq!(
+                frame_in_steps(&mut f, &input, step),
+                vec![ok(200), ok(200), ok(200), ok(200), closed, closed],
+                "step {step}"
+            );
+            assert!(f.is_between_responses());
+            let ResponseFramer::Http(h) = &f else {
+                unreachable!()
+            };
+            assert_eq!(
+                h.last_head,
+                &closing[..closing.len() - 2],
+                "the last head is kept"
+            );
+        }
+        // The same head answering a HEAD request (a framer whose requests change method) has
+        // no body: the remembered meaning is only reused for the same kind of request.
+        let mut h = HttpResponseFramer::new("GET");
+        assert_eq!(h.feed(NGINX_LIKE).unwrap().complete, Some(ok(200)));
+        h.head_request = true;
+        let head_only = &NGINX_LIKE[..NGINX_LIKE.len() - 13];
+        let fed = h.feed(head_only).unwrap();
+        assert_eq!(
+            (fed.consumed, fed.complete),
+            (head_only.len(), Some(ok(200)))
+        );
+        // A head that repeats for a HEAD request still has no body.
+        let mut f = http("HEAD");
+        let mut heads = NGINX_LIKE[..NGINX_LIKE.len() - 13].to_vec();
+        heads.extend_from_within(..);
+        assert_eq!(frame_in_steps(&mut f, &heads, 5), vec![ok(200), ok(200)]);
     }
 
     #[test]

@@ -71,7 +71,8 @@ const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// `NAP_MIN_CONNECTIONS` connections wait on the server, the worker naps `NAP` before polling
 /// again. Being woken for every single response is what costs most per request on a VM (the
 /// server pays the cross-CPU wakeup, the generator the sleep); a short nap lets responses
-/// gather. Latency does not include the nap: it ends at the kernel's receive timestamp.
+/// gather. A response that arrives during a nap is charged the rest of it (latency ends when
+/// the response is read, see the module header), so the nap bounds that error at `NAP`.
 const NAP_BELOW_EVENTS: usize = 4;
 const NAP_MIN_CONNECTIONS: usize = 32;
 const NAP: Duration = Duration::from_micros(30);
