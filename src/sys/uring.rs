@@ -87,19 +87,42 @@ pub struct Ring {
     in_flight: usize,
 }
 
+/// Sets up the ring with the cheapest task-work mode the kernel has, falling back a step at
+/// a time. Completions of socket operations are "task work" the kernel must run in this
+/// thread: by default it interrupts the thread for that (a signal-like notification on every
+/// completion); `COOP_TASKRUN` (5.19) drops the interruption and runs it at the next kernel
+/// entry; `DEFER_TASKRUN` with `SINGLE_ISSUER` (6.1) keeps it queued until the thread asks for
+/// completions, then runs the whole batch at once. `SUBMIT_ALL` (5.18) keeps submitting a
+/// batch past an entry that fails at submission. A ring created with `DEFER_TASKRUN` must
+/// only be entered by the thread that created it, which holds here: each ring lives and dies
+/// on its own thread.
+fn build(entries: u32) -> io::Result<IoUring> {
+    // A completion queue 16 times the submission queue: multishot operations post many
+    // completions per submission, and one that overflows ends (it is re-armed).
+    let cq = entries * 16;
+    IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_submit_all()
+        .setup_cqsize(cq)
+        .build(entries)
+        .or_else(|_| {
+            IoUring::builder()
+                .setup_coop_taskrun()
+                .setup_submit_all()
+                .setup_cqsize(cq)
+                .build(entries)
+        })
+        .or_else(|_| IoUring::builder().setup_cqsize(cq).build(entries))
+}
+
 impl Ring {
     /// A ring of `entries` submission slots with `buffers` provided buffers of `size` bytes
     /// (`buffers` a power of two). Fails where io_uring is unavailable: old kernel,
     /// `kernel.io_uring_disabled`, a seccomp profile, or too little lockable memory.
     pub fn new(entries: u32, buffers: u16, size: usize) -> io::Result<Ring> {
         assert!(buffers.is_power_of_two());
-        // A completion queue 16 times the submission queue: multishot operations post
-        // many completions per submission, and one that overflows ends (it is re-armed).
-        let ring = IoUring::builder()
-            .setup_single_issuer()
-            .setup_cqsize(entries * 16)
-            .build(entries)
-            .or_else(|_| IoUring::builder().setup_cqsize(entries * 16).build(entries))?;
+        let ring = build(entries)?;
         let entries_layout =
             Layout::from_size_align(buffers as usize * std::mem::size_of::<BufRingEntry>(), 4096)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
