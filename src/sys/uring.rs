@@ -15,7 +15,8 @@
 //! must be unique among the operations that own memory (sends, timeouts).
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -42,6 +43,34 @@ pub struct Completion {
     pub accepted: Option<TcpStream>,
 }
 
+/// Hashes a `user_data` with one multiplication: the keys are unique tags chosen by the
+/// caller, not input an attacker picks, and SipHash on every send and completion shows up in
+/// a profile of a server doing little else.
+#[derive(Default)]
+struct TagHasher(u64);
+
+impl Hasher for TagHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        // The tag's high bits (kind, slot) and low bits (generation) both vary; fold them
+        // so the table's index bits see every part.
+        self.0 = (n ^ (n >> 32))
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(26);
+    }
+}
+
+type TagMap<V> = HashMap<u64, V, BuildHasherDefault<TagHasher>>;
+
 /// The registered ring of provided buffers receives are filled into.
 struct ProvidedBuffers {
     entries: *mut BufRingEntry,
@@ -60,18 +89,23 @@ impl ProvidedBuffers {
         unsafe { AtomicU16::from_ptr(BufRingEntry::tail(self.entries) as *mut u16) }
     }
 
-    /// Hands buffer `bid` (back) to the kernel.
+    /// Hands buffer `bid` (back) to the kernel, once [`publish`](Self::publish)ed.
     fn provide(&mut self, bid: u16) {
         let index = (self.tail & (self.count - 1)) as usize;
         // SAFETY: index < count, within the allocation; the kernel does not read an entry at
-        // or past the published tail, so writing it before the release store below races
-        // with nothing.
+        // or past the published tail, so writing it before the release store of `publish`
+        // races with nothing (and at most `count` buffers are ever out of the kernel's hands,
+        // so an unpublished entry never laps one the kernel may still read).
         let entry = unsafe { &mut *self.entries.add(index) };
         let offset = bid as usize * self.size;
         entry.set_addr(self.memory[offset..].as_ptr() as u64);
         entry.set_len(self.size as u32);
         entry.set_bid(bid);
         self.tail = self.tail.wrapping_add(1);
+    }
+
+    /// Lets the kernel see the buffers provided since the last call.
+    fn publish(&self) {
         self.tail().store(self.tail, Ordering::Release);
     }
 }
@@ -80,9 +114,10 @@ impl ProvidedBuffers {
 pub struct Ring {
     ring: IoUring,
     buffers: ProvidedBuffers,
-    sends: HashMap<u64, Vec<u8>>,
-    timespecs: HashMap<u64, Box<Timespec>>,
-    accepts: HashSet<u64>,
+    sends: TagMap<Vec<u8>>,
+    timespecs: TagMap<Box<Timespec>>,
+    /// The `user_data` of the multishot accepts armed (one or two: a short list).
+    accepts: Vec<u64>,
     /// Operations pushed and not yet finally completed.
     in_flight: usize,
 }
@@ -157,12 +192,13 @@ impl Ring {
         for bid in 0..buffers {
             provided.provide(bid);
         }
+        provided.publish();
         Ok(Ring {
             ring,
             buffers: provided,
-            sends: HashMap::new(),
-            timespecs: HashMap::new(),
-            accepts: HashSet::new(),
+            sends: TagMap::default(),
+            timespecs: TagMap::default(),
+            accepts: Vec::new(),
             in_flight: 0,
         })
     }
@@ -179,7 +215,9 @@ impl Ring {
 
     /// Arms a multishot accept on `listener`; each new connection completes with `accepted`.
     pub fn accept_multi(&mut self, listener: BorrowedFd<'_>, user_data: u64) -> io::Result<()> {
-        self.accepts.insert(user_data);
+        if !self.accepts.contains(&user_data) {
+            self.accepts.push(user_data);
+        }
         let entry = opcode::AcceptMulti::new(types::Fd(listener.as_raw_fd()))
             .flags(libc::SOCK_CLOEXEC)
             .build()
@@ -254,23 +292,31 @@ impl Ring {
     /// Moves the completions into `out`. The bytes of a receive are passed to `on_data`
     /// (with the receive's `user_data`) and their buffer goes straight back to the kernel.
     pub fn reap(&mut self, out: &mut Vec<Completion>, mut on_data: impl FnMut(u64, &[u8])) {
-        let cqes: Vec<cqueue::Entry> = self.ring.completion().collect();
-        for cqe in cqes {
+        // Disjoint fields: the completion queue borrows the ring, the rest is read beside it.
+        let Ring {
+            ring,
+            buffers,
+            sends,
+            timespecs,
+            accepts,
+            in_flight,
+        } = self;
+        for cqe in ring.completion() {
             let user_data = cqe.user_data();
             let result = cqe.result();
             let flags = cqe.flags();
             let more = cqueue::more(flags);
             if !more {
-                self.in_flight = self.in_flight.saturating_sub(1);
+                *in_flight = in_flight.saturating_sub(1);
             }
             if let Some(bid) = cqueue::buffer_select(flags) {
-                let start = bid as usize * self.buffers.size;
-                let len = (result.max(0) as usize).min(self.buffers.size);
-                on_data(user_data, &self.buffers.memory[start..start + len]);
-                self.buffers.provide(bid);
+                let start = bid as usize * buffers.size;
+                let len = (result.max(0) as usize).min(buffers.size);
+                on_data(user_data, &buffers.memory[start..start + len]);
+                buffers.provide(bid);
             }
             let mut accepted = None;
-            if self.accepts.contains(&user_data) {
+            if accepts.contains(&user_data) {
                 if result >= 0 {
                     // SAFETY: the kernel has just created this descriptor for us; nothing
                     // else in the process knows it, so it is owned here, once.
@@ -278,14 +324,16 @@ impl Ring {
                     accepted = Some(TcpStream::from(fd));
                 }
                 if !more {
-                    self.accepts.remove(&user_data);
+                    accepts.retain(|&a| a != user_data);
                 }
             }
             let sent_buffer = if more {
                 None
             } else {
-                self.timespecs.remove(&user_data);
-                self.sends.remove(&user_data)
+                if !timespecs.is_empty() {
+                    timespecs.remove(&user_data);
+                }
+                sends.remove(&user_data)
             };
             out.push(Completion {
                 user_data,
@@ -295,6 +343,7 @@ impl Ring {
                 accepted,
             });
         }
+        buffers.publish();
     }
 }
 
