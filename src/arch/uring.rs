@@ -42,7 +42,7 @@ use crate::app::{echo, fib_response, App, Route};
 use crate::http::{FileBody, Response, FILE_CHUNK, MAX_BODY, MAX_HEADER_BYTES};
 use crate::store::redis_pipe::{Finished, RedisAnswer, RedisPipe, RedisRequest};
 use crate::store::{LazyStore, StoreConfig};
-use crate::sys::uring::{Completion, Ring};
+use crate::sys::uring::{Completion, Ring, Socket};
 
 /// How often the ring wakes to check deadlines and the stop flag.
 const TICK: Duration = Duration::from_millis(200);
@@ -152,6 +152,23 @@ struct Conn {
     broken: bool,
     /// Listed in the loop's `dirty`, to be processed at the end of this turn.
     dirty: bool,
+    /// Whether the socket is in the ring's file table (at the connection's slot).
+    fixed: Fixed,
+}
+
+/// A connection's place in the ring's table of registered files. A connection is registered
+/// at its second send, once it has shown it stays (a register call each way is a system
+/// call, which a connection that sends one reply would only pay for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fixed {
+    /// Nothing sent yet.
+    Fresh,
+    /// One send so far.
+    SentOnce,
+    /// Registered: sends name the slot.
+    Yes,
+    /// Registering failed (no table, or no room): sends name the descriptor.
+    Refused,
 }
 
 impl Conn {
@@ -436,12 +453,17 @@ impl RingLoop {
             recv_cancelled: false,
             broken: false,
             dirty: false,
+            fixed: Fixed::Fresh,
         });
         self.mark(slot);
     }
 
     fn close(&mut self, slot: usize) {
         if let Some(conn) = self.conns[slot].take() {
+            if conn.fixed == Fixed::Yes {
+                // The table's reference would keep the socket open past its descriptor.
+                let _ = self.ring.unfix(slot as u32);
+            }
             // Ends the multishot receive (it completes with 0) so the kernel lets go of the
             // socket; the descriptor closes when `stream` drops.
             let _ = conn.stream.shutdown(Shutdown::Both);
@@ -599,12 +621,18 @@ impl RingLoop {
         let buffer = std::mem::take(&mut conn.out);
         conn.sending = buffer.len();
         conn.stalled_since.get_or_insert(self.now);
+        conn.fixed = match conn.fixed {
+            Fixed::Fresh => Fixed::SentOnce,
+            Fixed::SentOnce if self.ring.fix(slot as u32, conn.stream.as_fd()) => Fixed::Yes,
+            Fixed::SentOnce => Fixed::Refused,
+            settled => settled,
+        };
+        let socket = match conn.fixed {
+            Fixed::Yes => Socket::Fixed(slot as u32),
+            _ => Socket::Fd(conn.stream.as_fd()),
+        };
         let user_data = tag(SEND, slot, conn.generation);
-        if self
-            .ring
-            .send(conn.stream.as_fd(), buffer, user_data)
-            .is_err()
-        {
+        if self.ring.send(socket, buffer, user_data).is_err() {
             self.close(slot);
         }
     }

@@ -28,6 +28,17 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 /// The buffer group id of the ring's provided buffers.
 const BUFFER_GROUP: u16 = 0;
+/// Most slots of the registered-file table (see [`Ring::fix`]).
+const MAX_FIXED_FILES: u32 = 1 << 16;
+
+/// A socket as an operation names it: its descriptor, or its slot in the ring's table of
+/// registered files ([`Ring::fix`]), which spares the kernel a file lookup and reference
+/// count per operation.
+#[derive(Debug, Clone, Copy)]
+pub enum Socket<'a> {
+    Fd(BorrowedFd<'a>),
+    Fixed(u32),
+}
 
 /// One completion, as the caller sees it.
 #[derive(Debug)]
@@ -120,6 +131,8 @@ pub struct Ring {
     accepts: Vec<u64>,
     /// Operations pushed and not yet finally completed.
     in_flight: usize,
+    /// Slots in the registered-file table (0: none could be registered).
+    fixed_files: u32,
 }
 
 /// Sets up the ring with the cheapest task-work mode the kernel has, falling back a step at
@@ -193,6 +206,15 @@ impl Ring {
             provided.provide(bid);
         }
         provided.publish();
+        // An empty table of registered files, as large as the descriptor limit allows (the
+        // kernel refuses more). Without one (before 5.19) every socket is named by its fd.
+        let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+            .map_or(0, |(soft, _)| soft);
+        let fixed_files = limit.min(MAX_FIXED_FILES as u64) as u32;
+        let fixed_files = match ring.submitter().register_files_sparse(fixed_files) {
+            Ok(()) if fixed_files > 0 => fixed_files,
+            _ => 0,
+        };
         Ok(Ring {
             ring,
             buffers: provided,
@@ -200,6 +222,7 @@ impl Ring {
             timespecs: TagMap::default(),
             accepts: Vec::new(),
             in_flight: 0,
+            fixed_files,
         })
     }
 
@@ -225,6 +248,28 @@ impl Ring {
         self.push(entry)
     }
 
+    /// Registers `socket` in slot `index` of the ring's file table, so operations can name it
+    /// as [`Socket::Fixed`]`(index)`; false when there is no such slot or the kernel refused.
+    /// The table holds its own reference to the socket: [`unfix`](Self::unfix) the slot
+    /// before the socket is closed, or the connection outlives its descriptor.
+    pub fn fix(&mut self, index: u32, socket: BorrowedFd<'_>) -> bool {
+        index < self.fixed_files
+            && self
+                .ring
+                .submitter()
+                .register_files_update(index, &[socket.as_raw_fd()])
+                .is_ok_and(|n| n == 1)
+    }
+
+    /// Empties slot `index` of the file table. Operations already under way keep their own
+    /// reference; any still queued that name the slot fail with EBADF.
+    pub fn unfix(&mut self, index: u32) -> io::Result<()> {
+        self.ring
+            .submitter()
+            .register_files_update(index, &[-1])
+            .map(drop)
+    }
+
     /// Arms a multishot receive on `socket` into the provided buffers; the bytes reach the
     /// `on_data` callback of [`reap`](Self::reap).
     pub fn recv_multi(&mut self, socket: BorrowedFd<'_>, user_data: u64) -> io::Result<()> {
@@ -235,18 +280,16 @@ impl Ring {
     }
 
     /// Sends `buffer` on `socket`; the buffer comes back in the completion.
-    pub fn send(
-        &mut self,
-        socket: BorrowedFd<'_>,
-        buffer: Vec<u8>,
-        user_data: u64,
-    ) -> io::Result<()> {
+    pub fn send(&mut self, socket: Socket<'_>, buffer: Vec<u8>, user_data: u64) -> io::Result<()> {
         let len = buffer.len().min(u32::MAX as usize) as u32;
         // MSG_NOSIGNAL: a peer gone away is an error result, never a SIGPIPE.
-        let entry = opcode::Send::new(types::Fd(socket.as_raw_fd()), buffer.as_ptr(), len)
-            .flags(libc::MSG_NOSIGNAL)
-            .build()
-            .user_data(user_data);
+        let entry = match socket {
+            Socket::Fd(fd) => opcode::Send::new(types::Fd(fd.as_raw_fd()), buffer.as_ptr(), len),
+            Socket::Fixed(index) => opcode::Send::new(types::Fixed(index), buffer.as_ptr(), len),
+        }
+        .flags(libc::MSG_NOSIGNAL)
+        .build()
+        .user_data(user_data);
         // Moving the Vec does not move its heap bytes, which the entry points at.
         self.sends.insert(user_data, buffer);
         self.push(entry)
@@ -300,6 +343,7 @@ impl Ring {
             timespecs,
             accepts,
             in_flight,
+            ..
         } = self;
         for cqe in ring.completion() {
             let user_data = cqe.user_data();
@@ -427,5 +471,72 @@ pub fn deny_io_uring_before_exec(command: &mut std::process::Command) {
     // SAFETY: the hook above is async-signal-safe (see inside), as `pre_exec` requires.
     unsafe {
         command.pre_exec(hook);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{ErrorKind, Read};
+    use std::net::TcpListener;
+    use std::os::fd::AsFd;
+
+    fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        (client, server)
+    }
+
+    fn wait_for(ring: &mut Ring, user_data: u64) -> Completion {
+        let mut done = Vec::new();
+        for _ in 0..100 {
+            ring.submit_and_wait().unwrap();
+            ring.reap(&mut done, |_, _| {});
+            if let Some(i) = done.iter().position(|c| c.user_data == user_data) {
+                return done.swap_remove(i);
+            }
+        }
+        panic!("no completion for {user_data}");
+    }
+
+    #[test]
+    fn a_send_through_a_fixed_slot_arrives_and_hands_its_buffer_back() {
+        let (mut client, server) = pair();
+        let mut ring = Ring::new(8, 8, 64).unwrap();
+        assert!(ring.fix(3, server.as_fd()));
+        assert!(!ring.fix(MAX_FIXED_FILES, server.as_fd()), "past the table");
+        ring.send(Socket::Fixed(3), b"via slot".to_vec(), 42)
+            .unwrap();
+        let c = wait_for(&mut ring, 42);
+        assert_eq!(c.result, 8);
+        assert_eq!(c.sent_buffer.as_deref(), Some(&b"via slot"[..]));
+        let mut got = [0u8; 8];
+        client.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"via slot");
+    }
+
+    #[test]
+    fn a_fixed_socket_stays_open_past_its_descriptor_until_unfixed() {
+        let (mut client, server) = pair();
+        let mut ring = Ring::new(8, 8, 64).unwrap();
+        assert!(ring.fix(0, server.as_fd()));
+        drop(server);
+        client
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut byte = [0u8; 1];
+        let err = client
+            .read(&mut byte)
+            .expect_err("the table still holds the socket");
+        assert!(
+            matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+            "{err}"
+        );
+        ring.unfix(0).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        assert_eq!(client.read(&mut byte).unwrap(), 0, "closed once unfixed");
     }
 }
