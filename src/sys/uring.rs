@@ -11,6 +11,10 @@
 //! every operation still in flight is cancelled and waited for (bounded); memory the kernel
 //! might still touch after that is leaked rather than freed.
 //!
+//! Sockets can also be registered in the ring's file table ([`Ring::fix`]) and named by
+//! their slot ([`Socket::Fixed`]); the table holds a reference of its own, so the slot must
+//! be emptied ([`Ring::unfix`]) when the socket is closed.
+//!
 //! The caller encodes what an operation is for in its `user_data`; each `user_data` in flight
 //! must be unique among the operations that own memory (sends, timeouts).
 
