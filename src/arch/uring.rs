@@ -13,6 +13,15 @@
 //! client drains its output; it is re-armed then (and whenever a multishot ends on its own,
 //! e.g. when the provided buffers ran out).
 //!
+//! What a small keep-alive request costs here, and what was cut (`benches/modern_vs_nginx.sh`
+//! measures it against nginx): the ring defers completion work until the thread asks for it
+//! (`DEFER_TASKRUN`, see [`Ring`]) instead of being interrupted per completion; a
+//! connection's sends name it by its slot in the ring's registered-file table from its second
+//! reply on (no file lookup and reference count per send); a turn reads the clock once,
+//! parses each request head once, keeps its send buffer, and lists the connections it touched
+//! in a plain vector. What remains is mostly the kernel's TCP path, the same for every server
+//! here: sending a reply over loopback runs the client's receive processing on this thread.
+//!
 //! Waits never hold the thread: `/sleep` is a ring timeout, Redis goes over a non-blocking
 //! [`RedisPipe`] whose socket readiness is a one-shot poll on the ring (the commands and
 //! replies are the same RESP code the event loops use; 503 past the store timeout). `/fib`
@@ -26,7 +35,6 @@
 //! profile, no lockable memory) [`UringServer::check`] fails before the ready line, with the
 //! reason, and `serve` exits 2.
 
-use std::collections::HashSet;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
@@ -43,7 +51,7 @@ use crate::app::{echo, fib_response, App, Route};
 use crate::http::{FileBody, Response, FILE_CHUNK, MAX_BODY, MAX_HEADER_BYTES};
 use crate::store::redis_pipe::{Finished, RedisAnswer, RedisPipe, RedisRequest};
 use crate::store::{LazyStore, StoreConfig};
-use crate::sys::uring::{Completion, Ring};
+use crate::sys::uring::{Completion, Ring, Socket};
 
 /// How often the ring wakes to check deadlines and the stop flag.
 const TICK: Duration = Duration::from_millis(200);
@@ -54,6 +62,9 @@ const RING_ENTRIES: u32 = 1024;
 /// end with ENOBUFS and must be re-armed, which collapses throughput).
 const BUFFERS: u16 = 8192;
 const BUFFER_SIZE: usize = 512;
+/// Largest send buffer a connection keeps for its next replies (larger ones, from big
+/// replies, are freed once sent).
+const KEPT_OUTPUT: usize = 16 * 1024;
 /// Input held while a request is pending beyond which a flooding client is dropped.
 const MAX_BUFFERED: usize = MAX_HEADER_BYTES + MAX_BODY + 64 * 1024;
 
@@ -148,6 +159,25 @@ struct Conn {
     recv_cancelled: bool,
     /// A receive failed: the connection is dead.
     broken: bool,
+    /// Listed in the loop's `dirty`, to be processed at the end of this turn.
+    dirty: bool,
+    /// Whether the socket is in the ring's file table (at the connection's slot).
+    fixed: Fixed,
+}
+
+/// A connection's place in the ring's table of registered files. A connection is registered
+/// at its second send, once it has shown it stays (a register call each way is a system
+/// call, which a connection that sends one reply would only pay for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fixed {
+    /// Nothing sent yet.
+    Fresh,
+    /// One send so far.
+    SentOnce,
+    /// Registered: sends name the slot.
+    Yes,
+    /// Registering failed (no table, or no room): sends name the descriptor.
+    Refused,
 }
 
 impl Conn {
@@ -192,7 +222,10 @@ struct RingLoop {
     free: Vec<usize>,
     next_generation: u32,
     store: RingStore,
-    dirty: HashSet<usize>,
+    /// Connections touched this turn (each listed once: see `Conn::dirty`).
+    dirty: Vec<usize>,
+    /// The time at the start of this turn: one clock read per wake-up, not per request.
+    now: Instant,
     last_sweep: Instant,
 }
 
@@ -216,7 +249,8 @@ impl RingLoop {
             free: Vec::new(),
             next_generation: 0,
             store,
-            dirty: HashSet::new(),
+            dirty: Vec::new(),
+            now: Instant::now(),
             last_sweep: Instant::now(),
         }
     }
@@ -238,6 +272,7 @@ impl RingLoop {
         let mut drain_deadline = None;
         loop {
             let now = Instant::now();
+            self.now = now;
             if self.ctx.stopping() {
                 let deadline = *drain_deadline.get_or_insert_with(|| {
                     if self.accepting {
@@ -252,6 +287,8 @@ impl RingLoop {
                 }
             }
             self.ring.submit_and_wait().context("io_uring_enter")?;
+            self.now = Instant::now();
+            let now = self.now;
             completions.clear();
             let conns = &mut self.conns;
             let dirty = &mut self.dirty;
@@ -271,8 +308,11 @@ impl RingLoop {
                 } else {
                     conn.input.extend_from_slice(bytes);
                 }
-                conn.last_active = Instant::now();
-                dirty.insert(slot);
+                conn.last_active = now;
+                if !conn.dirty {
+                    conn.dirty = true;
+                    dirty.push(slot);
+                }
             });
             for c in completions.drain(..) {
                 self.complete_op(c)?;
@@ -320,13 +360,14 @@ impl RingLoop {
                     conn.recv_armed = false;
                     conn.recv_cancelled = false;
                 }
-                self.dirty.insert(slot);
+                self.mark(slot);
             }
             SEND => {
+                let now = self.now;
                 let Some(conn) = self.live(slot, generation) else {
                     return Ok(());
                 };
-                let buffer = c.sent_buffer.unwrap_or_default();
+                let mut buffer = c.sent_buffer.unwrap_or_default();
                 conn.sending = 0;
                 if c.result <= 0 {
                     conn.broken = true;
@@ -336,11 +377,15 @@ impl RingLoop {
                         let mut rest = buffer[n..].to_vec();
                         rest.extend_from_slice(&conn.out);
                         conn.out = rest;
+                    } else if conn.out.is_empty() && buffer.capacity() <= KEPT_OUTPUT {
+                        // The next reply is written into the same allocation.
+                        buffer.clear();
+                        conn.out = buffer;
                     }
-                    conn.last_active = Instant::now();
+                    conn.last_active = now;
                     conn.stalled_since = None;
                 }
-                self.dirty.insert(slot);
+                self.mark(slot);
             }
             SLEEP => {
                 if let Some(conn) = self.live(slot, generation) {
@@ -416,12 +461,18 @@ impl RingLoop {
             recv_armed: false,
             recv_cancelled: false,
             broken: false,
+            dirty: false,
+            fixed: Fixed::Fresh,
         });
-        self.dirty.insert(slot);
+        self.mark(slot);
     }
 
     fn close(&mut self, slot: usize) {
         if let Some(conn) = self.conns[slot].take() {
+            if conn.fixed == Fixed::Yes {
+                // The table's reference would keep the socket open past its descriptor.
+                let _ = self.ring.unfix(slot as u32);
+            }
             // Ends the multishot receive (it completes with 0) so the kernel lets go of the
             // socket; the descriptor closes when `stream` drops.
             let _ = conn.stream.shutdown(Shutdown::Both);
@@ -431,17 +482,36 @@ impl RingLoop {
                     .cancel(tag(RECV, slot, conn.generation), tag(CANCEL, 0, 0));
             }
             self.free.push(slot);
-            self.dirty.remove(&slot);
+        }
+    }
+
+    /// Lists connection `slot` for processing at the end of this turn.
+    fn mark(&mut self, slot: usize) {
+        if let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) {
+            if !conn.dirty {
+                conn.dirty = true;
+                self.dirty.push(slot);
+            }
         }
     }
 
     /// Processes every connection touched this turn, then hands each one's output to a
     /// send: the submissions all go in with the next wait.
     fn finish_turn(&mut self) {
-        let dirty: Vec<usize> = self.dirty.drain().collect();
-        for slot in dirty {
+        // Processing may list more (a store reply for another connection): they are taken
+        // in this same pass.
+        let mut i = 0;
+        while let Some(&slot) = self.dirty.get(i) {
+            i += 1;
+            // A slot closed (and perhaps reused) since it was listed is skipped or processed
+            // once, by its flag.
+            match self.conns[slot].as_mut() {
+                Some(conn) if conn.dirty => conn.dirty = false,
+                _ => continue,
+            }
             self.process(slot);
         }
+        self.dirty.clear();
     }
 
     fn process(&mut self, slot: usize) {
@@ -453,19 +523,15 @@ impl RingLoop {
             return;
         }
         if let Some((until, discarded)) = conn.lingering {
-            if conn.peer_closed || discarded >= LINGER_BYTES || Instant::now() >= until {
+            if conn.peer_closed || discarded >= LINGER_BYTES || self.now >= until {
                 self.close(slot);
             } else if !conn.recv_armed {
                 self.arm_recv(slot);
             }
             return;
         }
-        if self.ctx.protocol == Protocol::Http {
-            let unanswered = &conn.input[conn.consumed..];
-            if conn.clock.observe(unanswered, Instant::now()) && conn.answering_front() {
-                conn.out.extend_from_slice(CONTINUE);
-            }
-        }
+        // The request clock sees the new input after the answers (in `answer`): what they
+        // take is no longer waited for, and the head is parsed once.
         if (conn.pending.is_some() || conn.close_after_flush)
             && conn.input.len() - conn.consumed > MAX_BUFFERED
         {
@@ -510,7 +576,7 @@ impl RingLoop {
                 self.close(slot);
                 return;
             }
-            conn.lingering = Some((Instant::now() + LINGER_TIME, 0));
+            conn.lingering = Some((self.now + LINGER_TIME, 0));
             if !conn.recv_armed {
                 self.arm_recv(slot);
             }
@@ -563,13 +629,19 @@ impl RingLoop {
         }
         let buffer = std::mem::take(&mut conn.out);
         conn.sending = buffer.len();
-        conn.stalled_since.get_or_insert_with(Instant::now);
+        conn.stalled_since.get_or_insert(self.now);
+        conn.fixed = match conn.fixed {
+            Fixed::Fresh => Fixed::SentOnce,
+            Fixed::SentOnce if self.ring.fix(slot as u32, conn.stream.as_fd()) => Fixed::Yes,
+            Fixed::SentOnce => Fixed::Refused,
+            settled => settled,
+        };
+        let socket = match conn.fixed {
+            Fixed::Yes => Socket::Fixed(slot as u32),
+            _ => Socket::Fd(conn.stream.as_fd()),
+        };
         let user_data = tag(SEND, slot, conn.generation);
-        if self
-            .ring
-            .send(conn.stream.as_fd(), buffer, user_data)
-            .is_err()
-        {
+        if self.ring.send(socket, buffer, user_data).is_err() {
             self.close(slot);
         }
     }
@@ -620,7 +692,7 @@ impl RingLoop {
             conn.compact_input();
             if ctx.protocol == Protocol::Http && !conn.close_after_flush {
                 let unanswered = &conn.input[conn.consumed..];
-                if conn.clock.observe(unanswered, Instant::now()) && conn.answering_front() {
+                if conn.clock.observe(unanswered, self.now) && conn.answering_front() {
                     conn.out.extend_from_slice(CONTINUE);
                 }
             }
@@ -679,7 +751,7 @@ impl RingLoop {
             .is_some_and(|c| c.pending.is_some())
         {
             self.deliver(slot, &resp);
-            self.dirty.insert(slot);
+            self.mark(slot);
         }
     }
 
@@ -777,7 +849,7 @@ impl RingLoop {
                 c.close_after_flush = true;
                 c.linger = true;
                 self.ctx.served.add(1);
-                self.dirty.insert(slot);
+                self.mark(slot);
             }
         }
         self.finish_turn();

@@ -114,15 +114,19 @@ impl Response {
     /// `keep_alive` chooses the Connection header. A file body is not written: the caller
     /// streams it after this.
     pub fn write_to(&self, out: &mut Vec<u8>, keep_alive: bool, head: bool) {
-        let _ = write!(
-            out,
-            "HTTP/1.1 {} {}\r\nServer: sweetspot\r\nDate: {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n",
-            self.status,
-            status_reason(self.status),
-            httpdate::fmt_http_date(std::time::SystemTime::now()),
-            self.content_type,
-            self.content_length()
-        );
+        // Written piece by piece rather than through `write!`: this runs once per reply, and
+        // the formatting machinery was a visible share of a small reply's cost.
+        out.extend_from_slice(b"HTTP/1.1 ");
+        push_decimal(out, self.status as u64);
+        out.push(b' ');
+        out.extend_from_slice(status_reason(self.status).as_bytes());
+        out.extend_from_slice(b"\r\nServer: sweetspot\r\nDate: ");
+        push_date(out);
+        out.extend_from_slice(b"\r\nContent-Type: ");
+        out.extend_from_slice(self.content_type.as_bytes());
+        out.extend_from_slice(b"\r\nContent-Length: ");
+        push_decimal(out, self.content_length());
+        out.extend_from_slice(b"\r\n");
         for (name, value) in &self.headers {
             let _ = write!(out, "{name}: {value}\r\n");
         }
@@ -135,6 +139,51 @@ impl Response {
             out.extend_from_slice(&self.body);
         }
     }
+}
+
+/// Appends `n` in decimal.
+fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// Appends the current time as an HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`), formatted
+/// once per second per thread: the coarse realtime clock (no hardware read) says which
+/// second it is.
+fn push_date(out: &mut Vec<u8>) {
+    use std::cell::Cell;
+    use std::time::{Duration, UNIX_EPOCH};
+    const LEN: usize = 29;
+    thread_local! {
+        static CACHED: Cell<(u64, [u8; LEN])> = const { Cell::new((u64::MAX, [0; LEN])) };
+    }
+    let secs = crate::sys::coarse_unix_seconds();
+    let (cached_secs, mut text) = CACHED.get();
+    if cached_secs != secs {
+        let date = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(secs));
+        match <[u8; LEN]>::try_from(date.as_bytes()) {
+            Ok(bytes) => {
+                text = bytes;
+                CACHED.set((secs, text));
+            }
+            // Not reached for any time this program will see (years 1970 to 9999 are
+            // all 29 bytes); written out plainly rather than cached if it ever is.
+            Err(_) => {
+                out.extend_from_slice(date.as_bytes());
+                return;
+            }
+        }
+    }
+    out.extend_from_slice(&text);
 }
 
 /// The reason phrase of the statuses sweetspot sends.
@@ -176,5 +225,44 @@ mod tests {
         let sent = httpdate::parse_http_date(date).unwrap();
         let age = std::time::SystemTime::now().duration_since(sent).unwrap();
         assert!(age < std::time::Duration::from_secs(2), "{date}");
+    }
+
+    #[test]
+    fn a_reply_is_exactly_its_status_line_headers_and_body() {
+        let mut out = b"before|".to_vec();
+        Response::text(404, "gone\n")
+            .with_header("Allow", "GET, HEAD")
+            .write_to(&mut out, true, false);
+        let text = String::from_utf8(out).unwrap();
+        let date_at = text.find("Date: ").unwrap() + 6;
+        let date = &text[date_at..date_at + 29];
+        assert!(httpdate::parse_http_date(date).is_ok(), "{date}");
+        assert_eq!(
+            text.replace(date, "DATE"),
+            "before|HTTP/1.1 404 Not Found\r\nServer: sweetspot\r\nDate: DATE\r\n\
+             Content-Type: text/plain; charset=utf-8\r\nContent-Length: 5\r\n\
+             Allow: GET, HEAD\r\nConnection: keep-alive\r\n\r\ngone\n"
+        );
+    }
+
+    #[test]
+    fn decimals_are_written_like_display() {
+        for n in [0, 7, 10, 99, 100, 65_535, 1 << 40, u64::MAX] {
+            let mut out = Vec::new();
+            push_decimal(&mut out, n);
+            assert_eq!(out, n.to_string().into_bytes());
+        }
+    }
+
+    #[test]
+    fn the_cached_date_is_the_current_second() {
+        for _ in 0..3 {
+            let mut out = Vec::new();
+            push_date(&mut out);
+            let sent = httpdate::parse_http_date(std::str::from_utf8(&out).unwrap()).unwrap();
+            let now = std::time::SystemTime::now();
+            let age = now.duration_since(sent).unwrap();
+            assert!(age < std::time::Duration::from_secs(2), "{age:?}");
+        }
     }
 }

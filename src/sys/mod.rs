@@ -126,6 +126,19 @@ pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<usize> {
     Ok(n as usize)
 }
 
+/// Whole seconds since the Unix epoch from the coarse realtime clock: the time of the last
+/// tick (a few ms old), read without touching the hardware clock; what a once-a-second
+/// value such as the `Date` header needs.
+pub fn coarse_unix_seconds() -> u64 {
+    use nix::time::{clock_gettime, ClockId};
+    match clock_gettime(ClockId::CLOCK_REALTIME_COARSE) {
+        Ok(t) => t.tv_sec().max(0) as u64,
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    }
+}
+
 /// CPU time (user, system) in seconds used by this process plus its reaped children.
 pub fn cpu_times() -> (f64, f64) {
     use nix::sys::resource::{getrusage, UsageWho};

@@ -11,11 +11,16 @@
 //! every operation still in flight is cancelled and waited for (bounded); memory the kernel
 //! might still touch after that is leaked rather than freed.
 //!
+//! Sockets can also be registered in the ring's file table ([`Ring::fix`]) and named by
+//! their slot ([`Socket::Fixed`]); the table holds a reference of its own, so the slot must
+//! be emptied ([`Ring::unfix`]) when the socket is closed.
+//!
 //! The caller encodes what an operation is for in its `user_data`; each `user_data` in flight
 //! must be unique among the operations that own memory (sends, timeouts).
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -27,6 +32,17 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 /// The buffer group id of the ring's provided buffers.
 const BUFFER_GROUP: u16 = 0;
+/// Most slots of the registered-file table (see [`Ring::fix`]).
+const MAX_FIXED_FILES: u32 = 1 << 16;
+
+/// A socket as an operation names it: its descriptor, or its slot in the ring's table of
+/// registered files ([`Ring::fix`]), which spares the kernel a file lookup and reference
+/// count per operation.
+#[derive(Debug, Clone, Copy)]
+pub enum Socket<'a> {
+    Fd(BorrowedFd<'a>),
+    Fixed(u32),
+}
 
 /// One completion, as the caller sees it.
 #[derive(Debug)]
@@ -41,6 +57,34 @@ pub struct Completion {
     /// A multishot accept's new connection.
     pub accepted: Option<TcpStream>,
 }
+
+/// Hashes a `user_data` with one multiplication: the keys are unique tags chosen by the
+/// caller, not input an attacker picks, and SipHash on every send and completion shows up in
+/// a profile of a server doing little else.
+#[derive(Default)]
+struct TagHasher(u64);
+
+impl Hasher for TagHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        // The tag's high bits (kind, slot) and low bits (generation) both vary; fold them
+        // so the table's index bits see every part.
+        self.0 = (n ^ (n >> 32))
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(26);
+    }
+}
+
+type TagMap<V> = HashMap<u64, V, BuildHasherDefault<TagHasher>>;
 
 /// The registered ring of provided buffers receives are filled into.
 struct ProvidedBuffers {
@@ -60,18 +104,23 @@ impl ProvidedBuffers {
         unsafe { AtomicU16::from_ptr(BufRingEntry::tail(self.entries) as *mut u16) }
     }
 
-    /// Hands buffer `bid` (back) to the kernel.
+    /// Hands buffer `bid` (back) to the kernel, once [`publish`](Self::publish)ed.
     fn provide(&mut self, bid: u16) {
         let index = (self.tail & (self.count - 1)) as usize;
         // SAFETY: index < count, within the allocation; the kernel does not read an entry at
-        // or past the published tail, so writing it before the release store below races
-        // with nothing.
+        // or past the published tail, so writing it before the release store of `publish`
+        // races with nothing (and at most `count` buffers are ever out of the kernel's hands,
+        // so an unpublished entry never laps one the kernel may still read).
         let entry = unsafe { &mut *self.entries.add(index) };
         let offset = bid as usize * self.size;
         entry.set_addr(self.memory[offset..].as_ptr() as u64);
         entry.set_len(self.size as u32);
         entry.set_bid(bid);
         self.tail = self.tail.wrapping_add(1);
+    }
+
+    /// Lets the kernel see the buffers provided since the last call.
+    fn publish(&self) {
         self.tail().store(self.tail, Ordering::Release);
     }
 }
@@ -80,11 +129,43 @@ impl ProvidedBuffers {
 pub struct Ring {
     ring: IoUring,
     buffers: ProvidedBuffers,
-    sends: HashMap<u64, Vec<u8>>,
-    timespecs: HashMap<u64, Box<Timespec>>,
-    accepts: HashSet<u64>,
+    sends: TagMap<Vec<u8>>,
+    timespecs: TagMap<Box<Timespec>>,
+    /// The `user_data` of the multishot accepts armed (one or two: a short list).
+    accepts: Vec<u64>,
     /// Operations pushed and not yet finally completed.
     in_flight: usize,
+    /// Slots in the registered-file table (0: none could be registered).
+    fixed_files: u32,
+}
+
+/// Sets up the ring with the cheapest task-work mode the kernel has, falling back a step at
+/// a time. Completions of socket operations are "task work" the kernel must run in this
+/// thread: by default it interrupts the thread for that (a signal-like notification on every
+/// completion); `COOP_TASKRUN` (5.19) drops the interruption and runs it at the next kernel
+/// entry; `DEFER_TASKRUN` with `SINGLE_ISSUER` (6.1) keeps it queued until the thread asks for
+/// completions, then runs the whole batch at once. `SUBMIT_ALL` (5.18) keeps submitting a
+/// batch past an entry that fails at submission. A ring created with `DEFER_TASKRUN` must
+/// only be entered by the thread that created it, which holds here: each ring lives and dies
+/// on its own thread.
+fn build(entries: u32) -> io::Result<IoUring> {
+    // A completion queue 16 times the submission queue: multishot operations post many
+    // completions per submission, and one that overflows ends (it is re-armed).
+    let cq = entries * 16;
+    IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_submit_all()
+        .setup_cqsize(cq)
+        .build(entries)
+        .or_else(|_| {
+            IoUring::builder()
+                .setup_coop_taskrun()
+                .setup_submit_all()
+                .setup_cqsize(cq)
+                .build(entries)
+        })
+        .or_else(|_| IoUring::builder().setup_cqsize(cq).build(entries))
 }
 
 impl Ring {
@@ -93,13 +174,7 @@ impl Ring {
     /// `kernel.io_uring_disabled`, a seccomp profile, or too little lockable memory.
     pub fn new(entries: u32, buffers: u16, size: usize) -> io::Result<Ring> {
         assert!(buffers.is_power_of_two());
-        // A completion queue 16 times the submission queue: multishot operations post
-        // many completions per submission, and one that overflows ends (it is re-armed).
-        let ring = IoUring::builder()
-            .setup_single_issuer()
-            .setup_cqsize(entries * 16)
-            .build(entries)
-            .or_else(|_| IoUring::builder().setup_cqsize(entries * 16).build(entries))?;
+        let ring = build(entries)?;
         let entries_layout =
             Layout::from_size_align(buffers as usize * std::mem::size_of::<BufRingEntry>(), 4096)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -134,13 +209,24 @@ impl Ring {
         for bid in 0..buffers {
             provided.provide(bid);
         }
+        provided.publish();
+        // An empty table of registered files, as large as the descriptor limit allows (the
+        // kernel refuses more). Without one (before 5.19) every socket is named by its fd.
+        let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+            .map_or(0, |(soft, _)| soft);
+        let fixed_files = limit.min(MAX_FIXED_FILES as u64) as u32;
+        let fixed_files = match ring.submitter().register_files_sparse(fixed_files) {
+            Ok(()) if fixed_files > 0 => fixed_files,
+            _ => 0,
+        };
         Ok(Ring {
             ring,
             buffers: provided,
-            sends: HashMap::new(),
-            timespecs: HashMap::new(),
-            accepts: HashSet::new(),
+            sends: TagMap::default(),
+            timespecs: TagMap::default(),
+            accepts: Vec::new(),
             in_flight: 0,
+            fixed_files,
         })
     }
 
@@ -156,12 +242,36 @@ impl Ring {
 
     /// Arms a multishot accept on `listener`; each new connection completes with `accepted`.
     pub fn accept_multi(&mut self, listener: BorrowedFd<'_>, user_data: u64) -> io::Result<()> {
-        self.accepts.insert(user_data);
+        if !self.accepts.contains(&user_data) {
+            self.accepts.push(user_data);
+        }
         let entry = opcode::AcceptMulti::new(types::Fd(listener.as_raw_fd()))
             .flags(libc::SOCK_CLOEXEC)
             .build()
             .user_data(user_data);
         self.push(entry)
+    }
+
+    /// Registers `socket` in slot `index` of the ring's file table, so operations can name it
+    /// as [`Socket::Fixed`]`(index)`; false when there is no such slot or the kernel refused.
+    /// The table holds its own reference to the socket: [`unfix`](Self::unfix) the slot
+    /// before the socket is closed, or the connection outlives its descriptor.
+    pub fn fix(&mut self, index: u32, socket: BorrowedFd<'_>) -> bool {
+        index < self.fixed_files
+            && self
+                .ring
+                .submitter()
+                .register_files_update(index, &[socket.as_raw_fd()])
+                .is_ok_and(|n| n == 1)
+    }
+
+    /// Empties slot `index` of the file table. Operations already under way keep their own
+    /// reference; any still queued that name the slot fail with EBADF.
+    pub fn unfix(&mut self, index: u32) -> io::Result<()> {
+        self.ring
+            .submitter()
+            .register_files_update(index, &[-1])
+            .map(drop)
     }
 
     /// Arms a multishot receive on `socket` into the provided buffers; the bytes reach the
@@ -174,18 +284,16 @@ impl Ring {
     }
 
     /// Sends `buffer` on `socket`; the buffer comes back in the completion.
-    pub fn send(
-        &mut self,
-        socket: BorrowedFd<'_>,
-        buffer: Vec<u8>,
-        user_data: u64,
-    ) -> io::Result<()> {
+    pub fn send(&mut self, socket: Socket<'_>, buffer: Vec<u8>, user_data: u64) -> io::Result<()> {
         let len = buffer.len().min(u32::MAX as usize) as u32;
         // MSG_NOSIGNAL: a peer gone away is an error result, never a SIGPIPE.
-        let entry = opcode::Send::new(types::Fd(socket.as_raw_fd()), buffer.as_ptr(), len)
-            .flags(libc::MSG_NOSIGNAL)
-            .build()
-            .user_data(user_data);
+        let entry = match socket {
+            Socket::Fd(fd) => opcode::Send::new(types::Fd(fd.as_raw_fd()), buffer.as_ptr(), len),
+            Socket::Fixed(index) => opcode::Send::new(types::Fixed(index), buffer.as_ptr(), len),
+        }
+        .flags(libc::MSG_NOSIGNAL)
+        .build()
+        .user_data(user_data);
         // Moving the Vec does not move its heap bytes, which the entry points at.
         self.sends.insert(user_data, buffer);
         self.push(entry)
@@ -231,23 +339,32 @@ impl Ring {
     /// Moves the completions into `out`. The bytes of a receive are passed to `on_data`
     /// (with the receive's `user_data`) and their buffer goes straight back to the kernel.
     pub fn reap(&mut self, out: &mut Vec<Completion>, mut on_data: impl FnMut(u64, &[u8])) {
-        let cqes: Vec<cqueue::Entry> = self.ring.completion().collect();
-        for cqe in cqes {
+        // Disjoint fields: the completion queue borrows the ring, the rest is read beside it.
+        let Ring {
+            ring,
+            buffers,
+            sends,
+            timespecs,
+            accepts,
+            in_flight,
+            ..
+        } = self;
+        for cqe in ring.completion() {
             let user_data = cqe.user_data();
             let result = cqe.result();
             let flags = cqe.flags();
             let more = cqueue::more(flags);
             if !more {
-                self.in_flight = self.in_flight.saturating_sub(1);
+                *in_flight = in_flight.saturating_sub(1);
             }
             if let Some(bid) = cqueue::buffer_select(flags) {
-                let start = bid as usize * self.buffers.size;
-                let len = (result.max(0) as usize).min(self.buffers.size);
-                on_data(user_data, &self.buffers.memory[start..start + len]);
-                self.buffers.provide(bid);
+                let start = bid as usize * buffers.size;
+                let len = (result.max(0) as usize).min(buffers.size);
+                on_data(user_data, &buffers.memory[start..start + len]);
+                buffers.provide(bid);
             }
             let mut accepted = None;
-            if self.accepts.contains(&user_data) {
+            if accepts.contains(&user_data) {
                 if result >= 0 {
                     // SAFETY: the kernel has just created this descriptor for us; nothing
                     // else in the process knows it, so it is owned here, once.
@@ -255,14 +372,16 @@ impl Ring {
                     accepted = Some(TcpStream::from(fd));
                 }
                 if !more {
-                    self.accepts.remove(&user_data);
+                    accepts.retain(|&a| a != user_data);
                 }
             }
             let sent_buffer = if more {
                 None
             } else {
-                self.timespecs.remove(&user_data);
-                self.sends.remove(&user_data)
+                if !timespecs.is_empty() {
+                    timespecs.remove(&user_data);
+                }
+                sends.remove(&user_data)
             };
             out.push(Completion {
                 user_data,
@@ -272,6 +391,7 @@ impl Ring {
                 accepted,
             });
         }
+        buffers.publish();
     }
 }
 
@@ -355,5 +475,72 @@ pub fn deny_io_uring_before_exec(command: &mut std::process::Command) {
     // SAFETY: the hook above is async-signal-safe (see inside), as `pre_exec` requires.
     unsafe {
         command.pre_exec(hook);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{ErrorKind, Read};
+    use std::net::TcpListener;
+    use std::os::fd::AsFd;
+
+    fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        (client, server)
+    }
+
+    fn wait_for(ring: &mut Ring, user_data: u64) -> Completion {
+        let mut done = Vec::new();
+        for _ in 0..100 {
+            ring.submit_and_wait().unwrap();
+            ring.reap(&mut done, |_, _| {});
+            if let Some(i) = done.iter().position(|c| c.user_data == user_data) {
+                return done.swap_remove(i);
+            }
+        }
+        panic!("no completion for {user_data}");
+    }
+
+    #[test]
+    fn a_send_through_a_fixed_slot_arrives_and_hands_its_buffer_back() {
+        let (mut client, server) = pair();
+        let mut ring = Ring::new(8, 8, 64).unwrap();
+        assert!(ring.fix(3, server.as_fd()));
+        assert!(!ring.fix(MAX_FIXED_FILES, server.as_fd()), "past the table");
+        ring.send(Socket::Fixed(3), b"via slot".to_vec(), 42)
+            .unwrap();
+        let c = wait_for(&mut ring, 42);
+        assert_eq!(c.result, 8);
+        assert_eq!(c.sent_buffer.as_deref(), Some(&b"via slot"[..]));
+        let mut got = [0u8; 8];
+        client.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"via slot");
+    }
+
+    #[test]
+    fn a_fixed_socket_stays_open_past_its_descriptor_until_unfixed() {
+        let (mut client, server) = pair();
+        let mut ring = Ring::new(8, 8, 64).unwrap();
+        assert!(ring.fix(0, server.as_fd()));
+        drop(server);
+        client
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut byte = [0u8; 1];
+        let err = client
+            .read(&mut byte)
+            .expect_err("the table still holds the socket");
+        assert!(
+            matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+            "{err}"
+        );
+        ring.unfix(0).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        assert_eq!(client.read(&mut byte).unwrap(), 0, "closed once unfixed");
     }
 }
