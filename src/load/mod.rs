@@ -23,6 +23,7 @@ pub mod request;
 pub mod segment;
 pub mod stats;
 pub mod target;
+pub mod tls;
 
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64};
