@@ -264,6 +264,53 @@ impl TlsSession {
         Ok(true)
     }
 
+    /// Advances the handshake as far as the socket allows: writes what is queued, reads and
+    /// processes the server's flight. True once it has completed (then [`TlsSession::take_handshake`]
+    /// has its time); false to wait for the next edge. Reads until `WouldBlock`, so an
+    /// edge-triggered poller loses nothing; plaintext that came early stays in rustls for
+    /// [`TlsSession::read`].
+    pub fn handshake<S: Read + Write>(&mut self, sock: &mut S) -> Result<bool, TlsFailure> {
+        loop {
+            self.flush(sock)?;
+            if !self.conn.is_handshaking() {
+                self.note_handshake();
+                return Ok(true);
+            }
+            match self.conn.read_tls(sock) {
+                Ok(0) => {
+                    return Err(TlsFailure::Io(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the server closed the connection during the handshake",
+                    )))
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(TlsFailure::Io(e)),
+            }
+            self.process(sock)?;
+        }
+    }
+
+    /// Processes what `read_tls` buffered; on an error, sends rustls's alert (best effort, so
+    /// the server learns why) and returns it.
+    fn process<S: Write>(&mut self, sock: &mut S) -> Result<(), TlsFailure> {
+        if let Err(e) = self.conn.process_new_packets() {
+            let _ = self.conn.write_tls(sock);
+            return Err(TlsFailure::Tls(e));
+        }
+        Ok(())
+    }
+
+    fn note_handshake(&mut self) {
+        if self.handshake == HandshakeState::Pending && !self.conn.is_handshaking() {
+            self.handshake = HandshakeState::Done(Handshake {
+                duration: self.started.elapsed(),
+                resumed: self.conn.handshake_kind() == Some(HandshakeKind::Resumed),
+            });
+        }
+    }
+
     /// Reads ciphertext from the socket, advances the handshake (answering it as needed) and
     /// puts the next plaintext in `out`. Call it until it returns `WouldBlock` or `Closed`.
     /// `to_eof`: the poller saw the peer close, so read on until the end of the stream (a short
@@ -303,17 +350,8 @@ impl TlsSession {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(TlsFailure::Io(e)),
             }
-            if let Err(e) = self.conn.process_new_packets() {
-                // Best effort: send the alert rustls queued, so the server learns why.
-                let _ = self.conn.write_tls(sock);
-                return Err(TlsFailure::Tls(e));
-            }
-            if self.handshake == HandshakeState::Pending && !self.conn.is_handshaking() {
-                self.handshake = HandshakeState::Done(Handshake {
-                    duration: self.started.elapsed(),
-                    resumed: self.conn.handshake_kind() == Some(HandshakeKind::Resumed),
-                });
-            }
+            self.process(sock)?;
+            self.note_handshake();
             if self.conn.wants_write() {
                 // Handshake messages, and once it completes the requests that waited for it.
                 self.flush(sock)?;
@@ -594,6 +632,13 @@ mod tests {
         let mut events = Events::with_capacity(8);
         let mut out = vec![0u8; 64 * 1024];
         let mut handshakes = Vec::new();
+        while !session.handshake(&mut stream).unwrap() {
+            assert!(Instant::now() < deadline, "handshake stalled");
+            poll.poll(&mut events, Some(Duration::from_millis(100)))
+                .unwrap();
+        }
+        handshakes.extend(session.take_handshake());
+        assert_eq!(session.take_handshake(), None, "taken once");
         for round in 0..2 {
             assert_eq!(session.send(&mut stream, request).unwrap(), request.len());
             let mut got = Vec::new();
