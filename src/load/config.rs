@@ -12,6 +12,7 @@ use std::time::Duration;
 use super::request;
 use super::segment;
 use super::target::Target;
+use super::tls::TlsOptions;
 use crate::usage;
 
 const MAX_CONNECTIONS: u64 = 1_000_000;
@@ -27,7 +28,7 @@ const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 /// Flags of `sweetspot load`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LoadArgs {
-    /// http://HOST:PORT/PATH or tcp://HOST:PORT (echo protocol).
+    /// http://HOST:PORT/PATH, https://HOST:PORT/PATH (TLS) or tcp://HOST:PORT (echo protocol).
     pub target: String,
     /// Connections to keep open.
     #[arg(short = 'c', long = "connections", default_value_t = 10)]
@@ -55,6 +56,13 @@ pub struct LoadArgs {
     /// Open a new connection for every request.
     #[arg(long)]
     pub no_keepalive: bool,
+    /// https:// only: accept any certificate (self-signed, expired, another host's).
+    #[arg(short = 'k', long, conflicts_with = "cacert")]
+    pub insecure: bool,
+    /// https:// only: trust the CA certificates in this PEM file instead of the built-in
+    /// (Mozilla) roots.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<std::path::PathBuf>,
     /// HTTP method.
     #[arg(short = 'm', long = "method", default_value = "GET")]
     pub method: String,
@@ -233,6 +241,8 @@ pub struct LoadConfig {
     pub mode: Mode,
     pub timeout: Duration,
     pub keepalive: bool,
+    /// https:// targets: how to trust the server's certificate.
+    pub tls: TlsOptions,
     pub method: String,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
@@ -259,6 +269,7 @@ impl LoadConfig {
             mode,
             timeout: Duration::from_secs(2),
             keepalive: true,
+            tls: TlsOptions::default(),
             method: "GET".to_string(),
             headers: Vec::new(),
             body: Vec::new(),
@@ -306,6 +317,10 @@ impl LoadConfig {
             mode,
             timeout,
             keepalive: !args.no_keepalive,
+            tls: TlsOptions {
+                insecure: args.insecure,
+                cacert: args.cacert.clone(),
+            },
             method: args.method.clone(),
             headers,
             body,
@@ -387,6 +402,11 @@ impl LoadConfig {
             && (!self.headers.is_empty() || !self.body.is_empty())
         {
             return Err(usage("-H and --body apply to http:// targets only"));
+        }
+        if !self.target.is_tls() && self.tls != TlsOptions::default() {
+            return Err(usage(
+                "--insecure and --cacert apply to https:// targets only",
+            ));
         }
         if !self.pin_cpus.is_empty() {
             let cpus = crate::sys::usable_cpus();
@@ -510,6 +530,23 @@ mod tests {
     }
 
     #[test]
+    fn tls_flags_from_an_https_target() {
+        let k = config("https://localhost:8443/ -k").unwrap();
+        assert!(k.target.is_tls());
+        assert_eq!(
+            k.tls,
+            TlsOptions {
+                insecure: true,
+                cacert: None
+            }
+        );
+        let ca = config("https://localhost/ --cacert /tmp/ca.pem").unwrap();
+        assert_eq!(ca.tls.cacert, Some("/tmp/ca.pem".into()));
+        assert!(!ca.tls.insecure);
+        assert!(config("https://localhost/ -k --cacert /tmp/ca.pem").is_err());
+    }
+
+    #[test]
     fn absurd_flags_are_usage_errors() {
         for line in [
             "nope -c 1",
@@ -529,6 +566,9 @@ mod tests {
             "http://h/ -H nocolon",
             "tcp://h:1 --message 0",
             "tcp://h:1 --body x",
+            "http://h/ --insecure",
+            "http://h/ --cacert ca.pem",
+            "tcp://h:1 -k",
         ] {
             let e = config(line).unwrap_err();
             assert!(is_usage(&e), "{line}: {e}");
@@ -553,7 +593,10 @@ mod tests {
         assert_eq!(from_code.to_string(), from_flags);
         assert_eq!(from_flags, "--pipeline must be between 1 and 1024, not 0");
         let e = config("http://h/ -R nan").unwrap_err().to_string();
-        assert_eq!(e, "-R (rate) must be above 0 and at most 100000000, not NaN");
+        assert_eq!(
+            e,
+            "-R (rate) must be above 0 and at most 100000000, not NaN"
+        );
         built.pipeline = 1;
         built.threads = 0;
         assert_eq!(

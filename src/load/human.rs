@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::report::LoadReport;
+use super::report::{LoadReport, TlsReport};
 use super::stats::LatencySummary;
 use super::{LoadConfig, Mode};
 
@@ -70,6 +70,9 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
             "Uncorrected latency (from actual send times)",
             uncorrected,
         );
+    }
+    if let Some(tls) = &report.tls {
+        tls_block(&mut out, tls, config.keepalive);
     }
     let _ = writeln!(
         out,
@@ -155,6 +158,34 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
         report.client_cpu_us_per_request()
     );
     out
+}
+
+/// The TLS side: what was negotiated, the handshakes' own percentiles, and their share of the
+/// time spent waiting (every request's, with `--no-keepalive`).
+fn tls_block(out: &mut String, tls: &TlsReport, keepalive: bool) {
+    let _ = writeln!(
+        out,
+        "  TLS: {}, ALPN {}, {} handshakes ({} resumed), not in the latency above",
+        if tls.version.is_empty() {
+            "?"
+        } else {
+            &tls.version
+        },
+        tls.alpn.as_deref().unwrap_or("none"),
+        tls.handshakes,
+        tls.resumed
+    );
+    latency_block(out, "TLS handshake", &tls.handshake_us);
+    let _ = writeln!(
+        out,
+        "  Handshakes were {:.1}% of the time waited (handshakes + responses){}",
+        tls.handshake_share * 100.0,
+        if keepalive {
+            ""
+        } else {
+            "; every request paid one (--no-keepalive)"
+        }
+    );
 }
 
 fn latency_block(out: &mut String, title: &str, l: &LatencySummary) {
@@ -282,6 +313,7 @@ mod tests {
             start_late_s: None,
             histogram: None,
             histogram_uncorrected: None,
+            tls: None,
         };
         let config = LoadConfig::new(
             Target::parse("http://127.0.0.1:1/").unwrap(),
@@ -299,6 +331,37 @@ mod tests {
             text.contains("the answered requests alone: p50 50.00us, p99 80.00us"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn tls_block_gives_handshakes_apart_and_their_share() {
+        let tls = TlsReport {
+            version: "TLSv1.3".into(),
+            alpn: Some("http/1.1".into()),
+            handshakes: 200,
+            resumed: 199,
+            handshake_us: LatencySummary {
+                count: 200,
+                mean: 1500.0,
+                p50: 1400.0,
+                p99: 3000.0,
+                max: 4000.0,
+                ..Default::default()
+            },
+            handshake_share: 0.6,
+        };
+        let mut out = String::new();
+        tls_block(&mut out, &tls, false);
+        assert!(
+            out.starts_with(
+                "  TLS: TLSv1.3, ALPN http/1.1, 200 handshakes (199 resumed), not in the latency above\n  TLS handshake\n"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("        50%     1.40ms\n"), "{out}");
+        assert!(out.ends_with(
+            "  Handshakes were 60.0% of the time waited (handshakes + responses); every request paid one (--no-keepalive)\n"
+        ), "{out}");
     }
 
     #[test]

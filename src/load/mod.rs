@@ -70,7 +70,15 @@ fn run_observed(
 ) -> anyhow::Result<LoadReport> {
     config.validate()?;
     let threads = config.threads.min(config.connections);
-    let addr = engine::transport::preflight_connect(&config.target, config.timeout)?;
+    let tls = match &config.target {
+        target if target.is_tls() => Some(engine::transport::TlsConnector::new(
+            &config.tls,
+            target.host(),
+        )?),
+        _ => None,
+    };
+    let (addr, server_tls) =
+        engine::transport::preflight_connect(&config.target, config.timeout, tls.as_ref())?;
     ensure_file_limit(config.connections)?;
     let request = RequestBytes::build(
         &config.target,
@@ -140,6 +148,7 @@ fn run_observed(
         stop,
         total_connections,
         intervals,
+        tls,
     };
     let mut hlog_error = None;
     let results: Vec<std::io::Result<ThreadStats>> = std::thread::scope(|scope| {
@@ -207,6 +216,10 @@ fn run_observed(
     report.started_at_unix_s = segment::unix_seconds(started_at);
     report.ended_at_unix_s = report.started_at_unix_s + report.duration_s;
     report.start_late_s = late.map(|(late, _)| late.as_secs_f64());
+    if let (Some(report_tls), Some(server)) = (report.tls.as_mut(), server_tls) {
+        report_tls.version = server.version;
+        report_tls.alpn = server.alpn;
+    }
     if let Some(writer) = hlog {
         writer.finish(merged.elapsed, &report)?;
     }

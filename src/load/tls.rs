@@ -211,6 +211,12 @@ impl TlsSession {
         })
     }
 
+    /// Starts the handshake's clock again at `at` (the session was made before its TCP
+    /// connection was established; the handshake is timed from then).
+    pub fn restart_clock(&mut self, at: Instant) {
+        self.started = at;
+    }
+
     /// The handshake, once, after it completed; `None` before and after that.
     pub fn take_handshake(&mut self) -> Option<Handshake> {
         match self.handshake {
@@ -241,6 +247,8 @@ impl TlsSession {
     /// bytes rustls accepted: fewer than given (even 0) when its buffers are full, and then a
     /// writable edge (or, during the handshake, the handshake completing) makes room.
     pub fn send<S: Write>(&mut self, sock: &mut S, bytes: &[u8]) -> Result<usize, TlsFailure> {
+        // Make room first: what a writable edge allows must go out now, or no edge follows.
+        self.flush(sock)?;
         let accepted = if bytes.is_empty() {
             0
         } else {
@@ -360,6 +368,15 @@ impl TlsSession {
     }
 }
 
+impl std::fmt::Debug for TlsSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsSession")
+            .field("handshaking", &self.conn.is_handshaking())
+            .field("handshake", &self.handshake)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A reader that notes whether the last read returned less than asked for.
 struct ShortReadProbe<'a, S> {
     inner: &'a mut S,
@@ -463,7 +480,7 @@ fn describe_certificate(error: &CertificateError, host: &str) -> String {
         ),
         CertificateError::NotValidForNameContext { presented, .. } => format!(
             "certificate is not valid for {host} (NotValidForName; it names {}); target a name it has, or use --insecure",
-            presented.join(", ")
+            presented.iter().map(|n| bare_name(n)).collect::<Vec<_>>().join(", ")
         ),
         CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
             format!("certificate for {host} has expired (Expired); use --insecure to accept it")
@@ -477,6 +494,19 @@ fn describe_certificate(error: &CertificateError, host: &str) -> String {
             format!("certificate for {host} rejected ({name}); use --cacert FILE or --insecure")
         }
     }
+}
+
+/// `localhost` for rustls's `DnsName("localhost")`, `127.0.0.1` for `IpAddress(127.0.0.1)`.
+fn bare_name(presented: &str) -> &str {
+    presented
+        .strip_prefix("DnsName(\"")
+        .and_then(|rest| rest.strip_suffix("\")"))
+        .or_else(|| {
+            presented
+                .strip_prefix("IpAddress(")
+                .and_then(|rest| rest.strip_suffix(')'))
+        })
+        .unwrap_or(presented)
 }
 
 #[cfg(test)]
@@ -737,7 +767,7 @@ mod tests {
         let e = preflight_to(&config, "127.0.0.1", port).unwrap_err();
         assert_eq!(
             format!("{e:#}"),
-            "TLS: certificate is not valid for 127.0.0.1 (NotValidForName; it names DnsName(\"localhost\")); target a name it has, or use --insecure"
+            "TLS: certificate is not valid for 127.0.0.1 (NotValidForName; it names localhost); target a name it has, or use --insecure"
         );
     }
 
