@@ -94,6 +94,9 @@ impl Drop for PemFile {
     }
 }
 
+/// The SNI and the ALPN protocol of one completed handshake, as the server saw them.
+type Names = (Option<String>, Option<Vec<u8>>);
+
 /// What the server saw.
 #[derive(Default)]
 struct Seen {
@@ -101,7 +104,7 @@ struct Seen {
     handshakes: AtomicU64,
     requests: AtomicU64,
     /// SNI and ALPN of each completed handshake.
-    names: Mutex<Vec<(Option<String>, Option<Vec<u8>>)>>,
+    names: Mutex<Vec<Names>>,
 }
 
 /// An HTTP/1.1 server over rustls: `/` answers "hello", `/big` answers `BIG_BODY` bytes; keeps

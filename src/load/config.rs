@@ -53,7 +53,8 @@ pub struct LoadArgs {
     /// A request without a complete response after this long is a timeout.
     #[arg(long, default_value = "2s")]
     pub timeout: String,
-    /// Open a new connection for every request.
+    /// Open a new connection for every request (https://: with its own TLS handshake, which
+    /// the report measures apart, with its share of the time waited).
     #[arg(long)]
     pub no_keepalive: bool,
     /// https:// only: accept any certificate (self-signed, expired, another host's).

@@ -178,8 +178,8 @@ fn tls_block(out: &mut String, tls: &TlsReport, keepalive: bool) {
     latency_block(out, "TLS handshake", &tls.handshake_us);
     let _ = writeln!(
         out,
-        "  Handshakes were {:.1}% of the time waited (handshakes + responses){}",
-        tls.handshake_share * 100.0,
+        "  Handshakes were {} of the time waited (handshakes + responses){}",
+        percent(tls.handshake_share),
         if keepalive {
             ""
         } else {
@@ -223,6 +223,16 @@ fn latency_block(out: &mut String, title: &str, l: &LatencySummary) {
         ("99.99%", "p9999", l.p9999),
     ] {
         let _ = writeln!(out, "    {label:>7} {:>10}", figure(key, value));
+    }
+}
+
+/// A fraction as a percentage, with two decimals below 1% so a small share does not read as 0.
+fn percent(fraction: f64) -> String {
+    let p = fraction * 100.0;
+    if p > 0.0 && p < 1.0 {
+        format!("{p:.2}%")
+    } else {
+        format!("{p:.1}%")
     }
 }
 
@@ -370,6 +380,9 @@ mod tests {
         assert_eq!(micros(12_920.0), "12.92ms");
         assert_eq!(micros(2_500_000.0), "2.50s");
         assert_eq!(bytes(512.0), "512.00B");
+        assert_eq!(percent(0.531), "53.1%");
+        assert_eq!(percent(0.0004), "0.04%");
+        assert_eq!(percent(0.0), "0.0%");
         assert_eq!(bytes(1536.0), "1.50KB");
         assert_eq!(bytes(3.0 * 1024.0 * 1024.0), "3.00MB");
     }

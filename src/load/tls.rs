@@ -488,6 +488,18 @@ fn describe_certificate(error: &CertificateError, host: &str) -> String {
         CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => format!(
             "certificate for {host} is not valid yet (NotValidYet); check the clock, or use --insecure"
         ),
+        CertificateError::Other(other) => {
+            let name = other.to_string();
+            if name == "CaUsedAsEndEntity" {
+                format!(
+                    "certificate for {host} is a CA certificate, served as the server's own \
+                     (CaUsedAsEndEntity; e.g. made by `openssl req -x509`); use --insecure, or \
+                     serve a certificate signed by the --cacert CA"
+                )
+            } else {
+                format!("certificate for {host} rejected ({name}); use --cacert FILE or --insecure")
+            }
+        }
         other => {
             let debug = format!("{other:?}");
             let name = debug.split([' ', '(', '{']).next().unwrap_or("");
