@@ -6,10 +6,10 @@
 //! socket, or wants an async runtime would not fit. [`TlsSession`] is rustls's
 //! `ClientConnection` plus what the loop needs: it moves ciphertext between the socket and rustls
 //! (`read_tls` / `process_new_packets` / `write_tls`), hands plaintext to the framer, and notes
-//! when the handshake completed, so the handshake is measured apart from the requests. A
-//! request handed over during the handshake waits inside rustls and goes out right after it, so
-//! a request on a new connection includes its handshake in its latency (with `--no-keepalive`,
-//! every request does).
+//! when the handshake completed, so the handshake is measured apart from the requests. The
+//! engine drives the handshake while the connection is still connecting
+//! ([`TlsSession::handshake`]) and sends requests once it is done, so a handshake, like a TCP
+//! connect, is in no request's latency; the report gives its own percentiles and its share.
 //!
 //! [`client_config`] turns `--insecure` / `--cacert` into the one `ClientConfig` all connections
 //! share (ALPN `http/1.1`; the trusted roots are the `--cacert` file's, else Mozilla's via
