@@ -282,4 +282,21 @@ mod tests {
         let none = tls_report(&ThreadStats::new(false));
         assert_eq!((none.handshakes, none.handshake_share), (0, 0.0));
     }
+
+    #[test]
+    fn only_https_runs_report_a_tls_side() {
+        let config = |url: &str| {
+            LoadConfig::new(
+                crate::load::Target::parse(url).unwrap(),
+                1,
+                Mode::Count { requests: 1 },
+            )
+        };
+        let stats = ThreadStats::new(false);
+        assert!(build(&config("http://h/"), 1, &stats).tls.is_none());
+        let https = build(&config("https://h/"), 1, &stats);
+        assert_eq!(https.tls.map(|t| t.handshakes), Some(0));
+        let json = serde_json::to_string(&build(&config("http://h/"), 1, &stats)).unwrap();
+        assert!(!json.contains("\"tls\""), "{json}");
+    }
 }

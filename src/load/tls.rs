@@ -535,6 +535,11 @@ mod tests {
     }
 
     fn pki(names: &[&str]) -> TestPki {
+        pki_with(names, |_| {})
+    }
+
+    /// [`pki`], with the leaf's parameters adjusted by `adjust` before it is signed.
+    fn pki_with(names: &[&str], adjust: impl FnOnce(&mut rcgen::CertificateParams)) -> TestPki {
         use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
         let ca_key = KeyPair::generate().unwrap();
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -546,10 +551,9 @@ mod tests {
         let issuer = Issuer::new(ca_params, ca_key);
         let leaf_key = KeyPair::generate().unwrap();
         let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
-        let leaf = CertificateParams::new(names)
-            .unwrap()
-            .signed_by(&leaf_key, &issuer)
-            .unwrap();
+        let mut leaf_params = CertificateParams::new(names).unwrap();
+        adjust(&mut leaf_params);
+        let leaf = leaf_params.signed_by(&leaf_key, &issuer).unwrap();
         TestPki {
             ca_pem: ca.pem(),
             leaf: leaf.der().clone(),
@@ -780,6 +784,21 @@ mod tests {
         assert_eq!(
             format!("{e:#}"),
             "TLS: certificate is not valid for 127.0.0.1 (NotValidForName; it names localhost); target a name it has, or use --insecure"
+        );
+    }
+
+    #[test]
+    fn preflight_says_a_certificate_has_expired() {
+        let pki = pki_with(&["localhost"], |params| {
+            params.not_before = rcgen::date_time_ymd(2000, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2001, 1, 1);
+        });
+        let (port, _) = serve(&pki, b"ok".to_vec(), 1);
+        let config = trusting(&pki, "expired.pem");
+        let e = preflight_to(&config, "localhost", port).unwrap_err();
+        assert_eq!(
+            format!("{e:#}"),
+            "TLS: certificate for localhost has expired (Expired); use --insecure to accept it"
         );
     }
 
