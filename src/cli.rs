@@ -19,7 +19,7 @@ pub struct Cli {
 pub enum Command {
     /// Serve the app (HTTP/1.1 or line echo) in one concurrency architecture.
     Serve(crate::serve::ServeArgs),
-    /// Generate load against an HTTP or echo target and report throughput and latency.
+    /// Generate load against an HTTP(S) or echo target and report throughput and latency.
     Load(crate::load::LoadArgs),
     /// Run an experiment (a preset or a TOML file) and recommend an architecture.
     Sweep(crate::sweep::SweepArgs),

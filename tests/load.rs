@@ -542,7 +542,12 @@ fn sweetspot(args: &[&str]) -> (i32, String, String, Duration) {
 fn bad_arguments_exit_2_with_one_line() {
     for args in [
         vec!["load", "not-a-url"],
-        vec!["load", "https://127.0.0.1/"],
+        vec![
+            "load",
+            "https://127.0.0.1/",
+            "--cacert",
+            "/nonexistent/ca.pem",
+        ],
         vec!["load", "http://127.0.0.1:1/", "-c", "0"],
         vec!["load", "http://127.0.0.1:1/", "-c", "99999999"],
         vec!["load", "http://127.0.0.1:1/", "-t", "0"],

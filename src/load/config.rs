@@ -13,6 +13,7 @@ use super::request;
 use super::segment;
 use super::series;
 use super::target::Target;
+use super::tls::TlsOptions;
 use crate::usage;
 
 const MAX_CONNECTIONS: u64 = 1_000_000;
@@ -28,8 +29,8 @@ const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 /// Flags of `sweetspot load`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LoadArgs {
-    /// http://HOST:PORT/PATH or tcp://HOST:PORT (echo protocol). With --urls: optional, the
-    /// http://HOST:PORT of the file's path-only lines (no path).
+    /// http://HOST:PORT/PATH, https://HOST:PORT/PATH (TLS) or tcp://HOST:PORT (echo protocol).
+    /// With --urls: optional, the http://HOST:PORT of the file's path-only lines (no path).
     #[arg(required_unless_present = "urls")]
     pub target: Option<String>,
     /// Send the requests of FILE, one per line, round robin on every connection: connection i
@@ -62,9 +63,17 @@ pub struct LoadArgs {
     /// A request without a complete response after this long is a timeout.
     #[arg(long, default_value = "2s")]
     pub timeout: String,
-    /// Open a new connection for every request.
+    /// Open a new connection for every request (https://: with its own TLS handshake, which
+    /// the report measures apart, with its share of the time waited).
     #[arg(long)]
     pub no_keepalive: bool,
+    /// https:// only: accept any certificate (self-signed, expired, another host's).
+    #[arg(short = 'k', long, conflicts_with = "cacert")]
+    pub insecure: bool,
+    /// https:// only: trust the CA certificates in this PEM file instead of the built-in
+    /// (Mozilla) roots.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<std::path::PathBuf>,
     /// HTTP method.
     #[arg(short = 'm', long = "method", default_value = "GET")]
     pub method: String,
@@ -294,6 +303,8 @@ pub struct LoadConfig {
     pub mode: Mode,
     pub timeout: Duration,
     pub keepalive: bool,
+    /// https:// targets: how to trust the server's certificate.
+    pub tls: TlsOptions,
     pub method: String,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
@@ -323,6 +334,7 @@ impl LoadConfig {
             mode,
             timeout: Duration::from_secs(2),
             keepalive: true,
+            tls: TlsOptions::default(),
             method: "GET".to_string(),
             headers: Vec::new(),
             body: Vec::new(),
@@ -391,6 +403,10 @@ impl LoadConfig {
             mode,
             timeout,
             keepalive: !args.no_keepalive,
+            tls: TlsOptions {
+                insecure: args.insecure,
+                cacert: args.cacert.clone(),
+            },
             method,
             headers,
             body,
@@ -473,6 +489,11 @@ impl LoadConfig {
             && (!self.headers.is_empty() || !self.body.is_empty())
         {
             return Err(usage("-H and --body apply to http:// targets only"));
+        }
+        if !self.target.is_tls() && self.tls != TlsOptions::default() {
+            return Err(usage(
+                "--insecure and --cacert apply to https:// targets only",
+            ));
         }
         if !self.pin_cpus.is_empty() {
             let cpus = crate::sys::usable_cpus();
@@ -596,6 +617,23 @@ mod tests {
     }
 
     #[test]
+    fn tls_flags_from_an_https_target() {
+        let k = config("https://localhost:8443/ -k").unwrap();
+        assert!(k.target.is_tls());
+        assert_eq!(
+            k.tls,
+            TlsOptions {
+                insecure: true,
+                cacert: None
+            }
+        );
+        let ca = config("https://localhost/ --cacert /tmp/ca.pem").unwrap();
+        assert_eq!(ca.tls.cacert, Some("/tmp/ca.pem".into()));
+        assert!(!ca.tls.insecure);
+        assert!(config("https://localhost/ -k --cacert /tmp/ca.pem").is_err());
+    }
+
+    #[test]
     fn absurd_flags_are_usage_errors() {
         for line in [
             "nope -c 1",
@@ -615,6 +653,9 @@ mod tests {
             "http://h/ -H nocolon",
             "tcp://h:1 --message 0",
             "tcp://h:1 --body x",
+            "http://h/ --insecure",
+            "http://h/ --cacert ca.pem",
+            "tcp://h:1 -k",
         ] {
             let e = config(line).unwrap_err();
             assert!(is_usage(&e), "{line}: {e}");

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::report::LoadReport;
+use super::report::{LoadReport, TlsReport};
 use super::stats::LatencySummary;
 use super::{LoadConfig, Mode};
 
@@ -70,6 +70,9 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
             "Uncorrected latency (from actual send times)",
             uncorrected,
         );
+    }
+    if let Some(tls) = &report.tls {
+        tls_block(&mut out, tls, config.keepalive);
     }
     let _ = writeln!(
         out,
@@ -160,6 +163,34 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
     out
 }
 
+/// The TLS side: what was negotiated, the handshakes' own percentiles, and their share of the
+/// time spent waiting (every request's, with `--no-keepalive`).
+fn tls_block(out: &mut String, tls: &TlsReport, keepalive: bool) {
+    let _ = writeln!(
+        out,
+        "  TLS: {}, ALPN {}, {} handshakes ({} resumed), not in the latency above",
+        if tls.version.is_empty() {
+            "?"
+        } else {
+            &tls.version
+        },
+        tls.alpn.as_deref().unwrap_or("none"),
+        tls.handshakes,
+        tls.resumed
+    );
+    latency_block(out, "TLS handshake", &tls.handshake_us);
+    let _ = writeln!(
+        out,
+        "  Handshakes were {} of the time waited (handshakes + responses){}",
+        percent(tls.handshake_share),
+        if keepalive {
+            ""
+        } else {
+            "; every request paid one (--no-keepalive)"
+        }
+    );
+}
+
 fn latency_block(out: &mut String, title: &str, l: &LatencySummary) {
     let _ = writeln!(out, "  {title}");
     if l.count == 0 {
@@ -195,6 +226,16 @@ fn latency_block(out: &mut String, title: &str, l: &LatencySummary) {
         ("99.99%", "p9999", l.p9999),
     ] {
         let _ = writeln!(out, "    {label:>7} {:>10}", figure(key, value));
+    }
+}
+
+/// A fraction as a percentage, with two decimals below 1% so a small share does not read as 0.
+fn percent(fraction: f64) -> String {
+    let p = fraction * 100.0;
+    if p > 0.0 && p < 1.0 {
+        format!("{p:.2}%")
+    } else {
+        format!("{p:.1}%")
     }
 }
 
@@ -287,6 +328,7 @@ mod tests {
             histogram_uncorrected: None,
             urls: Vec::new(),
             series: Vec::new(),
+            tls: None,
         };
         let config = LoadConfig::new(
             Target::parse("http://127.0.0.1:1/").unwrap(),
@@ -307,11 +349,45 @@ mod tests {
     }
 
     #[test]
+    fn tls_block_gives_handshakes_apart_and_their_share() {
+        let tls = TlsReport {
+            version: "TLSv1.3".into(),
+            alpn: Some("http/1.1".into()),
+            handshakes: 200,
+            resumed: 199,
+            handshake_us: LatencySummary {
+                count: 200,
+                mean: 1500.0,
+                p50: 1400.0,
+                p99: 3000.0,
+                max: 4000.0,
+                ..Default::default()
+            },
+            handshake_share: 0.6,
+        };
+        let mut out = String::new();
+        tls_block(&mut out, &tls, false);
+        assert!(
+            out.starts_with(
+                "  TLS: TLSv1.3, ALPN http/1.1, 200 handshakes (199 resumed), not in the latency above\n  TLS handshake\n"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("        50%     1.40ms\n"), "{out}");
+        assert!(out.ends_with(
+            "  Handshakes were 60.0% of the time waited (handshakes + responses); every request paid one (--no-keepalive)\n"
+        ), "{out}");
+    }
+
+    #[test]
     fn units_read_like_wrk() {
         assert_eq!(micros(635.914), "635.91us");
         assert_eq!(micros(12_920.0), "12.92ms");
         assert_eq!(micros(2_500_000.0), "2.50s");
         assert_eq!(bytes(512.0), "512.00B");
+        assert_eq!(percent(0.531), "53.1%");
+        assert_eq!(percent(0.0004), "0.04%");
+        assert_eq!(percent(0.0), "0.0%");
         assert_eq!(bytes(1536.0), "1.50KB");
         assert_eq!(bytes(3.0 * 1024.0 * 1024.0), "3.00MB");
     }

@@ -3,7 +3,7 @@
 //! Three ways to drive a target: closed loop (`-c` connections for `-d`, one batch in flight on
 //! each, like wrk), fixed count (`-n` requests in total, exactly, like ab), and constant rate
 //! (`-R`, wrk2's coordinated-omission correction, with the uncorrected view beside it). Targets
-//! are HTTP/1.1 URLs or `tcp://` line-echo servers.
+//! are HTTP/1.1 URLs (`https://` over TLS, see [`tls`]) or `tcp://` line-echo servers.
 //!
 //! This file is only the driver: [`run`] is the library entry point the sweep calls in-process
 //! (validate, pre-flight, start one engine worker per thread, merge what they measured);
@@ -26,6 +26,7 @@ pub mod segment;
 pub mod series;
 pub mod stats;
 pub mod target;
+pub mod tls;
 pub mod urls;
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -88,7 +89,15 @@ fn run_observed(
         ),
     }
     .map_err(usage)?;
-    let addr = engine::transport::preflight_connect(&config.target, config.timeout)?;
+    let tls = match &config.target {
+        target if target.is_tls() => Some(engine::transport::TlsConnector::new(
+            &config.tls,
+            target.host(),
+        )?),
+        _ => None,
+    };
+    let (addr, server_tls) =
+        engine::transport::preflight_connect(&config.target, config.timeout, tls.as_ref())?;
     ensure_file_limit(config.connections)?;
     let mut shares = split_shares(config.connections, threads, &config.mode);
     // A segment's connections keep their numbers in the whole run, and the engine sees the
@@ -160,6 +169,7 @@ fn run_observed(
         stop,
         total_connections,
         intervals,
+        tls,
     };
     let mut hlog_error = None;
     let results: Vec<std::io::Result<ThreadStats>> = std::thread::scope(|scope| {
@@ -231,6 +241,10 @@ fn run_observed(
     report.started_at_unix_s = segment::unix_seconds(started_at);
     report.ended_at_unix_s = report.started_at_unix_s + report.duration_s;
     report.start_late_s = late.map(|(late, _)| late.as_secs_f64());
+    if let (Some(report_tls), Some(server)) = (report.tls.as_mut(), server_tls) {
+        report_tls.version = server.version;
+        report_tls.alpn = server.alpn;
+    }
     if let Some(collector) = collector {
         let whole = match report.histogram.as_deref() {
             Some(text) => Some(hlog::decode(text).map_err(|e| anyhow::anyhow!(e))?),

@@ -14,7 +14,8 @@ use serde::{Deserialize, Serialize};
 
 use super::segment::SegmentInfo;
 use super::stats::{
-    censored_view, per_second_rates, ErrorCounts, LatencySummary, LatencyView, ThreadStats,
+    censored_view, per_second_rates, ErrorCounts, LatencyHistogram, LatencySummary, LatencyView,
+    ThreadStats,
 };
 use super::urls::UrlReport;
 use super::{LoadConfig, Mode};
@@ -110,6 +111,31 @@ pub struct LoadReport {
     /// [`super::series`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub series: Vec<super::series::SeriesPoint>,
+    /// `https://` targets only: the TLS side of the run, handshakes measured apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsReport>,
+}
+
+/// The TLS side of an `https://` run. Handshakes are not in any request's latency (requests go
+/// out once the handshake is done, as they go out once TCP has connected); they are here.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct TlsReport {
+    /// The protocol version the pre-flight handshake negotiated ("TLSv1.3").
+    pub version: String,
+    /// The ALPN protocol the server chose (`None` if it does not do ALPN).
+    pub alpn: Option<String>,
+    /// Handshakes completed by the run's connections (not counting the pre-flight one): one
+    /// per connection opened, so one per request with `--no-keepalive`.
+    pub handshakes: u64,
+    /// Of those, the ones that resumed an earlier session (abbreviated handshakes).
+    pub resumed: u64,
+    /// Handshake times in microseconds, from the TCP connection being established to the
+    /// handshake's end.
+    pub handshake_us: LatencySummary,
+    /// The handshakes' share of the time spent waiting: all handshake time over handshake time
+    /// plus the answered requests' latency. With `--no-keepalive` every request pays one, and
+    /// this is mean handshake / (mean handshake + mean latency).
+    pub handshake_share: f64,
 }
 
 impl LoadReport {
@@ -204,5 +230,90 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
             _ => Vec::new(),
         },
         series: Vec::new(),
+        tls: config.target.is_tls().then(|| tls_report(merged)),
+    }
+}
+
+/// The handshake figures of an `https://` run (version and ALPN come from the pre-flight).
+fn tls_report(merged: &ThreadStats) -> TlsReport {
+    let handshake_us = merged
+        .handshake
+        .as_ref()
+        .map(LatencyHistogram::summary)
+        .unwrap_or_default();
+    let latency = &merged.latency;
+    TlsReport {
+        version: String::new(),
+        alpn: None,
+        handshakes: handshake_us.count,
+        resumed: merged.handshakes_resumed,
+        handshake_share: handshake_share(
+            handshake_us.mean * handshake_us.count as f64,
+            latency.mean() * latency.len() as f64,
+        ),
+        handshake_us,
+    }
+}
+
+/// The share of `handshake_total` in `handshake_total + latency_total` (0 when both are 0).
+pub fn handshake_share(handshake_total: f64, latency_total: f64) -> f64 {
+    let total = handshake_total + latency_total;
+    if total > 0.0 {
+        handshake_total / total
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handshake_share_is_the_handshakes_part_of_all_waiting() {
+        // --no-keepalive: 100 requests, each a 3 ms handshake and a 1 ms response.
+        assert_eq!(handshake_share(100.0 * 3000.0, 100.0 * 1000.0), 0.75);
+        assert_eq!(handshake_share(0.0, 5000.0), 0.0);
+        assert_eq!(handshake_share(0.0, 0.0), 0.0);
+    }
+
+    #[test]
+    fn tls_report_counts_handshakes_and_their_share() {
+        let mut stats = ThreadStats::new(false);
+        let mut handshakes = LatencyHistogram::new();
+        for _ in 0..4 {
+            handshakes.record_us(3000);
+            stats.latency.record_us(1000);
+        }
+        stats.handshake = Some(handshakes);
+        stats.handshakes_resumed = 1;
+        let report = tls_report(&stats);
+        assert_eq!(report.handshakes, 4);
+        assert_eq!(report.resumed, 1);
+        assert!((report.handshake_us.p50 - 3000.0).abs() <= 3.0);
+        assert!(
+            (report.handshake_share - 0.75).abs() < 0.001,
+            "{}",
+            report.handshake_share
+        );
+        let none = tls_report(&ThreadStats::new(false));
+        assert_eq!((none.handshakes, none.handshake_share), (0, 0.0));
+    }
+
+    #[test]
+    fn only_https_runs_report_a_tls_side() {
+        let config = |url: &str| {
+            LoadConfig::new(
+                crate::load::Target::parse(url).unwrap(),
+                1,
+                Mode::Count { requests: 1 },
+            )
+        };
+        let stats = ThreadStats::new(false);
+        assert!(build(&config("http://h/"), 1, &stats).tls.is_none());
+        let https = build(&config("https://h/"), 1, &stats);
+        assert_eq!(https.tls.map(|t| t.handshakes), Some(0));
+        let json = serde_json::to_string(&build(&config("http://h/"), 1, &stats)).unwrap();
+        assert!(!json.contains("\"tls\""), "{json}");
     }
 }

@@ -535,6 +535,11 @@ pub struct ThreadStats {
     pub latency: LatencyHistogram,
     /// Rate mode only: latency from the actual send time, the view that hides stalls.
     pub latency_uncorrected: Option<LatencyHistogram>,
+    /// `https://` only: TLS handshake times (from the TCP connection to the handshake's end),
+    /// one per connection opened; none before the first handshake.
+    pub handshake: Option<LatencyHistogram>,
+    /// Handshakes that resumed an earlier session.
+    pub handshakes_resumed: u64,
     /// Complete responses.
     pub requests: u64,
     /// Requests written (or started to be written) to a connection.
@@ -570,6 +575,8 @@ impl ThreadStats {
         ThreadStats {
             latency: LatencyHistogram::new(),
             latency_uncorrected: uncorrected.then(LatencyHistogram::new),
+            handshake: None,
+            handshakes_resumed: 0,
             requests: 0,
             sent: 0,
             unanswered: 0,
@@ -620,6 +627,12 @@ impl ThreadStats {
             (None, Some(theirs)) => self.latency_uncorrected = Some(theirs.clone()),
             _ => {}
         }
+        match (&mut self.handshake, &other.handshake) {
+            (Some(mine), Some(theirs)) => mine.merge(theirs),
+            (None, Some(theirs)) => self.handshake = Some(theirs.clone()),
+            _ => {}
+        }
+        self.handshakes_resumed += other.handshakes_resumed;
         self.requests += other.requests;
         self.sent += other.sent;
         self.unanswered += other.unanswered;

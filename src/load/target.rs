@@ -1,37 +1,43 @@
 //! What the load generator talks to: an HTTP URL or a `tcp://` echo endpoint.
 //!
-//! Parsing is strict and local (no URL crate needed for `http://host[:port][/path]`): anything we
-//! cannot drive is refused up front with one line, so bad input exits 2 before a socket opens.
+//! Parsing is strict and local (no URL crate needed for `http[s]://host[:port][/path]`): anything
+//! we cannot drive is refused up front with one line, so bad input exits 2 before a socket opens.
+//! An `https://` target is the same HTTP/1.1 target over TLS (see [`super::tls`]).
 
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
 
 use anyhow::Context;
 
-/// A load target. HTTPS is not supported: the generator measures servers, not TLS stacks.
+/// A load target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    /// An HTTP/1.1 server; `host_header` is what goes in the `Host:` header.
+    /// An HTTP/1.1 server; `host_header` is what goes in the `Host:` header. `tls`: `https://`,
+    /// the same requests over TLS (the certificate is checked against `host`, sent as SNI).
     Http {
         host: String,
         port: u16,
         path_and_query: String,
         host_header: String,
+        tls: bool,
     },
     /// A line-echo server: every line sent comes back unchanged.
     Echo { host: String, port: u16 },
 }
 
 impl Target {
-    /// Parses `http://HOST[:PORT][/PATH[?QUERY]]` or `tcp://HOST:PORT`. Errors are usage errors.
+    /// Parses `http[s]://HOST[:PORT][/PATH[?QUERY]]` or `tcp://HOST:PORT`. Errors are usage
+    /// errors.
     pub fn parse(s: &str) -> anyhow::Result<Target> {
         let bad = |why: &str| crate::usage(format!("invalid target {s:?}: {why}"));
         let (scheme, rest) = s
             .split_once("://")
-            .ok_or_else(|| bad("expected http://HOST[:PORT]/PATH or tcp://HOST:PORT"))?;
+            .ok_or_else(|| bad("expected http[s]://HOST[:PORT]/PATH or tcp://HOST:PORT"))?;
         let scheme = scheme.to_ascii_lowercase();
         match scheme.as_str() {
-            "http" => {
+            "http" | "https" => {
+                let tls = scheme == "https";
+                let default_port = if tls { 443 } else { 80 };
                 let rest = rest.split('#').next().unwrap_or("");
                 let (authority, path) = match rest.find(['/', '?']) {
                     Some(i) => (&rest[..i], &rest[i..]),
@@ -45,8 +51,9 @@ impl Target {
                 if path_and_query.bytes().any(|b| b <= b' ' || b == 0x7f) {
                     return Err(bad("the path contains spaces or control characters"));
                 }
-                let (host, port) = split_authority(authority, Some(80)).map_err(|w| bad(&w))?;
-                let host_header = if port == 80 {
+                let (host, port) =
+                    split_authority(authority, Some(default_port)).map_err(|w| bad(&w))?;
+                let host_header = if port == default_port {
                     authority_host(authority).to_string()
                 } else {
                     format!("{}:{port}", authority_host(authority))
@@ -56,6 +63,7 @@ impl Target {
                     port,
                     path_and_query,
                     host_header,
+                    tls,
                 })
             }
             "tcp" => {
@@ -66,8 +74,7 @@ impl Target {
                 let (host, port) = split_authority(authority, None).map_err(|w| bad(&w))?;
                 Ok(Target::Echo { host, port })
             }
-            "https" => Err(bad("https is not supported (plain http:// or tcp:// only)")),
-            _ => Err(bad("the scheme must be http:// or tcp://")),
+            _ => Err(bad("the scheme must be http://, https:// or tcp://")),
         }
     }
 
@@ -83,6 +90,11 @@ impl Target {
         match self {
             Target::Http { port, .. } | Target::Echo { port, .. } => *port,
         }
+    }
+
+    /// Whether this is an `https://` target.
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Target::Http { tls: true, .. })
     }
 
     /// Resolves the host to socket addresses (IPv4 first), or fails with one line.
@@ -105,8 +117,12 @@ impl fmt::Display for Target {
             Target::Http {
                 host_header,
                 path_and_query,
+                tls,
                 ..
-            } => write!(f, "http://{host_header}{path_and_query}"),
+            } => {
+                let scheme = if *tls { "https" } else { "http" };
+                write!(f, "{scheme}://{host_header}{path_and_query}")
+            }
             Target::Echo { host, port } if host.contains(':') => write!(f, "tcp://[{host}]:{port}"),
             Target::Echo { host, port } => write!(f, "tcp://{host}:{port}"),
         }
@@ -174,8 +190,30 @@ mod tests {
                 port: 8080,
                 path_and_query: "/sleep?ms=50".into(),
                 host_header: "127.0.0.1:8080".into(),
+                tls: false,
             }
         );
+    }
+
+    #[test]
+    fn parses_https_with_its_default_port() {
+        let t = Target::parse("https://localhost/x").unwrap();
+        assert_eq!(
+            t,
+            Target::Http {
+                host: "localhost".into(),
+                port: 443,
+                path_and_query: "/x".into(),
+                host_header: "localhost".into(),
+                tls: true,
+            }
+        );
+        assert!(t.is_tls());
+        assert_eq!(t.to_string(), "https://localhost/x");
+        let p = Target::parse("HTTPS://[::1]:8443").unwrap();
+        assert_eq!((p.host(), p.port()), ("::1", 8443));
+        assert_eq!(p.to_string(), "https://[::1]:8443/");
+        assert!(!Target::parse("http://h/").unwrap().is_tls());
     }
 
     #[test]
@@ -216,7 +254,6 @@ mod tests {
     fn refuses_what_it_cannot_drive() {
         for bad in [
             "127.0.0.1:80",
-            "https://x/",
             "ftp://x/",
             "http://:80/",
             "http://h:99999/",

@@ -86,6 +86,8 @@ pub struct UrlList {
     pub port: u16,
     /// The `Host` header of path-only lines.
     pub host_header: String,
+    /// `https://`: every line goes over TLS (one scheme per run, like one host:port).
+    pub tls: bool,
     pub requests: Vec<UrlRequest>,
 }
 
@@ -97,13 +99,15 @@ impl UrlList {
             port: self.port,
             path_and_query: self.requests[0].path_and_query.clone(),
             host_header: self.host_header.clone(),
+            tls: self.tls,
         }
     }
 
     /// What the report names as the target: `http://HOST:PORT (--urls, 3 requests)`.
     pub fn describe(&self) -> String {
         format!(
-            "http://{} (--urls, {} request{})",
+            "{}://{} (--urls, {} request{})",
+            if self.tls { "https" } else { "http" },
             self.host_header,
             self.requests.len(),
             if self.requests.len() == 1 { "" } else { "s" }
@@ -145,6 +149,7 @@ impl UrlList {
                     port: self.port,
                     path_and_query: r.path_and_query.clone(),
                     host_header: r.host_header.clone(),
+                    tls: self.tls,
                 };
                 RequestBytes::build(&target, &r.method, &headers, &r.body, keepalive, 0, 1)
                     .batch(1)
@@ -185,6 +190,7 @@ struct Authority {
     host: String,
     port: u16,
     host_header: String,
+    tls: bool,
     from: String,
 }
 
@@ -210,6 +216,7 @@ pub fn parse_url_list(
                 host: t.host().to_string(),
                 port: t.port(),
                 host_header: host_header.to_string(),
+                tls: t.is_tls(),
                 from: "TARGET".to_string(),
             })
         }
@@ -244,8 +251,18 @@ pub fn parse_url_list(
                         host: t.host().to_string(),
                         port: t.port(),
                         host_header: host_header.to_string(),
+                        tls: t.is_tls(),
                         from: format!("line {number}"),
                     })
+                }
+                Some(a) if a.tls != t.is_tls() => {
+                    return Err(at(format!(
+                        "{} is {}, but this run is {} (from {}): one scheme per run",
+                        line.url_text,
+                        if t.is_tls() { "https" } else { "http" },
+                        if a.tls { "https" } else { "http" },
+                        a.from
+                    )));
                 }
                 Some(a) if !(a.host.eq_ignore_ascii_case(t.host()) && a.port == t.port()) => {
                     return Err(at(format!(
@@ -298,6 +315,7 @@ pub fn parse_url_list(
         host: authority.host,
         port: authority.port,
         host_header: authority.host_header,
+        tls: authority.tls,
         requests,
     })
 }
@@ -991,6 +1009,11 @@ mod tests {
                 "http://a:1/x\nhttp://b:1/y\n",
                 None,
                 "u.txt:2: http://b:1/y is on b:1, but this run goes to a:1 (from line 1): one host:port per run",
+            ),
+            (
+                "/a\nhttps://127.0.0.1:8080/b\n",
+                t,
+                "u.txt:2: https://127.0.0.1:8080/b is https, but this run is http (from TARGET): one scheme per run",
             ),
             (
                 "GET /x extra\n",

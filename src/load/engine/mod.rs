@@ -101,6 +101,8 @@ pub struct RunPlan<'a> {
     pub total_connections: usize,
     /// The time series (and `--hlog`) only: where each thread hands over its intervals.
     pub intervals: Option<super::series::IntervalPlan>,
+    /// `https://` targets: what every connection's TLS session is made from.
+    pub tls: Option<transport::TlsConnector>,
 }
 
 /// One worker's share of the run.
@@ -311,8 +313,12 @@ impl<'p, 'a> Worker<'p, 'a> {
                 match phase {
                     Phase::Connecting { .. } => self.finish_connect(slot),
                     Phase::Open => {
-                        if event.is_writable() && writing {
-                            self.flush(slot);
+                        if event.is_writable() {
+                            if writing {
+                                self.flush(slot);
+                            } else {
+                                self.flush_pending(slot);
+                            }
                         }
                         if event.is_read_closed() || event.is_error() {
                             self.read_responses(slot, true);
@@ -410,7 +416,11 @@ impl<'p, 'a> Worker<'p, 'a> {
     }
 
     fn open_transport(&mut self, slot: usize) -> io::Result<Transport> {
-        let mut stream = Transport::connect(self.plan.addr, self.plan.config.keepalive)?;
+        let mut stream = Transport::connect(
+            self.plan.addr,
+            self.plan.config.keepalive,
+            self.plan.tls.as_ref(),
+        )?;
         let conn = &mut self.connections[slot];
         conn.generation = conn.generation.wrapping_add(1);
         stream.register(self.poll.registry(), token_for(slot, conn.generation))?;
@@ -428,6 +438,9 @@ impl<'p, 'a> Worker<'p, 'a> {
             Handshake::Pending => {}
             Handshake::Failed => self.connect_failed(slot, now),
             Handshake::Ready => {
+                if let Some(handshake) = stream.take_handshake() {
+                    self.recorder.handshake(handshake);
+                }
                 conn.phase = Phase::Open;
                 self.try_send(slot, now);
             }
@@ -537,6 +550,16 @@ impl<'p, 'a> Worker<'p, 'a> {
         self.flush(slot);
     }
 
+    /// A writable edge with the batch handed over: TLS may still hold some of it encrypted.
+    #[inline]
+    fn flush_pending(&mut self, slot: usize) {
+        if let Some(stream @ Transport::Tls(_)) = self.connections[slot].stream.as_mut() {
+            if stream.flush_pending().is_err() {
+                self.fail(slot, FailureKind::Write);
+            }
+        }
+    }
+
     /// Writes the rest of the current batch; on `WouldBlock` the writable event resumes it.
     fn flush(&mut self, slot: usize) {
         loop {
@@ -565,6 +588,10 @@ impl<'p, 'a> Worker<'p, 'a> {
     /// `peer_closed`: the event said the peer closed, so read on until the end of the stream.
     fn read_responses(&mut self, slot: usize, peer_closed: bool) {
         let generation = self.connections[slot].generation;
+        let short_read_drains = self.connections[slot]
+            .stream
+            .as_ref()
+            .is_none_or(Transport::short_read_drains);
         loop {
             let conn = &mut self.connections[slot];
             if conn.generation != generation {
@@ -574,7 +601,7 @@ impl<'p, 'a> Worker<'p, 'a> {
             let Some(stream) = conn.stream.as_mut() else {
                 return;
             };
-            let n = match stream.read(&mut self.read_buffer) {
+            let n = match stream.read(&mut self.read_buffer, peer_closed) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -604,7 +631,8 @@ impl<'p, 'a> Worker<'p, 'a> {
             // arriving later raises a new edge, so there is no need for a read that fails. An
             // end of stream that arrived before the event was reported raises no new edge, so
             // then the loop reads on until it sees it.
-            if n < self.read_buffer.len() && !peer_closed {
+            // (A TLS read says `WouldBlock` itself when the socket is empty.)
+            if n < self.read_buffer.len() && !peer_closed && short_read_drains {
                 return;
             }
         }

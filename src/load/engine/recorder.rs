@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::connection::InFlight;
 use crate::load::error::FailureKind;
 use crate::load::series::IntervalRecorder;
-use crate::load::stats::{Censored, ThreadStats};
+use crate::load::stats::{Censored, LatencyHistogram, ThreadStats};
 use crate::load::urls::UrlRecorder;
 
 /// One worker's measurements.
@@ -89,6 +89,16 @@ impl Recorder {
         } else {
             stats.count_response(status, now.saturating_duration_since(self.start));
         }
+    }
+
+    /// A TLS handshake completed (its time is no request's latency; see the transport).
+    pub fn handshake(&mut self, handshake: crate::load::tls::Handshake) {
+        let stats = &mut self.stats;
+        stats
+            .handshake
+            .get_or_insert_with(LatencyHistogram::new)
+            .record(handshake.duration);
+        stats.handshakes_resumed += u64::from(handshake.resumed);
     }
 
     /// `count` requests failed with `kind`.

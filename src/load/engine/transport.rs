@@ -1,7 +1,12 @@
 //! The byte stream under a connection: how it is opened, how its opening completes, how bytes
-//! go in and out. Today plain TCP over mio; TLS plugs in here as another [`Transport`] variant
-//! (its handshake is what [`Transport::finish_connect`] reports as [`Handshake::Pending`]), so
-//! the event loop, the framing and the policies never know which one they drive.
+//! go in and out. Plain TCP over mio, or TLS over the same socket ([`TlsStream`], rustls driven
+//! by [`crate::load::tls::TlsSession`]); the event loop, the framing and the policies never know
+//! which one they drive.
+//!
+//! A TLS connection stays connecting until its handshake completes ([`Transport::finish_connect`]
+//! says [`Handshake::Pending`] until then), so requests go out after it, and the handshake is
+//! measured apart ([`Transport::take_handshake`]) as the TCP connect is: neither is in a
+//! request's latency.
 //!
 //! An enum rather than a trait object: the hot path calls `read` and `write` once per request,
 //! and a match on a two-armed enum costs nothing next to the system call.
@@ -9,7 +14,8 @@
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream as StdTcpStream};
 use std::os::fd::AsRawFd;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
@@ -17,6 +23,7 @@ use nix::errno::Errno;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::load::target::Target;
+use crate::load::tls::{self, TlsOptions, TlsRead, TlsSession};
 
 /// The pre-flight connection gives up after this long, so an unreachable target fails fast.
 const PREFLIGHT_CONNECT_LIMIT: Duration = Duration::from_secs(3);
@@ -26,6 +33,35 @@ const PREFLIGHT_CONNECT_LIMIT: Duration = Duration::from_secs(3);
 pub enum Transport {
     /// Plain TCP, non-blocking, registered edge-triggered for both directions.
     Plain(TcpStream),
+    /// TLS over such a socket.
+    Tls(Box<TlsStream>),
+}
+
+/// What every TLS connection of a run shares: the client configuration (trust, ALPN, the
+/// session cache) and the name the certificate must carry, sent as SNI.
+#[derive(Debug, Clone)]
+pub struct TlsConnector {
+    pub config: Arc<rustls::ClientConfig>,
+    pub name: rustls::pki_types::ServerName<'static>,
+}
+
+impl TlsConnector {
+    /// The connector for an `https://` target's `host`; a bad `--cacert` is a usage error.
+    pub fn new(options: &TlsOptions, host: &str) -> anyhow::Result<TlsConnector> {
+        Ok(TlsConnector {
+            config: tls::client_config(options)?,
+            name: tls::server_name(host)?,
+        })
+    }
+}
+
+/// A TLS connection: the socket and the session over it.
+#[derive(Debug)]
+pub struct TlsStream {
+    stream: TcpStream,
+    session: TlsSession,
+    /// The TCP connection is established (the handshake may still be running).
+    tcp_open: bool,
 }
 
 /// Where the opening of a transport stands.
@@ -42,7 +78,11 @@ pub enum Handshake {
 impl Transport {
     /// Starts a non-blocking connection to `addr`. Without keep-alive the socket is reset on
     /// close instead of lingering in TIME_WAIT, so a long run does not exhaust the ports.
-    pub fn connect(addr: SocketAddr, keepalive: bool) -> io::Result<Transport> {
+    pub fn connect(
+        addr: SocketAddr,
+        keepalive: bool,
+        tls: Option<&TlsConnector>,
+    ) -> io::Result<Transport> {
         let socket = Socket::new(
             Domain::for_address(addr),
             Type::STREAM.nonblocking(),
@@ -58,7 +98,19 @@ impl Transport {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(e),
         }
-        Ok(Transport::Plain(TcpStream::from_std(socket.into())))
+        let stream = TcpStream::from_std(socket.into());
+        match tls {
+            None => Ok(Transport::Plain(stream)),
+            Some(tls) => {
+                let session = TlsSession::new(&tls.config, tls.name.clone(), Instant::now())
+                    .map_err(tls_error)?;
+                Ok(Transport::Tls(Box::new(TlsStream {
+                    stream,
+                    session,
+                    tcp_open: false,
+                })))
+            }
+        }
     }
 
     /// Registers the stream once for both directions (edge triggered: no `epoll_ctl` per
@@ -68,26 +120,72 @@ impl Transport {
             Transport::Plain(stream) => {
                 registry.register(stream, token, Interest::READABLE | Interest::WRITABLE)
             }
+            Transport::Tls(tls) => registry.register(
+                &mut tls.stream,
+                token,
+                Interest::READABLE | Interest::WRITABLE,
+            ),
         }
     }
 
-    /// Called on an event while connecting: has the opening completed?
+    /// Called on an event while connecting: has the opening completed? For TLS, first the TCP
+    /// connection, then the handshake (a failed one, e.g. a refused certificate, is `Failed`).
     pub fn finish_connect(&mut self) -> Handshake {
         match self {
-            Transport::Plain(stream) => match stream.take_error() {
-                Ok(Some(_)) | Err(_) => Handshake::Failed,
-                Ok(None) => match stream.peer_addr() {
-                    Ok(_) => Handshake::Ready,
-                    Err(e) if e.kind() == io::ErrorKind::NotConnected => Handshake::Pending,
+            Transport::Plain(stream) => tcp_connected(stream),
+            Transport::Tls(tls) => {
+                if !tls.tcp_open {
+                    match tcp_connected(&tls.stream) {
+                        Handshake::Ready => {
+                            tls.tcp_open = true;
+                            tls.session.restart_clock(Instant::now());
+                        }
+                        other => return other,
+                    }
+                }
+                match tls.session.handshake(&mut tls.stream) {
+                    Ok(true) => Handshake::Ready,
+                    Ok(false) => Handshake::Pending,
                     Err(_) => Handshake::Failed,
-                },
-            },
+                }
+            }
+        }
+    }
+
+    /// A TLS handshake that completed since the last call (once per connection).
+    #[inline]
+    pub fn take_handshake(&mut self) -> Option<tls::Handshake> {
+        match self {
+            Transport::Plain(_) => None,
+            Transport::Tls(tls) => tls.session.take_handshake(),
+        }
+    }
+
+    /// Whether a read shorter than the buffer proves the socket empty (plain TCP), so an
+    /// edge-triggered reader may stop there. A TLS read hands over plaintext record by record
+    /// and says `WouldBlock` itself when the socket is empty.
+    #[inline]
+    pub fn short_read_drains(&self) -> bool {
+        matches!(self, Transport::Plain(_))
+    }
+
+    /// On a writable edge with no request bytes left to hand over: writes what TLS still holds.
+    #[inline]
+    pub fn flush_pending(&mut self) -> io::Result<()> {
+        match self {
+            Transport::Plain(_) => Ok(()),
+            Transport::Tls(tls) => tls
+                .session
+                .flush(&mut tls.stream)
+                .map(|_| ())
+                .map_err(tls_error),
         }
     }
 
     /// Reads what is there; `WouldBlock` when nothing is, `Ok(0)` at the end of the stream.
+    /// `peer_closed`: the poller saw the peer close, so read on to the end of the stream.
     #[inline]
-    pub fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+    pub fn read(&mut self, buf: &mut [u8], peer_closed: bool) -> io::Result<usize> {
         match self {
             // read(2) directly: one system call, no wrapper state.
             Transport::Plain(stream) => match nix::unistd::read(stream.as_raw_fd(), buf) {
@@ -95,28 +193,71 @@ impl Transport {
                 Err(Errno::EAGAIN) => Err(io::ErrorKind::WouldBlock.into()),
                 Err(e) => Err(e.into()),
             },
+            Transport::Tls(tls) => match tls.session.read(&mut tls.stream, buf, peer_closed) {
+                Ok(TlsRead::Data(n)) => Ok(n),
+                Ok(TlsRead::WouldBlock) => Err(io::ErrorKind::WouldBlock.into()),
+                Ok(TlsRead::Closed) => Ok(0),
+                Err(e) => Err(tls_error(e)),
+            },
         }
     }
 
-    /// Writes what the socket takes now; `WouldBlock` when it takes nothing.
+    /// Writes what the socket takes now; `WouldBlock` when it takes nothing. TLS takes the
+    /// bytes into rustls and writes them encrypted; what the socket does not take yet goes out
+    /// on the next writable edge ([`Transport::flush_pending`]).
     #[inline]
     pub fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
         match self {
             Transport::Plain(stream) => stream.write(bytes),
+            Transport::Tls(tls) => match tls.session.send(&mut tls.stream, bytes) {
+                Ok(0) => Err(io::ErrorKind::WouldBlock.into()),
+                Ok(n) => Ok(n),
+                Err(e) => Err(tls_error(e)),
+            },
         }
     }
 }
 
+/// Whether a non-blocking TCP connect has completed.
+fn tcp_connected(stream: &TcpStream) -> Handshake {
+    match stream.take_error() {
+        Ok(Some(_)) | Err(_) => Handshake::Failed,
+        Ok(None) => match stream.peer_addr() {
+            Ok(_) => Handshake::Ready,
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => Handshake::Pending,
+            Err(_) => Handshake::Failed,
+        },
+    }
+}
+
+fn tls_error(e: tls::TlsFailure) -> io::Error {
+    match e {
+        tls::TlsFailure::Io(e) => e,
+        tls::TlsFailure::Tls(e) => io::Error::new(io::ErrorKind::InvalidData, e),
+    }
+}
+
 /// Connects once, blocking, before the run: an unreachable target becomes one clear error
-/// (exit 1) within a few seconds instead of a run full of connect errors. Returns the address
-/// the workers connect to.
-pub fn preflight_connect(target: &Target, timeout: Duration) -> anyhow::Result<SocketAddr> {
+/// (exit 1) within a few seconds instead of a run full of connect errors; so does, for an
+/// `https://` target, a certificate the run would refuse (one handshake, [`tls::preflight`]).
+/// Returns the address the workers connect to, and what the handshake learnt.
+pub fn preflight_connect(
+    target: &Target,
+    timeout: Duration,
+    tls: Option<&TlsConnector>,
+) -> anyhow::Result<(SocketAddr, Option<tls::ServerInfo>)> {
     let addrs = target.resolve()?;
     let limit = timeout.min(PREFLIGHT_CONNECT_LIMIT);
     let mut last_error = None;
     for addr in addrs {
         match StdTcpStream::connect_timeout(&addr, limit) {
-            Ok(_) => return Ok(addr),
+            Ok(stream) => {
+                let info = match tls {
+                    Some(tls) => Some(tls::preflight(&tls.config, target.host(), stream, limit)?),
+                    None => None,
+                };
+                return Ok((addr, info));
+            }
             Err(e) => last_error = Some((addr, e)),
         }
     }

@@ -1,0 +1,513 @@
+//! `sweetspot load` over HTTPS against a real TLS server on a free port: a small HTTP/1.1
+//! keep-alive server here on rustls (a thread per connection, `rustls::ServerConnection` over a
+//! std `TcpStream`), with certificates this file makes with rcgen (a CA and a leaf it signed, or
+//! a self-signed leaf). The server counts what it saw (connections, handshakes, SNI, ALPN,
+//! requests answered), so the tests assert exact counts on both sides: responses, one handshake
+//! per connection (one per request with `--no-keepalive`), and that a certificate the client
+//! does not trust is one line and exit 1 before the run opens a single connection.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use sweetspot::load::{self, tls::TlsOptions, LoadConfig, LoadReport, Mode, Target};
+
+/// Body of `/big` (many TLS records per response).
+const BIG_BODY: usize = 100_000;
+
+/// Certificates for a test: the leaf the server presents, its key, and the CA's PEM (for a
+/// self-signed leaf, the leaf's own PEM).
+struct Pki {
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    ca_pem: String,
+}
+
+/// A CA and a leaf for `localhost` and `127.0.0.1` signed by it.
+fn ca_signed() -> Pki {
+    ca_signed_for(&["localhost", "127.0.0.1"])
+}
+
+/// A CA and a leaf for `names` signed by it.
+fn ca_signed_for(names: &[&str]) -> Pki {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "sweetspot test CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let leaf_key = KeyPair::generate().unwrap();
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let leaf = CertificateParams::new(names)
+        .unwrap()
+        .signed_by(&leaf_key, &issuer)
+        .unwrap();
+    Pki {
+        chain: vec![leaf.der().clone()],
+        key: PrivatePkcs8KeyDer::from(leaf_key.serialize_der()).into(),
+        ca_pem: ca.pem(),
+    }
+}
+
+/// A self-signed leaf for `localhost` and `127.0.0.1`.
+fn self_signed() -> Pki {
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .unwrap();
+    Pki {
+        chain: vec![cert.cert.der().clone()],
+        key: PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der()).into(),
+        ca_pem: cert.cert.pem(),
+    }
+}
+
+/// A PEM file removed on drop.
+struct PemFile(PathBuf);
+
+impl PemFile {
+    fn new(tag: &str, pem: &str) -> PemFile {
+        let path = std::env::temp_dir().join(format!(
+            "sweetspot-tls-test-{}-{tag}.pem",
+            std::process::id()
+        ));
+        std::fs::write(&path, pem).unwrap();
+        PemFile(path)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for PemFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The SNI and the ALPN protocol of one completed handshake, as the server saw them.
+type Names = (Option<String>, Option<Vec<u8>>);
+
+/// What the server saw.
+#[derive(Default)]
+struct Seen {
+    connections: AtomicU64,
+    handshakes: AtomicU64,
+    requests: AtomicU64,
+    /// SNI and ALPN of each completed handshake.
+    names: Mutex<Vec<Names>>,
+}
+
+/// An HTTP/1.1 server over rustls: `/` answers "hello", `/big` answers `BIG_BODY` bytes; keeps
+/// the connection open unless the request says `Connection: close`. Stops accepting on drop.
+struct TlsServer {
+    port: u16,
+    seen: Arc<Seen>,
+    stop: Arc<AtomicBool>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl TlsServer {
+    fn start(pki: &Pki) -> TlsServer {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(pki.chain.clone(), pki.key.clone_key())
+            .unwrap();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let config = Arc::new(config);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Seen::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (seen2, stop2) = (Arc::clone(&seen), Arc::clone(&stop));
+        let acceptor = std::thread::spawn(move || {
+            while !stop2.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((tcp, _)) => {
+                        seen2.connections.fetch_add(1, Ordering::SeqCst);
+                        let (config, seen) = (Arc::clone(&config), Arc::clone(&seen2));
+                        std::thread::spawn(move || serve_connection(tcp, config, &seen));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        });
+        TlsServer {
+            port,
+            seen,
+            stop,
+            acceptor: Some(acceptor),
+        }
+    }
+
+    fn handshakes(&self) -> u64 {
+        self.seen.handshakes.load(Ordering::SeqCst)
+    }
+
+    fn requests(&self) -> u64 {
+        self.seen.requests.load(Ordering::SeqCst)
+    }
+
+    fn connections(&self) -> u64 {
+        self.seen.connections.load(Ordering::SeqCst)
+    }
+
+    /// Waits (briefly) until the server has recorded `n` handshakes: the client may finish a
+    /// run before the server thread of its last connection has noted its handshake.
+    fn wait_handshakes(&self, n: u64) -> u64 {
+        let until = Instant::now() + Duration::from_secs(5);
+        while self.handshakes() < n && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.handshakes()
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(acceptor) = self.acceptor.take() {
+            let _ = acceptor.join();
+        }
+    }
+}
+
+fn serve_connection(tcp: TcpStream, config: Arc<rustls::ServerConfig>, seen: &Seen) {
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    tcp.set_nodelay(true).unwrap();
+    let conn = rustls::ServerConnection::new(config).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let mut noted = false;
+    let mut pending = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    let big = vec![b'x'; BIG_BODY];
+    loop {
+        let read = tls.read(&mut buf);
+        if !noted && !tls.conn.is_handshaking() {
+            noted = true;
+            seen.handshakes.fetch_add(1, Ordering::SeqCst);
+            seen.names.lock().unwrap().push((
+                tls.conn.server_name().map(str::to_string),
+                tls.conn.alpn_protocol().map(<[u8]>::to_vec),
+            ));
+        }
+        let n = match read {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        pending.extend_from_slice(&buf[..n]);
+        while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&pending[..end]).to_ascii_lowercase();
+            pending.drain(..end + 4);
+            let close = head.contains("\r\nconnection: close");
+            let body: &[u8] = if head.starts_with("get /big ") {
+                &big
+            } else {
+                b"hello"
+            };
+            let mut response = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n{}\r\n",
+                body.len(),
+                if close { "Connection: close\r\n" } else { "" }
+            )
+            .into_bytes();
+            response.extend_from_slice(body);
+            if tls.write_all(&response).is_err() {
+                return;
+            }
+            seen.requests.fetch_add(1, Ordering::SeqCst);
+            if close {
+                tls.conn.send_close_notify();
+                let _ = tls.flush();
+                return;
+            }
+        }
+    }
+}
+
+fn count_config(url: &str, connections: usize, requests: u64, tls: TlsOptions) -> LoadConfig {
+    let mut config = LoadConfig::new(
+        Target::parse(url).unwrap(),
+        connections,
+        Mode::Count { requests },
+    );
+    config.threads = 2.min(connections);
+    config.tls = tls;
+    config
+}
+
+fn trusting(ca: &PemFile) -> TlsOptions {
+    TlsOptions {
+        insecure: false,
+        cacert: Some(ca.0.clone()),
+    }
+}
+
+fn sweetspot(args: &[&str]) -> (i32, String, String, Duration) {
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_sweetspot"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run sweetspot");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        started.elapsed(),
+    )
+}
+
+fn assert_clean(report: &LoadReport, requests: u64) {
+    assert_eq!(report.requests, requests, "{report:#?}");
+    assert_eq!(report.errors.total(), 0, "{:?}", report.errors);
+    assert_eq!(report.status.get("200"), Some(&requests));
+}
+
+#[test]
+fn keepalive_run_counts_every_response_with_one_handshake_per_connection() {
+    let pki = ca_signed();
+    let ca = PemFile::new("keepalive", &pki.ca_pem);
+    let server = TlsServer::start(&pki);
+    let url = format!("https://localhost:{}/", server.port);
+    let report = load::run(&count_config(&url, 10, 500, trusting(&ca)), None).unwrap();
+    assert_clean(&report, 500);
+    let tls = report
+        .tls
+        .as_ref()
+        .expect("an https run reports its TLS side");
+    assert_eq!(tls.handshakes, 10, "one handshake per connection");
+    assert_eq!(tls.handshake_us.count, 10);
+    assert!(tls.handshake_us.p50 > 0.0);
+    assert_eq!(tls.version, "TLSv1.3");
+    assert_eq!(tls.alpn.as_deref(), Some("http/1.1"));
+    assert!(tls.handshake_share > 0.0 && tls.handshake_share < 1.0);
+    // The server: the pre-flight handshake, then one per connection; every request answered.
+    assert_eq!(server.wait_handshakes(11), 11);
+    assert_eq!(server.connections(), 11);
+    assert_eq!(server.requests(), 500);
+    let names = server.seen.names.lock().unwrap();
+    assert!(
+        names
+            .iter()
+            .all(|(sni, alpn)| sni.as_deref() == Some("localhost")
+                && alpn.as_deref() == Some(&b"http/1.1"[..])),
+        "SNI and ALPN of every handshake: {names:?}"
+    );
+}
+
+#[test]
+fn no_keepalive_pays_one_handshake_per_request() {
+    let pki = ca_signed();
+    let ca = PemFile::new("nokeepalive", &pki.ca_pem);
+    let server = TlsServer::start(&pki);
+    let url = format!("https://localhost:{}/", server.port);
+    let mut config = count_config(&url, 4, 200, trusting(&ca));
+    config.keepalive = false;
+    let report = load::run(&config, None).unwrap();
+    assert_clean(&report, 200);
+    let tls = report.tls.as_ref().unwrap();
+    assert_eq!(tls.handshakes, 200, "one handshake per request");
+    assert!(tls.resumed <= tls.handshakes);
+    let expected_share =
+        tls.handshake_us.mean / (tls.handshake_us.mean + report.latency_answered_us.mean);
+    assert!(
+        (tls.handshake_share - expected_share).abs() < 0.01,
+        "{} vs {expected_share}",
+        tls.handshake_share
+    );
+    assert_eq!(server.wait_handshakes(201), 201);
+    assert_eq!(server.connections(), 201);
+    assert_eq!(server.requests(), 200);
+}
+
+#[test]
+fn large_responses_over_many_records_are_framed_exactly() {
+    let pki = ca_signed();
+    let ca = PemFile::new("big", &pki.ca_pem);
+    let server = TlsServer::start(&pki);
+    let url = format!("https://localhost:{}/big", server.port);
+    let report = load::run(&count_config(&url, 3, 60, trusting(&ca)), None).unwrap();
+    assert_clean(&report, 60);
+    let head = "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n".len() as u64;
+    assert_eq!(report.bytes_read, 60 * (head + BIG_BODY as u64));
+    assert_eq!(report.tls.as_ref().unwrap().handshakes, 3);
+}
+
+#[test]
+fn closed_loop_over_tls_handshakes_once_per_connection() {
+    let pki = ca_signed();
+    let ca = PemFile::new("closed", &pki.ca_pem);
+    let server = TlsServer::start(&pki);
+    let url = format!("https://localhost:{}/", server.port);
+    let mut config = count_config(&url, 4, 1, trusting(&ca));
+    config.mode = Mode::Closed {
+        duration: Duration::from_millis(500),
+    };
+    let report = load::run(&config, None).unwrap();
+    assert!(report.requests > 0);
+    assert_eq!(report.errors.total(), 0, "{:?}", report.errors);
+    assert_eq!(report.tls.as_ref().unwrap().handshakes, 4);
+    assert_eq!(server.wait_handshakes(5), 5);
+}
+
+#[test]
+fn an_untrusted_certificate_is_one_line_and_exit_1_before_the_run() {
+    let server = TlsServer::start(&ca_signed());
+    let url = format!("https://127.0.0.1:{}/", server.port);
+    let (code, stdout, stderr, took) = sweetspot(&["load", &url, "-n", "100", "-c", "4"]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert_eq!(
+        stderr,
+        "sweetspot: TLS: certificate for 127.0.0.1 not trusted (UnknownIssuer); use --cacert FILE or --insecure\n"
+    );
+    assert_eq!(stdout, "");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert_eq!(server.connections(), 1, "the pre-flight connection only");
+    assert_eq!(server.requests(), 0);
+}
+
+#[test]
+fn a_certificate_for_another_name_is_one_line_too() {
+    let pki = ca_signed_for(&["localhost"]);
+    let ca = PemFile::new("othername", &pki.ca_pem);
+    let server = TlsServer::start(&pki);
+    let url = format!("https://127.0.0.1:{}/", server.port);
+    let (code, _, stderr, _) = sweetspot(&["load", &url, "-n", "10", "--cacert", ca.path()]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(
+        stderr,
+        "sweetspot: TLS: certificate is not valid for 127.0.0.1 (NotValidForName; it names localhost); target a name it has, or use --insecure\n"
+    );
+    assert_eq!(server.connections(), 1, "the pre-flight connection only");
+}
+
+#[test]
+fn insecure_accepts_a_self_signed_certificate_and_an_ip_target_sends_no_sni() {
+    let server = TlsServer::start(&self_signed());
+    let url = format!("https://127.0.0.1:{}/", server.port);
+    let (code, stdout, stderr, _) = sweetspot(&[
+        "load",
+        &url,
+        "-n",
+        "50",
+        "-c",
+        "2",
+        "--insecure",
+        "--json",
+        "-",
+        "-q",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let report: LoadReport = serde_json::from_str(&stdout).expect("JSON report");
+    assert_clean(&report, 50);
+    assert_eq!(report.tls.as_ref().unwrap().handshakes, 2);
+    assert_eq!(server.wait_handshakes(3), 3);
+    let names = server.seen.names.lock().unwrap();
+    assert!(names.iter().all(|(sni, _)| sni.is_none()), "{names:?}");
+}
+
+#[test]
+fn the_human_report_gives_the_handshakes_apart() {
+    let pki = ca_signed();
+    let ca = PemFile::new("human", &pki.ca_pem);
+    let server = TlsServer::start(&pki);
+    let url = format!("https://localhost:{}/", server.port);
+    let (code, stdout, stderr, _) = sweetspot(&[
+        "load",
+        &url,
+        "-n",
+        "40",
+        "-c",
+        "2",
+        "--no-keepalive",
+        "--cacert",
+        ca.path(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "Running 40-request test @ https://localhost:{}/\n",
+            server.port
+        )),
+        "{stdout}"
+    );
+    let tls_line = stdout
+        .lines()
+        .find(|l| l.starts_with("  TLS: "))
+        .unwrap_or_else(|| panic!("no TLS line: {stdout}"));
+    assert!(
+        tls_line.starts_with("  TLS: TLSv1.3, ALPN http/1.1, 40 handshakes ("),
+        "{tls_line}"
+    );
+    assert!(stdout.contains("  TLS handshake\n"), "{stdout}");
+    assert!(
+        stdout.contains("of the time waited (handshakes + responses); every request paid one (--no-keepalive)\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("  40 requests in "), "{stdout}");
+}
+
+#[test]
+fn https_to_a_plain_http_server_says_so_in_one_line() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        if let Ok((mut tcp, _)) = listener.accept() {
+            let mut buf = [0u8; 1024];
+            let _ = tcp.read(&mut buf);
+            let _ = tcp.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let url = format!("https://127.0.0.1:{port}/");
+    let (code, _, stderr, _) = sweetspot(&["load", &url, "-n", "10"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(
+        stderr,
+        "sweetspot: TLS: 127.0.0.1 did not answer with TLS (is it an http:// server?)\n"
+    );
+}
+
+#[test]
+fn tls_flags_misused_are_exit_2_with_one_line() {
+    for (args, message) in [
+        (
+            vec!["load", "http://127.0.0.1:1/", "--insecure"],
+            "sweetspot: --insecure and --cacert apply to https:// targets only\n",
+        ),
+        (
+            vec![
+                "load",
+                "https://127.0.0.1:1/",
+                "--cacert",
+                "/nonexistent/ca.pem",
+            ],
+            "",
+        ),
+    ] {
+        let (code, _, stderr, _) = sweetspot(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        if message.is_empty() {
+            assert!(
+                stderr.starts_with("sweetspot: --cacert /nonexistent/ca.pem: cannot read it ("),
+                "{stderr}"
+            );
+        } else {
+            assert_eq!(stderr, message);
+        }
+    }
+}
