@@ -17,11 +17,13 @@ pub mod framing;
 pub mod hlog;
 pub mod human;
 pub mod json;
+pub mod plan;
 pub mod progress;
 pub mod report;
 pub mod request;
 pub mod segment;
 pub mod stats;
+pub mod steps;
 pub mod target;
 
 use std::net::{SocketAddr, TcpStream};

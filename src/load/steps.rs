@@ -1,0 +1,364 @@
+//! Per-step statistics of a load plan: what each report step of `-R 100..5000` or
+//! `-R 1000@10s,2000@10s` achieved, and whether it held.
+//!
+//! Each engine thread owns a [`StepRecorder`] beside its [`super::stats::ThreadStats`] (a
+//! separate piece, so the whole-run statistics and their per-second series stay as they are);
+//! recorders merge exactly at the end, as the thread statistics do. What a step row counts
+//! (the windows come from [`super::plan::RatePlan::windows`]):
+//!
+//! - `requests`, `rps`: complete responses that *arrived* in the step's window, and their rate.
+//!   That is what the server delivered while the step's rate was asked of it; the responses of
+//!   the drain after the end are not counted, as in the whole-run figures, so the rows add up to
+//!   the run's `requests`.
+//! - `latency_us`: the requests *due* in the step (by intended send time), from that intended
+//!   time (coordinated omission corrected), with the step's censored requests (still in flight at
+//!   the end, or due and never sent) at their age, as in the whole-run view, and `lower_bound`.
+//! - `errors`: failures of the requests due in the step; a failed connection attempt, which
+//!   has no request, counts in the step it happened in. The rows add up to the run's errors.
+//! - `held`: `rps` at least [`RATE_HELD_FRACTION`] of the step's planned mean rate, and a p99
+//!   that is exact (not a lower bound: no request due in the step is left without an answer at
+//!   a rank that reaches p99). A step that is not held is past the knee.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::FailureKind;
+use super::plan::StepWindow;
+use super::report::RATE_HELD_FRACTION;
+use super::stats::{
+    censored_view, Censored, ErrorCounts, LatencyHistogram, LatencySummary, LatencyView,
+};
+
+/// What one thread measured in one report step.
+#[derive(Debug, Clone, Default)]
+pub struct StepCounts {
+    /// Latency of the answered requests due in the step, from their intended send time.
+    pub latency: LatencyHistogram,
+    /// Complete responses that arrived in the step's window.
+    pub responses: u64,
+    pub errors: ErrorCounts,
+    /// Requests due in the step with no answer at the end (see [`super::stats`]).
+    pub censored: Vec<Censored>,
+}
+
+/// One thread's per-step counts, indexed by report step.
+#[derive(Debug, Clone)]
+pub struct StepRecorder {
+    /// End of each step from the start of the run, ascending.
+    ends: Vec<Duration>,
+    steps: Vec<StepCounts>,
+}
+
+impl StepRecorder {
+    pub fn new(windows: &[StepWindow]) -> StepRecorder {
+        assert!(!windows.is_empty(), "a plan has at least one step");
+        StepRecorder {
+            ends: windows.iter().map(|w| w.end).collect(),
+            steps: vec![StepCounts::default(); windows.len()],
+        }
+    }
+
+    /// The step holding `offset` from the start; past the end, the last one.
+    #[inline]
+    pub fn step_of(&self, offset: Duration) -> usize {
+        self.ends
+            .partition_point(|&end| end <= offset)
+            .min(self.ends.len() - 1)
+    }
+
+    /// One answered request, due at `intended` and answered at `answered` (both from the start),
+    /// `latency` after `intended`. `in_run`: a response of the run (not of the drain after it).
+    #[inline]
+    pub fn record_response(
+        &mut self,
+        intended: Duration,
+        answered: Duration,
+        latency: Duration,
+        in_run: bool,
+    ) {
+        let step = self.step_of(intended);
+        self.steps[step].latency.record(latency);
+        if in_run {
+            let window = self.step_of(answered);
+            self.steps[window].responses += 1;
+        }
+    }
+
+    /// One failure of `kind` of a request due at `intended`, or (a connection attempt, no
+    /// request) at `at`.
+    pub fn record_failure(&mut self, kind: FailureKind, intended: Option<Duration>, at: Duration) {
+        let step = self.step_of(intended.unwrap_or(at));
+        self.steps[step].errors.add(kind, 1);
+    }
+
+    /// A request due in `step` left without an answer at the end.
+    pub fn censor(&mut self, step: usize, censored: Censored) {
+        if let Some(s) = self.steps.get_mut(step) {
+            s.censored.push(censored);
+        }
+    }
+
+    pub fn steps(&self) -> &[StepCounts] {
+        &self.steps
+    }
+
+    /// Adds another thread's counts (of the same plan) into these.
+    pub fn merge(&mut self, other: &StepRecorder) {
+        for (mine, theirs) in self.steps.iter_mut().zip(&other.steps) {
+            mine.latency.merge(&theirs.latency);
+            mine.responses += theirs.responses;
+            mine.errors.merge(&theirs.errors);
+            mine.censored.extend_from_slice(&theirs.censored);
+        }
+    }
+}
+
+/// One report step as the report shows it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct StepReport {
+    /// 1-based.
+    pub step: usize,
+    /// The step's window, seconds from the start of the run.
+    pub start_s: f64,
+    pub end_s: f64,
+    /// The planned rate at the start and at the end of the window (equal for a constant step).
+    pub target_from_rps: f64,
+    pub target_to_rps: f64,
+    /// The planned mean rate over the window.
+    pub target_rps: f64,
+    /// Requests due in the window.
+    pub scheduled: u64,
+    /// Complete responses that arrived in the window.
+    pub requests: u64,
+    /// `requests` per second of the window: the achieved rate.
+    pub rps: f64,
+    /// Failures of the requests due in the window.
+    pub errors: ErrorCounts,
+    /// The requests due in the window, from their intended send times, censored ones included.
+    pub latency_us: LatencySummary,
+    /// `rps` >= 95% of `target_rps` and `latency_us.p99` exact (see the module header).
+    pub held: bool,
+}
+
+/// Whether a step held: it delivered at least [`RATE_HELD_FRACTION`] of its planned rate and
+/// its p99 is not a lower bound.
+pub fn held(target_rps: f64, rps: f64, latency: &LatencySummary) -> bool {
+    rps >= target_rps * RATE_HELD_FRACTION && !latency.lower_bound.contains("p99")
+}
+
+/// The report rows of a run's merged per-step counts. `timeout` bounds the latency of the
+/// step's timeouts (as in the whole-run view).
+pub fn summarize(
+    windows: &[StepWindow],
+    recorder: &StepRecorder,
+    timeout: Duration,
+) -> Vec<StepReport> {
+    windows
+        .iter()
+        .zip(recorder.steps())
+        .enumerate()
+        .map(|(i, (w, counts))| {
+            let (latency_us, _) = censored_view(
+                &counts.latency,
+                &counts.censored,
+                LatencyView::RateCorrected,
+                counts.errors.timeout,
+                timeout,
+            );
+            let seconds = w.seconds();
+            let rps = if seconds > 0.0 {
+                counts.responses as f64 / seconds
+            } else {
+                0.0
+            };
+            let target_rps = w.target_rate();
+            StepReport {
+                step: i + 1,
+                start_s: w.start.as_secs_f64(),
+                end_s: w.end.as_secs_f64(),
+                target_from_rps: w.from_rate,
+                target_to_rps: w.to_rate,
+                target_rps,
+                scheduled: w.scheduled,
+                requests: counts.responses,
+                rps,
+                errors: counts.errors,
+                held: held(target_rps, rps, &latency_us),
+                latency_us,
+            }
+        })
+        .collect()
+}
+
+/// The human table of the steps (empty for none), each line indented by two spaces.
+pub fn render_table(steps: &[StepReport]) -> String {
+    let mut out = String::new();
+    if steps.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "  Steps (achieved: responses/s in the step; latency of the requests due in it, from \
+         intended send times; held: achieved >= {:.0}% of target and p99 exact)",
+        RATE_HELD_FRACTION * 100.0
+    );
+    let _ = writeln!(
+        out,
+        "    {:>4} {:>13} {:>10} {:>10} {:>9} {:>7} {:>10} {:>10} {:>10}  held",
+        "step", "window", "target/s", "achieved/s", "requests", "errors", "p50", "p99", "max"
+    );
+    for s in steps {
+        let l = &s.latency_us;
+        let figure = |key: &str, us: f64| {
+            if l.count == 0 && l.lower_bound.is_empty() {
+                "-".to_string()
+            } else if l.lower_bound.contains(key) {
+                format!(">={}", super::human::micros(us))
+            } else {
+                super::human::micros(us)
+            }
+        };
+        let _ = writeln!(
+            out,
+            "    {:>4} {:>13} {:>10.1} {:>10.1} {:>9} {:>7} {:>10} {:>10} {:>10}  {}",
+            s.step,
+            format!("{}-{}s", s.start_s, s.end_s),
+            s.target_rps,
+            s.rps,
+            s.requests,
+            s.errors.total(),
+            figure("p50", l.p50),
+            figure("p99", l.p99),
+            figure("max", l.max),
+            if s.held { "yes" } else { "NO" }
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::plan::RatePlan;
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    fn two_steps() -> Vec<StepWindow> {
+        RatePlan::parse("200@1s,400@1s", None, Duration::from_secs(10))
+            .unwrap()
+            .windows()
+    }
+
+    #[test]
+    fn responses_count_where_they_arrive_latency_where_it_was_due() {
+        let windows = two_steps();
+        let mut r = StepRecorder::new(&windows);
+        assert_eq!(r.step_of(MS(0)), 0);
+        assert_eq!(r.step_of(MS(999)), 0);
+        assert_eq!(r.step_of(MS(1000)), 1);
+        assert_eq!(r.step_of(MS(5000)), 1, "past the end: the last step");
+        // Due at 999 ms, answered at 1001 ms: latency in step 1, response in step 2.
+        r.record_response(MS(999), MS(1001), MS(2), true);
+        r.record_response(MS(10), MS(11), MS(1), true);
+        // Answered in the drain: a latency sample of step 2, not a response of the run.
+        r.record_response(MS(1995), MS(2003), MS(8), false);
+        let s = r.steps();
+        assert_eq!((s[0].responses, s[1].responses), (1, 1));
+        assert_eq!((s[0].latency.len(), s[1].latency.len()), (2, 1));
+        assert_eq!(s[0].latency.summary().max, 2_000.0);
+        r.record_failure(FailureKind::Timeout, Some(MS(500)), MS(2500));
+        r.record_failure(FailureKind::Connect, None, MS(1500));
+        let s = r.steps();
+        assert_eq!(s[0].errors.timeout, 1);
+        assert_eq!(s[1].errors.connect, 1);
+        let mut other = StepRecorder::new(&windows);
+        other.record_response(MS(1500), MS(1501), MS(1), true);
+        r.merge(&other);
+        assert_eq!(r.steps()[1].responses, 2);
+        assert_eq!(r.steps()[1].latency.len(), 2);
+    }
+
+    #[test]
+    fn a_step_holds_at_95_percent_with_an_exact_p99() {
+        let windows = two_steps();
+        let mut r = StepRecorder::new(&windows);
+        // Step 1: 190 of 200 answered in it at 1 ms (95%): held.
+        for i in 0..190 {
+            r.record_response(MS(i * 5), MS(i * 5 + 1), MS(1), true);
+        }
+        // Step 2: 379 of 400 (94.75%) at 2 ms: not held, though every p99 is exact.
+        for i in 0..379 {
+            r.record_response(MS(1000 + i * 2), MS(1000 + i * 2 + 2), MS(2), true);
+        }
+        let rows = summarize(&windows, &r, Duration::from_secs(2));
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].requests, 190);
+        assert_eq!(rows[0].rps, 190.0);
+        assert_eq!(rows[0].target_rps, 200.0);
+        assert_eq!(rows[0].scheduled, 200);
+        assert_eq!(rows[0].latency_us.p99, 1000.0);
+        assert!(rows[0].held, "{:?}", rows[0]);
+        assert_eq!(rows[1].rps, 379.0);
+        assert!(rows[1].latency_us.lower_bound.is_empty());
+        assert!(!rows[1].held, "{:?}", rows[1]);
+        assert_eq!((rows[1].start_s, rows[1].end_s), (1.0, 2.0));
+    }
+
+    #[test]
+    fn a_step_with_requests_left_unanswered_at_p99_did_not_hold() {
+        let windows = two_steps();
+        let mut r = StepRecorder::new(&windows);
+        for i in 0..400 {
+            r.record_response(MS(1000 + i * 2), MS(1000 + i * 2 + 1), MS(1), true);
+        }
+        // 5 requests due in step 2 still in flight at the end, 800 ms old: 5 of 405 reach p99.
+        for _ in 0..5 {
+            r.censor(
+                1,
+                Censored::InFlight {
+                    since_intended_us: 800_000,
+                    since_sent_us: 800_000,
+                },
+            );
+        }
+        let rows = summarize(&windows, &r, Duration::from_secs(2));
+        assert_eq!(rows[1].rps, 400.0);
+        assert!(rows[1].latency_us.lower_bound.contains("p99"));
+        assert!(
+            rows[1].latency_us.p99 >= 799_000.0,
+            "{:?}",
+            rows[1].latency_us
+        );
+        assert!(!rows[1].held);
+        // Step 1 had nothing: no samples, nothing achieved, not held.
+        assert_eq!(rows[0].latency_us.count, 0);
+        assert!(!rows[0].held);
+        let table = render_table(&rows);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 4, "{table}");
+        assert!(
+            lines[2].contains("0-1s") && lines[2].ends_with("NO"),
+            "{table}"
+        );
+        assert!(
+            lines[3].contains(">=") && lines[3].contains("400.0"),
+            "{table}"
+        );
+        assert_eq!(render_table(&[]), "");
+    }
+
+    #[test]
+    fn step_reports_round_trip_through_json() {
+        let windows = two_steps();
+        let rows = summarize(
+            &windows,
+            &StepRecorder::new(&windows),
+            Duration::from_secs(1),
+        );
+        let text = serde_json::to_string(&rows).unwrap();
+        let back: Vec<StepReport> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, rows);
+    }
+}
