@@ -7,6 +7,9 @@
 //!   on every call (as the study's server does), which nix's borrow-checked `PollFd` cannot hold.
 //! - [`join_cgroup_before_exec`]: a spawned server moves itself into a cgroup between fork and
 //!   exec, so it never runs outside it (the sweep's exact CPU accounting).
+//! - [`thread_cpu_seconds`], [`pin_current_thread`], [`ensure_file_limit`]: the load engine's
+//!   per-thread CPU time, CPU pinning and open-file limit (safe nix calls, kept with the other
+//!   resource calls so the engine holds no system details).
 //! - [`uring`]: io_uring rings for the uring architecture, owning the memory of operations in flight.
 //!
 //! Everything here turns -1 into `io::Error::last_os_error()` and says why each block is sound.
@@ -208,6 +211,45 @@ pub fn raise_fd_limit() -> u64 {
     }
 }
 
+/// CPU time (user + system) of the calling thread, in seconds; 0 if it cannot be read.
+pub fn thread_cpu_seconds() -> f64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    match getrusage(UsageWho::RUSAGE_THREAD) {
+        Ok(usage) => {
+            let seconds =
+                |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+            seconds(usage.user_time()) + seconds(usage.system_time())
+        }
+        Err(_) => 0.0,
+    }
+}
+
+/// Pins the calling thread to one CPU; a failure only loses the pinning.
+pub fn pin_current_thread(cpu: usize) {
+    use nix::sched::{sched_setaffinity, CpuSet};
+    let mut set = CpuSet::new();
+    if set.set(cpu).is_ok() {
+        let _ = sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+    }
+}
+
+/// Makes sure the process may open `needed` descriptors, raising the soft limit if the hard one
+/// allows. `Err(hard)`: it cannot (the hard limit is too low). A limit that cannot be read is
+/// taken as no limit.
+pub fn ensure_file_limit(needed: u64) -> Result<(), u64> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return Ok(());
+    };
+    if soft >= needed {
+        return Ok(());
+    }
+    if hard >= needed && setrlimit(Resource::RLIMIT_NOFILE, needed, hard).is_ok() {
+        return Ok(());
+    }
+    Err(hard)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,5 +268,24 @@ mod tests {
             }
         }
         assert_eq!(counter.get(), 42);
+    }
+
+    #[test]
+    fn thread_cpu_time_grows_with_work() {
+        let before = thread_cpu_seconds();
+        let mut x = 0u64;
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(50);
+        while std::time::Instant::now() < until {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let used = thread_cpu_seconds() - before;
+        assert!(used > 0.0, "spun 50 ms, thread CPU time grew by {used}");
+    }
+
+    #[test]
+    fn file_limit_already_met_is_ok_and_impossible_one_names_the_hard_limit() {
+        assert_eq!(ensure_file_limit(1), Ok(()));
+        let hard = ensure_file_limit(u64::MAX).unwrap_err();
+        assert!(hard < u64::MAX);
     }
 }

@@ -1,0 +1,564 @@
+//! The flags of `sweetspot load` turned once into a validated [`LoadConfig`].
+//!
+//! Two stages, as ripgrep does: clap parses the raw [`LoadArgs`]; [`LoadConfig::from_args`]
+//! parses their text (durations, headers, the body file) and hands the result to
+//! [`LoadConfig::validate`], the one place every limit is checked, with one set of messages
+//! naming the flag. A config built in code (the sweep's, the tests') goes through the same
+//! `validate` when it is run. [`RunOptions`] holds what a run needs beyond the engine: its
+//! segment of a distributed run, its start time and its interval log.
+
+use std::time::Duration;
+
+use super::request;
+use super::segment;
+use super::target::Target;
+use crate::usage;
+
+const MAX_CONNECTIONS: u64 = 1_000_000;
+const MAX_THREADS: u64 = 1024;
+const MAX_REQUESTS: u64 = 1_000_000_000_000;
+const MAX_RATE: f64 = 100_000_000.0;
+const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+const MAX_PIPELINE: u64 = 1024;
+const MAX_MESSAGE_BYTES: u64 = 1 << 20;
+const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+
+/// Flags of `sweetspot load`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoadArgs {
+    /// http://HOST:PORT/PATH or tcp://HOST:PORT (echo protocol).
+    pub target: String,
+    /// Connections to keep open.
+    #[arg(short = 'c', long = "connections", default_value_t = 10)]
+    pub connections: u64,
+    /// Threads, each an event loop over its share of the connections [default: one per core].
+    #[arg(short = 't', long = "threads")]
+    pub threads: Option<u64>,
+    /// How long to run (e.g. 10s, 500ms, 2m) [default: 10s].
+    #[arg(short = 'd', long = "duration", conflicts_with = "requests")]
+    pub duration: Option<String>,
+    /// Send exactly this many requests in total, then stop.
+    #[arg(short = 'n', long = "requests")]
+    pub requests: Option<u64>,
+    /// Constant rate in requests/s over all connections (latency from intended send times).
+    #[arg(
+        short = 'R',
+        long = "rate",
+        conflicts_with = "requests",
+        allow_negative_numbers = true
+    )]
+    pub rate: Option<f64>,
+    /// A request without a complete response after this long is a timeout.
+    #[arg(long, default_value = "2s")]
+    pub timeout: String,
+    /// Open a new connection for every request.
+    #[arg(long)]
+    pub no_keepalive: bool,
+    /// HTTP method.
+    #[arg(short = 'm', long = "method", default_value = "GET")]
+    pub method: String,
+    /// An extra request header "Name: value" (repeatable).
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// Request body; @PATH reads it from a file.
+    #[arg(long)]
+    pub body: Option<String>,
+    /// Requests sent back to back on a connection before waiting for their responses.
+    #[arg(long, default_value_t = 1)]
+    pub pipeline: u64,
+    /// Bytes per echo query (tcp:// targets), the last one a newline.
+    #[arg(long = "message", value_name = "BYTES", default_value_t = 64)]
+    pub message: u64,
+    /// Write the report as JSON to PATH, or to stdout with "-".
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<String>,
+    /// Pin load threads to these CPUs, round robin (e.g. --pin 1 or --pin 0,1).
+    #[arg(long = "pin", value_name = "CPUS", value_delimiter = ',')]
+    pub pin: Vec<usize>,
+    /// No human summary (JSON only, if asked for).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+    /// Be worker I of N of a distributed run: take this worker's share of -c and of -R or -n
+    /// (shares add up exactly); merge the workers' JSON with `sweetspot merge`.
+    #[arg(long, value_name = "I/N")]
+    pub segment: Option<String>,
+    /// Wait until this wall-clock time (Unix seconds), then start; a late worker says by how much.
+    #[arg(long, value_name = "UNIX_TIME", conflicts_with = "start_in")]
+    pub start_at: Option<String>,
+    /// Wait this long (e.g. 5s), then start.
+    #[arg(long, value_name = "DURATION")]
+    pub start_in: Option<String>,
+    /// Write an HdrHistogram interval log (one histogram per second) to PATH.
+    #[arg(long, value_name = "PATH")]
+    pub hlog: Option<std::path::PathBuf>,
+}
+
+/// Options of one run beyond what the engine needs: its place in a distributed run, when to
+/// start, and the interval log.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub segment: Option<SegmentRun>,
+    /// Start at this wall-clock time.
+    pub start_at: Option<std::time::SystemTime>,
+    pub hlog: Option<std::path::PathBuf>,
+}
+
+/// A segment of a distributed run: its description, and the whole run's connection count and
+/// rate, which the engine uses so the segment's connections keep their global send phases.
+#[derive(Debug, Clone)]
+pub struct SegmentRun {
+    pub info: segment::SegmentInfo,
+    pub first_connection: usize,
+}
+
+impl RunOptions {
+    /// Validates the scale-out flags and narrows `config` (the whole run) to this segment.
+    pub fn from_args(args: &LoadArgs, config: &mut LoadConfig) -> anyhow::Result<RunOptions> {
+        let start_at = match (&args.start_at, &args.start_in) {
+            (Some(at), _) => Some(segment::parse_start_at(at).map_err(usage)?),
+            (None, Some(text)) => {
+                let wait = parse_duration(text).map_err(|e| usage(format!("--start-in: {e}")))?;
+                if wait > MAX_DURATION {
+                    return Err(usage("--start-in must be at most 7 days"));
+                }
+                Some(std::time::SystemTime::now() + wait)
+            }
+            (None, None) => None,
+        };
+        let segment = match &args.segment {
+            None => None,
+            Some(text) => {
+                let seg = segment::Segment::parse(text).map_err(usage)?;
+                Some(narrow_to_segment(config, seg)?)
+            }
+        };
+        Ok(RunOptions {
+            segment,
+            start_at,
+            hlog: args.hlog.clone(),
+        })
+    }
+}
+
+/// Narrows a whole-run config to segment `seg`: its share of the connections and of `-n`, and
+/// in rate mode of the rate (`R * c_I / C`, so the rates add up to `R`).
+pub fn narrow_to_segment(
+    config: &mut LoadConfig,
+    seg: segment::Segment,
+) -> anyhow::Result<SegmentRun> {
+    let total_connections = config.connections as u64;
+    let connections = seg.share(total_connections);
+    if connections == 0 {
+        return Err(usage(format!(
+            "--segment {}/{}: -c {total_connections} leaves this worker no connection (use -c {} or more)",
+            seg.index, seg.count, seg.count
+        )));
+    }
+    let (total_rate, total_requests, requests) = match &mut config.mode {
+        Mode::Rate { rate, .. } => {
+            let total = *rate;
+            *rate = total * connections as f64 / total_connections as f64;
+            (Some(total), None, None)
+        }
+        Mode::Count { requests } => {
+            let total = *requests;
+            let mine = seg.share(total);
+            if mine == 0 {
+                return Err(usage(format!(
+                    "--segment {}/{}: -n {total} leaves this worker no request (use -n {} or more)",
+                    seg.index, seg.count, seg.count
+                )));
+            }
+            *requests = mine;
+            (None, Some(total), Some(mine))
+        }
+        Mode::Closed { .. } => (None, None, None),
+    };
+    config.connections = connections as usize;
+    config.threads = config.threads.min(config.connections);
+    Ok(SegmentRun {
+        info: segment::SegmentInfo {
+            index: seg.index,
+            count: seg.count,
+            connections,
+            total_connections,
+            total_rate,
+            total_requests,
+            requests,
+            host: segment::host_name(),
+            cores: default_threads(),
+        },
+        first_connection: seg.first(total_connections) as usize,
+    })
+}
+
+/// How a run decides what to send and when to stop.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Mode {
+    /// Every connection sends its next request as soon as the last one is answered.
+    Closed { duration: Duration },
+    /// Exactly `requests` requests in total, then stop.
+    Count { requests: u64 },
+    /// `rate` requests/s in total, each with an intended send time.
+    Rate { rate: f64, duration: Duration },
+}
+
+impl Mode {
+    /// The planned length of the run (none for count mode).
+    pub fn duration(&self) -> Option<Duration> {
+        match self {
+            Mode::Closed { duration } | Mode::Rate { duration, .. } => Some(*duration),
+            Mode::Count { .. } => None,
+        }
+    }
+
+    /// "closed", "count" or "rate".
+    pub fn name(&self) -> &'static str {
+        match self {
+            Mode::Closed { .. } => "closed",
+            Mode::Count { .. } => "count",
+            Mode::Rate { .. } => "rate",
+        }
+    }
+}
+
+/// A validated load run.
+#[derive(Debug, Clone)]
+pub struct LoadConfig {
+    pub target: Target,
+    pub connections: usize,
+    /// Event-loop threads; clamped to `connections` at run time.
+    pub threads: usize,
+    pub mode: Mode,
+    pub timeout: Duration,
+    pub keepalive: bool,
+    pub method: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    pub pipeline: usize,
+    /// Bytes per echo query, newline included.
+    pub message_len: usize,
+    /// CPUs to pin load threads to, round robin; empty: no pinning.
+    pub pin_cpus: Vec<usize>,
+}
+
+/// One thread per core, as wrk's users usually choose.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl LoadConfig {
+    /// A config with wrk-like defaults: one thread per core (at most one per connection),
+    /// 2 s timeout, keep-alive, GET, no pipelining, 64-byte echo messages.
+    pub fn new(target: Target, connections: usize, mode: Mode) -> LoadConfig {
+        LoadConfig {
+            target,
+            connections,
+            threads: default_threads().min(connections.max(1)),
+            mode,
+            timeout: Duration::from_secs(2),
+            keepalive: true,
+            method: "GET".to_string(),
+            headers: Vec::new(),
+            body: Vec::new(),
+            pipeline: 1,
+            message_len: 64,
+            pin_cpus: Vec::new(),
+        }
+    }
+
+    /// Parses command-line flags into a config and validates it; every problem is a usage
+    /// error (exit 2) in one line naming the flag.
+    pub fn from_args(args: &LoadArgs) -> anyhow::Result<LoadConfig> {
+        let target = Target::parse(&args.target)?;
+        let duration = match &args.duration {
+            Some(text) => parse_duration(text).map_err(|e| usage(format!("-d: {e}")))?,
+            None => DEFAULT_DURATION,
+        };
+        let mode = match (args.requests, args.rate) {
+            (Some(requests), _) => Mode::Count { requests },
+            (None, Some(rate)) => Mode::Rate { rate, duration },
+            (None, None) => Mode::Closed { duration },
+        };
+        let timeout =
+            parse_duration(&args.timeout).map_err(|e| usage(format!("--timeout: {e}")))?;
+        let headers = args
+            .headers
+            .iter()
+            .map(|h| parse_header(h).map_err(|e| usage(format!("-H {h:?}: {e}"))))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let body = match &args.body {
+            None => Vec::new(),
+            Some(text) => match text.strip_prefix('@') {
+                Some(path) => {
+                    request::read_body_file(path).map_err(|e| usage(format!("--body: {e}")))?
+                }
+                None => text.clone().into_bytes(),
+            },
+        };
+        // Out-of-range numbers saturate so that `validate` (not a cast) reports them.
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        let mut config = LoadConfig {
+            target,
+            connections: size(args.connections),
+            threads: args.threads.map_or_else(default_threads, size),
+            mode,
+            timeout,
+            keepalive: !args.no_keepalive,
+            method: args.method.clone(),
+            headers,
+            body,
+            pipeline: size(args.pipeline),
+            message_len: size(args.message),
+            pin_cpus: args.pin.clone(),
+        };
+        config.validate()?;
+        config.threads = config.threads.min(config.connections);
+        Ok(config)
+    }
+
+    /// The one check of a config against the limits, for flags and for configs built in code
+    /// (the sweep's) alike; every problem is a usage error naming the flag.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.connections == 0 || self.connections as u64 > MAX_CONNECTIONS {
+            return Err(usage(format!(
+                "-c (connections) must be between 1 and {MAX_CONNECTIONS}, not {}",
+                self.connections
+            )));
+        }
+        if self.threads == 0 || self.threads as u64 > MAX_THREADS {
+            return Err(usage(format!(
+                "-t (threads) must be between 1 and {MAX_THREADS}, not {}",
+                self.threads
+            )));
+        }
+        match self.mode {
+            Mode::Count { requests } if requests == 0 || requests > MAX_REQUESTS => {
+                return Err(usage(format!(
+                    "-n (requests) must be between 1 and {MAX_REQUESTS}, not {requests}"
+                )))
+            }
+            Mode::Rate { rate, .. } if !(rate.is_finite() && rate > 0.0 && rate <= MAX_RATE) => {
+                return Err(usage(format!(
+                    "-R (rate) must be above 0 and at most {MAX_RATE}, not {rate}"
+                )))
+            }
+            Mode::Closed { duration } | Mode::Rate { duration, .. }
+                if duration.is_zero() || duration > MAX_DURATION =>
+            {
+                return Err(usage(
+                    "-d (duration) must be more than 0 and at most 7 days",
+                ))
+            }
+            _ => {}
+        }
+        if self.timeout.is_zero() || self.timeout > MAX_TIMEOUT {
+            return Err(usage("--timeout must be more than 0 and at most 1h"));
+        }
+        if self.pipeline == 0 || self.pipeline as u64 > MAX_PIPELINE {
+            return Err(usage(format!(
+                "--pipeline must be between 1 and {MAX_PIPELINE}, not {}",
+                self.pipeline
+            )));
+        }
+        if !self.keepalive && self.pipeline > 1 {
+            return Err(usage("--pipeline needs keep-alive (drop --no-keepalive)"));
+        }
+        if self.message_len == 0 || self.message_len as u64 > MAX_MESSAGE_BYTES {
+            return Err(usage(format!(
+                "--message must be between 1 and {MAX_MESSAGE_BYTES} bytes, not {}",
+                self.message_len
+            )));
+        }
+        if self.method.is_empty() || !self.method.bytes().all(is_token_byte) {
+            return Err(usage(format!("-m: invalid method {:?}", self.method)));
+        }
+        if let Some((name, _)) = self.headers.iter().find(|(name, value)| {
+            name.is_empty()
+                || !name.bytes().all(is_token_byte)
+                || value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0)
+        }) {
+            return Err(usage(format!(
+                "-H {name:?}: invalid header (a token name; no CR, LF or NUL in the value)"
+            )));
+        }
+        if matches!(self.target, Target::Echo { .. })
+            && (!self.headers.is_empty() || !self.body.is_empty())
+        {
+            return Err(usage("-H and --body apply to http:// targets only"));
+        }
+        if !self.pin_cpus.is_empty() {
+            let cpus = crate::sys::usable_cpus();
+            if let Some(cpu) = self.pin_cpus.iter().find(|c| !cpus.contains(c)) {
+                return Err(usage(format!(
+                    "--pin: no CPU {cpu} (this process may run on CPUs {cpus:?})"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parses `10s`, `500ms`, `250us`, `2m`, `1h`, `1.5s`; a bare number means seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration {text:?} (try 10s, 500ms, 2m)"))?;
+    let seconds = match unit.trim() {
+        "" | "s" | "sec" | "secs" => value,
+        "ms" => value / 1e3,
+        "us" | "µs" => value / 1e6,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?} (use us, ms, s, m, h)"
+            ))
+        }
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|_| format!("duration {text:?} out of range"))
+}
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+fn parse_header(text: &str) -> Result<(String, String), String> {
+    let (name, value) = text
+        .split_once(':')
+        .ok_or_else(|| "expected \"Name: value\"".to_string())?;
+    let name = name.trim();
+    if name.is_empty() || !name.bytes().all(is_token_byte) {
+        return Err(format!("invalid header name {name:?}"));
+    }
+    let value = value.trim();
+    if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+        return Err("header values cannot contain CR, LF or NUL".into());
+    }
+    Ok((name.to_string(), value.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: LoadArgs,
+    }
+
+    fn config(line: &str) -> anyhow::Result<LoadConfig> {
+        let argv = std::iter::once("load").chain(line.split_whitespace());
+        let cli = Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!("{e}"))?;
+        LoadConfig::from_args(&cli.args)
+    }
+
+    fn is_usage(e: &anyhow::Error) -> bool {
+        e.downcast_ref::<crate::UsageError>().is_some()
+    }
+
+    #[test]
+    fn parses_durations() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn modes_from_flags() {
+        let c = config("http://127.0.0.1:1/ -c 4 -t 8 -d 3s").unwrap();
+        assert_eq!(
+            c.mode,
+            Mode::Closed {
+                duration: Duration::from_secs(3)
+            }
+        );
+        assert_eq!(c.threads, 4, "threads are clamped to connections");
+        let n = config("http://127.0.0.1:1/ -n 1000").unwrap();
+        assert_eq!(n.mode, Mode::Count { requests: 1000 });
+        let r = config("http://127.0.0.1:1/ -R 200 -d 2s --timeout 500ms").unwrap();
+        assert_eq!(
+            r.mode,
+            Mode::Rate {
+                rate: 200.0,
+                duration: Duration::from_secs(2)
+            }
+        );
+        assert_eq!(r.timeout, Duration::from_millis(500));
+        let h = config("http://h/ -m POST -H Content-Type:text/plain --body a=1 --no-keepalive")
+            .unwrap();
+        assert_eq!(
+            h.headers,
+            vec![("Content-Type".into(), "text/plain".into())]
+        );
+        assert_eq!(h.body, b"a=1");
+        assert!(!h.keepalive);
+    }
+
+    #[test]
+    fn absurd_flags_are_usage_errors() {
+        for line in [
+            "nope -c 1",
+            "http://h/ -c 0",
+            "http://h/ -c 2000000",
+            "http://h/ -t 0",
+            "http://h/ -t 5000",
+            "http://h/ -n 0",
+            "http://h/ -R 0",
+            "http://h/ -R -5",
+            "http://h/ -R inf",
+            "http://h/ -d 0s",
+            "http://h/ -d 1y",
+            "http://h/ --timeout 0",
+            "http://h/ --pipeline 0",
+            "http://h/ --pipeline 2 --no-keepalive",
+            "http://h/ -H nocolon",
+            "tcp://h:1 --message 0",
+            "tcp://h:1 --body x",
+        ] {
+            let e = config(line).unwrap_err();
+            assert!(is_usage(&e), "{line}: {e}");
+        }
+    }
+
+    #[test]
+    fn flags_and_code_built_configs_get_the_same_message() {
+        let from_flags = config("http://127.0.0.1:1/ -c 4 --pipeline 0")
+            .unwrap_err()
+            .to_string();
+        let mut built = LoadConfig::new(
+            Target::parse("http://127.0.0.1:1/").unwrap(),
+            4,
+            Mode::Closed {
+                duration: Duration::from_secs(1),
+            },
+        );
+        built.pipeline = 0;
+        let from_code = built.validate().unwrap_err();
+        assert!(is_usage(&from_code));
+        assert_eq!(from_code.to_string(), from_flags);
+        assert_eq!(from_flags, "--pipeline must be between 1 and 1024, not 0");
+        let e = config("http://h/ -R nan").unwrap_err().to_string();
+        assert_eq!(e, "-R (rate) must be above 0 and at most 100000000, not NaN");
+        built.pipeline = 1;
+        built.threads = 0;
+        assert_eq!(
+            built.validate().unwrap_err().to_string(),
+            "-t (threads) must be between 1 and 1024, not 0"
+        );
+    }
+}

@@ -1,0 +1,706 @@
+//! The load engine: one event loop per thread over its share of the connections.
+//!
+//! Each [`Worker`] owns a mio `Poll`, its connections, one read buffer shared by all of them and
+//! its own [`Recorder`]; workers share nothing while they run but the stop flag and a progress
+//! counter. This is the product, so it is written here rather than borrowed from an HTTP client:
+//! the hot path is one `send` and one `read` per request (sockets are registered once, edge
+//! triggered, for both directions, so no `epoll_ctl` per request) and no allocation: request
+//! bytes are pre-serialized, responses are framed in place and only partial heads are copied.
+//!
+//! The parts, each behind one seam:
+//! - [`transport`]: the byte stream of a connection (plain TCP today; TLS is another variant);
+//! - [`connection`]: one connection's state and the framing of what it reads;
+//! - [`policy`]: when a connection may send, per mode (closed, count, rate), with count mode's
+//!   tickets and rate mode's intended times; it owns no socket and is tested without one;
+//! - [`source`]: which request bytes a connection sends;
+//! - [`timers`]: the wakeup heap, the nanosecond timerfd and the timeout sweep;
+//! - [`recorder`]: what is counted and how (owns the thread's `ThreadStats`).
+//!
+//! This file is the loop that ties them: poll, read and frame, queue sends, send what the
+//! policy allows after the poll's events, fire due wakeups, sweep timeouts.
+//!
+//! Latency ends when the response is read, on the same monotonic clock as the send time. (The
+//! kernel's receive timestamps, SO_TIMESTAMPNS, are on the realtime clock; converting them was
+//! seen to run tens of microseconds early here, measuring a 50 ms wait at 49.95 ms.) Sends are
+//! issued together after each poll's events, and under a server-bound closed-loop load the
+//! worker naps briefly instead of being woken for every response (see `NAP`), which on a VM is
+//! most of the cost per request on both sides; a response that arrives during a nap is charged
+//! the rest of the nap, at most `NAP`.
+//!
+//! How a run ends: closed and rate runs stop sending at their deadline, then drain: the requests
+//! in flight get a short grace ([`drain_grace`]: at least 100 ms, four times the run's p99 so
+//! far, at most the timeout) to be answered with their true latency. Those answers are latency
+//! samples but not responses of the run (its throughput and length end at the deadline). What
+//! is still in flight after the drain (or when the stop flag ends a run) is censored: recorded
+//! by [`super::stats`] at its age, and in rate mode so is every request that was due before the
+//! deadline (less `UNSENT_SLACK`) and could not be sent. Without the drain every closed-loop
+//! connection would end with a young request in flight, and every run would look censored.
+
+pub mod connection;
+pub mod policy;
+pub mod recorder;
+pub mod source;
+pub mod timers;
+pub mod transport;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use mio::{Events, Poll};
+
+use super::error::FailureKind;
+use super::framing::{EchoReplyFramer, HttpResponseFramer, ResponseFramer};
+use super::request::RequestBytes;
+use super::stats::ThreadStats;
+use super::target::Target;
+use super::{LoadConfig, Mode};
+use connection::{slot_of, token_for, Connection, InFlight, Phase, TIMER_TOKEN};
+use policy::{Decision, SendPolicy};
+use recorder::Recorder;
+use source::RequestSource;
+use timers::{PreciseTimer, TimeoutSweep, Wakeups, MAX_POLL_WAIT};
+use transport::{Handshake, Transport};
+
+pub use policy::due_before;
+
+/// One read takes up to this many bytes; shared by all connections of a worker.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+/// Closed and count modes: when a poll brought fewer than this many events while at least
+/// `NAP_MIN_CONNECTIONS` connections wait on the server, the worker naps `NAP` before polling
+/// again. Being woken for every single response is what costs most per request on a VM (the
+/// server pays the cross-CPU wakeup, the generator the sleep); a short nap lets responses
+/// gather. Latency does not include the nap: it ends at the kernel's receive timestamp.
+const NAP_BELOW_EVENTS: usize = 4;
+const NAP_MIN_CONNECTIONS: usize = 32;
+const NAP: Duration = Duration::from_micros(30);
+/// The drain after a deadline lasts at least this long (if anything is still in flight)...
+const DRAIN_MIN: Duration = Duration::from_millis(100);
+/// ... or this many times the p99 measured so far, whichever is longer, but never longer than
+/// the timeout (a request older than that is a timeout anyway).
+const DRAIN_P99_FACTOR: u32 = 4;
+/// Rate mode: a request due this close to the deadline and not sent was not held back, the
+/// deadline just came first; it is not censored.
+const UNSENT_SLACK: Duration = Duration::from_millis(1);
+/// Wait before retrying a connection that could not be opened.
+const CONNECT_RETRY_DELAY: Duration = Duration::from_millis(20);
+
+/// What every worker of one run shares (read-only, except the atomics).
+pub struct RunPlan<'a> {
+    pub config: &'a LoadConfig,
+    pub addr: SocketAddr,
+    pub request: &'a RequestBytes,
+    pub start: Instant,
+    /// Closed and rate modes end here; count mode has none.
+    pub deadline: Option<Instant>,
+    pub stop: Option<&'a AtomicBool>,
+    /// All connections of the run, to spread rate-mode send phases evenly.
+    pub total_connections: usize,
+    /// `--hlog` only: where each thread hands over its per-second latency histograms.
+    pub intervals: Option<std::sync::mpsc::Sender<super::hlog::IntervalSnapshot>>,
+}
+
+/// One worker's share of the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerShare {
+    pub index: usize,
+    /// Global index of the worker's first connection.
+    pub first_connection: usize,
+    pub connections: usize,
+    /// Count mode: how many requests this worker sends.
+    pub requests: Option<u64>,
+}
+
+/// Splits connections (and, in count mode, requests) across threads as evenly as possible;
+/// the shares add up exactly.
+pub fn split_shares(connections: usize, threads: usize, mode: &Mode) -> Vec<WorkerShare> {
+    let threads = threads.clamp(1, connections.max(1));
+    let mut shares = Vec::with_capacity(threads);
+    let mut first = 0;
+    for index in 0..threads {
+        let count = connections / threads + usize::from(index < connections % threads);
+        shares.push(WorkerShare {
+            index,
+            first_connection: first,
+            connections: count,
+            requests: None,
+        });
+        first += count;
+    }
+    if let Mode::Count { requests } = *mode {
+        let mut assigned = 0;
+        for share in &mut shares {
+            let n = requests * share.connections as u64 / connections as u64;
+            share.requests = Some(n);
+            assigned += n;
+        }
+        for share in shares.iter_mut().take((requests - assigned) as usize) {
+            share.requests = share.requests.map(|n| n + 1);
+        }
+    }
+    shares
+}
+
+/// Runs one worker to the end of its share and returns what it measured.
+pub fn run_worker(
+    plan: &RunPlan<'_>,
+    share: WorkerShare,
+    completed: &AtomicU64,
+) -> io::Result<ThreadStats> {
+    if !plan.config.pin_cpus.is_empty() {
+        crate::sys::pin_current_thread(
+            plan.config.pin_cpus[share.index % plan.config.pin_cpus.len()],
+        );
+    }
+    let mut worker = Worker::new(plan, &share)?;
+    worker.recorder.set_intervals(
+        plan.intervals
+            .as_ref()
+            .map(|tx| super::hlog::IntervalRecorder::new(share.index, tx.clone())),
+    );
+    let result = worker.run(completed);
+    let stats = worker
+        .recorder
+        .finish(worker.elapsed, crate::sys::thread_cpu_seconds());
+    result?;
+    Ok(stats)
+}
+
+struct Worker<'p, 'a> {
+    plan: &'p RunPlan<'a>,
+    poll: Poll,
+    connections: Vec<Connection>,
+    read_buffer: Vec<u8>,
+    recorder: Recorder,
+    policy: SendPolicy,
+    source: RequestSource<'p>,
+    wakeups: Wakeups,
+    /// Connections to send on once the current poll's events are handled.
+    send_queue: Vec<usize>,
+    /// Rate mode: a nanosecond timer for the earliest wakeup.
+    precise_timer: Option<PreciseTimer>,
+    /// Sends are paced by intended times (rate mode).
+    paced: bool,
+    pipeline: usize,
+    timeout: Duration,
+    /// The measured window: from the start to when sending stopped.
+    elapsed: Duration,
+}
+
+impl<'p, 'a> Worker<'p, 'a> {
+    fn new(plan: &'p RunPlan<'a>, share: &WorkerShare) -> io::Result<Worker<'p, 'a>> {
+        let config = plan.config;
+        let policy = SendPolicy::new(&config.mode, share.requests, plan.total_connections);
+        let framer = match &config.target {
+            Target::Http { .. } => ResponseFramer::Http(HttpResponseFramer::new(&config.method)),
+            Target::Echo { .. } => ResponseFramer::Echo(EchoReplyFramer::new(config.message_len)),
+        };
+        let pipeline = config.pipeline.max(1);
+        let connections = (0..share.connections)
+            .map(|i| {
+                let schedule = policy.schedule(
+                    plan.start,
+                    share.first_connection + i,
+                    plan.total_connections,
+                );
+                Connection::new(framer.clone(), pipeline, schedule, plan.start)
+            })
+            .collect();
+        let paced = policy.is_paced();
+        Ok(Worker {
+            plan,
+            poll: Poll::new()?,
+            connections,
+            read_buffer: vec![0; READ_BUFFER_BYTES],
+            recorder: Recorder::new(plan.start, config.timeout, paced),
+            policy,
+            source: RequestSource::new(plan.request),
+            wakeups: Wakeups::new(share.connections),
+            send_queue: Vec::with_capacity(share.connections),
+            precise_timer: None,
+            paced,
+            pipeline,
+            timeout: config.timeout,
+            elapsed: Duration::ZERO,
+        })
+    }
+
+    fn run(&mut self, completed: &AtomicU64) -> io::Result<()> {
+        let mut events = Events::with_capacity(1024);
+        if self.paced {
+            self.precise_timer = Some(PreciseTimer::new(self.poll.registry(), TIMER_TOKEN)?);
+        }
+        // The default 50 µs of timer slack would make rate-mode sends and naps late.
+        let _ = nix::sys::prctl::set_timerslack(1);
+        let start = self.plan.start;
+        for slot in 0..self.connections.len() {
+            self.connect(slot, start);
+        }
+        let mut sweep = TimeoutSweep::new(self.timeout, Instant::now());
+        let nap_allowed = !self.paced && self.connections.len() >= NAP_MIN_CONNECTIONS;
+        let mut last_batch = 0;
+        let mut window_end = None;
+        let mut drain_until = None;
+        loop {
+            let now = Instant::now();
+            if let Some(until) = drain_until {
+                if now >= until || self.stopped() || self.nothing_in_flight() {
+                    break;
+                }
+            } else if self.should_end(now) {
+                window_end = Some(now);
+                let at_deadline = self.plan.deadline.is_some_and(|d| now >= d);
+                if at_deadline && self.paced && !self.stopped() {
+                    // Requests due before the deadline that a late wakeup has not sent yet go
+                    // out now (from their intended times, so the lateness is measured); only
+                    // those whose connection is busy or down stay unsent.
+                    self.run_due_wakeups(now);
+                }
+                if at_deadline && !self.stopped() && !self.nothing_in_flight() {
+                    drain_until = Some(now + drain_grace(self.timeout, self.recorder.p99_us()));
+                    self.recorder.start_drain();
+                    continue;
+                }
+                break;
+            }
+            let mut wake = (now + MAX_POLL_WAIT).min(sweep.next());
+            match (drain_until, self.plan.deadline) {
+                (Some(until), _) => wake = wake.min(until),
+                (None, Some(deadline)) => wake = wake.min(deadline),
+                (None, None) => {}
+            }
+            if let Some(at) = self.wakeups.earliest() {
+                wake = wake.min(at);
+                if let Some(timer) = self.precise_timer.as_mut() {
+                    timer.arm(at, now);
+                }
+            }
+            let wait = wake.saturating_duration_since(now);
+            if nap_allowed && (1..NAP_BELOW_EVENTS).contains(&last_batch) && wait > NAP {
+                std::thread::sleep(NAP);
+            }
+            match self.poll.poll(&mut events, Some(wait)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            last_batch = events.iter().count();
+            for event in events.iter() {
+                if event.token() == TIMER_TOKEN {
+                    if let Some(timer) = self.precise_timer.as_mut() {
+                        timer.fired();
+                    }
+                    continue;
+                }
+                let (slot, generation) = slot_of(event.token());
+                let Some(conn) = self.connections.get(slot) else {
+                    continue;
+                };
+                if conn.generation != generation {
+                    continue;
+                }
+                let (phase, writing) = (conn.phase, conn.writing());
+                match phase {
+                    Phase::Connecting { .. } => self.finish_connect(slot),
+                    Phase::Open => {
+                        if event.is_writable() && writing {
+                            self.flush(slot);
+                        }
+                        if event.is_read_closed() || event.is_error() {
+                            self.read_responses(slot, true);
+                        } else if event.is_readable() {
+                            self.read_responses(slot, false);
+                        }
+                    }
+                    Phase::Disconnected { .. } | Phase::Finished => {}
+                }
+            }
+            self.send_queued();
+            let now = Instant::now();
+            self.run_due_wakeups(now);
+            if sweep.due(now) {
+                self.sweep_timeouts(now);
+            }
+            completed.store(self.recorder.responses(), Ordering::Relaxed);
+            self.recorder.tick(now);
+        }
+        let end = Instant::now();
+        let window_end = window_end.unwrap_or(end);
+        self.elapsed = window_end - start;
+        self.censor(end, window_end);
+        completed.store(self.recorder.responses(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn stopped(&self) -> bool {
+        self.plan.stop.is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+
+    fn nothing_in_flight(&self) -> bool {
+        self.connections.iter().all(|c| c.in_flight.is_empty())
+    }
+
+    /// Records what is still unanswered when the run ends at `end` (sending stopped at
+    /// `window_end`): every request in flight, and in rate mode every request that was due
+    /// and could not be sent. They become censored records, not samples (see stats).
+    fn censor(&mut self, end: Instant, window_end: Instant) {
+        let limit = match self.plan.deadline {
+            Some(deadline) => deadline.min(window_end),
+            None => window_end,
+        }
+        .checked_sub(UNSENT_SLACK)
+        .unwrap_or(window_end);
+        for conn in &self.connections {
+            for request in &conn.in_flight {
+                self.recorder.censor_in_flight(request, end);
+            }
+            if let Some((count, step)) = self.policy.unsent(&conn.schedule, limit) {
+                self.recorder
+                    .censor_unsent(conn.schedule.next_intended, step, count, end);
+            }
+        }
+    }
+
+    fn should_end(&self, now: Instant) -> bool {
+        if self.stopped() {
+            return true;
+        }
+        if self.plan.deadline.is_some_and(|d| now >= d) {
+            return true;
+        }
+        self.policy.tickets_gone()
+            && self
+                .connections
+                .iter()
+                .all(|c| c.in_flight.is_empty() && !c.schedule.holds_ticket)
+    }
+
+    /// Opens a non-blocking connection for `slot`, if the policy allows (count mode: only
+    /// for a ticket, see [`SendPolicy::may_connect`]).
+    fn connect(&mut self, slot: usize, now: Instant) {
+        if self.recorder.draining() {
+            return;
+        }
+        let conn = &mut self.connections[slot];
+        if !self.policy.may_connect(&mut conn.schedule) {
+            conn.phase = Phase::Finished;
+            return;
+        }
+        match self.open_transport(slot) {
+            Ok(stream) => {
+                let conn = &mut self.connections[slot];
+                conn.stream = Some(stream);
+                conn.phase = Phase::Connecting { since: now };
+            }
+            Err(_) => self.connect_failed(slot, now),
+        }
+    }
+
+    fn open_transport(&mut self, slot: usize) -> io::Result<Transport> {
+        let mut stream = Transport::connect(self.plan.addr, self.plan.config.keepalive)?;
+        let conn = &mut self.connections[slot];
+        conn.generation = conn.generation.wrapping_add(1);
+        stream.register(self.poll.registry(), token_for(slot, conn.generation))?;
+        Ok(stream)
+    }
+
+    fn finish_connect(&mut self, slot: usize) {
+        let conn = &mut self.connections[slot];
+        let Some(stream) = conn.stream.as_mut() else {
+            return;
+        };
+        let progress = stream.finish_connect();
+        let now = Instant::now();
+        match progress {
+            Handshake::Pending => {}
+            Handshake::Failed => self.connect_failed(slot, now),
+            Handshake::Ready => {
+                conn.phase = Phase::Open;
+                self.try_send(slot, now);
+            }
+        }
+    }
+
+    /// A connection attempt failed: count it (in count mode it uses up a ticket) and retry later.
+    fn connect_failed(&mut self, slot: usize, now: Instant) {
+        self.policy
+            .connect_failed(&mut self.connections[slot].schedule);
+        self.close(slot);
+        self.recorder.failed(FailureKind::Connect, 1);
+        let retry_at = now + CONNECT_RETRY_DELAY;
+        self.connections[slot].phase = Phase::Disconnected { retry_at };
+        self.wakeups.schedule(slot, retry_at);
+    }
+
+    /// Drops the socket and forgets everything in flight (the caller has counted it).
+    fn close(&mut self, slot: usize) {
+        let conn = &mut self.connections[slot];
+        self.policy.closed(&mut conn.schedule);
+        conn.reset(Instant::now());
+    }
+
+    /// Counts the requests lost with a broken connection, then opens a new one.
+    fn fail(&mut self, slot: usize, kind: FailureKind) {
+        let lost = self.connections[slot].in_flight.len() as u64;
+        let lost = if kind == FailureKind::Protocol {
+            lost.max(1)
+        } else {
+            lost
+        };
+        self.recorder.failed(kind, lost);
+        self.reconnect(slot);
+    }
+
+    fn reconnect(&mut self, slot: usize) {
+        self.close(slot);
+        let now = Instant::now();
+        if self.plan.deadline.is_some_and(|d| now >= d) {
+            return;
+        }
+        self.connect(slot, now);
+    }
+
+    /// Sends whatever the policy allows now on an open, idle-for-writing connection.
+    fn try_send(&mut self, slot: usize, now: Instant) {
+        let conn = &mut self.connections[slot];
+        if conn.phase != Phase::Open || conn.writing() {
+            return;
+        }
+        let deadline = self.plan.deadline;
+        let past_deadline = deadline.is_some_and(|d| now >= d);
+        // Rate mode still sends, once, at the deadline what was due before it (see `run`).
+        if self.recorder.draining() || (past_deadline && !self.paced) {
+            return;
+        }
+        let in_flight = conn.in_flight.len();
+        match self
+            .policy
+            .decide(&mut conn.schedule, in_flight, self.pipeline, now, deadline)
+        {
+            Decision::Wait => {}
+            Decision::Send(count) => self.send_batch(slot, count, now),
+            Decision::Finish => {
+                self.close(slot);
+                self.connections[slot].phase = Phase::Finished;
+                return;
+            }
+        }
+        let conn = &self.connections[slot];
+        if conn.phase == Phase::Open {
+            let next = self.policy.next_due(
+                &conn.schedule,
+                conn.in_flight.len(),
+                self.pipeline,
+                deadline,
+            );
+            if let Some(at) = next {
+                self.wakeups.schedule(slot, at);
+            }
+        }
+    }
+
+    /// Puts `count` requests in flight, each intended when the policy says, and writes them
+    /// as one batch.
+    fn send_batch(&mut self, slot: usize, count: usize, now: Instant) {
+        let conn = &mut self.connections[slot];
+        for _ in 0..count {
+            let intended = self.policy.intended(&mut conn.schedule, now);
+            conn.in_flight.push_back(InFlight {
+                intended,
+                sent: now,
+            });
+        }
+        conn.request = self.source.pick(conn.request);
+        conn.write_from = 0;
+        conn.write_to = self.source.len(conn.request) * count;
+        self.recorder.sent(count);
+        self.flush(slot);
+    }
+
+    /// Writes the rest of the current batch; on `WouldBlock` the writable event resumes it.
+    fn flush(&mut self, slot: usize) {
+        loop {
+            let conn = &mut self.connections[slot];
+            if !conn.writing() {
+                return;
+            }
+            let bytes = self.source.batch(conn.request, self.pipeline);
+            let Some(stream) = conn.stream.as_mut() else {
+                return;
+            };
+            match stream.write(&bytes[conn.write_from..conn.write_to]) {
+                Ok(0) => return self.fail(slot, FailureKind::Write),
+                Ok(n) => {
+                    conn.write_from += n;
+                    self.recorder.bytes_written(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return self.fail(slot, FailureKind::Write),
+            }
+        }
+    }
+
+    /// Reads until the socket is drained, framing and counting every response on the way.
+    /// `peer_closed`: the event said the peer closed, so read on until the end of the stream.
+    fn read_responses(&mut self, slot: usize, peer_closed: bool) {
+        let generation = self.connections[slot].generation;
+        loop {
+            let conn = &mut self.connections[slot];
+            if conn.generation != generation {
+                // The connection was replaced (a failed write while sending the next request).
+                return;
+            }
+            let Some(stream) = conn.stream.as_mut() else {
+                return;
+            };
+            let n = match stream.read(&mut self.read_buffer) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return self.fail(slot, FailureKind::Read),
+            };
+            // The monotonic clock, read when the bytes are in hand: the send times are on it too.
+            let now = Instant::now();
+            if n == 0 {
+                return self.on_peer_closed(slot);
+            }
+            self.recorder.bytes_read(n);
+            let framed = match conn.frame(&self.read_buffer[..n], &mut self.recorder, now) {
+                Ok(framed) => framed,
+                Err(kind) => return self.fail(slot, kind),
+            };
+            if framed.close || !self.plan.config.keepalive {
+                if self.connections[slot].in_flight.is_empty() {
+                    return self.reconnect(slot);
+                }
+                if framed.close {
+                    // The server closes with requests still pipelined behind this response.
+                    return self.fail(slot, FailureKind::Read);
+                }
+            }
+            self.queue_send(slot);
+            // Edge-triggered: a short read means the socket was empty when read, and any data
+            // arriving later raises a new edge, so there is no need for a read that fails. An
+            // end of stream that arrived before the event was reported raises no new edge, so
+            // then the loop reads on until it sees it.
+            if n < self.read_buffer.len() && !peer_closed {
+                return;
+            }
+        }
+    }
+
+    /// Marks a connection whose responses were just read as ready to send again. Sends wait
+    /// until every event of the poll is handled and then go out back to back, as wrk's do: the
+    /// server finds them together, and the generator sleeps (and is woken) less often.
+    fn queue_send(&mut self, slot: usize) {
+        let conn = &mut self.connections[slot];
+        if !conn.send_queued {
+            conn.send_queued = true;
+            self.send_queue.push(slot);
+        }
+    }
+
+    fn send_queued(&mut self) {
+        let mut queue = std::mem::take(&mut self.send_queue);
+        for &slot in &queue {
+            self.connections[slot].send_queued = false;
+            self.try_send(slot, Instant::now());
+        }
+        queue.clear();
+        self.send_queue = queue;
+    }
+
+    /// The server closed: that ends a close-delimited response; otherwise it loses what is in
+    /// flight (a read failure) or was just an idle keep-alive connection being closed.
+    fn on_peer_closed(&mut self, slot: usize) {
+        let now = Instant::now();
+        let conn = &mut self.connections[slot];
+        conn.frame_eof(&mut self.recorder, now);
+        if conn.in_flight.is_empty() {
+            self.reconnect(slot);
+        } else {
+            self.fail(slot, FailureKind::Read);
+        }
+    }
+
+    /// Fires the timers that are due: reconnects after a failed connect, and rate-mode sends.
+    fn run_due_wakeups(&mut self, now: Instant) {
+        while let Some(slot) = self.wakeups.pop_due(now) {
+            match self.connections[slot].phase {
+                Phase::Disconnected { retry_at } if retry_at <= now => self.connect(slot, now),
+                Phase::Open => self.try_send(slot, now),
+                _ => {}
+            }
+        }
+    }
+
+    /// Counts requests older than the timeout as timeouts (never as latency samples) and
+    /// replaces their connection; gives up on connects that take longer than the timeout.
+    fn sweep_timeouts(&mut self, now: Instant) {
+        for slot in 0..self.connections.len() {
+            let conn = &self.connections[slot];
+            match conn.phase {
+                Phase::Open
+                    if conn
+                        .in_flight
+                        .front()
+                        .is_some_and(|r| now.saturating_duration_since(r.sent) >= self.timeout) =>
+                {
+                    self.fail(slot, FailureKind::Timeout);
+                }
+                Phase::Connecting { since }
+                    if now.saturating_duration_since(since) >= self.timeout =>
+                {
+                    self.connect_failed(slot, now);
+                }
+                Phase::Disconnected { retry_at }
+                    if retry_at <= now && !self.wakeups.pending(slot) =>
+                {
+                    self.connect(slot, now);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// How long the drain after a deadline may last: `DRAIN_MIN` or `DRAIN_P99_FACTOR` times the
+/// p99 so far (µs), whichever is longer, capped by the timeout.
+pub fn drain_grace(timeout: Duration, p99_us: u64) -> Duration {
+    DRAIN_MIN
+        .max(Duration::from_micros(p99_us).saturating_mul(DRAIN_P99_FACTOR))
+        .min(timeout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drain_grace_is_bounded_both_ways() {
+        let two_s = Duration::from_secs(2);
+        assert_eq!(drain_grace(two_s, 0), Duration::from_millis(100));
+        assert_eq!(drain_grace(two_s, 10_000), Duration::from_millis(100));
+        assert_eq!(drain_grace(two_s, 100_000), Duration::from_millis(400));
+        assert_eq!(drain_grace(two_s, 5_000_000), two_s);
+        assert_eq!(
+            drain_grace(Duration::from_millis(30), 0),
+            Duration::from_millis(30)
+        );
+    }
+
+    #[test]
+    fn shares_add_up_exactly() {
+        let shares = split_shares(10, 3, &Mode::Count { requests: 1001 });
+        let conns: Vec<usize> = shares.iter().map(|s| s.connections).collect();
+        assert_eq!(conns, vec![4, 3, 3]);
+        let firsts: Vec<usize> = shares.iter().map(|s| s.first_connection).collect();
+        assert_eq!(firsts, vec![0, 4, 7]);
+        let total: u64 = shares.iter().map(|s| s.requests.unwrap()).sum();
+        assert_eq!(total, 1001);
+        let small = split_shares(3, 2, &Mode::Count { requests: 1 });
+        assert_eq!(small.iter().map(|s| s.requests.unwrap()).sum::<u64>(), 1);
+    }
+}

@@ -1,0 +1,225 @@
+//! What a worker measured: the [`Recorder`] owns the thread's [`ThreadStats`] and is the one
+//! place a response, a failure, a sent request or a censored request is counted.
+//!
+//! The rules live here: a response is a latency sample from its intended send time (equal to
+//! the actual one outside rate mode) unless it came back after the timeout, when it is a timeout
+//! and never a sample; rate mode keeps the uncorrected view (from the actual send time) beside
+//! it; an answer in the drain after the deadline is a sample but not a response of the run.
+//! Per-interval views (`--hlog`, a time series) are recorder concerns: they see every sample
+//! here and roll over with [`Recorder::tick`].
+
+use std::time::{Duration, Instant};
+
+use super::connection::InFlight;
+use crate::load::error::FailureKind;
+use crate::load::hlog::IntervalRecorder;
+use crate::load::stats::{Censored, ThreadStats};
+
+/// One worker's measurements.
+pub struct Recorder {
+    stats: ThreadStats,
+    start: Instant,
+    timeout: Duration,
+    /// Rate mode: also record latency from the actual send time.
+    uncorrected: bool,
+    /// Past the deadline: answers are samples, not responses of the run.
+    draining: bool,
+}
+
+impl Recorder {
+    /// A recorder for a run that started at `start`; `uncorrected` (rate mode) keeps the
+    /// latency from actual send times as well.
+    pub fn new(start: Instant, timeout: Duration, uncorrected: bool) -> Recorder {
+        Recorder {
+            stats: ThreadStats::new(uncorrected),
+            start,
+            timeout,
+            uncorrected,
+            draining: false,
+        }
+    }
+
+    /// `--hlog`: hand per-second histograms to the interval log.
+    pub fn set_intervals(&mut self, intervals: Option<IntervalRecorder>) {
+        self.stats.intervals = intervals;
+    }
+
+    /// Counts one complete response to `request`, read at `now`.
+    #[inline]
+    pub fn response(&mut self, request: InFlight, status: u16, now: Instant) {
+        let stats = &mut self.stats;
+        let service_time = now.saturating_duration_since(request.sent);
+        if service_time >= self.timeout {
+            stats.errors.add(FailureKind::Timeout, 1);
+            return;
+        }
+        let latency = now.saturating_duration_since(request.intended);
+        stats.latency.record(latency);
+        if let Some(intervals) = stats.intervals.as_mut() {
+            intervals.record(latency, now.saturating_duration_since(self.start));
+        }
+        if self.uncorrected {
+            if let Some(uncorrected) = stats.latency_uncorrected.as_mut() {
+                uncorrected.record(service_time);
+            }
+        }
+        if self.draining {
+            stats.drained += 1;
+        } else {
+            stats.count_response(status, now.saturating_duration_since(self.start));
+        }
+    }
+
+    /// `count` requests failed with `kind`.
+    #[inline]
+    pub fn failed(&mut self, kind: FailureKind, count: u64) {
+        self.stats.errors.add(kind, count);
+    }
+
+    #[inline]
+    pub fn sent(&mut self, requests: usize) {
+        self.stats.sent += requests as u64;
+    }
+
+    #[inline]
+    pub fn bytes_written(&mut self, n: usize) {
+        self.stats.bytes_written += n as u64;
+    }
+
+    #[inline]
+    pub fn bytes_read(&mut self, n: usize) {
+        self.stats.bytes_read += n as u64;
+    }
+
+    /// Complete responses so far (the progress display's counter).
+    pub fn responses(&self) -> u64 {
+        self.stats.requests
+    }
+
+    /// The p99 latency so far, in µs.
+    pub fn p99_us(&self) -> u64 {
+        self.stats.latency.value_at_quantile(0.99)
+    }
+
+    /// The deadline passed: what is answered from now on is a sample, not a response.
+    pub fn start_drain(&mut self) {
+        self.draining = true;
+    }
+
+    pub fn draining(&self) -> bool {
+        self.draining
+    }
+
+    /// Once per loop turn at `now`: per-interval views roll over to the current interval.
+    #[inline]
+    pub fn tick(&mut self, now: Instant) {
+        if let Some(intervals) = self.stats.intervals.as_mut() {
+            intervals.roll(now - self.start);
+        }
+    }
+
+    /// A request still unanswered when the run ended at `end`: censored at its age.
+    pub fn censor_in_flight(&mut self, request: &InFlight, end: Instant) {
+        self.stats.censored.push(Censored::InFlight {
+            since_intended_us: micros(end.saturating_duration_since(request.intended)),
+            since_sent_us: micros(end.saturating_duration_since(request.sent)),
+        });
+        self.stats.unanswered += 1;
+    }
+
+    /// Rate mode: `count` requests due every `step` from `oldest` on were never sent.
+    pub fn censor_unsent(&mut self, oldest: Instant, step: Duration, count: u64, end: Instant) {
+        self.stats.censored.push(Censored::Unsent {
+            oldest_us: micros(end.saturating_duration_since(oldest)),
+            step_us: step.as_secs_f64() * 1e6,
+            count,
+        });
+        self.stats.unsent += count;
+    }
+
+    /// The end of the worker's run: its measured window was `elapsed` long, and it used
+    /// `cpu_s` of CPU. The interval views flush their last interval.
+    pub fn finish(mut self, elapsed: Duration, cpu_s: f64) -> ThreadStats {
+        if let Some(intervals) = self.stats.intervals.take() {
+            intervals.finish();
+        }
+        self.stats.elapsed = elapsed;
+        self.stats.cpu_s = cpu_s;
+        self.stats
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(intended: Instant, sent: Instant) -> InFlight {
+        InFlight { intended, sent }
+    }
+
+    #[test]
+    fn a_response_is_a_sample_from_its_intended_time_and_a_late_one_a_timeout() {
+        let t = Instant::now();
+        let ms = Duration::from_millis;
+        let mut r = Recorder::new(t, ms(100), true);
+        r.response(request(t, t + ms(10)), 200, t + ms(30));
+        let stats = r.finish(ms(1000), 0.0);
+        assert_eq!(stats.requests, 1);
+        let corrected = stats.latency.value_at_quantile(1.0);
+        assert!((29_900..=30_100).contains(&corrected), "{corrected}");
+        let uncorrected = stats.latency_uncorrected.as_ref().unwrap();
+        let service = uncorrected.value_at_quantile(1.0);
+        assert!((19_900..=20_100).contains(&service), "{service}");
+        assert_eq!(stats.elapsed, ms(1000));
+
+        let mut r = Recorder::new(t, ms(100), false);
+        r.response(request(t, t), 200, t + ms(100));
+        let stats = r.finish(ms(1), 0.0);
+        assert_eq!(stats.requests, 0);
+        assert_eq!(stats.latency.len(), 0);
+        assert_eq!(stats.errors.timeout, 1);
+    }
+
+    #[test]
+    fn answers_in_the_drain_are_samples_not_responses() {
+        let t = Instant::now();
+        let ms = Duration::from_millis;
+        let mut r = Recorder::new(t, ms(100), false);
+        r.response(request(t, t), 200, t + ms(1));
+        r.start_drain();
+        assert!(r.draining());
+        r.response(request(t, t), 200, t + ms(2));
+        let stats = r.finish(ms(1), 0.0);
+        assert_eq!((stats.requests, stats.drained), (1, 1));
+        assert_eq!(stats.latency.len(), 2);
+    }
+
+    #[test]
+    fn censored_requests_are_counted_at_their_age() {
+        let t = Instant::now();
+        let ms = Duration::from_millis;
+        let mut r = Recorder::new(t, ms(100), true);
+        r.censor_in_flight(&request(t, t + ms(5)), t + ms(50));
+        r.censor_unsent(t + ms(10), ms(10), 3, t + ms(50));
+        let stats = r.finish(ms(50), 0.0);
+        assert_eq!((stats.unanswered, stats.unsent), (1, 3));
+        assert_eq!(
+            stats.censored,
+            vec![
+                Censored::InFlight {
+                    since_intended_us: 50_000,
+                    since_sent_us: 45_000
+                },
+                Censored::Unsent {
+                    oldest_us: 40_000,
+                    step_us: 10_000.0,
+                    count: 3
+                }
+            ]
+        );
+    }
+}
