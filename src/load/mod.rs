@@ -96,6 +96,7 @@ fn run_observed(
         if let (Mode::Rate { duration, .. }, Some(rate)) = (config.mode, seg.info.total_rate) {
             let mut whole = config.clone();
             whole.mode = Mode::Rate { rate, duration };
+            whole.plan = seg.whole_plan.clone();
             engine_config = Some(whole);
         }
     }
@@ -132,14 +133,19 @@ fn run_observed(
         }
         None => (None, None),
     };
+    let engine_config = engine_config.as_ref().unwrap_or(config);
+    let rate_plan = engine_config.rate_plan();
     let plan = RunPlan {
-        config: engine_config.as_ref().unwrap_or(config),
+        config: engine_config,
         addr,
         request: &request,
         start,
         deadline: config.mode.duration().map(|d| start + d),
         stop,
         total_connections,
+        windows: rate_plan.as_ref().map(|p| p.windows()).unwrap_or_default(),
+        count_steps: rate_plan.as_ref().is_some_and(|p| !p.is_constant()),
+        rate_plan,
         intervals,
     };
     let mut hlog_error = None;

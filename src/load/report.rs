@@ -16,6 +16,7 @@ use super::segment::SegmentInfo;
 use super::stats::{
     censored_view, per_second_rates, ErrorCounts, LatencySummary, LatencyView, ThreadStats,
 };
+use super::steps::StepReport;
 use super::{LoadConfig, Mode};
 
 /// A rate is held when requests went out at no less than this fraction of the target.
@@ -71,6 +72,14 @@ pub struct LoadReport {
     /// Rate mode only: requests sent per second.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub achieved_rate: Option<f64>,
+    /// Rate mode with a load plan (`-R 100..5000`, `-R 1000@10s,...`): the plan as `-R` takes
+    /// it; `target_rate` is its mean rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
+    /// With a load plan: each report step's target, achieved rate, latency and whether it held
+    /// (see [`super::steps`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepReport>,
     /// Requests written to the wire (count mode: plus connect failures, this is `-n`).
     #[serde(default)]
     pub requests_sent: u64,
@@ -175,6 +184,13 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         target_rate,
         rate_held,
         achieved_rate,
+        plan: config.plan.as_ref().map(|p| p.to_string()),
+        steps: match (&config.plan, &merged.steps) {
+            (Some(plan), Some(steps)) => {
+                super::steps::summarize(&plan.windows(), steps, config.timeout)
+            }
+            _ => Vec::new(),
+        },
         requests_sent: merged.sent,
         target: config.target.to_string(),
         mode: config.mode.name().to_string(),

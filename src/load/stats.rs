@@ -553,6 +553,8 @@ pub struct ThreadStats {
     pub elapsed: Duration,
     /// `--hlog` only: hands this thread's per-second latency histograms to the log writer.
     pub intervals: Option<super::hlog::IntervalRecorder>,
+    /// A load plan's per-step counts (see [`super::steps`]); none without a plan.
+    pub steps: Option<super::steps::StepRecorder>,
 }
 
 impl ThreadStats {
@@ -574,6 +576,7 @@ impl ThreadStats {
             cpu_s: 0.0,
             elapsed: Duration::ZERO,
             intervals: None,
+            steps: None,
         }
     }
 
@@ -634,6 +637,11 @@ impl ThreadStats {
         }
         self.cpu_s += other.cpu_s;
         self.elapsed = self.elapsed.max(other.elapsed);
+        match (&mut self.steps, &other.steps) {
+            (Some(mine), Some(theirs)) => mine.merge(theirs),
+            (None, Some(theirs)) => self.steps = Some(theirs.clone()),
+            _ => {}
+        }
     }
 }
 

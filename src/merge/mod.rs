@@ -202,6 +202,9 @@ pub fn combine(inputs: &[WorkerInput]) -> Result<MergedReport, String> {
         if seg.total_rate != base.total_rate {
             return Err(differs("total rate", &base.total_rate, &seg.total_rate));
         }
+        if seg.plan != base.plan {
+            return Err(differs("load plan", &base.plan, &seg.plan));
+        }
         if seg.total_requests != base.total_requests {
             return Err(differs(
                 "total requests",
@@ -571,6 +574,7 @@ mod tests {
                 requests: None,
                 host: "h".into(),
                 cores: 2,
+                plan: None,
             }),
             started_at_unix_s: start,
             ended_at_unix_s: start + 2.0,

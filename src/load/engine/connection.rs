@@ -181,6 +181,8 @@ mod tests {
         let schedule = Schedule {
             holds_ticket: false,
             next_intended: now,
+            connection: 0,
+            next: 0,
         };
         Connection::new(
             ResponseFramer::Http(HttpResponseFramer::new("GET")),

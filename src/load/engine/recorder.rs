@@ -6,14 +6,19 @@
 //! and never a sample; rate mode keeps the uncorrected view (from the actual send time) beside
 //! it; an answer in the drain after the deadline is a sample but not a response of the run.
 //! Per-interval views (`--hlog`, a time series) are recorder concerns: they see every sample
-//! here and roll over with [`Recorder::tick`].
+//! here and roll over with [`Recorder::tick`]. A load plan's per-step counts
+//! ([`StepRecorder`], by the step of each request's intended send time) are one too.
 
 use std::time::{Duration, Instant};
 
+use std::collections::VecDeque;
+
 use super::connection::InFlight;
+use super::policy::Unsent;
 use crate::load::error::FailureKind;
 use crate::load::hlog::IntervalRecorder;
 use crate::load::stats::{Censored, ThreadStats};
+use crate::load::steps::StepRecorder;
 
 /// One worker's measurements.
 pub struct Recorder {
@@ -44,6 +49,11 @@ impl Recorder {
         self.stats.intervals = intervals;
     }
 
+    /// A load plan: count per report step as well.
+    pub fn set_steps(&mut self, steps: Option<StepRecorder>) {
+        self.stats.steps = steps;
+    }
+
     /// Counts one complete response to `request`, read at `now`.
     #[inline]
     pub fn response(&mut self, request: InFlight, status: u16, now: Instant) {
@@ -51,10 +61,22 @@ impl Recorder {
         let service_time = now.saturating_duration_since(request.sent);
         if service_time >= self.timeout {
             stats.errors.add(FailureKind::Timeout, 1);
+            if let Some(steps) = stats.steps.as_mut() {
+                let intended = request.intended.saturating_duration_since(self.start);
+                steps.record_failure(FailureKind::Timeout, Some(intended), intended);
+            }
             return;
         }
         let latency = now.saturating_duration_since(request.intended);
         stats.latency.record(latency);
+        if let Some(steps) = stats.steps.as_mut() {
+            steps.record_response(
+                request.intended.saturating_duration_since(self.start),
+                now.saturating_duration_since(self.start),
+                latency,
+                !self.draining,
+            );
+        }
         if let Some(intervals) = stats.intervals.as_mut() {
             intervals.record(latency, now.saturating_duration_since(self.start));
         }
@@ -70,10 +92,36 @@ impl Recorder {
         }
     }
 
-    /// `count` requests failed with `kind`.
+    /// `count` requests failed with `kind` (or, `Connect`, a connection attempt did).
     #[inline]
     pub fn failed(&mut self, kind: FailureKind, count: u64) {
         self.stats.errors.add(kind, count);
+        if let Some(steps) = self.stats.steps.as_mut() {
+            let at = Instant::now().saturating_duration_since(self.start);
+            for _ in 0..count {
+                steps.record_failure(kind, None, at);
+            }
+        }
+    }
+
+    /// A broken connection lost the requests `in_flight`: each is a failure of `kind` (a
+    /// protocol error is one even with nothing in flight: the server sent what no request
+    /// asked for). Load plans count each in the step it was due in.
+    pub fn lost(&mut self, kind: FailureKind, in_flight: &VecDeque<InFlight>) {
+        let count = in_flight.len() as u64;
+        if count == 0 {
+            if kind == FailureKind::Protocol {
+                self.failed(kind, 1);
+            }
+            return;
+        }
+        self.stats.errors.add(kind, count);
+        if let Some(steps) = self.stats.steps.as_mut() {
+            for request in in_flight {
+                let intended = request.intended.saturating_duration_since(self.start);
+                steps.record_failure(kind, Some(intended), intended);
+            }
+        }
     }
 
     #[inline]
@@ -120,21 +168,31 @@ impl Recorder {
 
     /// A request still unanswered when the run ended at `end`: censored at its age.
     pub fn censor_in_flight(&mut self, request: &InFlight, end: Instant) {
-        self.stats.censored.push(Censored::InFlight {
+        let censored = Censored::InFlight {
             since_intended_us: micros(end.saturating_duration_since(request.intended)),
             since_sent_us: micros(end.saturating_duration_since(request.sent)),
-        });
+        };
+        self.stats.censored.push(censored);
         self.stats.unanswered += 1;
+        if let Some(steps) = self.stats.steps.as_mut() {
+            let step = steps.step_of(request.intended.saturating_duration_since(self.start));
+            steps.censor(step, censored);
+        }
     }
 
-    /// Rate mode: `count` requests due every `step` from `oldest` on were never sent.
-    pub fn censor_unsent(&mut self, oldest: Instant, step: Duration, count: u64, end: Instant) {
-        self.stats.censored.push(Censored::Unsent {
-            oldest_us: micros(end.saturating_duration_since(oldest)),
-            step_us: step.as_secs_f64() * 1e6,
-            count,
-        });
-        self.stats.unsent += count;
+    /// Rate mode: requests of one connection, due at least every `unsent.step` from
+    /// `unsent.oldest` on, were never sent.
+    pub fn censor_unsent(&mut self, unsent: &Unsent, end: Instant) {
+        let censored = Censored::Unsent {
+            oldest_us: micros(end.saturating_duration_since(unsent.oldest)),
+            step_us: unsent.step.as_secs_f64() * 1e6,
+            count: unsent.count,
+        };
+        self.stats.censored.push(censored);
+        self.stats.unsent += unsent.count;
+        if let Some(steps) = self.stats.steps.as_mut() {
+            steps.censor(unsent.window, censored);
+        }
     }
 
     /// The end of the worker's run: its measured window was `elapsed` long, and it used
@@ -204,7 +262,15 @@ mod tests {
         let ms = Duration::from_millis;
         let mut r = Recorder::new(t, ms(100), true);
         r.censor_in_flight(&request(t, t + ms(5)), t + ms(50));
-        r.censor_unsent(t + ms(10), ms(10), 3, t + ms(50));
+        r.censor_unsent(
+            &Unsent {
+                window: 0,
+                oldest: t + ms(10),
+                step: ms(10),
+                count: 3,
+            },
+            t + ms(50),
+        );
         let stats = r.finish(ms(50), 0.0);
         assert_eq!((stats.unanswered, stats.unsent), (1, 3));
         assert_eq!(
