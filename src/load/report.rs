@@ -186,9 +186,7 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         achieved_rate,
         plan: config.plan.as_ref().map(|p| p.to_string()),
         steps: match (&config.plan, &merged.steps) {
-            (Some(plan), Some(steps)) => {
-                super::steps::summarize(&plan.windows(), steps, config.timeout)
-            }
+            (Some(plan), Some(steps)) => super::steps::summarize(plan, steps, config.timeout),
             _ => Vec::new(),
         },
         requests_sent: merged.sent,

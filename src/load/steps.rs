@@ -15,9 +15,14 @@
 //!   the end, or due and never sent) at their age, as in the whole-run view, and `lower_bound`.
 //! - `errors`: failures of the requests due in the step; a failed connection attempt, which
 //!   has no request, counts in the step it happened in. The rows add up to the run's errors.
-//! - `held`: `rps` at least [`RATE_HELD_FRACTION`] of the step's planned mean rate, and a p99
-//!   that is exact (not a lower bound: no request due in the step is left without an answer at
-//!   a rank that reaches p99). A step that is not held is past the knee.
+//! - `held`: `rps` at least [`RATE_HELD_FRACTION`] of `expected_rps`, and a p99 that is exact
+//!   (not a lower bound: no request due in the step is left without an answer at a rank that
+//!   reaches p99). A step that is not held is past the knee. `expected_rps` is the rate at which
+//!   responses arrive in the window from a server that keeps up: a response arrives one service
+//!   time (send to answer) after its request is due, so it is the requests due in the window
+//!   shifted back by the mean service time of the step's responses (at most a quarter of the
+//!   window), per second. Without the shift a slow endpoint under a steep ramp would look
+//!   behind by its own latency; with a constant rate and fast answers it equals `target_rps`.
 
 use std::fmt::Write;
 use std::time::Duration;
@@ -25,7 +30,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::error::FailureKind;
-use super::plan::StepWindow;
+use super::plan::{RatePlan, StepWindow};
 use super::report::RATE_HELD_FRACTION;
 use super::stats::{
     censored_view, Censored, ErrorCounts, LatencyHistogram, LatencySummary, LatencyView,
@@ -38,6 +43,8 @@ pub struct StepCounts {
     pub latency: LatencyHistogram,
     /// Complete responses that arrived in the step's window.
     pub responses: u64,
+    /// Their service times (actual send to answer), summed.
+    pub service: Duration,
     pub errors: ErrorCounts,
     /// Requests due in the step with no answer at the end (see [`super::stats`]).
     pub censored: Vec<Censored>,
@@ -69,20 +76,24 @@ impl StepRecorder {
     }
 
     /// One answered request, due at `intended` and answered at `answered` (both from the start),
-    /// `latency` after `intended`. `in_run`: a response of the run (not of the drain after it).
+    /// `latency` after `intended` and `service` after it was sent. `in_run`: a response of the
+    /// run (not of the drain after it).
     #[inline]
     pub fn record_response(
         &mut self,
         intended: Duration,
         answered: Duration,
         latency: Duration,
+        service: Duration,
         in_run: bool,
     ) {
         let step = self.step_of(intended);
         self.steps[step].latency.record(latency);
         if in_run {
-            let window = self.step_of(answered);
-            self.steps[window].responses += 1;
+            let index = self.step_of(answered);
+            let window = &mut self.steps[index];
+            window.responses += 1;
+            window.service += service;
         }
     }
 
@@ -109,6 +120,7 @@ impl StepRecorder {
         for (mine, theirs) in self.steps.iter_mut().zip(&other.steps) {
             mine.latency.merge(&theirs.latency);
             mine.responses += theirs.responses;
+            mine.service += theirs.service;
             mine.errors.merge(&theirs.errors);
             mine.censored.extend_from_slice(&theirs.censored);
         }
@@ -130,6 +142,8 @@ pub struct StepReport {
     pub target_rps: f64,
     /// Requests due in the window.
     pub scheduled: u64,
+    /// The rate responses arrive at from a server that keeps up (see the module header).
+    pub expected_rps: f64,
     /// Complete responses that arrived in the window.
     pub requests: u64,
     /// `requests` per second of the window: the achieved rate.
@@ -138,24 +152,34 @@ pub struct StepReport {
     pub errors: ErrorCounts,
     /// The requests due in the window, from their intended send times, censored ones included.
     pub latency_us: LatencySummary,
-    /// `rps` >= 95% of `target_rps` and `latency_us.p99` exact (see the module header).
+    /// `rps` >= 95% of `expected_rps` and `latency_us.p99` exact (see the module header).
     pub held: bool,
 }
 
-/// Whether a step held: it delivered at least [`RATE_HELD_FRACTION`] of its planned rate and
-/// its p99 is not a lower bound.
-pub fn held(target_rps: f64, rps: f64, latency: &LatencySummary) -> bool {
-    rps >= target_rps * RATE_HELD_FRACTION && !latency.lower_bound.contains("p99")
+/// Whether a step held: it delivered at least [`RATE_HELD_FRACTION`] of the rate expected from
+/// a server keeping up and its p99 is not a lower bound.
+pub fn held(expected_rps: f64, rps: f64, latency: &LatencySummary) -> bool {
+    rps >= expected_rps * RATE_HELD_FRACTION && !latency.lower_bound.contains("p99")
 }
 
-/// The report rows of a run's merged per-step counts. `timeout` bounds the latency of the
-/// step's timeouts (as in the whole-run view).
-pub fn summarize(
-    windows: &[StepWindow],
-    recorder: &StepRecorder,
-    timeout: Duration,
-) -> Vec<StepReport> {
-    windows
+/// Responses per second that arrive in `window` from a server answering `service` after each
+/// request is due: the requests due in the window moved back by `service` (at most a quarter
+/// of the window), per second of it.
+pub fn expected_rate(plan: &RatePlan, window: &StepWindow, service: Duration) -> f64 {
+    let seconds = window.seconds();
+    if seconds <= 0.0 {
+        return 0.0;
+    }
+    let shift = service.as_secs_f64().min(seconds / 4.0);
+    let from = window.start.as_secs_f64() - shift;
+    let to = window.end.as_secs_f64() - shift;
+    (plan.count_at(to) - plan.count_at(from)) / seconds
+}
+
+/// The report rows of a run's merged per-step counts under `plan` (this process's share of
+/// it). `timeout` bounds the latency of the step's timeouts (as in the whole-run view).
+pub fn summarize(plan: &RatePlan, recorder: &StepRecorder, timeout: Duration) -> Vec<StepReport> {
+    plan.windows()
         .iter()
         .zip(recorder.steps())
         .enumerate()
@@ -174,6 +198,11 @@ pub fn summarize(
                 0.0
             };
             let target_rps = w.target_rate();
+            let mean_service = match u32::try_from(counts.responses) {
+                Ok(n) if n > 0 => counts.service / n,
+                _ => Duration::ZERO,
+            };
+            let expected_rps = expected_rate(plan, w, mean_service);
             StepReport {
                 step: i + 1,
                 start_s: w.start.as_secs_f64(),
@@ -182,10 +211,11 @@ pub fn summarize(
                 target_to_rps: w.to_rate,
                 target_rps,
                 scheduled: w.scheduled,
+                expected_rps,
                 requests: counts.responses,
                 rps,
                 errors: counts.errors,
-                held: held(target_rps, rps, &latency_us),
+                held: held(expected_rps, rps, &latency_us),
                 latency_us,
             }
         })
@@ -245,10 +275,12 @@ mod tests {
 
     const MS: fn(u64) -> Duration = Duration::from_millis;
 
+    fn two_steps_plan() -> RatePlan {
+        RatePlan::parse("200@1s,400@1s", None, Duration::from_secs(10)).unwrap()
+    }
+
     fn two_steps() -> Vec<StepWindow> {
-        RatePlan::parse("200@1s,400@1s", None, Duration::from_secs(10))
-            .unwrap()
-            .windows()
+        two_steps_plan().windows()
     }
 
     #[test]
@@ -260,10 +292,10 @@ mod tests {
         assert_eq!(r.step_of(MS(1000)), 1);
         assert_eq!(r.step_of(MS(5000)), 1, "past the end: the last step");
         // Due at 999 ms, answered at 1001 ms: latency in step 1, response in step 2.
-        r.record_response(MS(999), MS(1001), MS(2), true);
-        r.record_response(MS(10), MS(11), MS(1), true);
+        r.record_response(MS(999), MS(1001), MS(2), MS(2), true);
+        r.record_response(MS(10), MS(11), MS(1), MS(1), true);
         // Answered in the drain: a latency sample of step 2, not a response of the run.
-        r.record_response(MS(1995), MS(2003), MS(8), false);
+        r.record_response(MS(1995), MS(2003), MS(8), MS(8), false);
         let s = r.steps();
         assert_eq!((s[0].responses, s[1].responses), (1, 1));
         assert_eq!((s[0].latency.len(), s[1].latency.len()), (2, 1));
@@ -274,7 +306,7 @@ mod tests {
         assert_eq!(s[0].errors.timeout, 1);
         assert_eq!(s[1].errors.connect, 1);
         let mut other = StepRecorder::new(&windows);
-        other.record_response(MS(1500), MS(1501), MS(1), true);
+        other.record_response(MS(1500), MS(1501), MS(1), MS(1), true);
         r.merge(&other);
         assert_eq!(r.steps()[1].responses, 2);
         assert_eq!(r.steps()[1].latency.len(), 2);
@@ -282,17 +314,19 @@ mod tests {
 
     #[test]
     fn a_step_holds_at_95_percent_with_an_exact_p99() {
-        let windows = two_steps();
+        let plan = two_steps_plan();
+        let windows = plan.windows();
         let mut r = StepRecorder::new(&windows);
         // Step 1: 190 of 200 answered in it at 1 ms (95%): held.
         for i in 0..190 {
-            r.record_response(MS(i * 5), MS(i * 5 + 1), MS(1), true);
+            r.record_response(MS(i * 5), MS(i * 5 + 1), MS(1), MS(1), true);
         }
-        // Step 2: 379 of 400 (94.75%) at 2 ms: not held, though every p99 is exact.
+        // Step 2: 379 of 400 at 2 ms: of the 399.6 expected in the window (those due 2 ms
+        // before it), 94.8%: not held, though every p99 is exact.
         for i in 0..379 {
-            r.record_response(MS(1000 + i * 2), MS(1000 + i * 2 + 2), MS(2), true);
+            r.record_response(MS(1000 + i * 2), MS(1000 + i * 2 + 2), MS(2), MS(2), true);
         }
-        let rows = summarize(&windows, &r, Duration::from_secs(2));
+        let rows = summarize(&plan, &r, Duration::from_secs(2));
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].requests, 190);
         assert_eq!(rows[0].rps, 190.0);
@@ -307,11 +341,51 @@ mod tests {
     }
 
     #[test]
+    fn responses_are_expected_one_service_time_after_their_requests_are_due() {
+        let plan = RatePlan::parse("100..300@2s", None, Duration::from_secs(10)).unwrap();
+        let w = plan.windows();
+        // Fast answers: the planned mean rate of the slice (N(0.2) = 22 requests in 0.2 s).
+        assert!((expected_rate(&plan, &w[0], Duration::ZERO) - 110.0).abs() < 1e-9);
+        // 50 ms answers: the requests due from -50 ms to 150 ms, N(0.15) = 16.125.
+        let slow = expected_rate(&plan, &w[0], MS(50));
+        assert!((slow - 80.625).abs() < 1e-9, "{slow}");
+        // The shift is at most a quarter of the window (50 ms here).
+        assert_eq!(expected_rate(&plan, &w[0], MS(900)), slow);
+        let step = two_steps_plan();
+        let sw = step.windows();
+        // Just after a step up, the previous rate's answers are still arriving.
+        let after = expected_rate(&step, &sw[1], MS(100));
+        assert!((after - 380.0).abs() < 1e-9, "{after}");
+    }
+
+    #[test]
+    fn a_slow_endpoint_on_a_ramp_holds_when_its_answers_keep_pace() {
+        // 100..2100/s over 2 s (N(t) = 100 t + 500 t^2), every answer 50 ms after its request
+        // was due: the slice from 0.2 to 0.4 s (300 to 500/s) receives the answers to the
+        // requests due from 0.15 to 0.35 s, fewer than it plans.
+        let plan = RatePlan::parse("100..2100@2s", None, Duration::from_secs(10)).unwrap();
+        let windows = plan.windows();
+        let mut r = StepRecorder::new(&windows);
+        for k in 0..2200 {
+            let due = Duration::from_secs_f64(plan.time_of(k));
+            r.record_response(due, due + MS(50), MS(50), MS(50), true);
+        }
+        let rows = summarize(&plan, &r, Duration::from_secs(2));
+        // Due by 0.35 s: N = 96.25 (97 requests), by 0.15 s: N = 26.25 (27): 70 arrive.
+        assert_eq!(rows[1].requests, 70);
+        assert_eq!(rows[1].target_rps, 400.0);
+        assert!(rows[1].rps < 0.95 * rows[1].target_rps, "{:?}", rows[1]);
+        assert!((rows[1].expected_rps - 350.0).abs() < 1e-6, "{:?}", rows[1]);
+        assert!(rows.iter().all(|row| row.held), "{rows:?}");
+    }
+
+    #[test]
     fn a_step_with_requests_left_unanswered_at_p99_did_not_hold() {
-        let windows = two_steps();
+        let plan = two_steps_plan();
+        let windows = plan.windows();
         let mut r = StepRecorder::new(&windows);
         for i in 0..400 {
-            r.record_response(MS(1000 + i * 2), MS(1000 + i * 2 + 1), MS(1), true);
+            r.record_response(MS(1000 + i * 2), MS(1000 + i * 2 + 1), MS(1), MS(1), true);
         }
         // 5 requests due in step 2 still in flight at the end, 800 ms old: 5 of 405 reach p99.
         for _ in 0..5 {
@@ -323,7 +397,7 @@ mod tests {
                 },
             );
         }
-        let rows = summarize(&windows, &r, Duration::from_secs(2));
+        let rows = summarize(&plan, &r, Duration::from_secs(2));
         assert_eq!(rows[1].rps, 400.0);
         assert!(rows[1].latency_us.lower_bound.contains("p99"));
         assert!(
@@ -351,10 +425,10 @@ mod tests {
 
     #[test]
     fn step_reports_round_trip_through_json() {
-        let windows = two_steps();
+        let plan = two_steps_plan();
         let rows = summarize(
-            &windows,
-            &StepRecorder::new(&windows),
+            &plan,
+            &StepRecorder::new(&plan.windows()),
             Duration::from_secs(1),
         );
         let text = serde_json::to_string(&rows).unwrap();

@@ -74,6 +74,7 @@ impl Recorder {
                 request.intended.saturating_duration_since(self.start),
                 now.saturating_duration_since(self.start),
                 latency,
+                service_time,
                 !self.draining,
             );
         }
