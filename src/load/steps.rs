@@ -230,8 +230,9 @@ pub fn render_table(steps: &[StepReport]) -> String {
     }
     let _ = writeln!(
         out,
-        "  Steps (achieved: responses/s in the step; latency of the requests due in it, from \
-         intended send times; held: achieved >= {:.0}% of target and p99 exact)",
+        "  Steps (achieved: responses/s that arrived in the step; latency: of the requests due \
+         in it, from intended send times; held: achieved >= {:.0}% of what a server keeping up \
+         delivers, and p99 exact)",
         RATE_HELD_FRACTION * 100.0
     );
     let _ = writeln!(
