@@ -519,6 +519,20 @@ fn segments_of_a_load_plan_report_their_share_of_each_step_and_merge() {
     let value: serde_json::Value = serde_json::from_slice(&merged.stdout).unwrap();
     let requests = value["requests"].as_f64().unwrap();
     assert!((594.0..=600.0).contains(&requests), "{value}");
+    // The steps add up exactly: the whole run's rates, every worker's requests.
+    let steps = value["steps"].as_array().expect("merged steps");
+    assert_eq!(steps.len(), 2, "{value}");
+    for (step, rate) in steps.iter().zip([200.0, 400.0]) {
+        assert_eq!(step["target_rps"].as_f64(), Some(rate), "{step}");
+        assert_eq!(step["scheduled"].as_f64(), Some(rate), "{step}");
+        assert_eq!(step["latency_us"]["count"].as_f64(), Some(rate), "{step}");
+        assert_eq!(step["held"], true, "{step}");
+    }
+    let from_workers: u64 = [&a, &b]
+        .iter()
+        .map(|p| read_report(p).steps[1].requests)
+        .sum();
+    assert_eq!(steps[1]["requests"].as_u64(), Some(from_workers));
     let refused = sweetspot(&["merge", "-q", &a, &other]);
     let err = stderr_of(&refused);
     assert_eq!(refused.status.code(), Some(2), "{err}");

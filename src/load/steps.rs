@@ -154,6 +154,10 @@ pub struct StepReport {
     pub latency_us: LatencySummary,
     /// `rps` >= 95% of `expected_rps` and `latency_us.p99` exact (see the module header).
     pub held: bool,
+    /// The histogram `latency_us` summarizes (base64 of HdrHistogram's compressed V2
+    /// encoding, as the report's `histogram`), so that `sweetspot merge` adds steps exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<String>,
 }
 
 /// Whether a step held: it delivered at least [`RATE_HELD_FRACTION`] of the rate expected from
@@ -184,7 +188,7 @@ pub fn summarize(plan: &RatePlan, recorder: &StepRecorder, timeout: Duration) ->
         .zip(recorder.steps())
         .enumerate()
         .map(|(i, (w, counts))| {
-            let (latency_us, _) = censored_view(
+            let (latency_us, histogram) = censored_view(
                 &counts.latency,
                 &counts.censored,
                 LatencyView::RateCorrected,
@@ -217,9 +221,75 @@ pub fn summarize(plan: &RatePlan, recorder: &StepRecorder, timeout: Duration) ->
                 errors: counts.errors,
                 held: held(expected_rps, rps, &latency_us),
                 latency_us,
+                histogram: Some(super::hlog::encode(&histogram)),
             }
         })
         .collect()
+}
+
+/// The steps of the workers of one distributed run as one run's steps: counts and rates
+/// added, histograms added (never percentiles averaged), a figure a lower bound when some
+/// worker's was (conservative, as the merged whole-run view). Every worker must report the
+/// same windows with their histograms; workers without steps give none.
+pub fn merge_workers(workers: &[&[StepReport]]) -> Result<Vec<StepReport>, String> {
+    let Some(first) = workers.first() else {
+        return Ok(Vec::new());
+    };
+    let mut merged = Vec::with_capacity(first.len());
+    for (i, base) in first.iter().enumerate() {
+        let mut row = StepReport {
+            target_from_rps: 0.0,
+            target_to_rps: 0.0,
+            target_rps: 0.0,
+            scheduled: 0,
+            expected_rps: 0.0,
+            requests: 0,
+            rps: 0.0,
+            errors: ErrorCounts::default(),
+            latency_us: LatencySummary::default(),
+            held: false,
+            histogram: None,
+            ..base.clone()
+        };
+        let mut latency = LatencyHistogram::new();
+        let mut bounds = super::stats::LowerBounds::default();
+        for steps in workers {
+            let step = steps
+                .get(i)
+                .filter(|s| s.start_s == base.start_s && s.end_s == base.end_s)
+                .ok_or("the workers' load plans have different steps")?;
+            let histogram = step
+                .histogram
+                .as_deref()
+                .ok_or("a worker's steps carry no histogram (written by an older sweetspot?)")?;
+            latency.merge(&super::hlog::decode(histogram)?);
+            for key in step.latency_us.lower_bound.keys() {
+                bounds.insert(key);
+            }
+            row.target_from_rps += step.target_from_rps;
+            row.target_to_rps += step.target_to_rps;
+            row.target_rps += step.target_rps;
+            row.scheduled += step.scheduled;
+            row.expected_rps += step.expected_rps;
+            row.requests += step.requests;
+            row.errors.merge(&step.errors);
+        }
+        if workers.iter().any(|steps| steps.len() != first.len()) {
+            return Err("the workers' load plans have different steps".into());
+        }
+        let seconds = row.end_s - row.start_s;
+        row.rps = if seconds > 0.0 {
+            row.requests as f64 / seconds
+        } else {
+            0.0
+        };
+        row.latency_us = latency.summary();
+        row.latency_us.lower_bound = bounds;
+        row.held = held(row.expected_rps, row.rps, &row.latency_us);
+        row.histogram = Some(super::hlog::encode(&latency));
+        merged.push(row);
+    }
+    Ok(merged)
 }
 
 /// The human table of the steps (empty for none), each line indented by two spaces.
@@ -422,6 +492,43 @@ mod tests {
             "{table}"
         );
         assert_eq!(render_table(&[]), "");
+    }
+
+    #[test]
+    fn the_steps_of_two_workers_merge_exactly() {
+        let plan = two_steps_plan().scaled(0.5);
+        let windows = plan.windows();
+        let run = |latency_ms: u64, answered: u64| {
+            let mut r = StepRecorder::new(&windows);
+            for i in 0..answered {
+                let due = MS(i * 10);
+                r.record_response(due, due + MS(latency_ms), MS(latency_ms), MS(1), true);
+            }
+            summarize(&plan, &r, Duration::from_secs(2))
+        };
+        // Worker a answers all 100 of its first step at 1 ms; worker b 85 of them at 2 ms.
+        let (a, b) = (run(1, 100), run(2, 85));
+        assert!(a[0].held && !b[0].held);
+        let merged = merge_workers(&[&a, &b]).unwrap();
+        assert_eq!(merged.len(), 2);
+        let m = &merged[0];
+        assert_eq!((m.target_rps, m.scheduled, m.requests), (200.0, 200, 185));
+        assert_eq!(m.rps, 185.0);
+        assert_eq!(m.latency_us.count, 185);
+        // 100 samples at 1 ms and 85 at 2 ms: the median is 1 ms, p99 2 ms.
+        assert_eq!((m.latency_us.p50, m.latency_us.p99), (1000.0, 2000.0));
+        // Each worker expects 99.9 (its requests due 1 ms before the window).
+        assert!((m.expected_rps - 199.8).abs() < 1e-9, "{m:?}");
+        assert!(!m.held, "185 of the 199.8 expected is below 95%");
+        // Worker a alone held; 95 of 100 with b's would too.
+        assert!(merge_workers(&[&a, &run(2, 95)]).unwrap()[0].held);
+        assert_eq!(merge_workers(&[]).unwrap(), []);
+        let other = RatePlan::parse("100@2s", None, Duration::from_secs(1)).unwrap();
+        let c = summarize(&other, &StepRecorder::new(&other.windows()), MS(100));
+        assert!(merge_workers(&[&a, &c]).is_err());
+        let mut bare = a.clone();
+        bare[1].histogram = None;
+        assert!(merge_workers(&[&a, &bare]).is_err());
     }
 
     #[test]

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::load::hlog;
 use crate::load::report::LoadReport;
 use crate::load::stats::{LatencyHistogram, LatencySummary, LowerBounds};
+use crate::load::steps::StepReport;
 use crate::load::ErrorCounts;
 use crate::usage;
 
@@ -126,6 +127,9 @@ pub struct MergedReport {
     pub saturated_workers: Vec<u64>,
     /// The merged histogram (base64 compressed V2, as in load reports).
     pub histogram: String,
+    /// A load plan's steps, added over the workers (see [`crate::load::steps::merge_workers`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepReport>,
 }
 
 /// Whether a worker's own generator was the limit: its threads busy nearly all the time on the
@@ -347,6 +351,9 @@ pub fn combine(inputs: &[WorkerInput]) -> Result<MergedReport, String> {
         s
     });
     let common = common_end - common_start;
+    let step_rows: Vec<&[StepReport]> = workers.iter().map(|w| &w.report.steps[..]).collect();
+    let steps = crate::load::steps::merge_workers(&step_rows)
+        .map_err(|e| format!("{} and the others: {e}", first.source))?;
     Ok(MergedReport {
         target: first.report.target.clone(),
         mode: first.report.mode.clone(),
@@ -375,6 +382,7 @@ pub fn combine(inputs: &[WorkerInput]) -> Result<MergedReport, String> {
             .collect(),
         workers: lines,
         histogram: hlog::encode(&latency),
+        steps,
     })
 }
 
@@ -539,6 +547,7 @@ pub fn render(m: &MergedReport) -> String {
             if w.saturated { "  SATURATED" } else { "" }
         );
     }
+    out.push_str(&crate::load::steps::render_table(&m.steps));
     out
 }
 
