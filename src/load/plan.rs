@@ -359,13 +359,16 @@ impl RatePlan {
     }
 
     /// [`RatePlan::time_of`] as an offset from the start, rounded to the nanosecond (exact
-    /// for any plan: seven days are 6e14 ns, well inside f64's 2^53).
+    /// for any plan: seven days are 6e14 ns, well inside f64's 2^53). Times past twice the
+    /// longest plan are all that far: no run sends then, and an `Instant` plus it cannot
+    /// overflow (a tiny rate puts a connection's first request centuries away).
     pub fn offset_of(&self, k: u64) -> Duration {
         let ns = (self.time_of(k) * 1e9).round();
-        if ns < u64::MAX as f64 {
+        let far = 2 * MAX_PLAN_DURATION;
+        if ns < far.as_nanos() as f64 {
             Duration::from_nanos(ns as u64)
         } else {
-            Duration::MAX
+            far
         }
     }
 
@@ -689,6 +692,9 @@ mod tests {
         // Past the end the last rate goes on (the engine stops at the deadline).
         assert_eq!(ns(&p, 70_000), 30_000_000_000);
         assert_eq!(ns(&p, 70_004), 30_001_000_000);
+        // A request centuries away is as far as two of the longest plans.
+        let slow = RatePlan::constant(1e-300, TEN_S);
+        assert_eq!(slow.offset_of(1), 2 * MAX_PLAN_DURATION);
         assert_eq!(p.rate_at(5.0), 1000.0);
         assert_eq!(p.rate_at(10.0), 2000.0);
         assert_eq!(p.rate_at(29.0), 4000.0);

@@ -285,7 +285,7 @@ impl<'p> SendPolicy<'p> {
         .map(|piece| Unsent {
             window: piece.window,
             oldest: self.due_at(schedule, piece.first),
-            step: Duration::from_secs_f64(piece.max_gap_s),
+            step: Duration::try_from_secs_f64(piece.max_gap_s).unwrap_or(Duration::MAX),
             count: piece.count,
         })
         .collect()
