@@ -1,9 +1,10 @@
 //! `sweetspot load`: a load generator in the class of wrk, wrk2 and ab.
 //!
 //! Three ways to drive a target: closed loop (`-c` connections for `-d`, one batch in flight on
-//! each, like wrk), fixed count (`-n` requests in total, exactly, like ab), and constant rate
-//! (`-R`, wrk2's coordinated-omission correction, with the uncorrected view beside it). Targets
-//! are HTTP/1.1 URLs or `tcp://` line-echo servers.
+//! each, like wrk), fixed count (`-n` requests in total, exactly, like ab), and rate (`-R`,
+//! wrk2's coordinated-omission correction, with the uncorrected view beside it), at a constant
+//! rate or following a load plan, a ramp or steps ([`plan`]), reported step by step
+//! ([`steps`]). Targets are HTTP/1.1 URLs or `tcp://` line-echo servers.
 //!
 //! This file is only the driver: [`run`] is the library entry point the sweep calls in-process
 //! (validate, pre-flight, start one engine worker per thread, merge what they measured);
