@@ -1149,3 +1149,185 @@ fn urls_in_rate_mode_add_up_to_the_run() {
     assert!(hi - lo <= 6, "{sent:?}");
     assert!(*lo >= 150, "{sent:?}");
 }
+
+/// Runs `sweetspot load ARGS... --json - -q` and returns the report as JSON.
+fn load_json(args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["load"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--json", "-", "-q"]);
+    let (code, stdout, stderr, _) = sweetspot(&all);
+    assert_eq!(code, 0, "{args:?}: {stderr}");
+    serde_json::from_str(&stdout).expect("stdout is only JSON")
+}
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn a_two_step_plan_delivers_each_steps_rate() {
+    let _timing = timing_lock();
+    let server = our_server(&[]);
+    let url = server.url("/hello");
+    let json = load_json(&[&url, "-c", "4", "-t", "1", "-R", "200@1s,400@1s"]);
+    assert_eq!(json["plan"], "200@1s,400@1s");
+    assert_eq!(json["mode"], "rate");
+    // The whole run: 600 requests due over 2 s, a mean of 300/s.
+    assert_eq!(f(&json["target_rate"]), 300.0);
+    assert_eq!(json["requests_sent"], 600, "{json}");
+    assert_eq!(json["rate_held"], true);
+    let steps = json["steps"].as_array().expect("steps");
+    assert_eq!(steps.len(), 2, "{json}");
+    for (step, rate) in steps.iter().zip([200.0, 400.0]) {
+        assert_eq!(f(&step["target_rps"]), rate, "{step}");
+        assert_eq!(f(&step["scheduled"]), rate, "{step}");
+        // Responses that arrived in the step's second: its rate, give or take the few whose
+        // answer crossed a boundary.
+        let requests = f(&step["requests"]);
+        assert!((requests - rate).abs() <= 4.0, "{step}");
+        assert_eq!(f(&step["rps"]), requests);
+        assert_eq!(step["errors"]["timeout"], 0);
+        assert_eq!(step["held"], true, "{step}");
+        let latency = &step["latency_us"];
+        assert_eq!(
+            f(&latency["count"]),
+            rate,
+            "every request due in the step answered"
+        );
+        assert!(latency.get("lower_bound").is_none(), "{step}");
+        assert!(f(&latency["p99"]) < 20_000.0, "{step}");
+    }
+    assert_eq!((f(&steps[0]["start_s"]), f(&steps[0]["end_s"])), (0.0, 1.0));
+    assert_eq!((f(&steps[1]["start_s"]), f(&steps[1]["end_s"])), (1.0, 2.0));
+    let total: f64 = steps.iter().map(|s| f(&s["requests"])).sum();
+    assert_eq!(total, f(&json["requests"]), "the rows add up to the run");
+}
+
+#[test]
+fn a_step_past_capacity_is_not_held_and_its_latency_from_intended_times_grows() {
+    let _timing = timing_lock();
+    let server = our_server(&[]);
+    // 4 connections x 50 ms: 80 responses/s at most. 40/s holds; 160/s cannot.
+    let url = server.url("/sleep?ms=50");
+    let json = load_json(&[&url, "-c", "4", "-t", "1", "-R", "40@1s,160@1s"]);
+    let steps = json["steps"].as_array().expect("steps");
+    let (calm, over) = (&steps[0], &steps[1]);
+    assert_eq!(calm["held"], true, "{calm}");
+    assert!((f(&calm["requests"]) - 40.0).abs() <= 3.0, "{calm}");
+    let calm_p50 = f(&calm["latency_us"]["p50"]);
+    assert!((50_000.0..70_000.0).contains(&calm_p50), "{calm}");
+    assert_eq!(over["held"], false, "{over}");
+    let achieved = f(&over["rps"]);
+    assert!(
+        (60.0..=90.0).contains(&achieved),
+        "achieved {achieved}/s: {over}"
+    );
+    // Each connection is due every 25 ms and served every 50 ms: by the end of the step it is
+    // about 500 ms behind its schedule, and requests due late in it were never sent at all.
+    let over_latency = &over["latency_us"];
+    assert!(f(&over_latency["p50"]) > 4.0 * calm_p50, "{over}");
+    assert!(f(&over_latency["p99"]) >= 400_000.0, "{over}");
+    assert!(
+        over_latency["lower_bound"]
+            .as_array()
+            .is_some_and(|keys| keys.iter().any(|k| k == "p99")),
+        "{over}"
+    );
+    assert!(f(&json["unsent"]) > 0.0, "{json}");
+    // What a naive tool shows: from the actual send times the second step looks like the first.
+    let uncorrected_p50 = f(&json["latency_uncorrected_us"]["p50"]);
+    assert!(uncorrected_p50 < 70_000.0, "{json}");
+}
+
+#[test]
+fn a_ramp_reports_ten_slices_and_shows_the_knee() {
+    let _timing = timing_lock();
+    let server = our_server(&[]);
+    // 100/s rising to 1000/s over 4 s against 4 connections x 10 ms, 400 responses/s at most:
+    // the knee is near 1.33 s, in the fourth slice.
+    let url = server.url("/sleep?ms=10");
+    let json = load_json(&[&url, "-c", "4", "-t", "1", "-R", "100..1000", "-d", "4s"]);
+    assert_eq!(json["plan"], "100..1000@4s");
+    let steps = json["steps"].as_array().expect("steps");
+    assert_eq!(steps.len(), 10, "{json}");
+    let scheduled: Vec<f64> = steps.iter().map(|s| f(&s["scheduled"])).collect();
+    // Due by t: N(t) = 100 t + 112.5 t^2; a slice holds the requests due between its ends.
+    assert_eq!(
+        scheduled,
+        [58.0, 94.0, 130.0, 166.0, 202.0, 238.0, 274.0, 310.0, 346.0, 382.0]
+    );
+    assert_eq!(f(&steps[0]["target_from_rps"]), 100.0);
+    assert_eq!(f(&steps[9]["target_to_rps"]), 1000.0);
+    assert_eq!(steps[0]["held"], true, "{}", steps[0]);
+    assert_eq!(steps[1]["held"], true, "{}", steps[1]);
+    for s in &steps[6..] {
+        assert_eq!(s["held"], false, "{s}");
+        assert!(f(&s["rps"]) <= 420.0, "{s}");
+    }
+    // Past the knee every connection falls further behind its schedule: the latency of the
+    // requests due in a slice, from their intended times, grows slice after slice.
+    let p50 = |i: usize| f(&steps[i]["latency_us"]["p50"]);
+    assert!((10_000.0..20_000.0).contains(&p50(0)), "{}", steps[0]);
+    assert!(p50(2) < p50(5) && p50(5) < p50(7), "{json}");
+    assert!(p50(7) > 20.0 * p50(0), "{json}");
+}
+
+#[test]
+fn the_human_summary_has_a_row_per_step() {
+    let server = TinyServer::start(answer_hello);
+    let url = server.url("/");
+    let (code, stdout, stderr, _) =
+        sweetspot(&["load", &url, "-c", "2", "-R", "50@500ms,100@500ms"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("test at 50@0.5s,100@0.5s"), "{stdout}");
+    let header = stdout
+        .lines()
+        .position(|l| l.contains("step") && l.contains("achieved/s") && l.contains("held"))
+        .unwrap_or_else(|| panic!("no step table: {stdout}"));
+    let rows: Vec<&str> = stdout.lines().skip(header + 1).take(2).collect();
+    assert!(
+        rows[0].trim_start().starts_with("1 ") && rows[0].contains("0-0.5s"),
+        "{stdout}"
+    );
+    assert!(
+        rows[1].trim_start().starts_with("2 ") && rows[1].contains("0.5-1s"),
+        "{stdout}"
+    );
+    assert!(rows.iter().all(|r| r.ends_with("yes")), "{stdout}");
+    // A constant rate has no step table.
+    let (code, stdout, _, _) = sweetspot(&["load", &url, "-c", "2", "-R", "50", "-d", "300ms"]);
+    assert_eq!(code, 0);
+    assert!(!stdout.contains("achieved/s"), "{stdout}");
+}
+
+#[test]
+fn bad_plans_exit_2_naming_what_is_wrong() {
+    for (plan, extra, expected) in [
+        ("0", None, "above 0"),
+        ("5..", None, "both ends"),
+        ("1000@", None, "needs a duration after @"),
+        ("1000@0s", None, "at least 10ms"),
+        ("1000..0", None, "above 0"),
+        ("0..1000", None, "above 0"),
+        ("1e12", None, "at most 100000000"),
+        ("1000@10s,", None, "step 2 is empty"),
+        (
+            "1000@10s,2000@10s",
+            Some("5s"),
+            "the steps last 20s but -d says 5s",
+        ),
+        ("1000@8d", None, "unknown unit"),
+    ] {
+        let mut args = vec!["load", "http://127.0.0.1:1/", "-R", plan];
+        if let Some(d) = extra {
+            args.extend_from_slice(&["-d", d]);
+        }
+        let (code, _, stderr, _) = sweetspot(&args);
+        assert_eq!(code, 2, "{plan}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{plan}: {stderr}");
+        assert!(
+            stderr.contains("-R") && stderr.contains(expected),
+            "{plan}: {stderr}"
+        );
+    }
+}

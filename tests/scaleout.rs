@@ -564,3 +564,74 @@ fn urls_segments_rotate_from_their_global_connection_and_merge_per_line() {
         assert_eq!(sent, expected, "segment {segment}");
     }
 }
+
+#[test]
+fn segments_of_a_load_plan_report_their_share_of_each_step_and_merge() {
+    let server = Server::start(&["--arch", "epoll"]);
+    let dir = TempDir::new("plan-segments");
+    let url = format!("http://127.0.0.1:{}/hello", server.port);
+    let json = |name: &str| dir.path().join(name).display().to_string();
+    let start_at = format!(
+        "{:.3}",
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+            + 0.5
+    );
+    let spawn = |seg: &str, path: &str, plan: &str| {
+        Command::new(env!("CARGO_BIN_EXE_sweetspot"))
+            .args(["load", &url, "-c", "4", "-t", "1", "-R", plan, "-q"])
+            .args(["--segment", seg, "--start-at", &start_at, "--json", path])
+            .spawn()
+            .unwrap()
+    };
+    let (a, b, other) = (json("a.json"), json("b.json"), json("other.json"));
+    // The other plan has the same mean rate and length: only the plan tells them apart.
+    let workers = [
+        spawn("0/2", &a, "200@1s,400@1s"),
+        spawn("1/2", &b, "200@1s,400@1s"),
+        spawn("1/2", &other, "400@1s,200@1s"),
+    ];
+    for mut w in workers {
+        assert!(w.wait().unwrap().success());
+    }
+    for path in [&a, &b] {
+        let report = read_report(path);
+        assert_eq!(report.plan.as_deref(), Some("100@1s,200@1s"), "{path}");
+        assert_eq!(
+            report.segment.as_ref().unwrap().plan.as_deref(),
+            Some("200@1s,400@1s")
+        );
+        let scheduled: Vec<u64> = report.steps.iter().map(|s| s.scheduled).collect();
+        assert_eq!(scheduled, [100, 200], "{path}");
+        for (step, rate) in report.steps.iter().zip([100.0, 200.0]) {
+            assert_eq!(step.target_rps, rate);
+            assert!((step.requests as f64 - rate).abs() <= 3.0, "{step:?}");
+            assert!(step.held, "{step:?}");
+        }
+    }
+    let merged = sweetspot(&["merge", "-q", &a, &b, "--json", "-"]);
+    assert!(merged.status.success(), "{}", stderr_of(&merged));
+    let value: serde_json::Value = serde_json::from_slice(&merged.stdout).unwrap();
+    let requests = value["requests"].as_f64().unwrap();
+    assert!((594.0..=600.0).contains(&requests), "{value}");
+    // The steps add up exactly: the whole run's rates, every worker's requests.
+    let steps = value["steps"].as_array().expect("merged steps");
+    assert_eq!(steps.len(), 2, "{value}");
+    for (step, rate) in steps.iter().zip([200.0, 400.0]) {
+        assert_eq!(step["target_rps"].as_f64(), Some(rate), "{step}");
+        assert_eq!(step["scheduled"].as_f64(), Some(rate), "{step}");
+        assert_eq!(step["latency_us"]["count"].as_f64(), Some(rate), "{step}");
+        assert_eq!(step["held"], true, "{step}");
+    }
+    let from_workers: u64 = [&a, &b]
+        .iter()
+        .map(|p| read_report(p).steps[1].requests)
+        .sum();
+    assert_eq!(steps[1]["requests"].as_u64(), Some(from_workers));
+    let refused = sweetspot(&["merge", "-q", &a, &other]);
+    let err = stderr_of(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(err.contains("load plan"), "{err}");
+}

@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use super::plan::RatePlan;
 use super::request;
 use super::segment;
 use super::series;
@@ -52,14 +53,19 @@ pub struct LoadArgs {
     /// Send exactly this many requests in total, then stop.
     #[arg(short = 'n', long = "requests")]
     pub requests: Option<u64>,
-    /// Constant rate in requests/s over all connections (latency from intended send times).
+    /// Rate in requests/s over all connections, latency from intended send times: a number
+    /// (constant, over -d), FROM..TO (a linear ramp over -d, e.g. 100..5000) or steps
+    /// RATE@DUR,... (e.g. 1000@10s,2000@10s,4000@10s; a step may be FROM..TO@DUR; the run lasts
+    /// their sum, so -d is not needed). Plans report each step (a ramp: 10 slices) and whether
+    /// it held.
     #[arg(
         short = 'R',
         long = "rate",
+        value_name = "RATE|FROM..TO|RATE@DUR,...",
         conflicts_with = "requests",
         allow_negative_numbers = true
     )]
-    pub rate: Option<f64>,
+    pub rate: Option<String>,
     /// A request without a complete response after this long is a timeout.
     #[arg(long, default_value = "2s")]
     pub timeout: String,
@@ -144,6 +150,8 @@ pub struct RunOptions {
 pub struct SegmentRun {
     pub info: segment::SegmentInfo,
     pub first_connection: usize,
+    /// Rate mode with a plan: the whole run's plan (this worker's, in its config, is its share).
+    pub whole_plan: Option<RatePlan>,
 }
 
 impl RunOptions {
@@ -225,10 +233,18 @@ pub fn narrow_to_segment(
             seg.index, seg.count, seg.count
         )));
     }
+    let whole_plan = config.plan.clone();
+    let share = connections as f64 / total_connections as f64;
+    if let Some(plan) = &mut config.plan {
+        *plan = plan.scaled(share);
+    }
     let (total_rate, total_requests, requests) = match &mut config.mode {
         Mode::Rate { rate, .. } => {
             let total = *rate;
-            *rate = total * connections as f64 / total_connections as f64;
+            *rate = match &config.plan {
+                Some(plan) => plan.mean_rate(),
+                None => total * share,
+            };
             (Some(total), None, None)
         }
         Mode::Count { requests } => {
@@ -258,8 +274,10 @@ pub fn narrow_to_segment(
             requests,
             host: segment::host_name(),
             cores: default_threads(),
+            plan: whole_plan.as_ref().map(|p| p.to_string()),
         },
         first_connection: seg.first(total_connections) as usize,
+        whole_plan,
     })
 }
 
@@ -270,7 +288,8 @@ pub enum Mode {
     Closed { duration: Duration },
     /// Exactly `requests` requests in total, then stop.
     Count { requests: u64 },
-    /// `rate` requests/s in total, each with an intended send time.
+    /// `rate` requests/s in total, each with an intended send time. With a load plan
+    /// ([`LoadConfig::plan`]) `rate` is the plan's mean rate and `duration` its length.
     Rate { rate: f64, duration: Duration },
 }
 
@@ -316,6 +335,10 @@ pub struct LoadConfig {
     /// `--urls`: the requests to rotate (then `method`, `headers` and `body` are not the
     /// request: `headers` go on every line, `method` is HEAD only if every line is HEAD).
     pub urls: Option<std::sync::Arc<super::urls::UrlList>>,
+    /// Rate mode: a plan whose rate changes (a ramp, steps); `None` for a constant rate, which
+    /// is the one-step plan [`LoadConfig::rate_plan`] makes from the mode. Set with
+    /// [`LoadConfig::set_plan`], which keeps `mode` in step.
+    pub plan: Option<RatePlan>,
 }
 
 /// One thread per core, as wrk's users usually choose.
@@ -342,6 +365,26 @@ impl LoadConfig {
             message_len: 64,
             pin_cpus: Vec::new(),
             urls: None,
+            plan: None,
+        }
+    }
+
+    /// Runs at `plan`: rate mode at the plan's mean rate for its length (a constant plan is
+    /// plain rate mode).
+    pub fn set_plan(&mut self, plan: RatePlan) {
+        self.mode = Mode::Rate {
+            rate: plan.mean_rate(),
+            duration: plan.duration(),
+        };
+        self.plan = (!plan.is_constant()).then_some(plan);
+    }
+
+    /// Rate mode: the plan the engine follows (a constant rate is a plan of one step).
+    pub fn rate_plan(&self) -> Option<RatePlan> {
+        match (&self.plan, self.mode) {
+            (Some(plan), Mode::Rate { .. }) => Some(plan.clone()),
+            (None, Mode::Rate { rate, duration }) => Some(RatePlan::constant(rate, duration)),
+            _ => None,
         }
     }
 
@@ -369,13 +412,28 @@ impl LoadConfig {
             Some(list) => list.framing_method().to_string(),
             None => args.method.clone(),
         };
-        let duration = match &args.duration {
-            Some(text) => parse_duration(text).map_err(|e| usage(format!("-d: {e}")))?,
-            None => DEFAULT_DURATION,
+        let given_duration = match &args.duration {
+            Some(text) => Some(parse_duration(text).map_err(|e| usage(format!("-d: {e}")))?),
+            None => None,
         };
-        let mode = match (args.requests, args.rate) {
+        let duration = given_duration.unwrap_or(DEFAULT_DURATION);
+        let mut plan = None;
+        let mode = match (args.requests, &args.rate) {
             (Some(requests), _) => Mode::Count { requests },
-            (None, Some(rate)) => Mode::Rate { rate, duration },
+            // A plain number is a constant rate, checked by `validate` like one built in code.
+            (None, Some(text)) => match text.trim().parse::<f64>() {
+                Ok(rate) => Mode::Rate { rate, duration },
+                Err(_) => {
+                    let parsed = RatePlan::parse(text, given_duration, DEFAULT_DURATION)
+                        .map_err(|e| usage(format!("-R {}: {e}", text.trim())))?;
+                    let mode = Mode::Rate {
+                        rate: parsed.mean_rate(),
+                        duration: parsed.duration(),
+                    };
+                    plan = (!parsed.is_constant()).then_some(parsed);
+                    mode
+                }
+            },
             (None, None) => Mode::Closed { duration },
         };
         let timeout =
@@ -414,6 +472,7 @@ impl LoadConfig {
             message_len: size(args.message),
             pin_cpus: args.pin.clone(),
             urls,
+            plan,
         };
         config.validate()?;
         config.threads = config.threads.min(config.connections);
@@ -454,6 +513,21 @@ impl LoadConfig {
                 ))
             }
             _ => {}
+        }
+        if let Some(plan) = &self.plan {
+            plan.check().map_err(|e| usage(format!("-R {plan}: {e}")))?;
+            let agrees = match self.mode {
+                Mode::Rate { rate, duration } => {
+                    duration == plan.duration()
+                        && (rate - plan.mean_rate()).abs() <= 1e-9 * rate.abs()
+                }
+                _ => false,
+            };
+            if !agrees {
+                return Err(usage(format!(
+                    "-R {plan}: a plan needs rate mode at its mean rate for its length (use LoadConfig::set_plan)"
+                )));
+            }
         }
         if self.timeout.is_zero() || self.timeout > MAX_TIMEOUT {
             return Err(usage("--timeout must be more than 0 and at most 1h"));
@@ -690,5 +764,84 @@ mod tests {
             built.validate().unwrap_err().to_string(),
             "-t (threads) must be between 1 and 1024, not 0"
         );
+    }
+
+    #[test]
+    fn plans_from_flags_set_rate_mode_at_their_mean() {
+        let ramp = config("http://h/ -R 100..300 -d 2s").unwrap();
+        assert_eq!(
+            ramp.mode,
+            Mode::Rate {
+                rate: 200.0,
+                duration: Duration::from_secs(2)
+            }
+        );
+        assert_eq!(ramp.plan.as_ref().unwrap().to_string(), "100..300@2s");
+        let steps = config("http://h/ -R 200@1s,400@1s").unwrap();
+        assert_eq!(
+            steps.mode,
+            Mode::Rate {
+                rate: 300.0,
+                duration: Duration::from_secs(2)
+            }
+        );
+        assert_eq!(steps.rate_plan(), steps.plan);
+        // A constant rate is a plan of one step, not stored.
+        let constant = config("http://h/ -R 500 -d 3s").unwrap();
+        assert_eq!(constant.plan, None);
+        assert_eq!(
+            constant.rate_plan(),
+            Some(RatePlan::constant(500.0, Duration::from_secs(3)))
+        );
+        assert_eq!(config("http://h/ -R 500@3s").unwrap().plan, None);
+        for (line, message) in [
+            (
+                "http://h/ -R 5..",
+                "-R 5..: the ramp 5.. needs a rate at both ends",
+            ),
+            (
+                "http://h/ -R 1000@1s -d 2s",
+                "-R 1000@1s: the steps last 1s but -d says 2s",
+            ),
+            (
+                "http://h/ -R 1000@",
+                "-R 1000@: step 1 (1000@) needs a duration",
+            ),
+        ] {
+            let e = config(line).unwrap_err();
+            assert!(is_usage(&e), "{line}: {e}");
+            assert!(e.to_string().starts_with(message), "{line}: {e}");
+        }
+        // A plan built in code must come with its rate mode (set_plan keeps them together).
+        let mut built = LoadConfig::new(
+            Target::parse("http://h/").unwrap(),
+            2,
+            Mode::Closed {
+                duration: Duration::from_secs(2),
+            },
+        );
+        built.plan = ramp.plan.clone();
+        assert!(built.validate().is_err());
+        built.set_plan(ramp.plan.clone().unwrap());
+        built.validate().unwrap();
+        assert_eq!(built.mode, ramp.mode);
+    }
+
+    #[test]
+    fn a_segment_takes_its_share_of_every_step() {
+        let mut c = config("http://h/ -c 4 -R 200@1s,400@1s").unwrap();
+        let seg = narrow_to_segment(&mut c, segment::Segment { index: 1, count: 4 }).unwrap();
+        assert_eq!(c.plan.as_ref().unwrap().to_string(), "50@1s,100@1s");
+        assert_eq!(
+            c.mode,
+            Mode::Rate {
+                rate: 75.0,
+                duration: Duration::from_secs(2)
+            }
+        );
+        assert_eq!(seg.info.total_rate, Some(300.0));
+        assert_eq!(seg.info.plan.as_deref(), Some("200@1s,400@1s"));
+        assert_eq!(seg.whole_plan.unwrap().to_string(), "200@1s,400@1s");
+        c.validate().unwrap();
     }
 }

@@ -17,9 +17,13 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
             format!("{} closed-loop test", seconds(duration.as_secs_f64()))
         }
         Mode::Count { requests } => format!("{requests}-request test"),
-        Mode::Rate { rate, duration } => {
-            format!("{} test at {rate} req/s", seconds(duration.as_secs_f64()))
-        }
+        Mode::Rate { rate, duration } => match &config.plan {
+            Some(plan) => format!(
+                "{} test at {plan} (a mean of {rate:.2} req/s)",
+                seconds(duration.as_secs_f64())
+            ),
+            None => format!("{} test at {rate} req/s", seconds(duration.as_secs_f64())),
+        },
     };
     let _ = writeln!(out, "Running {what} @ {}", report.target);
     let _ = writeln!(
@@ -154,6 +158,7 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
             }
         );
     }
+    out.push_str(&super::steps::render_table(&report.steps));
     let _ = writeln!(
         out,
         "Client CPU:   {:.2}s ({:.2}us per request)",
@@ -315,6 +320,8 @@ mod tests {
             target_rate: None,
             rate_held: None,
             achieved_rate: None,
+            plan: None,
+            steps: Vec::new(),
             requests_sent: 100,
             target: "http://127.0.0.1:1/".into(),
             mode: "closed".into(),

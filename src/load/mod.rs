@@ -1,9 +1,11 @@
 //! `sweetspot load`: a load generator in the class of wrk, wrk2 and ab.
 //!
 //! Three ways to drive a target: closed loop (`-c` connections for `-d`, one batch in flight on
-//! each, like wrk), fixed count (`-n` requests in total, exactly, like ab), and constant rate
-//! (`-R`, wrk2's coordinated-omission correction, with the uncorrected view beside it). Targets
-//! are HTTP/1.1 URLs (`https://` over TLS, see [`tls`]) or `tcp://` line-echo servers.
+//! each, like wrk), fixed count (`-n` requests in total, exactly, like ab), and rate (`-R`,
+//! wrk2's coordinated-omission correction, with the uncorrected view beside it), at a constant
+//! rate or following a load plan, a ramp or steps ([`plan`]), reported step by step
+//! ([`steps`]). Targets are HTTP/1.1 URLs (`https://` over TLS, see
+//! [`tls`]) or `tcp://` line-echo servers.
 //!
 //! This file is only the driver: [`run`] is the library entry point the sweep calls in-process
 //! (validate, pre-flight, start one engine worker per thread, merge what they measured);
@@ -19,12 +21,14 @@ pub mod framing;
 pub mod hlog;
 pub mod human;
 pub mod json;
+pub mod plan;
 pub mod progress;
 pub mod report;
 pub mod request;
 pub mod segment;
 pub mod series;
 pub mod stats;
+pub mod steps;
 pub mod target;
 pub mod tls;
 pub mod urls;
@@ -113,6 +117,7 @@ fn run_observed(
         if let (Mode::Rate { duration, .. }, Some(rate)) = (config.mode, seg.info.total_rate) {
             let mut whole = config.clone();
             whole.mode = Mode::Rate { rate, duration };
+            whole.plan = seg.whole_plan.clone();
             engine_config = Some(whole);
         }
     }
@@ -160,14 +165,19 @@ fn run_observed(
         }
         None => (None, None),
     };
+    let engine_config = engine_config.as_ref().unwrap_or(config);
+    let rate_plan = engine_config.rate_plan();
     let plan = RunPlan {
-        config: engine_config.as_ref().unwrap_or(config),
+        config: engine_config,
         addr,
         request: &request,
         start,
         deadline: config.mode.duration().map(|d| start + d),
         stop,
         total_connections,
+        windows: rate_plan.as_ref().map(|p| p.windows()).unwrap_or_default(),
+        count_steps: rate_plan.as_ref().is_some_and(|p| !p.is_constant()),
+        rate_plan,
         intervals,
         tls,
     };

@@ -17,6 +17,7 @@ use super::stats::{
     censored_view, per_second_rates, ErrorCounts, LatencyHistogram, LatencySummary, LatencyView,
     ThreadStats,
 };
+use super::steps::StepReport;
 use super::urls::UrlReport;
 use super::{LoadConfig, Mode};
 
@@ -73,6 +74,14 @@ pub struct LoadReport {
     /// Rate mode only: requests sent per second.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub achieved_rate: Option<f64>,
+    /// Rate mode with a load plan (`-R 100..5000`, `-R 1000@10s,...`): the plan as `-R` takes
+    /// it; `target_rate` is its mean rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
+    /// With a load plan: each report step's target, achieved rate, latency and whether it held
+    /// (see [`super::steps`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepReport>,
     /// Requests written to the wire (count mode: plus connect failures, this is `-n`).
     #[serde(default)]
     pub requests_sent: u64,
@@ -210,6 +219,11 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         target_rate,
         rate_held,
         achieved_rate,
+        plan: config.plan.as_ref().map(|p| p.to_string()),
+        steps: match (&config.plan, &merged.steps) {
+            (Some(plan), Some(steps)) => super::steps::summarize(plan, steps, config.timeout),
+            _ => Vec::new(),
+        },
         requests_sent: merged.sent,
         target: match &config.urls {
             Some(list) => list.describe(),

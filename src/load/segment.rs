@@ -66,6 +66,10 @@ pub struct SegmentInfo {
     pub host: String,
     #[serde(default)]
     pub cores: usize,
+    /// Rate mode with a load plan: the whole run's plan as `-R` takes it (each worker runs its
+    /// share of every step; `sweetspot merge` checks the workers ran the same plan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
 }
 
 /// The host name, for reports (empty if unknown).

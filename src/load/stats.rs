@@ -568,6 +568,8 @@ pub struct ThreadStats {
     pub intervals: Option<super::series::IntervalRecorder>,
     /// `--urls` only: the same counts per request line.
     pub urls: Option<super::urls::UrlRecorder>,
+    /// A load plan's per-step counts (see [`super::steps`]); none without a plan.
+    pub steps: Option<super::steps::StepRecorder>,
 }
 
 impl ThreadStats {
@@ -592,6 +594,7 @@ impl ThreadStats {
             elapsed: Duration::ZERO,
             intervals: None,
             urls: None,
+            steps: None,
         }
     }
 
@@ -661,6 +664,11 @@ impl ThreadStats {
         match (&mut self.urls, &other.urls) {
             (Some(mine), Some(theirs)) => mine.merge(theirs),
             (None, Some(theirs)) => self.urls = Some(theirs.clone()),
+            _ => {}
+        }
+        match (&mut self.steps, &other.steps) {
+            (Some(mine), Some(theirs)) => mine.merge(theirs),
+            (None, Some(theirs)) => self.steps = Some(theirs.clone()),
             _ => {}
         }
     }

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::load::hlog;
 use crate::load::report::LoadReport;
 use crate::load::stats::{LatencyHistogram, LatencySummary, LowerBounds};
+use crate::load::steps::StepReport;
 use crate::load::urls::{merge_url_reports, UrlReport};
 use crate::load::ErrorCounts;
 use crate::usage;
@@ -130,6 +131,9 @@ pub struct MergedReport {
     /// `--urls` runs: each line's counts summed and histograms added over the workers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub urls: Vec<UrlReport>,
+    /// A load plan's steps, added over the workers (see [`crate::load::steps::merge_workers`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepReport>,
 }
 
 /// Whether a worker's own generator was the limit: its threads busy nearly all the time on the
@@ -205,6 +209,9 @@ pub fn combine(inputs: &[WorkerInput]) -> Result<MergedReport, String> {
         }
         if seg.total_rate != base.total_rate {
             return Err(differs("total rate", &base.total_rate, &seg.total_rate));
+        }
+        if seg.plan != base.plan {
+            return Err(differs("load plan", &base.plan, &seg.plan));
         }
         if seg.total_requests != base.total_requests {
             return Err(differs(
@@ -354,6 +361,9 @@ pub fn combine(inputs: &[WorkerInput]) -> Result<MergedReport, String> {
             .map(|w| (w.source.as_str(), w.report.urls.as_slice()))
             .collect::<Vec<_>>(),
     )?;
+    let step_rows: Vec<&[StepReport]> = workers.iter().map(|w| &w.report.steps[..]).collect();
+    let steps = crate::load::steps::merge_workers(&step_rows)
+        .map_err(|e| format!("{} and the others: {e}", first.source))?;
     Ok(MergedReport {
         target: first.report.target.clone(),
         mode: first.report.mode.clone(),
@@ -383,6 +393,7 @@ pub fn combine(inputs: &[WorkerInput]) -> Result<MergedReport, String> {
         workers: lines,
         histogram: hlog::encode(&latency),
         urls,
+        steps,
     })
 }
 
@@ -550,6 +561,7 @@ pub fn render(m: &MergedReport) -> String {
     if !m.urls.is_empty() {
         out.push_str(&crate::load::urls::render_table(&m.urls));
     }
+    out.push_str(&crate::load::steps::render_table(&m.steps));
     out
 }
 
@@ -585,6 +597,7 @@ mod tests {
                 requests: None,
                 host: "h".into(),
                 cores: 2,
+                plan: None,
             }),
             started_at_unix_s: start,
             ended_at_unix_s: start + 2.0,

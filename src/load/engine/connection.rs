@@ -184,6 +184,8 @@ mod tests {
         let schedule = Schedule {
             holds_ticket: false,
             next_intended: now,
+            connection: 0,
+            next: 0,
         };
         Connection::new(
             ResponseFramer::Http(HttpResponseFramer::new("GET")),

@@ -52,6 +52,7 @@ use mio::{Events, Poll};
 
 use super::error::FailureKind;
 use super::framing::{EchoReplyFramer, HttpResponseFramer, ResponseFramer};
+use super::plan::{RatePlan, StepWindow};
 use super::stats::ThreadStats;
 use super::target::Target;
 use super::urls::RequestSet;
@@ -103,6 +104,13 @@ pub struct RunPlan<'a> {
     pub intervals: Option<super::series::IntervalPlan>,
     /// `https://` targets: what every connection's TLS session is made from.
     pub tls: Option<transport::TlsConnector>,
+    /// Rate mode: the plan every connection's intended send times follow (a constant rate is
+    /// a plan of one step), over `total_connections`.
+    pub rate_plan: Option<RatePlan>,
+    /// Rate mode: the plan's report steps (one for a constant rate).
+    pub windows: Vec<StepWindow>,
+    /// Count per report step: the rate changes (a ramp or steps).
+    pub count_steps: bool,
 }
 
 /// One worker's share of the run.
@@ -164,6 +172,11 @@ pub fn run_worker(
     worker
         .recorder
         .set_intervals(plan.intervals.as_ref().map(|p| p.recorder(share.index)));
+    if plan.count_steps {
+        worker
+            .recorder
+            .set_steps(Some(super::steps::StepRecorder::new(&plan.windows)));
+    }
     let result = worker.run(completed);
     let stats = worker
         .recorder
@@ -178,7 +191,7 @@ struct Worker<'p, 'a> {
     connections: Vec<Connection>,
     read_buffer: Vec<u8>,
     recorder: Recorder,
-    policy: SendPolicy,
+    policy: SendPolicy<'p>,
     source: RequestSource<'p>,
     wakeups: Wakeups,
     /// Connections to send on once the current poll's events are handled.
@@ -196,7 +209,13 @@ struct Worker<'p, 'a> {
 impl<'p, 'a> Worker<'p, 'a> {
     fn new(plan: &'p RunPlan<'a>, share: &WorkerShare) -> io::Result<Worker<'p, 'a>> {
         let config = plan.config;
-        let policy = SendPolicy::new(&config.mode, share.requests, plan.total_connections);
+        let policy = SendPolicy::new(
+            &config.mode,
+            plan.rate_plan.as_ref(),
+            share.requests,
+            plan.total_connections,
+            plan.start,
+        );
         let framer = match &config.target {
             Target::Http { .. } => ResponseFramer::Http(HttpResponseFramer::new(&config.method)),
             Target::Echo { .. } => ResponseFramer::Echo(EchoReplyFramer::new(config.message_len)),
@@ -205,11 +224,7 @@ impl<'p, 'a> Worker<'p, 'a> {
         let source = RequestSource::new(plan.request);
         let connections = (0..share.connections)
             .map(|i| {
-                let schedule = policy.schedule(
-                    plan.start,
-                    share.first_connection + i,
-                    plan.total_connections,
-                );
+                let schedule = policy.schedule(plan.start, share.first_connection + i);
                 let first_line = source.first_line(share.first_connection + i);
                 Connection::new(framer.clone(), pipeline, schedule, plan.start, first_line)
             })
@@ -364,18 +379,18 @@ impl<'p, 'a> Worker<'p, 'a> {
         }
         .checked_sub(UNSENT_SLACK)
         .unwrap_or(window_end);
+        let lines = self.plan.request.lines();
         for conn in &self.connections {
             for request in &conn.in_flight {
                 self.recorder.censor_in_flight(request, end);
             }
-            if let Some((count, step)) = self.policy.unsent(&conn.schedule, limit) {
-                self.recorder.censor_unsent(
-                    conn.schedule.next_intended,
-                    step,
-                    count,
-                    end,
-                    conn.request,
-                );
+            let mut line = conn.request;
+            for unsent in self
+                .policy
+                .unsent(&conn.schedule, limit, &self.plan.windows)
+            {
+                self.recorder.censor_unsent(&unsent, end, line);
+                line = (line + unsent.count as usize) % lines;
             }
         }
     }
@@ -467,15 +482,7 @@ impl<'p, 'a> Worker<'p, 'a> {
 
     /// Counts the requests lost with a broken connection, then opens a new one.
     fn fail(&mut self, slot: usize, kind: FailureKind) {
-        let lost = self.connections[slot].in_flight.len() as u64;
-        let lost = if kind == FailureKind::Protocol {
-            lost.max(1)
-        } else {
-            lost
-        };
-        self.recorder.failed(kind, lost);
-        self.recorder
-            .failed_lines(kind, self.connections[slot].in_flight.iter());
+        self.recorder.lost(kind, &self.connections[slot].in_flight);
         self.reconnect(slot);
     }
 

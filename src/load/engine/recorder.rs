@@ -6,14 +6,19 @@
 //! and never a sample; rate mode keeps the uncorrected view (from the actual send time) beside
 //! it; an answer in the drain after the deadline is a sample but not a response of the run.
 //! Per-interval views (`--hlog`, a time series) are recorder concerns: they see every sample
-//! here and roll over with [`Recorder::tick`].
+//! here and roll over with [`Recorder::tick`]. A load plan's per-step counts
+//! ([`StepRecorder`], by the step of each request's intended send time) are one too.
 
 use std::time::{Duration, Instant};
 
+use std::collections::VecDeque;
+
 use super::connection::InFlight;
+use super::policy::Unsent;
 use crate::load::error::FailureKind;
 use crate::load::series::IntervalRecorder;
 use crate::load::stats::{Censored, LatencyHistogram, ThreadStats};
+use crate::load::steps::StepRecorder;
 use crate::load::urls::UrlRecorder;
 
 /// One worker's measurements.
@@ -50,6 +55,11 @@ impl Recorder {
         self.stats.urls = Some(UrlRecorder::new(lines));
     }
 
+    /// A load plan: count per report step as well.
+    pub fn set_steps(&mut self, steps: Option<StepRecorder>) {
+        self.stats.steps = steps;
+    }
+
     /// Counts one complete response to `request`, read at `now`.
     #[inline]
     pub fn response(&mut self, request: InFlight, status: u16, now: Instant) {
@@ -64,12 +74,25 @@ impl Recorder {
                 let since_start = now.saturating_duration_since(self.start);
                 intervals.count_errors(FailureKind::Timeout, 1, since_start);
             }
+            if let Some(steps) = stats.steps.as_mut() {
+                let intended = request.intended.saturating_duration_since(self.start);
+                steps.record_failure(FailureKind::Timeout, Some(intended), intended);
+            }
             return;
         }
         let latency = now.saturating_duration_since(request.intended);
         stats.latency.record(latency);
         if let Some(urls) = stats.urls.as_mut() {
             urls.response(request.line as usize, latency, status, self.draining);
+        }
+        if let Some(steps) = stats.steps.as_mut() {
+            steps.record_response(
+                request.intended.saturating_duration_since(self.start),
+                now.saturating_duration_since(self.start),
+                latency,
+                service_time,
+                !self.draining,
+            );
         }
         if let Some(intervals) = stats.intervals.as_mut() {
             let since_start = now.saturating_duration_since(self.start);
@@ -101,24 +124,47 @@ impl Recorder {
         stats.handshakes_resumed += u64::from(handshake.resumed);
     }
 
-    /// `count` requests failed with `kind`.
+    /// `count` requests failed with `kind` (or, `Connect`, a connection attempt did).
     #[inline]
     pub fn failed(&mut self, kind: FailureKind, count: u64) {
         self.stats.errors.add(kind, count);
-        if let Some(intervals) = self.stats.intervals.as_mut().filter(|_| count > 0) {
+        if count == 0 {
+            return;
+        }
+        if let Some(intervals) = self.stats.intervals.as_mut() {
             intervals.count_errors(kind, count, self.start.elapsed());
+        }
+        if let Some(steps) = self.stats.steps.as_mut() {
+            let at = Instant::now().saturating_duration_since(self.start);
+            for _ in 0..count {
+                steps.record_failure(kind, None, at);
+            }
         }
     }
 
-    /// The requests in flight on a connection that broke (`kind`), one per request: the
-    /// per-URL side of [`Recorder::failed`], which counts them for the run.
-    pub fn failed_lines<'r>(
-        &mut self,
-        kind: FailureKind,
-        lost: impl Iterator<Item = &'r InFlight>,
-    ) {
+    /// A broken connection lost the requests `in_flight`: each is a failure of `kind` (a
+    /// protocol error is one even with nothing in flight: the server sent what no request
+    /// asked for). Load plans count each in the step it was due in, `--urls` under its line.
+    pub fn lost(&mut self, kind: FailureKind, in_flight: &VecDeque<InFlight>) {
+        let count = in_flight.len() as u64;
+        if count == 0 {
+            if kind == FailureKind::Protocol {
+                self.failed(kind, 1);
+            }
+            return;
+        }
+        self.stats.errors.add(kind, count);
+        if let Some(intervals) = self.stats.intervals.as_mut() {
+            intervals.count_errors(kind, count, self.start.elapsed());
+        }
+        if let Some(steps) = self.stats.steps.as_mut() {
+            for request in in_flight {
+                let intended = request.intended.saturating_duration_since(self.start);
+                steps.record_failure(kind, Some(intended), intended);
+            }
+        }
         if let Some(urls) = self.stats.urls.as_mut() {
-            for request in lost {
+            for request in in_flight {
                 urls.failure(request.line as usize, kind);
             }
         }
@@ -172,10 +218,11 @@ impl Recorder {
 
     /// A request still unanswered when the run ended at `end`: censored at its age.
     pub fn censor_in_flight(&mut self, request: &InFlight, end: Instant) {
-        self.stats.censored.push(Censored::InFlight {
+        let censored = Censored::InFlight {
             since_intended_us: micros(end.saturating_duration_since(request.intended)),
             since_sent_us: micros(end.saturating_duration_since(request.sent)),
-        });
+        };
+        self.stats.censored.push(censored);
         self.stats.unanswered += 1;
         if let Some(urls) = self.stats.urls.as_mut() {
             urls.in_flight_at_end(
@@ -184,28 +231,30 @@ impl Recorder {
                 micros(end.saturating_duration_since(request.sent)),
             );
         }
+        if let Some(steps) = self.stats.steps.as_mut() {
+            let step = steps.step_of(request.intended.saturating_duration_since(self.start));
+            steps.censor(step, censored);
+        }
     }
 
-    /// Rate mode: `count` requests due every `step` from `oldest` on were never sent; the
-    /// first would have been line `first_line` of the rotation.
-    pub fn censor_unsent(
-        &mut self,
-        oldest: Instant,
-        step: Duration,
-        count: u64,
-        end: Instant,
-        first_line: usize,
-    ) {
-        let oldest_us = micros(end.saturating_duration_since(oldest));
-        let step_us = step.as_secs_f64() * 1e6;
-        self.stats.censored.push(Censored::Unsent {
+    /// Rate mode: requests of one connection, due at least every `unsent.step` from
+    /// `unsent.oldest` on, were never sent; the first would have been line `first_line` of
+    /// the rotation.
+    pub fn censor_unsent(&mut self, unsent: &Unsent, end: Instant, first_line: usize) {
+        let oldest_us = micros(end.saturating_duration_since(unsent.oldest));
+        let step_us = unsent.step.as_secs_f64() * 1e6;
+        let censored = Censored::Unsent {
             oldest_us,
             step_us,
-            count,
-        });
-        self.stats.unsent += count;
+            count: unsent.count,
+        };
+        self.stats.censored.push(censored);
+        self.stats.unsent += unsent.count;
         if let Some(urls) = self.stats.urls.as_mut() {
-            urls.unsent(first_line, oldest_us, step_us, count);
+            urls.unsent(first_line, oldest_us, step_us, unsent.count);
+        }
+        if let Some(steps) = self.stats.steps.as_mut() {
+            steps.censor(unsent.window, censored);
         }
     }
 
@@ -280,7 +329,16 @@ mod tests {
         let ms = Duration::from_millis;
         let mut r = Recorder::new(t, ms(100), true);
         r.censor_in_flight(&request(t, t + ms(5)), t + ms(50));
-        r.censor_unsent(t + ms(10), ms(10), 3, t + ms(50), 0);
+        r.censor_unsent(
+            &Unsent {
+                window: 0,
+                oldest: t + ms(10),
+                step: ms(10),
+                count: 3,
+            },
+            t + ms(50),
+            0,
+        );
         let stats = r.finish(ms(50), 0.0);
         assert_eq!((stats.unanswered, stats.unsent), (1, 3));
         assert_eq!(
