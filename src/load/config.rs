@@ -31,12 +31,12 @@ const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, clap::Args)]
 pub struct LoadArgs {
     /// http://HOST:PORT/PATH, https://HOST:PORT/PATH (TLS) or tcp://HOST:PORT (echo protocol).
-    /// With --urls: optional, the http://HOST:PORT of the file's path-only lines (no path).
+    /// With --urls: optional, the http(s)://HOST:PORT of the file's path-only lines (no path).
     #[arg(required_unless_present = "urls")]
     pub target: Option<String>,
     /// Send the requests of FILE, one per line, round robin on every connection: connection i
     /// starts at line i mod n. A line: `[METHOD] URL [@BODYFILE] [H:Name: value]...`, the URL
-    /// a /path or http://HOST:PORT/path (one host:port per file), METHOD GET if left out,
+    /// a /path or http(s)://HOST:PORT/path (one scheme and host:port per file), METHOD GET if left out,
     /// BODYFILE relative to FILE's directory; blank lines and `#` comments are skipped. Counts
     /// and percentiles per line in the report (see the README).
     #[arg(long, value_name = "FILE")]

@@ -67,6 +67,44 @@ pub struct ServerUsage {
     /// when a `cpu_command` reported the CPU.
     #[serde(default)]
     pub remote: bool,
+    /// The wall time `cpu_s` was measured over: from before the load run's connects to after
+    /// its drain (longer than the measured `duration_s` when requests were still answered
+    /// after the deadline). 0 in results from before it was recorded.
+    #[serde(default)]
+    pub window_s: f64,
+    /// The requests the server answered in that window: the run's responses plus the answers
+    /// of its drain. 0 in results from before it was recorded.
+    #[serde(default)]
+    pub answered: u64,
+}
+
+impl ServerUsage {
+    /// CPU microseconds per request: the CPU over the requests answered while it was measured
+    /// (`answered`; `requests` for results that lack it). Dividing by the measured window's
+    /// responses alone would charge the drain's work to them.
+    pub fn cpu_us_per_request(&self, requests: u64) -> f64 {
+        let answered = if self.answered > 0 {
+            self.answered
+        } else {
+            requests
+        };
+        if answered > 0 {
+            self.cpu_s * 1e6 / answered as f64
+        } else {
+            0.0
+        }
+    }
+
+    /// `cpu` seconds as a share of one core over the window they were measured in
+    /// (`duration_s` for results that lack it): never more than the cores there are.
+    pub fn busy(&self, cpu: f64, duration_s: f64) -> Option<f64> {
+        let window = if self.window_s > 0.0 {
+            self.window_s
+        } else {
+            duration_s
+        };
+        (window > 0.0).then(|| cpu / window)
+    }
 }
 
 /// What the load generator cost.
@@ -375,5 +413,28 @@ mod tests {
     fn machine_is_detected() {
         let m = Machine::detect();
         assert!(m.cores >= 1 && !m.kernel.is_empty());
+    }
+
+    #[test]
+    fn server_cpu_is_per_answer_and_busy_over_its_window() {
+        // 20 s measured, 2 cores busy for 27 s (10 s of fib after the deadline, as a drain),
+        // 140 responses in the window and 50 more answered in the drain.
+        let usage = ServerUsage {
+            cpu_s: 54.0,
+            window_s: 27.0,
+            answered: 190,
+            ..Default::default()
+        };
+        assert_eq!(usage.cpu_us_per_request(140), 54.0 * 1e6 / 190.0);
+        assert_eq!(usage.busy(usage.cpu_s, 20.0), Some(2.0));
+        // Results from before the window and the answers were recorded: as they were read.
+        let old = ServerUsage {
+            cpu_s: 3.0,
+            ..Default::default()
+        };
+        assert_eq!(old.cpu_us_per_request(1000), 3000.0);
+        assert_eq!(old.busy(old.cpu_s, 2.0), Some(1.5));
+        assert_eq!(old.cpu_us_per_request(0), 0.0);
+        assert_eq!(old.busy(old.cpu_s, 0.0), None);
     }
 }

@@ -13,7 +13,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -212,11 +212,7 @@ fn run_point(
     result.status = run.status.clone();
     result.server = run.server;
     result.client = run.client;
-    result.server_cpu_us_per_request = if run.requests > 0 {
-        run.server.cpu_s * 1e6 / run.requests as f64
-    } else {
-        0.0
-    };
+    result.server_cpu_us_per_request = run.server.cpu_us_per_request(run.requests);
     let cores = f64::from(machine.cores.max(1));
     let parallelism = if machine.pinned {
         1.0
@@ -226,11 +222,18 @@ fn run_point(
             TargetSpec::External(_) => cores,
         }
     };
+    // CPU seconds of both sides were measured over the whole load run (connects and drain
+    // included), so their shares of a core are over that window.
+    let window_s = if run.server.window_s > 0.0 {
+        run.server.window_s
+    } else {
+        run.duration_s
+    };
     result.generator_bound = generator_saturated(
         run.client.cpu_s,
         run.client.threads,
         run.server.cpu_s,
-        run.duration_s,
+        window_s,
         cores,
         parallelism,
     );
@@ -238,14 +241,14 @@ fn run_point(
         result.warnings.push(format!(
             "the load generator used {:.0}% of a core per thread (the server's CPU is not known \
              here): this throughput may be the generator's limit, not the server's",
-            run.client.cpu_s / run.duration_s / f64::from(run.client.threads.max(1)) * 100.0
+            run.client.cpu_s / window_s / f64::from(run.client.threads.max(1)) * 100.0
         ));
     } else if result.generator_bound {
         result.warnings.push(format!(
             "the load generator used {:.0}% of a core per thread while the server used {:.0}%: \
              this throughput is the generator's limit, not the server's",
-            run.client.cpu_s / run.duration_s / f64::from(run.client.threads.max(1)) * 100.0,
-            run.server.cpu_s / run.duration_s * 100.0
+            run.client.cpu_s / window_s / f64::from(run.client.threads.max(1)) * 100.0,
+            run.server.cpu_s / window_s * 100.0
         ));
     }
     match experiment.mode {
@@ -419,9 +422,11 @@ fn run_once(
     };
     let command_cpu_before = cpu_command.as_deref().map(command_cpu_s).transpose()?;
     let cpu_before = meter.read();
+    let window_start = Instant::now();
     let sampler = TreeSampler::start(server.pgid(), Duration::from_millis(100));
     let report = load::run(&config, Some(stop));
     let cpu = meter.read().since(&cpu_before);
+    let window_s = window_start.elapsed().as_secs_f64();
     let sample = sampler.finish();
     if stop.load(Ordering::SeqCst) {
         server.stop();
@@ -438,6 +443,7 @@ fn run_once(
     server.stop();
     let mut run = measurement_of(&report, &config, cpu, sample);
     run.server.cpu_method = Some(meter.method());
+    run.server.window_s = window_s;
     if !server_here {
         let command_cpu = match (cpu_command.as_deref(), command_cpu_before) {
             (Some(command), Some(before)) => Some((command_cpu_s(command)? - before).max(0.0)),
@@ -546,6 +552,8 @@ fn measurement_of(
             cpu_method: None,
             cpu_unavailable: false,
             remote: false,
+            window_s: report.duration_s,
+            answered: report.requests + report.drained,
         },
         client: ClientUsage {
             cpu_s: report.client_cpu_s,

@@ -94,7 +94,7 @@ pub fn cpu_per_request_range(p: &PointResult) -> (f64, f64) {
         .runs
         .iter()
         .filter(|r| r.requests > 0)
-        .map(|r| r.server.cpu_s * 1e6 / r.requests as f64)
+        .map(|r| r.server.cpu_us_per_request(r.requests))
         .collect();
     if p.spread.repetitions > 1 && per_run.len() > 1 {
         let min = per_run.iter().copied().fold(f64::MAX, f64::min);

@@ -392,10 +392,11 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
             let percent = |cpu: f64| {
                 if p.server.cpu_unavailable {
                     "n/a".into()
-                } else if p.duration_s > 0.0 {
-                    format!("{:.0}%", cpu / p.duration_s * 100.0)
                 } else {
-                    "-".into()
+                    match p.server.busy(cpu, p.duration_s) {
+                        Some(busy) => format!("{:.0}%", busy * 100.0),
+                        None => "-".into(),
+                    }
                 }
             };
             row.extend([
@@ -412,10 +413,9 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
                     duration_us(p.server_cpu_us_per_request)
                 },
                 percent(p.server.cpu_s),
-                if p.duration_s > 0.0 {
-                    format!("{:.0}%", p.client.cpu_s / p.duration_s * 100.0)
-                } else {
-                    "-".into()
+                match p.server.busy(p.client.cpu_s, p.duration_s) {
+                    Some(busy) => format!("{:.0}%", busy * 100.0),
+                    None => "-".into(),
                 },
             ]);
             // A server on another machine: its tree was not sampled here.
