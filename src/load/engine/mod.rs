@@ -64,8 +64,6 @@ use source::RequestSource;
 use timers::{PreciseTimer, TimeoutSweep, Wakeups, MAX_POLL_WAIT};
 use transport::{Handshake, Transport};
 
-pub use policy::due_before;
-
 /// One read takes up to this many bytes; shared by all connections of a worker.
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// Closed and count modes: when a poll brought fewer than this many events while at least

@@ -296,15 +296,6 @@ fn before(deadline: Option<Instant>, t: Instant) -> bool {
     deadline.is_none_or(|d| t < d)
 }
 
-/// How many requests of a schedule `next, next + interval, ...` are due strictly before `limit`.
-pub fn due_before(next: Instant, limit: Instant, interval: Duration) -> u64 {
-    if next >= limit || interval.is_zero() {
-        return 0;
-    }
-    let span = (limit - next).as_nanos();
-    ((span - 1) / interval.as_nanos() + 1) as u64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -534,20 +525,5 @@ mod tests {
         );
         assert_eq!(unsent[0].oldest - start, MS(105));
         assert_eq!((unsent[1].window, unsent[1].count), (1, 200));
-    }
-
-    #[test]
-    fn due_before_counts_the_schedule_strictly_before_the_limit() {
-        let t = Instant::now();
-        let ms = Duration::from_millis;
-        assert_eq!(due_before(t, t, ms(1)), 0);
-        assert_eq!(due_before(t + ms(5), t, ms(1)), 0);
-        assert_eq!(due_before(t, t + ms(1), ms(1)), 1);
-        assert_eq!(due_before(t, t + ms(10), ms(1)), 10);
-        assert_eq!(
-            due_before(t, t + ms(10) + Duration::from_nanos(1), ms(1)),
-            11
-        );
-        assert_eq!(due_before(t, t + ms(10), Duration::ZERO), 0);
     }
 }

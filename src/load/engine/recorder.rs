@@ -127,13 +127,7 @@ impl Recorder {
     /// `count` requests failed with `kind` (or, `Connect`, a connection attempt did).
     #[inline]
     pub fn failed(&mut self, kind: FailureKind, count: u64) {
-        self.stats.errors.add(kind, count);
-        if count == 0 {
-            return;
-        }
-        if let Some(intervals) = self.stats.intervals.as_mut() {
-            intervals.count_errors(kind, count, self.start.elapsed());
-        }
+        self.count_errors(kind, count);
         if let Some(steps) = self.stats.steps.as_mut() {
             let at = Instant::now().saturating_duration_since(self.start);
             for _ in 0..count {
@@ -153,10 +147,7 @@ impl Recorder {
             }
             return;
         }
-        self.stats.errors.add(kind, count);
-        if let Some(intervals) = self.stats.intervals.as_mut() {
-            intervals.count_errors(kind, count, self.start.elapsed());
-        }
+        self.count_errors(kind, count);
         if let Some(steps) = self.stats.steps.as_mut() {
             for request in in_flight {
                 let intended = request.intended.saturating_duration_since(self.start);
@@ -167,6 +158,17 @@ impl Recorder {
             for request in in_flight {
                 urls.failure(request.line as usize, kind);
             }
+        }
+    }
+
+    /// The run's and the current interval's side of `count` failures of `kind`, detected now.
+    fn count_errors(&mut self, kind: FailureKind, count: u64) {
+        self.stats.errors.add(kind, count);
+        if count == 0 {
+            return;
+        }
+        if let Some(intervals) = self.stats.intervals.as_mut() {
+            intervals.count_errors(kind, count, self.start.elapsed());
         }
     }
 
@@ -218,18 +220,16 @@ impl Recorder {
 
     /// A request still unanswered when the run ended at `end`: censored at its age.
     pub fn censor_in_flight(&mut self, request: &InFlight, end: Instant) {
+        let since_intended_us = micros(end.saturating_duration_since(request.intended));
+        let since_sent_us = micros(end.saturating_duration_since(request.sent));
         let censored = Censored::InFlight {
-            since_intended_us: micros(end.saturating_duration_since(request.intended)),
-            since_sent_us: micros(end.saturating_duration_since(request.sent)),
+            since_intended_us,
+            since_sent_us,
         };
         self.stats.censored.push(censored);
         self.stats.unanswered += 1;
         if let Some(urls) = self.stats.urls.as_mut() {
-            urls.in_flight_at_end(
-                request.line as usize,
-                micros(end.saturating_duration_since(request.intended)),
-                micros(end.saturating_duration_since(request.sent)),
-            );
+            urls.in_flight_at_end(request.line as usize, since_intended_us, since_sent_us);
         }
         if let Some(steps) = self.stats.steps.as_mut() {
             let step = steps.step_of(request.intended.saturating_duration_since(self.start));
