@@ -98,6 +98,13 @@ pub struct LoadArgs {
     /// Write the report as JSON to PATH, or to stdout with "-".
     #[arg(long, value_name = "PATH")]
     pub json: Option<String>,
+    /// How each thread waits and moves bytes: epoll (readiness, one send and one read per
+    /// request; speaks https://) or uring (io_uring: sends submitted together per turn,
+    /// receives completed into buffers, waits that gather up to 32 responses for at most
+    /// 200 µs under closed-loop load, latency ending at the kernel's arrival timestamp;
+    /// http:// and tcp:// only).
+    #[arg(long, value_enum, default_value_t = Engine::Epoll)]
+    pub engine: Engine,
     /// Pin load threads to these CPUs, round robin (e.g. --pin 1 or --pin 0,1).
     #[arg(long = "pin", value_name = "CPUS", value_delimiter = ',')]
     pub pin: Vec<usize>,
@@ -281,6 +288,26 @@ pub fn narrow_to_segment(
     })
 }
 
+/// How the engine's threads wait for their sockets and move bytes (see [`super::engine`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// epoll through mio.
+    #[default]
+    Epoll,
+    /// io_uring.
+    Uring,
+}
+
+impl Engine {
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Epoll => "epoll",
+            Engine::Uring => "uring",
+        }
+    }
+}
+
 /// How a run decides what to send and when to stop.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Mode {
@@ -332,6 +359,7 @@ pub struct LoadConfig {
     pub message_len: usize,
     /// CPUs to pin load threads to, round robin; empty: no pinning.
     pub pin_cpus: Vec<usize>,
+    pub engine: Engine,
     /// `--urls`: the requests to rotate (then `method`, `headers` and `body` are not the
     /// request: `headers` go on every line, `method` is HEAD only if every line is HEAD).
     pub urls: Option<std::sync::Arc<super::urls::UrlList>>,
@@ -364,6 +392,7 @@ impl LoadConfig {
             pipeline: 1,
             message_len: 64,
             pin_cpus: Vec::new(),
+            engine: Engine::Epoll,
             urls: None,
             plan: None,
         }
@@ -471,6 +500,7 @@ impl LoadConfig {
             pipeline: size(args.pipeline),
             message_len: size(args.message),
             pin_cpus: args.pin.clone(),
+            engine: args.engine,
             urls,
             plan,
         };
@@ -567,6 +597,11 @@ impl LoadConfig {
         if !self.target.is_tls() && self.tls != TlsOptions::default() {
             return Err(usage(
                 "--insecure and --cacert apply to https:// targets only",
+            ));
+        }
+        if self.engine == Engine::Uring && self.target.is_tls() {
+            return Err(usage(
+                "--engine uring speaks http:// and tcp:// only; https:// runs on --engine epoll",
             ));
         }
         if !self.pin_cpus.is_empty() {
@@ -708,6 +743,23 @@ mod tests {
     }
 
     #[test]
+    fn the_engine_is_epoll_unless_asked() {
+        assert_eq!(config("http://h/").unwrap().engine, Engine::Epoll);
+        assert_eq!(
+            config("http://h/ --engine uring").unwrap().engine,
+            Engine::Uring
+        );
+        assert_eq!(
+            config("tcp://h:1 --engine uring").unwrap().engine,
+            Engine::Uring
+        );
+        assert_eq!(
+            config("https://h/ --engine uring").unwrap_err().to_string(),
+            "--engine uring speaks http:// and tcp:// only; https:// runs on --engine epoll"
+        );
+    }
+
+    #[test]
     fn absurd_flags_are_usage_errors() {
         for line in [
             "nope -c 1",
@@ -730,6 +782,7 @@ mod tests {
             "http://h/ --insecure",
             "http://h/ --cacert ca.pem",
             "tcp://h:1 -k",
+            "https://h/ --engine uring",
         ] {
             let e = config(line).unwrap_err();
             assert!(is_usage(&e), "{line}: {e}");

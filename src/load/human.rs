@@ -36,10 +36,9 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
         } else {
             ", a new connection per request"
         },
-        if config.pipeline > 1 {
-            format!(", pipeline {}", config.pipeline)
-        } else {
-            String::new()
+        match (config.pipeline > 1, config.engine) {
+            (true, engine) => format!(", pipeline {}{}", config.pipeline, engine_note(engine)),
+            (false, engine) => engine_note(engine),
         }
     );
     if let Some(seg) = &report.segment {
@@ -169,6 +168,14 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
 }
 
 /// The TLS side: what was negotiated, the handshakes' own percentiles, and their share of the
+/// How the header line names a driver other than the default.
+fn engine_note(engine: crate::load::Engine) -> String {
+    match engine {
+        crate::load::Engine::Epoll => String::new(),
+        other => format!(", {} engine", other.name()),
+    }
+}
+
 /// time spent waiting (every request's, with `--no-keepalive`).
 fn tls_block(out: &mut String, tls: &TlsReport, keepalive: bool) {
     let _ = writeln!(
@@ -327,6 +334,7 @@ mod tests {
             mode: "closed".into(),
             connections: 4,
             threads: 1,
+            engine: "epoll".into(),
             segment: None,
             started_at_unix_s: 0.0,
             ended_at_unix_s: 0.0,

@@ -39,8 +39,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 pub use config::{
-    default_threads, narrow_to_segment, parse_duration, LoadArgs, LoadConfig, Mode, RunOptions,
-    SegmentRun,
+    default_threads, narrow_to_segment, parse_duration, Engine, LoadArgs, LoadConfig, Mode,
+    RunOptions, SegmentRun,
 };
 pub use error::{FailureKind, FramingError};
 pub use report::LoadReport;
@@ -76,6 +76,13 @@ fn run_observed(
     options: &RunOptions,
 ) -> anyhow::Result<LoadReport> {
     config.validate()?;
+    if config.engine == Engine::Uring {
+        engine::ring::check_available().map_err(|e| {
+            usage(format!(
+                "--engine uring: io_uring is unavailable here ({e}); use --engine epoll"
+            ))
+        })?;
+    }
     let threads = config.threads.min(config.connections);
     let request = match &config.urls {
         Some(list) => list.request_set(&config.headers, config.keepalive, config.pipeline),

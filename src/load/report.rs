@@ -94,6 +94,9 @@ pub struct LoadReport {
     pub connections: usize,
     #[serde(default)]
     pub threads: usize,
+    /// The engine's driver: "epoll" or "uring" (`--engine`).
+    #[serde(default)]
+    pub engine: String,
     /// `--segment I/N` only: this worker's part of a distributed run (see `sweetspot merge`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segment: Option<SegmentInfo>,
@@ -232,6 +235,7 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         mode: config.mode.name().to_string(),
         connections: config.connections,
         threads,
+        engine: config.engine.name().to_string(),
         segment: None,
         started_at_unix_s: 0.0,
         ended_at_unix_s: 0.0,

@@ -17,6 +17,11 @@
 //!
 //! The caller encodes what an operation is for in its `user_data`; each `user_data` in flight
 //! must be unique among the operations that own memory (sends, timeouts).
+//!
+//! A ring receives either with `recv` ([`Ring::recv_multi`], the server's) or with `recvmsg`
+//! ([`Ring::recvmsg_multi`], the load generator's), whose completions also carry the socket's
+//! kernel receive timestamp (`SO_TIMESTAMPNS`): when the bytes reached the socket, whenever the
+//! caller gets to them. The `msghdr` those receives name is owned here too.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::HashMap;
@@ -56,7 +61,12 @@ pub struct Completion {
     pub sent_buffer: Option<Vec<u8>>,
     /// A multishot accept's new connection.
     pub accepted: Option<TcpStream>,
+    /// The completion filled a provided buffer, whose bytes went to the `on_data` callback.
+    pub buffered: bool,
 }
+
+/// The control space of a timestamped receive: one `cmsghdr` (16 bytes) and a `timespec`.
+const TIMESTAMP_CONTROL_BYTES: usize = 32;
 
 /// Hashes a `user_data` with one multiplication: the keys are unique tags chosen by the
 /// caller, not input an attacker picks, and SipHash on every send and completion shows up in
@@ -137,6 +147,8 @@ pub struct Ring {
     in_flight: usize,
     /// Slots in the registered-file table (0: none could be registered).
     fixed_files: u32,
+    /// Set once the ring receives with `recvmsg`: the header every such receive names.
+    recv_header: Option<Box<libc::msghdr>>,
 }
 
 /// Sets up the ring with the cheapest task-work mode the kernel has, falling back a step at
@@ -227,6 +239,7 @@ impl Ring {
             accepts: Vec::new(),
             in_flight: 0,
             fixed_files,
+            recv_header: None,
         })
     }
 
@@ -283,6 +296,35 @@ impl Ring {
         self.push(entry)
     }
 
+    /// Arms a multishot `recvmsg` on `socket` into the provided buffers: like
+    /// [`recv_multi`](Self::recv_multi), and each receive also brings the socket's receive
+    /// timestamp (the socket needs `SO_TIMESTAMPNS` on), which
+    /// [`reap_stamped`](Self::reap_stamped) hands over with the bytes. A ring receives with
+    /// `recvmsg` or with `recv`, not both.
+    pub fn recvmsg_multi(&mut self, socket: Socket<'_>, user_data: u64) -> io::Result<()> {
+        let header = self.recv_header.get_or_insert_with(|| {
+            // SAFETY: msghdr is plain data (integers and raw pointers); all zeroes is the
+            // empty header: no name, no data vector, no control buffer yet.
+            let mut header: libc::msghdr = unsafe { std::mem::zeroed() };
+            // Only the lengths matter to a multishot recvmsg: the kernel lays the name, the
+            // control messages and the bytes out in each provided buffer.
+            header.msg_controllen = TIMESTAMP_CONTROL_BYTES as _;
+            Box::new(header)
+        });
+        let header: *const libc::msghdr = &**header;
+        let entry = match socket {
+            Socket::Fd(fd) => {
+                opcode::RecvMsgMulti::new(types::Fd(fd.as_raw_fd()), header, BUFFER_GROUP)
+            }
+            Socket::Fixed(index) => {
+                opcode::RecvMsgMulti::new(types::Fixed(index), header, BUFFER_GROUP)
+            }
+        }
+        .build()
+        .user_data(user_data);
+        self.push(entry)
+    }
+
     /// Sends `buffer` on `socket`; the buffer comes back in the completion.
     pub fn send(&mut self, socket: Socket<'_>, buffer: Vec<u8>, user_data: u64) -> io::Result<()> {
         let len = buffer.len().min(u32::MAX as usize) as u32;
@@ -326,6 +368,30 @@ impl Ring {
         self.push(entry)
     }
 
+    /// Submits everything pushed and waits up to `limit` until `want` completions are ready
+    /// (fewer when the time runs out; a signal also ends the wait early).
+    pub fn submit_and_wait_for(&mut self, want: usize, limit: Duration) -> io::Result<()> {
+        let spec = Timespec::from(limit);
+        let args = types::SubmitArgs::new().timespec(&spec);
+        match self.ring.submitter().submit_with_args(want, &args) {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Completions waiting to be reaped.
+    pub fn ready(&mut self) -> usize {
+        self.ring.completion().len()
+    }
+
     /// Submits everything pushed and waits for at least one completion.
     pub fn submit_and_wait(&mut self) -> io::Result<()> {
         match self.ring.submit_and_wait(1) {
@@ -339,6 +405,16 @@ impl Ring {
     /// Moves the completions into `out`. The bytes of a receive are passed to `on_data`
     /// (with the receive's `user_data`) and their buffer goes straight back to the kernel.
     pub fn reap(&mut self, out: &mut Vec<Completion>, mut on_data: impl FnMut(u64, &[u8])) {
+        self.reap_stamped(out, |user_data, bytes, _| on_data(user_data, bytes));
+    }
+
+    /// [`reap`](Self::reap), and a `recvmsg` receive's bytes come with the kernel's receive
+    /// timestamp (since the Unix epoch, on the realtime clock), when the socket gave one.
+    pub fn reap_stamped(
+        &mut self,
+        out: &mut Vec<Completion>,
+        mut on_data: impl FnMut(u64, &[u8], Option<Duration>),
+    ) {
         // Disjoint fields: the completion queue borrows the ring, the rest is read beside it.
         let Ring {
             ring,
@@ -347,6 +423,7 @@ impl Ring {
             timespecs,
             accepts,
             in_flight,
+            recv_header,
             ..
         } = self;
         for cqe in ring.completion() {
@@ -357,10 +434,22 @@ impl Ring {
             if !more {
                 *in_flight = in_flight.saturating_sub(1);
             }
-            if let Some(bid) = cqueue::buffer_select(flags) {
+            let buffered = cqueue::buffer_select(flags);
+            if let Some(bid) = buffered {
                 let start = bid as usize * buffers.size;
                 let len = (result.max(0) as usize).min(buffers.size);
-                on_data(user_data, &buffers.memory[start..start + len]);
+                let filled = &buffers.memory[start..start + len];
+                match recv_header.as_deref() {
+                    None => on_data(user_data, filled, None),
+                    Some(header) => match types::RecvMsgOut::parse(filled, header) {
+                        Ok(message) => on_data(
+                            user_data,
+                            message.payload_data(),
+                            receive_timestamp(message.control_data()),
+                        ),
+                        Err(()) => on_data(user_data, &[], None),
+                    },
+                }
                 buffers.provide(bid);
             }
             let mut accepted = None;
@@ -389,6 +478,7 @@ impl Ring {
                 more,
                 sent_buffer,
                 accepted,
+                buffered: buffered.is_some(),
             });
         }
         buffers.publish();
@@ -425,6 +515,37 @@ impl Drop for Ring {
             unsafe { dealloc(self.buffers.entries as *mut u8, self.buffers.entries_layout) };
         }
     }
+}
+
+/// The `SCM_TIMESTAMPNS` message among a receive's control messages, as the time since the
+/// Unix epoch. Control messages are read from the bytes, never cast in place: a `cmsghdr`
+/// (length, level, type) then its data, each padded to 8 bytes.
+fn receive_timestamp(control: &[u8]) -> Option<Duration> {
+    const HEADER: usize = 16;
+    let word = |at: usize| -> Option<u64> {
+        Some(u64::from_ne_bytes(
+            control.get(at..at + 8)?.try_into().ok()?,
+        ))
+    };
+    let int = |at: usize| -> Option<i32> {
+        Some(i32::from_ne_bytes(
+            control.get(at..at + 4)?.try_into().ok()?,
+        ))
+    };
+    let mut at = 0;
+    while at + HEADER <= control.len() {
+        let len = word(at)? as usize;
+        if len < HEADER {
+            return None;
+        }
+        if int(at + 8)? == libc::SOL_SOCKET && int(at + 12)? == libc::SCM_TIMESTAMPNS {
+            let seconds = word(at + HEADER)?;
+            let nanos = word(at + HEADER + 8)?;
+            return (nanos < 1_000_000_000).then(|| Duration::new(seconds, nanos as u32));
+        }
+        at += len.div_ceil(8) * 8;
+    }
+    None
 }
 
 /// Makes `command`'s child (and everything it starts) run under a seccomp filter that fails
@@ -542,5 +663,95 @@ mod tests {
             .set_read_timeout(Some(Duration::from_secs(5)))
             .unwrap();
         assert_eq!(client.read(&mut byte).unwrap(), 0, "closed once unfixed");
+    }
+
+    #[test]
+    fn a_timestamped_receive_brings_the_bytes_and_when_they_arrived() {
+        let (mut client, server) = pair();
+        nix::sys::socket::setsockopt(
+            &server,
+            nix::sys::socket::sockopt::ReceiveTimestampns,
+            &true,
+        )
+        .unwrap();
+        let mut ring = Ring::new(8, 8, 256).unwrap();
+        ring.recvmsg_multi(Socket::Fd(server.as_fd()), 7).unwrap();
+        ring.submit_and_wait_for(0, Duration::ZERO).unwrap();
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        std::io::Write::write_all(&mut client, b"hello").unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        let after = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        let mut got = Vec::new();
+        let mut done = Vec::new();
+        for _ in 0..100 {
+            ring.submit_and_wait_for(1, Duration::from_millis(50))
+                .unwrap();
+            ring.reap_stamped(&mut done, |tag, bytes, stamp| {
+                got.push((tag, bytes.to_vec(), stamp))
+            });
+            if !got.is_empty() {
+                break;
+            }
+        }
+        assert_eq!(got.len(), 1, "{got:?}");
+        let (tag, bytes, stamp) = &got[0];
+        assert_eq!((*tag, bytes.as_slice()), (7, &b"hello"[..]));
+        let stamp = stamp.expect("SO_TIMESTAMPNS gives a timestamp");
+        // Stamped on arrival, before the 30 ms sleep ended, not when reaped after it.
+        assert!(
+            stamp >= before && stamp < after,
+            "{before:?} <= {stamp:?} < {after:?}"
+        );
+        assert!(done[0].buffered && done[0].more);
+        // The end of the stream: an empty receive that ends the multishot.
+        drop(client);
+        done.clear();
+        got.clear();
+        for _ in 0..100 {
+            ring.submit_and_wait_for(1, Duration::from_millis(50))
+                .unwrap();
+            ring.reap_stamped(&mut done, |tag, bytes, _| {
+                got.push((tag, bytes.to_vec(), None))
+            });
+            if done.iter().any(|c| !c.more) {
+                break;
+            }
+        }
+        let last = done.iter().find(|c| !c.more).expect("the receive ends");
+        assert!(last.result >= 0, "{}", last.result);
+        assert!(got.iter().all(|(_, bytes, _)| bytes.is_empty()), "{got:?}");
+    }
+
+    #[test]
+    fn receive_timestamps_are_found_among_control_messages() {
+        let message = |level: i32, kind: i32, seconds: u64, nanos: u64| {
+            let mut bytes = Vec::new();
+            bytes.extend_from_slice(&32u64.to_ne_bytes());
+            bytes.extend_from_slice(&level.to_ne_bytes());
+            bytes.extend_from_slice(&kind.to_ne_bytes());
+            bytes.extend_from_slice(&seconds.to_ne_bytes());
+            bytes.extend_from_slice(&nanos.to_ne_bytes());
+            bytes
+        };
+        let stamp = message(libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS, 5, 7);
+        assert_eq!(receive_timestamp(&stamp), Some(Duration::new(5, 7)));
+        let mut two = message(libc::IPPROTO_IP, 8, 1, 1);
+        two.extend(message(libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS, 9, 0));
+        assert_eq!(receive_timestamp(&two), Some(Duration::new(9, 0)));
+        assert_eq!(receive_timestamp(&[]), None);
+        assert_eq!(receive_timestamp(&stamp[..20]), None, "truncated");
+        let bad = message(libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS, 1, 2_000_000_000);
+        assert_eq!(receive_timestamp(&bad), None, "nanoseconds out of range");
+        let mut zero_len = stamp.clone();
+        zero_len[..8].copy_from_slice(&0u64.to_ne_bytes());
+        assert_eq!(
+            receive_timestamp(&zero_len),
+            None,
+            "a zero length cannot loop"
+        );
     }
 }

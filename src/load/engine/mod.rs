@@ -17,7 +17,10 @@
 //! - [`recorder`]: what is counted and how (owns the thread's `ThreadStats`).
 //!
 //! This file is the loop that ties them: poll, read and frame, queue sends, send what the
-//! policy allows after the poll's events, fire due wakeups, sweep timeouts.
+//! policy allows after the poll's events, fire due wakeups, sweep timeouts. How a worker waits
+//! and moves bytes is its [`Driver`]: epoll readiness through mio (the default, and the one
+//! that speaks TLS), or io_uring completions ([`ring`], `--engine uring`); everything above the
+//! bytes is the same code for both.
 //!
 //! Latency ends when the response is read, on the same monotonic clock as the send time. (The
 //! kernel's receive timestamps, SO_TIMESTAMPNS, are on the realtime clock; converting them was
@@ -39,6 +42,7 @@
 pub mod connection;
 pub mod policy;
 pub mod recorder;
+pub mod ring;
 pub mod source;
 pub mod timers;
 pub mod transport;
@@ -56,8 +60,8 @@ use super::plan::{RatePlan, StepWindow};
 use super::stats::ThreadStats;
 use super::target::Target;
 use super::urls::RequestSet;
-use super::{LoadConfig, Mode};
-use connection::{slot_of, token_for, Connection, InFlight, Phase, TIMER_TOKEN};
+use super::{Engine, LoadConfig, Mode};
+use connection::{slot_of, token_for, Connection, Framed, InFlight, Phase, TIMER_TOKEN};
 use policy::{Decision, SendPolicy};
 use recorder::Recorder;
 use source::RequestSource;
@@ -183,9 +187,18 @@ pub fn run_worker(
     Ok(stats)
 }
 
+/// How a worker waits for its sockets and moves their bytes.
+enum Driver {
+    /// epoll through mio: readiness events, then one `send` and one `read` per request.
+    Epoll(Poll),
+    /// io_uring: sends submitted together once per turn, receives completed into buffers
+    /// with the kernel's arrival timestamps (see [`ring`]).
+    Uring(Box<ring::RingDriver>),
+}
+
 struct Worker<'p, 'a> {
     plan: &'p RunPlan<'a>,
-    poll: Poll,
+    driver: Driver,
     connections: Vec<Connection>,
     read_buffer: Vec<u8>,
     recorder: Recorder,
@@ -228,9 +241,15 @@ impl<'p, 'a> Worker<'p, 'a> {
             })
             .collect();
         let paced = policy.is_paced();
+        let driver = match config.engine {
+            Engine::Epoll => Driver::Epoll(Poll::new()?),
+            Engine::Uring => {
+                Driver::Uring(Box::new(ring::RingDriver::new(share.connections, paced)?))
+            }
+        };
         Ok(Worker {
             plan,
-            poll: Poll::new()?,
+            driver,
             connections,
             read_buffer: vec![0; READ_BUFFER_BYTES],
             recorder: Recorder::new(plan.start, config.timeout, paced),
@@ -248,8 +267,9 @@ impl<'p, 'a> Worker<'p, 'a> {
 
     fn run(&mut self, completed: &AtomicU64) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
-        if self.paced {
-            self.precise_timer = Some(PreciseTimer::new(self.poll.registry(), TIMER_TOKEN)?);
+        if let (true, Driver::Epoll(poll)) = (self.paced, &self.driver) {
+            // (A ring's waits are timed to the nanosecond already.)
+            self.precise_timer = Some(PreciseTimer::new(poll.registry(), TIMER_TOKEN)?);
         }
         // The default 50 µs of timer slack would make rate-mode sends and naps late.
         let _ = nix::sys::prctl::set_timerslack(1);
@@ -299,48 +319,12 @@ impl<'p, 'a> Worker<'p, 'a> {
                 }
             }
             let wait = wake.saturating_duration_since(now);
-            if nap_allowed && (1..NAP_BELOW_EVENTS).contains(&last_batch) && wait > NAP {
-                std::thread::sleep(NAP);
-            }
-            match self.poll.poll(&mut events, Some(wait)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-            last_batch = events.iter().count();
-            for event in events.iter() {
-                if event.token() == TIMER_TOKEN {
-                    if let Some(timer) = self.precise_timer.as_mut() {
-                        timer.fired();
-                    }
-                    continue;
+            match self.driver {
+                Driver::Epoll(_) => {
+                    let nap = nap_allowed && (1..NAP_BELOW_EVENTS).contains(&last_batch);
+                    last_batch = self.epoll_turn(&mut events, wait, nap)?;
                 }
-                let (slot, generation) = slot_of(event.token());
-                let Some(conn) = self.connections.get(slot) else {
-                    continue;
-                };
-                if conn.generation != generation {
-                    continue;
-                }
-                let (phase, writing) = (conn.phase, conn.writing());
-                match phase {
-                    Phase::Connecting { .. } => self.finish_connect(slot),
-                    Phase::Open => {
-                        if event.is_writable() {
-                            if writing {
-                                self.flush(slot);
-                            } else {
-                                self.flush_pending(slot);
-                            }
-                        }
-                        if event.is_read_closed() || event.is_error() {
-                            self.read_responses(slot, true);
-                        } else if event.is_readable() {
-                            self.read_responses(slot, false);
-                        }
-                    }
-                    Phase::Disconnected { .. } | Phase::Finished => {}
-                }
+                Driver::Uring(_) => self.ring_turn(wait)?,
             }
             self.send_queued();
             let now = Instant::now();
@@ -357,6 +341,57 @@ impl<'p, 'a> Worker<'p, 'a> {
         self.censor(end, window_end);
         completed.store(self.recorder.responses(), Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Waits for readiness (napping first when `nap`, see `NAP`) and handles the events;
+    /// returns how many there were.
+    fn epoll_turn(&mut self, events: &mut Events, wait: Duration, nap: bool) -> io::Result<usize> {
+        if nap && wait > NAP {
+            std::thread::sleep(NAP);
+        }
+        let Driver::Epoll(poll) = &mut self.driver else {
+            unreachable!("an epoll turn on an epoll driver");
+        };
+        match poll.poll(events, Some(wait)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(0),
+            Err(e) => return Err(e),
+        }
+        for event in events.iter() {
+            if event.token() == TIMER_TOKEN {
+                if let Some(timer) = self.precise_timer.as_mut() {
+                    timer.fired();
+                }
+                continue;
+            }
+            let (slot, generation) = slot_of(event.token());
+            let Some(conn) = self.connections.get(slot) else {
+                continue;
+            };
+            if conn.generation != generation {
+                continue;
+            }
+            let (phase, writing) = (conn.phase, conn.writing());
+            match phase {
+                Phase::Connecting { .. } => self.finish_connect(slot),
+                Phase::Open => {
+                    if event.is_writable() {
+                        if writing {
+                            self.flush(slot);
+                        } else {
+                            self.flush_pending(slot);
+                        }
+                    }
+                    if event.is_read_closed() || event.is_error() {
+                        self.read_responses(slot, true);
+                    } else if event.is_readable() {
+                        self.read_responses(slot, false);
+                    }
+                }
+                Phase::Disconnected { .. } | Phase::Finished => {}
+            }
+        }
+        Ok(events.iter().count())
     }
 
     fn stopped(&self) -> bool {
@@ -436,7 +471,12 @@ impl<'p, 'a> Worker<'p, 'a> {
         )?;
         let conn = &mut self.connections[slot];
         conn.generation = conn.generation.wrapping_add(1);
-        stream.register(self.poll.registry(), token_for(slot, conn.generation))?;
+        match &mut self.driver {
+            Driver::Epoll(poll) => {
+                stream.register(poll.registry(), token_for(slot, conn.generation))?
+            }
+            Driver::Uring(driver) => driver.connecting(&stream, slot, conn.generation)?,
+        }
         Ok(stream)
     }
 
@@ -455,6 +495,11 @@ impl<'p, 'a> Worker<'p, 'a> {
                     self.recorder.handshake(handshake);
                 }
                 conn.phase = Phase::Open;
+                if let Driver::Uring(driver) = &mut self.driver {
+                    if driver.opened(conn, slot).is_err() {
+                        return self.fail(slot, FailureKind::Read);
+                    }
+                }
                 self.try_send(slot, now);
             }
         }
@@ -474,6 +519,9 @@ impl<'p, 'a> Worker<'p, 'a> {
     /// Drops the socket and forgets everything in flight (the caller has counted it).
     fn close(&mut self, slot: usize) {
         let conn = &mut self.connections[slot];
+        if let Driver::Uring(driver) = &mut self.driver {
+            driver.closing(conn, slot);
+        }
         self.policy.closed(&mut conn.schedule);
         conn.reset(Instant::now());
     }
@@ -566,7 +614,15 @@ impl<'p, 'a> Worker<'p, 'a> {
     }
 
     /// Writes the rest of the current batch; on `WouldBlock` the writable event resumes it.
+    /// (On a ring: submits it, and its completion resumes what the socket did not take.)
     fn flush(&mut self, slot: usize) {
+        if let Driver::Uring(driver) = &mut self.driver {
+            let conn = &mut self.connections[slot];
+            if driver.send(conn, slot, self.source.bytes()).is_err() {
+                self.fail(slot, FailureKind::Write);
+            }
+            return;
+        }
         loop {
             let conn = &mut self.connections[slot];
             if !conn.writing() {
@@ -618,20 +674,10 @@ impl<'p, 'a> Worker<'p, 'a> {
                 return self.on_peer_closed(slot);
             }
             self.recorder.bytes_read(n);
-            let framed = match conn.frame(&self.read_buffer[..n], &mut self.recorder, now) {
-                Ok(framed) => framed,
-                Err(kind) => return self.fail(slot, kind),
-            };
-            if framed.close || !self.plan.config.keepalive {
-                if self.connections[slot].in_flight.is_empty() {
-                    return self.reconnect(slot);
-                }
-                if framed.close {
-                    // The server closes with requests still pipelined behind this response.
-                    return self.fail(slot, FailureKind::Read);
-                }
+            let framed = conn.frame(&self.read_buffer[..n], &mut self.recorder, now);
+            if !self.framed(slot, framed) {
+                return;
             }
-            self.queue_send(slot);
             // Edge-triggered: a short read means the socket was empty when read, and any data
             // arriving later raises a new edge, so there is no need for a read that fails. An
             // end of stream that arrived before the event was reported raises no new edge, so
@@ -641,6 +687,33 @@ impl<'p, 'a> Worker<'p, 'a> {
                 return;
             }
         }
+    }
+
+    /// Acts on what framing a read produced: a framing failure fails the connection; a server
+    /// that closes (or a run without keep-alive) gets a new connection once nothing is in
+    /// flight; otherwise the connection is queued to send again. False when the connection
+    /// was failed or replaced.
+    fn framed(&mut self, slot: usize, framed: Result<Framed, FailureKind>) -> bool {
+        let framed = match framed {
+            Ok(framed) => framed,
+            Err(kind) => {
+                self.fail(slot, kind);
+                return false;
+            }
+        };
+        if framed.close || !self.plan.config.keepalive {
+            if self.connections[slot].in_flight.is_empty() {
+                self.reconnect(slot);
+                return false;
+            }
+            if framed.close {
+                // The server closes with requests still pipelined behind this response.
+                self.fail(slot, FailureKind::Read);
+                return false;
+            }
+        }
+        self.queue_send(slot);
+        true
     }
 
     /// Marks a connection whose responses were just read as ready to send again. Sends wait

@@ -128,6 +128,15 @@ impl Transport {
         }
     }
 
+    /// The socket's descriptor, for an io_uring driver to name in its operations.
+    pub fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        match self {
+            Transport::Plain(stream) => stream.as_fd(),
+            Transport::Tls(tls) => tls.stream.as_fd(),
+        }
+    }
+
     /// Called on an event while connecting: has the opening completed? For TLS, first the TCP
     /// connection, then the handshake (a failed one, e.g. a refused certificate, is `Failed`).
     pub fn finish_connect(&mut self) -> Handshake {
