@@ -10,16 +10,9 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 mod common;
-use common::{processes, wait_group_gone, TempDir};
+use common::{processes, sweetspot_output as sweetspot, wait_group_gone, TempDir};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sweetspot");
-
-fn sweetspot(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .output()
-        .expect("running sweetspot")
-}
 
 /// Writes an experiment file into `dir`, sweeps it into `dir/out` and asserts it succeeded.
 fn sweep_ok(dir: &Path, file: &str, toml: &str) -> (Output, PathBuf) {
