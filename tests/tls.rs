@@ -70,15 +70,7 @@ struct TlsServer {
 
 impl TlsServer {
     fn start(pki: &Pki) -> TlsServer {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![pki.leaf.clone()], pki.key.clone_key())
-            .unwrap();
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let config = Arc::new(config);
+        let config = Arc::new(pki.server_config());
         let seen = Arc::new(Seen::default());
         let seen2 = Arc::clone(&seen);
         let tcp =

@@ -544,15 +544,7 @@ mod tests {
     /// A blocking rustls server answering every request on each connection with `body`,
     /// until the client closes; `connections` connections, then it stops.
     fn serve(pki: &Pki, body: Vec<u8>, connections: usize) -> (u16, Arc<Mutex<Vec<Seen>>>) {
-        let provider = Arc::new(ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![pki.leaf.clone()], pki.key.clone_key())
-            .unwrap();
-        config.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
-        let config = Arc::new(config);
+        let config = Arc::new(pki.server_config());
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));

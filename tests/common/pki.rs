@@ -1,5 +1,5 @@
 //! Test certificates made with rcgen: a CA and a leaf it signed, or a self-signed leaf, with
-//! the leaf's key, ready for a rustls server. One copy for the HTTPS tests (tests/tls.rs,
+//! the leaf's key and the rustls server configuration that presents them. One copy for the HTTPS tests (tests/tls.rs,
 //! through tests/common) and the unit tests of src/load/tls.rs (which include this file by
 //! `#[path]`, as a library cannot depend on a test crate).
 #![allow(dead_code)]
@@ -12,6 +12,21 @@ pub struct Pki {
     pub leaf: CertificateDer<'static>,
     pub key: PrivateKeyDer<'static>,
     pub ca_pem: String,
+}
+
+impl Pki {
+    /// A rustls server configuration that presents the leaf and offers ALPN `http/1.1`.
+    pub fn server_config(&self) -> rustls::ServerConfig {
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![self.leaf.clone()], self.key.clone_key())
+            .unwrap();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config
+    }
 }
 
 /// A CA and a leaf for `localhost` and `127.0.0.1` signed by it.
