@@ -7,82 +7,19 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::Server;
+use common::tiny::TinyServer;
+use common::{free_port, sweetspot, timing_lock, Server};
 use sweetspot::load::{self, LoadConfig, LoadReport, Mode, Target};
-
-/// Latency assertions hold on a 2-core machine only if tests do not load it at the same time.
-static TIMING: Mutex<()> = Mutex::new(());
-
-fn timing_lock() -> MutexGuard<'static, ()> {
-    TIMING
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// Our threaded server, the target of the accuracy tests.
 fn our_server(extra: &[&str]) -> Server {
     let mut args = vec!["--arch", "threaded"];
     args.extend_from_slice(extra);
     Server::start(&args)
-}
-
-/// A tiny std::net server: each accepted connection is handed to `handle` on its own thread.
-/// It counts accepted connections and stops accepting on drop.
-struct TinyServer {
-    port: u16,
-    accepted: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
-    acceptor: Option<JoinHandle<()>>,
-}
-
-impl TinyServer {
-    fn start(handle: fn(TcpStream, &AtomicBool)) -> TinyServer {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        listener.set_nonblocking(true).expect("nonblocking");
-        let port = listener.local_addr().unwrap().port();
-        let accepted = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (accepted2, stop2) = (Arc::clone(&accepted), Arc::clone(&stop));
-        let acceptor = std::thread::spawn(move || {
-            while !stop2.load(Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((stream, _)) => {
-                        accepted2.fetch_add(1, Ordering::SeqCst);
-                        stream.set_nonblocking(false).unwrap();
-                        let stop3 = Arc::clone(&stop2);
-                        std::thread::spawn(move || handle(stream, &stop3));
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
-                }
-            }
-        });
-        TinyServer {
-            port,
-            accepted,
-            stop,
-            acceptor: Some(acceptor),
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-}
-
-impl Drop for TinyServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(acceptor) = self.acceptor.take() {
-            let _ = acceptor.join();
-        }
-    }
 }
 
 /// Holds the connection open, reads what comes, never answers (until the server stops).
@@ -523,21 +460,6 @@ fn per_second_throughput_covers_the_run() {
     );
 }
 
-fn sweetspot(args: &[&str]) -> (i32, String, String, Duration) {
-    let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_sweetspot"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run sweetspot");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        started.elapsed(),
-    )
-}
-
 #[test]
 fn bad_arguments_exit_2_with_one_line() {
     for args in [
@@ -566,10 +488,7 @@ fn bad_arguments_exit_2_with_one_line() {
 
 #[test]
 fn an_unreachable_target_exits_1_quickly() {
-    let port = {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
+    let port = free_port();
     let url = format!("http://127.0.0.1:{port}/");
     let (code, stdout, stderr, took) = sweetspot(&["load", &url, "-d", "1s"]);
     assert_eq!(code, 1, "{stdout}{stderr}");

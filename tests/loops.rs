@@ -8,7 +8,6 @@
 mod common;
 
 use std::net::{SocketAddr, TcpStream};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -83,12 +82,7 @@ fn accept_is_refused_for_other_architectures_and_bad_modes() {
         &["--arch", "hybrid", "--accept", "reuseport"],
         &["--arch", "reactors", "--accept", "sometimes"],
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_sweetspot"))
-            .arg("serve")
-            .args(["--port", "0"])
-            .args(args)
-            .output()
-            .unwrap();
+        let out = sweetspot_output(&[&["serve", "--port", "0"][..], args].concat());
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains("--accept"), "{args:?}: {err}");

@@ -7,17 +7,15 @@ mod common;
 use std::process::{Command, Output};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use common::{Server, TempDir};
+use common::{sweetspot_output as sweetspot, unix_now, Server, TempDir};
 use serde::Deserialize;
 use sweetspot::load::hlog;
 use sweetspot::load::stats::LatencyHistogram;
 use sweetspot::load::LoadReport;
 
-fn sweetspot(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sweetspot"))
-        .args(args)
-        .output()
-        .expect("run sweetspot")
+/// A `--start-at` value `seconds` from now, to the millisecond.
+fn start_at_in(seconds: f64) -> String {
+    format!("{:.3}", unix_now() + seconds)
 }
 
 fn stderr_of(out: &Output) -> String {
@@ -27,12 +25,7 @@ fn stderr_of(out: &Output) -> String {
 /// Runs the four segments of one rate-mode run together and returns their report paths.
 fn four_segments(server: &Server, dir: &TempDir) -> Vec<(String, String)> {
     let url = format!("http://127.0.0.1:{}/hello", server.port);
-    let start_at = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-        + 2.0;
-    let start_at = format!("{start_at:.3}");
+    let start_at = start_at_in(2.0);
     let children: Vec<_> = (0..4)
         .map(|i| {
             let json = dir.path().join(format!("w{i}.json")).display().to_string();
@@ -179,14 +172,7 @@ fn mismatched_or_incomplete_runs_are_refused_with_one_line() {
     let dir = TempDir::new("scaleout-refuse");
     let url = format!("http://127.0.0.1:{}/hello", server.port);
     let json = |name: &str| dir.path().join(name).display().to_string();
-    let start_at = format!(
-        "{:.3}",
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs_f64()
-            + 0.5
-    );
+    let start_at = start_at_in(0.5);
     let spawn = |seg: &str, path: &str, target: &str| {
         Command::new(env!("CARGO_BIN_EXE_sweetspot"))
             .args([
@@ -374,14 +360,7 @@ fn the_kubernetes_indexed_job_runs_its_segments_and_merge_as_written() {
         assert_eq!(c["command"][0], "/bin/sh");
         c["args"][0].as_str().unwrap().replace("/results", &results)
     };
-    let start_at = format!(
-        "{:.3}",
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs_f64()
-            + 0.5
-    );
+    let start_at = start_at_in(0.5);
     let pods: Vec<_> = (0..segments)
         .map(|index| {
             Command::new("/bin/sh")
@@ -476,12 +455,7 @@ fn urls_segments_rotate_from_their_global_connection_and_merge_per_line() {
     std::fs::write(&urls, "/hello\n/fib?n=7\n/no/such/page\n").unwrap();
     let urls = urls.display().to_string();
     let target = format!("http://127.0.0.1:{}", server.port);
-    let start_at = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-        + 1.0;
-    let start_at = format!("{start_at:.3}");
+    let start_at = start_at_in(1.0);
     // Two workers of one connection each; 300 requests each are exactly 100 per line.
     let children: Vec<_> = (0..2)
         .map(|i| {
@@ -571,14 +545,7 @@ fn segments_of_a_load_plan_report_their_share_of_each_step_and_merge() {
     let dir = TempDir::new("plan-segments");
     let url = format!("http://127.0.0.1:{}/hello", server.port);
     let json = |name: &str| dir.path().join(name).display().to_string();
-    let start_at = format!(
-        "{:.3}",
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs_f64()
-            + 0.5
-    );
+    let start_at = start_at_in(0.5);
     let spawn = |seg: &str, path: &str, plan: &str| {
         Command::new(env!("CARGO_BIN_EXE_sweetspot"))
             .args(["load", &url, "-c", "4", "-t", "1", "-R", plan, "-q"])

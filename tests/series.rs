@@ -5,37 +5,12 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
-use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use common::{Server, TempDir};
+use common::{sweetspot, timing_lock, unix_now, Server, TempDir};
 use nix::sys::signal::{kill, Signal};
 use serde_json::Value;
 use sweetspot::load::series::CSV_HEADER;
-
-/// The stall tests need the machine's two cores to themselves.
-static TIMING: Mutex<()> = Mutex::new(());
-
-fn sweetspot(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sweetspot"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run sweetspot");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
 
 /// The points of a report's series that are intervals (not the censored tail).
 fn intervals(report: &Value) -> Vec<&Value> {
@@ -53,11 +28,11 @@ fn u(v: &Value) -> u64 {
 
 #[test]
 fn a_three_second_run_has_three_intervals_that_add_up_to_the_report() {
-    let _t = TIMING.lock().unwrap_or_else(|p| p.into_inner());
+    let _t = timing_lock();
     let server = Server::start(&["--arch", "threaded"]);
     let dir = TempDir::new("series-3s");
     let csv = dir.path().join("run.csv");
-    let (code, stdout, stderr) = sweetspot(&[
+    let (code, stdout, stderr, _) = sweetspot(&[
         "load",
         &server.url("/hello"),
         "-c",
@@ -149,7 +124,7 @@ fn run_with_stall(
         kill(pid, Signal::SIGCONT).unwrap();
         (stopped, unix_now())
     });
-    let (code, stdout, stderr) = sweetspot(&all);
+    let (code, stdout, stderr, _) = sweetspot(&all);
     let (stopped, resumed) = staller.join().unwrap();
     assert_eq!(code, 0, "{stderr}");
     let report: Value = serde_json::from_str(&stdout).unwrap();
@@ -197,7 +172,7 @@ fn assert_stall_in_place(points: &[&Value], stopped: f64, resumed: f64) -> usize
 
 #[test]
 fn a_closed_loop_stall_is_empty_seconds_then_the_held_latency_where_it_completes() {
-    let _t = TIMING.lock().unwrap_or_else(|p| p.into_inner());
+    let _t = timing_lock();
     let server = Server::start(&["--arch", "epoll"]);
     let dir = TempDir::new("series-stall");
     let html = dir.path().join("run.html");
@@ -243,7 +218,7 @@ fn a_closed_loop_stall_is_empty_seconds_then_the_held_latency_where_it_completes
 
 #[test]
 fn a_rate_mode_stall_shows_as_latency_from_the_intended_send_times() {
-    let _t = TIMING.lock().unwrap_or_else(|p| p.into_inner());
+    let _t = timing_lock();
     let server = Server::start(&["--arch", "epoll"]);
     let url = server.url("/hello");
     let args = [
@@ -309,7 +284,7 @@ fn bad_series_flags_exit_2_with_one_line() {
     ] {
         let mut all = vec!["load", "http://127.0.0.1:1/"];
         all.extend_from_slice(&args);
-        let (code, stdout, stderr) = sweetspot(&all);
+        let (code, stdout, stderr, _) = sweetspot(&all);
         assert_eq!(code, 2, "{args:?}: {stdout}{stderr}");
         assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
         assert!(stderr.contains(says), "{args:?}: {stderr}");

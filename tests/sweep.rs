@@ -10,28 +10,30 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 mod common;
-use common::{processes, wait_group_gone, TempDir};
+use common::{processes, sweetspot_output as sweetspot, wait_group_gone, TempDir};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sweetspot");
 
-fn sweetspot(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .output()
-        .expect("running sweetspot")
-}
-
-/// Writes an experiment file into `dir`, sweeps it into `dir/out` and asserts it succeeded.
-fn sweep_ok(dir: &Path, file: &str, toml: &str) -> (Output, PathBuf) {
+/// Writes an experiment file into `dir` and returns `sweetspot sweep FILE --out dir/out`, not
+/// yet run (a test adds its flags, environment or limits), with the `--out` directory.
+fn sweep_command(dir: &Path, file: &str, toml: &str) -> (Command, PathBuf) {
     let experiment = dir.join(file);
     std::fs::write(&experiment, toml).unwrap();
     let out = dir.join("out");
-    let run = sweetspot(&[
+    let mut command = Command::new(BIN);
+    command.args([
         "sweep",
         experiment.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
     ]);
+    (command, out)
+}
+
+/// Writes an experiment file into `dir`, sweeps it into `dir/out` and asserts it succeeded.
+fn sweep_ok(dir: &Path, file: &str, toml: &str) -> (Output, PathBuf) {
+    let (mut command, out) = sweep_command(dir, file, toml);
+    let run = command.output().expect("running sweetspot");
     assert!(
         run.status.success(),
         "{}\n{}",
@@ -236,22 +238,15 @@ fn a_bad_variant_is_one_line_and_exit_2() {
             "variant \"r\" appears twice",
         ),
     ] {
-        let experiment = tmp.path().join("e.toml");
-        std::fs::write(
-            &experiment,
-            format!(
+        let (mut sweep, out) = sweep_command(
+            tmp.path(),
+            "e.toml",
+            &format!(
                 "name = \"x\"\nconcurrency = [1]\n[[workload]]\nname = \"h\"\n\
                  [[variant]]\n{variant}\n"
             ),
-        )
-        .unwrap();
-        let out = tmp.path().join("out");
-        let run = sweetspot(&[
-            "sweep",
-            experiment.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+        );
+        let run = sweep.output().expect("running sweetspot");
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert_eq!(run.status.code(), Some(2), "{variant}: {stderr}");
         assert_eq!(stderr.trim_end().lines().count(), 1, "{variant}: {stderr}");
@@ -264,10 +259,10 @@ fn a_bad_variant_is_one_line_and_exit_2() {
 fn interrupted_sweep_leaves_no_server_and_keeps_finished_points() {
     let tmp = TempDir::new("sweep-interrupt");
     let dir = tmp.path().to_path_buf();
-    let experiment = dir.join("long.toml");
     // Preforked: the server forks workers, so the whole group must go.
-    std::fs::write(
-        &experiment,
+    let (mut sweep, out) = sweep_command(
+        &dir,
+        "long.toml",
         r#"
 name = "long"
 archs = ["preforked"]
@@ -280,17 +275,9 @@ warmup = "0s"
 name = "hello"
 route = "/hello"
 "#,
-    )
-    .unwrap();
-    let out = dir.join("out");
-    let mut sweep = Command::new(BIN)
-        .args([
-            "sweep",
-            experiment.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--plain",
-        ])
+    );
+    let mut sweep = sweep
+        .arg("--plain")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -362,7 +349,6 @@ route = "/hello"
 fn external_targets_sit_in_the_same_table() {
     let tmp = TempDir::new("sweep-external");
     let dir = tmp.path().to_path_buf();
-    let experiment = dir.join("external.toml");
     let python = Command::new("python3")
         .arg("--version")
         .output()
@@ -396,20 +382,10 @@ ready_timeout = "15s"
 "#,
         );
     }
-    std::fs::write(&experiment, text).unwrap();
+    let (mut sweep, out) = sweep_command(&dir, "external.toml", &text);
     // python's http.server serves the directory it starts in.
     std::fs::write(dir.join("index.html"), "<p>hello</p>").unwrap();
-    let out = dir.join("out");
-    let run = Command::new(BIN)
-        .args([
-            "sweep",
-            experiment.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .current_dir(&dir)
-        .output()
-        .unwrap();
+    let run = sweep.current_dir(&dir).output().unwrap();
     assert!(
         run.status.success(),
         "{}",
@@ -480,9 +456,9 @@ url = "http://127.0.0.1:{port}"
 fn uring_unavailable_is_a_failed_point_with_the_reason() {
     let tmp = TempDir::new("sweep-no-uring");
     let dir = tmp.path().to_path_buf();
-    let experiment = dir.join("no-uring.toml");
-    std::fs::write(
-        &experiment,
+    let (mut command, out) = sweep_command(
+        &dir,
+        "no-uring.toml",
         r#"
 name = "no-uring"
 archs = ["uring", "epoll"]
@@ -494,16 +470,7 @@ warmup = "0s"
 name = "hello"
 route = "/hello"
 "#,
-    )
-    .unwrap();
-    let out = dir.join("out");
-    let mut command = Command::new(BIN);
-    command.args([
-        "sweep",
-        experiment.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    );
     sweetspot::sys::uring::deny_io_uring_before_exec(&mut command);
     let run = command.output().expect("running sweetspot");
     assert!(
@@ -665,18 +632,8 @@ cpu_command = "{cpu_of}"
         b = detached("b.pid").replace('"', "\\\""),
         cpu_of = cpu_of.replace('"', "\\\""),
     );
-    let experiment = dir.join("remote.toml");
-    std::fs::write(&experiment, text).unwrap();
-    let out = dir.join("out");
-    let run = Command::new(BIN)
-        .args([
-            "sweep",
-            experiment.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let (mut sweep, out) = sweep_command(&dir, "remote.toml", &text);
+    let run = sweep.output().unwrap();
     // The detached servers are not the sweep's to stop: end them here, by PID.
     for pid in std::fs::read_to_string(&pids).unwrap_or_default().lines() {
         let _ = nix::sys::signal::kill(
@@ -722,7 +679,6 @@ cpu_command = "{cpu_of}"
 /// refused before anything runs: exit 2, one line on stderr naming `key` and a range.
 fn refused(line: &str, key: &str) {
     let tmp = TempDir::new("sweep-range");
-    let experiment = tmp.path().join("e.toml");
     let mut text = format!("name = \"x\"\n{line}\n");
     if !line.starts_with("concurrency") {
         text.push_str("concurrency = [1]\n");
@@ -731,15 +687,9 @@ fn refused(line: &str, key: &str) {
         text.push_str("archs = [\"epoll\"]\n");
     }
     text.push_str("[[workload]]\nname = \"h\"\n");
-    std::fs::write(&experiment, text).unwrap();
-    let out = tmp.path().join("out");
+    let (mut sweep, out) = sweep_command(tmp.path(), "e.toml", &text);
     let started = Instant::now();
-    let run = sweetspot(&[
-        "sweep",
-        experiment.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let run = sweep.output().expect("running sweetspot");
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(2), "{line}: {stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{line}: {stderr}");
@@ -840,9 +790,9 @@ fn refuses_more_connections_than_the_file_limit_allows() {
 #[test]
 fn a_sweep_where_every_point_failed_exits_1() {
     let tmp = TempDir::new("sweep-all-failed");
-    let experiment = tmp.path().join("e.toml");
-    std::fs::write(
-        &experiment,
+    let (mut sweep, out) = sweep_command(
+        tmp.path(),
+        "e.toml",
         r#"
 name = "x"
 concurrency = [1, 2]
@@ -857,16 +807,8 @@ name = "broken"
 command = "echo 'cannot start' >&2; exit 1"
 url = "http://127.0.0.1:{port}"
 "#,
-    )
-    .unwrap();
-    let out = tmp.path().join("out");
-    let run = sweetspot(&[
-        "sweep",
-        experiment.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--plain",
-    ]);
+    );
+    let run = sweep.arg("--plain").output().expect("running sweetspot");
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(1), "{stderr}");
     let last = stderr.trim_end().lines().last().unwrap_or_default();
@@ -975,19 +917,8 @@ url = "http://127.0.0.1:{{port}}"
 "#,
             stats.display()
         );
-        let experiment = dir.join("cpu.toml");
-        std::fs::write(&experiment, toml).unwrap();
-        let out = dir.join("out");
-        let run = Command::new(BIN)
-            .args([
-                "sweep",
-                experiment.to_str().unwrap(),
-                "--out",
-                out.to_str().unwrap(),
-            ])
-            .env("SWEETSPOT_CPU_METHOD", method)
-            .output()
-            .unwrap();
+        let (mut sweep, out) = sweep_command(&dir, "cpu.toml", &toml);
+        let run = sweep.env("SWEETSPOT_CPU_METHOD", method).output().unwrap();
         assert!(
             run.status.success(),
             "{}",
@@ -1023,9 +954,9 @@ url = "http://127.0.0.1:{{port}}"
 fn a_stuck_point_is_a_flagged_lower_bound_in_results_and_on_the_progress_line() {
     let tmp = TempDir::new("sweep-censored");
     let dir = tmp.path().to_path_buf();
-    let experiment = dir.join("stuck.toml");
-    std::fs::write(
-        &experiment,
+    let (mut sweep, out) = sweep_command(
+        &dir,
+        "stuck.toml",
         r#"
 name = "stuck"
 archs = ["iterative", "epoll"]
@@ -1037,16 +968,8 @@ warmup = "100ms"
 name = "hello"
 route = "/hello"
 "#,
-    )
-    .unwrap();
-    let out = dir.join("out");
-    let run = sweetspot(&[
-        "sweep",
-        experiment.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--plain",
-    ]);
+    );
+    let run = sweep.arg("--plain").output().expect("running sweetspot");
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{stderr}");
     let results = read_json(&out.join("results.json"));

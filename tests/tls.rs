@@ -6,69 +6,22 @@
 //! per connection (one per request with `--no-keepalive`), and that a certificate the client
 //! does not trust is one line and exit 1 before the run opens a single connection.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use common::pki::{ca_signed, ca_signed_for, self_signed, Pki};
+use common::sweetspot;
+use common::tiny::TinyServer;
 use sweetspot::load::{self, tls::TlsOptions, LoadConfig, LoadReport, Mode, Target};
 
 /// Body of `/big` (many TLS records per response).
 const BIG_BODY: usize = 100_000;
-
-/// Certificates for a test: the leaf the server presents, its key, and the CA's PEM (for a
-/// self-signed leaf, the leaf's own PEM).
-struct Pki {
-    chain: Vec<CertificateDer<'static>>,
-    key: PrivateKeyDer<'static>,
-    ca_pem: String,
-}
-
-/// A CA and a leaf for `localhost` and `127.0.0.1` signed by it.
-fn ca_signed() -> Pki {
-    ca_signed_for(&["localhost", "127.0.0.1"])
-}
-
-/// A CA and a leaf for `names` signed by it.
-fn ca_signed_for(names: &[&str]) -> Pki {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "sweetspot test CA");
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca_params, ca_key);
-    let leaf_key = KeyPair::generate().unwrap();
-    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-    let leaf = CertificateParams::new(names)
-        .unwrap()
-        .signed_by(&leaf_key, &issuer)
-        .unwrap();
-    Pki {
-        chain: vec![leaf.der().clone()],
-        key: PrivatePkcs8KeyDer::from(leaf_key.serialize_der()).into(),
-        ca_pem: ca.pem(),
-    }
-}
-
-/// A self-signed leaf for `localhost` and `127.0.0.1`.
-fn self_signed() -> Pki {
-    let cert =
-        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-            .unwrap();
-    Pki {
-        chain: vec![cert.cert.der().clone()],
-        key: PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der()).into(),
-        ca_pem: cert.cert.pem(),
-    }
-}
 
 /// A PEM file removed on drop.
 struct PemFile(PathBuf);
@@ -100,7 +53,6 @@ type Names = (Option<String>, Option<Vec<u8>>);
 /// What the server saw.
 #[derive(Default)]
 struct Seen {
-    connections: AtomicU64,
     handshakes: AtomicU64,
     requests: AtomicU64,
     /// SNI and ALPN of each completed handshake.
@@ -112,44 +64,21 @@ struct Seen {
 struct TlsServer {
     port: u16,
     seen: Arc<Seen>,
-    stop: Arc<AtomicBool>,
-    acceptor: Option<JoinHandle<()>>,
+    /// Accepts the connections and counts them.
+    tcp: TinyServer,
 }
 
 impl TlsServer {
     fn start(pki: &Pki) -> TlsServer {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(pki.chain.clone(), pki.key.clone_key())
-            .unwrap();
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let config = Arc::new(config);
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let port = listener.local_addr().unwrap().port();
+        let config = Arc::new(pki.server_config());
         let seen = Arc::new(Seen::default());
-        let stop = Arc::new(AtomicBool::new(false));
-        let (seen2, stop2) = (Arc::clone(&seen), Arc::clone(&stop));
-        let acceptor = std::thread::spawn(move || {
-            while !stop2.load(Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((tcp, _)) => {
-                        seen2.connections.fetch_add(1, Ordering::SeqCst);
-                        let (config, seen) = (Arc::clone(&config), Arc::clone(&seen2));
-                        std::thread::spawn(move || serve_connection(tcp, config, &seen));
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
-                }
-            }
-        });
+        let seen2 = Arc::clone(&seen);
+        let tcp =
+            TinyServer::start(move |tcp, _stop| serve_connection(tcp, Arc::clone(&config), &seen2));
         TlsServer {
-            port,
+            port: tcp.port,
             seen,
-            stop,
-            acceptor: Some(acceptor),
+            tcp,
         }
     }
 
@@ -162,7 +91,7 @@ impl TlsServer {
     }
 
     fn connections(&self) -> u64 {
-        self.seen.connections.load(Ordering::SeqCst)
+        self.tcp.accepted.load(Ordering::SeqCst)
     }
 
     /// Waits (briefly) until the server has recorded `n` handshakes: the client may finish a
@@ -173,15 +102,6 @@ impl TlsServer {
             std::thread::sleep(Duration::from_millis(5));
         }
         self.handshakes()
-    }
-}
-
-impl Drop for TlsServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(acceptor) = self.acceptor.take() {
-            let _ = acceptor.join();
-        }
     }
 }
 
@@ -254,21 +174,6 @@ fn trusting(ca: &PemFile) -> TlsOptions {
         insecure: false,
         cacert: Some(ca.0.clone()),
     }
-}
-
-fn sweetspot(args: &[&str]) -> (i32, String, String, Duration) {
-    let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_sweetspot"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run sweetspot");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        started.elapsed(),
-    )
 }
 
 fn assert_clean(report: &LoadReport, requests: u64) {

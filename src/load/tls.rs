@@ -521,45 +521,17 @@ fn bare_name(presented: &str) -> &str {
         .unwrap_or(presented)
 }
 
+/// The test certificates, one copy shared with the integration tests.
+#[cfg(test)]
+#[path = "../../tests/common/pki.rs"]
+mod test_pki;
+
 #[cfg(test)]
 mod tests {
+    use super::test_pki::{ca_signed_for, ca_signed_with, Pki};
     use super::*;
     use std::net::{TcpListener, TcpStream};
     use std::sync::Mutex;
-
-    /// A CA and a leaf certificate it signed for `names`, as PEM and DER.
-    struct TestPki {
-        ca_pem: String,
-        leaf: CertificateDer<'static>,
-        key: rustls::pki_types::PrivateKeyDer<'static>,
-    }
-
-    fn pki(names: &[&str]) -> TestPki {
-        pki_with(names, |_| {})
-    }
-
-    /// [`pki`], with the leaf's parameters adjusted by `adjust` before it is signed.
-    fn pki_with(names: &[&str], adjust: impl FnOnce(&mut rcgen::CertificateParams)) -> TestPki {
-        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
-        let ca_key = KeyPair::generate().unwrap();
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params
-            .distinguished_name
-            .push(DnType::CommonName, "sweetspot test CA");
-        let ca = ca_params.self_signed(&ca_key).unwrap();
-        let issuer = Issuer::new(ca_params, ca_key);
-        let leaf_key = KeyPair::generate().unwrap();
-        let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
-        let mut leaf_params = CertificateParams::new(names).unwrap();
-        adjust(&mut leaf_params);
-        let leaf = leaf_params.signed_by(&leaf_key, &issuer).unwrap();
-        TestPki {
-            ca_pem: ca.pem(),
-            leaf: leaf.der().clone(),
-            key: rustls::pki_types::PrivatePkcs8KeyDer::from(leaf_key.serialize_der()).into(),
-        }
-    }
 
     /// What the test server saw of one connection.
     #[derive(Debug, Default, Clone)]
@@ -571,16 +543,8 @@ mod tests {
 
     /// A blocking rustls server answering every request on each connection with `body`,
     /// until the client closes; `connections` connections, then it stops.
-    fn serve(pki: &TestPki, body: Vec<u8>, connections: usize) -> (u16, Arc<Mutex<Vec<Seen>>>) {
-        let provider = Arc::new(ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![pki.leaf.clone()], pki.key.clone_key())
-            .unwrap();
-        config.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
-        let config = Arc::new(config);
+    fn serve(pki: &Pki, body: Vec<u8>, connections: usize) -> (u16, Arc<Mutex<Vec<Seen>>>) {
+        let config = Arc::new(pki.server_config());
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -629,7 +593,7 @@ mod tests {
         path
     }
 
-    fn trusting(pki: &TestPki, name: &str) -> Arc<ClientConfig> {
+    fn trusting(pki: &Pki, name: &str) -> Arc<ClientConfig> {
         let path = temp_file(name, &pki.ca_pem);
         let config = client_config(&TlsOptions {
             insecure: false,
@@ -654,7 +618,7 @@ mod tests {
     #[test]
     fn session_fetches_responses_under_edge_triggered_poll() {
         use mio::{Events, Interest, Poll, Token};
-        let pki = pki(&["localhost"]);
+        let pki = ca_signed_for(&["localhost"]);
         let body: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
         let (port, seen) = serve(&pki, body.clone(), 1);
         let config = trusting(&pki, "session.pem");
@@ -736,7 +700,7 @@ mod tests {
 
     #[test]
     fn preflight_accepts_the_given_ca_and_reports_the_session() {
-        let pki = pki(&["localhost", "127.0.0.1"]);
+        let pki = ca_signed_for(&["localhost", "127.0.0.1"]);
         let (port, seen) = serve(&pki, b"ok".to_vec(), 2);
         let config = trusting(&pki, "accept.pem");
         let info = preflight_to(&config, "localhost", port).unwrap();
@@ -755,7 +719,7 @@ mod tests {
 
     #[test]
     fn preflight_refuses_an_unknown_issuer_in_one_line() {
-        let pki = pki(&["localhost", "127.0.0.1"]);
+        let pki = ca_signed_for(&["localhost", "127.0.0.1"]);
         let (port, _) = serve(&pki, b"ok".to_vec(), 2);
         let webpki = client_config(&TlsOptions::default()).unwrap();
         let e = preflight_to(&webpki, "127.0.0.1", port).unwrap_err();
@@ -777,7 +741,7 @@ mod tests {
 
     #[test]
     fn preflight_names_a_certificate_for_another_host() {
-        let pki = pki(&["localhost"]);
+        let pki = ca_signed_for(&["localhost"]);
         let (port, _) = serve(&pki, b"ok".to_vec(), 1);
         let config = trusting(&pki, "name.pem");
         let e = preflight_to(&config, "127.0.0.1", port).unwrap_err();
@@ -789,7 +753,7 @@ mod tests {
 
     #[test]
     fn preflight_says_a_certificate_has_expired() {
-        let pki = pki_with(&["localhost"], |params| {
+        let pki = ca_signed_with(&["localhost"], |params| {
             params.not_before = rcgen::date_time_ymd(2000, 1, 1);
             params.not_after = rcgen::date_time_ymd(2001, 1, 1);
         });

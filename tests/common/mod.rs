@@ -1,15 +1,62 @@
-//! Test harness: real `sweetspot serve` processes and a real redis-server on free ports, and a
-//! small raw HTTP client that shows exactly what went over the wire.
+//! Test harness: real `sweetspot serve` processes and a real redis-server on free ports, the
+//! `sweetspot` binary run to the end, and a small raw HTTP client that shows exactly what went
+//! over the wire. Sub-modules: [`tiny`], std::net servers that misbehave on purpose, and
+//! [`pki`], certificates made with rcgen. Every test crate compiles all of it and uses a part,
+//! hence `dead_code` is allowed.
 #![allow(dead_code)]
+
+pub mod pki;
+pub mod tiny;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
+
+/// Runs `sweetspot ARGS` to its exit, stdin closed, and returns what it gave.
+pub fn sweetspot_output(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sweetspot"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run sweetspot")
+}
+
+/// Runs `sweetspot ARGS` to its exit: the exit code (-1 when a signal ended it), stdout, stderr
+/// and how long it took.
+pub fn sweetspot(args: &[&str]) -> (i32, String, String, Duration) {
+    let started = Instant::now();
+    let out = sweetspot_output(args);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        started.elapsed(),
+    )
+}
+
+/// Latency assertions hold on a 2-core machine only if the tests of one suite do not load it at
+/// the same time: a timing test holds this lock while it runs. A test that failed while holding
+/// it does not stop the others.
+pub fn timing_lock() -> MutexGuard<'static, ()> {
+    static TIMING: Mutex<()> = Mutex::new(());
+    TIMING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Seconds since the Unix epoch, as `--start-at` takes them.
+pub fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
 
 /// A scratch directory removed on drop.
 pub struct TempDir(pub PathBuf);
