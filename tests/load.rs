@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::tiny::TinyServer;
 use common::{free_port, sweetspot, timing_lock, Server};
-use sweetspot::load::{self, LoadConfig, LoadReport, Mode, Target};
+use sweetspot::load::{self, Engine, LoadConfig, LoadReport, Mode, Target};
 
 /// Our threaded server, the target of the accuracy tests.
 fn our_server(extra: &[&str]) -> Server {
@@ -100,6 +100,56 @@ fn config(url: &str, connections: usize, mode: Mode) -> LoadConfig {
     config
 }
 
+/// [`config`] on the engine's `driver`.
+fn config_on(driver: Engine, url: &str, connections: usize, mode: Mode) -> LoadConfig {
+    let mut config = config(url, connections, mode);
+    config.engine = driver;
+    config
+}
+
+/// Runs each named test body (a `fn NAME(engine: Engine)`) on both engine drivers, as the
+/// tests `NAME::epoll` and `NAME::uring`: everything the epoll driver is held to, the io_uring
+/// driver is held to as well.
+macro_rules! on_both_engines {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                use super::*;
+                #[test]
+                fn epoll() {
+                    super::$name(Engine::Epoll)
+                }
+                #[test]
+                fn uring() {
+                    super::$name(Engine::Uring)
+                }
+            }
+        )*
+    };
+}
+
+on_both_engines!(
+    sleep_50ms_over_10_connections_has_p50_between_50_and_60_ms,
+    a_server_that_never_answers_gives_timeouts_no_samples_and_ends_on_time,
+    requests_still_waiting_at_the_end_are_reported_unanswered,
+    iterative_server_at_64_connections_has_a_flagged_p99_of_the_run_length_on_hello,
+    iterative_server_at_64_connections_has_a_flagged_p99_of_the_run_length_on_sleep,
+    a_healthy_epoll_run_at_64_connections_has_no_lower_bounds,
+    rate_mode_counts_due_requests_that_could_not_be_sent,
+    rate_mode_at_twice_capacity_shows_the_stall_only_in_corrected_latency,
+    rate_mode_below_capacity_holds_the_rate,
+    count_mode_sends_exactly_n_requests,
+    count_mode_with_pipelining_sends_exactly_n_requests,
+    an_unknown_route_is_counted_under_404,
+    no_keepalive_opens_one_connection_per_request,
+    no_keepalive_against_our_server,
+    chunked_responses_split_across_writes_are_framed,
+    post_with_headers_and_body_is_sent_as_given,
+    echo_target_counts_replies_of_the_message_length,
+    the_stop_flag_ends_a_run_early_with_what_was_measured,
+    per_second_throughput_covers_the_run,
+);
+
 fn closed(seconds: f64) -> Mode {
     Mode::Closed {
         duration: Duration::from_secs_f64(seconds),
@@ -110,11 +160,14 @@ fn ms(us: f64) -> f64 {
     us / 1000.0
 }
 
-#[test]
-fn sleep_50ms_over_10_connections_has_p50_between_50_and_60_ms() {
+fn sleep_50ms_over_10_connections_has_p50_between_50_and_60_ms(engine: Engine) {
     let _timing = timing_lock();
     let server = our_server(&[]);
-    let report = load::run(&config(&server.url("/sleep?ms=50"), 10, closed(2.0)), None).unwrap();
+    let report = load::run(
+        &config_on(engine, &server.url("/sleep?ms=50"), 10, closed(2.0)),
+        None,
+    )
+    .unwrap();
     let l = report.latency_us;
     assert!(
         (50_000.0..60_000.0).contains(&l.p50),
@@ -133,10 +186,9 @@ fn sleep_50ms_over_10_connections_has_p50_between_50_and_60_ms() {
     assert!(report.requests > 100, "{} requests", report.requests);
 }
 
-#[test]
-fn a_server_that_never_answers_gives_timeouts_no_samples_and_ends_on_time() {
+fn a_server_that_never_answers_gives_timeouts_no_samples_and_ends_on_time(engine: Engine) {
     let server = TinyServer::start(never_answer);
-    let mut config = config(&server.url("/"), 4, closed(2.0));
+    let mut config = config_on(engine, &server.url("/"), 4, closed(2.0));
     config.timeout = Duration::from_millis(500);
     let started = Instant::now();
     let report = load::run(&config, None).unwrap();
@@ -167,10 +219,9 @@ fn a_server_that_never_answers_gives_timeouts_no_samples_and_ends_on_time() {
     );
 }
 
-#[test]
-fn requests_still_waiting_at_the_end_are_reported_unanswered() {
+fn requests_still_waiting_at_the_end_are_reported_unanswered(engine: Engine) {
     let server = TinyServer::start(never_answer);
-    let mut config = config(&server.url("/"), 3, closed(1.0));
+    let mut config = config_on(engine, &server.url("/"), 3, closed(1.0));
     config.timeout = Duration::from_secs(5);
     let report = load::run(&config, None).unwrap();
     assert_eq!(report.requests, 0);
@@ -186,9 +237,9 @@ fn requests_still_waiting_at_the_end_are_reported_unanswered() {
 
 /// The iterative server serves one connection at a time: at 64 keep-alive connections the
 /// first one is answered for the whole run and 63 never are. Their wait is in the percentiles.
-fn stuck_connections_show_in_p99(path: &str) {
+fn stuck_connections_show_in_p99(engine: Engine, path: &str) {
     let server = Server::start(&["--arch", "iterative"]);
-    let mut config = config(&server.url(path), 64, closed(1.0));
+    let mut config = config_on(engine, &server.url(path), 64, closed(1.0));
     config.threads = 1;
     let report = load::run(&config, None).unwrap();
     let l = report.latency_us;
@@ -208,24 +259,21 @@ fn stuck_connections_show_in_p99(path: &str) {
     assert!(answered.p99 < 500_000.0, "{path}: {answered:?}");
 }
 
-#[test]
-fn iterative_server_at_64_connections_has_a_flagged_p99_of_the_run_length_on_hello() {
+fn iterative_server_at_64_connections_has_a_flagged_p99_of_the_run_length_on_hello(engine: Engine) {
     let _timing = timing_lock();
-    stuck_connections_show_in_p99("/hello");
+    stuck_connections_show_in_p99(engine, "/hello");
 }
 
-#[test]
-fn iterative_server_at_64_connections_has_a_flagged_p99_of_the_run_length_on_sleep() {
+fn iterative_server_at_64_connections_has_a_flagged_p99_of_the_run_length_on_sleep(engine: Engine) {
     let _timing = timing_lock();
-    stuck_connections_show_in_p99("/sleep?ms=10");
+    stuck_connections_show_in_p99(engine, "/sleep?ms=10");
 }
 
-#[test]
-fn a_healthy_epoll_run_at_64_connections_has_no_lower_bounds() {
+fn a_healthy_epoll_run_at_64_connections_has_no_lower_bounds(engine: Engine) {
     let _timing = timing_lock();
     let server = Server::start(&["--arch", "epoll"]);
     for path in ["/hello", "/sleep?ms=10"] {
-        let mut config = config(&server.url(path), 64, closed(1.0));
+        let mut config = config_on(engine, &server.url(path), 64, closed(1.0));
         config.threads = 1;
         let report = load::run(&config, None).unwrap();
         let l = report.latency_us;
@@ -237,8 +285,7 @@ fn a_healthy_epoll_run_at_64_connections_has_no_lower_bounds() {
     }
 }
 
-#[test]
-fn rate_mode_counts_due_requests_that_could_not_be_sent() {
+fn rate_mode_counts_due_requests_that_could_not_be_sent(engine: Engine) {
     let _timing = timing_lock();
     let server = Server::start(&["--arch", "iterative"]);
     // 8 connections at 400 req/s: one is served, 7 are stuck with their schedule running on.
@@ -246,7 +293,7 @@ fn rate_mode_counts_due_requests_that_could_not_be_sent() {
         rate: 400.0,
         duration: Duration::from_secs(1),
     };
-    let mut config = config(&server.url("/hello"), 8, mode);
+    let mut config = config_on(engine, &server.url("/hello"), 8, mode);
     config.threads = 1;
     let report = load::run(&config, None).unwrap();
     assert_eq!(report.unanswered, 7, "{report:?}");
@@ -261,8 +308,7 @@ fn rate_mode_counts_due_requests_that_could_not_be_sent() {
     assert!(!uncorrected.lower_bound.contains("p50"), "{uncorrected:?}");
 }
 
-#[test]
-fn rate_mode_at_twice_capacity_shows_the_stall_only_in_corrected_latency() {
+fn rate_mode_at_twice_capacity_shows_the_stall_only_in_corrected_latency(engine: Engine) {
     let _timing = timing_lock();
     let server = our_server(&[]);
     // 10 connections x 100 ms = 100 req/s capacity; ask for 200 req/s for 3 s.
@@ -270,7 +316,11 @@ fn rate_mode_at_twice_capacity_shows_the_stall_only_in_corrected_latency() {
         rate: 200.0,
         duration: Duration::from_secs(3),
     };
-    let report = load::run(&config(&server.url("/sleep?ms=100"), 10, mode), None).unwrap();
+    let report = load::run(
+        &config_on(engine, &server.url("/sleep?ms=100"), 10, mode),
+        None,
+    )
+    .unwrap();
     let corrected = report.latency_us;
     let uncorrected = report
         .latency_uncorrected_us
@@ -299,15 +349,18 @@ fn rate_mode_at_twice_capacity_shows_the_stall_only_in_corrected_latency() {
     assert_eq!(report.errors.total(), 0, "{:?}", report.errors);
 }
 
-#[test]
-fn rate_mode_below_capacity_holds_the_rate() {
+fn rate_mode_below_capacity_holds_the_rate(engine: Engine) {
     let _timing = timing_lock();
     let server = our_server(&[]);
     let mode = Mode::Rate {
         rate: 100.0,
         duration: Duration::from_secs(2),
     };
-    let report = load::run(&config(&server.url("/sleep?ms=10"), 10, mode), None).unwrap();
+    let report = load::run(
+        &config_on(engine, &server.url("/sleep?ms=10"), 10, mode),
+        None,
+    )
+    .unwrap();
     assert_eq!(report.rate_held, Some(true), "{report:?}");
     let corrected = report.latency_us;
     assert!(corrected.p50 < 30_000.0, "p50 {} ms", ms(corrected.p50));
@@ -315,11 +368,15 @@ fn rate_mode_below_capacity_holds_the_rate() {
     assert!((180..=210).contains(&report.requests_sent), "{report:?}");
 }
 
-#[test]
-fn count_mode_sends_exactly_n_requests() {
+fn count_mode_sends_exactly_n_requests(engine: Engine) {
     let server = our_server(&[]);
     let report = load::run(
-        &config(&server.url("/hello"), 10, Mode::Count { requests: 1000 }),
+        &config_on(
+            engine,
+            &server.url("/hello"),
+            10,
+            Mode::Count { requests: 1000 },
+        ),
         None,
     )
     .unwrap();
@@ -330,10 +387,14 @@ fn count_mode_sends_exactly_n_requests() {
     assert_eq!(server.stop_and_count_served(), 1000);
 }
 
-#[test]
-fn count_mode_with_pipelining_sends_exactly_n_requests() {
+fn count_mode_with_pipelining_sends_exactly_n_requests(engine: Engine) {
     let server = our_server(&[]);
-    let mut config = config(&server.url("/hello"), 3, Mode::Count { requests: 1001 });
+    let mut config = config_on(
+        engine,
+        &server.url("/hello"),
+        3,
+        Mode::Count { requests: 1001 },
+    );
     config.pipeline = 8;
     let report = load::run(&config, None).unwrap();
     assert_eq!(report.requests, 1001, "{:?}", report.errors);
@@ -341,11 +402,11 @@ fn count_mode_with_pipelining_sends_exactly_n_requests() {
     assert_eq!(server.stop_and_count_served(), 1001);
 }
 
-#[test]
-fn an_unknown_route_is_counted_under_404() {
+fn an_unknown_route_is_counted_under_404(engine: Engine) {
     let server = our_server(&[]);
     let report = load::run(
-        &config(
+        &config_on(
+            engine,
             &server.url("/no/such/page"),
             4,
             Mode::Count { requests: 200 },
@@ -358,10 +419,9 @@ fn an_unknown_route_is_counted_under_404() {
     assert_eq!(report.errors.total(), 0);
 }
 
-#[test]
-fn no_keepalive_opens_one_connection_per_request() {
+fn no_keepalive_opens_one_connection_per_request(engine: Engine) {
     let server = TinyServer::start(answer_close_delimited);
-    let mut config = config(&server.url("/"), 5, Mode::Count { requests: 100 });
+    let mut config = config_on(engine, &server.url("/"), 5, Mode::Count { requests: 100 });
     config.keepalive = false;
     let report = load::run(&config, None).unwrap();
     assert_eq!(report.requests, 100, "{:?}", report.errors);
@@ -370,10 +430,14 @@ fn no_keepalive_opens_one_connection_per_request() {
     assert_eq!(server.accepted.load(Ordering::SeqCst), 101);
 }
 
-#[test]
-fn no_keepalive_against_our_server() {
+fn no_keepalive_against_our_server(engine: Engine) {
     let server = our_server(&[]);
-    let mut config = config(&server.url("/hello"), 4, Mode::Count { requests: 300 });
+    let mut config = config_on(
+        engine,
+        &server.url("/hello"),
+        4,
+        Mode::Count { requests: 300 },
+    );
     config.keepalive = false;
     let report = load::run(&config, None).unwrap();
     assert_eq!(report.requests, 300, "{:?}", report.errors);
@@ -381,11 +445,10 @@ fn no_keepalive_against_our_server() {
     assert_eq!(server.stop_and_count_served(), 300);
 }
 
-#[test]
-fn chunked_responses_split_across_writes_are_framed() {
+fn chunked_responses_split_across_writes_are_framed(engine: Engine) {
     let server = TinyServer::start(answer_chunked);
     let report = load::run(
-        &config(&server.url("/"), 4, Mode::Count { requests: 400 }),
+        &config_on(engine, &server.url("/"), 4, Mode::Count { requests: 400 }),
         None,
     )
     .unwrap();
@@ -395,10 +458,14 @@ fn chunked_responses_split_across_writes_are_framed() {
     assert_eq!(server.accepted.load(Ordering::SeqCst), 5);
 }
 
-#[test]
-fn post_with_headers_and_body_is_sent_as_given() {
+fn post_with_headers_and_body_is_sent_as_given(engine: Engine) {
     let server = our_server(&[]);
-    let mut config = config(&server.url("/guestbook"), 2, Mode::Count { requests: 20 });
+    let mut config = config_on(
+        engine,
+        &server.url("/guestbook"),
+        2,
+        Mode::Count { requests: 20 },
+    );
     config.method = "POST".into();
     config.headers.push((
         "Content-Type".into(),
@@ -414,10 +481,10 @@ fn post_with_headers_and_body_is_sent_as_given() {
     assert_eq!(ok, 20, "{:?}", report.status);
 }
 
-#[test]
-fn echo_target_counts_replies_of_the_message_length() {
+fn echo_target_counts_replies_of_the_message_length(engine: Engine) {
     let server = our_server(&["--protocol", "echo"]);
-    let mut config = config(
+    let mut config = config_on(
+        engine,
         &format!("tcp://127.0.0.1:{}", server.port),
         10,
         Mode::Count { requests: 500 },
@@ -430,8 +497,7 @@ fn echo_target_counts_replies_of_the_message_length() {
     assert!(report.status.is_empty());
 }
 
-#[test]
-fn the_stop_flag_ends_a_run_early_with_what_was_measured() {
+fn the_stop_flag_ends_a_run_early_with_what_was_measured(engine: Engine) {
     let server = TinyServer::start(answer_hello);
     let stop = AtomicBool::new(false);
     let started = Instant::now();
@@ -440,17 +506,20 @@ fn the_stop_flag_ends_a_run_early_with_what_was_measured() {
             std::thread::sleep(Duration::from_millis(300));
             stop.store(true, Ordering::SeqCst);
         });
-        load::run(&config(&server.url("/"), 2, closed(30.0)), Some(&stop)).unwrap()
+        load::run(
+            &config_on(engine, &server.url("/"), 2, closed(30.0)),
+            Some(&stop),
+        )
+        .unwrap()
     });
     assert!(started.elapsed() < Duration::from_secs(3));
     assert!(report.requests > 0);
     assert!(report.duration_s < 3.0);
 }
 
-#[test]
-fn per_second_throughput_covers_the_run() {
+fn per_second_throughput_covers_the_run(engine: Engine) {
     let server = TinyServer::start(answer_hello);
-    let report = load::run(&config(&server.url("/"), 2, closed(2.0)), None).unwrap();
+    let report = load::run(&config_on(engine, &server.url("/"), 2, closed(2.0)), None).unwrap();
     assert_eq!(report.per_second.len(), 2, "{:?}", report.per_second);
     let sum: f64 = report.per_second.iter().sum();
     let expected = report.requests as f64;
@@ -479,6 +548,8 @@ fn bad_arguments_exit_2_with_one_line() {
         vec!["load", "http://127.0.0.1:1/", "-d", "forever"],
         vec!["load", "http://127.0.0.1:1/", "--timeout", "0s"],
         vec!["load", "http://127.0.0.1:1/", "-H", "no colon"],
+        vec!["load", "https://127.0.0.1:1/", "--engine", "uring"],
+        vec!["load", "http://127.0.0.1:1/", "--engine", "kqueue"],
     ] {
         let (code, _, stderr, _) = sweetspot(&args);
         assert_eq!(code, 2, "{args:?}: {stderr}");
@@ -526,6 +597,7 @@ fn json_output_has_the_contract_keys() {
     }
     assert_eq!(json["requests"], 50);
     assert_eq!(json["status"]["200"], 50);
+    assert_eq!(json["engine"], "epoll");
     assert!(json.get("latency_uncorrected_us").is_none());
     // The human summary went to stderr so stdout stays parseable.
     assert!(stderr.contains("Requests/sec"), "{stderr}");
@@ -1249,4 +1321,73 @@ fn bad_plans_exit_2_naming_what_is_wrong() {
             "{plan}: {stderr}"
         );
     }
+}
+
+#[test]
+fn the_uring_engine_says_so_in_the_json_and_the_summary() {
+    let server = TinyServer::start(answer_hello);
+    let url = server.url("/");
+    let (code, stdout, stderr, _) = sweetspot(&[
+        "load", &url, "-c", "2", "-n", "50", "--engine", "uring", "--json", "-",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).expect("stdout is only JSON");
+    assert_eq!(json["engine"], "uring");
+    assert_eq!(json["requests"], 50);
+    assert!(stderr.contains("2 connections, uring engine"), "{stderr}");
+}
+
+/// Where io_uring cannot be set up (a seccomp filter failing `io_uring_setup`, as Docker's
+/// default profile does), `load --engine uring` is one line and exit 2, before any load.
+#[test]
+fn the_uring_engine_where_io_uring_is_denied_is_one_line_and_exit_2() {
+    let server = TinyServer::start(answer_hello);
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_sweetspot"));
+    command.args(["load", &server.url("/"), "-n", "10", "--engine", "uring"]);
+    sweetspot::sys::uring::deny_io_uring_before_exec(&mut command);
+    let out = command.output().expect("spawning sweetspot");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("io_uring is unavailable"), "{stderr}");
+    // Only the pre-flight check connected, if anything: no load was sent.
+    assert!(server.accepted.load(Ordering::SeqCst) <= 1);
+}
+
+/// The uring driver waits up to 200 µs to gather a batch of responses when many connections
+/// are busy. Here only one of 40 connections is ever answered, so no batch fills and every
+/// response waits out the window before it is handled; its latency must still end when it
+/// reached the socket (the kernel's timestamp), so the fastest responses are far under the
+/// window. Timed when handled instead, none could be under 200 µs.
+#[test]
+fn the_uring_engine_times_responses_by_arrival_not_by_its_batching_wait() {
+    let _timing = timing_lock();
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let server = TinyServer::start(move |stream, stop| {
+        // The pre-flight check, then the first of the run's connections, are answered.
+        if seen.fetch_add(1, Ordering::SeqCst) < 2 {
+            answer_hello(stream, stop)
+        } else {
+            never_answer(stream, stop)
+        }
+    });
+    let mut config = config_on(Engine::Uring, &server.url("/"), 40, closed(1.0));
+    config.threads = 1;
+    config.timeout = Duration::from_secs(5);
+    let report = load::run(&config, None).unwrap();
+    assert!(report.requests > 100, "{report:?}");
+    assert_eq!(report.unanswered, 39, "{report:?}");
+    let answered = report.latency_answered_us;
+    assert!(
+        answered.min < 150.0,
+        "fastest response {} µs: timed after the batching wait",
+        answered.min
+    );
+    // The connection still waits out each window before its next request: a few thousand a
+    // second at most, not the tens of thousands of an unbatched loop.
+    assert!(
+        report.rps < 6000.0,
+        "{} req/s: did the wait for a batch happen?",
+        report.rps
+    );
 }
