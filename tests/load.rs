@@ -598,6 +598,7 @@ fn json_output_has_the_contract_keys() {
     assert_eq!(json["requests"], 50);
     assert_eq!(json["status"]["200"], 50);
     assert_eq!(json["engine"], "epoll");
+    assert!(json.get("uring").is_none());
     assert!(json.get("latency_uncorrected_us").is_none());
     // The human summary went to stderr so stdout stays parseable.
     assert!(stderr.contains("Requests/sec"), "{stderr}");
@@ -1334,6 +1335,10 @@ fn the_uring_engine_says_so_in_the_json_and_the_summary() {
     let json: serde_json::Value = serde_json::from_str(&stdout).expect("stdout is only JSON");
     assert_eq!(json["engine"], "uring");
     assert_eq!(json["requests"], 50);
+    // Two connections never gather; every response read was timestamped.
+    assert_eq!(json["uring"]["gather"], 0);
+    let held = json["uring"]["held"].as_u64().unwrap();
+    assert!((50..=100).contains(&held), "{held}");
     assert!(stderr.contains("2 connections, uring engine"), "{stderr}");
 }
 
@@ -1383,8 +1388,13 @@ fn the_uring_engine_times_responses_by_arrival_not_by_its_batching_wait() {
         "fastest response {} µs: timed after the batching wait",
         answered.min
     );
-    // The connection still waits out each window before its next request: a few thousand a
-    // second at most, not the tens of thousands of an unbatched loop.
+    // No batch fills, so each response waits out the window before it is handled (and its
+    // connection's next request goes out): the report says so.
+    let uring = report.uring.expect("the uring engine reports its waits");
+    assert_eq!(uring.gather, 26, "{uring:?}");
+    assert_eq!(uring.window_us, 200);
+    assert!(uring.held >= report.requests, "{uring:?}");
+    assert!(uring.hold_mean_us >= 150.0, "{uring:?}");
     assert!(
         report.rps < 6000.0,
         "{} req/s: did the wait for a batch happen?",

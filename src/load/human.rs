@@ -164,10 +164,12 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
         report.client_cpu_s,
         report.client_cpu_us_per_request()
     );
+    if let Some(uring) = &report.uring {
+        uring_line(&mut out, uring);
+    }
     out
 }
 
-/// The TLS side: what was negotiated, the handshakes' own percentiles, and their share of the
 /// How the header line names a driver other than the default.
 fn engine_note(engine: crate::load::Engine) -> String {
     match engine {
@@ -176,6 +178,25 @@ fn engine_note(engine: crate::load::Engine) -> String {
     }
 }
 
+/// The io_uring driver's waits: responses are timed at arrival, so the wait is in no
+/// latency, but it delays each connection's next request.
+fn uring_line(out: &mut String, uring: &super::report::UringReport) {
+    let gathering = if uring.gather > 1 {
+        format!(
+            "up to {} responses per wakeup, waiting at most {} µs for them",
+            uring.gather, uring.window_us
+        )
+    } else {
+        "no gathering".to_string()
+    };
+    let _ = writeln!(
+        out,
+        "io_uring:     {gathering}; responses waited {:.0} µs on average (max {:.0} µs) to be handled, timed at arrival",
+        uring.hold_mean_us, uring.hold_max_us
+    );
+}
+
+/// The TLS side: what was negotiated, the handshakes' own percentiles, and their share of the
 /// time spent waiting (every request's, with `--no-keepalive`).
 fn tls_block(out: &mut String, tls: &TlsReport, keepalive: bool) {
     let _ = writeln!(
@@ -344,6 +365,7 @@ mod tests {
             urls: Vec::new(),
             series: Vec::new(),
             tls: None,
+            uring: None,
         };
         let config = LoadConfig::new(
             Target::parse("http://127.0.0.1:1/").unwrap(),

@@ -126,6 +126,24 @@ pub struct LoadReport {
     /// `https://` targets only: the TLS side of the run, handshakes measured apart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsReport>,
+    /// `--engine uring` only: how the driver gathered responses, and how long they waited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uring: Option<UringReport>,
+}
+
+/// How the io_uring driver waited. Latency ends when a response reached its socket, so the
+/// wait is in no latency; it only delays the connection's next request (closed loop), which
+/// is why it is reported.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct UringReport {
+    /// Responses a wait gathered at most (0: it did not gather; rate mode, few connections).
+    pub gather: usize,
+    /// The longest a gathering wait lasted, µs.
+    pub window_us: u64,
+    /// Reads whose arrival was timestamped, and how long they waited to be handled, µs.
+    pub held: u64,
+    pub hold_mean_us: f64,
+    pub hold_max_us: f64,
 }
 
 /// The TLS side of an `https://` run. Handshakes are not in any request's latency (requests go
@@ -236,6 +254,8 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         connections: config.connections,
         threads,
         engine: config.engine.name().to_string(),
+        uring: (config.engine == super::Engine::Uring)
+            .then(|| uring_report(config, threads, merged)),
         segment: None,
         started_at_unix_s: 0.0,
         ended_at_unix_s: 0.0,
@@ -249,6 +269,19 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         },
         series: Vec::new(),
         tls: config.target.is_tls().then(|| tls_report(merged)),
+    }
+}
+
+/// The io_uring driver's waits: its smallest share of connections decides whether it gathers.
+fn uring_report(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> UringReport {
+    let share = config.connections / threads.max(1);
+    let paced = matches!(config.mode, Mode::Rate { .. });
+    UringReport {
+        gather: super::engine::ring::batch_size(share, paced),
+        window_us: super::engine::ring::BATCH_WINDOW.as_micros() as u64,
+        held: merged.hold.count,
+        hold_mean_us: merged.hold.mean_us(),
+        hold_max_us: merged.hold.max.as_secs_f64() * 1e6,
     }
 }
 

@@ -570,6 +570,41 @@ pub struct ThreadStats {
     pub urls: Option<super::urls::UrlRecorder>,
     /// A load plan's per-step counts (see [`super::steps`]); none without a plan.
     pub steps: Option<super::steps::StepRecorder>,
+    /// `--engine uring`: how long received responses waited to be handled.
+    pub hold: Hold,
+}
+
+/// How long responses waited between reaching their socket and being handled (the io_uring
+/// driver knows both; the epoll driver times a response when it reads it).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Hold {
+    /// Reads whose arrival was timestamped.
+    pub count: u64,
+    pub total: Duration,
+    pub max: Duration,
+}
+
+impl Hold {
+    pub fn record(&mut self, held: Duration) {
+        self.count += 1;
+        self.total += held;
+        self.max = self.max.max(held);
+    }
+
+    pub fn merge(&mut self, other: &Hold) {
+        self.count += other.count;
+        self.total += other.total;
+        self.max = self.max.max(other.max);
+    }
+
+    /// The mean wait in µs (0 with none).
+    pub fn mean_us(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.total.as_secs_f64() * 1e6 / self.count as f64
+        }
+    }
 }
 
 impl ThreadStats {
@@ -595,6 +630,7 @@ impl ThreadStats {
             intervals: None,
             urls: None,
             steps: None,
+            hold: Hold::default(),
         }
     }
 
@@ -636,6 +672,7 @@ impl ThreadStats {
             _ => {}
         }
         self.handshakes_resumed += other.handshakes_resumed;
+        self.hold.merge(&other.hold);
         self.requests += other.requests;
         self.sent += other.sent;
         self.unanswered += other.unanswered;
@@ -692,6 +729,20 @@ pub fn per_second_rates(completed_per_second: &[u64], duration_s: f64) -> Vec<f6
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn holds_add_up_and_keep_their_longest() {
+        let mut a = Hold::default();
+        assert_eq!(a.mean_us(), 0.0);
+        a.record(Duration::from_micros(100));
+        a.record(Duration::from_micros(300));
+        let mut b = Hold::default();
+        b.record(Duration::from_micros(50));
+        a.merge(&b);
+        assert_eq!(a.count, 3);
+        assert_eq!(a.max, Duration::from_micros(300));
+        assert_eq!(a.mean_us(), 150.0);
+    }
 
     #[test]
     fn merged_histograms_equal_one_histogram_of_all_samples() {

@@ -124,6 +124,12 @@ impl Recorder {
         stats.handshakes_resumed += u64::from(handshake.resumed);
     }
 
+    /// Bytes that reached their socket `held` before they were handled (io_uring driver).
+    #[inline]
+    pub fn held(&mut self, held: Duration) {
+        self.stats.hold.record(held);
+    }
+
     /// `count` requests failed with `kind` (or, `Connect`, a connection attempt did).
     #[inline]
     pub fn failed(&mut self, kind: FailureKind, count: u64) {

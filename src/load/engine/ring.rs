@@ -253,7 +253,11 @@ impl Worker<'_, '_> {
                 receipt += 1;
                 let bytes = &received[from..to];
                 from = to;
-                (bytes, arrival(stamp, mono, wall))
+                let at = arrival(stamp, mono, wall);
+                if !bytes.is_empty() {
+                    self.recorder.held(mono - at);
+                }
+                (bytes, at)
             });
             self.ring_completion(completion, data);
         }
