@@ -3,8 +3,10 @@
 # same nginx, side by side in one script, rotating the order of runs so all see the same machine.
 #
 # What it prints: req/s and client CPU time per request of every run, then the median ratios
-# sweetspot/wrk (and sweetspot/oha, sweetspot/autocannon). Speed is judged by these ratios, not
-# by absolute numbers (DESIGN.md).
+# sweetspot/wrk (and sweetspot/oha, sweetspot/autocannon), for each of sweetspot's two engine
+# drivers: `sweetspot` is the default (epoll), `sweetspot-uring` is `--engine uring`, which
+# also reports how long responses waited to be handled (its gathering wait; mean in the last
+# column). Speed is judged by these ratios, not by absolute numbers (DESIGN.md).
 #
 #   benches/load_vs_wrk.sh            # 5 rounds of 5 s each, -t 1 -c 50
 #   ROUNDS=9 DURATION=10 benches/load_vs_wrk.sh
@@ -109,14 +111,19 @@ sweetspot="$repo/target/release/sweetspot"
 # CPU seconds (user + system) of the last command run under GNU time.
 cpu_of() { awk '{print $1 + $2}' "$tmp/time"; }
 
+# run_sweetspot [ENGINE]: prints "requests req/s cpu_s [hold_mean_us]".
 run_sweetspot() {
+    local engine=${1:-epoll}
     /usr/bin/time -f '%U %S' -o "$tmp/time" "${client_cpu[@]}" "$sweetspot" load "$url" -t "$THREADS" -c "$CONNECTIONS" \
-        -d "${DURATION}s" -q --json "$tmp/sweetspot.json"
-    local requests rps
+        -d "${DURATION}s" --engine "$engine" -q --json "$tmp/sweetspot.json"
+    local requests rps hold
     requests=$(grep -m1 '"requests":' "$tmp/sweetspot.json" | tr -dc '0-9')
     rps=$(grep -m1 '"rps":' "$tmp/sweetspot.json" | sed 's/.*: *//; s/,//')
-    echo "$requests $rps $(cpu_of)"
+    hold=$(grep -m1 '"hold_mean_us":' "$tmp/sweetspot.json" | sed 's/.*: *//; s/,//' || true)
+    echo "$requests $rps $(cpu_of) $hold"
 }
+
+run_sweetspot-uring() { run_sweetspot uring; }
 
 run_wrk() {
     /usr/bin/time -f '%U %S' -o "$tmp/time" "${client_cpu[@]}" wrk -t "$THREADS" -c "$CONNECTIONS" -d "${DURATION}s" \
@@ -159,7 +166,8 @@ run_ab() {
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
-tools=(sweetspot wrk)
+ours=(sweetspot sweetspot-uring)
+tools=("${ours[@]}" wrk)
 notes=()
 if [ "$OTHERS" = 1 ]; then
     if command -v oha >/dev/null; then tools+=(oha); else notes+=("oha not installed (cargo install oha): skipped"); fi
@@ -171,20 +179,22 @@ if [ "$OTHERS" = 1 ]; then
 fi
 
 {
-    echo "# sweetspot load vs ${tools[*]:1} vs ab, against nginx $(nginx -v 2>&1 | sed 's/.*\///'), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "# sweetspot load (epoll and uring engines) vs ${tools[*]:2} vs ab, against nginx $(nginx -v 2>&1 | sed 's/.*\///'), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "# $(nproc) cores, $(uname -sr), load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "# each run: -t $THREADS -c $CONNECTIONS -d ${DURATION}s (oha, autocannon: -c $CONNECTIONS, their own threads); nginx: $NGINX_WORKERS worker(s), static 14-byte file"
     echo "# pinning: nginx ${server_cpu[*]:-unpinned}, load tools ${client_cpu[*]:-unpinned}; runs alternate, the order rotates each round"
     echo "# cpu/req = client user+system CPU time (GNU time) / completed requests"
     for note in "${notes[@]}"; do echo "# $note"; done
-    printf '%-6s %-10s %10s %12s %14s\n' round tool requests req/s cpu_us/req
+    printf '%-6s %-16s %10s %12s %14s %14s\n' round tool requests req/s cpu_us/req hold_mean_us
 } | tee "$output"
 
 for tool in "${tools[@]}"; do
     : >"$tmp/rps.$tool"
     : >"$tmp/cpu.$tool"
-    : >"$tmp/rps_ratio.$tool"
-    : >"$tmp/cpu_ratio.$tool"
+    for our in "${ours[@]}"; do
+        : >"$tmp/rps_ratio.$our.$tool"
+        : >"$tmp/cpu_ratio.$our.$tool"
+    done
 done
 for round in $(seq 1 "$ROUNDS"); do
     # Rotate the order, so no tool always gets the warmer (or busier) slot.
@@ -193,25 +203,27 @@ for round in $(seq 1 "$ROUNDS"); do
         order+=("${tools[$(((i + round - 1) % ${#tools[@]}))]}")
     done
     for tool in "${order[@]}"; do
-        read -r requests rps cpu < <("run_$tool")
+        hold=""
+        read -r requests rps cpu hold < <("run_$tool")
         cpu_us=$(awk -v c="$cpu" -v n="$requests" 'BEGIN {printf "%.3f", c * 1e6 / n}')
-        printf '%-6s %-10s %10s %12.1f %14s\n' "$round" "$tool" "$requests" "$rps" "$cpu_us" | tee -a "$output"
+        printf '%-6s %-16s %10s %12.1f %14s %14s\n' "$round" "$tool" "$requests" "$rps" "$cpu_us" \
+            "$(awk -v h="$hold" 'BEGIN {if (h != "") printf "%.1f", h}')" | tee -a "$output"
         echo "$rps" >>"$tmp/rps.$tool"
         echo "$cpu_us" >>"$tmp/cpu.$tool"
     done
-    # Ratios sweetspot/other within the round.
-    for tool in "${tools[@]:1}"; do
-        awk -v a="$(tail -1 "$tmp/rps.sweetspot")" -v b="$(tail -1 "$tmp/rps.$tool")" 'BEGIN {print a / b}' >>"$tmp/rps_ratio.$tool"
-        awk -v a="$(tail -1 "$tmp/cpu.sweetspot")" -v b="$(tail -1 "$tmp/cpu.$tool")" 'BEGIN {print a / b}' >>"$tmp/cpu_ratio.$tool"
+    # Ratios ours/other within the round.
+    for our in "${ours[@]}"; do
+        for tool in "${tools[@]:2}"; do
+            awk -v a="$(tail -1 "$tmp/rps.$our")" -v b="$(tail -1 "$tmp/rps.$tool")" 'BEGIN {print a / b}' >>"$tmp/rps_ratio.$our.$tool"
+            awk -v a="$(tail -1 "$tmp/cpu.$our")" -v b="$(tail -1 "$tmp/cpu.$tool")" 'BEGIN {print a / b}' >>"$tmp/cpu_ratio.$our.$tool"
+        done
     done
 done
 
 read -r ab_requests ab_rps ab_cpu < <(run_ab)
 ab_cpu_us=$(awk -v c="$ab_cpu" -v n="$ab_requests" 'BEGIN {printf "%.3f", c * 1e6 / n}')
-printf '%-6s %-10s %10s %12.1f %14s\n' "once" "ab -k" "$ab_requests" "$ab_rps" "$ab_cpu_us" | tee -a "$output"
+printf '%-6s %-16s %10s %12.1f %14s\n' "once" "ab -k" "$ab_requests" "$ab_rps" "$ab_cpu_us" | tee -a "$output"
 
-s_rps_median=$(median <"$tmp/rps.sweetspot")
-s_cpu_median=$(median <"$tmp/cpu.sweetspot")
 {
     echo
     printf 'median req/s:      '
@@ -220,14 +232,16 @@ s_cpu_median=$(median <"$tmp/cpu.sweetspot")
     printf 'median cpu_us/req: '
     for tool in "${tools[@]}"; do printf ' %s %.3f,' "$tool" "$(median <"$tmp/cpu.$tool")"; done
     printf ' ab %.3f (one run)\n' "$ab_cpu_us"
-    for tool in "${tools[@]:1}"; do
-        printf 'req/s ratio       sweetspot/%-10s median of rounds %.3f (per round: %s)\n' "$tool:" \
-            "$(median <"$tmp/rps_ratio.$tool")" "$(awk '{printf "%.3f ", $1}' "$tmp/rps_ratio.$tool")"
-        printf 'cpu/request ratio sweetspot/%-10s median of rounds %.3f (per round: %s)\n' "$tool:" \
-            "$(median <"$tmp/cpu_ratio.$tool")" "$(awk '{printf "%.3f ", $1}' "$tmp/cpu_ratio.$tool")"
+    for our in "${ours[@]}"; do
+        for tool in "${tools[@]:2}"; do
+            printf 'req/s ratio       %-27s median of rounds %.3f (per round: %s)\n' "$our/$tool:" \
+                "$(median <"$tmp/rps_ratio.$our.$tool")" "$(awk '{printf "%.3f ", $1}' "$tmp/rps_ratio.$our.$tool")"
+            printf 'cpu/request ratio %-27s median of rounds %.3f (per round: %s)\n' "$our/$tool:" \
+                "$(median <"$tmp/cpu_ratio.$our.$tool")" "$(awk '{printf "%.3f ", $1}' "$tmp/cpu_ratio.$our.$tool")"
+        done
+        printf 'req/s ratio       %-27s %.3f (%s median vs the ab run)\n' "$our/ab:" \
+            "$(awk -v a="$(median <"$tmp/rps.$our")" -v b="$ab_rps" 'BEGIN {print a / b}')" "$our"
+        printf 'cpu/request ratio %-27s %.3f\n' "$our/ab:" \
+            "$(awk -v a="$(median <"$tmp/cpu.$our")" -v b="$ab_cpu_us" 'BEGIN {print a / b}')"
     done
-    printf 'req/s ratio       sweetspot/ab:         %.3f (sweetspot median vs the ab run)\n' \
-        "$(awk -v a="$s_rps_median" -v b="$ab_rps" 'BEGIN {print a / b}')"
-    printf 'cpu/request ratio sweetspot/ab:         %.3f\n' \
-        "$(awk -v a="$s_cpu_median" -v b="$ab_cpu_us" 'BEGIN {print a / b}')"
 } | tee -a "$output"
