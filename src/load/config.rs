@@ -98,11 +98,12 @@ pub struct LoadArgs {
     /// Write the report as JSON to PATH, or to stdout with "-".
     #[arg(long, value_name = "PATH")]
     pub json: Option<String>,
-    /// How each thread waits and moves bytes: epoll (readiness, one send and one read per
-    /// request; speaks https://) or uring (io_uring: sends submitted together per turn,
-    /// receives completed into buffers, waits that gather up to 32 responses for at most
-    /// 200 µs under closed-loop load, latency ending at the kernel's arrival timestamp;
-    /// http:// and tcp:// only).
+    /// How each thread waits and moves bytes: epoll (wrk's exact closed loop: one send and
+    /// one read per request; speaks https://) or uring (io_uring, less CPU per request: sends
+    /// submitted together per turn, receives completed into buffers, and under closed-loop load
+    /// a wakeup waits up to 200 µs to gather most connections' responses; latency ends at the
+    /// kernel's arrival timestamp, and the report says how long responses waited and how many
+    /// requests the server had at once; http:// and tcp:// only).
     #[arg(long, value_enum, default_value_t = Engine::Epoll)]
     pub engine: Engine,
     /// Pin load threads to these CPUs, round robin (e.g. --pin 1 or --pin 0,1).

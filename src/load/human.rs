@@ -165,7 +165,7 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
         report.client_cpu_us_per_request()
     );
     if let Some(uring) = &report.uring {
-        uring_line(&mut out, uring);
+        uring_line(&mut out, report, uring);
     }
     out
 }
@@ -180,7 +180,7 @@ fn engine_note(engine: crate::load::Engine) -> String {
 
 /// The io_uring driver's waits: responses are timed at arrival, so the wait is in no
 /// latency, but it delays each connection's next request.
-fn uring_line(out: &mut String, uring: &super::report::UringReport) {
+fn uring_line(out: &mut String, report: &LoadReport, uring: &super::report::UringReport) {
     let gathering = if uring.gather > 1 {
         format!(
             "up to {} responses per wakeup, waiting at most {} µs for them",
@@ -193,6 +193,13 @@ fn uring_line(out: &mut String, uring: &super::report::UringReport) {
         out,
         "io_uring:     {gathering}; responses waited {:.0} µs on average (max {:.0} µs) to be handled, timed at arrival",
         uring.hold_mean_us, uring.hold_max_us
+    );
+    // Little's law: what the server actually had to answer at once, which the wait lowers.
+    let _ = writeln!(
+        out,
+        "              {:.1} requests at the server on average ({} connections)",
+        report.rps * report.latency_us.mean / 1e6,
+        report.connections
     );
 }
 
@@ -414,6 +421,39 @@ mod tests {
         assert!(out.ends_with(
             "  Handshakes were 60.0% of the time waited (handshakes + responses); every request paid one (--no-keepalive)\n"
         ), "{out}");
+    }
+
+    #[test]
+    fn the_uring_line_gives_the_wait_and_what_the_server_had_at_once() {
+        let report = LoadReport {
+            rps: 90_000.0,
+            latency_us: LatencySummary {
+                mean: 400.0,
+                ..Default::default()
+            },
+            connections: 50,
+            ..Default::default()
+        };
+        let mut out = String::new();
+        let uring = crate::load::report::UringReport {
+            gather: 47,
+            window_us: 200,
+            held: 1000,
+            hold_mean_us: 150.4,
+            hold_max_us: 210.0,
+        };
+        uring_line(&mut out, &report, &uring);
+        assert_eq!(
+            out,
+            "io_uring:     up to 47 responses per wakeup, waiting at most 200 µs for them; responses waited 150 µs on average (max 210 µs) to be handled, timed at arrival\n              36.0 requests at the server on average (50 connections)\n"
+        );
+        out.clear();
+        uring_line(
+            &mut out,
+            &report,
+            &crate::load::report::UringReport { gather: 0, ..uring },
+        );
+        assert!(out.starts_with("io_uring:     no gathering; "), "{out}");
     }
 
     #[test]
