@@ -1,0 +1,198 @@
+//! The answering step the event loop (poll, epoll, reactors, hybrid) and uring share.
+//!
+//! Both loops keep, per connection, the same sans-IO state: the input received and not yet
+//! answered, the replies written and not yet sent, the request whose reply waits on work
+//! (a timer, the store, the worker pool), a file body still streaming, and whether the
+//! connection ends once its output is out. That state is a [`Pipeline`]; [`answer`] takes the
+//! complete requests from its front, in order (pipelining), until one waits, a file body
+//! streams, the connection is to close, or [`MAX_QUEUED_OUTPUT`] is queued. What differs
+//! between the loops (how a connection is found, how much of its output is still unsent, how
+//! work that cannot answer at once is started, which clock a turn reads) is the
+//! [`PipelineHost`] trait each loop implements; [`answer`] is generic over it, so each loop
+//! gets its own copy with no indirection per request.
+
+use std::time::Instant;
+
+use super::connection::{next_request, request_timeout, Next, ReplyShape, RequestClock};
+use super::connection::{CONTINUE, MAX_QUEUED_OUTPUT};
+use super::{Protocol, ServerContext};
+use crate::app::{echo, Route};
+use crate::http::{FileBody, Response, MAX_BODY, MAX_HEADER_BYTES};
+use crate::sys::SharedCounter;
+
+/// Input held while a request is pending beyond which a flooding client is dropped.
+pub const MAX_BUFFERED: usize = MAX_HEADER_BYTES + MAX_BODY + 64 * 1024;
+
+/// The requests and replies of one connection, apart from its socket.
+#[derive(Default)]
+pub struct Pipeline {
+    pub input: Vec<u8>,
+    /// How much of `input` has been answered (dropped from the front in batches, so a long
+    /// pipeline is not moved once per request).
+    pub consumed: usize,
+    /// Replies not yet handed to the socket (how much of it is on its way is the loop's).
+    pub out: Vec<u8>,
+    /// The deadlines of the request being received.
+    pub clock: RequestClock,
+    /// A file body being streamed after `out`, and how far it has been read.
+    pub file: Option<(FileBody, u64)>,
+    /// A request whose reply waits on work the loop started.
+    pub pending: Option<ReplyShape>,
+    pub close_after_flush: bool,
+    /// An error reply ends this connection: once it is written, close lingering.
+    pub linger: bool,
+}
+
+impl Pipeline {
+    /// Whether the front of the unanswered input is the next request to be answered (no
+    /// earlier reply is still being worked on or streamed), so an interim reply to it can go
+    /// out now without overtaking another.
+    pub fn answering_front(&self) -> bool {
+        self.pending.is_none() && self.file.is_none() && !self.close_after_flush
+    }
+
+    /// Input received and not yet answered.
+    pub fn unanswered(&self) -> usize {
+        self.input.len() - self.consumed
+    }
+
+    /// Drops answered input from the front once it is at least half the buffer: each byte
+    /// is moved a bounded number of times however long the pipeline.
+    pub fn compact_input(&mut self) {
+        if self.consumed == self.input.len() {
+            self.input.clear();
+            self.consumed = 0;
+        } else if self.consumed >= self.input.len() / 2 {
+            self.input.drain(..self.consumed);
+            self.consumed = 0;
+        }
+    }
+
+    /// Feeds the unanswered input to the request clock; queues `100 Continue` when a head
+    /// asking for it has just completed and its request is the next to be answered.
+    pub fn observe(&mut self, now: Instant) {
+        if self.clock.observe(&self.input[self.consumed..], now) && self.answering_front() {
+            self.out.extend_from_slice(CONTINUE);
+        }
+    }
+
+    /// Writes the reply of the pending request into `out`, counting it in `served`.
+    pub fn deliver(&mut self, resp: &Response, served: &SharedCounter) {
+        if let Some(shape) = self.pending.take() {
+            shape.write(resp, &mut self.out);
+            if let Some(file) = resp.file.as_ref().filter(|_| !shape.head) {
+                self.file = Some((file.clone(), 0));
+            }
+            served.add(1);
+            self.close_after_flush = !shape.keep_alive;
+        }
+    }
+
+    /// The request deadline: while the server holds the connection up (a reply pending,
+    /// streaming or queued: `queued` bytes of output are unsent) the next request is not
+    /// timed, its clock restarts once the server is ready for it, and no 408 can land inside
+    /// another reply; otherwise a request past its deadline gets a 408 and the connection
+    /// closes lingering. Returns true when the 408 was written.
+    pub fn time_out_late_request(
+        &mut self,
+        queued: usize,
+        ctx: &ServerContext,
+        now: Instant,
+    ) -> bool {
+        if !self.answering_front() || queued > 0 {
+            self.clock.reset();
+            return false;
+        }
+        if !self.clock.expired(&ctx.timeouts, now) {
+            return false;
+        }
+        request_timeout(&mut self.out);
+        self.close_after_flush = true;
+        self.linger = true;
+        ctx.served.add(1);
+        true
+    }
+}
+
+/// What a loop provides to [`answer`].
+pub trait PipelineHost {
+    /// How the loop names a connection.
+    type Id: Copy;
+
+    /// The connection's pipeline and how many bytes of output it has queued and not yet
+    /// written, or `None` once it is closed (starting work may close it).
+    fn pipeline(&mut self, id: Self::Id) -> Option<(&mut Pipeline, usize)>;
+
+    /// Starts the work of a route for the connection's pending request: the response if it
+    /// is ready now, or `None` when it will come later (or the connection was closed). A
+    /// reply that comes later is given to [`Pipeline::deliver`] by the loop.
+    fn start(&mut self, id: Self::Id, route: Route) -> Option<Response>;
+
+    /// The time the request clock is fed.
+    fn now(&self) -> Instant;
+}
+
+/// Answers what connection `id` can answer now into its output. Returns true when answering
+/// stopped because [`MAX_QUEUED_OUTPUT`] is queued (with input perhaps left to answer).
+pub fn answer<H: PipelineHost>(host: &mut H, id: H::Id, ctx: &ServerContext) -> bool {
+    let mut backlogged = false;
+    match ctx.protocol {
+        Protocol::Echo => {
+            let Some((p, queued)) = host.pipeline(id) else {
+                return false;
+            };
+            if queued >= MAX_QUEUED_OUTPUT {
+                backlogged = true;
+            } else {
+                match echo::echo_lines(&mut p.input, &mut p.out) {
+                    Ok(lines) => ctx.served.add(lines),
+                    Err(()) => p.close_after_flush = true,
+                }
+            }
+        }
+        Protocol::Http => loop {
+            let Some((p, queued)) = host.pipeline(id) else {
+                return false;
+            };
+            if queued >= MAX_QUEUED_OUTPUT {
+                backlogged = true;
+                break;
+            }
+            if p.pending.is_some() || p.file.is_some() || p.close_after_flush {
+                break;
+            }
+            let input = &p.input[p.consumed..];
+            match next_request(input, &mut p.out, &ctx.app, ctx.stopping()) {
+                Next::Request(route, shape, used) => {
+                    p.consumed += used;
+                    p.clock.reset();
+                    // Pending before the work starts: a store reply may arrive at once.
+                    p.pending = Some(shape);
+                    if let Some(resp) = host.start(id, route) {
+                        if let Some((p, _)) = host.pipeline(id) {
+                            p.deliver(&resp, &ctx.served);
+                        }
+                    }
+                }
+                Next::Incomplete => break,
+                Next::Rejected => {
+                    ctx.served.add(1);
+                    p.close_after_flush = true;
+                    p.linger = true;
+                }
+            }
+        },
+    }
+    let Some((p, _)) = host.pipeline(id) else {
+        return backlogged;
+    };
+    p.compact_input();
+    if ctx.protocol == Protocol::Http && !p.close_after_flush {
+        // The clock is read only when it is fed (for a loop that reads it per call).
+        let now = host.now();
+        if let Some((p, _)) = host.pipeline(id) {
+            p.observe(now);
+        }
+    }
+    backlogged
+}
