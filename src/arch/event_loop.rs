@@ -758,7 +758,12 @@ impl<P: Poller> EventLoop<P> {
                 continue;
             };
             let queued = conn.queued();
-            if conn.pipeline.time_out_late_request(queued, &self.ctx, now) {
+            if conn.pipeline.time_out_late_request(
+                queued,
+                &self.ctx.timeouts,
+                &self.ctx.served,
+                now,
+            ) {
                 self.flush(token);
             }
         }

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use super::connection::{next_request, request_timeout, Next, ReplyShape, RequestClock};
 use super::connection::{CONTINUE, MAX_QUEUED_OUTPUT};
-use super::{Protocol, ServerContext};
+use super::{Protocol, ServerContext, Timeouts};
 use crate::app::{echo, Route};
 use crate::http::{FileBody, Response, MAX_BODY, MAX_HEADER_BYTES};
 use crate::sys::SharedCounter;
@@ -96,20 +96,21 @@ impl Pipeline {
     pub fn time_out_late_request(
         &mut self,
         queued: usize,
-        ctx: &ServerContext,
+        timeouts: &Timeouts,
+        served: &SharedCounter,
         now: Instant,
     ) -> bool {
         if !self.answering_front() || queued > 0 {
             self.clock.reset();
             return false;
         }
-        if !self.clock.expired(&ctx.timeouts, now) {
+        if !self.clock.expired(timeouts, now) {
             return false;
         }
         request_timeout(&mut self.out);
         self.close_after_flush = true;
         self.linger = true;
-        ctx.served.add(1);
+        served.add(1);
         true
     }
 }
@@ -195,4 +196,101 @@ pub fn answer<H: PipelineHost>(host: &mut H, id: H::Id, ctx: &ServerContext) -> 
         }
     }
     backlogged
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    const EXPECTING: &[u8] =
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n";
+
+    fn with_input(input: &[u8], consumed: usize) -> Pipeline {
+        Pipeline {
+            input: input.to_vec(),
+            consumed,
+            ..Pipeline::default()
+        }
+    }
+
+    #[test]
+    fn compacting_drops_answered_input_only_once_it_is_half_the_buffer() {
+        let mut all = with_input(b"abcdef", 6);
+        all.compact_input();
+        assert_eq!((all.input.as_slice(), all.consumed), (&b""[..], 0));
+        let mut half = with_input(b"abcdef", 3);
+        half.compact_input();
+        assert_eq!((half.input.as_slice(), half.consumed), (&b"def"[..], 0));
+        let mut less = with_input(b"abcdef", 2);
+        less.compact_input();
+        assert_eq!((less.input.as_slice(), less.consumed), (&b"abcdef"[..], 2));
+        assert_eq!(less.unanswered(), 4);
+    }
+
+    #[test]
+    fn delivering_writes_the_pending_reply_once_and_counts_it() {
+        let served = SharedCounter::new().unwrap();
+        let shape = ReplyShape {
+            keep_alive: false,
+            head: false,
+        };
+        let mut p = Pipeline {
+            pending: Some(shape),
+            ..Pipeline::default()
+        };
+        let resp = Response::text(200, "hi");
+        p.deliver(&resp, &served);
+        let mut expected = Vec::new();
+        shape.write(&resp, &mut expected);
+        assert_eq!(p.out, expected);
+        assert_eq!(served.get(), 1);
+        assert!(p.pending.is_none() && p.file.is_none() && p.close_after_flush);
+        // Nothing pending: a late second reply changes nothing.
+        p.deliver(&resp, &served);
+        assert_eq!((p.out.len(), served.get()), (expected.len(), 1));
+    }
+
+    #[test]
+    fn continue_goes_out_only_for_the_request_answered_next() {
+        let now = Instant::now();
+        let mut front = with_input(EXPECTING, 0);
+        front.observe(now);
+        assert_eq!(front.out, CONTINUE);
+        // The head completes once: a second look sends nothing more.
+        front.observe(now);
+        assert_eq!(front.out, CONTINUE);
+        let mut behind = with_input(EXPECTING, 0);
+        behind.pending = Some(ReplyShape {
+            keep_alive: true,
+            head: false,
+        });
+        behind.observe(now);
+        assert!(behind.out.is_empty());
+    }
+
+    #[test]
+    fn a_late_request_gets_408_unless_the_server_holds_the_connection_up() {
+        let served = SharedCounter::new().unwrap();
+        let timeouts = Timeouts {
+            header: Duration::from_secs(1),
+            ..Timeouts::default()
+        };
+        let start = Instant::now();
+        let late = start + Duration::from_secs(1);
+        let mut p = with_input(b"GET / HTTP/1.1\r\n", 0);
+        p.observe(start);
+        assert!(!p.time_out_late_request(0, &timeouts, &served, start));
+        // Output still queued: the clock restarts instead.
+        assert!(!p.time_out_late_request(10, &timeouts, &served, late));
+        assert!(!p.time_out_late_request(0, &timeouts, &served, late));
+        p.observe(start);
+        assert!(p.time_out_late_request(0, &timeouts, &served, late));
+        let mut expected = Vec::new();
+        request_timeout(&mut expected);
+        assert_eq!(p.out, expected);
+        assert!(p.close_after_flush && p.linger);
+        assert_eq!(served.get(), 1);
+    }
 }

@@ -756,7 +756,9 @@ impl RingLoop {
                 continue;
             }
             let queued = c.queued();
-            if c.pipeline.time_out_late_request(queued, &self.ctx, now) {
+            if c.pipeline
+                .time_out_late_request(queued, &self.ctx.timeouts, &self.ctx.served, now)
+            {
                 self.mark(slot);
             }
         }
