@@ -9,8 +9,8 @@
 //! that work runs on the pool and its reply comes back through the pool's eventfd, like a
 //! store reply. Reactors run one such loop per thread, each counting what it accepts.
 //! Pipelined requests wait behind a pending one, so replies stay in order (the answering step
-//! is [`pipeline::answer`](super::pipeline::answer), which uring shares). Running out of
-//! file descriptors pauses accepting for a moment and is logged.
+//! is [`pipeline::answer`], which uring shares). Running out of file descriptors pauses
+//! accepting for a moment and is logged.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
