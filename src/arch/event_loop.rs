@@ -25,7 +25,7 @@ use super::connection::{
     cancel_check, is_resource_exhaustion, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
 };
 use super::hybrid::WorkerPool;
-use super::pipeline::{self, Pipeline, PipelineHost, MAX_BUFFERED};
+use super::pipeline::{self, Ending, Pipeline, PipelineHost, MAX_BUFFERED};
 use super::{Protocol, ServerContext, DRAIN};
 use crate::app::{fib_response, App, Route};
 use crate::http::Response;
@@ -606,10 +606,9 @@ impl<P: Poller> EventLoop<P> {
         if written > 0 {
             conn.last_active = Instant::now();
         }
-        let idle = conn.pipeline.out.is_empty()
-            && conn.pipeline.pending.is_none()
-            && conn.pipeline.file.is_none();
-        if idle && conn.pipeline.close_after_flush && conn.pipeline.linger && !conn.peer_closed {
+        // (`out` is empty exactly when nothing is queued: `sent` has caught up and both reset.)
+        let ending = conn.pipeline.ending(conn.queued(), conn.peer_closed);
+        if ending == Some(Ending::Linger) {
             // The error reply is out: stop sending, keep reading until the client is done.
             let read_only = Interest {
                 read: true,
@@ -626,7 +625,7 @@ impl<P: Poller> EventLoop<P> {
             conn.lingering = Some((Instant::now() + LINGER_TIME, 0));
             return false;
         }
-        if idle && (conn.pipeline.close_after_flush || conn.peer_closed) {
+        if ending == Some(Ending::Close) {
             self.close(token);
             return false;
         }
@@ -725,10 +724,7 @@ impl<P: Poller> EventLoop<P> {
         let write_timeout = self.ctx.timeouts.write;
         for token in 0..self.conns.len() {
             let expired = self.conns[token].as_ref().is_some_and(|c| {
-                let silent = c.pipeline.pending.is_none()
-                    && c.pipeline.file.is_none()
-                    && c.pipeline.out.is_empty()
-                    && c.last_active.elapsed() >= idle;
+                let silent = c.pipeline.idle(c.queued()) && c.last_active.elapsed() >= idle;
                 let stalled = c
                     .stalled_since
                     .is_some_and(|since| since.elapsed() >= write_timeout);

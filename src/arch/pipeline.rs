@@ -23,6 +23,15 @@ use crate::sys::SharedCounter;
 /// Input held while a request is pending beyond which a flooding client is dropped.
 pub const MAX_BUFFERED: usize = MAX_HEADER_BYTES + MAX_BODY + 64 * 1024;
 
+/// How a connection ends once nothing is in flight ([`Pipeline::ending`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// After an error reply: stop sending, keep reading (and dropping) until the client is
+    /// done ([`LINGER_TIME`](super::connection::LINGER_TIME)).
+    Linger,
+    Close,
+}
+
 /// The requests and replies of one connection, apart from its socket.
 #[derive(Default)]
 pub struct Pipeline {
@@ -49,6 +58,27 @@ impl Pipeline {
     /// out now without overtaking another.
     pub fn answering_front(&self) -> bool {
         self.pending.is_none() && self.file.is_none() && !self.close_after_flush
+    }
+
+    /// Whether nothing is in flight: no reply pending or streaming, and none of the output
+    /// unwritten (`queued`: the loop's count of it).
+    pub fn idle(&self, queued: usize) -> bool {
+        queued == 0 && self.pending.is_none() && self.file.is_none()
+    }
+
+    /// Whether the connection ends now that every reply is out (`queued` bytes of output
+    /// unwritten), and how: lingering after an error reply (unless the client has closed),
+    /// closing after a last reply or once the client has closed.
+    pub fn ending(&self, queued: usize, peer_closed: bool) -> Option<Ending> {
+        if !self.idle(queued) {
+            None
+        } else if self.close_after_flush && self.linger && !peer_closed {
+            Some(Ending::Linger)
+        } else if self.close_after_flush || peer_closed {
+            Some(Ending::Close)
+        } else {
+            None
+        }
     }
 
     /// Input received and not yet answered.
@@ -268,6 +298,38 @@ mod tests {
         });
         behind.observe(now);
         assert!(behind.out.is_empty());
+    }
+
+    #[test]
+    fn a_connection_ends_only_once_nothing_is_in_flight() {
+        let open = Pipeline::default();
+        assert_eq!(open.ending(0, false), None);
+        assert_eq!(open.ending(0, true), Some(Ending::Close));
+        assert_eq!(open.ending(1, true), None);
+        let last = Pipeline {
+            close_after_flush: true,
+            ..Pipeline::default()
+        };
+        assert_eq!(last.ending(0, false), Some(Ending::Close));
+        let error = Pipeline {
+            close_after_flush: true,
+            linger: true,
+            ..Pipeline::default()
+        };
+        assert_eq!(error.ending(0, false), Some(Ending::Linger));
+        // A client that has closed is not waited for.
+        assert_eq!(error.ending(0, true), Some(Ending::Close));
+        assert_eq!(error.ending(5, false), None);
+        let waiting = Pipeline {
+            pending: Some(ReplyShape {
+                keep_alive: false,
+                head: false,
+            }),
+            close_after_flush: true,
+            ..Pipeline::default()
+        };
+        assert!(!waiting.idle(0));
+        assert_eq!(waiting.ending(0, true), None);
     }
 
     #[test]

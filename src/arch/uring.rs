@@ -45,7 +45,7 @@ use anyhow::Context;
 use super::connection::{
     cancel_check, is_resource_exhaustion, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
 };
-use super::pipeline::{self, Pipeline, PipelineHost, MAX_BUFFERED};
+use super::pipeline::{self, Ending, Pipeline, PipelineHost, MAX_BUFFERED};
 use super::{Architecture, Protocol, ServerContext, DRAIN};
 use crate::app::{fib_response, App, Route};
 use crate::http::{Response, FILE_CHUNK};
@@ -539,9 +539,8 @@ impl RingLoop {
         let Some(conn) = self.conns[slot].as_mut() else {
             return;
         };
-        let idle =
-            conn.queued() == 0 && conn.pipeline.pending.is_none() && conn.pipeline.file.is_none();
-        if idle && conn.pipeline.close_after_flush && conn.pipeline.linger && !conn.peer_closed {
+        let ending = conn.pipeline.ending(conn.queued(), conn.peer_closed);
+        if ending == Some(Ending::Linger) {
             // The error reply is out: stop sending, keep reading until the client is done.
             if conn.stream.shutdown(Shutdown::Write).is_err() {
                 self.close(slot);
@@ -553,7 +552,7 @@ impl RingLoop {
             }
             return;
         }
-        if idle && (conn.pipeline.close_after_flush || conn.peer_closed) {
+        if ending == Some(Ending::Close) {
             self.close(slot);
             return;
         }
@@ -740,10 +739,7 @@ impl RingLoop {
             let Some(c) = self.conns[slot].as_mut() else {
                 continue;
             };
-            let silent = c.pipeline.pending.is_none()
-                && c.pipeline.file.is_none()
-                && c.queued() == 0
-                && c.last_active.elapsed() >= idle;
+            let silent = c.pipeline.idle(c.queued()) && c.last_active.elapsed() >= idle;
             let stalled = c
                 .stalled_since
                 .is_some_and(|since| since.elapsed() >= write_timeout);
