@@ -47,6 +47,7 @@ pub struct Pipeline {
     pub file: Option<(FileBody, u64)>,
     /// A request whose reply waits on work the loop started.
     pub pending: Option<ReplyShape>,
+    /// The connection closes once its output is out (a last reply, or an error reply).
     pub close_after_flush: bool,
     /// An error reply ends this connection: once it is written, close lingering.
     pub linger: bool,
