@@ -8,8 +8,9 @@
 //! these architectures teach, unless the loop was given a [`WorkerPool`] (hybrid): then
 //! that work runs on the pool and its reply comes back through the pool's eventfd, like a
 //! store reply. Reactors run one such loop per thread, each counting what it accepts.
-//! Pipelined requests wait behind a pending one, so replies stay in order. Running out of
-//! file descriptors pauses accepting for a moment and is logged.
+//! Pipelined requests wait behind a pending one, so replies stay in order (the answering step
+//! is [`pipeline::answer`], which uring shares). Running out of file descriptors pauses
+//! accepting for a moment and is logged.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -21,13 +22,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::connection::{
-    cancel_check, is_resource_exhaustion, next_request, request_timeout, Next, ReplyShape,
-    RequestClock, CONTINUE, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
+    cancel_check, is_resource_exhaustion, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
 };
 use super::hybrid::WorkerPool;
+use super::pipeline::{self, Ending, Pipeline, PipelineHost, MAX_BUFFERED};
 use super::{Protocol, ServerContext, DRAIN};
-use crate::app::{echo, fib_response, App, Route};
-use crate::http::{FileBody, Response, MAX_BODY, MAX_HEADER_BYTES};
+use crate::app::{fib_response, App, Route};
+use crate::http::Response;
 use crate::store::redis_pipe::{Finished, RedisAnswer, RedisPipe, RedisRequest};
 use crate::store::{LazyStore, StoreConfig};
 
@@ -67,62 +68,29 @@ const POOL: usize = usize::MAX - 2;
 const TICK: Duration = Duration::from_millis(200);
 /// File chunks one flush reads at most before the loop serves others.
 const CHUNKS_PER_FLUSH: usize = 16;
-/// Input held while a request is pending beyond which a flooding client is dropped.
-const MAX_BUFFERED: usize = MAX_HEADER_BYTES + MAX_BODY + 64 * 1024;
 
 struct Conn {
     stream: TcpStream,
     generation: u64,
-    input: Vec<u8>,
-    /// How much of `input` has been answered (dropped from the front in batches, so a long
-    /// pipeline is not moved once per request).
-    consumed: usize,
-    out: Vec<u8>,
-    /// How much of `out` has been written (dropped in batches, as `consumed`).
+    pipeline: Pipeline,
+    /// How much of the pipeline's output has been written (dropped in batches, as its
+    /// answered input).
     sent: usize,
     /// Since when queued output has made no progress.
     stalled_since: Option<Instant>,
-    /// The deadlines of the request being received.
-    clock: RequestClock,
-    /// A file body being streamed after `out`, and how far it has been read.
-    file: Option<(FileBody, u64)>,
     /// Answering stopped because the output was full, with input left to answer.
     backlogged: bool,
-    /// An error reply ends this connection: once it is written, close lingering.
-    linger: bool,
     /// Lingering: reading and dropping input until this deadline, and how much so far.
     lingering: Option<(Instant, usize)>,
-    /// A request whose reply waits on a timer or the store.
-    pending: Option<ReplyShape>,
-    close_after_flush: bool,
     peer_closed: bool,
     last_active: Instant,
     interest: Interest,
 }
 
 impl Conn {
-    /// Whether the front of the unanswered input is the next request to be answered (no
-    /// earlier reply is still being worked on or streamed), so an interim reply to it can go
-    /// out now without overtaking another.
-    fn answering_front(&self) -> bool {
-        self.pending.is_none() && self.file.is_none() && !self.close_after_flush
-    }
-
     /// Output queued and not yet written.
     fn queued(&self) -> usize {
-        self.out.len() - self.sent
-    }
-
-    /// Drops answered input from the front once it is at least half the buffer: each byte
-    /// is moved a bounded number of times however long the pipeline.
-    fn compact_input(&mut self) {
-        if self.consumed == self.input.len() {
-            self.input.clear();
-            self.consumed = 0;
-        } else if self.consumed >= self.input.len() / 2 {
-            self.input.drain(..self.consumed);
-            self.consumed = 0;
-        }
+        self.pipeline.out.len() - self.sent
     }
 }
 
@@ -353,18 +321,11 @@ impl<P: Poller> EventLoop<P> {
         self.conns[token] = Some(Conn {
             stream,
             generation: self.next_generation,
-            input: Vec::new(),
-            consumed: 0,
-            out: Vec::new(),
+            pipeline: Pipeline::default(),
             sent: 0,
             stalled_since: None,
-            clock: RequestClock::default(),
-            file: None,
             backlogged: false,
-            linger: false,
             lingering: None,
-            pending: None,
-            close_after_flush: false,
             peer_closed: false,
             last_active: Instant::now(),
             interest,
@@ -399,9 +360,9 @@ impl<P: Poller> EventLoop<P> {
                         break;
                     }
                     Ok(n) => {
-                        conn.input.extend_from_slice(&chunk[..n]);
+                        conn.pipeline.input.extend_from_slice(&chunk[..n]);
                         conn.last_active = Instant::now();
-                        if conn.input.len() - conn.consumed > MAX_BUFFERED {
+                        if conn.pipeline.unanswered() > MAX_BUFFERED {
                             break;
                         }
                     }
@@ -414,12 +375,9 @@ impl<P: Poller> EventLoop<P> {
                 }
             }
             if self.ctx.protocol == Protocol::Http {
-                let unanswered = &conn.input[conn.consumed..];
-                if conn.clock.observe(unanswered, Instant::now()) && conn.answering_front() {
-                    conn.out.extend_from_slice(CONTINUE);
-                }
+                conn.pipeline.observe(Instant::now());
             }
-            if conn.pending.is_some() && conn.input.len() - conn.consumed > MAX_BUFFERED {
+            if conn.pipeline.pending.is_some() && conn.pipeline.unanswered() > MAX_BUFFERED {
                 self.close(token);
                 return;
             }
@@ -455,51 +413,9 @@ impl<P: Poller> EventLoop<P> {
             return;
         };
         conn.backlogged = false;
-        match ctx.protocol {
-            Protocol::Echo if conn.queued() >= MAX_QUEUED_OUTPUT => conn.backlogged = true,
-            Protocol::Echo => match echo::echo_lines(&mut conn.input, &mut conn.out) {
-                Ok(lines) => ctx.served.add(lines),
-                Err(()) => conn.close_after_flush = true,
-            },
-            Protocol::Http => loop {
-                let Some(conn) = self.conns[token].as_mut() else {
-                    return;
-                };
-                if conn.queued() >= MAX_QUEUED_OUTPUT {
-                    conn.backlogged = true;
-                    break;
-                }
-                if conn.pending.is_some() || conn.file.is_some() || conn.close_after_flush {
-                    break;
-                }
-                let input = &conn.input[conn.consumed..];
-                match next_request(input, &mut conn.out, &ctx.app, ctx.stopping()) {
-                    Next::Request(route, shape, used) => {
-                        conn.consumed += used;
-                        conn.clock.reset();
-                        // Pending before the work starts: a store reply may arrive at once.
-                        conn.pending = Some(shape);
-                        let generation = conn.generation;
-                        if let Some(resp) = self.start(token, generation, route) {
-                            self.deliver(token, &resp);
-                        }
-                    }
-                    Next::Incomplete => break,
-                    Next::Rejected => {
-                        ctx.served.add(1);
-                        conn.close_after_flush = true;
-                        conn.linger = true;
-                    }
-                }
-            },
-        }
-        if let Some(conn) = self.conns[token].as_mut() {
-            conn.compact_input();
-            if ctx.protocol == Protocol::Http && !conn.close_after_flush {
-                let unanswered = &conn.input[conn.consumed..];
-                if conn.clock.observe(unanswered, Instant::now()) && conn.answering_front() {
-                    conn.out.extend_from_slice(CONTINUE);
-                }
+        if pipeline::answer(self, token, &ctx) {
+            if let Some(conn) = self.conns[token].as_mut() {
+                conn.backlogged = true;
             }
         }
     }
@@ -608,7 +524,7 @@ impl<P: Poller> EventLoop<P> {
     /// with the connection's next requests.
     fn complete(&mut self, token: usize, generation: u64, resp: Response) {
         let live = self.conns.get(token).and_then(Option::as_ref);
-        if live.is_some_and(|c| c.generation == generation && c.pending.is_some()) {
+        if live.is_some_and(|c| c.generation == generation && c.pipeline.pending.is_some()) {
             self.deliver(token, &resp);
             self.process(token);
         }
@@ -616,16 +532,8 @@ impl<P: Poller> EventLoop<P> {
 
     /// Writes the reply of the connection's pending request into its output.
     fn deliver(&mut self, token: usize, resp: &Response) {
-        let Some(conn) = self.conns[token].as_mut() else {
-            return;
-        };
-        if let Some(shape) = conn.pending.take() {
-            shape.write(resp, &mut conn.out);
-            if let Some(file) = resp.file.as_ref().filter(|_| !shape.head) {
-                conn.file = Some((file.clone(), 0));
-            }
-            self.ctx.served.add(1);
-            conn.close_after_flush = !shape.keep_alive;
+        if let Some(conn) = self.conns[token].as_mut() {
+            conn.pipeline.deliver(resp, &self.ctx.served);
         }
     }
 
@@ -640,8 +548,8 @@ impl<P: Poller> EventLoop<P> {
         let mut file_done = false;
         let mut chunks = 0;
         'writing: loop {
-            while conn.sent < conn.out.len() {
-                match conn.stream.write(&conn.out[conn.sent..]) {
+            while conn.sent < conn.pipeline.out.len() {
+                match conn.stream.write(&conn.pipeline.out[conn.sent..]) {
                     Ok(0) => {
                         self.close(token);
                         return false;
@@ -658,20 +566,20 @@ impl<P: Poller> EventLoop<P> {
                     }
                 }
             }
-            let Some((file, offset)) = conn.file.as_mut() else {
+            let Some((file, offset)) = conn.pipeline.file.as_mut() else {
                 break;
             };
             if chunks == CHUNKS_PER_FLUSH {
                 break;
             }
             chunks += 1;
-            conn.out.clear();
+            conn.pipeline.out.clear();
             conn.sent = 0;
-            match file.read_chunk(*offset, &mut conn.out) {
+            match file.read_chunk(*offset, &mut conn.pipeline.out) {
                 Ok(n) if n > 0 => {
                     *offset += n as u64;
                     if *offset >= file.len {
-                        conn.file = None;
+                        conn.pipeline.file = None;
                         file_done = true;
                     }
                 }
@@ -682,13 +590,13 @@ impl<P: Poller> EventLoop<P> {
                 }
             }
         }
-        if conn.sent == conn.out.len() {
-            conn.out.clear();
+        if conn.sent == conn.pipeline.out.len() {
+            conn.pipeline.out.clear();
             conn.sent = 0;
             conn.stalled_since = None;
         } else {
-            if conn.sent >= conn.out.len() / 2 {
-                conn.out.drain(..conn.sent);
+            if conn.sent >= conn.pipeline.out.len() / 2 {
+                conn.pipeline.out.drain(..conn.sent);
                 conn.sent = 0;
             }
             if written > 0 || conn.stalled_since.is_none() {
@@ -698,8 +606,9 @@ impl<P: Poller> EventLoop<P> {
         if written > 0 {
             conn.last_active = Instant::now();
         }
-        let idle = conn.out.is_empty() && conn.pending.is_none() && conn.file.is_none();
-        if idle && conn.close_after_flush && conn.linger && !conn.peer_closed {
+        // (`out` is empty exactly when nothing is queued: `sent` has caught up and both reset.)
+        let ending = conn.pipeline.ending(conn.queued(), conn.peer_closed);
+        if ending == Some(Ending::Linger) {
             // The error reply is out: stop sending, keep reading until the client is done.
             let read_only = Interest {
                 read: true,
@@ -716,13 +625,15 @@ impl<P: Poller> EventLoop<P> {
             conn.lingering = Some((Instant::now() + LINGER_TIME, 0));
             return false;
         }
-        if idle && (conn.close_after_flush || conn.peer_closed) {
+        if ending == Some(Ending::Close) {
             self.close(token);
             return false;
         }
         let want = Interest {
-            read: !conn.peer_closed && !conn.close_after_flush && conn.queued() < MAX_QUEUED_OUTPUT,
-            write: !conn.out.is_empty() || conn.file.is_some(),
+            read: !conn.peer_closed
+                && !conn.pipeline.close_after_flush
+                && conn.queued() < MAX_QUEUED_OUTPUT,
+            write: !conn.pipeline.out.is_empty() || conn.pipeline.file.is_some(),
         };
         if want != conn.interest {
             if self
@@ -813,10 +724,7 @@ impl<P: Poller> EventLoop<P> {
         let write_timeout = self.ctx.timeouts.write;
         for token in 0..self.conns.len() {
             let expired = self.conns[token].as_ref().is_some_and(|c| {
-                let silent = c.pending.is_none()
-                    && c.file.is_none()
-                    && c.out.is_empty()
-                    && c.last_active.elapsed() >= idle;
+                let silent = c.pipeline.idle(c.queued()) && c.last_active.elapsed() >= idle;
                 let stalled = c
                     .stalled_since
                     .is_some_and(|since| since.elapsed() >= write_timeout);
@@ -845,17 +753,34 @@ impl<P: Poller> EventLoop<P> {
             let Some(conn) = self.conns[token].as_mut() else {
                 continue;
             };
-            if !conn.answering_front() || conn.queued() > 0 {
-                conn.clock.reset();
-                continue;
-            }
-            if conn.clock.expired(&self.ctx.timeouts, now) {
-                request_timeout(&mut conn.out);
-                conn.close_after_flush = true;
-                conn.linger = true;
-                self.ctx.served.add(1);
+            let queued = conn.queued();
+            if conn.pipeline.time_out_late_request(
+                queued,
+                &self.ctx.timeouts,
+                &self.ctx.served,
+                now,
+            ) {
                 self.flush(token);
             }
         }
+    }
+}
+
+impl<P: Poller> PipelineHost for EventLoop<P> {
+    type Id = usize;
+
+    fn pipeline(&mut self, token: usize) -> Option<(&mut Pipeline, usize)> {
+        let conn = self.conns[token].as_mut()?;
+        let queued = conn.queued();
+        Some((&mut conn.pipeline, queued))
+    }
+
+    fn start(&mut self, token: usize, route: Route) -> Option<Response> {
+        let generation = self.conns[token].as_ref()?.generation;
+        EventLoop::start(self, token, generation, route)
+    }
+
+    fn now(&self) -> Instant {
+        Instant::now()
     }
 }

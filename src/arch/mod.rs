@@ -11,7 +11,8 @@
 //! Shared machinery: [`connection`] (the per-connection request loop of the blocking
 //! architectures and the request step every architecture uses), [`children`] (reaping and
 //! stopping worker processes), [`event_loop`] (the single-threaded loop that poll and epoll
-//! drive with their own readiness backends, and that reactors and hybrid reuse).
+//! drive with their own readiness backends, and that reactors and hybrid reuse), [`pipeline`]
+//! (the answering step of a connection's pipelined requests, shared by that loop and uring).
 
 pub mod async_tasks;
 pub mod children;
@@ -21,6 +22,7 @@ pub mod event_loop;
 pub mod forking;
 pub mod hybrid;
 pub mod iterative;
+pub mod pipeline;
 pub mod poll;
 pub mod preforked;
 pub mod prethreaded;

@@ -4,8 +4,8 @@
 //! and the connections that ring accepted. Every thread arms a multishot accept on the shared
 //! listener, so the kernel hands each new connection to one of the rings. A connection gets
 //! one multishot receive into the ring's registered provided buffers; its bytes are copied
-//! into the connection's input and the buffer goes straight back. The same sans-IO request
-//! step as every architecture ([`next_request`]) answers what is complete; replies are
+//! into the connection's input and the buffer goes straight back. The answering step the
+//! event loop uses too ([`pipeline::answer`]) answers what is complete; replies are
 //! appended to the connection's output, and once per loop turn every connection with output
 //! and no send in flight gets one send, all submitted together with the next wait (one
 //! `io_uring_enter` per turn, however many connections were served). Past
@@ -43,12 +43,12 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::connection::{
-    cancel_check, is_resource_exhaustion, next_request, request_timeout, Next, ReplyShape,
-    RequestClock, CONTINUE, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
+    cancel_check, is_resource_exhaustion, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
 };
+use super::pipeline::{self, Ending, Pipeline, PipelineHost, MAX_BUFFERED};
 use super::{Architecture, Protocol, ServerContext, DRAIN};
-use crate::app::{echo, fib_response, App, Route};
-use crate::http::{FileBody, Response, FILE_CHUNK, MAX_BODY, MAX_HEADER_BYTES};
+use crate::app::{fib_response, App, Route};
+use crate::http::{Response, FILE_CHUNK};
 use crate::store::redis_pipe::{Finished, RedisAnswer, RedisPipe, RedisRequest};
 use crate::store::{LazyStore, StoreConfig};
 use crate::sys::uring::{Completion, Ring, Socket};
@@ -65,8 +65,6 @@ const BUFFER_SIZE: usize = 512;
 /// Largest send buffer a connection keeps for its next replies (larger ones, from big
 /// replies, are freed once sent).
 const KEPT_OUTPUT: usize = 16 * 1024;
-/// Input held while a request is pending beyond which a flooding client is dropped.
-const MAX_BUFFERED: usize = MAX_HEADER_BYTES + MAX_BODY + 64 * 1024;
 
 /// What an operation is for: the top byte of its `user_data`.
 const ACCEPT: u64 = 1;
@@ -139,20 +137,13 @@ impl Architecture for UringServer {
 struct Conn {
     stream: TcpStream,
     generation: u32,
-    input: Vec<u8>,
-    consumed: usize,
-    /// Output not yet handed to a send.
-    out: Vec<u8>,
+    /// Its output is what is not yet handed to a send.
+    pipeline: Pipeline,
     /// Bytes of the send in flight (0: none).
     sending: usize,
     stalled_since: Option<Instant>,
-    clock: RequestClock,
-    file: Option<(FileBody, u64)>,
-    linger: bool,
     lingering: Option<(Instant, usize)>,
-    pending: Option<ReplyShape>,
     sleeping: u64,
-    close_after_flush: bool,
     peer_closed: bool,
     last_active: Instant,
     recv_armed: bool,
@@ -182,21 +173,7 @@ enum Fixed {
 
 impl Conn {
     fn queued(&self) -> usize {
-        self.out.len() + self.sending
-    }
-
-    fn answering_front(&self) -> bool {
-        self.pending.is_none() && self.file.is_none() && !self.close_after_flush
-    }
-
-    fn compact_input(&mut self) {
-        if self.consumed == self.input.len() {
-            self.input.clear();
-            self.consumed = 0;
-        } else if self.consumed >= self.input.len() / 2 {
-            self.input.drain(..self.consumed);
-            self.consumed = 0;
-        }
+        self.pipeline.out.len() + self.sending
     }
 }
 
@@ -306,7 +283,7 @@ impl RingLoop {
                 if let Some((_, discarded)) = conn.lingering.as_mut() {
                     *discarded += bytes.len();
                 } else {
-                    conn.input.extend_from_slice(bytes);
+                    conn.pipeline.input.extend_from_slice(bytes);
                 }
                 conn.last_active = now;
                 if !conn.dirty {
@@ -375,12 +352,12 @@ impl RingLoop {
                     let n = c.result as usize;
                     if n < buffer.len() {
                         let mut rest = buffer[n..].to_vec();
-                        rest.extend_from_slice(&conn.out);
-                        conn.out = rest;
-                    } else if conn.out.is_empty() && buffer.capacity() <= KEPT_OUTPUT {
+                        rest.extend_from_slice(&conn.pipeline.out);
+                        conn.pipeline.out = rest;
+                    } else if conn.pipeline.out.is_empty() && buffer.capacity() <= KEPT_OUTPUT {
                         // The next reply is written into the same allocation.
                         buffer.clear();
-                        conn.out = buffer;
+                        conn.pipeline.out = buffer;
                     }
                     conn.last_active = now;
                     conn.stalled_since = None;
@@ -444,18 +421,11 @@ impl RingLoop {
         self.conns[slot] = Some(Conn {
             stream,
             generation: self.next_generation,
-            input: Vec::new(),
-            consumed: 0,
-            out: Vec::new(),
+            pipeline: Pipeline::default(),
             sending: 0,
             stalled_since: None,
-            clock: RequestClock::default(),
-            file: None,
-            linger: false,
             lingering: None,
-            pending: None,
             sleeping: 0,
-            close_after_flush: false,
             peer_closed: false,
             last_active: Instant::now(),
             recv_armed: false,
@@ -532,8 +502,8 @@ impl RingLoop {
         }
         // The request clock sees the new input after the answers (in `answer`): what they
         // take is no longer waited for, and the head is parsed once.
-        if (conn.pending.is_some() || conn.close_after_flush)
-            && conn.input.len() - conn.consumed > MAX_BUFFERED
+        if (conn.pipeline.pending.is_some() || conn.pipeline.close_after_flush)
+            && conn.pipeline.unanswered() > MAX_BUFFERED
         {
             self.close(slot);
             return;
@@ -547,14 +517,14 @@ impl RingLoop {
             if conn.queued() >= FILE_CHUNK {
                 break;
             }
-            let Some((file, offset)) = conn.file.as_mut() else {
+            let Some((file, offset)) = conn.pipeline.file.as_mut() else {
                 break;
             };
-            match file.read_chunk(*offset, &mut conn.out) {
+            match file.read_chunk(*offset, &mut conn.pipeline.out) {
                 Ok(n) if n > 0 => {
                     *offset += n as u64;
                     if *offset >= file.len {
-                        conn.file = None;
+                        conn.pipeline.file = None;
                         // Answer what waited behind the file.
                         continue;
                     }
@@ -569,8 +539,8 @@ impl RingLoop {
         let Some(conn) = self.conns[slot].as_mut() else {
             return;
         };
-        let idle = conn.queued() == 0 && conn.pending.is_none() && conn.file.is_none();
-        if idle && conn.close_after_flush && conn.linger && !conn.peer_closed {
+        let ending = conn.pipeline.ending(conn.queued(), conn.peer_closed);
+        if ending == Some(Ending::Linger) {
             // The error reply is out: stop sending, keep reading until the client is done.
             if conn.stream.shutdown(Shutdown::Write).is_err() {
                 self.close(slot);
@@ -582,7 +552,7 @@ impl RingLoop {
             }
             return;
         }
-        if idle && (conn.close_after_flush || conn.peer_closed) {
+        if ending == Some(Ending::Close) {
             self.close(slot);
             return;
         }
@@ -624,10 +594,10 @@ impl RingLoop {
         let Some(conn) = self.conns[slot].as_mut() else {
             return;
         };
-        if conn.sending > 0 || conn.out.is_empty() {
+        if conn.sending > 0 || conn.pipeline.out.is_empty() {
             return;
         }
-        let buffer = std::mem::take(&mut conn.out);
+        let buffer = std::mem::take(&mut conn.pipeline.out);
         conn.sending = buffer.len();
         conn.stalled_since.get_or_insert(self.now);
         conn.fixed = match conn.fixed {
@@ -648,55 +618,7 @@ impl RingLoop {
 
     fn answer(&mut self, slot: usize) {
         let ctx = Arc::clone(&self.ctx);
-        let Some(conn) = self.conns[slot].as_mut() else {
-            return;
-        };
-        match ctx.protocol {
-            Protocol::Echo if conn.queued() >= MAX_QUEUED_OUTPUT => {}
-            Protocol::Echo => match echo::echo_lines(&mut conn.input, &mut conn.out) {
-                Ok(lines) => ctx.served.add(lines),
-                Err(()) => conn.close_after_flush = true,
-            },
-            Protocol::Http => loop {
-                let Some(conn) = self.conns[slot].as_mut() else {
-                    return;
-                };
-                if conn.queued() >= MAX_QUEUED_OUTPUT
-                    || conn.pending.is_some()
-                    || conn.file.is_some()
-                    || conn.close_after_flush
-                {
-                    break;
-                }
-                let input = &conn.input[conn.consumed..];
-                match next_request(input, &mut conn.out, &ctx.app, ctx.stopping()) {
-                    Next::Request(route, shape, used) => {
-                        conn.consumed += used;
-                        conn.clock.reset();
-                        conn.pending = Some(shape);
-                        let generation = conn.generation;
-                        if let Some(resp) = self.start(slot, generation, route) {
-                            self.deliver(slot, &resp);
-                        }
-                    }
-                    Next::Incomplete => break,
-                    Next::Rejected => {
-                        ctx.served.add(1);
-                        conn.close_after_flush = true;
-                        conn.linger = true;
-                    }
-                }
-            },
-        }
-        if let Some(conn) = self.conns[slot].as_mut() {
-            conn.compact_input();
-            if ctx.protocol == Protocol::Http && !conn.close_after_flush {
-                let unanswered = &conn.input[conn.consumed..];
-                if conn.clock.observe(unanswered, self.now) && conn.answering_front() {
-                    conn.out.extend_from_slice(CONTINUE);
-                }
-            }
-        }
+        pipeline::answer(self, slot, &ctx);
     }
 
     /// Starts the work of a route: the response if it is ready now, or `None` when it will
@@ -748,7 +670,7 @@ impl RingLoop {
     fn complete(&mut self, slot: usize, generation: u32, resp: Response) {
         if self
             .live(slot, generation)
-            .is_some_and(|c| c.pending.is_some())
+            .is_some_and(|c| c.pipeline.pending.is_some())
         {
             self.deliver(slot, &resp);
             self.mark(slot);
@@ -756,16 +678,8 @@ impl RingLoop {
     }
 
     fn deliver(&mut self, slot: usize, resp: &Response) {
-        let Some(conn) = self.conns[slot].as_mut() else {
-            return;
-        };
-        if let Some(shape) = conn.pending.take() {
-            shape.write(resp, &mut conn.out);
-            if let Some(file) = resp.file.as_ref().filter(|_| !shape.head) {
-                conn.file = Some((file.clone(), 0));
-            }
-            self.ctx.served.add(1);
-            conn.close_after_flush = !shape.keep_alive;
+        if let Some(conn) = self.conns[slot].as_mut() {
+            conn.pipeline.deliver(resp, &self.ctx.served);
         }
     }
 
@@ -825,10 +739,7 @@ impl RingLoop {
             let Some(c) = self.conns[slot].as_mut() else {
                 continue;
             };
-            let silent = c.pending.is_none()
-                && c.file.is_none()
-                && c.queued() == 0
-                && c.last_active.elapsed() >= idle;
+            let silent = c.pipeline.idle(c.queued()) && c.last_active.elapsed() >= idle;
             let stalled = c
                 .stalled_since
                 .is_some_and(|since| since.elapsed() >= write_timeout);
@@ -840,19 +751,34 @@ impl RingLoop {
             if self.ctx.protocol != Protocol::Http || c.lingering.is_some() {
                 continue;
             }
-            if !c.answering_front() || c.queued() > 0 {
-                c.clock.reset();
-                continue;
-            }
-            if c.clock.expired(&self.ctx.timeouts, now) {
-                request_timeout(&mut c.out);
-                c.close_after_flush = true;
-                c.linger = true;
-                self.ctx.served.add(1);
+            let queued = c.queued();
+            if c.pipeline
+                .time_out_late_request(queued, &self.ctx.timeouts, &self.ctx.served, now)
+            {
                 self.mark(slot);
             }
         }
         self.finish_turn();
+    }
+}
+
+impl PipelineHost for RingLoop {
+    type Id = usize;
+
+    fn pipeline(&mut self, slot: usize) -> Option<(&mut Pipeline, usize)> {
+        let conn = self.conns[slot].as_mut()?;
+        let queued = conn.queued();
+        Some((&mut conn.pipeline, queued))
+    }
+
+    fn start(&mut self, slot: usize, route: Route) -> Option<Response> {
+        let generation = self.conns[slot].as_ref()?.generation;
+        RingLoop::start(self, slot, generation, route)
+    }
+
+    /// The turn's clock: one read per wake-up, not per request.
+    fn now(&self) -> Instant {
+        self.now
     }
 }
 
