@@ -106,6 +106,11 @@ pub struct LoadArgs {
     /// requests the server had at once; http:// and tcp:// only).
     #[arg(long, value_enum, default_value_t = Engine::Epoll)]
     pub engine: Engine,
+    /// --engine uring: how long a wait may gather responses before handling them (e.g. 100us,
+    /// 1ms; 0 for none: one wakeup per response, as wrk) [default: 100us]. Longer saves CPU and
+    /// holds each connection's next request longer; the report says how long responses waited.
+    #[arg(long, value_name = "DURATION")]
+    pub gather: Option<String>,
     /// Pin load threads to these CPUs, round robin (e.g. --pin 1 or --pin 0,1).
     #[arg(long = "pin", value_name = "CPUS", value_delimiter = ',')]
     pub pin: Vec<usize>,
@@ -361,6 +366,8 @@ pub struct LoadConfig {
     /// CPUs to pin load threads to, round robin; empty: no pinning.
     pub pin_cpus: Vec<usize>,
     pub engine: Engine,
+    /// `--engine uring`: how long a wait may gather responses (zero: it does not).
+    pub gather: Duration,
     /// `--urls`: the requests to rotate (then `method`, `headers` and `body` are not the
     /// request: `headers` go on every line, `method` is HEAD only if every line is HEAD).
     pub urls: Option<std::sync::Arc<super::urls::UrlList>>,
@@ -394,6 +401,7 @@ impl LoadConfig {
             message_len: 64,
             pin_cpus: Vec::new(),
             engine: Engine::Epoll,
+            gather: super::engine::ring::DEFAULT_WINDOW,
             urls: None,
             plan: None,
         }
@@ -482,6 +490,13 @@ impl LoadConfig {
                 None => text.clone().into_bytes(),
             },
         };
+        let gather = match &args.gather {
+            None => super::engine::ring::DEFAULT_WINDOW,
+            Some(_) if args.engine != Engine::Uring => {
+                return Err(usage("--gather applies to --engine uring"))
+            }
+            Some(text) => parse_duration(text).map_err(|e| usage(format!("--gather: {e}")))?,
+        };
         // Out-of-range numbers saturate so that `validate` (not a cast) reports them.
         let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         let mut config = LoadConfig {
@@ -502,6 +517,7 @@ impl LoadConfig {
             message_len: size(args.message),
             pin_cpus: args.pin.clone(),
             engine: args.engine,
+            gather,
             urls,
             plan,
         };
@@ -604,6 +620,12 @@ impl LoadConfig {
             return Err(usage(
                 "--engine uring speaks http:// and tcp:// only; https:// runs on --engine epoll",
             ));
+        }
+        if self.gather > super::engine::ring::MAX_WINDOW {
+            return Err(usage(format!(
+                "--gather must be at most {}ms",
+                super::engine::ring::MAX_WINDOW.as_millis()
+            )));
         }
         if !self.pin_cpus.is_empty() {
             let cpus = crate::sys::usable_cpus();
@@ -746,6 +768,12 @@ mod tests {
     #[test]
     fn the_engine_is_epoll_unless_asked() {
         assert_eq!(config("http://h/").unwrap().engine, Engine::Epoll);
+        let uring = config("http://h/ --engine uring").unwrap();
+        assert_eq!(uring.gather, Duration::from_micros(100));
+        let none = config("http://h/ --engine uring --gather 0").unwrap();
+        assert_eq!(none.gather, Duration::ZERO);
+        let long = config("http://h/ --engine uring --gather 2ms").unwrap();
+        assert_eq!(long.gather, Duration::from_millis(2));
         assert_eq!(
             config("http://h/ --engine uring").unwrap().engine,
             Engine::Uring
@@ -784,6 +812,9 @@ mod tests {
             "http://h/ --cacert ca.pem",
             "tcp://h:1 -k",
             "https://h/ --engine uring",
+            "http://h/ --gather 1ms",
+            "http://h/ --engine uring --gather 11ms",
+            "http://h/ --engine uring --gather soon",
         ] {
             let e = config(line).unwrap_err();
             assert!(is_usage(&e), "{line}: {e}");

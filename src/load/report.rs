@@ -277,8 +277,12 @@ fn uring_report(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> Ur
     let share = config.connections / threads.max(1);
     let paced = matches!(config.mode, Mode::Rate { .. });
     UringReport {
-        gather: super::engine::ring::batch_size(share, paced),
-        window_us: super::engine::ring::BATCH_WINDOW.as_micros() as u64,
+        gather: if config.gather.is_zero() {
+            0
+        } else {
+            super::engine::ring::batch_size(share, paced)
+        },
+        window_us: config.gather.as_micros() as u64,
         held: merged.hold.count,
         hold_mean_us: merged.hold.mean_us(),
         hold_max_us: merged.hold.max.as_secs_f64() * 1e6,

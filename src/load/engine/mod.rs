@@ -243,9 +243,11 @@ impl<'p, 'a> Worker<'p, 'a> {
         let paced = policy.is_paced();
         let driver = match config.engine {
             Engine::Epoll => Driver::Epoll(Poll::new()?),
-            Engine::Uring => {
-                Driver::Uring(Box::new(ring::RingDriver::new(share.connections, paced)?))
-            }
+            Engine::Uring => Driver::Uring(Box::new(ring::RingDriver::new(
+                share.connections,
+                paced,
+                config.gather,
+            )?)),
         };
         Ok(Worker {
             plan,

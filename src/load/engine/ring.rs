@@ -12,10 +12,10 @@
 //! - Closing: the connection's receive (and connect poll) are cancelled, since an operation in
 //!   flight holds the socket open past its descriptor.
 //!
-//! Waiting: under closed-loop or count load with enough connections, once a response is ready
-//! the worker waits up to [`BATCH_WINDOW`] more for a batch of responses (all but one in
-//! sixteen of its connections, at most [`BATCH_MAX`]; see [`batch_size`]) and handles them in
-//! one turn. Being
+//! Waiting: under closed-loop or count load with enough connections, a wait gathers a batch of
+//! responses (all but one in sixteen of its connections, at most [`BATCH_MAX`]; see
+//! [`batch_size`]) for up to a window (`--gather`, [`DEFAULT_WINDOW`]), then returns with what
+//! has come (or, with nothing yet, waits for the first) and handles them in one turn. Being
 //! woken for every response is what costs most per request on a VM; a batch per wakeup is
 //! where this driver's saving comes from. The wait does not distort latency: a response's
 //! latency ends at its kernel arrival timestamp, not when the worker got to it (the age of the
@@ -39,10 +39,12 @@ use super::{Driver, Worker};
 use crate::load::error::FailureKind;
 use crate::sys::uring::{Completion, Ring, Socket};
 
-/// At most this many responses are gathered before a turn handles them...
+/// At most this many responses are gathered before a turn handles them.
 pub const BATCH_MAX: usize = 64;
-/// ... and a gathering wait lasts at most this long.
-pub const BATCH_WINDOW: Duration = Duration::from_micros(200);
+/// How long a wait gathers responses by default (`--gather`).
+pub const DEFAULT_WINDOW: Duration = Duration::from_micros(100);
+/// `--gather` may not be longer than this.
+pub const MAX_WINDOW: Duration = Duration::from_millis(10);
 /// A thread with fewer connections than this does not gather.
 const BATCH_MIN_CONNECTIONS: usize = 16;
 /// Bytes per provided receive buffer; a larger response takes several completions.
@@ -117,11 +119,15 @@ pub struct RingDriver {
     receipts: Vec<(usize, Option<Duration>)>,
     /// Send buffers handed back by their completions, for the next sends.
     spare: Vec<Vec<u8>>,
+    /// Responses a wait gathers (0: it does not), for at most `window`.
     batch: usize,
+    window: Duration,
 }
 
 impl RingDriver {
-    pub fn new(connections: usize, paced: bool) -> io::Result<RingDriver> {
+    /// The driver of a thread with `connections`, gathering for at most `window` (`--gather`;
+    /// zero: never).
+    pub fn new(connections: usize, paced: bool, window: Duration) -> io::Result<RingDriver> {
         let scale = (connections.max(1) * 2).next_power_of_two();
         let ring = Ring::new(
             scale.clamp(64, 4096) as u32,
@@ -134,7 +140,12 @@ impl RingDriver {
             received: Vec::with_capacity(BUFFER_BYTES),
             receipts: Vec::with_capacity(256),
             spare: Vec::new(),
-            batch: batch_size(connections, paced),
+            batch: if window.is_zero() {
+                0
+            } else {
+                batch_size(connections, paced)
+            },
+            window,
         })
     }
 
@@ -228,14 +239,12 @@ impl Worker<'_, '_> {
     /// every completion.
     pub(super) fn ring_turn(&mut self, wait: Duration) -> io::Result<()> {
         let driver = self.ring_driver();
-        driver.ring.submit_and_wait_for(1, wait)?;
         if driver.batch > 1 {
-            let ready = driver.ring.ready();
-            if ready > 0 && ready < driver.batch {
-                driver
-                    .ring
-                    .submit_and_wait_for(driver.batch, BATCH_WINDOW.min(wait))?;
-            }
+            driver
+                .ring
+                .submit_and_gather(driver.batch, driver.window, wait)?;
+        } else {
+            driver.ring.submit_and_wait_for(1, wait)?;
         }
         let mut completions = std::mem::take(&mut driver.completions);
         let mut received = std::mem::take(&mut driver.received);
