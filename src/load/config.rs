@@ -101,7 +101,7 @@ pub struct LoadArgs {
     /// How each thread waits and moves bytes: epoll (wrk's exact closed loop: one send and
     /// one read per request; speaks https://) or uring (io_uring, less CPU per request: sends
     /// submitted together per turn, receives completed into buffers, and under closed-loop load
-    /// a wakeup waits up to 200 µs to gather most connections' responses; latency ends at the
+    /// a wait gathers most connections' responses for up to --gather; latency ends at the
     /// kernel's arrival timestamp, and the report says how long responses waited and how many
     /// requests the server had at once; http:// and tcp:// only).
     #[arg(long, value_enum, default_value_t = Engine::Epoll)]
