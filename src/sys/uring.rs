@@ -373,18 +373,7 @@ impl Ring {
     pub fn submit_and_wait_for(&mut self, want: usize, limit: Duration) -> io::Result<()> {
         let spec = Timespec::from(limit);
         let args = types::SubmitArgs::new().timespec(&spec);
-        match self.ring.submitter().submit_with_args(want, &args) {
-            Ok(_) => Ok(()),
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)
-                ) =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
+        self.enter(want, &args)
     }
 
     /// Submits everything pushed and gathers completions: waits until `want` are ready, but
@@ -411,7 +400,13 @@ impl Ring {
         let args = types::SubmitArgs::new()
             .timespec(&spec)
             .min_wait_usec(gather_us);
-        match self.ring.submitter().submit_with_args(want, &args) {
+        self.enter(want, &args)
+    }
+
+    /// Submits and waits as `args` say; a wait that ran out of time or was interrupted is no
+    /// error (the caller reaps what is there).
+    fn enter(&mut self, want: usize, args: &types::SubmitArgs<'_, '_>) -> io::Result<()> {
+        match self.ring.submitter().submit_with_args(want, args) {
             Ok(_) => Ok(()),
             Err(e)
                 if matches!(
