@@ -668,21 +668,7 @@ fn an_interval_log_adds_up_to_the_report_with_its_censored_requests() {
     let dir = common::TempDir::new("hlog-censored");
     let log = dir.path().join("run.hlog");
     let url = server.url("/");
-    let (code, stdout, stderr, _) = sweetspot(&[
-        "load",
-        &url,
-        "-c",
-        "3",
-        "-d",
-        "1s",
-        "--hlog",
-        log.to_str().unwrap(),
-        "--json",
-        "-",
-        "-q",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
-    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let json = load_json(&[&url, "-c", "3", "-d", "1s", "--hlog", log.to_str().unwrap()]);
     let run = sweetspot::load::hlog::read(&std::fs::read_to_string(&log).unwrap()).unwrap();
     // Nothing was answered: every sample of the log is a censored request, in its last
     // interval (tagged "censored"), and the log adds up to the report.
@@ -896,11 +882,7 @@ fn urls_rotate_hello_fib_and_a_guestbook_post_with_exact_counts() {
         "# three requests\n/hello\n\nGET /fib?n=10\nPOST /guestbook @remark.txt H:Content-Type: application/x-www-form-urlencoded\n",
     );
     let target = format!("http://127.0.0.1:{}", server.port);
-    let (code, stdout, stderr, _) = sweetspot(&[
-        "load", "--urls", &file, "-c", "1", "-t", "1", "-n", "300", "--json", "-", &target,
-    ]);
-    assert_eq!(code, 0, "{stderr}");
-    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let json = load_json(&["--urls", &file, "-c", "1", "-t", "1", "-n", "300", &target]);
     assert_eq!(json["requests"], 300);
     assert_eq!(json["status"]["200"], 200);
     assert_eq!(json["status"]["303"], 100);
@@ -943,8 +925,7 @@ fn urls_without_target_take_the_host_from_an_absolute_line_and_pipeline_the_rota
             server.port
         ),
     );
-    let (code, stdout, stderr, _) = sweetspot(&[
-        "load",
+    let json = load_json(&[
         "--urls",
         &file,
         "-c",
@@ -955,11 +936,7 @@ fn urls_without_target_take_the_host_from_an_absolute_line_and_pipeline_the_rota
         "403",
         "--pipeline",
         "3",
-        "--json",
-        "-",
     ]);
-    assert_eq!(code, 0, "{stderr}");
-    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(json["requests"], 403);
     let counts: Vec<u64> = url_rows(&json).iter().map(|r| r.1).collect();
     assert_eq!(counts, vec![101, 101, 101, 100]);
@@ -1005,11 +982,7 @@ fn urls_over_many_connections_share_the_lines_within_one_request_per_connection(
         "/hello\n/hello?b\n/hello?c\n/fib?n=3\n",
     );
     let target = format!("http://127.0.0.1:{}", server.port);
-    let (code, stdout, stderr, _) = sweetspot(&[
-        "load", "--urls", &file, "-c", "8", "-t", "2", "-n", "2000", "--json", "-", &target,
-    ]);
-    assert_eq!(code, 0, "{stderr}");
-    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let json = load_json(&["--urls", &file, "-c", "8", "-t", "2", "-n", "2000", &target]);
     assert_eq!(json["requests"], 2000);
     let rows = url_rows(&json);
     let total: u64 = rows.iter().map(|r| r.1).sum();
@@ -1088,8 +1061,7 @@ fn urls_count_timeouts_under_the_line_that_timed_out() {
     let dir = common::TempDir::new("urls-timeout");
     let file = url_file(dir.path(), "u.txt", "/hello\n/sleep?ms=400\n");
     let target = format!("http://127.0.0.1:{}", server.port);
-    let (code, stdout, stderr, _) = sweetspot(&[
-        "load",
+    let json = load_json(&[
         "--urls",
         &file,
         "-c",
@@ -1098,12 +1070,8 @@ fn urls_count_timeouts_under_the_line_that_timed_out() {
         "20",
         "--timeout",
         "100ms",
-        "--json",
-        "-",
         &target,
     ]);
-    assert_eq!(code, 0, "{stderr}");
-    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(json["requests"], 10);
     assert_eq!(json["errors"]["timeout"], 10);
     let urls = json["urls"].as_array().unwrap();
@@ -1127,11 +1095,7 @@ fn urls_in_rate_mode_add_up_to_the_run() {
     let dir = common::TempDir::new("urls-rate");
     let file = url_file(dir.path(), "u.txt", "/hello\n/fib?n=5\n/hello?x\n");
     let target = format!("http://127.0.0.1:{}", server.port);
-    let (code, stdout, stderr, _) = sweetspot(&[
-        "load", "--urls", &file, "-c", "6", "-R", "600", "-d", "1s", "--json", "-", &target,
-    ]);
-    assert_eq!(code, 0, "{stderr}");
-    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let json = load_json(&["--urls", &file, "-c", "6", "-R", "600", "-d", "1s", &target]);
     let urls = json["urls"].as_array().unwrap();
     let sum = |key: &str| urls.iter().map(|u| u[key].as_u64().unwrap()).sum::<u64>();
     assert_eq!(sum("requests"), json["requests"].as_u64().unwrap());
