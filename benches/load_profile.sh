@@ -21,43 +21,8 @@ for tool in nginx wrk strace perf; do
     command -v "$tool" >/dev/null || { echo "load_profile: $tool is missing" >&2; exit 1; }
 done
 
-tmp=$(mktemp -d)
-nginx_pid=""
-cleanup() {
-    if [ -n "$nginx_pid" ] && kill -0 "$nginx_pid" 2>/dev/null; then
-        kill -TERM "$nginx_pid" 2>/dev/null || true
-        wait "$nginx_pid" 2>/dev/null || true
-    fi
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-port=$((20000 + RANDOM % 40000))
-while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((20000 + RANDOM % 40000)); done
-mkdir -p "$tmp/www" "$tmp/logs"
-printf 'Hello, World!\n' >"$tmp/www/index.html"
-cat >"$tmp/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $tmp/nginx.pid;
-error_log $tmp/logs/error.log;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 100000000;
-    server {
-        listen 127.0.0.1:$port;
-        root $tmp/www;
-    }
-}
-EOF
-taskset -c 0 nginx -p "$tmp" -c "$tmp/nginx.conf" &
-nginx_pid=$!
-for _ in $(seq 1 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-    sleep 0.05
-done
-url="http://127.0.0.1:$port/"
+. "$repo/benches/static_nginx.sh"
+static_nginx_start 1 taskset -c 0
 (cd "$repo" && cargo build --release --quiet)
 sweetspot="$repo/target/release/sweetspot"
 

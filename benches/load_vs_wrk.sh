@@ -49,61 +49,14 @@ if ((${#need[@]})); then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-tmp=$(mktemp -d)
-nginx_pid=""
-cleanup() {
-    if [ -n "$nginx_pid" ] && kill -0 "$nginx_pid" 2>/dev/null; then
-        kill -TERM "$nginx_pid" 2>/dev/null || true
-        wait "$nginx_pid" 2>/dev/null || true
-    fi
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-free_port() {
-    local port
-    for _ in $(seq 1 100); do
-        port=$((20000 + RANDOM % 40000))
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            echo "$port"
-            return
-        fi
-    done
-    echo "load_vs_wrk: no free port found" >&2
-    exit 1
-}
-
-port=$(free_port)
-mkdir -p "$tmp/www" "$tmp/logs"
-printf 'Hello, World!\n' >"$tmp/www/index.html"
-cat >"$tmp/nginx.conf" <<EOF
-worker_processes $NGINX_WORKERS;
-daemon off;
-pid $tmp/nginx.pid;
-error_log $tmp/logs/error.log;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 100000000;
-    server {
-        listen 127.0.0.1:$port;
-        root $tmp/www;
-    }
-}
-EOF
+. "$repo/benches/static_nginx.sh"
 server_cpu=()
 client_cpu=()
 if [ "$PIN" = 1 ] && [ "$(nproc)" -ge 2 ]; then
     server_cpu=(taskset -c 0)
     client_cpu=(taskset -c 1)
 fi
-"${server_cpu[@]}" nginx -p "$tmp" -c "$tmp/nginx.conf" &
-nginx_pid=$!
-for _ in $(seq 1 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-    sleep 0.05
-done
-url="http://127.0.0.1:$port/"
+static_nginx_start "$NGINX_WORKERS" "${server_cpu[@]}"
 
 (cd "$repo" && cargo build --release --quiet)
 sweetspot="$repo/target/release/sweetspot"
