@@ -28,7 +28,7 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
     let _ = writeln!(out, "Running {what} @ {}", report.target);
     let _ = writeln!(
         out,
-        "  {} threads and {} connections{}{}",
+        "  {} threads and {} connections{}{}{}",
         report.threads,
         report.connections,
         if config.keepalive {
@@ -36,10 +36,12 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
         } else {
             ", a new connection per request"
         },
-        match (config.pipeline > 1, config.engine) {
-            (true, engine) => format!(", pipeline {}{}", config.pipeline, engine_note(engine)),
-            (false, engine) => engine_note(engine),
-        }
+        if config.pipeline > 1 {
+            format!(", pipeline {}", config.pipeline)
+        } else {
+            String::new()
+        },
+        engine_note(config.engine)
     );
     if let Some(seg) = &report.segment {
         let _ = writeln!(

@@ -305,12 +305,11 @@ impl Worker<'_, '_> {
                 }
             }
             (SEND, Phase::Open) => {
-                let Ok(n) = usize::try_from(completion.result) else {
-                    return self.fail(slot, FailureKind::Write);
+                // A negative result is the socket's error; nothing sent is a failure too.
+                let n = match usize::try_from(completion.result) {
+                    Ok(n) if n > 0 => n,
+                    _ => return self.fail(slot, FailureKind::Write),
                 };
-                if n == 0 {
-                    return self.fail(slot, FailureKind::Write);
-                }
                 self.connections[slot].write_from += n;
                 self.recorder.bytes_written(n);
                 // What the socket did not take goes out next.
