@@ -30,6 +30,15 @@ pub fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(msg.into()))
 }
 
+/// Writes `text` to stdout and flushes it. Unlike `print!`, a closed pipe (`sweetspot sweep
+/// --list | head -1`) is an error that [`main_with_args`] turns into a quiet exit 0, not a panic.
+pub fn print_stdout(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
 /// Runs the program for the given arguments and returns the exit code: 0 on success,
 /// 2 for unusable arguments, 1 for every other failure.
 pub fn main_with_args<I, T>(args: I) -> ExitCode

@@ -10,7 +10,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 mod common;
-use common::{processes, sweetspot_output as sweetspot, wait_group_gone, TempDir};
+use common::{processes, sweetspot_output as sweetspot, wait_group_gone, Server, TempDir};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sweetspot");
 
@@ -1006,4 +1006,43 @@ route = "/hello"
         .find(|l| l.contains("hello epoll c=64"))
         .unwrap();
     assert!(!epoll.contains(">="), "{epoll}");
+}
+
+/// Runs `sweetspot ARGS` with its stdout a pipe whose reading end is already closed, as
+/// `sweetspot ... | head -1` is once head has what it wants.
+fn into_closed_pipe(args: &[&str]) -> Output {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    Command::new(env!("CARGO_BIN_EXE_sweetspot"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run sweetspot")
+}
+
+#[test]
+fn a_closed_pipe_is_a_quiet_exit_not_a_panic() {
+    let dir = TempDir::new("pipe");
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/quick-results.json"),
+        dir.path().join("results.json"),
+    )
+    .unwrap();
+    let server = Server::start(&["--arch", "epoll"]);
+    let url = server.url("/hello");
+    let report = dir.path().to_str().unwrap().to_string();
+    for args in [
+        vec!["sweep", "--list"],
+        vec!["report", report.as_str()],
+        vec!["load", url.as_str(), "-c", "2", "-n", "200", "--json", "-"],
+    ] {
+        let out = into_closed_pipe(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+    // The report was still written in full before stdout was tried.
+    assert!(dir.path().join("report.html").is_file());
 }

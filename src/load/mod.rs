@@ -314,7 +314,7 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
         if json_to_stdout {
             eprint!("{summary}");
         } else {
-            print!("{summary}");
+            crate::print_stdout(&summary)?;
         }
     }
     if let Some(dest) = &args.json {

@@ -468,15 +468,14 @@ pub fn run_merge(args: MergeArgs) -> anyhow::Result<()> {
         if to_stdout {
             eprint!("{text}");
         } else {
-            print!("{text}");
+            crate::print_stdout(&text)?;
         }
     }
     if let Some(dest) = &args.json {
         let mut text = serde_json::to_string_pretty(&merged).context("cannot serialize")?;
         text.push('\n');
         if to_stdout {
-            use std::io::Write;
-            std::io::stdout().lock().write_all(text.as_bytes())?;
+            crate::print_stdout(&text)?;
         } else {
             std::fs::write(dest, text).with_context(|| format!("cannot write {dest}"))?;
         }

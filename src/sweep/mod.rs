@@ -83,15 +83,17 @@ pub struct ReportArgs {
 /// Runs `sweetspot sweep`.
 pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
     if args.list {
+        let mut listing = String::new();
         for (name, text) in PRESETS {
             let e = Experiment::from_toml(text, name)?;
-            println!(
-                "{name:<10} {:>4} points  {}",
+            listing.push_str(&format!(
+                "{name:<10} {:>4} points  {}\n",
                 e.points().len(),
                 e.description
-            );
+            ));
         }
-        print!("\nArchitectures:\n{}", spec::Arch::table());
+        listing.push_str(&format!("\nArchitectures:\n{}", spec::Arch::table()));
+        crate::print_stdout(&listing)?;
         return Ok(());
     }
     let mut experiment = Experiment::load(&args.experiment)?;
@@ -149,8 +151,12 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
     };
     server::check_binary(&options.server_binary)?;
     let run = run_experiment(&experiment, &options)?;
-    print!("{}", output::terminal::summary(&run.results));
-    println!("\nWrote {} files to {}", run.files.len(), out_dir.display());
+    crate::print_stdout(&format!(
+        "{}\nWrote {} files to {}\n",
+        output::terminal::summary(&run.results),
+        run.files.len(),
+        out_dir.display()
+    ))?;
     if stop.load(Ordering::SeqCst) {
         anyhow::bail!(
             "interrupted: {} of {} points finished and saved in {}",
@@ -190,7 +196,11 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<()> {
     let mut results = SweepResults::read(&path).map_err(|e| usage(format!("{e:#}")))?;
     finalize(&mut results);
     let files = output::write_all(&results, &args.dir)?;
-    print!("{}", output::terminal::summary(&results));
-    println!("\nWrote {} files to {}", files.len(), args.dir.display());
+    crate::print_stdout(&format!(
+        "{}\nWrote {} files to {}\n",
+        output::terminal::summary(&results),
+        files.len(),
+        args.dir.display()
+    ))?;
     Ok(())
 }

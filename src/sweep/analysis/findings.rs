@@ -37,6 +37,24 @@ pub struct BestChoice {
     /// Repetitions behind each point (1 when not repeated).
     #[serde(default)]
     pub repetitions: u32,
+    /// What decided the ranking: "throughput", or "p99" when every candidate delivered the
+    /// rate offered (a fixed-rate sweep), so throughput could not tell them apart.
+    #[serde(default)]
+    pub ranked_by: RankedBy,
+    /// The rate offered, for a fixed-rate sweep.
+    #[serde(default)]
+    pub offered_rps: Option<f64>,
+}
+
+/// What a ranking compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RankedBy {
+    /// Highest throughput first.
+    #[default]
+    Throughput,
+    /// Lowest p99 first, then lowest server CPU per request.
+    P99,
 }
 
 /// One architecture's best point under the bound.
@@ -46,6 +64,10 @@ pub struct RankedArch {
     pub rps: f64,
     pub rps_min: f64,
     pub rps_max: f64,
+    #[serde(default)]
+    pub p99_us: f64,
+    #[serde(default)]
+    pub cpu_us_per_request: f64,
 }
 
 /// A sweet spot found over worker counts.
@@ -101,7 +123,19 @@ pub struct GoetzEstimate {
     /// Median server CPU per request over the workload's points, microseconds.
     pub compute_us: f64,
     pub pool_size: f64,
+    /// The most connections any point of the workload offered: more threads than requests in
+    /// flight have nothing to do, so the useful pool is capped there (0: unknown).
+    #[serde(default)]
+    pub concurrency_cap: u32,
     pub measured_sweet_spot: Option<u32>,
+}
+
+impl GoetzEstimate {
+    /// The pool size worth having: Goetz's, capped by the concurrency; and whether the cap
+    /// applied.
+    pub fn useful_pool_size(&self) -> (f64, bool) {
+        super::stats::cap_pool_size(self.pool_size, self.concurrency_cap)
+    }
 }
 
 /// Everything concluded about one workload.

@@ -23,9 +23,9 @@ pub use findings::{
     Analysis, BestChoice, GoetzEstimate, RankedArch, Recommendation, SweetSpot, UslSeries,
     WorkloadAnalysis,
 };
-pub use recommend::{best_within_bound, little_warning};
+pub use recommend::{best_choice, best_within_bound, little_warning};
 pub use stats::{
-    fold_repetitions, generator_saturated, goetz_pool_size, little_shortfall, median,
+    fell_short, fold_repetitions, generator_saturated, goetz_pool_size, little_shortfall, median,
     requests_in_flight, rps_range, sweet_spot, WorkerThroughput, MAX_ERROR_RATE, WITHIN_BEST,
 };
 
@@ -53,13 +53,21 @@ pub fn finalize(results: &mut SweepResults) {
         point.in_flight_ratio = (point.ok && point.rps > 0.0).then(|| {
             requests_in_flight(point.rps, point.latency_us.mean) / f64::from(point.concurrency)
         });
+        // Requests never answered: in flight when the run ended, or timed out. Only a closed
+        // loop holds a connection's next request back behind them.
+        let stuck = if closed {
+            point.unanswered + point.errors_by_kind.timeout
+        } else {
+            0
+        };
         point.starved = closed
             && point.ok
-            && little_shortfall(
+            && fell_short(
                 point.rps,
                 point.latency_us.mean,
                 point.concurrency,
                 keepalive,
+                stuck,
             );
         point.warnings.retain(|w| !w.starts_with("Little's law"));
         if experiment.mode != LoadMode::Rate {
@@ -69,6 +77,7 @@ pub fn finalize(results: &mut SweepResults) {
                 point.concurrency,
                 point.errors,
                 keepalive,
+                stuck,
             ) {
                 point.warnings.push(w);
             }
@@ -124,7 +133,10 @@ pub fn analyze(results: &SweepResults) -> (Analysis, Recommendation) {
             .copied()
             .filter(|p| p.ok && p.rps > 0.0)
             .collect();
-        let best = best_within_bound(&points, bound_us);
+        let offered = (experiment.mode == LoadMode::Rate)
+            .then_some(experiment.rate)
+            .flatten();
+        let best = best_choice(&points, bound_us, offered);
         let (cheapest, cheapest_within_spread) = cheapest_of(&usable);
         let sweet_spots = sweet_spots_of(&usable);
         let usl = usl_series_of(&usable);
@@ -143,6 +155,7 @@ pub fn analyze(results: &SweepResults) -> (Analysis, Recommendation) {
                 wait_ms: workload.wait_ms(),
                 compute_us,
                 pool_size,
+                concurrency_cap: points.iter().map(|p| p.concurrency).max().unwrap_or(0),
                 measured_sweet_spot: sweet_spots
                     .iter()
                     .max_by(|a, b| a.best_rps.total_cmp(&b.best_rps))
@@ -334,6 +347,96 @@ mod tests {
     use super::*;
     use crate::sweep::results::{Machine, PointLatency, RunMeasurement, ServerUsage, Spread};
     use crate::sweep::spec::Experiment;
+
+    fn fixture(text: &str) -> SweepResults {
+        let mut results: SweepResults = serde_json::from_str(text).expect("the fixture parses");
+        finalize(&mut results);
+        results
+    }
+
+    fn find<'a>(r: &'a SweepResults, workload: &str, arch: &str, c: u32) -> &'a PointResult {
+        r.points
+            .iter()
+            .find(|p| p.workload == workload && p.arch == arch && p.concurrency == c)
+            .unwrap()
+    }
+
+    #[test]
+    fn one_rule_marks_every_point_whose_load_fell_short() {
+        let r = fixture(include_str!("../../../tests/data/quick-results.json"));
+        // The cases the old rule missed: 56 of 64 connections never answered, and 3 of 4.
+        assert!(find(&r, "hello", "prethreaded", 64).starved);
+        assert!(find(&r, "hello", "iterative", 4).starved);
+        // ... and the ones it had: the same rule on every workload.
+        assert!(find(&r, "fib", "prethreaded", 64).starved);
+        assert!(find(&r, "sleep", "iterative", 4).starved);
+        assert!(!find(&r, "hello", "epoll", 64).starved);
+        for p in &r.points {
+            let stuck = p.unanswered + p.errors_by_kind.timeout;
+            let expected =
+                stuck > 0 || little_shortfall(p.rps, p.latency_us.mean, p.concurrency, true);
+            assert_eq!(
+                p.starved, expected,
+                "{} {} c={}",
+                p.workload, p.arch, p.concurrency
+            );
+            // Each mark comes with its reason among the warnings.
+            assert_eq!(
+                p.starved,
+                p.warnings.iter().any(|w| w.starts_with("Little's law")),
+                "{} {} c={}",
+                p.workload,
+                p.arch,
+                p.concurrency
+            );
+        }
+        // results.json carries the flag as the tables show it.
+        let json = serde_json::to_value(find(&r, "hello", "prethreaded", 64)).unwrap();
+        assert_eq!(json["starved"], true);
+        let tables = crate::sweep::output::workload_tables(&r, "hello");
+        let prethreaded = tables[0]
+            .rows
+            .iter()
+            .find(|row| row[0] == "prethreaded/8")
+            .unwrap();
+        assert!(prethreaded[3].ends_with('~'), "{prethreaded:?}");
+        assert!(tables[0]
+            .notes
+            .contains(&crate::sweep::output::STARVED_NOTE.to_string()));
+    }
+
+    #[test]
+    fn the_c10k_recommendation_ranks_by_p99_and_says_so() {
+        let r = fixture(include_str!("../../../tests/data/c10k-results.json"));
+        let best = r.analysis.workloads[0].best.as_ref().unwrap();
+        assert_eq!(best.ranked_by, findings::RankedBy::P99);
+        // The winner has the lowest p99 among the candidates that met the bound.
+        let candidates: Vec<&PointResult> = r
+            .points
+            .iter()
+            .filter(|p| {
+                p.ok && !recommend::p99_is_lower_bound(p)
+                    && p.latency_us.p99 <= 2_000_000.0
+                    && p.error_rate() <= MAX_ERROR_RATE
+            })
+            .collect();
+        let lowest = candidates
+            .iter()
+            .min_by(|a, b| a.latency_us.p99.total_cmp(&b.latency_us.p99))
+            .unwrap();
+        assert_eq!(
+            (best.arch.as_str(), best.p99_us),
+            (lowest.arch.as_str(), lowest.latency_us.p99)
+        );
+        let summary = &r.recommendation.summary[0];
+        assert!(
+            summary
+                .contains("ranked by p99 since every candidate delivered the offered 5,000 req/s")
+                && summary.contains("10,000 connections")
+                && summary.contains("bound 2,000 ms"),
+            "{summary}"
+        );
+    }
 
     fn sweep(points: Vec<PointResult>, cores: u32) -> SweepResults {
         let experiment = Experiment::from_toml(

@@ -13,7 +13,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::findings::{BestChoice, RankedArch, Recommendation, UslSeries, WorkloadAnalysis};
+use super::findings::{
+    BestChoice, RankedArch, RankedBy, Recommendation, UslSeries, WorkloadAnalysis,
+};
 use super::series_label;
 use super::stats::{ranges_overlap, requests_in_flight, rps_range, MAX_ERROR_RATE, WITHIN_BEST};
 use super::usl::{UslLimit, MIN_LEVELS};
@@ -35,8 +37,29 @@ fn p99_text(us: f64, lower_bound: bool) -> String {
     }
 }
 
-/// The best architecture among `points` (one workload) within `p99_bound_us`.
+/// A point delivered the rate offered when its throughput (the best of its repetitions) came
+/// within this fraction of it.
+pub const RATE_DELIVERED: f64 = 0.02;
+
+/// Whether a point delivered `offered` requests/s (within [`RATE_DELIVERED`]).
+pub fn delivered_rate(p: &PointResult, offered: f64) -> bool {
+    rps_range(p).1 >= offered * (1.0 - RATE_DELIVERED)
+}
+
+/// The best architecture among `points` (one workload) within `p99_bound_us`, ranked by
+/// throughput.
 pub fn best_within_bound(points: &[&PointResult], p99_bound_us: f64) -> Option<BestChoice> {
+    best_choice(points, p99_bound_us, None)
+}
+
+/// The best architecture among `points` within `p99_bound_us`. With `offered_rps` (a fixed-rate
+/// sweep), when every candidate delivered that rate, throughput cannot tell them apart: they
+/// are ranked by p99, then by server CPU per request, each by its lowest-p99 point.
+pub fn best_choice(
+    points: &[&PointResult],
+    p99_bound_us: f64,
+    offered_rps: Option<f64>,
+) -> Option<BestChoice> {
     let usable: Vec<&PointResult> = points
         .iter()
         .copied()
@@ -67,8 +90,31 @@ pub fn best_within_bound(points: &[&PointResult], p99_bound_us: f64) -> Option<B
             (a.to_string(), exclusion_reason(&mine))
         })
         .collect();
+    let candidates: Vec<&PointResult> = usable.iter().copied().filter(|p| meets(p)).collect();
+    let by_latency = offered_rps.filter(|&offered| {
+        !candidates.is_empty() && candidates.iter().all(|p| delivered_rate(p, offered))
+    });
+    if by_latency.is_some() {
+        let key = |p: &PointResult| (p.latency_us.p99, p.server_cpu_us_per_request);
+        best_per_arch.clear();
+        for p in candidates.iter().copied() {
+            let entry = best_per_arch.entry(p.arch.as_str()).or_insert(p);
+            if key(p).0 < key(entry).0 || (key(p).0 == key(entry).0 && key(p).1 < key(entry).1) {
+                *entry = p;
+            }
+        }
+    }
     let mut ranking: Vec<(&str, &PointResult)> = best_per_arch.into_iter().collect();
-    ranking.sort_by(|a, b| b.1.rps.total_cmp(&a.1.rps));
+    if by_latency.is_some() {
+        ranking.sort_by(|a, b| {
+            a.1.latency_us.p99.total_cmp(&b.1.latency_us.p99).then(
+                a.1.server_cpu_us_per_request
+                    .total_cmp(&b.1.server_cpu_us_per_request),
+            )
+        });
+    } else {
+        ranking.sort_by(|a, b| b.1.rps.total_cmp(&a.1.rps));
+    }
     let (winner, within_bound) = match ranking.first() {
         Some((_, p)) => (*p, true),
         None => {
@@ -95,8 +141,22 @@ pub fn best_within_bound(points: &[&PointResult], p99_bound_us: f64) -> Option<B
     let winner_range = rps_range(winner);
     let mut ties = Vec::new();
     let mut indistinguishable = Vec::new();
+    let p99_range = |p: &PointResult| {
+        if repeated(p) {
+            (p.spread.p99_min, p.spread.p99_max)
+        } else {
+            (p.latency_us.p99, p.latency_us.p99)
+        }
+    };
     for (arch, p) in ranking.iter().skip(1) {
-        if (repeated(winner) || repeated(p)) && ranges_overlap(rps_range(p), winner_range) {
+        if by_latency.is_some() {
+            if (repeated(winner) || repeated(p)) && ranges_overlap(p99_range(p), p99_range(winner))
+            {
+                indistinguishable.push(arch.to_string());
+            } else if p.latency_us.p99 <= winner.latency_us.p99 * (1.0 + WITHIN_BEST) {
+                ties.push(arch.to_string());
+            }
+        } else if (repeated(winner) || repeated(p)) && ranges_overlap(rps_range(p), winner_range) {
             indistinguishable.push(arch.to_string());
         } else if p.rps >= winner.rps * (1.0 - WITHIN_BEST) {
             ties.push(arch.to_string());
@@ -121,6 +181,8 @@ pub fn best_within_bound(points: &[&PointResult], p99_bound_us: f64) -> Option<B
                     rps: p.rps,
                     rps_min,
                     rps_max,
+                    p99_us: p.latency_us.p99,
+                    cpu_us_per_request: p.server_cpu_us_per_request,
                 }
             })
             .collect(),
@@ -131,6 +193,12 @@ pub fn best_within_bound(points: &[&PointResult], p99_bound_us: f64) -> Option<B
             .max()
             .unwrap_or(1)
             .max(1),
+        ranked_by: if by_latency.is_some() {
+            RankedBy::P99
+        } else {
+            RankedBy::Throughput
+        },
+        offered_rps: by_latency,
     })
 }
 
@@ -170,21 +238,32 @@ fn exclusion_reason(mine: &[&PointResult]) -> String {
     format!("p99 never under the bound (lowest {})", duration_us(lowest))
 }
 
-/// A warning when fewer requests were in flight than the closed loop offered (Little's law,
-/// see [`super::stats::little_shortfall`]).
+/// The warning behind a `~` mark (see [`super::stats::fell_short`]): requests that were never
+/// answered (`stuck`), or fewer requests in flight than the closed loop offered.
 pub fn little_warning(
     rps: f64,
     mean_latency_us: f64,
     concurrency: u32,
     errors: u64,
     keepalive: bool,
+    stuck: u64,
 ) -> Option<String> {
-    if !super::stats::little_shortfall(rps, mean_latency_us, concurrency, keepalive) {
+    if !super::stats::fell_short(rps, mean_latency_us, concurrency, keepalive, stuck) {
         return None;
     }
     let in_flight = requests_in_flight(rps, mean_latency_us);
     let ratio = in_flight / f64::from(concurrency);
-    let cause = if errors > 0 {
+    let cause = if stuck > 0 {
+        format!(
+            "{} never answered, still in flight when the run ended or timed out: their \
+             connections were held back, and the percentiles they affect are lower bounds",
+            if stuck == 1 {
+                "1 request was".to_string()
+            } else {
+                format!("{} requests were", thousands(stuck as f64))
+            }
+        )
+    } else if errors > 0 {
         format!("{errors} requests failed or timed out, and time spent on them is not latency")
     } else if keepalive {
         "the other connections waited unanswered, as when a server gives each worker one \
@@ -196,8 +275,10 @@ pub fn little_warning(
             .to_string()
     };
     Some(format!(
-        "Little's law: throughput x mean latency = {in_flight:.1} requests in flight, but {concurrency} \
-         connections were offered ({:.0}%): the load did not reach the server as intended ({cause})",
+        "Little's law: throughput x mean latency of the answered requests = {in_flight:.1} \
+         requests in flight, but {} connections were offered ({:.0}%): the load did not reach \
+         the server as intended ({cause})",
+        thousands(f64::from(concurrency)),
         ratio * 100.0
     ))
 }
@@ -214,17 +295,20 @@ pub struct ProseContext {
 /// The summary line and the reasons for one workload.
 pub fn explain(w: &WorkloadAnalysis, ctx: &ProseContext, out: &mut Recommendation) {
     let name = &w.workload;
-    let bound_ms = ctx.p99_bound_ms;
+    let bound_ms = thousands(ctx.p99_bound_ms);
     match &w.best {
         Some(best) if best.within_bound && !best.indistinguishable.is_empty() => {
             explain_indistinguishable(name, best, ctx, out);
+        }
+        Some(best) if best.within_bound && best.ranked_by == RankedBy::P99 => {
+            explain_by_latency(name, best, ctx, out);
         }
         Some(best) if best.within_bound => {
             let who = series_label(&best.arch, best.workers);
             let mut line = format!(
                 "{name}: {who}: {} req/s at {} connections with p99 {} (bound {bound_ms} ms)",
                 thousands(best.rps),
-                best.concurrency,
+                thousands(f64::from(best.concurrency)),
                 duration_us(best.p99_us)
             );
             if !best.ties.is_empty() {
@@ -242,10 +326,10 @@ pub fn explain(w: &WorkloadAnalysis, ctx: &ProseContext, out: &mut Recommendatio
             );
             if let Some(second) = best.ranking.get(1) {
                 reason.push_str(&format!(
-                    " Next was {} at {} req/s ({:+.0}%).",
+                    " Next was {} at {} req/s ({}).",
                     second.arch,
                     thousands(second.rps),
-                    (second.rps / best.rps - 1.0) * 100.0
+                    signed_percent(second.rps / best.rps - 1.0)
                 ));
             }
             let winner = &best.ranking[0];
@@ -306,7 +390,7 @@ pub fn explain(w: &WorkloadAnalysis, ctx: &ProseContext, out: &mut Recommendatio
             "{name}: sweet spot for {} at {} connections: {} workers, {} req/s (the fewest within \
              {} of the best, or inside its spread; {} req/s with {} workers)",
             s.arch,
-            s.concurrency,
+            thousands(f64::from(s.concurrency)),
             s.workers,
             thousands(s.rps),
             percent(WITHIN_BEST),
@@ -321,7 +405,7 @@ pub fn explain(w: &WorkloadAnalysis, ctx: &ProseContext, out: &mut Recommendatio
                 line.push_str(&format!(
                     " with more than {} connections, since a pool beyond the requests in flight \
                      has nothing to do",
-                    s.concurrency
+                    thousands(f64::from(s.concurrency))
                 ));
             }
         }
@@ -330,14 +414,22 @@ pub fn explain(w: &WorkloadAnalysis, ctx: &ProseContext, out: &mut Recommendatio
     }
     if let Some(g) = &w.goetz {
         let mut line = format!(
-            "{name}: Goetz's formula, N_cpu x U x (1 + W/C) = {} x {} x (1 + {:.1} ms / {}) = {:.1} \
+            "{name}: Goetz's formula, N_cpu x U x (1 + W/C) = {} x {} x (1 + {:.1} ms / {}) = {} \
              threads",
             g.cores,
             g.utilization,
             g.wait_ms,
             duration_us(g.compute_us),
-            g.pool_size
+            thousands((g.pool_size * 10.0).round() / 10.0)
         );
+        if let (useful, true) = g.useful_pool_size() {
+            line.push_str(&format!(
+                ", capped at {} by the concurrency: no more than {} requests are ever in flight, \
+                 so threads past that have nothing to do",
+                thousands(useful),
+                thousands(f64::from(g.concurrency_cap))
+            ));
+        }
         match g.measured_sweet_spot {
             Some(n) => line.push_str(&format!("; measured sweet spot: {n}.")),
             None => line.push('.'),
@@ -351,6 +443,70 @@ pub fn explain(w: &WorkloadAnalysis, ctx: &ProseContext, out: &mut Recommendatio
              omission corrected)."
         ));
     }
+}
+
+/// A relative difference as a signed percentage, with a decimal under 1% so that a small
+/// difference never reads "-0%".
+pub fn signed_percent(fraction: f64) -> String {
+    let pct = fraction * 100.0;
+    if pct.abs() < 0.05 {
+        "within 0.1%".to_string()
+    } else if pct.abs() < 1.0 {
+        format!("{pct:+.1}%")
+    } else {
+        format!("{pct:+.0}%")
+    }
+}
+
+/// A fixed-rate sweep where every candidate delivered the rate offered: the ranking is by p99
+/// (then server CPU per request), and the words say so.
+fn explain_by_latency(name: &str, best: &BestChoice, ctx: &ProseContext, out: &mut Recommendation) {
+    let who = series_label(&best.arch, best.workers);
+    let offered = thousands(best.offered_rps.unwrap_or(best.rps));
+    let mut group = vec![who.clone()];
+    group.extend(best.indistinguishable.iter().cloned());
+    let head = if best.indistinguishable.is_empty() {
+        who.clone()
+    } else {
+        format!(
+            "{} (indistinguishable within the spread of {} repetitions)",
+            group.join(", "),
+            best.repetitions
+        )
+    };
+    let mut line = format!(
+        "{name}: {head}: p99 {} at {} connections, ranked by p99 since every candidate delivered \
+         the offered {offered} req/s (bound {} ms)",
+        duration_us(best.p99_us),
+        thousands(f64::from(best.concurrency)),
+        thousands(ctx.p99_bound_ms)
+    );
+    if !best.ties.is_empty() {
+        line.push_str(&format!(
+            "; p99 within {}: {}",
+            percent(WITHIN_BEST),
+            best.ties.join(", ")
+        ));
+    }
+    out.summary.push(line);
+    let mut reason = format!(
+        "For {name}, pick {who}: every architecture whose p99 stayed under {} ms delivered the \
+         offered {offered} req/s (within {}), so throughput cannot tell them apart; ranked by p99, \
+         then by server CPU per request, {who} had the lowest p99, {} at {} connections.",
+        thousands(ctx.p99_bound_ms),
+        percent(RATE_DELIVERED),
+        duration_us(best.p99_us),
+        thousands(f64::from(best.concurrency))
+    );
+    if let Some(second) = best.ranking.get(1) {
+        reason.push_str(&format!(
+            " Next was {} with p99 {} ({}).",
+            second.arch,
+            duration_us(second.p99_us),
+            signed_percent(second.p99_us / best.p99_us - 1.0)
+        ));
+    }
+    out.details.push(reason);
 }
 
 /// The winner's throughput overlaps others' over the repetitions: no winner is named.
@@ -367,7 +523,7 @@ fn explain_indistinguishable(
         "{name}: {} are indistinguishable within the spread of {} repetitions (p99 under {} ms)",
         group.join(", "),
         best.repetitions,
-        ctx.p99_bound_ms
+        thousands(ctx.p99_bound_ms)
     ));
     let ranges: Vec<String> = best
         .ranking
@@ -440,8 +596,13 @@ fn explain_usl(w: &WorkloadAnalysis, out: &mut Recommendation) {
         } else {
             format!("{fewest} to {most}")
         };
+        let listed = if refused.len() < w.usl.len() {
+            " (listed under the USL table)"
+        } else {
+            ""
+        };
         format!(
-            "{} series, measured at {levels} levels each (listed in the USL table)",
+            "{} series, measured at {levels} levels each{listed}",
             refused.len()
         )
     };
@@ -545,6 +706,64 @@ mod tests {
         let none = best_within_bound(&points, 1000.0).unwrap();
         assert!(!none.within_bound);
         assert_eq!(none.arch, "epoll");
+    }
+
+    #[test]
+    fn a_fixed_rate_that_everyone_delivered_is_ranked_by_p99_then_cpu() {
+        let mut epoll = point("epoll", None, 10_000, 5_000.0, 313.9);
+        let mut reactors = point("reactors", Some(2), 10_000, 4_999.0, 80.6);
+        let async_ = point("async", Some(2), 10_000, 4_999.0, 120.8);
+        epoll.server_cpu_us_per_request = 20.0;
+        reactors.server_cpu_us_per_request = 30.0;
+        let points = [&epoll, &reactors, &async_];
+        // By throughput, epoll's 5,000 beats 4,999: a tie-break on noise.
+        let by_rps = best_choice(&points, 2_000_000.0, None).unwrap();
+        assert_eq!(
+            (by_rps.arch.as_str(), by_rps.ranked_by),
+            ("epoll", RankedBy::Throughput)
+        );
+        let by_p99 = best_choice(&points, 2_000_000.0, Some(5_000.0)).unwrap();
+        assert_eq!(by_p99.ranked_by, RankedBy::P99);
+        assert_eq!(by_p99.arch, "reactors");
+        let order: Vec<&str> = by_p99.ranking.iter().map(|r| r.arch.as_str()).collect();
+        assert_eq!(order, ["reactors", "async", "epoll"]);
+        // Equal p99: the cheaper server CPU per request first.
+        let mut cheap = point("hybrid", Some(2), 10_000, 4_999.0, 80.6);
+        cheap.server_cpu_us_per_request = 10.0;
+        let tied = best_choice(&[&reactors, &cheap], 2_000_000.0, Some(5_000.0)).unwrap();
+        assert_eq!(tied.arch, "hybrid");
+        assert_eq!(tied.ties, ["reactors"]);
+        // One candidate fell short of the rate: throughput decides again.
+        let short = point("uring", Some(2), 10_000, 4_000.0, 50.0);
+        let mixed = best_choice(&[&epoll, &short], 2_000_000.0, Some(5_000.0)).unwrap();
+        assert_eq!(
+            (mixed.arch.as_str(), mixed.ranked_by),
+            ("epoll", RankedBy::Throughput)
+        );
+        // The words say which rule ranked them.
+        let mut w = analysis_of(Some(by_p99));
+        w.workload = "hello".into();
+        let mut out = Recommendation::default();
+        explain(&w, &CTX, &mut out);
+        assert_eq!(
+            out.summary[0],
+            "hello: reactors/2: p99 80.6 ms at 10,000 connections, ranked by p99 since every \
+             candidate delivered the offered 5,000 req/s (bound 100 ms)"
+        );
+        assert!(
+            out.details[0].contains("throughput cannot tell them apart")
+                && out.details[0].contains("Next was async with p99 120.8 ms (+50%)"),
+            "{}",
+            out.details[0]
+        );
+    }
+
+    #[test]
+    fn small_differences_never_read_minus_zero() {
+        assert_eq!(signed_percent(-0.0004), "within 0.1%");
+        assert_eq!(signed_percent(-0.004), "-0.4%");
+        assert_eq!(signed_percent(-0.14), "-14%");
+        assert_eq!(signed_percent(0.5), "+50%");
     }
 
     #[test]
@@ -694,20 +913,26 @@ mod tests {
         assert_eq!(
             out.details,
             vec![
-                "w: no USL fit for 4 series, measured at 3 to 4 levels each (listed in the USL \
-                 table): a fit needs at least 6 measured levels."
+                "w: no USL fit for 4 series, measured at 3 to 4 levels each: a fit needs at least 6 \
+                 measured levels."
             ]
         );
     }
 
     #[test]
     fn littles_law_warning_names_the_shortfall() {
-        assert!(little_warning(1000.0, 64_000.0, 64, 0, true).is_none());
-        let w = little_warning(1000.0, 10_000.0, 64, 3, true).unwrap();
+        assert!(little_warning(1000.0, 64_000.0, 64, 0, true, 0).is_none());
+        let w = little_warning(1000.0, 10_000.0, 64, 3, true, 0).unwrap();
         assert!(
             w.contains("10.0 requests in flight") && w.contains("3 requests failed"),
             "{w}"
         );
-        assert!(little_warning(1000.0, 40_000.0, 64, 0, false).is_none());
+        assert!(little_warning(1000.0, 40_000.0, 64, 0, false, 0).is_none());
+        // Stuck connections are named even when Little's law alone would pass.
+        let w = little_warning(77_197.0, 85.0, 64, 0, true, 56).unwrap();
+        assert!(
+            w.contains("56 requests were never answered") && w.contains("64 connections"),
+            "{w}"
+        );
     }
 }

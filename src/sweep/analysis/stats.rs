@@ -164,10 +164,37 @@ pub fn little_shortfall(rps: f64, mean_latency_us: f64, concurrency: u32, keepal
         && cycle_gap_us(rps, mean_latency_us, concurrency) > LITTLE_MIN_GAP_US
 }
 
+/// The one rule behind the `~` mark: in a closed loop, the load did not reach the server as
+/// intended. Either some requests were never answered (`stuck`: still in flight when the run
+/// ended, or timed out), so their connections were held back and their waits are only lower
+/// bounds; or, by Little's law, markedly fewer requests were in flight than connections
+/// ([`little_shortfall`]).
+pub fn fell_short(
+    rps: f64,
+    mean_latency_us: f64,
+    concurrency: u32,
+    keepalive: bool,
+    stuck: u64,
+) -> bool {
+    stuck > 0 || little_shortfall(rps, mean_latency_us, concurrency, keepalive)
+}
+
 /// Goetz's pool size, N_threads = N_cpu x U x (1 + W/C) (B. Goetz et al., *Java Concurrency in
 /// Practice*, 2006, section 8.2). `None` without a positive compute time.
 pub fn goetz_pool_size(cores: f64, utilization: f64, wait_s: f64, compute_s: f64) -> Option<f64> {
     (compute_s > 0.0 && cores > 0.0).then(|| cores * utilization * (1.0 + wait_s / compute_s))
+}
+
+/// A pool size capped by the concurrency (`0`: no cap known): a pool larger than the requests
+/// that can be in flight at once has idle threads whatever the formula says. Returns the
+/// capped size and whether the cap applied.
+pub fn cap_pool_size(pool_size: f64, concurrency: u32) -> (f64, bool) {
+    let cap = f64::from(concurrency);
+    if concurrency > 0 && pool_size > cap {
+        (cap, true)
+    } else {
+        (pool_size, false)
+    }
 }
 
 /// One worker count's throughput for [`sweet_spot`]: the median and its range over the
@@ -345,6 +372,28 @@ mod tests {
         assert!(little_shortfall(784.0, 10_200.0, 64, true));
         assert!((cycle_gap_us(1000.0, 600.0, 1) - 400.0).abs() < 1e-9);
         assert!(!little_shortfall(0.0, 1.0, 4, true));
+    }
+
+    #[test]
+    fn pool_sizes_are_capped_by_the_concurrency() {
+        assert_eq!(cap_pool_size(260.5, 64), (64.0, true));
+        assert_eq!(cap_pool_size(3.5, 64), (3.5, false));
+        assert_eq!(cap_pool_size(260.5, 0), (260.5, false));
+    }
+
+    #[test]
+    fn a_stuck_request_falls_short_even_when_the_others_are_fast() {
+        // The quick preset's hello prethreaded/8 at 64 connections: 56 connections never
+        // answered, the 8 served ones fast enough that the cycle gap stays under a
+        // millisecond, so Little's law alone does not see it.
+        assert!(!little_shortfall(77_197.0, 85.0, 64, true));
+        assert!(fell_short(77_197.0, 85.0, 64, true, 56));
+        // iterative at 4 connections: 3 stuck.
+        assert!(fell_short(17_339.0, 57.0, 4, true, 3));
+        // Healthy: nothing stuck, every connection busy.
+        assert!(!fell_short(30_000.0, 2_100.0, 64, true, 0));
+        // Little's law alone still counts.
+        assert!(fell_short(784.0, 10_200.0, 64, true, 0));
     }
 
     #[test]

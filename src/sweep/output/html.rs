@@ -11,7 +11,9 @@ use super::svg::render_plots;
 use super::{file_stem, percent, thousands, workload_tables, Exporter, Table};
 use crate::sweep::analysis::usl::MIN_LEVELS;
 use crate::sweep::analysis::{MAX_ERROR_RATE, WITHIN_BEST};
+use crate::sweep::cgroup::CpuMethod;
 use crate::sweep::results::SweepResults;
+use crate::sweep::spec::LoadMode;
 
 /// Writes `report.html`.
 pub struct HtmlExporter;
@@ -32,6 +34,9 @@ impl Exporter for HtmlExporter {
 pub use crate::app::html_escape as escape;
 
 fn table_html(table: &Table) -> String {
+    if table.header.is_empty() {
+        return format!("<p class=\"note\">{}</p>\n", escape(&table.title));
+    }
     let mut out = format!(
         "<h3>{}</h3>\n<div class=\"scroll\"><table>\n<tr>",
         escape(&table.title)
@@ -68,11 +73,121 @@ fn table_html(table: &Table) -> String {
 const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;\
 padding:0 1em;color:#222;line-height:1.45}h1{margin-bottom:.2em}h2{border-bottom:1px solid #ccc;\
 padding-bottom:.2em;margin-top:2em}table{border-collapse:collapse;font-size:.9em;margin:.5em 0}\
-th,td{border:1px solid #ddd;padding:.25em .6em}th{background:#f3f3f3}td.num{text-align:right;\
-font-variant-numeric:tabular-nums}td.failed{color:#b00}.scroll{overflow-x:auto}\
+th,td{border:1px solid #ddd;padding:.25em .6em;white-space:nowrap}th{background:#f3f3f3}td.num{text-align:right;\
+font-variant-numeric:tabular-nums}td.failed{color:#b00}.scroll{overflow-x:auto;max-width:100%}\
 .note{font-size:.8em;color:#666;margin:.1em 0}.summary{background:#f5faf5;border-left:4px solid \
 #393;padding:.6em 1em}.warn{color:#8a5a00}figure{margin:1em 0}svg{max-width:100%;height:auto}\
 code{background:#f3f3f3;padding:0 .2em}";
+
+/// The Method section, from what `results` recorded: the load mode and its settings, the
+/// generator, how server CPU was measured at each point, pinning, and the rules of the
+/// analysis.
+pub fn method_text(results: &SweepResults) -> Vec<String> {
+    let e = &results.experiment;
+    let mut paragraphs = Vec::new();
+    let load = match e.mode {
+        LoadMode::Closed => format!(
+            "a closed loop: each connection sends its next request when the last is answered, \
+             for {} per point after {} of warm-up",
+            seconds(e.duration),
+            seconds(e.warmup)
+        ),
+        LoadMode::Rate => format!(
+            "a fixed rate of {} requests/s over all connections for {} per point after {} of \
+             warm-up, latency measured from each request's intended send time (coordinated \
+             omission corrected)",
+            thousands(e.rate.unwrap_or(0.0)),
+            seconds(e.duration),
+            seconds(e.warmup)
+        ),
+        LoadMode::Count => format!(
+            "a fixed count of {} requests per point",
+            thousands(e.requests.unwrap_or(0) as f64)
+        ),
+    };
+    paragraphs.push(format!(
+        "Each point starts the server in its own process group, waits for its ready line, warms \
+         up, then measures with sweetspot's in-process load generator (its epoll driver, {} \
+         thread{}): {load}. A request unanswered after {} is a timeout, an error that never \
+         enters the latency histogram; {} repetition{} per point{}.",
+        e.load_threads,
+        if e.load_threads == 1 { "" } else { "s" },
+        seconds(e.timeout),
+        e.repetitions,
+        if e.repetitions == 1 { "" } else { "s" },
+        if e.repetitions > 1 {
+            ", the median run's figures shown with the min..max of all"
+        } else {
+            ""
+        }
+    ));
+    let mut methods: Vec<(&str, usize)> = Vec::new();
+    for p in results.points.iter().filter(|p| p.ok) {
+        let name = if p.server.cpu_unavailable {
+            "not measured (a remote server)"
+        } else {
+            match p.server.cpu_method {
+                Some(CpuMethod::CgroupV1Cpuacct) => {
+                    "a cgroup made for the server (cgroup v1 cpuacct: exact, exited processes \
+                     included)"
+                }
+                Some(CpuMethod::CgroupV2) => {
+                    "a cgroup made for the server (cgroup v2: exact, exited processes included)"
+                }
+                Some(CpuMethod::ProcChildren) => {
+                    "/proc samples of the process tree plus the rusage of reaped children (no \
+                     cgroup could be made)"
+                }
+                None => "/proc samples of the process tree",
+            }
+        };
+        match methods.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, count)) => *count += 1,
+            None => methods.push((name, 1)),
+        }
+    }
+    let ok_points = results.points.iter().filter(|p| p.ok).count();
+    let cpu = match methods.as_slice() {
+        [] => "no point was measured".to_string(),
+        [(name, _)] => format!("at every point from {name}"),
+        many => many
+            .iter()
+            .map(|(name, n)| format!("at {n} of {ok_points} points from {name}"))
+            .collect::<Vec<_>>()
+            .join("; "),
+    };
+    paragraphs.push(format!(
+        "Server CPU is the user+system time of the whole server over the measured window, {cpu}; \
+         memory is the peak of the summed resident sets. {}",
+        if results.machine.pinned {
+            "The server was pinned to CPU 0 and the load generator to CPU 1."
+        } else {
+            "Neither side was pinned: the server and the load generator shared the machine's \
+             cores, and each side's CPU is recorded so that a saturated generator is flagged."
+        }
+    ));
+    paragraphs.push(format!(
+        "Throughput is successful responses per second. The best architecture is the highest \
+         throughput whose p99 is known to meet the bound (a p99 that is only a lower bound never \
+         does) with under {errors} errors and no ~ mark (load that fell short); in a fixed-rate \
+         sweep where every candidate delivered the rate offered, the lowest p99 (then server \
+         CPU per request) instead. With repetitions, a difference inside the min..max spread is \
+         no win. The sweet spot is the fewest workers within {within} of the best throughput (or \
+         inside its spread). USL: X(N) = lambda N / (1 + sigma (N-1) + kappa N (N-1)) \
+         (Gunther), fitted by bounded nonlinear least squares from at least {levels} levels. \
+         Goetz: threads = N_cpu x U x (1 + W/C), capped by the concurrency. Little: requests in \
+         flight = throughput x mean latency.",
+        errors = percent(MAX_ERROR_RATE),
+        within = percent(WITHIN_BEST),
+        levels = MIN_LEVELS,
+    ));
+    paragraphs
+}
+
+/// `1 s`, `200 ms`: a setting in seconds as a reader writes it.
+fn seconds(s: f64) -> String {
+    super::duration_us(s * 1e6)
+}
 
 /// The whole page.
 pub fn render(results: &SweepResults) -> anyhow::Result<String> {
@@ -146,29 +261,14 @@ pub fn render(results: &SweepResults) -> anyhow::Result<String> {
         }
         out.push_str("</ul>\n");
     }
-    let _ = write!(
-        out,
-        "<h2>Method</h2>\n<p>Each point starts the server in its own process group, waits for \
-         its ready line, warms up, then measures with the in-process load generator. Server CPU \
-         is the user+system time of its whole process tree from /proc over the measured window; \
-         memory is the peak of the summed resident sets. Throughput is successful responses per \
-         second; timeouts are errors and never enter the latency histogram. The best \
-         architecture is the highest throughput whose p99 is known to meet the bound (a p99 that \
-         is only a lower bound never does) with under {errors} errors; with repetitions, a \
-         difference inside the min..max spread is no win. The sweet spot is the fewest workers \
-         within {within} of the best throughput (or inside its spread). USL: X(N) = \
-         &lambda;N / (1 + &sigma;(N-1) + &kappa;N(N-1)) (Gunther), fitted by bounded nonlinear \
-         least squares from at least {levels} levels, peak at N* = \
-         &radic;((1-&sigma;)/&kappa;). Goetz: threads = N<sub>cpu</sub> &times; U &times; (1 + \
-         W/C). Little: requests in flight = throughput &times; mean latency.</p>\n",
-        errors = percent(MAX_ERROR_RATE),
-        within = percent(WITHIN_BEST),
-        levels = MIN_LEVELS,
-    );
+    out.push_str("<h2>Method</h2>\n");
+    for paragraph in method_text(results) {
+        let _ = writeln!(out, "<p>{}</p>", escape(&paragraph));
+    }
     let m = &results.machine;
     out.push_str("<h2>Machine</h2>\n<table>\n");
     let memory = format!("{} MB", thousands(m.memory_kb as f64 / 1024.0));
-    let files = m.open_files_limit.to_string();
+    let files = thousands(m.open_files_limit as f64);
     let rows = [
         ("CPU", m.cpu_model.as_str()),
         ("cores", &m.cores.to_string()),
@@ -218,6 +318,32 @@ mod tests {
         assert!(html.contains("under 1% errors") && html.contains("within 5% of the best"));
         // The p99 plot inlined with its lower-bound legend.
         assert!(html.contains(crate::sweep::output::svg::LOWER_BOUND_LABEL));
+    }
+
+    #[test]
+    fn the_method_says_what_was_measured() {
+        let mut results = small_sweep();
+        finalize(&mut results);
+        let text = method_text(&results).join(" ");
+        assert!(
+            text.contains("from /proc samples of the process tree"),
+            "{text}"
+        );
+        assert!(text.contains("Neither side was pinned"), "{text}");
+        assert!(text.contains("epoll driver, 1 thread"), "{text}");
+        for p in &mut results.points {
+            p.server.cpu_method = Some(CpuMethod::CgroupV1Cpuacct);
+        }
+        results.points[0].server.cpu_method = Some(CpuMethod::ProcChildren);
+        results.machine.pinned = true;
+        let text = method_text(&results).join(" ");
+        assert!(
+            text.contains("at 3 of 4 points from a cgroup made for the server (cgroup v1")
+                && text.contains("at 1 of 4 points from /proc samples of the process tree plus")
+                && text.contains("pinned to CPU 0"),
+            "{text}"
+        );
+        assert!(!text.contains("Neither side"));
     }
 
     #[test]

@@ -27,6 +27,9 @@ impl Exporter for MarkdownExporter {
 
 /// A Markdown table with a title and notes.
 pub fn table_markdown(table: &Table) -> String {
+    if table.header.is_empty() {
+        return format!("_{}_\n\n", table.title);
+    }
     let mut out = format!("### {}\n\n", table.title);
     let escape = |s: &str| s.replace('|', "\\|");
     let line = |cells: &[String]| {

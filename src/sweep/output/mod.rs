@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use super::analysis::recommend::usl_series_name;
-use super::analysis::{series_label, MAX_ERROR_RATE};
+use super::analysis::{series_label, UslSeries, MAX_ERROR_RATE};
 use super::results::{PointResult, SweepResults};
 pub use super::units::{duration_us, percent, thousands};
 
@@ -64,7 +64,11 @@ pub fn file_stem(name: &str) -> String {
         .collect()
 }
 
-/// A table of text cells with a title and footnotes.
+/// Past this many series, the study grid lists architectures as rows instead of columns.
+pub const MAX_SERIES_AS_COLUMNS: usize = 6;
+
+/// A table of text cells with a title and footnotes. A table without a header has nothing to
+/// show: its title is the whole message, printed as one line.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Table {
     pub title: String,
@@ -190,19 +194,27 @@ fn p99_cell(p: &PointResult) -> String {
     cell
 }
 
-/// The footnotes explaining the marks; the lower-bound and spread notes only when some point
-/// needs them.
+/// The footnote of the `~` mark, the same wherever the mark is shown.
+pub const STARVED_NOTE: &str = "`~` the load did not reach the server as intended (closed loop): \
+    some requests were never answered (in flight when the run ended, or timed out), or by \
+    Little's law fewer requests were in flight than connections offered";
+
+/// The footnotes explaining the marks the points carry (a mark no point carries is not
+/// explained).
 fn mark_notes(points: &[&PointResult]) -> Vec<String> {
-    let mut notes = vec![
-        format!(
+    let mut notes = Vec::new();
+    if points.iter().any(|p| p.error_rate() > MAX_ERROR_RATE) {
+        notes.push(format!(
             "`*` more than {} of requests failed or timed out",
             percent(MAX_ERROR_RATE)
-        ),
-        "`g` the load generator, not the server, was saturated".to_string(),
-        "`~` Little's law: fewer requests in flight than connections offered; some connections \
-         waited unanswered (their wait is in the percentiles, as lower bounds)"
-            .to_string(),
-    ];
+        ));
+    }
+    if points.iter().any(|p| p.generator_bound) {
+        notes.push("`g` the load generator, not the server, was saturated".to_string());
+    }
+    if points.iter().any(|p| p.starved) {
+        notes.push(STARVED_NOTE.to_string());
+    }
     if points.iter().any(|p| !p.latency_us.lower_bound.is_empty()) {
         notes.push(
             "`>=` a lower bound: requests still unanswered when the run ended (or timed out) \
@@ -240,24 +252,47 @@ pub fn workload_tables(results: &SweepResults, workload: &str) -> Vec<Table> {
             .find(|p| p.series_key() == *s && p.concurrency == c)
     };
     if levels.len() > 1 {
+        // The study's grid has architectures as columns; past a handful of them it is wider
+        // than a page, so they become rows (and the levels columns).
+        let transposed = series.len() > MAX_SERIES_AS_COLUMNS;
         for (title, cell) in [
             ("requests/second", rps_cell as fn(&PointResult) -> String),
             ("p99 latency", p99_cell),
         ] {
-            let mut header = vec!["concurrency".to_string()];
-            header.extend(labels.iter().cloned());
-            let rows = levels
-                .iter()
-                .map(|&c| {
-                    let mut row = vec![thousands(f64::from(c))];
-                    row.extend(
-                        series
-                            .iter()
-                            .map(|s| find(s, c).map_or(String::new(), cell)),
-                    );
-                    row
-                })
-                .collect();
+            let (header, rows) = if transposed {
+                let mut header = vec!["arch \\ connections".to_string()];
+                header.extend(levels.iter().map(|&c| thousands(f64::from(c))));
+                let rows = series
+                    .iter()
+                    .zip(&labels)
+                    .map(|(s, label)| {
+                        let mut row = vec![label.clone()];
+                        row.extend(
+                            levels
+                                .iter()
+                                .map(|&c| find(s, c).map_or(String::new(), cell)),
+                        );
+                        row
+                    })
+                    .collect();
+                (header, rows)
+            } else {
+                let mut header = vec!["concurrency".to_string()];
+                header.extend(labels.iter().cloned());
+                let rows = levels
+                    .iter()
+                    .map(|&c| {
+                        let mut row = vec![thousands(f64::from(c))];
+                        row.extend(
+                            series
+                                .iter()
+                                .map(|s| find(s, c).map_or(String::new(), cell)),
+                        );
+                        row
+                    })
+                    .collect();
+                (header, rows)
+            };
             tables.push(Table {
                 title: format!("{workload}: {title}"),
                 header,
@@ -283,6 +318,26 @@ fn usl_table(results: &SweepResults, workload: &str) -> Option<Table> {
     if analysed.usl.is_empty() {
         return None;
     }
+    let (fitted, unfitted): (Vec<&UslSeries>, Vec<&UslSeries>) =
+        analysed.usl.iter().partition(|u| u.fit.is_some());
+    let unfitted_line = format!(
+        "not fitted, fewer than {} levels: {}",
+        super::analysis::usl::MIN_LEVELS,
+        unfitted
+            .iter()
+            .map(|u| format!("{} ({})", usl_series_name(u), u.levels))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if fitted.is_empty() {
+        return Some(Table {
+            title: format!(
+                "{workload}: USL: not fitted, fewer than {} levels in every series",
+                super::analysis::usl::MIN_LEVELS
+            ),
+            ..Table::default()
+        });
+    }
     let header = [
         "series",
         "levels",
@@ -295,8 +350,7 @@ fn usl_table(results: &SweepResults, workload: &str) -> Option<Table> {
         "X_max (req/s)",
         "measured best N",
     ];
-    let rows = analysed
-        .usl
+    let rows = fitted
         .iter()
         .map(|u| {
             let mut row = vec![usl_series_name(u), u.levels.to_string()];
@@ -328,7 +382,7 @@ fn usl_table(results: &SweepResults, workload: &str) -> Option<Table> {
         title: format!("{workload}: Universal Scalability Law fits"),
         header: header.iter().map(|h| h.to_string()).collect(),
         rows,
-        notes: vec![
+        notes: [
             format!(
                 "X(N) = lambda N / (1 + sigma (N-1) + kappa N (N-1)) (Gunther), fitted by bounded \
                  nonlinear least squares (sigma, kappa >= 0); peak N* = sqrt((1-sigma)/kappa), \
@@ -341,7 +395,10 @@ fn usl_table(results: &SweepResults, workload: &str) -> Option<Table> {
                  sigma (N-1) or coherency kappa N (N-1); none when together under {}",
                 percent(super::analysis::usl::NEGLIGIBLE_PENALTY)
             ),
-        ],
+        ]
+        .into_iter()
+        .chain((!unfitted.is_empty()).then_some(unfitted_line))
+        .collect(),
     })
 }
 

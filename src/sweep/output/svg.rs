@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Context};
 use plotters::coord::ranged1d::{AsRangedCoord, Ranged, SegmentValue, ValueFormatter};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{file_stem, levels_of, points_of, repeated, series_of, thousands, Exporter};
 use crate::sweep::analysis::series_label;
@@ -48,27 +49,130 @@ impl Exporter for SvgExporter {
     }
 }
 
-const WIDTH: u32 = 760;
+const WIDTH: u32 = 980;
 const HEIGHT: u32 = 440;
+/// The legend's own column, right of the plot area, so it never covers a data point.
+const LEGEND_WIDTH: u32 = 230;
 
-/// Distinct colours (Okabe-Ito, then a few more), picked by series index.
+/// Twelve colours that stay apart for colour-blind readers: the eight of Okabe and Ito
+/// ("Color Universal Design", 2008) less yellow, which vanishes on white, then four of Paul
+/// Tol's "muted" and "bright" schemes. Each series also has its own marker shape
+/// ([`Shape`]), so a print in grey still tells them apart.
+const PALETTE: [(u8, u8, u8); 12] = [
+    (0, 114, 178),   // blue
+    (230, 159, 0),   // orange
+    (0, 158, 115),   // bluish green
+    (213, 94, 0),    // vermillion
+    (204, 121, 167), // reddish purple
+    (86, 180, 233),  // sky blue
+    (0, 0, 0),       // black
+    (51, 34, 136),   // indigo
+    (153, 153, 51),  // olive
+    (136, 34, 85),   // wine
+    (204, 187, 68),  // yellow (dark)
+    (119, 119, 119), // grey
+];
+
 fn color(index: usize) -> RGBColor {
-    const PALETTE: [(u8, u8, u8); 12] = [
-        (0, 114, 178),
-        (230, 159, 0),
-        (0, 158, 115),
-        (213, 94, 0),
-        (204, 121, 167),
-        (86, 180, 233),
-        (120, 120, 120),
-        (240, 228, 66),
-        (0, 0, 0),
-        (153, 79, 0),
-        (0, 90, 50),
-        (110, 50, 160),
-    ];
     let (r, g, b) = PALETTE[index % PALETTE.len()];
     RGBColor(r, g, b)
+}
+
+/// A series' marker: one of six shapes, filled or hollow. The upward triangle is not among
+/// them: hollow, it marks a lower bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Circle,
+    Square,
+    Diamond,
+    TriangleDown,
+    Plus,
+    Cross,
+}
+
+/// Series `i`'s marker: twelve markers (six shapes, filled then hollow) against twelve
+/// colours, so the first twelve series differ in both and a print in grey still tells them
+/// apart; past twelve the pairing shifts (`(i + i / 12) % 12`), so no two of the first 144
+/// series share both colour and marker.
+fn marker(index: usize) -> (Shape, bool) {
+    const SHAPES: [Shape; 6] = [
+        Shape::Circle,
+        Shape::Square,
+        Shape::Diamond,
+        Shape::TriangleDown,
+        Shape::Plus,
+        Shape::Cross,
+    ];
+    let k = (index + index / PALETTE.len()) % (2 * SHAPES.len());
+    (SHAPES[k % SHAPES.len()], k >= SHAPES.len())
+}
+
+/// The outline of a shape around (0, 0), in pixels (the circle is drawn as a circle).
+fn outline(shape: Shape) -> Vec<(i32, i32)> {
+    match shape {
+        Shape::Circle | Shape::Square => vec![(-4, -4), (4, -4), (4, 4), (-4, 4)],
+        Shape::Diamond => vec![(0, -5), (5, 0), (0, 5), (-5, 0)],
+        Shape::TriangleDown => vec![(-5, -4), (5, -4), (0, 5)],
+        Shape::Plus => plus_outline(false),
+        Shape::Cross => plus_outline(true),
+    }
+}
+
+/// The outline of a plus sign of half-length 5 and arm half-width 2 around (0, 0), optionally
+/// turned by 45 degrees (a cross).
+fn plus_outline(turned: bool) -> Vec<(i32, i32)> {
+    let arm = [
+        (-2.0, -5.0),
+        (2.0, -5.0),
+        (2.0, -2.0),
+        (5.0, -2.0),
+        (5.0, 2.0),
+        (2.0, 2.0),
+        (2.0, 5.0),
+        (-2.0, 5.0),
+        (-2.0, 2.0),
+        (-5.0, 2.0),
+        (-5.0, -2.0),
+        (-2.0, -2.0),
+    ];
+    let (sin, cos) = if turned {
+        std::f64::consts::FRAC_PI_4.sin_cos()
+    } else {
+        (0.0, 1.0)
+    };
+    arm.iter()
+        .map(|&(x, y): &(f64, f64)| {
+            (
+                (x * cos - y * sin).round() as i32,
+                (x * sin + y * cos).round() as i32,
+            )
+        })
+        .collect()
+}
+
+/// Draws series `index`'s marker centred on the pixel `at` of `area` (in that area's pixels).
+fn draw_marker<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    at: (i32, i32),
+    index: usize,
+) -> anyhow::Result<()> {
+    let c = color(index);
+    let (shape, hollow) = marker(index);
+    let (x, y) = at;
+    let mut points: Vec<(i32, i32)> = outline(shape)
+        .into_iter()
+        .map(|(dx, dy)| (x + dx, y + dy))
+        .collect();
+    match (shape, hollow) {
+        (Shape::Circle, false) => area.draw(&Circle::new(at, 4, c.filled())),
+        (Shape::Circle, true) => area.draw(&Circle::new(at, 4, c.stroke_width(2))),
+        (_, false) => area.draw(&Polygon::new(points, c.filled())),
+        (_, true) => {
+            points.push(points[0]);
+            area.draw(&PathElement::new(points, c.stroke_width(2)))
+        }
+    }
+    .map_err(draw_error)
 }
 
 fn draw_error<E: std::fmt::Debug>(e: E) -> anyhow::Error {
@@ -86,6 +190,8 @@ pub(crate) struct Line {
     ranges: Vec<Option<(f64, f64)>>,
     /// Per point (or empty): the value is only a lower bound, drawn as a hollow triangle.
     pub(crate) lower_bounds: Vec<bool>,
+    /// Per point (or empty): the load fell short of what was offered, labelled `~`.
+    starved: Vec<bool>,
     /// A model curve: thin, unmarked, not in the legend.
     model: bool,
 }
@@ -98,6 +204,7 @@ impl Line {
             points,
             ranges: Vec::new(),
             lower_bounds: Vec::new(),
+            starved: Vec::new(),
             model: false,
         }
     }
@@ -109,10 +216,16 @@ impl Line {
     fn lower_bound(&self, i: usize) -> bool {
         self.lower_bounds.get(i).copied().unwrap_or(false)
     }
+
+    fn starved(&self, i: usize) -> bool {
+        self.starved.get(i).copied().unwrap_or(false)
+    }
 }
 
 /// The legend's text for the hollow-triangle marker.
 pub const LOWER_BOUND_LABEL: &str = "lower bound";
+/// The legend's text for the `~` label.
+pub const STARVED_LABEL: &str = "~ load fell short";
 /// The legend's text for the error bars.
 pub const SPREAD_LABEL: &str = "min..max of repetitions";
 
@@ -146,7 +259,9 @@ pub fn render_plots(results: &SweepResults) -> anyhow::Result<Vec<Plot>> {
                     .collect();
                 let label = series_label(&key.0, key.1);
                 let x = |p: &PointResult| f64::from(p.concurrency);
+                let starved: Vec<bool> = mine.iter().map(|p| p.starved).collect();
                 throughput.push(Line {
+                    starved: starved.clone(),
                     ranges: mine
                         .iter()
                         .map(|p| repeated(p).then_some((p.spread.rps_min, p.spread.rps_max)))
@@ -158,6 +273,7 @@ pub fn render_plots(results: &SweepResults) -> anyhow::Result<Vec<Plot>> {
                     )
                 });
                 p99.push(Line {
+                    starved,
                     ranges: mine
                         .iter()
                         .map(|p| {
@@ -184,6 +300,7 @@ pub fn render_plots(results: &SweepResults) -> anyhow::Result<Vec<Plot>> {
                 "concurrent connections",
                 "requests / second",
                 &throughput,
+                false,
             )?);
             plots.push(line_plot(
                 format!("{stem}-p99.svg"),
@@ -191,6 +308,7 @@ pub fn render_plots(results: &SweepResults) -> anyhow::Result<Vec<Plot>> {
                 "concurrent connections",
                 "p99 latency (ms)",
                 &p99,
+                true,
             )?);
         }
         // Throughput against workers, one line per (arch, concurrency) with several counts,
@@ -260,6 +378,7 @@ pub fn render_plots(results: &SweepResults) -> anyhow::Result<Vec<Plot>> {
                 "workers",
                 "requests / second",
                 &worker_lines,
+                false,
             )?);
         }
         if levels.len() == 1 {
@@ -281,6 +400,36 @@ pub fn render_plots(results: &SweepResults) -> anyhow::Result<Vec<Plot>> {
     Ok(plots)
 }
 
+/// One axis of a line plot: its range, and whether it is logarithmic.
+#[derive(Debug, Clone)]
+struct Axis {
+    range: std::ops::Range<f64>,
+    log: bool,
+}
+
+impl Axis {
+    /// Linear from zero to a little above `max`.
+    fn from_zero(max: f64, head_room: f64) -> Axis {
+        Axis {
+            range: 0.0..(max * head_room).max(1.0),
+            log: false,
+        }
+    }
+
+    /// Logarithmic around the positive values `min..max` when they span `factor` or more,
+    /// else linear from zero.
+    fn log_if_spread(min: f64, max: f64, factor: f64) -> Axis {
+        if min > 0.0 && min.is_finite() && max / min >= factor {
+            Axis {
+                range: min * 0.5..max * 1.6,
+                log: true,
+            }
+        } else {
+            Axis::from_zero(max, 1.1)
+        }
+    }
+}
+
 /// A plot over time (`load --html`): x linear from 0, y on a log scale when `log_y` and the
 /// values span a factor of 20 or more (latency), else linear from 0 (throughput).
 pub(crate) fn time_plot(
@@ -292,25 +441,18 @@ pub(crate) fn time_plot(
 ) -> anyhow::Result<Plot> {
     let all = || lines.iter().flat_map(|l| l.points.iter().copied());
     let x_max = all().map(|(x, _)| x).fold(0.0f64, f64::max).max(1.0);
-    let y_max = all().map(|(_, y)| y).fold(0.0f64, f64::max);
-    let y_min = all()
-        .map(|(_, y)| y)
-        .filter(|y| *y > 0.0)
-        .fold(f64::MAX, f64::min);
-    let x_range = 0.0..x_max * 1.02;
-    let mut svg = String::new();
-    // Head room above the data for the legend (upper right).
-    if log_y && y_min < f64::MAX && y_max / y_min >= 20.0 {
-        let y_range = (y_min * 0.8..y_max * 4.0).log_scale();
-        draw_lines(
-            &mut svg, &title, x_desc, y_desc, x_range, y_range, lines, false, true,
-        )?;
+    let (y_min, y_max) = y_extent(lines);
+    let x = Axis {
+        range: 0.0..x_max * 1.02,
+        log: false,
+    };
+    let y = if log_y {
+        Axis::log_if_spread(y_min, y_max, 20.0)
     } else {
-        let y_range = 0.0..(y_max * 1.3).max(1.0);
-        draw_lines(
-            &mut svg, &title, x_desc, y_desc, x_range, y_range, lines, false, false,
-        )?;
-    }
+        Axis::from_zero(y_max, 1.1)
+    };
+    let mut svg = String::new();
+    draw_on_axes(&mut svg, &title, x_desc, y_desc, x, y, lines)?;
     Ok(Plot {
         file_name: String::new(),
         title,
@@ -318,22 +460,34 @@ pub(crate) fn time_plot(
     })
 }
 
+/// The smallest positive and the largest value of the lines, spreads included.
+fn y_extent(lines: &[Line]) -> (f64, f64) {
+    let values = lines.iter().flat_map(|l| {
+        l.points
+            .iter()
+            .map(|p| p.1)
+            .chain(l.ranges.iter().flatten().flat_map(|r| [r.0, r.1]))
+    });
+    values.fold((f64::MAX, 0.0f64), |(lo, hi), v| {
+        (if v > 0.0 { lo.min(v) } else { lo }, hi.max(v))
+    })
+}
+
+/// A plot against concurrency or workers: x logarithmic when it spans a factor of 20; y from
+/// zero, or logarithmic when `log_y` (latency) and the values span a factor of 10, so that a
+/// 0.1 ms series and a 1 s lower bound are both readable in one picture.
 fn line_plot(
     file_name: String,
     title: String,
     x_desc: &str,
     y_desc: &str,
     lines: &[Line],
+    log_y: bool,
 ) -> anyhow::Result<Plot> {
-    let all = lines.iter().flat_map(|l| l.points.iter().copied());
-    let (mut x_min, mut x_max, mut y_max) = (f64::MAX, f64::MIN, 0.0f64);
-    for (x, y) in all {
+    let (mut x_min, mut x_max) = (f64::MAX, f64::MIN);
+    for (x, _) in lines.iter().flat_map(|l| l.points.iter().copied()) {
         x_min = x_min.min(x);
         x_max = x_max.max(x);
-        y_max = y_max.max(y);
-    }
-    for (_, high) in lines.iter().flat_map(|l| l.ranges.iter().flatten()) {
-        y_max = y_max.max(*high);
     }
     if x_min > x_max {
         (x_min, x_max) = (1.0, 2.0);
@@ -341,32 +495,76 @@ fn line_plot(
     if x_max <= x_min {
         x_max = x_min + 1.0;
     }
-    let y_range = 0.0..(y_max * 1.1).max(1.0);
-    let mut svg = String::new();
-    if x_min > 0.0 && x_max / x_min >= 20.0 {
-        let x_range = (x_min * 0.9..x_max * 1.1).log_scale();
-        draw_lines(
-            &mut svg, &title, x_desc, y_desc, x_range, y_range, lines, true, false,
-        )?;
+    let x = if x_min > 0.0 && x_max / x_min >= 20.0 {
+        Axis {
+            range: x_min * 0.8..x_max * 1.25,
+            log: true,
+        }
     } else {
         let pad = (x_max - x_min) * 0.05;
-        draw_lines(
-            &mut svg,
-            &title,
-            x_desc,
-            y_desc,
-            (x_min - pad)..(x_max + pad),
-            y_range,
-            lines,
-            false,
-            false,
-        )?;
-    }
+        Axis {
+            range: (x_min - pad)..(x_max + pad),
+            log: false,
+        }
+    };
+    let (y_min, y_max) = y_extent(lines);
+    let y = if log_y {
+        Axis::log_if_spread(y_min, y_max, 10.0)
+    } else {
+        Axis::from_zero(y_max, 1.1)
+    };
+    let y_desc = if y.log {
+        format!("{y_desc}, log scale")
+    } else {
+        y_desc.to_string()
+    };
+    let mut svg = String::new();
+    draw_on_axes(&mut svg, &title, x_desc, &y_desc, x, y, lines)?;
     Ok(Plot {
         file_name,
         title,
         svg,
     })
+}
+
+/// [`draw_lines`] on the coordinate types the two axes call for.
+fn draw_on_axes(
+    svg: &mut String,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    x: Axis,
+    y: Axis,
+    lines: &[Line],
+) -> anyhow::Result<()> {
+    let text = (title, x_desc, y_desc);
+    match (x.log, y.log) {
+        (false, false) => draw_lines(svg, text, x.range, y.range, lines, (false, false)),
+        (true, false) => draw_lines(
+            svg,
+            text,
+            x.range.log_scale(),
+            y.range,
+            lines,
+            (true, false),
+        ),
+        (false, true) => draw_lines(
+            svg,
+            text,
+            x.range,
+            y.range.log_scale(),
+            lines,
+            (false, true),
+        ),
+        (true, true) => draw_lines(
+            svg,
+            text,
+            x.range.log_scale(),
+            y.range.log_scale(),
+            lines,
+            (true, true),
+        ),
+    }
 }
 
 /// Whether a log-scale tick is worth a label: 1, 2 and 5 times a power of ten. (Labelling
@@ -381,17 +579,33 @@ fn is_log_label(v: f64) -> bool {
         .any(|m| (mantissa - m).abs() < 1e-6 * m)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// An axis label: thousands separators from 1 up, and just the digits a small value needs
+/// below it (`0.05`, `0.2`).
+fn axis_number(v: f64) -> String {
+    if v.abs() >= 1.0 || v == 0.0 {
+        return thousands(v);
+    }
+    let decimals = (-v.abs().log10()).ceil().max(1.0) as usize;
+    let text = format!("{v:.*}", decimals + 1);
+    let text = text.trim_end_matches('0');
+    text.trim_end_matches('.').to_string()
+}
+
+/// What the legend lists, in its own column right of the plot area.
+enum LegendEntry {
+    Series { label: String, color: usize },
+    LowerBound,
+    Spread,
+    Starved,
+}
+
 fn draw_lines<XR, YR>(
     svg: &mut String,
-    title: &str,
-    x_desc: &str,
-    y_desc: &str,
+    (title, x_desc, y_desc): (&str, &str, &str),
     x_range: XR,
     y_range: YR,
     lines: &[Line],
-    log_x: bool,
-    log_y: bool,
+    (log_x, log_y): (bool, bool),
 ) -> anyhow::Result<()>
 where
     XR: AsRangedCoord<Value = f64>,
@@ -401,38 +615,66 @@ where
 {
     let root = SVGBackend::with_string(svg, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE).map_err(draw_error)?;
-    let mut chart = ChartBuilder::on(&root)
+    let (plot_area, legend_area) = root.split_horizontally(WIDTH - LEGEND_WIDTH);
+    let mut chart = ChartBuilder::on(&plot_area)
         .caption(title, ("sans-serif", 20))
         .margin(12)
         .x_label_area_size(44)
         .y_label_area_size(72)
         .build_cartesian_2d(x_range, y_range)
         .map_err(draw_error)?;
+    // The measured levels (1, 4, 64 connections) are the x labels: a reader looks up the
+    // points, not round numbers. Past a dozen levels (a time series) the axis' own ticks do.
+    let mut levels: Vec<f64> = lines
+        .iter()
+        .filter(|l| !l.model)
+        .flat_map(|l| l.points.iter().map(|p| p.0))
+        .collect();
+    levels.sort_by(f64::total_cmp);
+    levels.dedup();
+    let level_ticks = !levels.is_empty() && levels.len() <= 12;
+    let label = |log: bool, hide: bool| {
+        move |v: &f64| {
+            if !hide && (!log || is_log_label(*v)) {
+                axis_number(*v)
+            } else {
+                String::new()
+            }
+        }
+    };
     chart
         .configure_mesh()
         .x_desc(x_desc)
         .y_desc(y_desc)
-        .axis_desc_style(("sans-serif", 15))
-        .label_style(("sans-serif", 12))
-        .y_label_formatter(&|v| {
-            if !log_y || is_log_label(*v) {
-                thousands(*v)
-            } else {
-                String::new()
-            }
-        })
-        .x_label_formatter(&|v| {
-            if !log_x || is_log_label(*v) {
-                thousands(*v)
-            } else {
-                String::new()
-            }
-        })
+        .axis_desc_style(("sans-serif", 17))
+        .label_style(("sans-serif", 15))
+        .y_label_formatter(&label(log_y, false))
+        .x_label_formatter(&label(log_x, level_ticks))
         .light_line_style(WHITE.mix(0.0))
         .draw()
         .map_err(draw_error)?;
+    if level_ticks {
+        let bottom = chart.y_range().start;
+        let font = ("sans-serif", 15)
+            .into_font()
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Center, VPos::Top));
+        for &level in &levels {
+            let (x, y) = chart.plotting_area().map_coordinate(&(level, bottom));
+            root.draw(&PathElement::new(vec![(x, y), (x, y + 5)], BLACK))
+                .map_err(draw_error)?;
+            root.draw(&Text::new(axis_number(level), (x, y + 8), font.clone()))
+                .map_err(draw_error)?;
+        }
+    }
+    let mut legend = Vec::new();
     let mut any_lower_bound = false;
     let mut any_range = false;
+    let mut any_starved = false;
+    let tilde_font = ("sans-serif", 16)
+        .into_font()
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Left, VPos::Bottom));
     for line in lines {
         let c = color(line.color);
         if line.model {
@@ -444,12 +686,13 @@ where
                 .map_err(draw_error)?;
             continue;
         }
-        let series = chart
+        chart
             .draw_series(LineSeries::new(line.points.clone(), c.stroke_width(2)))
             .map_err(draw_error)?;
         if !line.label.is_empty() {
-            series.label(line.label.clone()).legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+            legend.push(LegendEntry::Series {
+                label: line.label.clone(),
+                color: line.color,
             });
         }
         for (i, &(x, _)) in line.points.iter().enumerate() {
@@ -469,15 +712,18 @@ where
                     .map_err(draw_error)?;
             }
         }
+        for i in (0..line.points.len()).filter(|&i| line.starved(i)) {
+            any_starved = true;
+            let (x, y) = chart.plotting_area().map_coordinate(&line.points[i]);
+            root.draw(&Text::new("~", (x + 5, y - 3), tilde_font.clone()))
+                .map_err(draw_error)?;
+        }
         let (hollow, filled): (Vec<usize>, Vec<usize>) =
             (0..line.points.len()).partition(|&i| line.lower_bound(i));
-        chart
-            .draw_series(
-                filled
-                    .into_iter()
-                    .map(|i| Circle::new(line.points[i], 3, c.filled())),
-            )
-            .map_err(draw_error)?;
+        for i in filled {
+            let at = chart.plotting_area().map_coordinate(&line.points[i]);
+            draw_marker(&root, at, line.color)?;
+        }
         if !hollow.is_empty() {
             any_lower_bound = true;
             chart
@@ -489,38 +735,89 @@ where
         }
     }
     if any_lower_bound {
-        chart
-            .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
-            .map_err(draw_error)?
-            .label(LOWER_BOUND_LABEL)
-            .legend(|(x, y)| {
-                EmptyElement::at((x + 9, y))
-                    + PathElement::new(triangle_path(), BLACK.stroke_width(2))
-            });
+        legend.push(LegendEntry::LowerBound);
     }
     if any_range {
-        chart
-            .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
-            .map_err(draw_error)?
-            .label(SPREAD_LABEL)
-            .legend(|(x, y)| {
-                EmptyElement::at((x + 9, y))
-                    + PathElement::new(vec![(0, -6), (0, 6)], BLACK.stroke_width(1))
-                    + PathElement::new(vec![(-4, -6), (4, -6)], BLACK.stroke_width(1))
-                    + PathElement::new(vec![(-4, 6), (4, 6)], BLACK.stroke_width(1))
-            });
+        legend.push(LegendEntry::Spread);
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(draw_error)?;
-    root.present().map_err(draw_error)?;
+    if any_starved {
+        legend.push(LegendEntry::Starved);
+    }
     drop(chart);
+    draw_legend(&legend_area, &legend)?;
+    root.present().map_err(draw_error)?;
+    drop(plot_area);
+    drop(legend_area);
     drop(root);
+    Ok(())
+}
+
+/// The legend, in its own area: a framed list of line samples with their markers.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    entries: &[LegendEntry],
+) -> anyhow::Result<()> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let (width, height) = area.dim_in_pixel();
+    let top = 44;
+    let row = ((height as i32 - top - 24) / entries.len() as i32).clamp(12, 20);
+    let bottom = top + row * entries.len() as i32 + 10;
+    let (left, right) = (6, width as i32 - 6);
+    area.draw(&Rectangle::new(
+        [(left, top), (right, bottom)],
+        BLACK.mix(0.3).stroke_width(1),
+    ))
+    .map_err(draw_error)?;
+    let font = ("sans-serif", 15)
+        .into_font()
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Left, VPos::Center));
+    for (k, entry) in entries.iter().enumerate() {
+        let y = top + 5 + row * k as i32 + row / 2;
+        let sample = (left + 8, left + 32);
+        let text = match entry {
+            LegendEntry::Series { label, color: i } => {
+                let c = color(*i);
+                area.draw(&PathElement::new(
+                    vec![(sample.0, y), (sample.1, y)],
+                    c.stroke_width(2),
+                ))
+                .map_err(draw_error)?;
+                draw_marker(area, ((sample.0 + sample.1) / 2, y), *i)?;
+                label.as_str()
+            }
+            LegendEntry::LowerBound => {
+                let apex: Vec<(i32, i32)> = triangle_path()
+                    .into_iter()
+                    .map(|(dx, dy)| ((sample.0 + sample.1) / 2 + dx, y + dy))
+                    .collect();
+                area.draw(&PathElement::new(apex, BLACK.stroke_width(2)))
+                    .map_err(draw_error)?;
+                LOWER_BOUND_LABEL
+            }
+            LegendEntry::Spread => {
+                let x = (sample.0 + sample.1) / 2;
+                for path in [
+                    vec![(x, y - 6), (x, y + 6)],
+                    vec![(x - 4, y - 6), (x + 4, y - 6)],
+                    vec![(x - 4, y + 6), (x + 4, y + 6)],
+                ] {
+                    area.draw(&PathElement::new(path, BLACK.stroke_width(1)))
+                        .map_err(draw_error)?;
+                }
+                SPREAD_LABEL
+            }
+            LegendEntry::Starved => STARVED_LABEL,
+        };
+        area.draw(&Text::new(
+            text.to_string(),
+            (sample.1 + 8, y),
+            font.clone(),
+        ))
+        .map_err(draw_error)?;
+    }
     Ok(())
 }
 
@@ -669,6 +966,183 @@ mod tests {
             .count()
     }
 
+    /// A point in an SVG's pixels.
+    type Pixel = (f64, f64);
+
+    /// The quick preset's results, as `sweetspot report` reads them.
+    fn quick_sweep() -> SweepResults {
+        let text = include_str!("../../../tests/data/quick-results.json");
+        let mut results: SweepResults = serde_json::from_str(text).expect("the fixture parses");
+        finalize(&mut results);
+        results
+    }
+
+    /// The `(x, y)` pairs of an attribute list such as `points="1,2 3,4 "`.
+    fn pairs(text: &str) -> Vec<(f64, f64)> {
+        text.split_whitespace()
+            .filter_map(|xy| {
+                let (x, y) = xy.split_once(',')?;
+                Some((x.parse().ok()?, y.parse().ok()?))
+            })
+            .collect()
+    }
+
+    fn attribute(tag: &str, name: &str) -> Option<String> {
+        let start = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+        let end = start + tag[start..].find('"')?;
+        Some(tag[start..end].to_string())
+    }
+
+    /// The attributes of every `<name ...>` element, each list starting with a space.
+    fn tags(svg: &str, name: &str) -> Vec<String> {
+        svg.split(&format!("<{name} "))
+            .skip(1)
+            .map(|t| format!(" {}", &t[..t.find('>').unwrap_or(t.len())]))
+            .collect()
+    }
+
+    /// The centre of every point marker in an SVG: circles, filled shapes (polygons) and closed
+    /// outlines (hollow shapes and the lower-bound triangles), legend samples included.
+    fn marker_centres(svg: &str) -> Vec<(f64, f64)> {
+        let centre = |p: &[(f64, f64)]| {
+            let n = p.len() as f64;
+            (
+                p.iter().map(|q| q.0).sum::<f64>() / n,
+                p.iter().map(|q| q.1).sum::<f64>() / n,
+            )
+        };
+        let mut centres: Vec<(f64, f64)> = tags(svg, "circle")
+            .iter()
+            .filter_map(|t| {
+                Some((
+                    attribute(t, "cx")?.parse().ok()?,
+                    attribute(t, "cy")?.parse().ok()?,
+                ))
+            })
+            .collect();
+        for t in tags(svg, "polygon") {
+            centres.push(centre(&pairs(&attribute(&t, "points").unwrap())));
+        }
+        for t in tags(svg, "polyline") {
+            let p = pairs(&attribute(&t, "points").unwrap());
+            if p.len() >= 4 && p.first() == p.last() {
+                centres.push(centre(&p[..p.len() - 1]));
+            }
+        }
+        centres
+    }
+
+    /// The legend's frame: the one unfilled rectangle, as (left, top, right, bottom).
+    fn legend_box(svg: &str) -> (f64, f64, f64, f64) {
+        let frames: Vec<String> = tags(svg, "rect")
+            .into_iter()
+            .filter(|t| attribute(t, "fill").as_deref() == Some("none"))
+            .collect();
+        assert_eq!(frames.len(), 1, "one legend frame");
+        let n = |name: &str| -> f64 { attribute(&frames[0], name).unwrap().parse().unwrap() };
+        (n("x"), n("y"), n("x") + n("width"), n("y") + n("height"))
+    }
+
+    /// The y axis line: (top, bottom) in pixels; its bottom is where the x axis (the zero line
+    /// of a linear axis) runs.
+    fn y_axis(svg: &str) -> (f64, f64) {
+        tags(svg, "polyline")
+            .into_iter()
+            .filter(|t| attribute(t, "stroke").as_deref() == Some("#000000"))
+            .map(|t| pairs(&attribute(&t, "points").unwrap()))
+            .find(|p| p.len() == 2 && p[0].0 == p[1].0 && (p[1].1 - p[0].1).abs() > 100.0)
+            .map(|p| (p[0].1.min(p[1].1), p[0].1.max(p[1].1)))
+            .expect("a y axis")
+    }
+
+    #[test]
+    fn the_quick_reports_latency_axes_span_the_data_and_no_legend_covers_a_point() {
+        let results = quick_sweep();
+        let plots = render_plots(&results).unwrap();
+        let mut checked = 0;
+        for plot in plots.iter().filter(|p| {
+            p.file_name.ends_with("-p99.svg") || p.file_name.ends_with("-throughput.svg")
+        }) {
+            let svg = &plot.svg;
+            let workload = plot.file_name.split('-').next().unwrap();
+            let points = results
+                .points
+                .iter()
+                .filter(|p| p.workload == workload)
+                .count();
+            let series = 11;
+            let (left, top, right, bottom) = legend_box(svg);
+            let (inside, outside): (Vec<Pixel>, Vec<Pixel>) = marker_centres(svg)
+                .into_iter()
+                .partition(|&(x, y)| x > left && x < right && y > top && y < bottom);
+            // Every data point is drawn, and none within a marker's reach of the legend.
+            assert_eq!(outside.len(), points, "{}", plot.file_name);
+            for &(x, y) in &outside {
+                let clear = x + 6.0 < left || x - 6.0 > right || y + 6.0 < top || y - 6.0 > bottom;
+                assert!(
+                    clear,
+                    "{}: a point at ({x}, {y}) touches the legend",
+                    plot.file_name
+                );
+            }
+            // The legend holds one sample per series (and the lower-bound one, if any).
+            let lower_bound_sample = usize::from(svg.contains(LOWER_BOUND_LABEL));
+            assert_eq!(
+                inside.len(),
+                series + lower_bound_sample,
+                "{}",
+                plot.file_name
+            );
+            if plot.file_name.ends_with("-p99.svg") {
+                // From 70 us to a 1 s lower bound: a log axis, and the smallest value well off
+                // the bottom of the plot instead of on a zero line.
+                assert!(svg.contains("log scale"), "{}", plot.file_name);
+                let (axis_top, axis_bottom) = y_axis(svg);
+                let lowest = outside.iter().map(|p| p.1).fold(f64::MIN, f64::max);
+                let highest = outside.iter().map(|p| p.1).fold(f64::MAX, f64::min);
+                let height = axis_bottom - axis_top;
+                assert!(
+                    axis_bottom - lowest >= 0.05 * height,
+                    "{}: the smallest value is {} px above the axis of {height} px",
+                    plot.file_name,
+                    axis_bottom - lowest
+                );
+                assert!(
+                    lowest - highest >= 0.5 * height,
+                    "{}: the data spans {} of {height} px",
+                    plot.file_name,
+                    lowest - highest
+                );
+            }
+            checked += 1;
+        }
+        assert_eq!(checked, 6, "throughput and p99 for hello, fib and sleep");
+    }
+
+    #[test]
+    fn series_differ_in_colour_and_marker() {
+        let colours: BTreeSet<(u8, u8, u8)> = PALETTE.iter().copied().collect();
+        assert_eq!(colours.len(), 12);
+        let markers: BTreeSet<String> = (0..12).map(|i| format!("{:?}", marker(i))).collect();
+        assert_eq!(
+            markers.len(),
+            12,
+            "the first twelve series have twelve markers"
+        );
+        let pairs: BTreeSet<String> = (0..144)
+            .map(|i| format!("{:?} {:?}", color(i), marker(i)))
+            .collect();
+        assert_eq!(pairs.len(), 144);
+    }
+
+    #[test]
+    fn small_values_keep_their_digits_on_an_axis() {
+        assert_eq!(axis_number(0.05), "0.05");
+        assert_eq!(axis_number(0.2), "0.2");
+        assert_eq!(axis_number(1.0), "1");
+        assert_eq!(axis_number(2000.0), "2,000");
+    }
+
     #[test]
     fn lower_bounds_are_hollow_triangles_and_spreads_error_bars() {
         let mut results = small_sweep();
@@ -763,6 +1237,7 @@ mod tests {
             "connections",
             "req/s",
             &lines,
+            false,
         )
         .unwrap();
         assert!(

@@ -8,6 +8,9 @@ use crate::sweep::results::SweepResults;
 
 /// A table as aligned plain text.
 pub fn table_text(table: &Table) -> String {
+    if table.header.is_empty() {
+        return format!("{}\n", table.title);
+    }
     let columns = table.header.len();
     let mut widths = vec![0usize; columns];
     for row in std::iter::once(&table.header).chain(&table.rows) {
@@ -73,9 +76,7 @@ pub fn summary(results: &SweepResults) -> String {
             out.push_str(&table_text(&table));
             out.push('\n');
             for note in &table.notes {
-                if (note.starts_with("`>=`") || note.starts_with("`(a..b)`"))
-                    && !marks.contains(note)
-                {
+                if !marks.contains(note) {
                     marks.push(note.clone());
                 }
             }
@@ -107,14 +108,24 @@ pub fn summary(results: &SweepResults) -> String {
                 .iter()
                 .filter(|g| g.measured_sweet_spot.is_some())
                 .map(move |g| {
+                    let (useful, capped) = g.useful_pool_size();
                     format!(
-                        "  {}: Goetz predicts {:.0} threads ({} cores x (1 + {:.1} ms wait / {} \
-                         compute))",
+                        "  {}: Goetz predicts {} threads ({} cores x (1 + {:.1} ms wait / {} \
+                         compute){})",
                         w.workload,
-                        g.pool_size,
+                        thousands(useful.round()),
                         g.cores,
                         g.wait_ms,
-                        duration_us(g.compute_us)
+                        duration_us(g.compute_us),
+                        if capped {
+                            format!(
+                                " = {}, capped by {} connections",
+                                thousands(g.pool_size.round()),
+                                thousands(f64::from(g.concurrency_cap))
+                            )
+                        } else {
+                            String::new()
+                        }
                     )
                 });
             spots.chain(goetz).collect::<Vec<_>>()
