@@ -201,7 +201,7 @@ pub fn serve(config: &ServeConfig) -> anyhow::Result<()> {
         signal_hook::flag::register(signal, Arc::clone(&shutdown))?;
     }
     config.arch.server().check()?;
-    let reuse_port = config.arch.has_accept_modes() && config.accept == Accept::Reuseport;
+    let reuse_port = config.arch.binds_reuseport(config.accept);
     let listener = bind(config.addr, reuse_port)?;
     let local = listener.local_addr()?;
     let ctx = Arc::new(ServerContext {

@@ -201,9 +201,13 @@ fn a_server_that_never_answers_gives_timeouts_no_samples_and_ends_on_time(engine
     assert!(report.errors.timeout >= 4, "{:?}", report.errors);
     assert_eq!(report.requests, 0);
     assert_eq!(report.latency_answered_us.count, 0);
-    // Only the requests still waiting at the end are in the distribution, at their age (and,
-    // with no answered request to give an interval, alone); every figure is a lower bound.
-    assert_eq!(report.latency_us.count, report.unanswered);
+    // Only the requests still waiting at the end (at their age) and the timed-out ones (at
+    // the timeout) are in the distribution; with no answered request to give an interval,
+    // they stand for no others. Every figure is a lower bound.
+    assert_eq!(
+        report.latency_us.count,
+        report.unanswered + report.errors.timeout
+    );
     assert_eq!(
         report.latency_us.lower_bound.keys().count(),
         sweetspot::load::stats::LATENCY_KEYS.len()
@@ -1085,7 +1089,110 @@ fn urls_count_timeouts_under_the_line_that_timed_out() {
     assert_eq!(urls[1]["requests"], 0);
     assert_eq!(urls[1]["requests_sent"], 10);
     assert_eq!(urls[1]["errors"]["timeout"], 10);
-    assert_eq!(urls[1]["latency_us"]["count"], 0);
+    // The line's timed-out requests count at the timeout, as lower bounds (nothing answered
+    // on it gives an interval to fill the held-back requests with).
+    assert_eq!(urls[1]["latency_us"]["count"], 10);
+    assert!(f(&urls[1]["latency_us"]["p50"]) >= 100_000.0, "{}", urls[1]);
+    assert!(urls[1]["latency_us"]["lower_bound"]
+        .as_array()
+        .unwrap()
+        .contains(&"p50".into()));
+}
+
+#[test]
+fn a_timeout_cannot_hide_a_stuck_connection() {
+    let _guard = timing_lock();
+    // The iterative server answers one of 8 keep-alive connections for the whole run; the
+    // other 7 wait until they time out (at 1 s), are replaced, and wait again.
+    let server = Server::start(&["--arch", "iterative"]);
+    let dir = common::TempDir::new("timeout-stuck");
+    let url = server.url("/hello");
+    let segment = |i: &str| dir.path().join(format!("seg{i}.json"));
+    let (code, _, stderr, _) = sweetspot(&[
+        "load",
+        &url,
+        "-c",
+        "8",
+        "-d",
+        "2s",
+        "--timeout",
+        "1s",
+        "--interval",
+        "500ms",
+        "--json",
+        segment("0").to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(segment("0")).unwrap()).unwrap();
+    assert!(
+        json["errors"]["timeout"].as_u64().unwrap() >= 7,
+        "{}",
+        json["errors"]
+    );
+    let latency = &json["latency_us"];
+    let flagged = |l: &serde_json::Value, key: &str| {
+        l["lower_bound"]
+            .as_array()
+            .is_some_and(|a| a.contains(&key.into()))
+    };
+    // Each timed-out request counts at the timeout with the requests its connection held
+    // back: p99 is a lower bound near the timeout, not the healthy connection's microseconds.
+    assert!(
+        flagged(latency, "p99") && flagged(latency, "p50"),
+        "{latency}"
+    );
+    assert!(f(&latency["p99"]) >= 950_000.0, "{latency}");
+    assert!(f(&json["latency_answered_us"]["p99"]) < 100_000.0, "{json}");
+    // The time series' tail holds the same censored requests.
+    let series = json["series"].as_array().unwrap();
+    assert!(
+        series.last().unwrap()["censored"].as_u64().unwrap() > 0,
+        "{series:?}"
+    );
+    // The same load as two segments of a distributed run: merge keeps the figure and the flag.
+    let start_at = format!("{:.3}", common::unix_now() + 1.5);
+    let children: Vec<std::process::Child> = ["0/2", "1/2"]
+        .iter()
+        .zip(["1", "2"])
+        .map(|(part, i)| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_sweetspot"))
+                .args(["load", &url, "-c", "8", "-d", "2s", "--timeout", "1s"])
+                .args(["--segment", part, "--start-at", &start_at, "-q"])
+                .args(["--json", segment(i).to_str().unwrap()])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    let (code, stdout, stderr, _) = sweetspot(&[
+        "merge",
+        segment("1").to_str().unwrap(),
+        segment("2").to_str().unwrap(),
+        "--json",
+        "-",
+        "-q",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let merged: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(
+        merged["errors"]["timeout"].as_u64().unwrap() >= 7,
+        "{}",
+        merged["errors"]
+    );
+    assert!(
+        flagged(&merged["latency_us"], "p99"),
+        "{}",
+        merged["latency_us"]
+    );
+    assert!(
+        f(&merged["latency_us"]["p99"]) >= 950_000.0,
+        "{}",
+        merged["latency_us"]
+    );
 }
 
 #[test]

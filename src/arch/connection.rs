@@ -155,7 +155,7 @@ pub fn peer_gone(fd: RawFd) -> bool {
         revents: 0,
     }];
     let hangup = libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR;
-    matches!(crate::sys::poll(&mut fds, 0), Ok(n) if n > 0 && fds[0].revents & hangup != 0)
+    matches!(crate::sys::poll(&mut fds, Some(std::time::Duration::ZERO)), Ok(n) if n > 0 && fds[0].revents & hangup != 0)
 }
 
 /// The check long work on behalf of the client on socket `fd` asks now and then: give up once the client has

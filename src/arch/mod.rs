@@ -158,6 +158,16 @@ impl Arch {
         self == Arch::Reactors
     }
 
+    /// Whether the first listener must allow SO_REUSEPORT siblings: the loops of `reactors`
+    /// (with `--accept reuseport`) and the rings of `uring` each take a listener of their own.
+    pub fn binds_reuseport(self, accept: Accept) -> bool {
+        match self {
+            Arch::Reactors => accept == Accept::Reuseport,
+            Arch::Uring => true,
+            _ => false,
+        }
+    }
+
     /// How `default_workers` reads in help text.
     pub fn workers_help(self) -> String {
         match (self.pooled(), self.default_workers(1)) {

@@ -81,10 +81,8 @@ impl Poller for PollPoller {
     }
 
     fn wait(&mut self, events: &mut Vec<Event>, timeout: Duration) -> io::Result<()> {
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // Round a sub-millisecond wait up so a due timer is not polled for in a busy loop.
-        let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
-        if crate::sys::poll(&mut self.fds, ms)? == 0 {
+        // To the nanosecond (ppoll): a timer is due when it is due, not at a millisecond tick.
+        if crate::sys::poll(&mut self.fds, Some(timeout))? == 0 {
             return Ok(());
         }
         let hangup = libc::POLLHUP | libc::POLLERR | libc::POLLNVAL;

@@ -1,8 +1,9 @@
 //! Uring: io_uring, one ring per thread, completions instead of readiness.
 //!
 //! `--workers` threads (default one per core) each own a ring ([`crate::sys::uring::Ring`])
-//! and the connections that ring accepted. Every thread arms a multishot accept on the shared
-//! listener, so the kernel hands each new connection to one of the rings. A connection gets
+//! and the connections that ring accepted. Each ring arms a multishot accept on a listener of
+//! its own, bound with SO_REUSEPORT beside the others, so the kernel spreads new connections
+//! over the rings; the stats line lists how many each accepted. A connection gets
 //! one multishot receive into the ring's registered provided buffers; its bytes are copied
 //! into the connection's input and the buffer goes straight back. The answering step the
 //! event loop uses too ([`pipeline::answer`]) answers what is complete; replies are
@@ -37,6 +38,7 @@
 
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -106,17 +108,27 @@ impl Architecture for UringServer {
     }
 
     fn serve(&self, listener: TcpListener, ctx: Arc<ServerContext>) -> anyhow::Result<()> {
-        let listener = Arc::new(listener);
         let threads = ctx.workers.max(1);
+        // A SO_REUSEPORT listener per ring: the kernel spreads connections over them. (Multishot
+        // accepts armed by every ring on one shared listener all land on the ring that armed
+        // first, so the others would sit idle.)
+        let addr = listener.local_addr()?;
+        let mut listeners = vec![listener];
+        for _ in 1..threads {
+            listeners.push(
+                crate::serve::bind(addr, true)
+                    .with_context(|| format!("cannot add a SO_REUSEPORT listener on {addr}"))?,
+            );
+        }
         let mut handles = Vec::with_capacity(threads);
-        for i in 0..threads {
-            let listener = Arc::clone(&listener);
+        for (i, listener) in listeners.into_iter().enumerate() {
             let ctx = Arc::clone(&ctx);
+            let accepted = ctx.accepted.new_loop();
             let handle = std::thread::Builder::new()
                 .name(format!("uring-{i}"))
                 .spawn(move || -> anyhow::Result<()> {
                     let ring = new_ring()?;
-                    RingLoop::new(ring, listener, ctx).run()
+                    RingLoop::new(ring, listener, ctx, accepted).run()
                 })
                 .context("spawning a ring thread")?;
             handles.push(handle);
@@ -191,7 +203,9 @@ enum RingStore {
 
 struct RingLoop {
     ring: Ring,
-    listener: Arc<TcpListener>,
+    listener: TcpListener,
+    /// Connections this ring accepted (the stats line lists each ring's).
+    accepted: Arc<AtomicU64>,
     accepting: bool,
     accept_paused_until: Option<Instant>,
     ctx: Arc<ServerContext>,
@@ -207,7 +221,12 @@ struct RingLoop {
 }
 
 impl RingLoop {
-    fn new(ring: Ring, listener: Arc<TcpListener>, ctx: Arc<ServerContext>) -> RingLoop {
+    fn new(
+        ring: Ring,
+        listener: TcpListener,
+        ctx: Arc<ServerContext>,
+        accepted: Arc<AtomicU64>,
+    ) -> RingLoop {
         let store = match &ctx.app.store {
             StoreConfig::Redis { host, port } => RingStore::Redis {
                 pipe: RedisPipe::new(host, *port),
@@ -219,6 +238,7 @@ impl RingLoop {
         RingLoop {
             ring,
             listener,
+            accepted,
             accepting: false,
             accept_paused_until: None,
             ctx,
@@ -303,6 +323,7 @@ impl RingLoop {
         match kind {
             ACCEPT => {
                 if let Some(stream) = c.accepted {
+                    self.accepted.fetch_add(1, Ordering::Relaxed);
                     if !self.ctx.stopping() {
                         let _ = stream.set_nodelay(true);
                         self.insert(stream);

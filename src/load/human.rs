@@ -128,10 +128,10 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
             } else {
                 " with the requests they held back"
             },
-            if report.errors.timeout > 0 {
-                ", timeouts at least at the timeout"
-            } else {
-                ""
+            match (report.errors.timeout > 0, report.mode == "rate") {
+                (false, _) => "",
+                (true, true) => ", timeouts at least at the timeout",
+                (true, false) => ", timeouts at the timeout with the requests they held back",
             },
             micros(answered.p50),
             micros(answered.p99)

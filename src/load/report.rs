@@ -264,7 +264,9 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         histogram: Some(super::hlog::encode(&latency)),
         histogram_uncorrected: uncorrected.as_ref().map(|(_, h)| super::hlog::encode(h)),
         urls: match (&config.urls, &merged.urls) {
-            (Some(list), Some(stats)) => super::urls::url_reports(list, stats, config.timeout),
+            (Some(list), Some(stats)) => {
+                super::urls::url_reports(list, stats, config.timeout, !rate_mode)
+            }
             _ => Vec::new(),
         },
         series: Vec::new(),

@@ -26,7 +26,10 @@
 //!   samples and move no percentile up to p99; with it, p99 is at least (nearly) the run's
 //!   length. Every such value is a lower bound too.
 //!
-//! Timeouts are never samples (their latency is only known to be at least the timeout).
+//! Timeouts are never samples (their latency is only known to be at least the timeout). In a
+//! closed loop a timed-out request is the same stuck connection as a censored one: it is
+//! recorded at the timeout and stands for the requests it held back, all lower bounds
+//! ([`censored_view`]); in rate mode it only flags the figures it can reach.
 //!
 //! Which figures are lower bounds ([`lower_bounds`]): call the requests whose latency is only
 //! bounded below *unknown* (censored and synthetic ones, recorded at their bound, and timeouts,
@@ -126,7 +129,18 @@ impl LatencyHistogram {
     /// values are grouped and each group is recorded as copies of its smallest value, so every
     /// value recorded is still at most the one it stands for and the count is exact.
     pub fn record_linear_fill(&mut self, top_us: f64, step_us: f64, count: u64) -> Option<u64> {
-        if count == 0 {
+        self.record_linear_fill_times(top_us, step_us, count, 1)
+    }
+
+    /// [`Self::record_linear_fill`] `times` over (the same values, each with `times` copies).
+    pub fn record_linear_fill_times(
+        &mut self,
+        top_us: f64,
+        step_us: f64,
+        count: u64,
+        times: u64,
+    ) -> Option<u64> {
+        if count == 0 || times == 0 {
             return None;
         }
         let group = count.div_ceil(MAX_FILL_RECORDS);
@@ -136,7 +150,7 @@ impl LatencyHistogram {
             let n = group.min(count - done);
             let lowest = top_us - (done + n - 1) as f64 * step_us;
             let us = (lowest.max(1.0) as u64).clamp(1, MAX_LATENCY_US);
-            self.0.saturating_record_n(us, n);
+            self.0.saturating_record_n(us, n.saturating_mul(times));
             smallest = smallest.min(us);
             done += n;
         }
@@ -317,6 +331,10 @@ pub enum LatencyView {
     RateCorrected,
     /// Rate mode, from actual send times: only requests that were sent.
     RateUncorrected,
+    /// Closed loop, one line of a URL list: censored requests at their age and timed-out ones
+    /// at the timeout, standing for no others (what a stuck connection held back would have
+    /// been other lines).
+    ClosedLoopLine,
 }
 
 /// One view's histogram with its censored requests in, and what the flags need to know.
@@ -359,7 +377,7 @@ pub fn with_censored(
                 Censored::InFlight {
                     since_intended_us, ..
                 },
-                LatencyView::RateCorrected,
+                LatencyView::RateCorrected | LatencyView::ClosedLoopLine,
             ) => {
                 note(
                     histogram.record_linear_fill(since_intended_us as f64, 0.0, 1),
@@ -467,6 +485,38 @@ pub fn censored_summary(
     censored_view(answered, censored, view, timeouts, timeout).0
 }
 
+/// Closed loop: each of `timeouts` timed-out requests is recorded at the timeout (its latency is
+/// at least that), and, like a censored request of that age, also stands for the requests its
+/// connection held back meanwhile (`timeout - interval`, ... down to `interval`, with
+/// `interval` the mean answered latency). All are lower bounds. Without this, 7 of 8
+/// connections stuck until they time out are 7 requests among thousands of fast answers, and
+/// the percentiles say the server is fast.
+fn with_timeouts(with: &mut CensoredHistogram, interval: f64, timeouts: u64, timeout_us: u64) {
+    if timeouts == 0 {
+        return;
+    }
+    let age = timeout_us.min(MAX_LATENCY_US) as f64;
+    let mut note = |value: Option<u64>, count: u64| {
+        if let Some(v) = value {
+            with.unknown = with.unknown.saturating_add(count);
+            with.smallest_unknown_us = Some(with.smallest_unknown_us.map_or(v, |s| s.min(v)));
+        }
+    };
+    note(
+        with.histogram
+            .record_linear_fill_times(age, 0.0, 1, timeouts),
+        timeouts,
+    );
+    if interval >= 1.0 && age >= 2.0 * interval {
+        let held_back = (age / interval).floor() as u64 - 1;
+        note(
+            with.histogram
+                .record_linear_fill_times(age - interval, interval, held_back, timeouts),
+            held_back.saturating_mul(timeouts),
+        );
+    }
+}
+
 /// [`censored_summary`] with the histogram it summarizes (which a report serializes).
 pub fn censored_view(
     answered: &LatencyHistogram,
@@ -475,15 +525,26 @@ pub fn censored_view(
     timeouts: u64,
     timeout: Duration,
 ) -> (LatencySummary, LatencyHistogram) {
-    let with = with_censored(answered, censored, view);
-    let mut summary = with.histogram.summary();
+    let mut with = with_censored(answered, censored, view);
     let timeout_us = u64::try_from(timeout.as_micros()).unwrap_or(u64::MAX);
+    let unrecorded_timeouts = match view {
+        LatencyView::ClosedLoop => {
+            with_timeouts(&mut with, answered.mean(), timeouts, timeout_us);
+            0
+        }
+        LatencyView::ClosedLoopLine => {
+            with_timeouts(&mut with, 0.0, timeouts, timeout_us);
+            0
+        }
+        LatencyView::RateCorrected | LatencyView::RateUncorrected => timeouts,
+    };
+    let mut summary = with.histogram.summary();
     summary.lower_bound = lower_bounds(
         &summary,
         with.unknown,
         with.smallest_unknown_us
             .map(|s| with.histogram.lowest_equivalent(s)),
-        timeouts,
+        unrecorded_timeouts,
         with.histogram.lowest_equivalent(timeout_us),
     );
     (summary, with.histogram)
@@ -904,26 +965,49 @@ mod tests {
     }
 
     #[test]
-    fn timeouts_are_not_samples_but_flag_the_ranks_they_can_hold() {
+    fn at_a_rate_timeouts_are_not_samples_but_flag_the_ranks_they_can_hold() {
         let h = answered_1_to_1000();
         // 5 timeouts of 1005 requests: they can hold every rank above 1000, so p999 and p9999
         // (ranks 1004 and 1005) are lower bounds, p99 (rank 995) is not.
-        let s = censored_summary(&h, &[], LatencyView::ClosedLoop, 5, SECOND);
+        let s = censored_summary(&h, &[], LatencyView::RateCorrected, 5, SECOND);
         assert_eq!(s.count, 1000);
         let flagged: Vec<&str> = s.lower_bound.keys().collect();
         assert_eq!(flagged, ["mean", "p999", "p9999", "max"]);
         // 20 timeouts reach p99's rank (1010 of 1020).
-        let s = censored_summary(&h, &[], LatencyView::ClosedLoop, 20, SECOND);
+        let s = censored_summary(&h, &[], LatencyView::RateCorrected, 20, SECOND);
         assert!(s.lower_bound.contains("p99") && !s.lower_bound.contains("p90"));
         // A timeout of 600 µs bounds those requests at 600 µs: p75 (750) may be higher.
         let s = censored_summary(
             &h,
             &[],
-            LatencyView::ClosedLoop,
+            LatencyView::RateCorrected,
             1,
             Duration::from_micros(600),
         );
         assert!(s.lower_bound.contains("p75") && !s.lower_bound.contains("p50"));
+    }
+
+    #[test]
+    fn a_closed_loop_timeout_counts_with_the_requests_it_held_back() {
+        // 1,000 answers with a mean of 500.5 µs, and 7 connections that timed out after 1 s:
+        // each held back about 1,997 requests, at 999.5 ms, 999 ms, ... down to 500.5 µs.
+        let h = answered_1_to_1000();
+        let s = censored_summary(&h, &[], LatencyView::ClosedLoop, 7, SECOND);
+        let held_back = (1_000_000.0 / 500.5_f64).floor() as u64 - 1;
+        assert_eq!(s.count, 1000 + 7 + 7 * held_back);
+        // p99 is near the timeout now, and only a lower bound; so is p50.
+        assert!(s.p99 >= 980_000.0, "{}", s.p99);
+        assert!(s.max >= 999_000.0, "{}", s.max);
+        for key in ["p50", "p90", "p99", "p999", "max", "mean"] {
+            assert!(s.lower_bound.contains(key), "{key}: {:?}", s.lower_bound);
+        }
+        // The fastest answer (1 µs) is below the fill: exact.
+        assert!(!s.lower_bound.contains("min"));
+        // Without a timeout nothing changes.
+        let healthy = censored_summary(&h, &[], LatencyView::ClosedLoop, 0, SECOND);
+        assert_eq!(healthy.count, 1000);
+        assert!(healthy.lower_bound.is_empty(), "{:?}", healthy.lower_bound);
+        assert_eq!(healthy.p99, h.summary().p99);
     }
 
     #[test]
@@ -936,8 +1020,9 @@ mod tests {
         let s = censored_summary(&empty, &[stuck], LatencyView::ClosedLoop, 0, SECOND);
         assert_eq!(s.count, 1);
         assert_eq!(s.lower_bound.keys().count(), LATENCY_KEYS.len());
+        // Three timeouts and nothing answered: recorded at the timeout, no interval to fill.
         let none = censored_summary(&empty, &[], LatencyView::ClosedLoop, 3, SECOND);
-        assert_eq!(none.count, 0);
+        assert_eq!(none.count, 3);
         assert_eq!(none.lower_bound.keys().count(), LATENCY_KEYS.len());
     }
 

@@ -745,7 +745,19 @@ pub fn http_errors(status: &BTreeMap<String, u64>) -> u64 {
 }
 
 /// The per-line part of the report, from the merged per-line statistics.
-pub fn url_reports(list: &UrlList, merged: &UrlRecorder, timeout: Duration) -> Vec<UrlReport> {
+/// `closed`: a closed loop (closed or count mode), whose timed-out requests count at the
+/// timeout under their line.
+pub fn url_reports(
+    list: &UrlList,
+    merged: &UrlRecorder,
+    timeout: Duration,
+    closed: bool,
+) -> Vec<UrlReport> {
+    let view = if closed {
+        LatencyView::ClosedLoopLine
+    } else {
+        LatencyView::RateCorrected
+    };
     list.requests
         .iter()
         .zip(&merged.urls)
@@ -753,7 +765,7 @@ pub fn url_reports(list: &UrlList, merged: &UrlRecorder, timeout: Duration) -> V
             let (latency_us, histogram) = censored_view(
                 &stats.latency,
                 &stats.censored,
-                LatencyView::RateCorrected,
+                view,
                 stats.errors.timeout,
                 timeout,
             );
@@ -1182,7 +1194,7 @@ mod tests {
         assert_eq!(u[1].errors.timeout, 1);
         assert_eq!(u[1].unanswered, 1);
         let list = parse("/a\n/b\n/c\n", Some("http://127.0.0.1:1")).unwrap();
-        let reports = url_reports(&list, &a, Duration::from_secs(2));
+        let reports = url_reports(&list, &a, Duration::from_secs(2), false);
         assert_eq!(reports[0].http_errors, 1);
         assert_eq!(reports[0].latency_us.count, 3);
         assert!(reports[0].latency_us.lower_bound.is_empty());
@@ -1249,13 +1261,13 @@ mod tests {
         }
         let timeout = Duration::from_secs(2);
         let (r1, r2) = (
-            url_reports(&list, &one, timeout),
-            url_reports(&list, &two, timeout),
+            url_reports(&list, &one, timeout, false),
+            url_reports(&list, &two, timeout, false),
         );
         let merged = merge_url_reports(&[("w0", &r1), ("w1", &r2)]).unwrap();
-        assert_eq!(merged, url_reports(&list, &both, timeout));
+        assert_eq!(merged, url_reports(&list, &both, timeout, false));
         let other = parse("/a\n/c\n", Some("http://127.0.0.1:1")).unwrap();
-        let r3 = url_reports(&other, &two, timeout);
+        let r3 = url_reports(&other, &two, timeout, false);
         assert_eq!(
             merge_url_reports(&[("w0", &r1), ("w1", &r3)]).unwrap_err(),
             "w0 and w1 are not one run: their --urls lines differ"
@@ -1269,7 +1281,7 @@ mod tests {
         r.response(0, Duration::from_micros(500), 200, false);
         r.response(1, Duration::from_micros(2_000), 404, false);
         r.in_flight_at_end(1, 90_000, 90_000);
-        let table = render_table(&url_reports(&list, &r, Duration::from_secs(2)));
+        let table = render_table(&url_reports(&list, &r, Duration::from_secs(2), false));
         assert_eq!(
             table,
             "  Per URL\n\

@@ -3,8 +3,12 @@
 //! - [`fork`]: a process per connection or a pool of processes (forking, preforked).
 //! - [`SharedCounter`]: a counter in anonymous shared memory so forked workers add to the
 //!   parent's request count.
-//! - [`poll`]: poll(2) over a plain `pollfd` array; the poll architecture rebuilds that array
+//! - [`poll`]: ppoll(2) over a plain `pollfd` array; the poll architecture rebuilds that array
 //!   on every call (as the study's server does), which nix's borrow-checked `PollFd` cannot hold.
+//! - [`epoll_wait_precise`]: epoll_pwait2(2), an epoll wait with a nanosecond timeout (nix
+//!   waits in milliseconds), so a loop's timers are not rounded to ticks; [`watched_timer`],
+//!   a timerfd registered with tokio's reactor (tokio's registration is `unsafe`), the same
+//!   precision for the async architecture.
 //! - [`join_cgroup_before_exec`]: a spawned server moves itself into a cgroup between fork and
 //!   exec, so it never runs outside it (the sweep's exact CPU accounting).
 //! - [`thread_cpu_seconds`], [`pin_current_thread`], [`ensure_file_limit`]: the load engine's
@@ -18,8 +22,10 @@ pub mod uring;
 
 use std::io;
 use std::num::NonZeroUsize;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 pub use nix::unistd::ForkResult;
 
@@ -110,12 +116,34 @@ impl Drop for SharedCounter {
     }
 }
 
-/// Waits on `fds` for up to `timeout_ms` (-1: forever) and returns how many have events.
-/// An interrupted call returns `Ok(0)` so callers re-check their shutdown flag.
-pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<usize> {
+/// A wait's timeout as the kernel takes it, to the nanosecond: a timer of an event loop
+/// stands for an I/O completion, which has no millisecond tick.
+fn timespec(timeout: Duration) -> libc::timespec {
+    libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    }
+}
+
+/// Waits on `fds` for up to `timeout` (`None`: forever), to the nanosecond (ppoll(2)), and
+/// returns how many have events. An interrupted call returns `Ok(0)` so callers re-check their
+/// shutdown flag.
+pub fn poll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
+    let ts = timeout.map(timespec);
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: `fds` is a valid, exclusively borrowed slice of `pollfd` for the whole call and
-    // its length is passed alongside; poll(2) writes only the `revents` fields within it.
-    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    // its length is passed alongside; ppoll(2) writes only the `revents` fields within it.
+    // `ts_ptr` is null or points at `ts`, alive until the call returns; no signal mask.
+    let n = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            ts_ptr,
+            std::ptr::null(),
+        )
+    };
     if n < 0 {
         let err = io::Error::last_os_error();
         if err.kind() == io::ErrorKind::Interrupted {
@@ -124,6 +152,95 @@ pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<usize> {
         return Err(err);
     }
     Ok(n as usize)
+}
+
+/// Waits on the epoll instance `epoll` for up to `timeout`, to the nanosecond (epoll_pwait2(2),
+/// Linux 5.11; before it, epoll_wait(2) with the timeout rounded up to a millisecond, so a
+/// timer is never early), filling `events` from the front; returns how many are ready. An
+/// interrupted call returns `Ok(0)`.
+pub fn epoll_wait_precise(
+    epoll: BorrowedFd<'_>,
+    events: &mut [nix::sys::epoll::EpollEvent],
+    timeout: Duration,
+) -> io::Result<usize> {
+    static NO_PWAIT2: AtomicBool = AtomicBool::new(false);
+    let max = events.len().min(i32::MAX as usize) as libc::c_int;
+    // `EpollEvent` is `#[repr(transparent)]` over `libc::epoll_event`.
+    let buffer = events.as_mut_ptr().cast::<libc::epoll_event>();
+    let n = if NO_PWAIT2.load(Ordering::Relaxed) {
+        -1
+    } else {
+        let ts = timespec(timeout);
+        // SAFETY: `epoll` is an open epoll descriptor for the whole call; `buffer` points at
+        // `max` exclusively borrowed, layout-compatible `epoll_event`s the kernel may fill;
+        // `ts` lives until the call returns; a null signal mask leaves the mask alone.
+        unsafe {
+            libc::syscall(
+                libc::SYS_epoll_pwait2,
+                epoll.as_raw_fd(),
+                buffer,
+                max,
+                &ts as *const libc::timespec,
+                std::ptr::null::<libc::sigset_t>(),
+                0usize,
+            ) as libc::c_int
+        }
+    };
+    let n = if n < 0 && (NO_PWAIT2.load(Ordering::Relaxed) || last_errno() == libc::ENOSYS) {
+        NO_PWAIT2.store(true, Ordering::Relaxed);
+        let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: as above, without the timespec.
+        unsafe { libc::epoll_wait(epoll.as_raw_fd(), buffer, max, ms) }
+    } else {
+        n
+    };
+    if n < 0 {
+        let err = io::Error::last_os_error();
+        if err.kind() == io::ErrorKind::Interrupted {
+            return Ok(0);
+        }
+        return Err(err);
+    }
+    Ok(n as usize)
+}
+
+fn last_errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// A timerfd, owned, for tokio's reactor to watch.
+pub struct TimerHandle(pub nix::sys::timerfd::TimerFd);
+
+impl AsRawFd for TimerHandle {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsFd;
+        self.0.as_fd().as_raw_fd()
+    }
+}
+
+/// A non-blocking timerfd armed to expire once after `duration` (to the nanosecond), watched
+/// by the current tokio runtime's reactor. Must be called inside a runtime.
+pub fn watched_timer(duration: Duration) -> io::Result<tokio::io::unix::AsyncFd<TimerHandle>> {
+    use nix::sys::time::TimeSpec;
+    use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
+    let fd = TimerFd::new(
+        ClockId::CLOCK_MONOTONIC,
+        TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
+    )?;
+    fd.set(
+        Expiration::OneShot(TimeSpec::from_duration(duration)),
+        TimerSetTimeFlags::empty(),
+    )?;
+    // SAFETY: `TimerHandle` owns the open timerfd; `as_raw_fd` returns that descriptor for
+    // as long as the handle lives, and nothing closes or replaces it while the `AsyncFd`
+    // owns the handle (it is closed when the `AsyncFd` drops it).
+    unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(
+            TimerHandle(fd),
+            tokio::io::Interest::READABLE,
+        )
+    }
+    .map_err(|e| e.into_parts().1)
 }
 
 /// Whole seconds since the Unix epoch from the coarse realtime clock: the time of the last
