@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # benches/load_profile.sh: where a load generator's CPU goes per request, `sweetspot load`
-# beside wrk, against the same nginx (pinned as in load_vs_wrk.sh: nginx CPU 0, tools CPU 1).
+# beside wrk, against the same nginx (pinned as in generators.sh: nginx CPU 0, tools CPU 1).
 #
 # For each tool: system calls per request (strace -c -f, one run) and where the CPU time goes
 # (perf record -g, another run; kernel vs user, and the share under each system call).

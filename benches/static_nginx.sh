@@ -1,4 +1,4 @@
-# benches/static_nginx.sh, sourced by load_vs_wrk.sh and load_profile.sh: the nginx both measure
+# benches/static_nginx.sh, sourced by load_profile.sh: the nginx it measures
 # load tools against. One temporary directory ($tmp, removed on exit), nginx serving a 14-byte
 # static file with access logging off and keep-alive never ended by nginx, on a free
 # 127.0.0.1 port, stopped by its PID on exit.

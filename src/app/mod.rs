@@ -12,6 +12,7 @@ mod guestbook;
 mod static_files;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::http::{Method, Request, Response};
@@ -44,6 +45,8 @@ pub enum Route {
 #[derive(Debug, Clone)]
 pub struct App {
     root: PathBuf,
+    /// The root directory, open: static files are opened beneath it.
+    root_dir: Arc<std::fs::File>,
     pub store: StoreConfig,
 }
 
@@ -63,7 +66,17 @@ impl App {
                 root.display()
             )));
         }
-        Ok(App { root, store })
+        let root_dir = std::fs::File::open(&root).map_err(|e| {
+            crate::usage(format!(
+                "static root {} cannot be opened ({e})",
+                root.display()
+            ))
+        })?;
+        Ok(App {
+            root,
+            root_dir: Arc::new(root_dir),
+            store,
+        })
     }
 
     /// The site shipped with sweetspot.
@@ -119,7 +132,7 @@ impl App {
                 Route::Ready(Response::error(405).with_header("Allow", "GET, HEAD"))
             }
             (Method::Get | Method::Head, path) => {
-                Route::Ready(static_files::serve(&self.root, path))
+                Route::Ready(static_files::serve(&self.root, &self.root_dir, path))
             }
         }
     }

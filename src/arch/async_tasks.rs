@@ -41,8 +41,10 @@
 //! read of a cached page), as the event loops do.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::io::ErrorKind;
 use std::os::fd::{AsRawFd, RawFd};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -194,11 +196,20 @@ enum Input {
     Quiet,
 }
 
+/// The server's stop, as a future a connection keeps for its whole life.
+type StopWait = Pin<Box<dyn Future<Output = ()> + Send>>;
+
 /// One connection's task.
 struct Connection {
     stream: TcpStream,
     shared: Arc<Shared>,
-    stop: watch::Receiver<bool>,
+    /// Resolves when the server stops. Made once per connection: a new wait per read would
+    /// take the channel's lock for every request.
+    stop: StopWait,
+    /// The idle (or request-slice) wake-up, kept across reads and reset only when it must
+    /// come earlier or has fired: a timer per read would touch the runtime's timer wheel for
+    /// every request.
+    wake: Pin<Box<tokio::time::Sleep>>,
     input: Vec<u8>,
     out: Vec<u8>,
     clock: RequestClock,
@@ -209,9 +220,14 @@ struct Connection {
 
 impl Connection {
     fn new(stream: TcpStream, shared: Arc<Shared>, done: mpsc::Sender<()>) -> Connection {
+        let mut stop = shared.stop.clone();
+        let idle_at = Instant::now() + shared.ctx.idle_timeout;
         Connection {
             stream,
-            stop: shared.stop.clone(),
+            stop: Box::pin(async move {
+                let _ = stop.wait_for(|stop| *stop).await;
+            }),
+            wake: Box::pin(tokio::time::sleep_until(idle_at.into())),
             shared,
             input: Vec::new(),
             out: Vec::new(),
@@ -239,9 +255,14 @@ impl Connection {
                     if self.input.len() < before {
                         self.clock.reset();
                     }
-                    if self.clock.observe(&self.input, Instant::now())
-                        && answered == Answered::NeedInput
-                    {
+                    // The clock matters only for a request partly in: an empty input (the
+                    // usual case) needs no clock read.
+                    let now = if self.input.is_empty() {
+                        self.last_activity
+                    } else {
+                        Instant::now()
+                    };
+                    if self.clock.observe(&self.input, now) && answered == Answered::NeedInput {
                         self.out.extend_from_slice(CONTINUE);
                     }
                     answered
@@ -277,22 +298,25 @@ impl Connection {
                 _ if stopping => return,
                 _ => {}
             }
-            match self.read_some().await {
+            // One clock read per wake-up serves the activity time, the request clock and its
+            // deadline check.
+            let now = match self.read_some().await {
                 Input::Data => {
-                    self.last_activity = Instant::now();
-                    if self.ctx().protocol == Protocol::Http
-                        && self.clock.observe(&self.input, self.last_activity)
+                    let now = Instant::now();
+                    self.last_activity = now;
+                    if self.ctx().protocol == Protocol::Http && self.clock.observe(&self.input, now)
                     {
                         self.out.extend_from_slice(CONTINUE);
                         if self.write_out().await.is_err() {
                             return;
                         }
                     }
+                    now
                 }
                 Input::End | Input::Idle => return,
-                Input::Quiet => {}
-            }
-            if self.clock.expired(&self.ctx().timeouts, Instant::now()) {
+                Input::Quiet => Instant::now(),
+            };
+            if self.clock.expired(&self.ctx().timeouts, now) {
                 request_timeout(&mut self.out);
                 self.ctx().served.add(1);
                 if self.write_out().await.is_ok() {
@@ -350,19 +374,28 @@ impl Connection {
         } else {
             idle_at.min(Instant::now() + CLOCK_SLICE)
         };
+        // The wake-up only moves earlier here; one that is late for a later idle deadline
+        // fires, finds the connection not idle (Quiet), and is reset on the next call.
+        let wake_at = tokio::time::Instant::from(wake_at);
+        if self.wake.is_elapsed() || wake_at < self.wake.deadline() {
+            self.wake.as_mut().reset(wake_at);
+        }
         tokio::select! {
-            ready = self.stream.readable() => match ready {
-                Ok(()) => read_into(&self.stream, &mut self.input),
+            biased;
+            // poll_read_ready keeps this task's waker in the socket's own slot; `readable()`
+            // would queue a waiter under the socket's lock on every wait.
+            ready = std::future::poll_fn(|cx| self.stream.poll_read_ready(cx)) => match ready {
+                Ok(()) => read_into(&mut self.stream, &mut self.input),
                 Err(_) => Input::End,
             },
-            _ = tokio::time::sleep_until(wake_at.into()) => {
+            _ = &mut self.wake => {
                 if Instant::now() >= idle_at {
                     Input::Idle
                 } else {
                     Input::Quiet
                 }
             }
-            _ = self.stop.wait_for(|stop| *stop) => Input::End,
+            _ = &mut self.stop => Input::End,
         }
     }
 
@@ -410,20 +443,27 @@ impl Connection {
 }
 
 /// Reads what a readable `stream` has into `input`, through a buffer on this thread's stack
-/// (not in the task, so a waiting connection holds no read buffer).
-fn read_into(stream: &TcpStream, input: &mut Vec<u8>) -> Input {
-    let mut chunk = [0u8; READ_CHUNK];
-    match stream.try_read(&mut chunk) {
-        Ok(0) => Input::End,
-        Ok(n) => {
-            input.extend_from_slice(&chunk[..n]);
+/// (not in the task, so a waiting connection holds no read buffer). Polled once, through
+/// `poll_read`: a read shorter than the buffer tells tokio the socket is drained, so the next
+/// wait does not begin with a read that finds nothing (a `try_read` keeps the readiness until
+/// such an empty read).
+fn read_into(stream: &mut TcpStream, input: &mut Vec<u8>) -> Input {
+    use tokio::io::AsyncRead;
+    // Uninitialized: the kernel writes what it reads, and zeroing 16 KiB per read would cost
+    // more than the read of a small request.
+    let mut chunk = [std::mem::MaybeUninit::<u8>::uninit(); READ_CHUNK];
+    let mut buf = tokio::io::ReadBuf::uninit(&mut chunk);
+    let mut cx = TaskContext::from_waker(Waker::noop());
+    match Pin::new(stream).poll_read(&mut cx, &mut buf) {
+        Poll::Ready(Ok(())) if buf.filled().is_empty() => Input::End,
+        Poll::Ready(Ok(())) => {
+            input.extend_from_slice(buf.filled());
             Input::Data
         }
-        // The readiness was stale: wait again.
-        Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
-            Input::Quiet
-        }
-        Err(_) => Input::End,
+        Poll::Ready(Err(e)) if e.kind() == ErrorKind::Interrupted => Input::Quiet,
+        Poll::Ready(Err(_)) => Input::End,
+        // The readiness was stale: wait again (`readable` registers this task's waker).
+        Poll::Pending => Input::Quiet,
     }
 }
 
@@ -435,9 +475,19 @@ async fn write_all_or_stall(
 ) -> std::io::Result<()> {
     let mut pos = 0;
     while pos < buf.len() {
-        match tokio::time::timeout(timeout, stream.write(&buf[pos..])).await {
-            Ok(Ok(0)) => return Err(ErrorKind::WriteZero.into()),
-            Ok(Ok(n)) => pos += n,
+        // Usually the socket takes it all at once: no timer (and no clock read) for that.
+        match stream.try_write(&buf[pos..]) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                pos += n;
+                continue;
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() != ErrorKind::WouldBlock => return Err(e),
+            Err(_) => {}
+        }
+        match tokio::time::timeout(timeout, stream.writable()).await {
+            Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(e),
             Err(_) => return Err(ErrorKind::TimedOut.into()),
         }

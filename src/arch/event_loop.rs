@@ -144,7 +144,16 @@ struct EventLoop<P: Poller> {
     /// Set when a stop is first seen: connections still open then are dropped.
     drain_deadline: Option<Instant>,
     extras: Extras,
+    /// When the current turn's wait returned: the activity time of what the turn reads (one
+    /// clock read per turn, not several per request).
+    now: Instant,
+    /// Where every read of the loop lands before it is appended to its connection's input
+    /// (kept, so a read does not first zero 16 KiB of stack).
+    read_buf: Box<[u8]>,
 }
+
+/// Bytes read from a socket per call.
+const READ_CHUNK: usize = 16 * 1024;
 
 /// What a loop may be given beyond the poll and epoll servers' plain loop.
 #[derive(Default)]
@@ -193,6 +202,8 @@ pub fn run_with<P: Poller>(
         last_idle_sweep: Instant::now(),
         drain_deadline: None,
         extras,
+        now: Instant::now(),
+        read_buf: vec![0; READ_CHUNK].into_boxed_slice(),
     };
     if let Some(pool) = &lp.extras.pool {
         let read = Interest {
@@ -229,7 +240,17 @@ impl<P: Poller> EventLoop<P> {
     fn run(&mut self) -> anyhow::Result<()> {
         let mut events = Vec::with_capacity(1024);
         loop {
-            let now = Instant::now();
+            // A fresh clock only for what needs one (a timer to wait for, a drain, paused
+            // accepts); otherwise the last turn's time serves, and a busy loop reads the clock
+            // once per turn.
+            let now = if self.timers.is_empty()
+                && self.accept_paused_until.is_none()
+                && !self.ctx.stopping()
+            {
+                self.now
+            } else {
+                Instant::now()
+            };
             if self.ctx.stopping() {
                 let deadline = match self.drain_deadline {
                     Some(deadline) => deadline,
@@ -256,6 +277,7 @@ impl<P: Poller> EventLoop<P> {
             }
             events.clear();
             self.poller.wait(&mut events, timeout)?;
+            self.now = Instant::now();
             for ev in &events {
                 match ev.token {
                     LISTENER => self.accept_all(),
@@ -266,8 +288,8 @@ impl<P: Poller> EventLoop<P> {
             }
             self.fire_timers();
             self.expire_redis();
-            if self.last_idle_sweep.elapsed() >= Duration::from_secs(1) {
-                self.last_idle_sweep = Instant::now();
+            if self.now.saturating_duration_since(self.last_idle_sweep) >= Duration::from_secs(1) {
+                self.last_idle_sweep = self.now;
                 self.close_idle(self.ctx.idle_timeout);
             }
         }
@@ -344,6 +366,7 @@ impl<P: Poller> EventLoop<P> {
     }
 
     fn conn_ready(&mut self, token: usize, ev: &Event) {
+        let now = self.now;
         let Some(conn) = self.conns.get_mut(token).and_then(Option::as_mut) else {
             return;
         };
@@ -352,16 +375,16 @@ impl<P: Poller> EventLoop<P> {
             return;
         }
         if ev.readable && !conn.peer_closed && conn.queued() < MAX_QUEUED_OUTPUT {
-            let mut chunk = [0u8; 16 * 1024];
+            let chunk = &mut self.read_buf;
             loop {
-                match conn.stream.read(&mut chunk) {
+                match conn.stream.read(chunk) {
                     Ok(0) => {
                         conn.peer_closed = true;
                         break;
                     }
                     Ok(n) => {
                         conn.pipeline.input.extend_from_slice(&chunk[..n]);
-                        conn.last_active = Instant::now();
+                        conn.last_active = now;
                         if conn.pipeline.unanswered() > MAX_BUFFERED {
                             break;
                         }
@@ -375,7 +398,7 @@ impl<P: Poller> EventLoop<P> {
                 }
             }
             if self.ctx.protocol == Protocol::Http {
-                conn.pipeline.observe(Instant::now());
+                conn.pipeline.observe(now);
             }
             if conn.pipeline.pending.is_some() && conn.pipeline.unanswered() > MAX_BUFFERED {
                 self.close(token);
@@ -429,9 +452,9 @@ impl<P: Poller> EventLoop<P> {
         let Some((_, discarded)) = conn.lingering.as_mut() else {
             return;
         };
-        let mut chunk = [0u8; 16 * 1024];
+        let chunk = &mut self.read_buf;
         loop {
-            match conn.stream.read(&mut chunk) {
+            match conn.stream.read(chunk) {
                 Ok(n) if n > 0 && *discarded + n < LINGER_BYTES => *discarded += n,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -459,6 +482,8 @@ impl<P: Poller> EventLoop<P> {
                 if resp.is_none() {
                     self.close(token);
                 }
+                // CPU work inline may take seconds: the turn's clock moves on past it.
+                self.now = Instant::now();
                 resp
             }
             Route::Sleep(ms) => {
@@ -474,7 +499,11 @@ impl<P: Poller> EventLoop<P> {
                 LoopStore::Blocking(_) if self.extras.pool.is_some() => {
                     self.offload(token, generation, route)
                 }
-                LoopStore::Blocking(store) => self.ctx.app.complete(route, store, &mut || false),
+                LoopStore::Blocking(store) => {
+                    let resp = self.ctx.app.complete(route, store, &mut || false);
+                    self.now = Instant::now();
+                    resp
+                }
                 LoopStore::Redis { pipe, .. } => {
                     let request = match route {
                         Route::GuestbookPost(remark) => RedisRequest::AddRemark(remark),
@@ -604,6 +633,7 @@ impl<P: Poller> EventLoop<P> {
             }
         }
         if written > 0 {
+            // A fresh clock: inline CPU work earlier in this turn may have taken seconds.
             conn.last_active = Instant::now();
         }
         // (`out` is empty exactly when nothing is queued: `sent` has caught up and both reset.)
@@ -650,6 +680,9 @@ impl<P: Poller> EventLoop<P> {
     }
 
     fn fire_timers(&mut self) {
+        if self.timers.is_empty() {
+            return;
+        }
         let now = Instant::now();
         while let Some(Reverse(t)) = self.timers.peek() {
             if t.due > now {

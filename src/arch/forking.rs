@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::children::Children;
-use super::connection::{accept_next, serve_connection, use_blocking_accept};
+use super::connection::{accept_next, serve_connection, use_blocking_accept, warm_up_parser};
 use super::{Architecture, ServerContext, DRAIN};
 use crate::store::LazyStore;
 use crate::sys::{fork, ForkResult};
@@ -19,6 +19,7 @@ pub struct ForkingServer;
 impl Architecture for ForkingServer {
     fn serve(&self, listener: TcpListener, ctx: Arc<ServerContext>) -> anyhow::Result<()> {
         use_blocking_accept(&listener)?;
+        warm_up_parser();
         let mut children = Children::default();
         loop {
             let Some(stream) = accept_next(&listener, &ctx, &mut || {

@@ -220,10 +220,15 @@ pub fn answer<H: PipelineHost>(host: &mut H, id: H::Id, ctx: &ServerContext) -> 
     };
     p.compact_input();
     if ctx.protocol == Protocol::Http && !p.close_after_flush {
-        // The clock is read only when it is fed (for a loop that reads it per call).
-        let now = host.now();
-        if let Some((p, _)) = host.pipeline(id) {
-            p.observe(now);
+        if p.unanswered() == 0 {
+            // Nothing of a next request yet: the clock only resets, no time needed.
+            p.clock = RequestClock::default();
+        } else {
+            // The clock is read only when it is fed (for a loop that reads it per call).
+            let now = host.now();
+            if let Some((p, _)) = host.pipeline(id) {
+                p.observe(now);
+            }
         }
     }
     backlogged

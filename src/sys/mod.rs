@@ -9,6 +9,8 @@
 //!   waits in milliseconds), so a loop's timers are not rounded to ticks; [`watched_timer`],
 //!   a timerfd registered with tokio's reactor (tokio's registration is `unsafe`), the same
 //!   precision for the async architecture.
+//! - [`open_beneath`]: openat2(2), a static file opened under the root in one resolution
+//!   that cannot leave it (no crate here wraps it).
 //! - [`join_cgroup_before_exec`]: a spawned server moves itself into a cgroup between fork and
 //!   exec, so it never runs outside it (the sweep's exact CPU accounting).
 //! - [`thread_cpu_seconds`], [`pin_current_thread`], [`ensure_file_limit`]: the load engine's
@@ -206,6 +208,37 @@ pub fn epoll_wait_precise(
 
 fn last_errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// Opens `path` (relative, no `..`) for reading beneath the directory `dir`, resolving it in
+/// one system call that refuses to leave `dir` (openat2(2) with `RESOLVE_BENEATH`, Linux 5.6:
+/// a symlink or component that escapes fails with `EXDEV`, an absolute symlink too). `ENOSYS`
+/// on an older kernel: the caller resolves another way.
+pub fn open_beneath(dir: BorrowedFd<'_>, path: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `open_how` is a plain C struct of integers, all-zero valid.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY) as u64;
+    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: `dir` is an open descriptor for the call; `path` is a NUL-terminated string and
+    // `how` an initialized `open_how` of the size passed, both alive until the call returns.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this descriptor, open and owned by no one else.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd as libc::c_int) })
 }
 
 /// A timerfd, owned, for tokio's reactor to watch.

@@ -1,0 +1,117 @@
+"""What benches/peers.py and benches/generators.py share: free ports, and processes pinned to a
+CPU inside a cgroup v1 cpuacct group of their own, so their CPU time is exact (every process
+and thread they ran, exited ones included). Where no cgroup can be made, the CPU time falls back
+to utime + stime of the process tree plus its reaped children, from /proc.
+"""
+
+import os
+import resource
+import signal
+import socket
+import subprocess
+import time
+
+CGROUP = "/sys/fs/cgroup/cpuacct"
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tree_cpu(root):
+    """utime + stime of `root` and its live descendants, plus the reaped children of each."""
+    stats = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))
+        stats[int(pid)] = (int(fields[1]), ticks)
+    tree, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats and pid not in tree:
+            tree.add(pid)
+            todo += [p for p, (ppid, _) in stats.items() if ppid == pid]
+    return sum(stats[p][1] for p in tree) / HZ
+
+
+class Pinned:
+    """A command started on `cpu`, in a cgroup of its own when one can be made, in a session
+    of its own (so stopping it reaches its children)."""
+
+    count = 0
+
+    def __init__(self, argv, cpu, stdout=None, stderr=None, env=None):
+        Pinned.count += 1
+        self.cgroup = os.path.join(CGROUP, f"sweetspot-bench-{os.getpid()}-{Pinned.count}")
+        try:
+            os.mkdir(self.cgroup)
+        except OSError:
+            self.cgroup = None
+        argv = ["taskset", "-c", str(cpu)] + list(argv)
+        if self.cgroup:
+            argv = ["sh", "-c", f'echo $$ > {self.cgroup}/cgroup.procs && exec "$@"', "sh"] + argv
+        self.proc = subprocess.Popen(argv, stdout=stdout, stderr=stderr,
+                                     stdin=subprocess.DEVNULL, start_new_session=True, env=env)
+
+    def cpu(self):
+        """CPU seconds so far."""
+        if self.cgroup:
+            with open(os.path.join(self.cgroup, "cpuacct.usage")) as f:
+                return int(f.read()) / 1e9
+        return tree_cpu(self.proc.pid)
+
+    def wait(self, timeout=None):
+        return self.proc.wait(timeout=timeout)
+
+    def stop(self):
+        """SIGTERM to its session, SIGKILL after 10 s; then anything left in its cgroup."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.release()
+
+    def release(self):
+        """Removes the cgroup once nothing is left in it (killing what a daemon left)."""
+        if not self.cgroup:
+            return
+        for _ in range(50):
+            with open(os.path.join(self.cgroup, "cgroup.procs")) as f:
+                left = [int(p) for p in f.read().split()]
+            if not left:
+                break
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+        os.rmdir(self.cgroup)
+        self.cgroup = None
+
+
+def run_pinned(argv, cpu, env=None):
+    """Runs a command to its end on `cpu`; returns (stdout, stderr, CPU seconds)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p = Pinned(argv, cpu, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    out, err = p.proc.communicate()
+    if p.cgroup:
+        used = p.cpu()
+    else:
+        # Without a cgroup: what the command and the children it waited for used.
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    p.release()
+    return out.decode(errors="replace"), err.decode(errors="replace"), used

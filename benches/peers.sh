@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Each architecture beside the best public server of its model: epoll and reactors against
+# nginx, uring against a monoio server, async against hyper on tokio, the blocking pools and
+# hybrid against Apache's prefork, worker and event MPMs, poll against lighttpd's poll
+# backend, forking against mini_httpd. Equal pool sizes, server on CPU 0 and wrk on CPU 1,
+# alternating rounds, medians, CPU per request from a cgroup made for each server. The logic
+# is benches/peers.py; the peers built here are the small crate under benches/peers/.
+#
+# Usage: benches/peers.sh [SECONDS] [ROUNDS] [ARCH]   (default 5 and 5; output:
+# benches/peers.txt, or benches/peers-ARCH.txt with ARCH, which keeps only that
+# architecture's comparisons)
+# Installs nginx, wrk, apache2, lighttpd and mini-httpd from Debian's packages when missing
+# (as root), without letting the packages start their services.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-5}
+rounds=${2:-5}
+
+need=()
+command -v nginx >/dev/null || need+=(nginx-light)
+command -v wrk >/dev/null || need+=(wrk)
+command -v taskset >/dev/null || need+=(util-linux)
+command -v apache2 >/dev/null || [ -x /usr/sbin/apache2 ] || need+=(apache2)
+command -v lighttpd >/dev/null || [ -x /usr/sbin/lighttpd ] || need+=(lighttpd)
+command -v mini_httpd >/dev/null || [ -x /usr/sbin/mini_httpd ] || need+=(mini-httpd)
+if ((${#need[@]})); then
+    # policy-rc.d exit 101: the packages' scripts may not start services (on port 80).
+    made_policy=
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+        chmod +x /usr/sbin/policy-rc.d
+        made_policy=1
+    fi
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+    [ -n "$made_policy" ] && rm -f /usr/sbin/policy-rc.d
+fi
+export PATH="$PATH:/usr/sbin"
+cargo build --release --quiet
+(cd benches/peers && cargo build --release --quiet)
+only=${3:-}
+python3 benches/peers.py "$seconds" "$rounds" "$only" | tee "benches/peers${only:+-$only}.txt"
