@@ -385,7 +385,9 @@ impl<P: Poller> EventLoop<P> {
                     Ok(n) => {
                         conn.pipeline.input.extend_from_slice(&chunk[..n]);
                         conn.last_active = now;
-                        if conn.pipeline.unanswered() > MAX_BUFFERED {
+                        // A short read drained the socket: no second read to hear WouldBlock
+                        // (the poll is level-triggered, so bytes that come later wake it).
+                        if n < chunk.len() || conn.pipeline.unanswered() > MAX_BUFFERED {
                             break;
                         }
                     }

@@ -87,7 +87,7 @@ pub struct RequestParser;
 /// What the head of a request says, owned, so a patched copy of the head can be parsed.
 struct Head {
     len: usize,
-    method: String,
+    method: &'static str,
     target: String,
     minor: u8,
     content_length: Option<usize>,
@@ -132,7 +132,7 @@ impl RequestParser {
         if head.content_length.is_some_and(|n| n > MAX_BODY) {
             return Err(HttpError::BodyTooLarge);
         }
-        let method = match head.method.as_str() {
+        let method = match head.method {
             "GET" => Method::Get,
             "HEAD" => Method::Head,
             "POST" => Method::Post,
@@ -233,6 +233,16 @@ fn higher_minor_version(buf: &[u8]) -> Option<usize> {
 /// same however the input was split into reads (the property `http::fuzz` checks).
 const LINE_WINDOW: usize = MAX_TARGET_BYTES + 64;
 
+/// `method` as one of the names [`RequestParser::parse`] tells apart, or `""` for any other.
+fn known_method(method: &str) -> &'static str {
+    [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE",
+    ]
+    .into_iter()
+    .find(|m| *m == method)
+    .unwrap_or("")
+}
+
 fn parse_head_as_is(buf: &[u8]) -> Result<Option<Head>, HttpError> {
     // Left uninitialised: httparse fills only what it parses, and zeroing 64 headers (2 KiB)
     // for every request showed in a profile of small requests.
@@ -260,7 +270,8 @@ fn parse_head_as_is(buf: &[u8]) -> Result<Option<Head>, HttpError> {
     };
     let mut head = Head {
         len: head_len,
-        method: req.method.ok_or(HttpError::BadRequest)?.to_string(),
+        // The method as one of the names the server knows (no allocation per request).
+        method: known_method(req.method.ok_or(HttpError::BadRequest)?),
         target: req.path.ok_or(HttpError::BadRequest)?.to_string(),
         minor: req.version.ok_or(HttpError::BadRequest)?,
         content_length: None,
@@ -292,10 +303,9 @@ fn parse_head_as_is(buf: &[u8]) -> Result<Option<Head>, HttpError> {
                 None => value.into_owned(),
             });
         } else if name.eq_ignore_ascii_case("connection") {
-            let value = String::from_utf8_lossy(h.value).to_ascii_lowercase();
-            for token in value.split(',').map(str::trim) {
-                head.connection_close |= token == "close";
-                head.connection_keep_alive |= token == "keep-alive";
+            for token in h.value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+                head.connection_close |= token.eq_ignore_ascii_case(b"close");
+                head.connection_keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
             }
         } else if name.eq_ignore_ascii_case("content-type") {
             head.content_type = Some(String::from_utf8_lossy(h.value).into_owned());
