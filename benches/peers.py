@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import Pinned, free_port
+from benchlib import Pinned, free_port, run_pinned
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OURS = os.path.join(ROOT, "target", "release", "sweetspot")
@@ -80,24 +80,24 @@ class Server:
 
 
 def wrk(port, path, connections, seconds, close):
-    argv = ["taskset", "-c", "1", "wrk", "-t1", f"-c{connections}", f"-d{seconds}s"]
+    """Runs wrk on CPU 1: (requests, req/s, errors, the share of CPU 1 wrk used)."""
+    argv = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s"]
     if close:
         argv += ["-H", "Connection: close"]
-    out = subprocess.run(argv + [f"http://127.0.0.1:{port}{path}"], capture_output=True,
-                         text=True).stdout
+    out, _, cpu = run_pinned(argv + [f"http://127.0.0.1:{port}{path}"], 1)
     requests = int(re.search(r"(\d+) requests in", out).group(1))
     errors = sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", out))
     m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     errors += int(m.group(1)) if m else 0
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    return requests, rps, errors
+    return requests, rps, errors, cpu / seconds
 
 
 def measure(server, path, connections, close):
     before = server.cpu()
-    requests, rps, errors = wrk(server.port, path, connections, SECONDS, close)
+    requests, rps, errors, wrk_busy = wrk(server.port, path, connections, SECONDS, close)
     after = server.cpu()
-    return rps, (after - before) * 1e6 / max(requests, 1), errors
+    return rps, (after - before) * 1e6 / max(requests, 1), errors, wrk_busy
 
 
 # --- the peers' configurations ------------------------------------------------------------
@@ -265,7 +265,8 @@ def main():
           f"monoio {crate_version('monoio')}, hyper {crate_version('hyper')}, "
           f"tokio {crate_version('tokio')}, wrk {version(['wrk', '-v'], r'wrk [^ ]+')}")
     header = (f"{'ours':<14} {'peer':<24} {'load':<22} {'req/s ours':>11} {'req/s peer':>11} "
-              f"{'us/req ours':>11} {'us/req peer':>11} {'err':>9} {'rps x':>6} {'cpu x':>6}  goal")
+              f"{'us/req ours':>11} {'us/req peer':>11} {'err':>9} {'wrk cpu':>8} {'rps x':>6} "
+              f"{'cpu x':>6}  goal")
     print(header)
     for name, argv, peer_name, peer, path, conns, close, goals in comparisons:
         if not name.startswith(ONLY):
@@ -297,7 +298,8 @@ def main():
             b.stop()
         med = {s: (statistics.median(x[0] for x in runs[s]),
                    statistics.median(x[1] for x in runs[s]),
-                   sum(x[2] for x in runs[s])) for s in runs}
+                   sum(x[2] for x in runs[s]),
+                   statistics.median(x[3] for x in runs[s])) for s in runs}
         if min(med[a][0], med[b][0], med[a][1], med[b][1]) <= 0:
             print(f"{name:<14} {peer_name:<24} {load:<22} no ratio: a side served nothing "
                   f"(ours {med[a]}, peer {med[b]})")
@@ -310,12 +312,14 @@ def main():
                 verdicts.append(f"cpu <= {bound}: {'met' if cpu_x <= bound else 'NOT met'}")
             else:
                 verdicts.append(f"req/s >= {bound}: {'met' if rps_x >= bound else 'NOT met'}")
+        wrk_busy = f"{med[a][3] * 100:.0f}/{med[b][3] * 100:.0f}%"
         print(f"{name:<14} {peer_name:<24} {load:<22} {med[a][0]:>11.0f} {med[b][0]:>11.0f} "
               f"{med[a][1]:>11.2f} {med[b][1]:>11.2f} {med[a][2]:>4}/{med[b][2]:<4} "
-              f"{rps_x:>6.3f} {cpu_x:>6.3f}  {'; '.join(verdicts)}")
+              f"{wrk_busy:>8} {rps_x:>6.3f} {cpu_x:>6.3f}  {'; '.join(verdicts)}")
         sys.stdout.flush()
     print("# req/s and us/req: medians over the rounds; err: errors of all rounds, ours/peer; "
-          "rps x and cpu x: ours / peer (cpu x under 1: ours is cheaper per request)")
+          "wrk cpu: how busy wrk kept CPU 1, ours/peer (near 100%: wrk, not the server, set "
+          "the pace); rps x and cpu x: ours / peer (cpu x under 1: ours is cheaper per request)")
 
 
 if __name__ == "__main__":

@@ -1033,10 +1033,38 @@ fn a_closed_pipe_is_a_quiet_exit_not_a_panic() {
     let server = Server::start(&["--arch", "epoll"]);
     let url = server.url("/hello");
     let report = dir.path().to_str().unwrap().to_string();
+    // Two segments of one run, for merge.
+    let start_at = format!("{:.3}", common::unix_now() + 1.0);
+    let segments: Vec<String> = (0..2)
+        .map(|i| dir.path().join(format!("s{i}.json")).display().to_string())
+        .collect();
+    let children: Vec<std::process::Child> = segments
+        .iter()
+        .enumerate()
+        .map(|(i, json)| {
+            Command::new(BIN)
+                .args(["load", &url, "-c", "2", "-d", "500ms", "-q"])
+                .args(["--segment", &format!("{i}/2"), "--start-at", &start_at])
+                .args(["--json", json])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
     for args in [
         vec!["sweep", "--list"],
         vec!["report", report.as_str()],
         vec!["load", url.as_str(), "-c", "2", "-n", "200", "--json", "-"],
+        vec!["merge", segments[0].as_str(), segments[1].as_str()],
+        vec![
+            "merge",
+            segments[0].as_str(),
+            segments[1].as_str(),
+            "--json",
+            "-",
+        ],
     ] {
         let out = into_closed_pipe(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
