@@ -21,6 +21,31 @@ def free_port():
         return s.getsockname()[1]
 
 
+def write_nginx_conf(directory, workers, server):
+    """Writes `directory`/nginx.conf: `workers` worker processes in the foreground, every path
+    under `directory`, access logging off, keep-alive never ended by nginx, and `server` (the
+    inside of its server block)."""
+    path = os.path.join(directory, "nginx.conf")
+    with open(path, "w") as f:
+        f.write(f"""worker_processes {workers};
+daemon off;
+pid {directory}/nginx.pid;
+error_log {directory}/error.log;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    keepalive_requests 100000000;
+    client_body_temp_path {directory}/body;
+    proxy_temp_path {directory}/proxy;
+    fastcgi_temp_path {directory}/fastcgi;
+    uwsgi_temp_path {directory}/uwsgi;
+    scgi_temp_path {directory}/scgi;
+    server {{ {server} }}
+}}
+""")
+    return path
+
+
 def tree_cpu(root):
     """utime + stime of `root` and its live descendants, plus the reaped children of each."""
     stats = {}

@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import Pinned, free_port, run_pinned
+from benchlib import Pinned, free_port, run_pinned, write_nginx_conf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OURS = os.path.join(ROOT, "target", "release", "sweetspot")
@@ -45,23 +45,7 @@ def start_nginx():
     os.makedirs(www, exist_ok=True)
     with open(os.path.join(www, "index.html"), "w") as f:
         f.write("Hello, World!\n")
-    with open(os.path.join(WORK, "nginx.conf"), "w") as f:
-        f.write(f"""worker_processes 1;
-daemon off;
-pid {WORK}/nginx.pid;
-error_log {WORK}/error.log;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    keepalive_requests 100000000;
-    client_body_temp_path {WORK}/body;
-    proxy_temp_path {WORK}/proxy;
-    fastcgi_temp_path {WORK}/fastcgi;
-    uwsgi_temp_path {WORK}/uwsgi;
-    scgi_temp_path {WORK}/scgi;
-    server {{ listen 127.0.0.1:{port} backlog=4096; root {www}; }}
-}}
-""")
+    write_nginx_conf(WORK, 1, f"listen 127.0.0.1:{port} backlog=4096; root {www};")
     nginx = Pinned(["nginx", "-p", WORK, "-c", f"{WORK}/nginx.conf"], 0)
     for _ in range(200):
         try:

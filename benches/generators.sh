@@ -20,16 +20,8 @@ command -v ab >/dev/null || need+=(apache2-utils)
 command -v h2load >/dev/null || need+=(nghttp2-client)
 command -v hey >/dev/null || need+=(hey)
 command -v taskset >/dev/null || need+=(util-linux)
-if ((${#need[@]})); then
-    made_policy=
-    if [ ! -e /usr/sbin/policy-rc.d ]; then
-        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
-        chmod +x /usr/sbin/policy-rc.d
-        made_policy=1
-    fi
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-    [ -n "$made_policy" ] && rm -f /usr/sbin/policy-rc.d
-fi
+. benches/install.sh
+bench_install "${need[@]}"
 if ! command -v autocannon >/dev/null && command -v npm >/dev/null; then
     npm install -g --silent autocannon >/dev/null 2>&1 || echo "generators: npm could not install autocannon; it is skipped" >&2
 fi

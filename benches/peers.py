@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import Pinned, free_port, run_pinned
+from benchlib import Pinned, free_port, run_pinned, write_nginx_conf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OURS = os.path.join(ROOT, "target", "release", "sweetspot")
@@ -106,26 +106,8 @@ def nginx(workers):
     d = os.path.join(WORK, f"nginx{workers}")
     os.makedirs(d, exist_ok=True)
     port = free_port()
-    with open(os.path.join(d, "nginx.conf"), "w") as f:
-        f.write(f"""worker_processes {workers};
-daemon off;
-pid {d}/nginx.pid;
-error_log {d}/error.log;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    keepalive_requests 100000000;
-    client_body_temp_path {d}/body;
-    proxy_temp_path {d}/proxy;
-    fastcgi_temp_path {d}/fastcgi;
-    uwsgi_temp_path {d}/uwsgi;
-    scgi_temp_path {d}/scgi;
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{ default_type text/plain; return 200 "Hello, World!"; }}
-    }}
-}}
-""")
+    write_nginx_conf(d, workers, f"listen 127.0.0.1:{port}; location / {{ default_type "
+                     'text/plain; return 200 "Hello, World!"; }')
     return ["nginx", "-c", f"{d}/nginx.conf", "-p", d], port
 
 

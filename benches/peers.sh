@@ -23,17 +23,8 @@ command -v taskset >/dev/null || need+=(util-linux)
 command -v apache2 >/dev/null || [ -x /usr/sbin/apache2 ] || need+=(apache2)
 command -v lighttpd >/dev/null || [ -x /usr/sbin/lighttpd ] || need+=(lighttpd)
 command -v mini_httpd >/dev/null || [ -x /usr/sbin/mini_httpd ] || need+=(mini-httpd)
-if ((${#need[@]})); then
-    # policy-rc.d exit 101: the packages' scripts may not start services (on port 80).
-    made_policy=
-    if [ ! -e /usr/sbin/policy-rc.d ]; then
-        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
-        chmod +x /usr/sbin/policy-rc.d
-        made_policy=1
-    fi
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-    [ -n "$made_policy" ] && rm -f /usr/sbin/policy-rc.d
-fi
+. benches/install.sh
+bench_install "${need[@]}"
 export PATH="$PATH:/usr/sbin"
 cargo build --release --quiet
 (cd benches/peers && cargo build --release --quiet)

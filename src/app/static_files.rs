@@ -208,6 +208,14 @@ pub fn content_type(path: &Path) -> &'static str {
 mod tests {
     use super::*;
 
+    /// Waits until the coarse wall clock turns to its next second.
+    fn next_second() {
+        let second = crate::sys::coarse_unix_seconds();
+        while crate::sys::coarse_unix_seconds() == second {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     #[test]
     fn a_changed_small_file_shows_within_a_second() {
         let root =
@@ -218,18 +226,12 @@ mod tests {
         std::fs::write(root.join("a.txt"), "one").unwrap();
         assert_eq!(serve(&root, &root_dir, "/a.txt").body, b"one");
         std::fs::write(root.join("a.txt"), "two!").unwrap();
-        let second = crate::sys::coarse_unix_seconds();
-        while crate::sys::coarse_unix_seconds() == second {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        next_second();
         let r = serve(&root, &root_dir, "/a.txt");
         assert_eq!((r.status, r.body.as_slice()), (200, &b"two!"[..]));
         // Gone: 404 once its second is over.
         std::fs::remove_file(root.join("a.txt")).unwrap();
-        let second = crate::sys::coarse_unix_seconds();
-        while crate::sys::coarse_unix_seconds() == second {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        next_second();
         assert_eq!(serve(&root, &root_dir, "/a.txt").status, 404);
         std::fs::remove_dir_all(root).unwrap();
     }

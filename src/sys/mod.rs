@@ -146,14 +146,7 @@ pub fn poll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<u
             std::ptr::null(),
         )
     };
-    if n < 0 {
-        let err = io::Error::last_os_error();
-        if err.kind() == io::ErrorKind::Interrupted {
-            return Ok(0);
-        }
-        return Err(err);
-    }
-    Ok(n as usize)
+    ready_count(n)
 }
 
 /// Waits on the epoll instance `epoll` for up to `timeout`, to the nanosecond (epoll_pwait2(2),
@@ -196,6 +189,12 @@ pub fn epoll_wait_precise(
     } else {
         n
     };
+    ready_count(n)
+}
+
+/// A wait's result: how many are ready, an interruption as none (callers re-check their stop
+/// flag), or the error.
+fn ready_count(n: libc::c_int) -> io::Result<usize> {
     if n < 0 {
         let err = io::Error::last_os_error();
         if err.kind() == io::ErrorKind::Interrupted {

@@ -311,13 +311,7 @@ pub fn explain(w: &WorkloadAnalysis, ctx: &ProseContext, out: &mut Recommendatio
                 thousands(f64::from(best.concurrency)),
                 duration_us(best.p99_us)
             );
-            if !best.ties.is_empty() {
-                line.push_str(&format!(
-                    "; within {}: {}",
-                    percent(WITHIN_BEST),
-                    best.ties.join(", ")
-                ));
-            }
+            push_ties(&mut line, "within", &best.ties);
             out.summary.push(line);
             let mut reason = format!(
                 "For {name}, pick {who}: it had the highest throughput of the architectures whose \
@@ -445,6 +439,17 @@ pub fn explain(w: &WorkloadAnalysis, ctx: &ProseContext, out: &mut Recommendatio
     }
 }
 
+/// Appends `; WHAT 5%: a, b` to a summary line when the winner has ties.
+fn push_ties(line: &mut String, what: &str, ties: &[String]) {
+    if !ties.is_empty() {
+        line.push_str(&format!(
+            "; {what} {}: {}",
+            percent(WITHIN_BEST),
+            ties.join(", ")
+        ));
+    }
+}
+
 /// A relative difference as a signed percentage, with a decimal under 1% so that a small
 /// difference never reads "-0%".
 pub fn signed_percent(fraction: f64) -> String {
@@ -481,13 +486,7 @@ fn explain_by_latency(name: &str, best: &BestChoice, ctx: &ProseContext, out: &m
         thousands(f64::from(best.concurrency)),
         thousands(ctx.p99_bound_ms)
     );
-    if !best.ties.is_empty() {
-        line.push_str(&format!(
-            "; p99 within {}: {}",
-            percent(WITHIN_BEST),
-            best.ties.join(", ")
-        ));
-    }
+    push_ties(&mut line, "p99 within", &best.ties);
     out.summary.push(line);
     let mut reason = format!(
         "For {name}, pick {who}: every architecture whose p99 stayed under {} ms delivered the \

@@ -1,0 +1,15 @@
+# benches/install.sh, sourced by peers.sh and generators.sh: `bench_install PACKAGE...` installs
+# Debian's packages when missing (as root), without letting their scripts start services.
+bench_install() {
+    (($#)) || return 0
+    local made_policy=
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        # policy-rc.d exit 101: the packages' scripts may not start services (on port 80).
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+        chmod +x /usr/sbin/policy-rc.d
+        made_policy=1
+    fi
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+    [ -n "$made_policy" ] && rm -f /usr/sbin/policy-rc.d
+    return 0
+}
