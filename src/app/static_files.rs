@@ -252,14 +252,16 @@ mod tests {
             resolve(&root, "/sub/a.css").unwrap(),
             root.join("sub/a.css")
         );
-        for evil in [
+        // Out of the root, or not a file: 404 both ways.
+        const EVIL: [&str; 6] = [
             "/../secret.txt",
             "/%2e%2e/secret.txt",
             "/sub/..%2f..%2fsecret.txt",
             "/%2e%2e%5csecret.txt",
             "/leak.txt",
             "/nothing",
-        ] {
+        ];
+        for evil in EVIL {
             assert_eq!(resolve(&root, evil), Err(404), "{evil}");
         }
         assert_eq!(resolve(&root, "/index.html%00.css"), Err(400));
@@ -273,15 +275,7 @@ mod tests {
         assert_eq!(body("/"), (200, "home".to_string()));
         assert_eq!(body("/sub/a.css"), (200, "css".to_string()));
         assert_eq!(body("/inside.css"), (200, "css".to_string()));
-        for evil in [
-            "/../secret.txt",
-            "/%2e%2e/secret.txt",
-            "/sub/..%2f..%2fsecret.txt",
-            "/%2e%2e%5csecret.txt",
-            "/leak.txt",
-            "/nothing",
-            "/sub",
-        ] {
+        for evil in EVIL.into_iter().chain(["/sub"]) {
             assert_eq!(body(evil).0, 404, "{evil}");
         }
         assert_eq!(body("/index.html%00.css").0, 400);
