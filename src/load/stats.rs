@@ -354,46 +354,26 @@ pub fn with_censored(
     censored: &[Censored],
     view: LatencyView,
 ) -> CensoredHistogram {
-    let mut histogram = answered.clone();
+    let mut with = CensoredHistogram {
+        histogram: answered.clone(),
+        unknown: 0,
+        smallest_unknown_us: None,
+    };
     // The interval a stuck closed-loop connection would have sent at: the mean answered latency.
     let interval = answered.mean();
-    let mut unknown = 0;
-    let mut smallest: Option<u64> = None;
-    let mut note = |value: Option<u64>, count: u64| {
-        if let Some(v) = value {
-            unknown += count;
-            smallest = Some(smallest.map_or(v, |s| s.min(v)));
-        }
-    };
     for c in censored {
         match (*c, view) {
             (Censored::InFlight { since_sent_us, .. }, LatencyView::RateUncorrected) => {
-                note(
-                    histogram.record_linear_fill(since_sent_us as f64, 0.0, 1),
-                    1,
-                );
+                with.record_stuck(since_sent_us as f64, 0.0, 1);
             }
             (
                 Censored::InFlight {
                     since_intended_us, ..
                 },
                 LatencyView::RateCorrected | LatencyView::ClosedLoopLine,
-            ) => {
-                note(
-                    histogram.record_linear_fill(since_intended_us as f64, 0.0, 1),
-                    1,
-                );
-            }
+            ) => with.record_stuck(since_intended_us as f64, 0.0, 1),
             (Censored::InFlight { since_sent_us, .. }, LatencyView::ClosedLoop) => {
-                let age = since_sent_us as f64;
-                note(histogram.record_linear_fill(age, 0.0, 1), 1);
-                if interval >= 1.0 && age >= 2.0 * interval {
-                    let held_back = (age / interval).floor() as u64 - 1;
-                    note(
-                        histogram.record_linear_fill(age - interval, interval, held_back),
-                        held_back,
-                    );
-                }
+                with.record_stuck(since_sent_us as f64, interval, 1);
             }
             (
                 Censored::Unsent {
@@ -402,17 +382,45 @@ pub fn with_censored(
                     count,
                 },
                 LatencyView::RateCorrected,
-            ) => note(
-                histogram.record_linear_fill(oldest_us as f64, step_us, count),
-                count,
-            ),
+            ) => {
+                let lowest = with
+                    .histogram
+                    .record_linear_fill(oldest_us as f64, step_us, count);
+                with.note(lowest, count);
+            }
             (Censored::Unsent { .. }, _) => {}
         }
     }
-    CensoredHistogram {
-        histogram,
-        unknown,
-        smallest_unknown_us: smallest,
+    with
+}
+
+impl CensoredHistogram {
+    /// Counts `count` recorded lower bounds, the smallest `lowest` (none recorded: `None`).
+    fn note(&mut self, lowest: Option<u64>, count: u64) {
+        if let Some(v) = lowest {
+            self.unknown = self.unknown.saturating_add(count);
+            self.smallest_unknown_us = Some(self.smallest_unknown_us.map_or(v, |s| s.min(v)));
+        }
+    }
+
+    /// Records `times` stuck requests of age `age_us` as lower bounds, each standing also for
+    /// the requests its connection held back at `interval` (`age - interval`, ... down to
+    /// `interval`; none with an interval under 1 µs, or one not half the age).
+    fn record_stuck(&mut self, age_us: f64, interval: f64, times: u64) {
+        let lowest = self
+            .histogram
+            .record_linear_fill_times(age_us, 0.0, 1, times);
+        self.note(lowest, times);
+        if interval >= 1.0 && age_us >= 2.0 * interval {
+            let held_back = (age_us / interval).floor() as u64 - 1;
+            let lowest = self.histogram.record_linear_fill_times(
+                age_us - interval,
+                interval,
+                held_back,
+                times,
+            );
+            self.note(lowest, held_back.saturating_mul(times));
+        }
     }
 }
 
@@ -485,38 +493,6 @@ pub fn censored_summary(
     censored_view(answered, censored, view, timeouts, timeout).0
 }
 
-/// Closed loop: each of `timeouts` timed-out requests is recorded at the timeout (its latency is
-/// at least that), and, like a censored request of that age, also stands for the requests its
-/// connection held back meanwhile (`timeout - interval`, ... down to `interval`, with
-/// `interval` the mean answered latency). All are lower bounds. Without this, 7 of 8
-/// connections stuck until they time out are 7 requests among thousands of fast answers, and
-/// the percentiles say the server is fast.
-fn with_timeouts(with: &mut CensoredHistogram, interval: f64, timeouts: u64, timeout_us: u64) {
-    if timeouts == 0 {
-        return;
-    }
-    let age = timeout_us.min(MAX_LATENCY_US) as f64;
-    let mut note = |value: Option<u64>, count: u64| {
-        if let Some(v) = value {
-            with.unknown = with.unknown.saturating_add(count);
-            with.smallest_unknown_us = Some(with.smallest_unknown_us.map_or(v, |s| s.min(v)));
-        }
-    };
-    note(
-        with.histogram
-            .record_linear_fill_times(age, 0.0, 1, timeouts),
-        timeouts,
-    );
-    if interval >= 1.0 && age >= 2.0 * interval {
-        let held_back = (age / interval).floor() as u64 - 1;
-        note(
-            with.histogram
-                .record_linear_fill_times(age - interval, interval, held_back, timeouts),
-            held_back.saturating_mul(timeouts),
-        );
-    }
-}
-
 /// [`censored_summary`] with the histogram it summarizes (which a report serializes).
 pub fn censored_view(
     answered: &LatencyHistogram,
@@ -527,16 +503,22 @@ pub fn censored_view(
 ) -> (LatencySummary, LatencyHistogram) {
     let mut with = with_censored(answered, censored, view);
     let timeout_us = u64::try_from(timeout.as_micros()).unwrap_or(u64::MAX);
+    // Closed loop: a timed-out request is recorded at the timeout (its latency is at least
+    // that) and, like a censored request of that age, stands for the requests its connection
+    // held back meanwhile (none per URL line: those would have been other lines). Without
+    // this, 7 of 8 connections stuck until they time out are 7 requests among thousands of
+    // fast answers, and the percentiles say the server is fast.
+    let age = timeout_us.min(MAX_LATENCY_US) as f64;
     let unrecorded_timeouts = match view {
-        LatencyView::ClosedLoop => {
-            with_timeouts(&mut with, answered.mean(), timeouts, timeout_us);
+        LatencyView::ClosedLoop if timeouts > 0 => {
+            with.record_stuck(age, answered.mean(), timeouts);
             0
         }
-        LatencyView::ClosedLoopLine => {
-            with_timeouts(&mut with, 0.0, timeouts, timeout_us);
+        LatencyView::ClosedLoopLine if timeouts > 0 => {
+            with.record_stuck(age, 0.0, timeouts);
             0
         }
-        LatencyView::RateCorrected | LatencyView::RateUncorrected => timeouts,
+        _ => timeouts,
     };
     let mut summary = with.histogram.summary();
     summary.lower_bound = lower_bounds(
