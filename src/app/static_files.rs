@@ -102,8 +102,12 @@ pub fn serve(root: &Path, root_dir: &File, path: &str) -> Response {
 /// file, its name (for the Content-Type) and its length, or the status to answer.
 fn open(root: &Path, root_dir: &File, path: &str) -> Result<(File, PathBuf, u64), u16> {
     let relative = relative_path(path)?;
-    let regular = |file: File| -> Result<(File, u64), u16> {
+    // One fstat per opened file says what it is and how long.
+    let stat = |file: File| -> Result<(File, std::fs::Metadata), u16> {
         let meta = file.metadata().map_err(|_| 404u16)?;
+        Ok((file, meta))
+    };
+    let regular = |(file, meta): (File, std::fs::Metadata)| -> Result<(File, u64), u16> {
         if meta.is_file() {
             Ok((file, meta.len()))
         } else {
@@ -118,19 +122,19 @@ fn open(root: &Path, root_dir: &File, path: &str) -> Result<(File, PathBuf, u64)
     };
     match beneath(&target) {
         Ok(file) => {
-            let is_dir = file.metadata().map_err(|_| 404u16)?.is_dir();
-            if !is_dir {
-                let (file, len) = regular(file)?;
+            let (file, meta) = stat(file)?;
+            if !meta.is_dir() {
+                let (file, len) = regular((file, meta))?;
                 return Ok((file, relative, len));
             }
             let index = relative.join("index.html");
-            let (file, len) = regular(beneath(&index).map_err(|_| 404u16)?)?;
+            let (file, len) = regular(stat(beneath(&index).map_err(|_| 404u16)?)?)?;
             Ok((file, index, len))
         }
         Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
             let real = resolve(root, path)?;
             let file = File::open(&real).map_err(|_| 404u16)?;
-            let (file, len) = regular(file)?;
+            let (file, len) = regular(stat(file)?)?;
             Ok((file, real, len))
         }
         Err(_) => Err(404),

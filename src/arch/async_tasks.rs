@@ -462,7 +462,7 @@ fn read_into(stream: &mut TcpStream, input: &mut Vec<u8>) -> Input {
         }
         Poll::Ready(Err(e)) if e.kind() == ErrorKind::Interrupted => Input::Quiet,
         Poll::Ready(Err(_)) => Input::End,
-        // The readiness was stale: wait again (`readable` registers this task's waker).
+        // The readiness was stale: wait again (`poll_read_ready` registers this task's waker).
         Poll::Pending => Input::Quiet,
     }
 }
@@ -503,8 +503,9 @@ async fn precise_sleep(duration: Duration) {
     if duration.is_zero() {
         return;
     }
+    let due = tokio::time::Instant::now() + duration;
     let Ok(timer) = crate::sys::watched_timer(duration) else {
-        tokio::time::sleep(duration).await;
+        tokio::time::sleep_until(due).await;
         return;
     };
     loop {
@@ -519,7 +520,7 @@ async fn precise_sleep(duration: Duration) {
         }
     }
     // The timerfd failed under us: wait whatever is left on tokio's timer.
-    tokio::time::sleep(duration).await;
+    tokio::time::sleep_until(due).await;
 }
 
 /// Does the work of a route: CPU work inline, waits as timers, the store off the workers.
