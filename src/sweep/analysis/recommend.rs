@@ -74,10 +74,27 @@ pub fn best_choice(
             && p.error_rate() <= MAX_ERROR_RATE
             && !p.starved
     };
+    let candidates: Vec<&PointResult> = usable.iter().copied().filter(|p| meets(p)).collect();
+    let by_latency = offered_rps.filter(|&offered| {
+        !candidates.is_empty() && candidates.iter().all(|p| delivered_rate(p, offered))
+    });
+    // Better first: the higher throughput, or at a rate every candidate delivered, the lower
+    // p99 and then the lower server CPU per request. Each architecture is represented by its
+    // best point under this order, and the architectures are ranked by it.
+    let order = |a: &PointResult, b: &PointResult| {
+        if by_latency.is_some() {
+            a.latency_us.p99.total_cmp(&b.latency_us.p99).then(
+                a.server_cpu_us_per_request
+                    .total_cmp(&b.server_cpu_us_per_request),
+            )
+        } else {
+            b.rps.total_cmp(&a.rps)
+        }
+    };
     let mut best_per_arch: BTreeMap<&str, &PointResult> = BTreeMap::new();
-    for p in usable.iter().copied().filter(|p| meets(p)) {
+    for p in candidates.iter().copied() {
         let entry = best_per_arch.entry(p.arch.as_str()).or_insert(p);
-        if p.rps > entry.rps {
+        if order(p, entry).is_lt() {
             *entry = p;
         }
     }
@@ -90,31 +107,8 @@ pub fn best_choice(
             (a.to_string(), exclusion_reason(&mine))
         })
         .collect();
-    let candidates: Vec<&PointResult> = usable.iter().copied().filter(|p| meets(p)).collect();
-    let by_latency = offered_rps.filter(|&offered| {
-        !candidates.is_empty() && candidates.iter().all(|p| delivered_rate(p, offered))
-    });
-    if by_latency.is_some() {
-        let key = |p: &PointResult| (p.latency_us.p99, p.server_cpu_us_per_request);
-        best_per_arch.clear();
-        for p in candidates.iter().copied() {
-            let entry = best_per_arch.entry(p.arch.as_str()).or_insert(p);
-            if key(p).0 < key(entry).0 || (key(p).0 == key(entry).0 && key(p).1 < key(entry).1) {
-                *entry = p;
-            }
-        }
-    }
     let mut ranking: Vec<(&str, &PointResult)> = best_per_arch.into_iter().collect();
-    if by_latency.is_some() {
-        ranking.sort_by(|a, b| {
-            a.1.latency_us.p99.total_cmp(&b.1.latency_us.p99).then(
-                a.1.server_cpu_us_per_request
-                    .total_cmp(&b.1.server_cpu_us_per_request),
-            )
-        });
-    } else {
-        ranking.sort_by(|a, b| b.1.rps.total_cmp(&a.1.rps));
-    }
+    ranking.sort_by(|a, b| order(a.1, b.1));
     let (winner, within_bound) = match ranking.first() {
         Some((_, p)) => (*p, true),
         None => {
