@@ -6,7 +6,7 @@
 //! implements and the [`Arch`] enum that lists them.
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -15,12 +15,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use crate::app::App;
+use crate::arch::listen::{bind, MAX_WORKERS};
 use crate::arch::{Accept, AcceptCounts, Arch, Protocol, ServerContext, Timeouts, DRAIN};
 use crate::store::StoreConfig;
 use crate::sys::SharedCounter;
-
-/// The most workers `--workers` (and an experiment's `workers`) may ask for.
-pub const MAX_WORKERS: usize = 10_000;
 
 /// The text after `serve --help`'s options: every architecture with its workers, from [`Arch`].
 fn serve_help() -> String {
@@ -164,23 +162,6 @@ impl ServeConfig {
             },
         })
     }
-}
-
-/// Binds a listening socket with a deep backlog (the studies go to 15,000 connections);
-/// with `reuse_port`, one that other SO_REUSEPORT sockets may bind beside (reactors).
-pub fn bind(addr: SocketAddr, reuse_port: bool) -> anyhow::Result<TcpListener> {
-    use socket2::{Domain, Socket, Type};
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
-    socket.set_reuse_address(true)?;
-    if reuse_port {
-        socket.set_reuse_port(true)?;
-    }
-    socket
-        .bind(&addr.into())
-        .with_context(|| format!("cannot listen on {addr}"))?;
-    socket.listen(4096)?;
-    socket.set_nonblocking(true)?;
-    Ok(socket.into())
 }
 
 /// Runs `sweetspot serve`.

@@ -55,12 +55,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::connection::{
-    cancel_check, is_resource_exhaustion, next_request, request_timeout, Answered, Next,
-    RequestClock, CONTINUE, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
+use super::request::{
+    cancel_check, is_resource_exhaustion, Answered, Exchange, Step, LINGER_BYTES, LINGER_TIME,
 };
 use super::{Architecture, Protocol, ServerContext, DRAIN};
-use crate::app::{echo, fib_response, App, Route};
+use crate::app::{fib_response, App, Route};
 use crate::http::{FileBody, Response};
 use crate::store::redis_pipe::{resp_frame_len, RedisAnswer, RedisRequest};
 use crate::store::{
@@ -210,10 +209,8 @@ struct Connection {
     /// come earlier or has fired: a timer per read would touch the runtime's timer wheel for
     /// every request.
     wake: Pin<Box<tokio::time::Sleep>>,
-    input: Vec<u8>,
-    out: Vec<u8>,
-    clock: RequestClock,
-    last_activity: Instant,
+    /// The connection's sans-IO state: input, output, deadlines (no buffers kept idle).
+    ex: Exchange,
     /// Dropped when the task ends: the accept loop's drain counts these.
     _done: mpsc::Sender<()>,
 }
@@ -229,10 +226,7 @@ impl Connection {
             }),
             wake: Box::pin(tokio::time::sleep_until(idle_at.into())),
             shared,
-            input: Vec::new(),
-            out: Vec::new(),
-            clock: RequestClock::default(),
-            last_activity: Instant::now(),
+            ex: Exchange::new(0),
             _done: done,
         }
     }
@@ -245,41 +239,15 @@ impl Connection {
     async fn run(mut self) {
         let _ = self.stream.set_nodelay(true);
         loop {
-            let answered = match self.ctx().protocol {
-                Protocol::Http => {
-                    let before = self.input.len();
-                    let answered = self.answer_http().await;
-                    if answered == Answered::Cancelled {
-                        return;
-                    }
-                    if self.input.len() < before {
-                        self.clock.reset();
-                    }
-                    // The clock matters only for a request partly in: an empty input (the
-                    // usual case) needs no clock read.
-                    let now = if self.input.is_empty() {
-                        self.last_activity
-                    } else {
-                        Instant::now()
-                    };
-                    if self.clock.observe(&self.input, now) && answered == Answered::NeedInput {
-                        self.out.extend_from_slice(CONTINUE);
-                    }
-                    answered
-                }
-                Protocol::Echo => match echo::echo_lines(&mut self.input, &mut self.out) {
-                    Ok(lines) => {
-                        self.ctx().served.add(lines);
-                        Answered::NeedInput
-                    }
-                    Err(()) => Answered::Close,
-                },
-            };
-            if !self.out.is_empty() {
+            let answered = self.answer().await;
+            if answered == Answered::Cancelled {
+                return;
+            }
+            if !self.ex.out.is_empty() {
                 if self.write_out().await.is_err() {
                     return;
                 }
-                self.last_activity = Instant::now();
+                self.ex.last_activity = Instant::now();
             }
             let stopping = self.ctx().stopping();
             match answered {
@@ -289,36 +257,27 @@ impl Connection {
                     if self.stream_file(&file).await.is_err() || close {
                         return;
                     }
-                    self.last_activity = Instant::now();
-                    // The next request waited on the server: its deadline starts now.
-                    self.clock.reset();
+                    self.ex.streamed(Instant::now());
                     continue;
                 }
                 Answered::Backlog if !stopping => continue,
                 _ if stopping => return,
                 _ => {}
             }
-            // One clock read per wake-up serves the activity time, the request clock and its
-            // deadline check.
             let now = match self.read_some().await {
                 Input::Data => {
                     let now = Instant::now();
-                    self.last_activity = now;
-                    if self.ctx().protocol == Protocol::Http && self.clock.observe(&self.input, now)
+                    if self.ex.arrived(now, self.shared.ctx.protocol)
+                        && self.write_out().await.is_err()
                     {
-                        self.out.extend_from_slice(CONTINUE);
-                        if self.write_out().await.is_err() {
-                            return;
-                        }
+                        return;
                     }
                     now
                 }
                 Input::End | Input::Idle => return,
                 Input::Quiet => Instant::now(),
             };
-            if self.clock.expired(&self.ctx().timeouts, now) {
-                request_timeout(&mut self.out);
-                self.ctx().served.add(1);
+            if self.ex.expired(&self.shared.ctx, now) {
                 if self.write_out().await.is_ok() {
                     self.linger().await;
                 }
@@ -327,49 +286,25 @@ impl Connection {
         }
     }
 
-    /// Answers the complete requests in the input, waiting on the work each needs, until
-    /// the output holds [`MAX_QUEUED_OUTPUT`]. The bytes used leave the input once, at the
-    /// end, so a long pipeline costs linear time.
-    async fn answer_http(&mut self) -> Answered {
+    /// Answers the complete requests buffered, awaiting the work each needs.
+    async fn answer(&mut self) -> Answered {
         let shared = Arc::clone(&self.shared);
-        let ctx = &shared.ctx;
-        let mut pos = 0;
-        let answered = loop {
-            if self.out.len() >= MAX_QUEUED_OUTPUT {
-                break Answered::Backlog;
-            }
-            match next_request(&self.input[pos..], &mut self.out, &ctx.app, ctx.stopping()) {
-                Next::Request(route, shape, used) => {
-                    pos += used;
-                    let Some(resp) = complete(&shared, route, self.stream.as_raw_fd()).await else {
-                        break Answered::Cancelled;
-                    };
-                    shape.write(&resp, &mut self.out);
-                    ctx.served.add(1);
-                    match resp.file {
-                        Some(file) if !shape.head => {
-                            break Answered::Stream(file, !shape.keep_alive)
-                        }
-                        _ if !shape.keep_alive => break Answered::Close,
-                        _ => {}
+        loop {
+            match self.ex.next(&shared.ctx) {
+                Step::Complete(route, shape) => {
+                    let resp = complete(&shared, route, self.stream.as_raw_fd()).await;
+                    if let Some(answered) = self.ex.reply(resp, shape, &shared.ctx) {
+                        return answered;
                     }
                 }
-                Next::Incomplete => break Answered::NeedInput,
-                Next::Rejected => {
-                    ctx.served.add(1);
-                    break Answered::Reject;
-                }
+                Step::Then(answered) => return answered,
             }
-        };
-        self.input.drain(..pos);
-        answered
+        }
     }
 
-    /// Waits for input until the idle timeout (in slices while a request is partly in, so
-    /// its deadline is checked), or until the server stops.
     async fn read_some(&mut self) -> Input {
-        let idle_at = self.last_activity + self.ctx().idle_timeout;
-        let wake_at = if self.input.is_empty() {
+        let idle_at = self.ex.last_activity + self.ctx().idle_timeout;
+        let wake_at = if self.ex.input.is_empty() {
             idle_at
         } else {
             idle_at.min(Instant::now() + CLOCK_SLICE)
@@ -385,7 +320,7 @@ impl Connection {
             // poll_read_ready keeps this task's waker in the socket's own slot; `readable()`
             // would queue a waiter under the socket's lock on every wait.
             ready = std::future::poll_fn(|cx| self.stream.poll_read_ready(cx)) => match ready {
-                Ok(()) => read_into(&mut self.stream, &mut self.input),
+                Ok(()) => read_into(&mut self.stream, &mut self.ex.input),
                 Err(_) => Input::End,
             },
             _ = &mut self.wake => {
@@ -402,8 +337,8 @@ impl Connection {
     /// Writes all queued output and clears it.
     async fn write_out(&mut self) -> std::io::Result<()> {
         let timeout = self.ctx().timeouts.write;
-        write_all_or_stall(&mut self.stream, &self.out, timeout).await?;
-        self.out.clear();
+        write_all_or_stall(&mut self.stream, &self.ex.out, timeout).await?;
+        self.ex.out.clear();
         Ok(())
     }
 
@@ -412,8 +347,8 @@ impl Connection {
     async fn stream_file(&mut self, file: &FileBody) -> std::io::Result<()> {
         let mut offset = 0;
         while offset < file.len {
-            self.out.clear();
-            let n = file.read_chunk(offset, &mut self.out)?;
+            self.ex.out.clear();
+            let n = file.read_chunk(offset, &mut self.ex.out)?;
             if n == 0 {
                 return Err(ErrorKind::UnexpectedEof.into());
             }

@@ -21,11 +21,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::connection::{
+use super::pipeline::{self, Deadlines, Ending, Pipeline, PipelineHost, MAX_BUFFERED};
+use super::pool::WorkerPool;
+use super::request::{
     cancel_check, is_resource_exhaustion, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
 };
-use super::hybrid::WorkerPool;
-use super::pipeline::{self, Ending, Pipeline, PipelineHost, MAX_BUFFERED};
 use super::{Protocol, ServerContext, DRAIN};
 use crate::app::{fib_response, App, Route};
 use crate::http::Response;
@@ -76,14 +76,11 @@ struct Conn {
     /// How much of the pipeline's output has been written (dropped in batches, as its
     /// answered input).
     sent: usize,
-    /// Since when queued output has made no progress.
-    stalled_since: Option<Instant>,
+    /// Its idle, write-stall and lingering deadlines.
+    deadlines: Deadlines,
     /// Answering stopped because the output was full, with input left to answer.
     backlogged: bool,
-    /// Lingering: reading and dropping input until this deadline, and how much so far.
-    lingering: Option<(Instant, usize)>,
     peer_closed: bool,
-    last_active: Instant,
     interest: Interest,
 }
 
@@ -345,11 +342,9 @@ impl<P: Poller> EventLoop<P> {
             generation: self.next_generation,
             pipeline: Pipeline::default(),
             sent: 0,
-            stalled_since: None,
+            deadlines: Deadlines::new(Instant::now()),
             backlogged: false,
-            lingering: None,
             peer_closed: false,
-            last_active: Instant::now(),
             interest,
         });
     }
@@ -370,7 +365,7 @@ impl<P: Poller> EventLoop<P> {
         let Some(conn) = self.conns.get_mut(token).and_then(Option::as_mut) else {
             return;
         };
-        if conn.lingering.is_some() {
+        if conn.deadlines.lingering.is_some() {
             self.linger_read(token);
             return;
         }
@@ -384,7 +379,7 @@ impl<P: Poller> EventLoop<P> {
                     }
                     Ok(n) => {
                         conn.pipeline.input.extend_from_slice(&chunk[..n]);
-                        conn.last_active = now;
+                        conn.deadlines.last_active = now;
                         // A short read drained the socket: no second read to hear WouldBlock
                         // (the poll is level-triggered, so bytes that come later wake it).
                         if n < chunk.len() || conn.pipeline.unanswered() > MAX_BUFFERED {
@@ -451,7 +446,7 @@ impl<P: Poller> EventLoop<P> {
         let Some(conn) = self.conns[token].as_mut() else {
             return;
         };
-        let Some((_, discarded)) = conn.lingering.as_mut() else {
+        let Some((_, discarded)) = conn.deadlines.lingering.as_mut() else {
             return;
         };
         let chunk = &mut self.read_buf;
@@ -624,19 +619,19 @@ impl<P: Poller> EventLoop<P> {
         if conn.sent == conn.pipeline.out.len() {
             conn.pipeline.out.clear();
             conn.sent = 0;
-            conn.stalled_since = None;
+            conn.deadlines.stalled_since = None;
         } else {
             if conn.sent >= conn.pipeline.out.len() / 2 {
                 conn.pipeline.out.drain(..conn.sent);
                 conn.sent = 0;
             }
-            if written > 0 || conn.stalled_since.is_none() {
-                conn.stalled_since = Some(Instant::now());
+            if written > 0 || conn.deadlines.stalled_since.is_none() {
+                conn.deadlines.stalled_since = Some(Instant::now());
             }
         }
         if written > 0 {
             // A fresh clock: inline CPU work earlier in this turn may have taken seconds.
-            conn.last_active = Instant::now();
+            conn.deadlines.last_active = Instant::now();
         }
         // (`out` is empty exactly when nothing is queued: `sent` has caught up and both reset.)
         let ending = conn.pipeline.ending(conn.queued(), conn.peer_closed);
@@ -654,7 +649,7 @@ impl<P: Poller> EventLoop<P> {
                 return false;
             }
             conn.interest = read_only;
-            conn.lingering = Some((Instant::now() + LINGER_TIME, 0));
+            conn.deadlines.lingering = Some((Instant::now() + LINGER_TIME, 0));
             return false;
         }
         if ending == Some(Ending::Close) {
@@ -758,15 +753,10 @@ impl<P: Poller> EventLoop<P> {
     fn close_idle(&mut self, idle: Duration) {
         let write_timeout = self.ctx.timeouts.write;
         for token in 0..self.conns.len() {
+            let now = Instant::now();
             let expired = self.conns[token].as_ref().is_some_and(|c| {
-                let silent = c.pipeline.idle(c.queued()) && c.last_active.elapsed() >= idle;
-                let stalled = c
-                    .stalled_since
-                    .is_some_and(|since| since.elapsed() >= write_timeout);
-                let lingered = c
-                    .lingering
-                    .is_some_and(|(until, _)| Instant::now() >= until);
-                (silent && c.lingering.is_none()) || stalled || lingered
+                c.deadlines
+                    .expired(c.pipeline.idle(c.queued()), idle, write_timeout, now)
             });
             if expired {
                 self.close(token);

@@ -8,8 +8,9 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::blocking::{accept_next, serve_connection, use_blocking_accept};
 use super::children::Children;
-use super::connection::{accept_next, serve_connection, use_blocking_accept, warm_up_parser};
+use super::request::warm_up_parser;
 use super::{Architecture, ServerContext, DRAIN};
 use crate::store::LazyStore;
 use crate::sys::{fork, ForkResult};

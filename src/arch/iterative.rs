@@ -4,7 +4,7 @@
 use std::net::TcpListener;
 use std::sync::Arc;
 
-use super::connection::{accept_next, serve_connection, use_blocking_accept};
+use super::blocking::{accept_next, serve_connection, use_blocking_accept};
 use super::{Architecture, ServerContext};
 use crate::store::LazyStore;
 

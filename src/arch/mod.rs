@@ -15,19 +15,23 @@
 //! (the answering step of a connection's pipelined requests, shared by that loop and uring).
 
 pub mod async_tasks;
+pub mod blocking;
 pub mod children;
-pub mod connection;
 pub mod epoll;
 pub mod event_loop;
 pub mod forking;
 pub mod hybrid;
 pub mod iterative;
+pub mod listen;
 pub mod pipeline;
 pub mod poll;
+pub mod pool;
 pub mod preforked;
 pub mod prethreaded;
 pub mod reactors;
+pub mod request;
 pub mod threaded;
+pub mod threads;
 pub mod uring;
 
 use std::net::TcpListener;

@@ -11,10 +11,10 @@
 //! [`PipelineHost`] trait each loop implements; [`answer`] is generic over it, so each loop
 //! gets its own copy with no indirection per request.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use super::connection::{next_request, request_timeout, Next, ReplyShape, RequestClock};
-use super::connection::{CONTINUE, MAX_QUEUED_OUTPUT};
+use super::request::{next_request, request_timeout, Next, ReplyShape, RequestClock};
+use super::request::{CONTINUE, MAX_QUEUED_OUTPUT};
 use super::{Protocol, ServerContext, Timeouts};
 use crate::app::{echo, Route};
 use crate::http::{FileBody, Response, MAX_BODY, MAX_HEADER_BYTES};
@@ -27,9 +27,48 @@ pub const MAX_BUFFERED: usize = MAX_HEADER_BYTES + MAX_BODY + 64 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ending {
     /// After an error reply: stop sending, keep reading (and dropping) until the client is
-    /// done ([`LINGER_TIME`](super::connection::LINGER_TIME)).
+    /// done ([`LINGER_TIME`](super::request::LINGER_TIME)).
     Linger,
     Close,
+}
+
+/// A connection's deadlines apart from its request's ([`RequestClock`]): when it was last
+/// active, since when its queued output has not moved, and, after an error reply, until when
+/// it lingers (with how much it has dropped so far).
+#[derive(Debug, Clone, Copy)]
+pub struct Deadlines {
+    pub last_active: Instant,
+    pub stalled_since: Option<Instant>,
+    pub lingering: Option<(Instant, usize)>,
+}
+
+impl Deadlines {
+    pub fn new(now: Instant) -> Deadlines {
+        Deadlines {
+            last_active: now,
+            stalled_since: None,
+            lingering: None,
+        }
+    }
+
+    /// Whether the connection is to close at `now`: silent for `idle` with nothing in flight
+    /// (`quiet`) and not lingering, its output stuck for `write_timeout`, or its lingering over.
+    pub fn expired(
+        &self,
+        quiet: bool,
+        idle: Duration,
+        write_timeout: Duration,
+        now: Instant,
+    ) -> bool {
+        let silent = quiet && now.saturating_duration_since(self.last_active) >= idle;
+        let stalled = self
+            .stalled_since
+            .is_some_and(|since| now.saturating_duration_since(since) >= write_timeout);
+        match self.lingering {
+            Some((until, _)) => stalled || now >= until,
+            None => silent || stalled,
+        }
+    }
 }
 
 /// The requests and replies of one connection, apart from its socket.
@@ -239,6 +278,25 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn deadlines_close_the_silent_the_stalled_and_the_lingered_only() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut d = Deadlines::new(t0);
+        assert!(!d.expired(true, s(10), s(5), t0 + s(9)));
+        assert!(d.expired(true, s(10), s(5), t0 + s(10)));
+        // Work in flight keeps a silent connection open.
+        assert!(!d.expired(false, s(10), s(5), t0 + s(60)));
+        d.stalled_since = Some(t0 + s(1));
+        assert!(!d.expired(false, s(10), s(5), t0 + s(5)));
+        assert!(d.expired(false, s(10), s(5), t0 + s(6)));
+        d.stalled_since = None;
+        // A lingering connection is not closed for silence, only when its lingering ends.
+        d.lingering = Some((t0 + s(30), 0));
+        assert!(!d.expired(true, s(10), s(5), t0 + s(29)));
+        assert!(d.expired(true, s(10), s(5), t0 + s(30)));
+    }
 
     const EXPECTING: &[u8] =
         b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n";

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use super::blocking::{accept_next, serve_connection, use_blocking_accept};
 use super::children::Children;
-use super::connection::{accept_next, serve_connection, use_blocking_accept};
 use super::{Architecture, ServerContext, DRAIN};
 use crate::store::LazyStore;
 use crate::sys::{fork, ForkResult};

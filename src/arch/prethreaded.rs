@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use super::connection::{accept_next, serve_connection, use_blocking_accept};
-use super::threaded::{wait_for_zero, STACK_SIZE};
+use super::blocking::{accept_next, serve_connection, use_blocking_accept};
+use super::threads::{wait_for_zero, STACK_SIZE};
 use super::{Architecture, ServerContext, DRAIN};
 use crate::store::LazyStore;
 

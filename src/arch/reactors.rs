@@ -31,7 +31,7 @@ impl Architecture for ReactorsServer {
         let mut listeners = Vec::with_capacity(loops);
         for _ in 1..loops {
             listeners.push(match ctx.accept {
-                Accept::Reuseport => crate::serve::bind(addr, true)
+                Accept::Reuseport => super::listen::bind(addr, true)
                     .with_context(|| format!("cannot add a SO_REUSEPORT listener on {addr}"))?,
                 Accept::Shared => listener.try_clone()?,
             });

@@ -4,15 +4,12 @@
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::connection::{accept_next, serve_connection, use_blocking_accept};
+use super::blocking::{accept_next, serve_connection, use_blocking_accept};
+use super::threads::{wait_for_zero, STACK_SIZE};
 use super::{Architecture, ServerContext, DRAIN};
 use crate::store::LazyStore;
-
-/// Small stacks let thousands of connection threads fit; the deepest work (fib(50)
-/// recursion, page rendering) needs far less.
-pub const STACK_SIZE: usize = 256 * 1024;
 
 pub struct ThreadedServer;
 
@@ -43,13 +40,5 @@ impl Architecture for ThreadedServer {
         }
         wait_for_zero(&active, DRAIN);
         Ok(())
-    }
-}
-
-/// Waits until `count` reaches zero or `limit` passes.
-pub fn wait_for_zero(count: &AtomicUsize, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    while count.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
     }
 }

@@ -44,10 +44,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::connection::{
+use super::pipeline::{self, Deadlines, Ending, Pipeline, PipelineHost, MAX_BUFFERED};
+use super::request::{
     cancel_check, is_resource_exhaustion, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
 };
-use super::pipeline::{self, Ending, Pipeline, PipelineHost, MAX_BUFFERED};
 use super::{Architecture, Protocol, ServerContext, DRAIN};
 use crate::app::{fib_response, App, Route};
 use crate::http::{Response, FILE_CHUNK};
@@ -116,7 +116,7 @@ impl Architecture for UringServer {
         let mut listeners = vec![listener];
         for _ in 1..threads {
             listeners.push(
-                crate::serve::bind(addr, true)
+                super::listen::bind(addr, true)
                     .with_context(|| format!("cannot add a SO_REUSEPORT listener on {addr}"))?,
             );
         }
@@ -153,11 +153,10 @@ struct Conn {
     pipeline: Pipeline,
     /// Bytes of the send in flight (0: none).
     sending: usize,
-    stalled_since: Option<Instant>,
-    lingering: Option<(Instant, usize)>,
+    /// Its idle, write-stall and lingering deadlines.
+    deadlines: Deadlines,
     sleeping: u64,
     peer_closed: bool,
-    last_active: Instant,
     recv_armed: bool,
     recv_cancelled: bool,
     /// A receive failed: the connection is dead.
@@ -300,12 +299,12 @@ impl RingLoop {
                 if conn.generation != generation {
                     return;
                 }
-                if let Some((_, discarded)) = conn.lingering.as_mut() {
+                if let Some((_, discarded)) = conn.deadlines.lingering.as_mut() {
                     *discarded += bytes.len();
                 } else {
                     conn.pipeline.input.extend_from_slice(bytes);
                 }
-                conn.last_active = now;
+                conn.deadlines.last_active = now;
                 if !conn.dirty {
                     conn.dirty = true;
                     dirty.push(slot);
@@ -380,8 +379,8 @@ impl RingLoop {
                         buffer.clear();
                         conn.pipeline.out = buffer;
                     }
-                    conn.last_active = now;
-                    conn.stalled_since = None;
+                    conn.deadlines.last_active = now;
+                    conn.deadlines.stalled_since = None;
                 }
                 self.mark(slot);
             }
@@ -444,11 +443,9 @@ impl RingLoop {
             generation: self.next_generation,
             pipeline: Pipeline::default(),
             sending: 0,
-            stalled_since: None,
-            lingering: None,
+            deadlines: Deadlines::new(Instant::now()),
             sleeping: 0,
             peer_closed: false,
-            last_active: Instant::now(),
             recv_armed: false,
             recv_cancelled: false,
             broken: false,
@@ -513,7 +510,7 @@ impl RingLoop {
             self.close(slot);
             return;
         }
-        if let Some((until, discarded)) = conn.lingering {
+        if let Some((until, discarded)) = conn.deadlines.lingering {
             if conn.peer_closed || discarded >= LINGER_BYTES || self.now >= until {
                 self.close(slot);
             } else if !conn.recv_armed {
@@ -567,7 +564,7 @@ impl RingLoop {
                 self.close(slot);
                 return;
             }
-            conn.lingering = Some((self.now + LINGER_TIME, 0));
+            conn.deadlines.lingering = Some((self.now + LINGER_TIME, 0));
             if !conn.recv_armed {
                 self.arm_recv(slot);
             }
@@ -620,7 +617,7 @@ impl RingLoop {
         }
         let buffer = std::mem::take(&mut conn.pipeline.out);
         conn.sending = buffer.len();
-        conn.stalled_since.get_or_insert(self.now);
+        conn.deadlines.stalled_since.get_or_insert(self.now);
         conn.fixed = match conn.fixed {
             Fixed::Fresh => Fixed::SentOnce,
             Fixed::SentOnce if self.ring.fix(slot as u32, conn.stream.as_fd()) => Fixed::Yes,
@@ -760,16 +757,12 @@ impl RingLoop {
             let Some(c) = self.conns[slot].as_mut() else {
                 continue;
             };
-            let silent = c.pipeline.idle(c.queued()) && c.last_active.elapsed() >= idle;
-            let stalled = c
-                .stalled_since
-                .is_some_and(|since| since.elapsed() >= write_timeout);
-            let lingered = c.lingering.is_some_and(|(until, _)| now >= until);
-            if (silent && c.lingering.is_none()) || stalled || lingered {
+            let idle_pipeline = c.pipeline.idle(c.queued());
+            if c.deadlines.expired(idle_pipeline, idle, write_timeout, now) {
                 self.close(slot);
                 continue;
             }
-            if self.ctx.protocol != Protocol::Http || c.lingering.is_some() {
+            if self.ctx.protocol != Protocol::Http || c.deadlines.lingering.is_some() {
                 continue;
             }
             let queued = c.queued();

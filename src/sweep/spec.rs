@@ -598,7 +598,12 @@ impl Experiment {
             MAX_LOAD_THREADS.into(),
         )?;
         for &w in &self.workers {
-            int_in("workers", w.into(), 1, crate::serve::MAX_WORKERS as u64)?;
+            int_in(
+                "workers",
+                w.into(),
+                1,
+                crate::arch::listen::MAX_WORKERS as u64,
+            )?;
         }
         for &c in &self.concurrency {
             int_in("concurrency", c.into(), 1, MAX_CONCURRENCY.into())?;
