@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::http::{Method, Request, Response};
+use crate::store::redis_pipe::{RedisAnswer, RedisRequest};
 use crate::store::{GuestbookPage, LazyStore, Remark, StoreConfig, StoreError, View};
 
 pub use fib::{fib, fib_cancellable, PLAIN_UP_TO};
@@ -170,6 +171,25 @@ impl App {
         match page {
             Ok(page) => Response::new(200, "text/html; charset=utf-8", guestbook::render(&page)),
             Err(e) => store_unavailable(&e),
+        }
+    }
+
+    /// What a guestbook route asks of a pipelined store (`None` for every other route).
+    pub fn store_request(route: Route) -> Option<RedisRequest> {
+        match route {
+            Route::GuestbookPost(remark) => Some(RedisRequest::AddRemark(remark)),
+            Route::GuestbookView(view) => Some(RedisRequest::Visit(view)),
+            _ => None,
+        }
+    }
+
+    /// The reply to a guestbook route once a pipelined store has answered it; a failed view
+    /// or post answers the same 503.
+    pub fn store_answered(answer: Result<RedisAnswer, StoreError>) -> Response {
+        match answer {
+            Ok(RedisAnswer::Page(page)) => Self::guestbook_page(Ok(page)),
+            Ok(RedisAnswer::Added) => Self::remark_stored(Ok(())),
+            Err(e) => Self::guestbook_page(Err(e)),
         }
     }
 

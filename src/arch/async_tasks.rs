@@ -40,7 +40,6 @@
 //! Static files are read in [`FILE_CHUNK`](crate::http::FILE_CHUNK)s inline (a positional
 //! read of a cached page), as the event loops do.
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::io::ErrorKind;
 use std::os::fd::{AsRawFd, RawFd};
@@ -50,7 +49,6 @@ use std::task::{Context as TaskContext, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use redis::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -61,11 +59,8 @@ use super::request::{
 use super::{Architecture, Protocol, ServerContext, DRAIN};
 use crate::app::{fib_response, App, Route};
 use crate::http::{FileBody, Response};
-use crate::store::redis_pipe::{resp_frame_len, RedisAnswer, RedisRequest};
-use crate::store::{
-    add_remark_command, check_reply, page_from_replies, visit_pipeline, LazyStore, StoreConfig,
-    StoreError, View, VISIT_REPLIES,
-};
+use crate::store::redis_pipe::{Finished, RedisAnswer, RedisCodec, RedisRequest};
+use crate::store::{LazyStore, StoreConfig, StoreError};
 
 /// How often the accept loop looks at the stop flag (set by the signal handler).
 const STOP_CHECK: Duration = Duration::from_millis(50);
@@ -487,9 +482,12 @@ async fn complete(shared: &Shared, route: Route, stream: RawFd) -> Option<Respon
 }
 
 /// One guestbook call for the Redis task, and where its answer goes.
+/// Where a store task sends one request's answer.
+type Reply = oneshot::Sender<Result<RedisAnswer, StoreError>>;
+
 struct RedisJob {
     request: RedisRequest,
-    reply: oneshot::Sender<Result<RedisAnswer, StoreError>>,
+    reply: Reply,
 }
 
 /// The connection tasks' handle on the Redis task.
@@ -507,23 +505,14 @@ impl RedisClient {
 
     /// Runs a guestbook route on Redis; 503 when the store is unavailable.
     async fn call(&self, route: Route) -> Response {
-        let request = match route {
-            Route::GuestbookPost(remark) => RedisRequest::AddRemark(remark),
-            Route::GuestbookView(view) => RedisRequest::Visit(view),
-            _ => unreachable!("only guestbook routes reach the store"),
-        };
+        let request = App::store_request(route).expect("only guestbook routes reach the store");
         let (reply, answer) = oneshot::channel();
         let gone = || StoreError("redis: the store task is gone".into());
         let answer = match self.jobs.send(RedisJob { request, reply }).await {
             Ok(()) => answer.await.unwrap_or_else(|_| Err(gone())),
             Err(_) => Err(gone()),
         };
-        match answer {
-            Ok(RedisAnswer::Page(page)) => App::guestbook_page(Ok(page)),
-            Ok(RedisAnswer::Added) => App::remark_stored(Ok(())),
-            // A failed view or post answers the same 503.
-            Err(e) => App::guestbook_page(Err(e)),
-        }
+        App::store_answered(answer)
     }
 }
 
@@ -556,63 +545,6 @@ async fn redis_task(host: String, port: u16, mut jobs: mpsc::Receiver<RedisJob>)
     }
 }
 
-/// A job sent to Redis, waiting for its replies.
-struct Waiting {
-    reply: oneshot::Sender<Result<RedisAnswer, StoreError>>,
-    visit: Option<View>,
-    replies: Vec<Value>,
-    needed: usize,
-}
-
-/// Encodes a job's commands into `out` and queues it for its replies.
-fn queue_job(job: RedisJob, out: &mut Vec<u8>, waiting: &mut VecDeque<Waiting>) {
-    let (visit, needed) = match &job.request {
-        RedisRequest::Visit(view) => {
-            out.extend_from_slice(&visit_pipeline(*view).get_packed_pipeline());
-            (Some(*view), VISIT_REPLIES)
-        }
-        RedisRequest::AddRemark(remark) => {
-            out.extend_from_slice(&add_remark_command(remark).get_packed_command());
-            (None, 1)
-        }
-    };
-    waiting.push_back(Waiting {
-        reply: job.reply,
-        visit,
-        replies: Vec::with_capacity(needed),
-        needed,
-    });
-}
-
-/// Hands the complete replies at the front of `input` to the jobs waiting for them, in
-/// order, and drops them from `input`.
-fn take_replies(input: &mut Vec<u8>, waiting: &mut VecDeque<Waiting>) -> Result<(), StoreError> {
-    let mut start = 0;
-    while let Some(len) = resp_frame_len(&input[start..]) {
-        let value = redis::parse_redis_value(&input[start..start + len])
-            .map_err(|e| StoreError(format!("redis: {e}")))?;
-        start += len;
-        let Some(front) = waiting.front_mut() else {
-            return Err(StoreError("redis: reply with no request".into()));
-        };
-        front.replies.push(value);
-        if front.replies.len() == front.needed {
-            let w = waiting.pop_front().expect("front exists");
-            let answer = w
-                .replies
-                .iter()
-                .try_for_each(check_reply)
-                .and_then(|()| match w.visit {
-                    Some(view) => page_from_replies(view, &w.replies).map(RedisAnswer::Page),
-                    None => Ok(RedisAnswer::Added),
-                });
-            let _ = w.reply.send(answer);
-        }
-    }
-    input.drain(..start);
-    Ok(())
-}
-
 /// Pipelines jobs over one connection: sends their commands as they come and matches
 /// replies in order. Returns when the connection fails (every waiting job then gets the
 /// error) or the server is gone.
@@ -622,11 +554,10 @@ async fn redis_pipeline(
     jobs: &mut mpsc::Receiver<RedisJob>,
 ) {
     let (mut rd, mut wr) = stream.split();
-    let mut out = Vec::new();
-    let mut input = Vec::new();
-    let mut waiting = VecDeque::new();
+    let mut codec = RedisCodec::default();
+    let mut done: Finished<Reply> = Vec::new();
     let mut chunk = vec![0u8; 16 * 1024];
-    queue_job(first, &mut out, &mut waiting);
+    codec.push(first.reply, &first.request, Instant::now());
     let mut heard = tokio::time::Instant::now();
     let failure = loop {
         let reply_due = heard + REDIS_REPLY_TIMEOUT;
@@ -635,35 +566,36 @@ async fn redis_pipeline(
                 Ok(0) => break StoreError("redis: connection closed".into()),
                 Ok(n) => {
                     heard = tokio::time::Instant::now();
-                    input.extend_from_slice(&chunk[..n]);
-                    if let Err(e) = take_replies(&mut input, &mut waiting) {
+                    if let Err(e) = codec.feed(&chunk[..n], &mut done) {
                         break e;
+                    }
+                    for (reply, answer) in done.drain(..) {
+                        let _ = reply.send(answer);
                     }
                 }
                 Err(e) => break StoreError(format!("redis: {e}")),
             },
-            written = wr.write(&out), if !out.is_empty() => match written {
+            written = wr.write(codec.output()), if !codec.output().is_empty() => match written {
                 Ok(0) => break StoreError("redis: connection closed".into()),
-                Ok(n) => {
-                    out.drain(..n);
-                }
+                Ok(n) => codec.wrote(n),
                 Err(e) => break StoreError(format!("redis: {e}")),
             },
             job = jobs.recv() => match job {
                 Some(job) => {
-                    if waiting.is_empty() {
+                    if !codec.is_waiting() {
                         heard = tokio::time::Instant::now();
                     }
-                    queue_job(job, &mut out, &mut waiting);
+                    codec.push(job.reply, &job.request, Instant::now());
                 }
                 None => return,
             },
-            _ = tokio::time::sleep_until(reply_due), if !waiting.is_empty() => {
+            _ = tokio::time::sleep_until(reply_due), if codec.is_waiting() => {
                 break StoreError("redis: no reply in time".into());
             }
         }
     };
-    for w in waiting.drain(..) {
-        let _ = w.reply.send(Err(StoreError(failure.0.clone())));
+    codec.fail_all(&failure, &mut done);
+    for (reply, answer) in done {
+        let _ = reply.send(answer);
     }
 }

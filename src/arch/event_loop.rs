@@ -29,7 +29,7 @@ use super::request::{
 use super::{Protocol, ServerContext, DRAIN};
 use crate::app::{fib_response, App, Route};
 use crate::http::Response;
-use crate::store::redis_pipe::{Finished, RedisAnswer, RedisPipe, RedisRequest};
+use crate::store::redis_pipe::{Finished, RedisPipe};
 use crate::store::{LazyStore, StoreConfig};
 
 /// What a registration waits for.
@@ -502,11 +502,8 @@ impl<P: Poller> EventLoop<P> {
                     resp
                 }
                 LoopStore::Redis { pipe, .. } => {
-                    let request = match route {
-                        Route::GuestbookPost(remark) => RedisRequest::AddRemark(remark),
-                        Route::GuestbookView(view) => RedisRequest::Visit(view),
-                        _ => unreachable!("only guestbook routes reach the store"),
-                    };
+                    let request =
+                        App::store_request(route).expect("only guestbook routes reach the store");
                     match pipe.submit((token, generation), request) {
                         Ok(()) => {
                             self.redis_ready();
@@ -709,12 +706,7 @@ impl<P: Poller> EventLoop<P> {
         let finished = step(pipe);
         self.sync_redis_registration();
         for ((token, generation), answer) in finished {
-            let resp = match answer {
-                Ok(RedisAnswer::Page(page)) => App::guestbook_page(Ok(page)),
-                Ok(RedisAnswer::Added) => App::remark_stored(Ok(())),
-                // A failed view or post answers the same 503.
-                Err(e) => App::guestbook_page(Err(e)),
-            };
+            let resp = App::store_answered(answer);
             self.complete(token, generation, resp);
         }
     }

@@ -51,7 +51,7 @@ use super::request::{
 use super::{Architecture, Protocol, ServerContext, DRAIN};
 use crate::app::{fib_response, App, Route};
 use crate::http::{Response, FILE_CHUNK};
-use crate::store::redis_pipe::{Finished, RedisAnswer, RedisPipe, RedisRequest};
+use crate::store::redis_pipe::{Finished, RedisPipe};
 use crate::store::{LazyStore, StoreConfig};
 use crate::sys::uring::{Completion, Ring, Socket};
 
@@ -667,11 +667,8 @@ impl RingLoop {
             Route::GuestbookView(_) | Route::GuestbookPost(_) => match &mut self.store {
                 RingStore::Blocking(store) => self.ctx.app.complete(route, store, &mut || false),
                 RingStore::Redis { pipe, .. } => {
-                    let request = match route {
-                        Route::GuestbookPost(remark) => RedisRequest::AddRemark(remark),
-                        Route::GuestbookView(view) => RedisRequest::Visit(view),
-                        _ => unreachable!("only guestbook routes reach the store"),
-                    };
+                    let request =
+                        App::store_request(route).expect("only guestbook routes reach the store");
                     match pipe.submit((slot, generation), request) {
                         Ok(()) => {
                             self.redis_step(|pipe| pipe.on_ready());
@@ -739,11 +736,7 @@ impl RingLoop {
             }
         }
         for ((slot, generation), answer) in finished {
-            let resp = match answer {
-                Ok(RedisAnswer::Page(page)) => App::guestbook_page(Ok(page)),
-                Ok(RedisAnswer::Added) => App::remark_stored(Ok(())),
-                Err(e) => App::guestbook_page(Err(e)),
-            };
+            let resp = App::store_answered(answer);
             self.complete(slot, generation, resp);
         }
     }

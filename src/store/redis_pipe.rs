@@ -1,14 +1,9 @@
-//! A non-blocking Redis connection owned by an event loop.
-//!
-//! The poll and epoll servers must never block on the store, so they pipeline guestbook
-//! commands over one non-blocking socket and match replies to waiting requests in order.
-//! The redis crate encodes the commands and parses each reply; this module only finds where
-//! one reply ends in the byte stream (RESP framing), which the crate's sync parser cannot
-//! tell us without blocking on a reader. Connecting is non-blocking too: commands wait in
-//! the buffer until the socket is writable. Every request must be answered within
-//! [`STORE_TIMEOUT`] of its submission, connecting included: a store that stops answering
-//! (hung, SIGSTOPped) fails every waiting request with 503 once the oldest is overdue, and
-//! the connection is replaced, since later replies could no longer be matched.
+//! Pipelined Redis for the architectures that must never block on the store. [`RedisCodec`]
+//! is the sans-IO part: requests encoded into a buffer, fed bytes turned into answers in
+//! order (the redis crate encodes and parses; [`resp_frame_len`] finds where a reply ends).
+//! [`RedisPipe`] drives it over one non-blocking socket for the event loops and uring; the
+//! async architecture drives it over a tokio stream. A store that stops answering fails every
+//! waiting request (503) and its connection is replaced.
 
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
@@ -41,23 +36,117 @@ struct Waiting<T> {
     visit: Option<View>,
     replies: Vec<Value>,
     needed: usize,
-    deadline: Instant,
+    submitted: Instant,
+}
+
+/// Requests finished by a step, with their answers.
+pub type Finished<T> = Vec<(T, Result<RedisAnswer, StoreError>)>;
+
+/// The sans-IO half of a pipelined Redis connection: the command bytes not yet written, the
+/// reply bytes not yet matched, and the requests waiting in order; `T` tags each waiter.
+pub struct RedisCodec<T> {
+    out: Vec<u8>,
+    input: Vec<u8>,
+    waiting: VecDeque<Waiting<T>>,
+}
+
+impl<T> Default for RedisCodec<T> {
+    fn default() -> Self {
+        RedisCodec {
+            out: Vec::new(),
+            input: Vec::new(),
+            waiting: VecDeque::new(),
+        }
+    }
+}
+
+impl<T> RedisCodec<T> {
+    /// Encodes `request` into the output and queues its waiter.
+    pub fn push(&mut self, tag: T, request: &RedisRequest, now: Instant) {
+        let (visit, needed) = match request {
+            RedisRequest::Visit(view) => {
+                self.out
+                    .extend_from_slice(&visit_pipeline(*view).get_packed_pipeline());
+                (Some(*view), VISIT_REPLIES)
+            }
+            RedisRequest::AddRemark(remark) => {
+                self.out
+                    .extend_from_slice(&add_remark_command(remark).get_packed_command());
+                (None, 1)
+            }
+        };
+        self.waiting.push_back(Waiting {
+            tag,
+            visit,
+            replies: Vec::with_capacity(needed),
+            needed,
+            submitted: now,
+        });
+    }
+
+    /// The command bytes not yet written.
+    pub fn output(&self) -> &[u8] {
+        &self.out
+    }
+
+    /// Drops the first `n` output bytes, written.
+    pub fn wrote(&mut self, n: usize) {
+        self.out.drain(..n);
+    }
+
+    /// Whether requests wait for replies.
+    pub fn is_waiting(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
+    /// When the oldest waiting request was submitted.
+    pub fn oldest(&self) -> Option<Instant> {
+        self.waiting.front().map(|w| w.submitted)
+    }
+
+    /// Takes `bytes` read from the store and appends the requests they finish to `done`. An
+    /// unparsable reply, or one no request waits for, is an error: the stream is out of step.
+    pub fn feed(&mut self, bytes: &[u8], done: &mut Finished<T>) -> Result<(), StoreError> {
+        self.input.extend_from_slice(bytes);
+        let mut start = 0;
+        while let Some(len) = resp_frame_len(&self.input[start..]) {
+            let value = redis::parse_redis_value(&self.input[start..start + len])
+                .map_err(|e| StoreError(format!("redis: {e}")))?;
+            start += len;
+            let Some(front) = self.waiting.front_mut() else {
+                return Err(StoreError("redis: reply with no request".into()));
+            };
+            front.replies.push(value);
+            if front.replies.len() == front.needed {
+                let w = self.waiting.pop_front().expect("front exists");
+                done.push((w.tag, answer(w.visit, &w.replies)));
+            }
+        }
+        self.input.drain(..start);
+        Ok(())
+    }
+
+    /// Fails every waiting request with `e` and forgets the bytes of the broken stream.
+    pub fn fail_all(&mut self, e: &StoreError, done: &mut Finished<T>) {
+        self.out.clear();
+        self.input.clear();
+        for w in self.waiting.drain(..) {
+            done.push((w.tag, Err(StoreError(e.0.clone()))));
+        }
+    }
 }
 
 /// Pipelined guestbook commands over one non-blocking connection; `T` tags each waiter.
+/// Connecting is non-blocking too: commands wait in the codec until the socket is writable.
+/// Every request must be answered within [`STORE_TIMEOUT`] of its submission.
 pub struct RedisPipe<T> {
     host: String,
     port: u16,
     stream: Option<TcpStream>,
     generation: u64,
     dead: Vec<TcpStream>,
-    out: Vec<u8>,
-    input: Vec<u8>,
-    waiting: VecDeque<Waiting<T>>,
+    codec: RedisCodec<T>,
 }
-
-/// Requests finished by an I/O step, with their answers.
-pub type Finished<T> = Vec<(T, Result<RedisAnswer, StoreError>)>;
 
 impl<T> RedisPipe<T> {
     pub fn new(host: &str, port: u16) -> RedisPipe<T> {
@@ -67,9 +156,7 @@ impl<T> RedisPipe<T> {
             stream: None,
             generation: 0,
             dead: Vec::new(),
-            out: Vec::new(),
-            input: Vec::new(),
-            waiting: VecDeque::new(),
+            codec: RedisCodec::default(),
         }
     }
 
@@ -85,7 +172,7 @@ impl<T> RedisPipe<T> {
 
     /// Whether unsent command bytes remain.
     pub fn wants_write(&self) -> bool {
-        !self.out.is_empty()
+        !self.codec.output().is_empty()
     }
 
     fn connect(&mut self) -> Result<(), StoreError> {
@@ -125,25 +212,7 @@ impl<T> RedisPipe<T> {
         if self.stream.is_none() {
             self.connect()?;
         }
-        let (visit, needed) = match &request {
-            RedisRequest::Visit(view) => {
-                self.out
-                    .extend_from_slice(&visit_pipeline(*view).get_packed_pipeline());
-                (Some(*view), VISIT_REPLIES)
-            }
-            RedisRequest::AddRemark(remark) => {
-                self.out
-                    .extend_from_slice(&add_remark_command(remark).get_packed_command());
-                (None, 1)
-            }
-        };
-        self.waiting.push_back(Waiting {
-            tag,
-            visit,
-            replies: Vec::with_capacity(needed),
-            needed,
-            deadline: Instant::now() + STORE_TIMEOUT,
-        });
+        self.codec.push(tag, &request, Instant::now());
         Ok(())
     }
 
@@ -151,7 +220,11 @@ impl<T> RedisPipe<T> {
     /// drops the connection; the loop calls this on every turn.
     pub fn expire(&mut self, now: Instant) -> Finished<T> {
         let mut done = Vec::new();
-        if self.waiting.front().is_some_and(|w| now >= w.deadline) {
+        if self
+            .codec
+            .oldest()
+            .is_some_and(|t| now >= t + STORE_TIMEOUT)
+        {
             let e = StoreError(format!(
                 "redis: no answer within {} s",
                 STORE_TIMEOUT.as_secs_f64()
@@ -176,12 +249,10 @@ impl<T> RedisPipe<T> {
         let Some(stream) = self.stream.as_mut() else {
             return Ok(());
         };
-        while !self.out.is_empty() {
-            match stream.write(&self.out) {
+        while !self.codec.output().is_empty() {
+            match stream.write(self.codec.output()) {
                 Ok(0) => return Err(StoreError("redis: connection closed".into())),
-                Ok(n) => {
-                    self.out.drain(..n);
-                }
+                Ok(n) => self.codec.wrote(n),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return Err(io(e)),
@@ -191,39 +262,19 @@ impl<T> RedisPipe<T> {
         loop {
             match stream.read(&mut chunk) {
                 Ok(0) => return Err(StoreError("redis: connection closed".into())),
-                Ok(n) => self.input.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Ok(n) => self.codec.feed(&chunk[..n], done)?,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return Err(io(e)),
             }
         }
-        let mut start = 0;
-        while let Some(len) = resp_frame_len(&self.input[start..]) {
-            let value = redis::parse_redis_value(&self.input[start..start + len])
-                .map_err(|e| StoreError(format!("redis: {e}")))?;
-            start += len;
-            let Some(front) = self.waiting.front_mut() else {
-                return Err(StoreError("redis: reply with no request".into()));
-            };
-            front.replies.push(value);
-            if front.replies.len() == front.needed {
-                let w = self.waiting.pop_front().expect("front exists");
-                done.push((w.tag, answer(w.visit, &w.replies)));
-            }
-        }
-        self.input.drain(..start);
-        Ok(())
     }
 
     fn fail_all(&mut self, e: StoreError, done: &mut Finished<T>) {
         if let Some(stream) = self.stream.take() {
             self.dead.push(stream);
         }
-        self.out.clear();
-        self.input.clear();
-        for w in self.waiting.drain(..) {
-            done.push((w.tag, Err(StoreError(e.0.clone()))));
-        }
+        self.codec.fail_all(&e, done);
     }
 }
 
@@ -275,6 +326,77 @@ pub fn resp_frame_len(buf: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_codec_encodes_in_order_and_answers_each_request_once_its_replies_are_in() {
+        let mut codec = RedisCodec::default();
+        let t0 = Instant::now();
+        let view = View {
+            page: 1,
+            count: true,
+        };
+        let remark = Remark {
+            name: "a".into(),
+            remarks: "b".into(),
+        };
+        codec.push(1, &RedisRequest::Visit(view), t0);
+        codec.push(2, &RedisRequest::AddRemark(remark), t0);
+        let out = String::from_utf8(codec.output().to_vec()).unwrap();
+        let incr = out.find("INCR").unwrap();
+        assert!(
+            incr < out.find("LLEN").unwrap()
+                && out.find("LRANGE").unwrap() < out.find("RPUSH").unwrap()
+        );
+        codec.wrote(out.len());
+        assert!(codec.output().is_empty());
+        assert_eq!(codec.oldest(), Some(t0));
+        let mut done = Vec::new();
+        // The visit's three replies and the post's one, split mid-frame.
+        let replies = b":7\r\n:1\r\n*1\r\n$26\r\n{\"name\":\"x\",\"remarks\":\"y\"}\r\n:2\r\n";
+        codec.feed(&replies[..9], &mut done).unwrap();
+        assert!(done.is_empty());
+        codec
+            .feed(&replies[9..replies.len() - 2], &mut done)
+            .unwrap();
+        assert_eq!(done.len(), 1);
+        match &done[0] {
+            (1, Ok(RedisAnswer::Page(page))) => assert_eq!(page.visitors, 7),
+            other => panic!("unexpected {other:?}"),
+        }
+        codec
+            .feed(&replies[replies.len() - 2..], &mut done)
+            .unwrap();
+        assert!(matches!(done[1], (2, Ok(RedisAnswer::Added))));
+        assert!(!codec.is_waiting());
+        // A reply nobody waits for means the stream is out of step.
+        assert!(codec.feed(b"+OK\r\n", &mut done).is_err());
+    }
+
+    #[test]
+    fn a_failed_codec_answers_every_waiter_with_the_error() {
+        let mut codec = RedisCodec::default();
+        let remark = Remark {
+            name: "a".into(),
+            remarks: "b".into(),
+        };
+        codec.push(
+            "p",
+            &RedisRequest::AddRemark(remark.clone()),
+            Instant::now(),
+        );
+        codec.push("q", &RedisRequest::AddRemark(remark), Instant::now());
+        let mut done = Vec::new();
+        codec.fail_all(&StoreError("gone".into()), &mut done);
+        let tags: Vec<_> = done
+            .iter()
+            .map(|(t, a)| (*t, a.as_ref().err().map(|e| e.0.clone())))
+            .collect();
+        assert_eq!(
+            tags,
+            [("p", Some("gone".into())), ("q", Some("gone".into()))]
+        );
+        assert!(codec.output().is_empty() && !codec.is_waiting());
+    }
 
     #[test]
     fn frames_replies_only_when_complete() {
