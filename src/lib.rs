@@ -12,6 +12,7 @@ pub mod cli;
 pub mod http;
 pub mod load;
 pub mod merge;
+pub mod render;
 pub mod serve;
 pub mod store;
 pub mod sweep;

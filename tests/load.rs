@@ -10,6 +10,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use sweetspot::load::stats::LatencyKey;
 
 use common::tiny::TinyServer;
 use common::{free_port, sweetspot, timing_lock, Server};
@@ -210,7 +211,7 @@ fn a_server_that_never_answers_gives_timeouts_no_samples_and_ends_on_time(engine
     );
     assert_eq!(
         report.latency_us.lower_bound.keys().count(),
-        sweetspot::load::stats::LATENCY_KEYS.len()
+        LatencyKey::ALL.len()
     );
     assert!(report.status.is_empty());
     // Each timed-out connection is replaced, so the run keeps trying: about 4 per 500 ms.
@@ -236,7 +237,7 @@ fn requests_still_waiting_at_the_end_are_reported_unanswered(engine: Engine) {
     let l = report.latency_us;
     assert_eq!(l.count, 3);
     assert!((1_000_000.0..1_300_000.0).contains(&l.min), "{l:?}");
-    assert!(l.lower_bound.contains("p50") && l.lower_bound.contains("min"));
+    assert!(l.lower_bound.contains(LatencyKey::P50) && l.lower_bound.contains(LatencyKey::Min));
 }
 
 /// The iterative server serves one connection at a time: at 64 keep-alive connections the
@@ -250,10 +251,16 @@ fn stuck_connections_show_in_p99(engine: Engine, path: &str) {
     assert_eq!(report.unanswered, 63, "{report:?}");
     assert!(report.requests > 50, "{report:?}");
     assert!(l.p99 >= 950_000.0, "{path}: p99 {} ms", ms(l.p99));
-    for key in ["p50", "p90", "p99", "p999", "max"] {
+    for key in [
+        LatencyKey::P50,
+        LatencyKey::P90,
+        LatencyKey::P99,
+        LatencyKey::P999,
+        LatencyKey::Max,
+    ] {
         assert!(
             l.lower_bound.contains(key),
-            "{path}: {key} {:?}",
+            "{path}: {key:?} {:?}",
             l.lower_bound
         );
     }
@@ -282,7 +289,7 @@ fn a_healthy_epoll_run_at_64_connections_has_no_lower_bounds(engine: Engine) {
         let report = load::run(&config, None).unwrap();
         let l = report.latency_us;
         assert_eq!(report.unanswered, 0, "{path}: {report:?}");
-        for key in ["p50", "p90", "p99"] {
+        for key in [LatencyKey::P50, LatencyKey::P90, LatencyKey::P99] {
             assert!(!l.lower_bound.contains(key), "{path}: {:?}", l.lower_bound);
         }
         assert_eq!(l.count, report.requests + report.drained);
@@ -305,11 +312,20 @@ fn rate_mode_counts_due_requests_that_could_not_be_sent(engine: Engine) {
     assert!((7 * 40..=7 * 50).contains(&report.unsent), "{report:?}");
     let corrected = report.latency_us;
     assert!(corrected.p99 >= 950_000.0, "{corrected:?}");
-    assert!(corrected.lower_bound.contains("p50") && corrected.lower_bound.contains("p99"));
+    assert!(
+        corrected.lower_bound.contains(LatencyKey::P50)
+            && corrected.lower_bound.contains(LatencyKey::P99)
+    );
     // From actual send times only the 7 stuck requests are censored: 7 of ~57, above p75.
     let uncorrected = report.latency_uncorrected_us.unwrap();
-    assert!(uncorrected.lower_bound.contains("p90") && uncorrected.lower_bound.contains("max"));
-    assert!(!uncorrected.lower_bound.contains("p50"), "{uncorrected:?}");
+    assert!(
+        uncorrected.lower_bound.contains(LatencyKey::P90)
+            && uncorrected.lower_bound.contains(LatencyKey::Max)
+    );
+    assert!(
+        !uncorrected.lower_bound.contains(LatencyKey::P50),
+        "{uncorrected:?}"
+    );
 }
 
 fn rate_mode_at_twice_capacity_shows_the_stall_only_in_corrected_latency(engine: Engine) {
@@ -651,7 +667,7 @@ fn json_lists_lower_bounds_by_key_in_both_views() {
     ]);
     assert_eq!(code, 0, "{stderr}");
     let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    let all: Vec<&str> = sweetspot::load::stats::LATENCY_KEYS.to_vec();
+    let all: Vec<&str> = LatencyKey::ALL.iter().map(|k| k.name()).collect();
     for view in ["latency_us", "latency_uncorrected_us"] {
         let keys: Vec<&str> = json[view]["lower_bound"]
             .as_array()

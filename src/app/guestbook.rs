@@ -3,6 +3,7 @@
 //! form a POST carries, with its size caps. The caps and the page size bound the page: at
 //! most 20 remarks of 2 KiB and names of 100 bytes, 6 times that after escaping (`&quot;`).
 
+use crate::render::html::escape;
 use crate::store::{GuestbookPage, Remark, PAGE_SIZE};
 
 /// Longest remark accepted, in bytes after decoding and trimming (longer: 413).
@@ -14,30 +15,14 @@ pub const MAX_PAGE: u64 = 1_000_000;
 
 const TEMPLATE: &str = include_str!("../../templates/guestbook.html");
 
-/// Escapes text for HTML element content and attribute values.
-pub fn html_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// Renders the page.
 pub fn render(page: &GuestbookPage) -> String {
     let mut items = String::new();
     for r in &page.remarks {
         items.push_str(&format!(
             "      <li><strong>{}</strong>: {}</li>\n",
-            html_escape(&r.name),
-            html_escape(&r.remarks)
+            escape(&r.name),
+            escape(&r.remarks)
         ));
     }
     if page.remarks.is_empty() {

@@ -20,7 +20,7 @@ use crate::store::redis_pipe::{RedisAnswer, RedisRequest};
 use crate::store::{GuestbookPage, LazyStore, Remark, StoreConfig, StoreError, View};
 
 pub use fib::{fib, fib_cancellable, PLAIN_UP_TO};
-pub use guestbook::{html_escape, parse_remark, MAX_NAME_BYTES, MAX_PAGE, MAX_REMARK_BYTES};
+pub use guestbook::{parse_remark, MAX_NAME_BYTES, MAX_PAGE, MAX_REMARK_BYTES};
 
 /// Largest `n` accepted by `/fib`.
 pub const MAX_FIB: u32 = 50;

@@ -1,13 +1,15 @@
 //! The human summary of a load run, in the manner of wrk's.
 //!
 //! Pure formatting over a [`LoadReport`], so it is tested without a run. A figure that is only
-//! a lower bound (requests left unanswered, see [`super::stats`]) is printed as `>=1.00s`.
+//! a lower bound (requests left unanswered, see [`super::stats`]) is printed as `>= 1.00 s`.
 
 use std::fmt::Write;
 
 use super::report::{LoadReport, TlsReport};
 use super::stats::LatencySummary;
 use super::{LoadConfig, Mode};
+use crate::load::stats::LatencyKey;
+use crate::render::units::{duration_us, percent};
 
 /// Renders the summary, ending with a newline.
 pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
@@ -133,8 +135,8 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
                 (true, true) => ", timeouts at least at the timeout",
                 (true, false) => ", timeouts at the timeout with the requests they held back",
             },
-            micros(answered.p50),
-            micros(answered.p99)
+            duration_us(answered.p50),
+            duration_us(answered.p99)
         );
     }
     if !report.urls.is_empty() {
@@ -239,13 +241,6 @@ fn latency_block(out: &mut String, title: &str, l: &LatencySummary) {
         let _ = writeln!(out, "    no samples");
         return;
     }
-    let figure = |key: &str, us: f64| {
-        if l.lower_bound.contains(key) {
-            format!(">={}", micros(us))
-        } else {
-            micros(us)
-        }
-    };
     let _ = writeln!(
         out,
         "    {:>10} {:>10} {:>10} {:>10}",
@@ -254,41 +249,20 @@ fn latency_block(out: &mut String, title: &str, l: &LatencySummary) {
     let _ = writeln!(
         out,
         "    {:>10} {:>10} {:>10} {:>10}",
-        figure("mean", l.mean),
-        micros(l.stdev),
-        figure("min", l.min),
-        figure("max", l.max)
+        l.figure(LatencyKey::Mean),
+        duration_us(l.stdev),
+        l.figure(LatencyKey::Min),
+        l.figure(LatencyKey::Max)
     );
-    for (label, key, value) in [
-        ("50%", "p50", l.p50),
-        ("75%", "p75", l.p75),
-        ("90%", "p90", l.p90),
-        ("99%", "p99", l.p99),
-        ("99.9%", "p999", l.p999),
-        ("99.99%", "p9999", l.p9999),
+    for (label, key) in [
+        ("50%", LatencyKey::P50),
+        ("75%", LatencyKey::P75),
+        ("90%", LatencyKey::P90),
+        ("99%", LatencyKey::P99),
+        ("99.9%", LatencyKey::P999),
+        ("99.99%", LatencyKey::P9999),
     ] {
-        let _ = writeln!(out, "    {label:>7} {:>10}", figure(key, value));
-    }
-}
-
-/// A fraction as a percentage, with two decimals below 1% so a small share does not read as 0.
-fn percent(fraction: f64) -> String {
-    let p = fraction * 100.0;
-    if p > 0.0 && p < 1.0 {
-        format!("{p:.2}%")
-    } else {
-        format!("{p:.1}%")
-    }
-}
-
-/// A latency in microseconds, in the unit that reads best (wrk's style).
-pub fn micros(us: f64) -> String {
-    if us < 1_000.0 {
-        format!("{us:.2}us")
-    } else if us < 1_000_000.0 {
-        format!("{:.2}ms", us / 1e3)
-    } else {
-        format!("{:.2}s", us / 1e6)
+        let _ = writeln!(out, "    {label:>7} {:>10}", l.figure(key));
     }
 }
 
@@ -317,7 +291,13 @@ mod tests {
     #[test]
     fn lower_bounds_print_with_a_sign_and_a_note() {
         let mut bounds = LowerBounds::default();
-        for key in ["p99", "p999", "p9999", "max", "mean"] {
+        for key in [
+            LatencyKey::P99,
+            LatencyKey::P999,
+            LatencyKey::P9999,
+            LatencyKey::Max,
+            LatencyKey::Mean,
+        ] {
             bounds.insert(key);
         }
         let latency = LatencySummary {
@@ -384,12 +364,12 @@ mod tests {
             },
         );
         let text = render(&report, &config);
-        assert!(text.contains("        99%    >=1.00s\n"), "{text}");
-        assert!(text.contains("        50%    50.00us\n"), "{text}");
-        assert!(text.contains(">=50.00ms"), "{text}");
-        assert!(text.contains("    40.00us    >=1.00s\n"), "{text}");
+        assert!(text.contains("        99%  >= 1.00 s\n"), "{text}");
+        assert!(text.contains("        50%      50 us\n"), "{text}");
+        assert!(text.contains(">= 50.0 ms"), "{text}");
+        assert!(text.contains("      40 us  >= 1.00 s\n"), "{text}");
         assert!(
-            text.contains("the answered requests alone: p50 50.00us, p99 80.00us"),
+            text.contains("the answered requests alone: p50 50 us, p99 80 us"),
             "{text}"
         );
     }
@@ -419,9 +399,9 @@ mod tests {
             ),
             "{out}"
         );
-        assert!(out.contains("        50%     1.40ms\n"), "{out}");
+        assert!(out.contains("        50%     1.4 ms\n"), "{out}");
         assert!(out.ends_with(
-            "  Handshakes were 60.0% of the time waited (handshakes + responses); every request paid one (--no-keepalive)\n"
+            "  Handshakes were 60% of the time waited (handshakes + responses); every request paid one (--no-keepalive)\n"
         ), "{out}");
     }
 
@@ -460,13 +440,7 @@ mod tests {
 
     #[test]
     fn units_read_like_wrk() {
-        assert_eq!(micros(635.914), "635.91us");
-        assert_eq!(micros(12_920.0), "12.92ms");
-        assert_eq!(micros(2_500_000.0), "2.50s");
         assert_eq!(bytes(512.0), "512.00B");
-        assert_eq!(percent(0.531), "53.1%");
-        assert_eq!(percent(0.0004), "0.04%");
-        assert_eq!(percent(0.0), "0.0%");
         assert_eq!(bytes(1536.0), "1.50KB");
         assert_eq!(bytes(3.0 * 1024.0 * 1024.0), "3.00MB");
     }

@@ -20,7 +20,6 @@ pub mod error;
 pub mod framing;
 pub mod hlog;
 pub mod human;
-pub mod json;
 pub mod plan;
 pub mod progress;
 pub mod report;
@@ -295,7 +294,7 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
     use std::io::IsTerminal;
     let mut config = LoadConfig::from_args(&args)?;
     if let Some(dest) = &args.json {
-        json::check_destination(dest)?;
+        crate::render::json::check_destination("--json", dest)?;
     }
     let options = RunOptions::from_args(&args, &mut config)?;
     // Fail before the run, not after it, when an output file cannot be written.
@@ -318,7 +317,7 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
         }
     }
     if let Some(dest) = &args.json {
-        json::write(&report, dest)?;
+        crate::render::json::write(&report, dest)?;
     }
     if let Some(path) = &args.csv {
         std::fs::write(path, series::csv(&report.series))

@@ -39,6 +39,7 @@ use serde::{Deserialize, Serialize};
 use super::error::FailureKind;
 use super::report::LoadReport;
 use super::stats::{ErrorCounts, LatencyHistogram};
+use crate::load::stats::LatencyKey;
 
 /// The interval of the series unless `--interval` says otherwise.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
@@ -513,9 +514,9 @@ pub fn csv(points: &[SeriesPoint]) -> String {
 /// run's latency (p50, p99, max) and throughput (responses/s, errors/s) over time, drawn by
 /// the sweep's plotting code.
 pub fn html(report: &LoadReport, points: &[SeriesPoint]) -> anyhow::Result<String> {
-    use crate::sweep::output::html::escape;
-    use crate::sweep::output::svg::{time_plot, Line};
-    use crate::sweep::output::{duration_us, thousands};
+    use crate::render::html::{escape, page_start, PAGE_END};
+    use crate::render::svg::{time_plot, Line};
+    use crate::render::units::{duration_us, thousands};
 
     let intervals: Vec<&SeriesPoint> = points.iter().filter(|p| p.censored == 0).collect();
     let tail = points.iter().find(|p| p.censored > 0);
@@ -590,12 +591,7 @@ pub fn html(report: &LoadReport, points: &[SeriesPoint]) -> anyhow::Result<Strin
 
     let interval_s = intervals.first().map_or(0.0, |p| p.length_s);
     let mut out = String::new();
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <title>sweetspot load: {}</title><style>{STYLE}</style></head><body>\n",
-        escape(&report.target)
-    );
+    out.push_str(&page_start(&format!("sweetspot load: {}", report.target)));
     let _ = writeln!(
         out,
         "<h1>sweetspot load <code>{}</code></h1>",
@@ -616,13 +612,13 @@ pub fn html(report: &LoadReport, points: &[SeriesPoint]) -> anyhow::Result<Strin
         thousands(report.errors.total() as f64),
         duration_us(report.latency_us.p50),
         duration_us(report.latency_us.p99),
-        if report.latency_us.lower_bound.contains("p99") {
+        if report.latency_us.lower_bound.contains(LatencyKey::P99) {
             " (lower bound)"
         } else {
             ""
         },
         duration_us(report.latency_us.max),
-        if report.latency_us.lower_bound.contains("max") {
+        if report.latency_us.lower_bound.contains(LatencyKey::Max) {
             " (lower bound)"
         } else {
             ""
@@ -640,13 +636,9 @@ pub fn html(report: &LoadReport, points: &[SeriesPoint]) -> anyhow::Result<Strin
     for plot in [&latency_plot, &throughput_plot] {
         let _ = writeln!(out, "<figure>{}</figure>", plot.svg);
     }
-    out.push_str("</body></html>\n");
+    out.push_str(PAGE_END);
     Ok(out)
 }
-
-const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:900px;margin:2em auto;\
-padding:0 1em;color:#222;line-height:1.45}.note{font-size:.85em;color:#555}figure{margin:1em 0}\
-svg{max-width:100%;height:auto}code{background:#f3f3f3;padding:0 .2em}";
 
 #[cfg(test)]
 mod tests {

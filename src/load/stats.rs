@@ -212,10 +212,58 @@ impl LatencyHistogram {
     }
 }
 
-/// The figures of a [`LatencySummary`], by the names its JSON uses.
-pub const LATENCY_KEYS: [&str; 9] = [
-    "min", "mean", "p50", "p75", "p90", "p99", "p999", "p9999", "max",
-];
+/// A figure of a [`LatencySummary`]; [`LatencyKey::name`] is its JSON name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LatencyKey {
+    Min,
+    Mean,
+    P50,
+    P75,
+    P90,
+    P99,
+    P999,
+    P9999,
+    Max,
+}
+
+impl LatencyKey {
+    /// Every figure, in the order of the JSON.
+    pub const ALL: [LatencyKey; 9] = [
+        LatencyKey::Min,
+        LatencyKey::Mean,
+        LatencyKey::P50,
+        LatencyKey::P75,
+        LatencyKey::P90,
+        LatencyKey::P99,
+        LatencyKey::P999,
+        LatencyKey::P9999,
+        LatencyKey::Max,
+    ];
+
+    /// The name of the figure in the JSON ("p99").
+    pub fn name(self) -> &'static str {
+        match self {
+            LatencyKey::Min => "min",
+            LatencyKey::Mean => "mean",
+            LatencyKey::P50 => "p50",
+            LatencyKey::P75 => "p75",
+            LatencyKey::P90 => "p90",
+            LatencyKey::P99 => "p99",
+            LatencyKey::P999 => "p999",
+            LatencyKey::P9999 => "p9999",
+            LatencyKey::Max => "max",
+        }
+    }
+
+    /// The key named `name` in the JSON.
+    pub fn from_name(name: &str) -> Option<LatencyKey> {
+        LatencyKey::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    fn bit(self) -> u16 {
+        1 << (self as u16)
+    }
+}
 
 /// Which latency figures are only lower bounds.
 ///
@@ -227,42 +275,34 @@ pub const LATENCY_KEYS: [&str; 9] = [
 pub struct LowerBounds(u16);
 
 impl LowerBounds {
-    fn bit(key: &str) -> Option<u16> {
-        LATENCY_KEYS.iter().position(|k| *k == key).map(|i| 1 << i)
-    }
-
-    /// Marks `key` (one of [`LATENCY_KEYS`]) as a lower bound; unknown keys are ignored.
-    pub fn insert(&mut self, key: &str) {
-        if let Some(bit) = Self::bit(key) {
-            self.0 |= bit;
-        }
+    /// Marks `key` as a lower bound.
+    pub fn insert(&mut self, key: LatencyKey) {
+        self.0 |= key.bit();
     }
 
     /// Unmarks `key`.
-    pub fn remove(&mut self, key: &str) {
-        if let Some(bit) = Self::bit(key) {
-            self.0 &= !bit;
-        }
+    pub fn remove(&mut self, key: LatencyKey) {
+        self.0 &= !key.bit();
     }
 
     /// Whether the figure `key` is a lower bound.
-    pub fn contains(&self, key: &str) -> bool {
-        Self::bit(key).is_some_and(|bit| self.0 & bit != 0)
+    pub fn contains(&self, key: LatencyKey) -> bool {
+        self.0 & key.bit() != 0
     }
 
     pub fn is_empty(&self) -> bool {
         self.0 == 0
     }
 
-    /// The affected keys, in [`LATENCY_KEYS`] order.
-    pub fn keys(&self) -> impl Iterator<Item = &'static str> + '_ {
-        LATENCY_KEYS.iter().copied().filter(|k| self.contains(k))
+    /// The affected keys, in [`LatencyKey::ALL`] order.
+    pub fn keys(&self) -> impl Iterator<Item = LatencyKey> + '_ {
+        LatencyKey::ALL.into_iter().filter(|k| self.contains(*k))
     }
 }
 
 impl Serialize for LowerBounds {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.keys())
+        serializer.collect_seq(self.keys().map(LatencyKey::name))
     }
 }
 
@@ -271,13 +311,14 @@ impl<'de> Deserialize<'de> for LowerBounds {
         let names = Vec::<String>::deserialize(deserializer)?;
         let mut bounds = LowerBounds::default();
         for name in &names {
-            if Self::bit(name).is_none() {
+            let Some(key) = LatencyKey::from_name(name) else {
+                let known: Vec<&str> = LatencyKey::ALL.iter().map(|k| k.name()).collect();
                 return Err(serde::de::Error::custom(format!(
                     "unknown latency key {name:?} in lower_bound (known: {})",
-                    LATENCY_KEYS.join(", ")
+                    known.join(", ")
                 )));
-            }
-            bounds.insert(name);
+            };
+            bounds.insert(key);
         }
         Ok(bounds)
     }
@@ -302,6 +343,28 @@ pub struct LatencySummary {
     /// The figures above that are only lower bounds (see [`LowerBounds`]).
     #[serde(default, skip_serializing_if = "LowerBounds::is_empty")]
     pub lower_bound: LowerBounds,
+}
+
+impl LatencySummary {
+    /// The figure `key`, in microseconds.
+    pub fn get(&self, key: LatencyKey) -> f64 {
+        match key {
+            LatencyKey::Min => self.min,
+            LatencyKey::Mean => self.mean,
+            LatencyKey::P50 => self.p50,
+            LatencyKey::P75 => self.p75,
+            LatencyKey::P90 => self.p90,
+            LatencyKey::P99 => self.p99,
+            LatencyKey::P999 => self.p999,
+            LatencyKey::P9999 => self.p9999,
+            LatencyKey::Max => self.max,
+        }
+    }
+
+    /// The figure `key` as people read it, `>= ` before a lower bound.
+    pub fn figure(&self, key: LatencyKey) -> String {
+        crate::render::latency_figure(self.get(key), self.lower_bound.contains(key))
+    }
 }
 
 /// A request whose latency is only known to be at least some age (see the module header).
@@ -425,13 +488,13 @@ impl CensoredHistogram {
 }
 
 /// The percentiles of a [`LatencySummary`] with their quantiles.
-const QUANTILES: [(&str, f64); 6] = [
-    ("p50", 0.50),
-    ("p75", 0.75),
-    ("p90", 0.90),
-    ("p99", 0.99),
-    ("p999", 0.999),
-    ("p9999", 0.9999),
+const QUANTILES: [(LatencyKey, f64); 6] = [
+    (LatencyKey::P50, 0.50),
+    (LatencyKey::P75, 0.75),
+    (LatencyKey::P90, 0.90),
+    (LatencyKey::P99, 0.99),
+    (LatencyKey::P999, 0.999),
+    (LatencyKey::P9999, 0.9999),
 ];
 
 /// The figures of `summary` that are only lower bounds (rule in the module header).
@@ -461,21 +524,13 @@ pub fn lower_bounds(
     // Rank (1-based, over all requests) of quantile q, as HdrHistogram counts it.
     let rank = |q: f64| ((q * all as f64).ceil() as u64).max(1);
     let unknown_can_hold = |q: f64| unknown_total > all.saturating_sub(rank(q));
-    flags.insert("mean");
-    flags.insert("max");
+    flags.insert(LatencyKey::Mean);
+    flags.insert(LatencyKey::Max);
     if summary.count == 0 || summary.min >= bound || unknown_can_hold(0.0) {
-        flags.insert("min");
+        flags.insert(LatencyKey::Min);
     }
     for (key, q) in QUANTILES {
-        let value = match key {
-            "p50" => summary.p50,
-            "p75" => summary.p75,
-            "p90" => summary.p90,
-            "p99" => summary.p99,
-            "p999" => summary.p999,
-            _ => summary.p9999,
-        };
-        if summary.count == 0 || value >= bound || unknown_can_hold(q) {
+        if summary.count == 0 || summary.get(key) >= bound || unknown_can_hold(q) {
             flags.insert(key);
         }
     }
@@ -812,13 +867,16 @@ mod tests {
     fn lower_bounds_round_trip_as_key_names() {
         let mut b = LowerBounds::default();
         assert!(b.is_empty());
-        b.insert("p99");
-        b.insert("max");
-        b.insert("nonsense");
-        assert!(b.contains("p99") && b.contains("max") && !b.contains("p50"));
-        b.insert("mean");
-        b.remove("mean");
-        assert!(!b.contains("mean"));
+        b.insert(LatencyKey::P99);
+        b.insert(LatencyKey::Max);
+        assert!(
+            b.contains(LatencyKey::P99)
+                && b.contains(LatencyKey::Max)
+                && !b.contains(LatencyKey::P50)
+        );
+        b.insert(LatencyKey::Mean);
+        b.remove(LatencyKey::Mean);
+        assert!(!b.contains(LatencyKey::Mean));
         let text = serde_json::to_string(&b).unwrap();
         assert_eq!(text, r#"["p99","max"]"#);
         assert_eq!(serde_json::from_str::<LowerBounds>(&text).unwrap(), b);
@@ -861,7 +919,7 @@ mod tests {
         let s = censored_summary(&h, &[stuck], LatencyView::RateCorrected, 0, SECOND);
         assert_eq!(s.count, 1001);
         assert!((s.max - 5_000_000.0).abs() / 5e6 < 0.001, "{}", s.max);
-        let flagged: Vec<&str> = s.lower_bound.keys().collect();
+        let flagged: Vec<&str> = s.lower_bound.keys().map(LatencyKey::name).collect();
         assert_eq!(flagged, ["mean", "p9999", "max"]);
         assert!((s.p99 - 991.0).abs() <= 1.0, "{}", s.p99);
         // The uncorrected view has it at its age since the actual send.
@@ -884,7 +942,7 @@ mod tests {
             0,
             SECOND,
         );
-        let flagged: Vec<&str> = s.lower_bound.keys().collect();
+        let flagged: Vec<&str> = s.lower_bound.keys().map(LatencyKey::name).collect();
         assert_eq!(
             flagged,
             ["mean", "p50", "p75", "p90", "p99", "p999", "p9999", "max"]
@@ -908,7 +966,10 @@ mod tests {
         ];
         let unfilled = censored_summary(&answered, &stuck, LatencyView::RateUncorrected, 0, SECOND);
         assert!(unfilled.p99 < 100.0, "{}", unfilled.p99);
-        assert!(unfilled.lower_bound.contains("max") && !unfilled.lower_bound.contains("p99"));
+        assert!(
+            unfilled.lower_bound.contains(LatencyKey::Max)
+                && !unfilled.lower_bound.contains(LatencyKey::P99)
+        );
         let s = censored_summary(&answered, &stuck, LatencyView::ClosedLoop, 0, SECOND);
         // Each stuck connection stands for 1 s / 50 µs = 20,000 requests: itself and 19,999.
         assert_eq!(s.count, 20_000 + 63 * (1 + 19_999));
@@ -918,11 +979,18 @@ mod tests {
             s.p99
         );
         assert!(s.p50 > 400_000.0, "{}", s.p50);
-        for key in ["p50", "p90", "p99", "p999", "max", "mean"] {
-            assert!(s.lower_bound.contains(key), "{key}: {:?}", s.lower_bound);
+        for key in [
+            LatencyKey::P50,
+            LatencyKey::P90,
+            LatencyKey::P99,
+            LatencyKey::P999,
+            LatencyKey::Max,
+            LatencyKey::Mean,
+        ] {
+            assert!(s.lower_bound.contains(key), "{key:?}: {:?}", s.lower_bound);
         }
         // The fastest answer (40 µs) is below every bound (the fill stops at 50 µs): exact.
-        assert!(!s.lower_bound.contains("min"));
+        assert!(!s.lower_bound.contains(LatencyKey::Min));
         assert_eq!(s.min, 40.0);
     }
 
@@ -941,7 +1009,7 @@ mod tests {
         assert_eq!(c.smallest_unknown_us, Some(1000));
         let s = censored_summary(&h, &[unsent], LatencyView::RateCorrected, 0, SECOND);
         assert!((s.p99 - 980_000.0).abs() / 980_000.0 < 0.002, "{}", s.p99);
-        assert!(s.lower_bound.contains("p50") && s.lower_bound.contains("p99"));
+        assert!(s.lower_bound.contains(LatencyKey::P50) && s.lower_bound.contains(LatencyKey::P99));
         let u = with_censored(&h, &[unsent], LatencyView::RateUncorrected);
         assert_eq!((u.histogram.len(), u.unknown), (1000, 0));
     }
@@ -953,11 +1021,13 @@ mod tests {
         // (ranks 1004 and 1005) are lower bounds, p99 (rank 995) is not.
         let s = censored_summary(&h, &[], LatencyView::RateCorrected, 5, SECOND);
         assert_eq!(s.count, 1000);
-        let flagged: Vec<&str> = s.lower_bound.keys().collect();
+        let flagged: Vec<&str> = s.lower_bound.keys().map(LatencyKey::name).collect();
         assert_eq!(flagged, ["mean", "p999", "p9999", "max"]);
         // 20 timeouts reach p99's rank (1010 of 1020).
         let s = censored_summary(&h, &[], LatencyView::RateCorrected, 20, SECOND);
-        assert!(s.lower_bound.contains("p99") && !s.lower_bound.contains("p90"));
+        assert!(
+            s.lower_bound.contains(LatencyKey::P99) && !s.lower_bound.contains(LatencyKey::P90)
+        );
         // A timeout of 600 µs bounds those requests at 600 µs: p75 (750) may be higher.
         let s = censored_summary(
             &h,
@@ -966,7 +1036,9 @@ mod tests {
             1,
             Duration::from_micros(600),
         );
-        assert!(s.lower_bound.contains("p75") && !s.lower_bound.contains("p50"));
+        assert!(
+            s.lower_bound.contains(LatencyKey::P75) && !s.lower_bound.contains(LatencyKey::P50)
+        );
     }
 
     #[test]
@@ -980,11 +1052,18 @@ mod tests {
         // p99 is near the timeout now, and only a lower bound; so is p50.
         assert!(s.p99 >= 980_000.0, "{}", s.p99);
         assert!(s.max >= 999_000.0, "{}", s.max);
-        for key in ["p50", "p90", "p99", "p999", "max", "mean"] {
-            assert!(s.lower_bound.contains(key), "{key}: {:?}", s.lower_bound);
+        for key in [
+            LatencyKey::P50,
+            LatencyKey::P90,
+            LatencyKey::P99,
+            LatencyKey::P999,
+            LatencyKey::Max,
+            LatencyKey::Mean,
+        ] {
+            assert!(s.lower_bound.contains(key), "{key:?}: {:?}", s.lower_bound);
         }
         // The fastest answer (1 µs) is below the fill: exact.
-        assert!(!s.lower_bound.contains("min"));
+        assert!(!s.lower_bound.contains(LatencyKey::Min));
         // Without a timeout nothing changes.
         let healthy = censored_summary(&h, &[], LatencyView::ClosedLoop, 0, SECOND);
         assert_eq!(healthy.count, 1000);
@@ -1001,11 +1080,11 @@ mod tests {
         let empty = LatencyHistogram::new();
         let s = censored_summary(&empty, &[stuck], LatencyView::ClosedLoop, 0, SECOND);
         assert_eq!(s.count, 1);
-        assert_eq!(s.lower_bound.keys().count(), LATENCY_KEYS.len());
+        assert_eq!(s.lower_bound.keys().count(), LatencyKey::ALL.len());
         // Three timeouts and nothing answered: recorded at the timeout, no interval to fill.
         let none = censored_summary(&empty, &[], LatencyView::ClosedLoop, 3, SECOND);
         assert_eq!(none.count, 3);
-        assert_eq!(none.lower_bound.keys().count(), LATENCY_KEYS.len());
+        assert_eq!(none.lower_bound.keys().count(), LatencyKey::ALL.len());
     }
 
     #[test]

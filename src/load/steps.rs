@@ -35,6 +35,7 @@ use super::report::RATE_HELD_FRACTION;
 use super::stats::{
     censored_view, Censored, ErrorCounts, LatencyHistogram, LatencySummary, LatencyView,
 };
+use crate::load::stats::LatencyKey;
 
 /// What one thread measured in one report step.
 #[derive(Debug, Clone, Default)]
@@ -163,7 +164,7 @@ pub struct StepReport {
 /// Whether a step held: it delivered at least [`RATE_HELD_FRACTION`] of the rate expected from
 /// a server keeping up and its p99 is not a lower bound.
 pub fn held(expected_rps: f64, rps: f64, latency: &LatencySummary) -> bool {
-    rps >= expected_rps * RATE_HELD_FRACTION && !latency.lower_bound.contains("p99")
+    rps >= expected_rps * RATE_HELD_FRACTION && !latency.lower_bound.contains(LatencyKey::P99)
 }
 
 /// Responses per second that arrive in `window` from a server answering `service` after each
@@ -312,13 +313,11 @@ pub fn render_table(steps: &[StepReport]) -> String {
     );
     for s in steps {
         let l = &s.latency_us;
-        let figure = |key: &str, us: f64| {
+        let figure = |key: LatencyKey| {
             if l.count == 0 && l.lower_bound.is_empty() {
                 "-".to_string()
-            } else if l.lower_bound.contains(key) {
-                format!(">={}", super::human::micros(us))
             } else {
-                super::human::micros(us)
+                l.figure(key)
             }
         };
         let _ = writeln!(
@@ -330,9 +329,9 @@ pub fn render_table(steps: &[StepReport]) -> String {
             s.rps,
             s.requests,
             s.errors.total(),
-            figure("p50", l.p50),
-            figure("p99", l.p99),
-            figure("max", l.max),
+            figure(LatencyKey::P50),
+            figure(LatencyKey::P99),
+            figure(LatencyKey::Max),
             if s.held { "yes" } else { "NO" }
         );
     }
@@ -470,7 +469,7 @@ mod tests {
         }
         let rows = summarize(&plan, &r, Duration::from_secs(2));
         assert_eq!(rows[1].rps, 400.0);
-        assert!(rows[1].latency_us.lower_bound.contains("p99"));
+        assert!(rows[1].latency_us.lower_bound.contains(LatencyKey::P99));
         assert!(
             rows[1].latency_us.p99 >= 799_000.0,
             "{:?}",

@@ -49,6 +49,7 @@ use super::stats::{
     censored_view, Censored, ErrorCounts, LatencyHistogram, LatencySummary, LatencyView,
 };
 use super::target::Target;
+use crate::load::stats::LatencyKey;
 
 /// The most request lines a `--urls` file may hold.
 pub const MAX_URL_LINES: usize = 1000;
@@ -868,7 +869,6 @@ pub fn merge_url_reports(workers: &[(&str, &[UrlReport])]) -> Result<Vec<UrlRepo
 /// The per-line table of the human summary.
 pub fn render_table(urls: &[UrlReport]) -> String {
     use std::fmt::Write;
-    let micros = super::human::micros;
     let label = |u: &UrlReport| format!("{}: {} {}", u.line, u.method, u.url);
     let width = urls
         .iter()
@@ -884,13 +884,11 @@ pub fn render_table(urls: &[UrlReport]) -> String {
     );
     for u in urls {
         let l = &u.latency_us;
-        let figure = |key: &str, us: f64| {
+        let figure = |key: LatencyKey| {
             if l.count == 0 {
                 "-".to_string()
-            } else if l.lower_bound.contains(key) {
-                format!(">={}", micros(us))
             } else {
-                micros(us)
+                l.figure(key)
             }
         };
         let _ = writeln!(
@@ -900,10 +898,10 @@ pub fn render_table(urls: &[UrlReport]) -> String {
             u.requests,
             u.http_errors,
             u.errors.total(),
-            figure("p50", l.p50),
-            figure("p90", l.p90),
-            figure("p99", l.p99),
-            figure("max", l.max),
+            figure(LatencyKey::P50),
+            figure(LatencyKey::P90),
+            figure(LatencyKey::P99),
+            figure(LatencyKey::Max),
         );
     }
     out
@@ -1201,7 +1199,7 @@ mod tests {
         // Line 2: one unanswered request at 7 ms and a timeout: every figure a lower bound.
         assert_eq!(reports[1].latency_us.count, 1);
         assert_eq!(reports[1].latency_us.max, 7_007.0);
-        assert!(reports[1].latency_us.lower_bound.contains("p50"));
+        assert!(reports[1].latency_us.lower_bound.contains(LatencyKey::P50));
         assert_eq!(reports[2].requests, 1);
     }
 
@@ -1286,8 +1284,8 @@ mod tests {
             table,
             "  Per URL\n\
              \x20   line: request       requests bad status  errors        p50        p90        p99        max\n\
-             \x20   1: GET /hello              1          0       0   501.00us   501.00us   501.00us   501.00us\n\
-             \x20   2: POST /guestbook         1          1       0     2.01ms  >=90.11ms  >=90.11ms  >=90.11ms\n"
+             \x20   1: GET /hello              1          0       0     501 us     501 us     501 us     501 us\n\
+             \x20   2: POST /guestbook         1          1       0     2.0 ms >= 90.1 ms >= 90.1 ms >= 90.1 ms\n"
         );
     }
 }

@@ -4,34 +4,26 @@
 use std::fmt::Write;
 
 use super::MergedReport;
-
-/// Escapes text for HTML element content and attribute values.
-fn esc(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+use crate::load::stats::LatencyKey;
+use crate::render::html::{escape, page_start, PAGE_END};
 
 /// The whole page.
 pub fn render(m: &MergedReport) -> String {
     let mut o = String::new();
     let _ = write!(
         o,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <title>sweetspot merge: {target}</title>\
-         <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;margin:1em 0}}\
-         td,th{{border:1px solid #bbb;padding:.2em .6em;text-align:right}}th{{background:#eee}}\
-         .sat{{background:#fdd}}</style></head><body>\n\
-         <h1>Distributed load run: {segments} segments</h1>\n\
+        "{start}<h1>Distributed load run: {segments} segments</h1>\n\
          <p>Target <code>{target}</code>, {mode} mode, {conns} connections{rate}. \
          Percentiles come from the workers' histograms added together (never averaged); \
          a value marked &ge; is a lower bound.</p>\n",
-        target = esc(&m.target),
+        start = page_start(&format!("sweetspot merge: {}", m.target)),
+        target = escape(&m.target),
         segments = m.segments,
-        mode = esc(&m.mode),
+        mode = escape(&m.mode),
         conns = m.connections,
-        rate = m.target_rate.map_or(String::new(), |r| format!(", {r} req/s asked")),
+        rate = m
+            .target_rate
+            .map_or(String::new(), |r| format!(", {r} req/s asked")),
     );
     let _ = write!(
         o,
@@ -48,16 +40,14 @@ pub fn render(m: &MergedReport) -> String {
     );
     o.push('\n');
     o.push_str("<h2>Latency (&micro;s)</h2>\n<table><tr><th>view</th>");
-    let keys = crate::load::stats::LATENCY_KEYS;
-    for k in keys {
-        let _ = write!(o, "<th>{k}</th>");
+    for k in LatencyKey::ALL {
+        let _ = write!(o, "<th>{}</th>", k.name());
     }
     o.push_str("</tr>\n");
     let mut row = |name: &str, s: &crate::load::LatencySummary| {
         let _ = write!(o, "<tr><th>{name}</th>");
-        for (k, v) in keys.iter().zip([
-            s.min, s.mean, s.p50, s.p75, s.p90, s.p99, s.p999, s.p9999, s.max,
-        ]) {
+        for k in LatencyKey::ALL {
+            let v = s.get(k);
             let mark = if s.lower_bound.contains(k) {
                 "&ge;"
             } else {
@@ -83,7 +73,7 @@ pub fn render(m: &MergedReport) -> String {
         let _ = write!(o, "<th>{name}</th><td>{n}</td>");
     }
     for (code, n) in &m.status {
-        let _ = write!(o, "<th>{}</th><td>{n}</td>", esc(code));
+        let _ = write!(o, "<th>{}</th><td>{n}</td>", escape(code));
     }
     o.push_str(
         "</tr></table>\n<h2>Workers</h2>\n<table><tr><th>segment</th><th>source</th><th>host</th>\
@@ -97,8 +87,8 @@ pub fn render(m: &MergedReport) -> String {
              <td>{:.1}%</td><td>{:.1}</td><td>{}</td><td>{:.3}</td><td>{:.0}%{sat}</td><td>{:.3}</td><td>{}</td></tr>",
             w.index,
             m.segments,
-            esc(&w.source),
-            esc(&w.host),
+            escape(&w.source),
+            escape(&w.host),
             w.connections,
             w.share * 100.0,
             w.requests,
@@ -114,6 +104,7 @@ pub fn render(m: &MergedReport) -> String {
         );
         o.push('\n');
     }
-    o.push_str("</table>\n</body></html>\n");
+    o.push_str("</table>\n");
+    o.push_str(PAGE_END);
     o
 }

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::load::hlog;
 use crate::load::report::LoadReport;
+use crate::load::stats::LatencyKey;
 use crate::load::stats::{LatencyHistogram, LatencySummary, LowerBounds};
 use crate::load::steps::StepReport;
 use crate::load::urls::{merge_url_reports, UrlReport};
@@ -472,13 +473,7 @@ pub fn run_merge(args: MergeArgs) -> anyhow::Result<()> {
         }
     }
     if let Some(dest) = &args.json {
-        let mut text = serde_json::to_string_pretty(&merged).context("cannot serialize")?;
-        text.push('\n');
-        if to_stdout {
-            crate::print_stdout(&text)?;
-        } else {
-            std::fs::write(dest, text).with_context(|| format!("cannot write {dest}"))?;
-        }
+        crate::render::json::write(&merged, dest)?;
     }
     if let Some(path) = &args.html {
         std::fs::write(path, html::render(&merged))
@@ -491,13 +486,6 @@ pub fn run_merge(args: MergeArgs) -> anyhow::Result<()> {
 pub fn render(m: &MergedReport) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    let bound = |key: &str| {
-        if m.latency_us.lower_bound.contains(key) {
-            ">="
-        } else {
-            ""
-        }
-    };
     let _ = writeln!(
         out,
         "merged {} segments of {} ({} mode, {} connections{})",
@@ -515,17 +503,12 @@ pub fn render(m: &MergedReport) -> String {
     let s = &m.latency_us;
     let _ = writeln!(
         out,
-        "  latency us: p50 {}{:.0}  p90 {}{:.0}  p99 {}{:.0}  p99.9 {}{:.0}  max {}{:.0}",
-        bound("p50"),
-        s.p50,
-        bound("p90"),
-        s.p90,
-        bound("p99"),
-        s.p99,
-        bound("p999"),
-        s.p999,
-        bound("max"),
-        s.max
+        "  latency: p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+        s.figure(LatencyKey::P50),
+        s.figure(LatencyKey::P90),
+        s.figure(LatencyKey::P99),
+        s.figure(LatencyKey::P999),
+        s.figure(LatencyKey::Max)
     );
     let _ = writeln!(
         out,
@@ -644,11 +627,11 @@ mod tests {
     fn lower_bounds_of_any_worker_mark_the_merge() {
         let mut a = worker(0, 2, &[100, 200], 10.0);
         let b = worker(1, 2, &[300], 10.0);
-        a.report.latency_us.lower_bound.insert("max");
+        a.report.latency_us.lower_bound.insert(LatencyKey::Max);
         let m = combine(&[a, b]).unwrap();
         assert_eq!(
             m.latency_us.lower_bound.keys().collect::<Vec<_>>(),
-            vec!["max"]
+            vec![LatencyKey::Max]
         );
     }
 

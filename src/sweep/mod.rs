@@ -19,7 +19,6 @@ pub mod results;
 pub mod runner;
 pub mod server;
 pub mod spec;
-pub mod units;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -28,6 +28,7 @@ use super::results::{
 };
 use super::server::{free_port, taskset_available, Launch, ServerProcess};
 use super::spec::{Experiment, LoadMode, PointSpec, Protocol, TargetSpec};
+use crate::load::stats::LatencyKey;
 use crate::load::{self, LoadConfig, LoadReport, Mode, Target};
 
 /// How to run an experiment, beyond the experiment itself.
@@ -517,7 +518,7 @@ fn measurement_of(
     // The mean is the answered requests' (Little's law relates it to throughput); the
     // percentiles and max include the unanswered ones, flagged as lower bounds.
     let mut lower_bound = l.lower_bound;
-    lower_bound.remove("mean");
+    lower_bound.remove(LatencyKey::Mean);
     RunMeasurement {
         requests: report.requests,
         duration_s: report.duration_s,
@@ -620,14 +621,12 @@ impl Progress {
     fn finished(&self, p: &PointResult) {
         let line = if p.ok {
             format!(
-                "{} req/s, p99 {}{}, {} errors{}",
+                "{} req/s, p99 {}, {} errors{}",
                 output::thousands(p.rps),
-                if p.latency_us.lower_bound.contains("p99") {
-                    ">= "
-                } else {
-                    ""
-                },
-                output::duration_us(p.latency_us.p99),
+                output::latency_figure(
+                    p.latency_us.p99,
+                    p.latency_us.lower_bound.contains(LatencyKey::P99)
+                ),
                 p.errors,
                 if p.generator_bound {
                     ", generator-bound"

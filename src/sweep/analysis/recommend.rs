@@ -19,22 +19,15 @@ use super::findings::{
 use super::series_label;
 use super::stats::{ranges_overlap, requests_in_flight, rps_range, MAX_ERROR_RATE, WITHIN_BEST};
 use super::usl::{UslLimit, MIN_LEVELS};
+use crate::load::stats::LatencyKey;
+use crate::render::latency_figure;
+use crate::render::units::{duration_us, percent, thousands};
 use crate::sweep::results::PointResult;
 use crate::sweep::spec::LoadMode;
-use crate::sweep::units::{duration_us, percent, thousands};
 
 /// Whether a point's p99 is only a lower bound.
 pub fn p99_is_lower_bound(p: &PointResult) -> bool {
-    p.latency_us.lower_bound.contains("p99")
-}
-
-/// `1.2 ms`, or `>= 1.2 ms` for a lower bound.
-fn p99_text(us: f64, lower_bound: bool) -> String {
-    if lower_bound {
-        format!(">= {}", duration_us(us))
-    } else {
-        duration_us(us)
-    }
+    p.latency_us.lower_bound.contains(LatencyKey::P99)
 }
 
 /// A point delivered the rate offered when its throughput (the best of its repetitions) came
@@ -344,7 +337,7 @@ pub fn explain(w: &WorkloadAnalysis, ctx: &ProseContext, out: &mut Recommendatio
             out.summary.push(format!(
                 "{name}: no architecture met p99 <= {bound_ms} ms; lowest p99 was {} ({})",
                 series_label(&best.arch, best.workers),
-                p99_text(best.p99_us, best.p99_lower_bound)
+                latency_figure(best.p99_us, best.p99_lower_bound)
             ));
             if best.p99_lower_bound {
                 out.details.push(format!(
@@ -779,7 +772,7 @@ mod tests {
         // The iterative server answered 1 of 64 connections fast; the others were unanswered
         // at the end, so its p99 of 200 us is only a lower bound.
         let mut censored = point("iterative", None, 64, 9000.0, 0.2);
-        censored.latency_us.lower_bound.insert("p99");
+        censored.latency_us.lower_bound.insert(LatencyKey::P99);
         let honest = point("epoll", None, 64, 5000.0, 30.0);
         let best = best_within_bound(&[&censored, &honest], 100_000.0).unwrap();
         assert_eq!(best.arch, "epoll");

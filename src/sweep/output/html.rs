@@ -31,7 +31,8 @@ impl Exporter for HtmlExporter {
     }
 }
 
-pub use crate::app::html_escape as escape;
+pub use crate::render::html::escape;
+use crate::render::html::{page_start, PAGE_END};
 
 fn table_html(table: &Table) -> String {
     if table.header.is_empty() {
@@ -69,15 +70,6 @@ fn table_html(table: &Table) -> String {
     }
     out
 }
-
-const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;\
-padding:0 1em;color:#222;line-height:1.45}h1{margin-bottom:.2em}h2{border-bottom:1px solid #ccc;\
-padding-bottom:.2em;margin-top:2em}table{border-collapse:collapse;font-size:.9em;margin:.5em 0}\
-th,td{border:1px solid #ddd;padding:.25em .6em;white-space:nowrap}th{background:#f3f3f3}td.num{text-align:right;\
-font-variant-numeric:tabular-nums}td.failed{color:#b00}.scroll{overflow-x:auto;max-width:100%}\
-.note{font-size:.8em;color:#666;margin:.1em 0}.summary{background:#f5faf5;border-left:4px solid \
-#393;padding:.6em 1em}.warn{color:#8a5a00}figure{margin:1em 0}svg{max-width:100%;height:auto}\
-code{background:#f3f3f3;padding:0 .2em}";
 
 /// The Method section, from what `results` recorded: the load mode and its settings, the
 /// generator, how server CPU was measured at each point, pinning, and the rules of the
@@ -194,12 +186,7 @@ pub fn render(results: &SweepResults) -> anyhow::Result<String> {
     let e = &results.experiment;
     let plots = render_plots(results)?;
     let mut out = String::new();
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <title>sweetspot: {}</title><style>{STYLE}</style></head><body>\n",
-        escape(&e.name)
-    );
+    out.push_str(&page_start(&format!("sweetspot: {}", e.name)));
     let _ = writeln!(out, "<h1>sweetspot sweep: {}</h1>", escape(&e.name));
     if !e.description.is_empty() {
         let _ = writeln!(out, "<p>{}</p>", escape(&e.description));
@@ -292,7 +279,7 @@ pub fn render(results: &SweepResults) -> anyhow::Result<String> {
     for note in &m.notes {
         let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(note));
     }
-    out.push_str("</body></html>\n");
+    out.push_str(PAGE_END);
     Ok(out)
 }
 

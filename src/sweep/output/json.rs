@@ -2,9 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-
 use super::Exporter;
+use crate::render::json;
 use crate::sweep::results::SweepResults;
 
 /// Writes `results.json`.
@@ -20,12 +19,7 @@ impl Exporter for JsonExporter {
 
     fn export(&self, results: &SweepResults, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
         let path = dir.join(RESULTS_FILE);
-        let text = serde_json::to_string_pretty(results).context("encoding results")?;
-        // Write then rename, so an interrupted write never leaves half a record.
-        let partial = dir.join(format!("{RESULTS_FILE}.partial"));
-        std::fs::write(&partial, text + "\n")
-            .with_context(|| format!("writing {}", partial.display()))?;
-        std::fs::rename(&partial, &path).with_context(|| format!("writing {}", path.display()))?;
+        json::write_file(&path, &json::to_text(results)?)?;
         Ok(vec![path])
     }
 }

@@ -18,7 +18,9 @@ use std::path::{Path, PathBuf};
 use super::analysis::recommend::usl_series_name;
 use super::analysis::{series_label, UslSeries, MAX_ERROR_RATE};
 use super::results::{PointResult, SweepResults};
-pub use super::units::{duration_us, percent, thousands};
+use crate::load::stats::LatencyKey;
+pub use crate::render::latency_figure;
+pub use crate::render::units::{duration_us, percent, thousands};
 
 /// Writes one output format into a directory.
 pub trait Exporter {
@@ -121,27 +123,18 @@ fn mark(p: &PointResult) -> String {
 
 /// A latency figure of a point (`key` as in [`crate::load::stats::LATENCY_KEYS`]), with
 /// `>= ` before it when it is only a lower bound.
-pub fn latency_cell(p: &PointResult, key: &str) -> String {
+pub fn latency_cell(p: &PointResult, key: LatencyKey) -> String {
     let l = &p.latency_us;
     let value = match key {
-        "p50" => l.p50,
-        "p90" => l.p90,
-        "p99" => l.p99,
-        "p999" => l.p999,
-        "mean" => l.mean,
-        "max" => l.max,
+        LatencyKey::P50 => l.p50,
+        LatencyKey::P90 => l.p90,
+        LatencyKey::P99 => l.p99,
+        LatencyKey::P999 => l.p999,
+        LatencyKey::Mean => l.mean,
+        LatencyKey::Max => l.max,
         _ => f64::NAN,
     };
-    lower_bound_text(value, l.lower_bound.contains(key))
-}
-
-/// `1.2 ms`, or `>= 1.2 ms` for a lower bound.
-pub fn lower_bound_text(us: f64, lower_bound: bool) -> String {
-    if lower_bound {
-        format!(">= {}", duration_us(us))
-    } else {
-        duration_us(us)
-    }
+    latency_figure(value, l.lower_bound.contains(key))
 }
 
 /// Whether a point was measured more than once (and so has a spread to show).
@@ -166,8 +159,8 @@ pub fn p99_spread_text(p: &PointResult) -> String {
             .runs
             .iter()
             .find(|r| r.latency_us.p99 == value)
-            .is_some_and(|r| r.latency_us.lower_bound.contains("p99"));
-        lower_bound_text(value, lower)
+            .is_some_and(|r| r.latency_us.lower_bound.contains(LatencyKey::P99));
+        latency_figure(value, lower)
     };
     format!("{}..{}", end(p.spread.p99_min), end(p.spread.p99_max))
 }
@@ -187,7 +180,7 @@ fn p99_cell(p: &PointResult) -> String {
     if !p.ok {
         return "failed".into();
     }
-    let mut cell = format!("{}{}", latency_cell(p, "p99"), mark(p));
+    let mut cell = format!("{}{}", latency_cell(p, LatencyKey::P99), mark(p));
     if repeated(p) {
         cell.push_str(&format!(" ({})", p99_spread_text(p)));
     }
@@ -459,8 +452,8 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
             row.extend([
                 format!("{}{}", thousands(p.rps), mark(p)),
                 format!("{:.2} s", p.duration_s),
-                latency_cell(p, "p50"),
-                latency_cell(p, "p99"),
+                latency_cell(p, LatencyKey::P50),
+                latency_cell(p, LatencyKey::P99),
                 thousands(p.errors as f64 + p.bad_statuses() as f64),
                 thousands(p.errors_by_kind.timeout as f64),
                 thousands(p.unanswered as f64),
@@ -516,6 +509,7 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
 /// iterative's p99 at 64 is only a lower bound and epoll was measured three times per point.
 #[cfg(test)]
 pub mod fixture {
+    use crate::load::stats::LatencyKey;
     use crate::sweep::results::{
         Machine, PointLatency, PointResult, RunMeasurement, Spread, SweepResults,
     };
@@ -577,7 +571,7 @@ pub mod fixture {
         )
         .expect("valid experiment");
         let mut censored = point("iterative", 64, 97.0, 200.0, 1_000_000.0);
-        for key in ["p99", "p999", "max"] {
+        for key in [LatencyKey::P99, LatencyKey::P999, LatencyKey::Max] {
             censored.latency_us.lower_bound.insert(key);
         }
         censored.unanswered = 63;
