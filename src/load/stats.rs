@@ -212,6 +212,11 @@ impl LatencyHistogram {
     }
 }
 
+/// Load threads busy at least this fraction of the time on the cores they could use are
+/// saturated: their figures may describe the generator, not the server. Both `merge` (per
+/// worker) and the sweep (per point) flag it with this bar.
+pub const SATURATED_BUSY_FRACTION: f64 = 0.85;
+
 /// A figure of a [`LatencySummary`]; [`LatencyKey::name`] is its JSON name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LatencyKey {

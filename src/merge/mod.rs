@@ -27,9 +27,7 @@ use crate::load::urls::{merge_url_reports, UrlReport};
 use crate::load::ErrorCounts;
 use crate::usage;
 
-/// A worker is flagged as saturated when its load threads were busy at least this fraction of
-/// the time on the cores they could use (the sweep's `generator_saturated` uses the same bar).
-pub const SATURATED_BUSY_FRACTION: f64 = 0.85;
+pub use crate::load::stats::SATURATED_BUSY_FRACTION;
 
 /// Flags of `sweetspot merge`.
 #[derive(Debug, Clone, clap::Args)]

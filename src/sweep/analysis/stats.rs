@@ -8,6 +8,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::load::stats::SATURATED_BUSY_FRACTION;
 use crate::sweep::results::{PointResult, RunMeasurement, Spread};
 
 /// Throughputs within this fraction of the best count as "as good" (sweet spot, ties).
@@ -136,7 +137,7 @@ pub fn generator_saturated(
     let server_busy = server_cpu_s / duration_s;
     let client_threads = f64::from(client_threads.max(1)).min(cores);
     let server_room = server_parallelism.min((cores - client_busy).max(0.5));
-    client_busy >= 0.85 * client_threads && server_busy < 0.7 * server_room
+    client_busy >= SATURATED_BUSY_FRACTION * client_threads && server_busy < 0.7 * server_room
 }
 
 /// Little's law, L = X x W (J. D. C. Little, "A proof for the queuing formula L = lambda W",
