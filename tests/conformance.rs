@@ -1,10 +1,10 @@
-//! The conformance suite: one list of cases, run against every architecture on free ports.
-//!
-//! A new architecture joins with one line in the `conformance!` list at the bottom; what the
-//! suite expects of it (whether it takes `--workers`, its default worker count) comes from
-//! `Arch`, and a test checks that the list names every `Arch`. An entry may also run an
-//! architecture with extra flags (`reactors_shared = reactors "--accept" "shared"`): the
-//! cases then get the "spec" `reactors --accept shared` where they take an `arch`.
+//! The conformance suite: one list of cases, each run against every architecture on a server
+//! of its own, reported one by one (`epoll::hello`, `uring::slowloris`, ...) so one failure
+//! hides none of the rest; cargo's filter picks cases (`cargo test --test conformance --
+//! epoll::`). A new architecture joins with one line in [`SUITE`]; what the suite expects of
+//! it (whether it takes `--workers`, its default worker count) comes from `Arch`, and a test
+//! checks that the list names every `Arch`. An entry may run an architecture with extra flags
+//! (`reactors_shared`: `reactors --accept shared`); the cases get that "spec" as `arch`.
 
 mod common;
 
@@ -13,6 +13,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::*;
+use libtest_mimic::{Arguments, Trial};
 use nix::sys::signal::Signal;
 use sweetspot::arch::Arch;
 
@@ -516,11 +517,12 @@ fn suite_args<'a>(arch: &'a str, root: &'a str, store: &'a str) -> Vec<&'a str> 
     args
 }
 
-fn run_suite(arch: &str) {
+/// Runs `case` against a fresh server for `arch`, then checks that the server reaped its
+/// children and stops cleanly on SIGTERM with its stats line.
+fn with_server(arch: &str, case: impl FnOnce(&Server)) {
     let site = Site::new();
     let (root, store) = (site.root(), site.store());
     let args = suite_args(arch, &root, &store);
-
     let server = Server::start(&args);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let workers = if args.contains(&"--workers") {
@@ -538,25 +540,7 @@ fn run_suite(arch: &str) {
             arch_name(arch)
         )
     );
-    for (name, case) in CASES {
-        if !selected(name) {
-            continue;
-        }
-        let port = server.port;
-        let result = std::panic::catch_unwind(|| case(port));
-        if let Err(e) = result {
-            panic!("{arch}: case {name:?} failed: {}", panic_text(e));
-        }
-    }
-    for (name, case) in SERVER_CASES {
-        if !selected(name) {
-            continue;
-        }
-        let result = std::panic::catch_unwind(|| case(arch, &server));
-        if let Err(e) = result {
-            panic!("{arch}: case {name:?} failed: {}", panic_text(e));
-        }
-    }
+    case(&server);
     let pgid = server.pid();
     let deadline = Instant::now() + Duration::from_secs(2);
     while zombie_children(pgid) > 0 && Instant::now() < deadline {
@@ -570,41 +554,50 @@ fn run_suite(arch: &str) {
         "{arch}: stats line {rest:?}"
     );
     assert!(wait_group_gone(pgid), "{arch}: processes left after stop");
-
-    if selected("persistence") {
-        persistence(&args);
-    }
-    if selected("redis store") {
-        redis_store(arch);
-    }
-    if selected("echo") {
-        echo(arch);
-    }
-    if selected("echo never read") {
-        echo_never_read(arch);
-    }
-    if selected("fd exhaustion") {
-        fd_exhaustion(arch);
-    }
-    if selected("shutdown bounded") {
-        shutdown_is_bounded_during_a_long_fib(arch);
-    }
 }
 
-/// Whether a case runs: all do, unless `SWEETSPOT_CASES` (comma-separated parts of case
-/// names) narrows the run while developing.
-fn selected(name: &str) -> bool {
-    match std::env::var("SWEETSPOT_CASES") {
-        Ok(filter) if !filter.is_empty() => filter.split(',').any(|part| name.contains(part)),
-        _ => true,
-    }
+/// Cases that start servers of their own (other protocols, stores, limits, stops).
+const OWN_SERVER_CASES: &[(&str, fn(&str))] = &[
+    ("persistence", persistence),
+    ("redis store", redis_store),
+    ("echo", echo),
+    ("echo never read", echo_never_read),
+    ("fd exhaustion", fd_exhaustion),
+    ("shutdown bounded", shutdown_is_bounded_during_a_long_fib),
+];
+
+/// A case's name as a test name: `200 concurrent clients` -> `200_concurrent_clients`.
+fn test_name(case: &str) -> String {
+    case.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
 }
 
-fn panic_text(e: Box<dyn std::any::Any + Send>) -> String {
-    e.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
+/// Every case of every entry of [`SUITE`], named `entry::case`.
+fn suite_trials() -> Vec<Trial> {
+    let mut trials = Vec::new();
+    for &(entry, arch) in SUITE {
+        let name = |case: &str| format!("{entry}::{}", test_name(case));
+        for &(case_name, case) in CASES {
+            trials.push(Trial::test(name(case_name), move || {
+                with_server(arch, |server| case(server.port));
+                Ok(())
+            }));
+        }
+        for &(case_name, case) in SERVER_CASES {
+            trials.push(Trial::test(name(case_name), move || {
+                with_server(arch, |server| case(arch, server));
+                Ok(())
+            }));
+        }
+        for &(case_name, case) in OWN_SERVER_CASES {
+            trials.push(Trial::test(name(case_name), move || {
+                case(arch);
+                Ok(())
+            }));
+        }
+    }
+    trials
 }
 
 /// A client that pipelines requests with large replies and never reads: the server's memory
@@ -988,7 +981,11 @@ fn vanished_clients_cost_no_cpu(arch: &str, server: &Server) {
 }
 
 /// A remark answered 2xx survives a clean restart and a SIGKILL of the whole server.
-fn persistence(args: &[&str]) {
+fn persistence(arch: &str) {
+    let site = Site::new();
+    let (root, store) = (site.root(), site.store());
+    let args = suite_args(arch, &root, &store);
+    let args = &args[..];
     let server = Server::start(args);
     assert_eq!(
         post_remark(server.port, "ann", "before restart").status,
@@ -1212,54 +1209,60 @@ fn echo_never_read(arch: &str) {
 }
 
 /// The spec of a suite entry: its name, or its architecture and extra flags.
-macro_rules! spec {
-    ($test:ident) => {
-        stringify!($test)
-    };
-    ($test:ident $arch:ident $($flag:literal)*) => {
-        concat!(stringify!($arch) $(, " ", $flag)*)
-    };
+/// The suite's entries: a test-name prefix and the architecture with its flags.
+const SUITE: &[(&str, &str)] = &[
+    ("iterative", "iterative"),
+    ("forking", "forking"),
+    ("preforked", "preforked"),
+    ("threaded", "threaded"),
+    ("prethreaded", "prethreaded"),
+    ("poll", "poll"),
+    ("epoll", "epoll"),
+    ("reactors", "reactors"),
+    ("reactors_shared", "reactors --accept shared"),
+    ("hybrid", "hybrid"),
+    ("async", "async"),
+    ("uring", "uring"),
+];
+
+/// The list names every architecture `serve` has, and nothing else (entries with extra flags
+/// follow their architecture's plain entry).
+fn every_architecture_is_in_the_suite() {
+    let mut listed: Vec<&str> = SUITE.iter().map(|(_, spec)| arch_name(spec)).collect();
+    listed.dedup();
+    let all: Vec<&str> = Arch::all().iter().map(|a| a.name()).collect();
+    assert_eq!(listed, all);
 }
 
-macro_rules! conformance {
-    ($($test:ident $(= $arch:ident $($flag:literal)*)?),* $(,)?) => {
-        $(
-            #[test]
-            fn $test() {
-                // `r#async`: a keyword arch is named without its raw prefix.
-                run_suite(spec!($test $($arch $($flag)*)?).trim_start_matches("r#"));
-            }
-        )*
-
-        /// The list below names every architecture `serve` has, and nothing else (entries
-        /// with extra flags follow their architecture's plain entry).
-        #[test]
-        fn every_architecture_is_in_the_suite() {
-            let mut listed: Vec<&str> = [$(spec!($test $($arch $($flag)*)?)),*]
-                .iter()
-                .map(|spec| arch_name(spec.trim_start_matches("r#")))
-                .collect();
-            listed.dedup();
-            let all: Vec<&str> = Arch::all().iter().map(|a| a.name()).collect();
-            assert_eq!(listed, all);
-        }
-    };
+fn main() {
+    let args = Arguments::from_args();
+    let mut trials = suite_trials();
+    let single: &[(&str, fn())] = &[
+        (
+            "every_architecture_is_in_the_suite",
+            every_architecture_is_in_the_suite,
+        ),
+        (
+            "preforked_workers_die_with_their_parent",
+            preforked_workers_die_with_their_parent,
+        ),
+        (
+            "forking_children_die_with_their_parent",
+            forking_children_die_with_their_parent,
+        ),
+        (
+            "uring_unavailable_is_one_line_and_exit_2",
+            uring_unavailable_is_one_line_and_exit_2,
+        ),
+    ];
+    for &(name, test) in single {
+        trials.push(Trial::test(name, move || {
+            test();
+            Ok(())
+        }));
+    }
+    libtest_mimic::run(&args, trials).exit();
 }
-
-conformance!(
-    iterative,
-    forking,
-    preforked,
-    threaded,
-    prethreaded,
-    poll,
-    epoll,
-    reactors,
-    reactors_shared = reactors "--accept" "shared",
-    hybrid,
-    r#async,
-    uring,
-);
 
 /// SIGKILL of the parent alone (nothing to clean up) takes its workers with it, a busy one
 /// included: the group empties, the request in flight is cut off, and the port binds again.
@@ -1300,12 +1303,10 @@ fn workers_die_with_their_parent(arch: &str, extra: &[&str]) {
     drop(server);
 }
 
-#[test]
 fn preforked_workers_die_with_their_parent() {
     workers_die_with_their_parent("preforked", &["--workers", "3"]);
 }
 
-#[test]
 fn forking_children_die_with_their_parent() {
     workers_die_with_their_parent("forking", &[]);
 }
@@ -1354,7 +1355,6 @@ fn shutdown_is_bounded_during_a_long_fib(arch: &str) {
 /// Where io_uring cannot be set up (here: a seccomp filter failing `io_uring_setup` with
 /// EPERM, as Docker's default profile does), `serve --arch uring` prints no ready line and
 /// exits 2 with one line saying why. Other architectures run under the same filter.
-#[test]
 fn uring_unavailable_is_one_line_and_exit_2() {
     let run = |arch: &str| {
         let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_sweetspot"));

@@ -843,25 +843,32 @@ fn can_make_cgroup(v1: bool) -> bool {
     })
 }
 
-/// Whether a cgroup made by a sweep (`sweetspot-PID-N`) of a process that has exited is left.
-fn leftover_cgroups() -> bool {
-    [
-        "/sys/fs/cgroup/cpuacct",
-        "/sys/fs/cgroup/unified",
-        "/sys/fs/cgroup",
-    ]
-    .iter()
-    .filter_map(|dir| std::fs::read_dir(dir).ok())
-    .flat_map(|entries| entries.flatten())
-    .filter_map(|e| e.file_name().to_str().map(String::from))
-    .filter_map(|name| {
-        name.strip_prefix("sweetspot-")?
-            .split('-')
-            .next()?
-            .parse::<i32>()
-            .ok()
-    })
-    .any(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+/// Whether a cgroup the sweep with process id `sweep_pid` made (named `sweetspot-PID-N`, in
+/// the cgroup it ran in, which is this test's) is still there. Other runs' cgroups are not
+/// this test's business.
+fn leftover_cgroups(sweep_pid: u32) -> bool {
+    let prefix = format!("sweetspot-{sweep_pid}-");
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let mut dirs = Vec::new();
+    for line in own.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (
+            parts.next(),
+            parts.next().unwrap_or(""),
+            parts.next().unwrap_or(""),
+        );
+        let path = path.trim_start_matches('/');
+        if controllers.split(',').any(|c| c == "cpuacct") {
+            dirs.push(Path::new("/sys/fs/cgroup/cpuacct").join(path));
+        } else if controllers.is_empty() {
+            dirs.push(Path::new("/sys/fs/cgroup/unified").join(path));
+            dirs.push(Path::new("/sys/fs/cgroup").join(path));
+        }
+    }
+    dirs.iter()
+        .filter_map(|dir| std::fs::read_dir(dir).ok())
+        .flat_map(|entries| entries.flatten())
+        .any(|e| e.file_name().to_string_lossy().starts_with(&prefix))
 }
 
 /// `(requests served, cpu seconds)` from a server's stats line: "stopped: served N requests in
@@ -918,7 +925,14 @@ url = "http://127.0.0.1:{{port}}"
             stats.display()
         );
         let (mut sweep, out) = sweep_command(&dir, "cpu.toml", &toml);
-        let run = sweep.env("SWEETSPOT_CPU_METHOD", method).output().unwrap();
+        let child = sweep
+            .env("SWEETSPOT_CPU_METHOD", method)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let sweep_pid = child.id();
+        let run = child.wait_with_output().unwrap();
         assert!(
             run.status.success(),
             "{}",
@@ -934,7 +948,10 @@ url = "http://127.0.0.1:{{port}}"
             forced => assert_eq!(recorded, forced),
         }
         // The runner removed the cgroup it made for the server.
-        assert!(!leftover_cgroups(), "a sweetspot cgroup was left behind");
+        assert!(
+            !leftover_cgroups(sweep_pid),
+            "a sweetspot cgroup was left behind"
+        );
         let sweep_us =
             point["server"]["cpu_s"].as_f64().unwrap() * 1e6 / point["requests"].as_f64().unwrap();
         let (served, cpu_s) = stats_line(&std::fs::read_to_string(&stats).unwrap());
