@@ -557,7 +557,10 @@ fn with_server(arch: &str, case: impl FnOnce(&Server)) {
 }
 
 /// Cases that start servers of their own (other protocols, stores, limits, stops).
-const OWN_SERVER_CASES: &[(&str, fn(&str))] = &[
+/// A case that starts its own servers for the architecture it is given.
+type OwnServerCase = fn(&str);
+
+const OWN_SERVER_CASES: &[(&str, OwnServerCase)] = &[
     ("persistence", persistence),
     ("redis store", redis_store),
     ("echo", echo),
