@@ -1,0 +1,197 @@
+//! The layering of `src/`, checked from the source: every `crate::` path in a module's code
+//! (comments aside) names a module of its own layer or one below. The layers, bottom up, are
+//! documented in `docs/DESIGN.md`; `arch/`'s files, apart from its `mod.rs` (the contract
+//! and the list), import each other without a cycle.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Top-level modules by layer, bottom up. A module may use its own layer's modules only
+/// where listed in [`SIDEWAYS`].
+const LAYERS: &[&[&str]] = &[
+    &["sys"],
+    &["http", "store", "render"],
+    &["app"],
+    &["arch", "load"],
+    &["serve"],
+    &["sweep", "merge"],
+    &["cli"],
+];
+
+/// Allowed uses within one layer: (user, used).
+const SIDEWAYS: &[(&str, &str)] = &[];
+
+/// What the crate root itself defines (`usage`, `UsageError`, `print_stdout`): below everything.
+const ROOT_ITEMS: &[&str] = &["usage", "UsageError", "print_stdout", "main_with_args"];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|layer| layer.contains(&module))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The code of a file without its comments (line comments and doc comments; the project
+/// writes no block comments).
+fn code_of(text: &str) -> String {
+    text.lines()
+        .map(|line| match line.find("//") {
+            // A `//` inside a string literal ("http://...") is not a comment.
+            Some(i) if line[..i].matches('"').count() % 2 == 0 => &line[..i],
+            _ => line,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The names that follow `crate::` in `code`, with `crate::{a, b::c}` groups opened.
+fn crate_paths(code: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("crate::") {
+        rest = &rest[i + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            for part in group[..end].split(',') {
+                let name = part.trim().split("::").next().unwrap_or("").trim();
+                if !name.is_empty() {
+                    names.insert(name.to_string());
+                }
+            }
+        } else {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            names.insert(name);
+        }
+    }
+    names
+}
+
+/// `src/arch/event_loop.rs` -> ("arch", "event_loop").
+fn module_of(src: &Path, file: &Path) -> (String, String) {
+    let rel = file.strip_prefix(src).unwrap();
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    let top = parts.remove(0);
+    (top, parts.join("/"))
+}
+
+#[test]
+fn every_import_runs_down_the_layers() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut wrong = Vec::new();
+    for file in &files {
+        let (top, _) = module_of(&src, file);
+        if top == "lib" || top == "main" {
+            continue;
+        }
+        let mine = layer_of(&top).unwrap_or_else(|| panic!("{top} is in no layer"));
+        for used in crate_paths(&code_of(&std::fs::read_to_string(file).unwrap())) {
+            if used == top || ROOT_ITEMS.contains(&used.as_str()) {
+                continue;
+            }
+            let theirs = layer_of(&used).unwrap_or_else(|| panic!("crate::{used} is in no layer"));
+            let sideways = theirs == mine && SIDEWAYS.contains(&(top.as_str(), used.as_str()));
+            if theirs > mine || (theirs == mine && !sideways) {
+                wrong.push(format!("{} uses crate::{used}", file.display()));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports against the layering:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn arch_files_import_each_other_without_a_cycle() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/arch");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    let names: BTreeSet<String> = files
+        .iter()
+        .map(|f| f.file_stem().unwrap().to_string_lossy().to_string())
+        .filter(|n| n != "mod")
+        .collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let me = file.file_stem().unwrap().to_string_lossy().to_string();
+        if me == "mod" {
+            continue;
+        }
+        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        let used = code
+            .split("super::")
+            .skip(1)
+            .chain(code.split("crate::arch::").skip(1))
+            .filter_map(|rest| {
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                names.contains(&name).then_some(name)
+            })
+            .filter(|name| *name != me)
+            .collect();
+        edges.insert(me, used);
+    }
+    // Depth-first search for a back edge.
+    fn visit(
+        node: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|n| n == node) {
+            let mut cycle = path[i..].to_vec();
+            cycle.push(node.to_string());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_string());
+        for next in edges.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, edges, path, done) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    for node in edges.keys() {
+        let cycle = visit(node, &edges, &mut Vec::new(), &mut done);
+        assert!(
+            cycle.is_none(),
+            "arch/ imports in a circle: {}",
+            cycle.unwrap().join(" -> ")
+        );
+    }
+}
+
+#[test]
+fn the_checks_see_imports_and_skip_comments() {
+    let code = code_of(
+        "use crate::{app::App, sys};\n// crate::sweep in a comment\nlet u = \"http://x\"; crate::load::run();",
+    );
+    let paths: Vec<String> = crate_paths(&code).into_iter().collect();
+    assert_eq!(paths, ["app", "load", "sys"]);
+    assert!(layer_of("sweep") > layer_of("load") && layer_of("render") < layer_of("app"));
+}
