@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Memory of a server under a client that never reads (issue 9, item 1).
+# Memory of a server under a client that never reads.
 # Starts `sweetspot serve --arch ARCH` (default epoll) on a free port, sends 12 MB of pipelined
 # `GET /` and, on a second connection, 8,000,000 echo-sized lines to an echo server, never
 # reading a byte, then prints the server's VmRSS. Usage: benches/never_reading_rss.sh [BINARY] [ARCH]

@@ -1,44 +1,10 @@
-//! Async: tokio's multi-threaded runtime, a task per connection.
-//!
-//! The shape is mini-redis's: one listener, a task spawned per accepted connection, and a
-//! graceful stop told to every task through a `watch` channel, with a completion channel
-//! (an `mpsc` sender each task holds and drops) that closes once the last task is done.
-//! `--workers` is the number of runtime worker threads (default one per core); tasks move
-//! between them by work stealing. The accept loop runs in `block_on`, on the server's own
-//! thread, so a worker stuck in CPU work never stops accepts or the stop from being seen.
-//! It takes every connection waiting in the backlog at each wakeup (as the event loops do),
-//! not one per wakeup: a burst of thousands of connects (c10k) otherwise outruns the listen
-//! backlog, the kernel drops the SYNs past it, and clients wait a second or more for their
-//! retransmits. There is no semaphore bounding connections (mini-redis has one): no other
-//! architecture caps them, the file limit is the bound, and running out of descriptors is
-//! logged and answered by leaving connections in the backlog for a moment.
-//!
-//! Each task runs the same sans-IO request step as every architecture
-//! ([`next_request`]) in the order of the blocking loop ([`super::connection`]): answer the
-//! complete requests until [`MAX_QUEUED_OUTPUT`] is queued, write it all (dropping a client
-//! that takes nothing for the write timeout), read more; it never reads while output waits,
-//! which is the output bound. A task owns no read buffer: it waits until its socket is
-//! readable and reads into a buffer on the worker's stack, keeping only the bytes that came,
-//! so 10,000 idle connections cost kilobytes each, as in the event loops, not a 16 KiB
-//! buffer each. The waits are what differ: `/sleep` is a timerfd in tokio's reactor (precise to
-//! the nanosecond, where tokio's timer rounds up to a millisecond), the
-//! SQLite store runs on the runtime's blocking pool (`spawn_blocking`), and Redis goes
-//! through one task that owns a pipelined connection, so a waiting request holds no worker.
-//! `/fib` runs inline in the task, deliberately: it holds its worker thread for the whole
-//! computation, and the other tasks queued on that worker wait unless another worker steals
-//! them. That is what an async runtime does with CPU work, and the lab should show it. As
-//! everywhere, a long one gives up once its client hangs up or the drain deadline passes
-//! ([`cancel_check`]): no reply, and the connection is closed.
-//!
-//! Redis: the project's own RESP framing ([`resp_frame_len`]) with the redis crate encoding
-//! commands and parsing replies, on a tokio `TcpStream`, rather than the crate's async
-//! client. It is the same code path the event loops' [`RedisPipe`](crate::store::redis_pipe)
-//! uses (same commands, same pipelining over one connection, same 503 and reconnect when
-//! the store goes away), so the architectures differ only in who waits, and it needs no
-//! further crate features (`aio`, `tokio-comp` and their dependencies).
-//!
-//! Static files are read in [`FILE_CHUNK`](crate::http::FILE_CHUNK)s inline (a positional
-//! read of a cached page), as the event loops do.
+//! Async: tokio's multi-threaded runtime, a task per connection, in the shape of mini-redis
+//! (one listener, a task spawned per connection, a graceful stop told through a `watch`
+//! channel). Each task drives the sans-IO [`Exchange`] like the blocking loop
+//! ([`super::blocking`]) but waits without holding a thread: `/sleep` on a timerfd in tokio's
+//! reactor, SQLite on the blocking pool, Redis through one task that owns a pipelined
+//! connection ([`RedisCodec`]). `/fib` runs inline and holds its worker, as plain async code
+//! does; that is what the lab shows. `--workers` is the number of runtime worker threads.
 
 use std::future::Future;
 use std::io::ErrorKind;
@@ -106,6 +72,12 @@ impl Architecture for AsyncServer {
 }
 
 /// What every connection task shares.
+/// What every connection's task shares. The accept loop runs in `block_on`, on the server's
+/// own thread, so a worker stuck in CPU work never stops accepts or the stop from being seen;
+/// it takes every connection waiting in the backlog at each wakeup ([`ACCEPT_BATCH`]): a burst
+/// of thousands of connects otherwise outruns the listen backlog. No semaphore bounds
+/// connections (no other architecture caps them); running out of descriptors is logged and
+/// answered by leaving connections in the backlog for a moment.
 struct Shared {
     ctx: Arc<ServerContext>,
     /// The Redis task, when the guestbook lives in Redis.
@@ -519,6 +491,9 @@ impl RedisClient {
 /// Connects when a job comes, pipelines jobs over the connection until it fails, and
 /// connects again for the next job: a store that goes away answers 503 and comes back
 /// without a restart.
+/// The Redis client of the async architecture: the redis crate encodes and parses, the
+/// [`RedisCodec`] frames, over a tokio stream (the same path as the event loops' pipe, so the
+/// architectures differ only in who waits, and no async client features are needed).
 async fn redis_task(host: String, port: u16, mut jobs: mpsc::Receiver<RedisJob>) {
     while let Some(first) = jobs.recv().await {
         let connected = tokio::time::timeout(

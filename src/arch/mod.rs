@@ -1,18 +1,10 @@
-//! The concurrency architectures, behind one contract.
-//!
-//! Every architecture serves the same [`App`] through the same sans-IO HTTP layer; it decides
-//! only who waits and who runs. [`Architecture::serve`] takes a bound, non-blocking listener
-//! and the shared [`ServerContext`] and returns once a shutdown has been asked for and the
-//! in-flight work has drained (bounded by [`DRAIN`]). Adding an architecture is one new file,
-//! one arm in [`Arch`] (with its properties), and one line in the conformance suite; the
-//! command line, the sweep, its presets and its help take the list from [`Arch`].
-//! The `serve` command itself (flags, ready and stats lines) is [`crate::serve`].
-//!
-//! Shared machinery: [`connection`] (the per-connection request loop of the blocking
-//! architectures and the request step every architecture uses), [`children`] (reaping and
-//! stopping worker processes), [`event_loop`] (the single-threaded loop that poll and epoll
-//! drive with their own readiness backends, and that reactors and hybrid reuse), [`pipeline`]
-//! (the answering step of a connection's pipelined requests, shared by that loop and uring).
+//! The concurrency architectures, behind one contract. Every architecture serves the same
+//! [`App`] through the same request step ([`request`]); it decides only who waits and who runs.
+//! [`Architecture::serve`] takes a bound, non-blocking listener and the shared
+//! [`ServerContext`] and returns once a stop has been asked for and the in-flight work has
+//! drained (bounded by [`DRAIN`]). [`Arch`] is the one list of them, read by the command line,
+//! the sweep and the conformance suite. Shared below the architecture files: [`listen`],
+//! [`request`], [`blocking`], [`threads`], [`children`], [`pool`], [`pipeline`], [`event_loop`].
 
 pub mod async_tasks;
 pub mod blocking;

@@ -74,6 +74,54 @@ fn run_observed(
     progress: Option<&progress::LiveProgress>,
     options: &RunOptions,
 ) -> anyhow::Result<LoadReport> {
+    let target = prepare(config)?;
+    let threads = config.threads.min(config.connections);
+    let placed = place(config, options, threads);
+    let late = wait_for_start(options)?;
+    let start = Instant::now();
+    let started_at = std::time::SystemTime::now();
+    let mut recording = Recording::open(config, options, threads, started_at)?;
+    let engine_config = placed.engine_config.as_ref().unwrap_or(config);
+    let rate_plan = engine_config.rate_plan();
+    let plan = RunPlan {
+        config: engine_config,
+        addr: target.addr,
+        request: &target.request,
+        start,
+        deadline: config.mode.duration().map(|d| start + d),
+        stop,
+        total_connections: placed.total_connections,
+        windows: rate_plan.as_ref().map(|p| p.windows()).unwrap_or_default(),
+        count_steps: rate_plan.as_ref().is_some_and(|p| !p.is_constant()),
+        rate_plan,
+        intervals: recording.intervals.take(),
+        tls: target.tls,
+    };
+    let merged = drive(&plan, placed.shares, progress, &mut recording)?;
+    let mut report = report::build(config, threads, &merged);
+    report.segment = options.segment.as_ref().map(|s| s.info.clone());
+    report.started_at_unix_s = segment::unix_seconds(started_at);
+    report.ended_at_unix_s = report.started_at_unix_s + report.duration_s;
+    report.start_late_s = late.map(|late| late.as_secs_f64());
+    if let (Some(report_tls), Some(server)) = (report.tls.as_mut(), target.server_tls) {
+        report_tls.version = server.version;
+        report_tls.alpn = server.alpn;
+    }
+    recording.finish(merged.elapsed, &mut report)?;
+    Ok(report)
+}
+
+/// What a run sends and where, known before it starts.
+struct Prepared {
+    request: RequestSet,
+    tls: Option<engine::transport::TlsConnector>,
+    addr: std::net::SocketAddr,
+    server_tls: Option<tls::ServerInfo>,
+}
+
+/// Validates `config`, serializes the requests once, and connects once to the target (an
+/// unreachable target fails here, within the timeout).
+fn prepare(config: &LoadConfig) -> anyhow::Result<Prepared> {
     config.validate()?;
     if config.engine == Engine::Uring {
         engine::ring::check_available().map_err(|e| {
@@ -82,7 +130,6 @@ fn run_observed(
             ))
         })?;
     }
-    let threads = config.threads.min(config.connections);
     let request = match &config.urls {
         Some(list) => list.request_set(&config.headers, config.keepalive, config.pipeline),
         None => RequestSet::single(
@@ -109,10 +156,28 @@ fn run_observed(
     let (addr, server_tls) =
         engine::transport::preflight_connect(&config.target, config.timeout, tls.as_ref())?;
     ensure_file_limit(config.connections)?;
+    Ok(Prepared {
+        request,
+        tls,
+        addr,
+        server_tls,
+    })
+}
+
+/// How the connections are spread over the threads, and what the engine is told of the run.
+struct Placement {
+    shares: Vec<engine::WorkerShare>,
+    total_connections: usize,
+    /// A segment in rate mode: the whole run's config, which the engine paces by.
+    engine_config: Option<LoadConfig>,
+}
+
+/// Splits the connections over `threads`. A segment's connections keep their numbers in the
+/// whole run, and the engine sees the whole run's rate over all its connections: each
+/// connection then sends at R / C with the phase it would have in one process (the segment's
+/// own rate is R * c_I / C).
+fn place(config: &LoadConfig, options: &RunOptions, threads: usize) -> Placement {
     let mut shares = split_shares(config.connections, threads, &config.mode);
-    // A segment's connections keep their numbers in the whole run, and the engine sees the
-    // whole run's rate over all its connections: each connection then sends at R / C with the
-    // phase it would have in one process (the segment's own rate is R * c_I / C).
     let mut engine_config = None;
     let mut total_connections = config.connections;
     if let Some(seg) = &options.segment {
@@ -127,108 +192,150 @@ fn run_observed(
             engine_config = Some(whole);
         }
     }
+    Placement {
+        shares,
+        total_connections,
+        engine_config,
+    }
+}
+
+/// Checks that the interval log can be created (before waiting), then waits for `--start-at`;
+/// returns how late the start was, if one was asked for.
+fn wait_for_start(options: &RunOptions) -> anyhow::Result<Option<Duration>> {
     if let Some(path) = &options.hlog {
-        // Fail before waiting for the start time; the log is written from the real start.
         std::fs::File::create(path)
             .map_err(|e| usage(format!("--hlog: cannot create {}: {e}", path.display())))?;
     }
-    let late = options.start_at.map(segment::wait_until);
-    if let (Some((late, true)), Some(at)) = (late, options.start_at) {
+    let Some(at) = options.start_at else {
+        return Ok(None);
+    };
+    let (late, was_late) = segment::wait_until(at);
+    if was_late {
         eprintln!(
             "sweetspot: started {:.3} s late (--start-at {:.3})",
             late.as_secs_f64(),
             segment::unix_seconds(at)
         );
     }
-    let counters: Vec<AtomicU64> = (0..threads).map(|_| AtomicU64::new(0)).collect();
-    let start = Instant::now();
-    let started_at = std::time::SystemTime::now();
-    let mut hlog = match &options.hlog {
-        Some(path) => {
-            let comment = format!(
-                "[sweetspot load {} mode={} connections={}{}]",
-                config.target,
-                config.mode.name(),
-                config.connections,
-                options.segment.as_ref().map_or(String::new(), |s| format!(
-                    " segment={}/{}",
-                    s.info.index, s.info.count
-                ))
-            );
-            Some(hlog::HlogWriter::create(path, started_at, &[comment])?)
+    Ok(Some(late))
+}
+
+/// The time series and the interval log of a run, fed while it runs.
+struct Recording {
+    hlog: Option<hlog::HlogWriter>,
+    collector: Option<series::IntervalCollector>,
+    /// Handed to the engine's workers once.
+    intervals: Option<series::IntervalPlan>,
+    /// A write to the interval log failed during the run.
+    error: Option<anyhow::Error>,
+}
+
+impl Recording {
+    fn open(
+        config: &LoadConfig,
+        options: &RunOptions,
+        threads: usize,
+        started_at: std::time::SystemTime,
+    ) -> anyhow::Result<Recording> {
+        let hlog = match &options.hlog {
+            Some(path) => {
+                let comment = format!(
+                    "[sweetspot load {} mode={} connections={}{}]",
+                    config.target,
+                    config.mode.name(),
+                    config.connections,
+                    options.segment.as_ref().map_or(String::new(), |s| format!(
+                        " segment={}/{}",
+                        s.info.index, s.info.count
+                    ))
+                );
+                Some(hlog::HlogWriter::create(path, started_at, &[comment])?)
+            }
+            None => None,
+        };
+        // The time series, which also feeds the interval log.
+        let interval = options
+            .series
+            .or(options.hlog.as_ref().map(|_| series::DEFAULT_INTERVAL));
+        let (collector, intervals) = match interval {
+            Some(interval) => {
+                let (collector, plan) =
+                    series::IntervalCollector::new(interval, threads, config.mode.duration());
+                (Some(collector), Some(plan))
+            }
+            None => (None, None),
+        };
+        Ok(Recording {
+            hlog,
+            collector,
+            intervals,
+            error: None,
+        })
+    }
+
+    /// Takes the intervals completed so far, waiting up to `wait` (sleeps without a series).
+    fn pump(&mut self, wait: Duration) {
+        let Some(collector) = self.collector.as_mut() else {
+            std::thread::sleep(Duration::from_millis(100));
+            return;
+        };
+        let pumped = collector.pump(wait, &mut write_to(&mut self.hlog));
+        if let Err(e) = pumped {
+            self.error = Some(e);
+            self.hlog = None;
         }
-        None => None,
-    };
-    // The time series, which also feeds the interval log.
-    let interval = options
-        .series
-        .or(options.hlog.as_ref().map(|_| series::DEFAULT_INTERVAL));
-    let (mut collector, intervals) = match interval {
-        Some(interval) => {
-            let (collector, plan) =
-                series::IntervalCollector::new(interval, threads, config.mode.duration());
-            (Some(collector), Some(plan))
+    }
+
+    /// Closes the series and the log and puts the series in `report`.
+    fn finish(self, elapsed: Duration, report: &mut LoadReport) -> anyhow::Result<()> {
+        if let Some(e) = self.error {
+            return Err(e.context("--hlog"));
         }
-        None => (None, None),
-    };
-    let engine_config = engine_config.as_ref().unwrap_or(config);
-    let rate_plan = engine_config.rate_plan();
-    let plan = RunPlan {
-        config: engine_config,
-        addr,
-        request: &request,
-        start,
-        deadline: config.mode.duration().map(|d| start + d),
-        stop,
-        total_connections,
-        windows: rate_plan.as_ref().map(|p| p.windows()).unwrap_or_default(),
-        count_steps: rate_plan.as_ref().is_some_and(|p| !p.is_constant()),
-        rate_plan,
-        intervals,
-        tls,
-    };
-    let mut hlog_error = None;
+        let (Some(collector), mut hlog) = (self.collector, self.hlog) else {
+            return Ok(());
+        };
+        let whole = match report.histogram.as_deref() {
+            Some(text) => Some(hlog::decode(text).map_err(|e| anyhow::anyhow!(e))?),
+            None => None,
+        };
+        let (points, censored) =
+            collector.finish(elapsed, whole.as_ref(), &mut write_to(&mut hlog))?;
+        if let Some(writer) = hlog {
+            writer
+                .finish(elapsed, censored.as_ref(), report)
+                .context("--hlog")?;
+        }
+        report.series = points;
+        Ok(())
+    }
+}
+
+/// Runs one engine worker per share, feeds the progress line and the series while they run,
+/// and adds up what they measured.
+fn drive(
+    plan: &RunPlan,
+    shares: Vec<engine::WorkerShare>,
+    progress: Option<&progress::LiveProgress>,
+    recording: &mut Recording,
+) -> anyhow::Result<ThreadStats> {
+    let counters: Vec<AtomicU64> = shares.iter().map(|_| AtomicU64::new(0)).collect();
     let results: Vec<std::io::Result<ThreadStats>> = std::thread::scope(|scope| {
         let handles: Vec<_> = shares
             .into_iter()
             .zip(&counters)
             .map(|(share, completed)| {
-                let plan = &plan;
                 std::thread::Builder::new()
                     .name(format!("load-{}", share.index))
                     .spawn_scoped(scope, move || engine::run_worker(plan, share, completed))
             })
             .collect();
-        if progress.is_some() || collector.is_some() {
-            let mut next_update = Instant::now();
-            while handles
-                .iter()
-                .any(|h| h.as_ref().is_ok_and(|h| !h.is_finished()))
-            {
-                let wait = Duration::from_millis(50);
-                match collector
-                    .as_mut()
-                    .map(|c| c.pump(wait, &mut write_to(&mut hlog)))
-                {
-                    Some(Ok(())) => {}
-                    Some(Err(e)) => {
-                        hlog_error = Some(e);
-                        hlog = None;
-                    }
-                    None => std::thread::sleep(Duration::from_millis(100)),
-                }
-                if let Some(progress) = progress.filter(|_| Instant::now() >= next_update) {
-                    next_update = Instant::now() + Duration::from_millis(100);
-                    let completed = counters
-                        .iter()
-                        .map(|c| c.load(std::sync::atomic::Ordering::Relaxed))
-                        .sum();
-                    progress.update(completed, start.elapsed());
-                }
-            }
-            if let Some(progress) = progress {
-                progress.finish();
-            }
+        if progress.is_some() || recording.collector.is_some() {
+            let running = || {
+                handles
+                    .iter()
+                    .any(|h| h.as_ref().is_ok_and(|h| !h.is_finished()))
+            };
+            watch(running, &counters, plan.start, progress, recording);
         }
         handles
             .into_iter()
@@ -240,9 +347,6 @@ fn run_observed(
             })
             .collect()
     });
-    if let Some(e) = hlog_error {
-        return Err(e.context("--hlog"));
-    }
     let mut merged: Option<ThreadStats> = None;
     for result in results {
         let stats = result.context("load thread failed")?;
@@ -251,31 +355,32 @@ fn run_observed(
             None => merged = Some(stats),
         }
     }
-    let merged = merged.context("no load threads ran")?;
-    let mut report = report::build(config, threads, &merged);
-    report.segment = options.segment.as_ref().map(|s| s.info.clone());
-    report.started_at_unix_s = segment::unix_seconds(started_at);
-    report.ended_at_unix_s = report.started_at_unix_s + report.duration_s;
-    report.start_late_s = late.map(|(late, _)| late.as_secs_f64());
-    if let (Some(report_tls), Some(server)) = (report.tls.as_mut(), server_tls) {
-        report_tls.version = server.version;
-        report_tls.alpn = server.alpn;
-    }
-    if let Some(collector) = collector {
-        let whole = match report.histogram.as_deref() {
-            Some(text) => Some(hlog::decode(text).map_err(|e| anyhow::anyhow!(e))?),
-            None => None,
-        };
-        let (points, censored) =
-            collector.finish(merged.elapsed, whole.as_ref(), &mut write_to(&mut hlog))?;
-        if let Some(writer) = hlog {
-            writer
-                .finish(merged.elapsed, censored.as_ref(), &report)
-                .context("--hlog")?;
+    merged.context("no load threads ran")
+}
+
+/// While `running` says so: pumps the series and updates the progress line every 100 ms.
+fn watch(
+    running: impl Fn() -> bool,
+    counters: &[AtomicU64],
+    start: Instant,
+    progress: Option<&progress::LiveProgress>,
+    recording: &mut Recording,
+) {
+    let mut next_update = Instant::now();
+    while running() {
+        recording.pump(Duration::from_millis(50));
+        if let Some(progress) = progress.filter(|_| Instant::now() >= next_update) {
+            next_update = Instant::now() + Duration::from_millis(100);
+            let completed = counters
+                .iter()
+                .map(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+                .sum();
+            progress.update(completed, start.elapsed());
         }
-        report.series = points;
     }
-    Ok(report)
+    if let Some(progress) = progress {
+        progress.finish();
+    }
 }
 
 /// Where the series' complete intervals go beside the series: the interval log, if any.

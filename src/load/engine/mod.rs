@@ -1,43 +1,11 @@
-//! The load engine: one event loop per thread over its share of the connections.
-//!
-//! Each [`Worker`] owns a mio `Poll`, its connections, one read buffer shared by all of them and
-//! its own [`Recorder`]; workers share nothing while they run but the stop flag and a progress
-//! counter. This is the product, so it is written here rather than borrowed from an HTTP client:
-//! the hot path is one `send` and one `read` per request (sockets are registered once, edge
-//! triggered, for both directions, so no `epoll_ctl` per request) and no allocation: request
-//! bytes are pre-serialized, responses are framed in place and only partial heads are copied.
-//!
-//! The parts, each behind one seam:
-//! - [`transport`]: the byte stream of a connection (plain TCP today; TLS is another variant);
-//! - [`connection`]: one connection's state and the framing of what it reads;
-//! - [`policy`]: when a connection may send, per mode (closed, count, rate), with count mode's
-//!   tickets and rate mode's intended times; it owns no socket and is tested without one;
-//! - [`source`]: which request bytes a connection sends;
-//! - [`timers`]: the wakeup heap, the nanosecond timerfd and the timeout sweep;
-//! - [`recorder`]: what is counted and how (owns the thread's `ThreadStats`).
-//!
-//! This file is the loop that ties them: poll, read and frame, queue sends, send what the
-//! policy allows after the poll's events, fire due wakeups, sweep timeouts. How a worker waits
-//! and moves bytes is its [`Driver`]: epoll readiness through mio (the default, and the one
-//! that speaks TLS), or io_uring completions ([`ring`], `--engine uring`); everything above the
-//! bytes is the same code for both.
-//!
-//! Latency ends when the response is read, on the same monotonic clock as the send time. (The
-//! kernel's receive timestamps, SO_TIMESTAMPNS, are on the realtime clock; converting them was
-//! seen to run tens of microseconds early here, measuring a 50 ms wait at 49.95 ms.) Sends are
-//! issued together after each poll's events, and under a server-bound closed-loop load the
-//! worker naps briefly instead of being woken for every response (see `NAP`), which on a VM is
-//! most of the cost per request on both sides; a response that arrives during a nap is charged
-//! the rest of the nap, at most `NAP`.
-//!
-//! How a run ends: closed and rate runs stop sending at their deadline, then drain: the requests
-//! in flight get a short grace ([`drain_grace`]: at least 100 ms, four times the run's p99 so
-//! far, at most the timeout) to be answered with their true latency. Those answers are latency
-//! samples but not responses of the run (its throughput and length end at the deadline). What
-//! is still in flight after the drain (or when the stop flag ends a run) is censored: recorded
-//! by [`super::stats`] at its age, and in rate mode so is every request that was due before the
-//! deadline (less `UNSENT_SLACK`) and could not be sent. Without the drain every closed-loop
-//! connection would end with a young request in flight, and every run would look censored.
+//! The load engine: one event loop per thread over its share of the connections. Each
+//! [`Worker`] owns its connections, one read buffer and its own [`Recorder`]; workers share
+//! only the stop flag and a progress counter. The parts: [`transport`] (TCP or TLS bytes),
+//! [`connection`] (state and framing), [`policy`] (when a connection may send, per mode),
+//! [`source`] (which bytes), [`timers`] (wakeups and timeouts) and [`recorder`] (what is
+//! counted). How a worker waits and moves bytes is its [`Driver`]: epoll through mio, or
+//! io_uring ([`ring`]); everything above the bytes is shared. The config comes from
+//! [`super::config`]; the statistics go to [`super::stats`].
 
 pub mod connection;
 pub mod policy;
@@ -75,7 +43,9 @@ const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// again. Being woken for every single response is what costs most per request on a VM (the
 /// server pays the cross-CPU wakeup, the generator the sleep); a short nap lets responses
 /// gather. A response that arrives during a nap is charged the rest of it (latency ends when
-/// the response is read, see the module header), so the nap bounds that error at `NAP`.
+/// the response is read, on the same monotonic clock as the send time, in the epoll driver;
+/// the io_uring driver ends it at the kernel's receive timestamp instead, see [`ring`]), so the
+/// nap bounds that error at `NAP`.
 const NAP_BELOW_EVENTS: usize = 4;
 const NAP_MIN_CONNECTIONS: usize = 32;
 const NAP: Duration = Duration::from_micros(30);
@@ -798,6 +768,13 @@ impl<'p, 'a> Worker<'p, 'a> {
     }
 }
 
+/// How a run ends: closed and rate runs stop sending at their deadline, then drain, so that
+/// the requests in flight are answered with their true latency. Those answers are latency
+/// samples but not responses of the run (its throughput and length end at the deadline). What
+/// is still in flight after the drain (or when the stop flag ends a run) is censored, recorded
+/// by [`super::stats`] at its age. Without the drain every closed-loop connection would end
+/// with a young request in flight, and every run would look censored.
+///
 /// How long the drain after a deadline may last: `DRAIN_MIN` or `DRAIN_P99_FACTOR` times the
 /// p99 so far (µs), whichever is longer, capped by the timeout.
 pub fn drain_grace(timeout: Duration, p99_us: u64) -> Duration {

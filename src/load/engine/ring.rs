@@ -1,31 +1,10 @@
 //! The io_uring driver of the load engine (`--engine uring`): the same loop, connections,
-//! policies and recorder as the epoll driver, with the bytes moved by a ring
-//! ([`crate::sys::uring::Ring`]) instead of one system call each.
-//!
-//! - Sends: a connection's batch is copied into a reused buffer and queued on the ring; the
-//!   sends of one turn go to the kernel together when the worker next waits, in one
-//!   `io_uring_enter`. A partial send is resumed from its completion.
-//! - Receives: one multishot `recvmsg` per connection into the ring's provided buffers. Each
-//!   completion carries the socket's receive timestamp (`SO_TIMESTAMPNS`): the moment the
-//!   response reached the socket, taken by the kernel as it was queued there.
-//! - Connects: non-blocking, completed by a one-shot poll for writability.
-//! - Closing: the connection's receive (and connect poll) are cancelled, since an operation in
-//!   flight holds the socket open past its descriptor.
-//!
-//! Waiting: under closed-loop or count load with enough connections, a wait gathers a batch of
-//! responses (all but one in sixteen of its connections, at most [`BATCH_MAX`]; see
-//! [`batch_size`]) for up to a window (`--gather`, [`DEFAULT_WINDOW`]), then returns with what
-//! has come (or, with nothing yet, waits for the first) and handles them in one turn. Being
-//! woken for every response is what costs most per request on a VM; a batch per wakeup is
-//! where this driver's saving comes from. The wait does not distort latency: a response's
-//! latency ends at its kernel arrival timestamp, not when the worker got to it (the age of the
-//! stamp on the realtime clock, subtracted from the monotonic clock read at the same moment,
-//! so the two clocks are never compared across more than that age). It only delays the next
-//! request of a connection by up to the window, as any closed-loop generator's own loop does.
-//! Rate mode never batches: its sends are due at their intended times.
-//!
-//! Plain TCP only: TLS over a ring would need rustls fed from the ring's buffers, which the
-//! epoll driver's transport does not do; `https://` runs on the epoll driver.
+//! policies and recorder as the epoll driver ([`super`]), with the bytes moved by a ring
+//! ([`crate::sys::uring::Ring`]). Sends of one turn go to the kernel together in the
+//! `io_uring_enter` that waits; each connection has one multishot `recvmsg` into provided
+//! buffers, whose completions carry the kernel's receive timestamp (`SO_TIMESTAMPNS`), where a
+//! response's latency ends; connects complete by a one-shot poll; closing cancels what is in
+//! flight. Plain TCP only: `https://` runs on the epoll driver.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -41,7 +20,12 @@ use crate::sys::uring::{Completion, Ring, Socket};
 
 /// At most this many responses are gathered before a turn handles them.
 pub const BATCH_MAX: usize = 64;
-/// How long a wait gathers responses by default (`--gather`).
+/// How long a wait gathers responses by default (`--gather`). Under closed-loop or count load a
+/// wait gathers a batch ([`batch_size`]) for up to this window, then returns with what has come
+/// (or, with nothing yet, waits for the first): being woken for every response is what costs
+/// most per request on a VM. Latency is not distorted, since it ends at the kernel's arrival
+/// stamp (its age on the realtime clock subtracted from the monotonic clock read at the same
+/// moment); only a connection's next request waits, up to the window. Rate mode never gathers.
 pub const DEFAULT_WINDOW: Duration = Duration::from_micros(100);
 /// `--gather` may not be longer than this.
 pub const MAX_WINDOW: Duration = Duration::from_millis(10);
