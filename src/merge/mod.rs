@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::load::hlog;
 use crate::load::report::LoadReport;
+use crate::load::segment::SegmentInfo;
 use crate::load::stats::LatencyKey;
 use crate::load::stats::{LatencyHistogram, LatencySummary, LowerBounds};
 use crate::load::steps::StepReport;
@@ -171,6 +172,57 @@ pub fn requests_between(per_second: &[f64], duration_s: f64, from_s: f64, to_s: 
 
 /// Merges the workers of one run; every reason they are not one run is an `Err` line.
 pub fn combine(inputs: &[WorkerInput]) -> Result<MergedReport, String> {
+    let (workers, base) = one_run(inputs)?;
+    let first = workers[0];
+    let window = Window::of(&workers)?;
+    let totals = Totals::add_up(&workers, &window);
+    let urls = merge_url_reports(
+        &workers
+            .iter()
+            .map(|w| (w.source.as_str(), w.report.urls.as_slice()))
+            .collect::<Vec<_>>(),
+    )?;
+    let step_rows: Vec<&[StepReport]> = workers.iter().map(|w| &w.report.steps[..]).collect();
+    let steps = crate::load::steps::merge_workers(&step_rows)
+        .map_err(|e| format!("{} and the others: {e}", first.source))?;
+    let common = window.common_end - window.common_start;
+    Ok(MergedReport {
+        target: first.report.target.clone(),
+        mode: first.report.mode.clone(),
+        segments: base.count,
+        connections: base.total_connections,
+        target_rate: base.total_rate,
+        target_requests: base.total_requests,
+        started_at_unix_s: window.start,
+        ended_at_unix_s: window.end,
+        duration_s: window.end - window.start,
+        common_interval_s: common,
+        requests: totals.requests,
+        requests_sent: totals.sent,
+        rps: totals.in_common / common,
+        achieved_rate: totals.achieved,
+        latency_us: totals.latency_us(),
+        latency_uncorrected_us: totals.latency_uncorrected_us(),
+        status: totals.status,
+        errors: totals.errors,
+        unanswered: totals.unanswered,
+        client_cpu_s: totals.cpu,
+        saturated_workers: totals
+            .lines
+            .iter()
+            .filter(|l| l.saturated)
+            .map(|l| l.index)
+            .collect(),
+        histogram: hlog::encode(&totals.latency),
+        workers: totals.lines,
+        urls,
+        steps,
+    })
+}
+
+/// Checks that `inputs` are the segments of one run, each once and none missing, and returns
+/// them in segment order with the run's description.
+fn one_run(inputs: &[WorkerInput]) -> Result<(Vec<&WorkerInput>, SegmentInfo), String> {
     let first = inputs.first().ok_or("nothing to merge")?;
     let seg_of = |w: &WorkerInput| {
         w.report.segment.clone().ok_or_else(|| {
@@ -184,41 +236,7 @@ pub fn combine(inputs: &[WorkerInput]) -> Result<MergedReport, String> {
     let mut by_index: BTreeMap<u64, &WorkerInput> = BTreeMap::new();
     for w in inputs {
         let seg = seg_of(w)?;
-        let differs = |what: &str, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
-            format!(
-                "{} and {} are not one run: {what} {a:?} vs {b:?}",
-                first.source, w.source
-            )
-        };
-        if seg.count != base.count {
-            return Err(differs("segment count", &base.count, &seg.count));
-        }
-        if w.report.target != first.report.target {
-            return Err(differs("target", &first.report.target, &w.report.target));
-        }
-        if w.report.mode != first.report.mode {
-            return Err(differs("mode", &first.report.mode, &w.report.mode));
-        }
-        if seg.total_connections != base.total_connections {
-            return Err(differs(
-                "total connections",
-                &base.total_connections,
-                &seg.total_connections,
-            ));
-        }
-        if seg.total_rate != base.total_rate {
-            return Err(differs("total rate", &base.total_rate, &seg.total_rate));
-        }
-        if seg.plan != base.plan {
-            return Err(differs("load plan", &base.plan, &seg.plan));
-        }
-        if seg.total_requests != base.total_requests {
-            return Err(differs(
-                "total requests",
-                &base.total_requests,
-                &seg.total_requests,
-            ));
-        }
+        same_run(first, &base, w, &seg)?;
         if let Some(other) = by_index.insert(seg.index, w) {
             return Err(format!(
                 "segment {}/{} appears twice: {} and {}",
@@ -238,162 +256,212 @@ pub fn combine(inputs: &[WorkerInput]) -> Result<MergedReport, String> {
             base.count - 1
         ));
     }
-    let workers: Vec<&WorkerInput> = by_index.values().copied().collect();
-    let start = workers
-        .iter()
-        .map(|w| w.report.started_at_unix_s)
-        .fold(f64::INFINITY, f64::min);
-    let end = workers
-        .iter()
-        .map(|w| w.report.ended_at_unix_s)
-        .fold(f64::NEG_INFINITY, f64::max);
-    let common_start = workers
-        .iter()
-        .map(|w| w.report.started_at_unix_s)
-        .fold(f64::NEG_INFINITY, f64::max);
-    let common_end = workers
-        .iter()
-        .map(|w| w.report.ended_at_unix_s)
-        .fold(f64::INFINITY, f64::min);
-    if common_end <= common_start {
-        let (early, late) = (
-            workers
-                .iter()
-                .min_by(|a, b| {
-                    a.report
-                        .ended_at_unix_s
-                        .total_cmp(&b.report.ended_at_unix_s)
-                })
-                .expect("non-empty"),
-            workers
-                .iter()
-                .max_by(|a, b| {
-                    a.report
-                        .started_at_unix_s
-                        .total_cmp(&b.report.started_at_unix_s)
-                })
-                .expect("non-empty"),
+    Ok((by_index.into_values().collect(), base))
+}
+
+/// Whether worker `w` (segment `seg`) ran the same run as `first` (segment `base`).
+fn same_run(
+    first: &WorkerInput,
+    base: &SegmentInfo,
+    w: &WorkerInput,
+    seg: &SegmentInfo,
+) -> Result<(), String> {
+    let differs = |what: &str, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
+        Err(format!(
+            "{} and {} are not one run: {what} {a:?} vs {b:?}",
+            first.source, w.source
+        ))
+    };
+    if seg.count != base.count {
+        return differs("segment count", &base.count, &seg.count);
+    }
+    if w.report.target != first.report.target {
+        return differs("target", &first.report.target, &w.report.target);
+    }
+    if w.report.mode != first.report.mode {
+        return differs("mode", &first.report.mode, &w.report.mode);
+    }
+    if seg.total_connections != base.total_connections {
+        return differs(
+            "total connections",
+            &base.total_connections,
+            &seg.total_connections,
         );
-        return Err(format!(
+    }
+    if seg.total_rate != base.total_rate {
+        return differs("total rate", &base.total_rate, &seg.total_rate);
+    }
+    if seg.plan != base.plan {
+        return differs("load plan", &base.plan, &seg.plan);
+    }
+    if seg.total_requests != base.total_requests {
+        return differs("total requests", &base.total_requests, &seg.total_requests);
+    }
+    Ok(())
+}
+
+/// When the workers ran: the first start to the last end, and the interval all of them ran.
+struct Window {
+    start: f64,
+    end: f64,
+    common_start: f64,
+    common_end: f64,
+}
+
+impl Window {
+    /// The workers' window; an error when they did not all run at one time.
+    fn of(workers: &[&WorkerInput]) -> Result<Window, String> {
+        let starts = || workers.iter().map(|w| w.report.started_at_unix_s);
+        let ends = || workers.iter().map(|w| w.report.ended_at_unix_s);
+        let window = Window {
+            start: starts().fold(f64::INFINITY, f64::min),
+            end: ends().fold(f64::NEG_INFINITY, f64::max),
+            common_start: starts().fold(f64::NEG_INFINITY, f64::max),
+            common_end: ends().fold(f64::INFINITY, f64::min),
+        };
+        if window.common_end > window.common_start {
+            return Ok(window);
+        }
+        let early = workers
+            .iter()
+            .min_by(|a, b| {
+                a.report
+                    .ended_at_unix_s
+                    .total_cmp(&b.report.ended_at_unix_s)
+            })
+            .expect("non-empty");
+        let late = workers
+            .iter()
+            .max_by(|a, b| {
+                a.report
+                    .started_at_unix_s
+                    .total_cmp(&b.report.started_at_unix_s)
+            })
+            .expect("non-empty");
+        Err(format!(
             "not one run: {} ended at {:.3} before {} started at {:.3} (times do not overlap)",
             early.source, early.report.ended_at_unix_s, late.source, late.report.started_at_unix_s
-        ));
+        ))
     }
-    let mut latency = LatencyHistogram::new();
-    let mut uncorrected = Some(LatencyHistogram::new());
-    let mut bounds = LowerBounds::default();
-    let mut uncorrected_bounds = LowerBounds::default();
-    let mut status = BTreeMap::new();
-    let mut errors = ErrorCounts::default();
-    let (mut requests, mut sent, mut unanswered, mut cpu) = (0, 0, 0, 0.0);
-    let mut in_common = 0.0;
-    let mut achieved: Option<f64> = None;
-    let total_requests: u64 = workers.iter().map(|w| w.report.requests).sum();
-    let mut lines = Vec::new();
-    for w in &workers {
+}
+
+/// The workers' figures added up: histograms merged, counts summed, one line per worker.
+struct Totals {
+    latency: LatencyHistogram,
+    /// `None` once a worker had no uncorrected view.
+    uncorrected: Option<LatencyHistogram>,
+    bounds: LowerBounds,
+    uncorrected_bounds: LowerBounds,
+    status: BTreeMap<String, u64>,
+    errors: ErrorCounts,
+    requests: u64,
+    sent: u64,
+    unanswered: u64,
+    cpu: f64,
+    /// Requests answered inside the common interval.
+    in_common: f64,
+    achieved: Option<f64>,
+    lines: Vec<WorkerLine>,
+}
+
+impl Totals {
+    fn add_up(workers: &[&WorkerInput], window: &Window) -> Totals {
+        let mut t = Totals {
+            latency: LatencyHistogram::new(),
+            uncorrected: Some(LatencyHistogram::new()),
+            bounds: LowerBounds::default(),
+            uncorrected_bounds: LowerBounds::default(),
+            status: BTreeMap::new(),
+            errors: ErrorCounts::default(),
+            requests: 0,
+            sent: 0,
+            unanswered: 0,
+            cpu: 0.0,
+            in_common: 0.0,
+            achieved: None,
+            lines: Vec::new(),
+        };
+        let total_requests: u64 = workers.iter().map(|w| w.report.requests).sum();
+        for w in workers {
+            t.add(w, window);
+            t.lines.push(worker_line(w, window.start, total_requests));
+        }
+        t
+    }
+
+    fn add(&mut self, w: &WorkerInput, window: &Window) {
         let r = &w.report;
-        let seg = r.segment.as_ref().expect("checked above");
-        latency.merge(&w.latency);
-        match (&mut uncorrected, &w.latency_uncorrected) {
+        self.latency.merge(&w.latency);
+        match (&mut self.uncorrected, &w.latency_uncorrected) {
             (Some(all), Some(mine)) => all.merge(mine),
-            _ => uncorrected = None,
+            _ => self.uncorrected = None,
         }
         for key in r.latency_us.lower_bound.keys() {
-            bounds.insert(key);
+            self.bounds.insert(key);
         }
         if let Some(u) = &r.latency_uncorrected_us {
             for key in u.lower_bound.keys() {
-                uncorrected_bounds.insert(key);
+                self.uncorrected_bounds.insert(key);
             }
         }
         for (code, n) in &r.status {
-            *status.entry(code.clone()).or_insert(0) += n;
+            *self.status.entry(code.clone()).or_insert(0) += n;
         }
-        errors.merge(&r.errors);
-        requests += r.requests;
-        sent += r.requests_sent;
-        unanswered += r.unanswered;
-        cpu += r.client_cpu_s;
+        self.errors.merge(&r.errors);
+        self.requests += r.requests;
+        self.sent += r.requests_sent;
+        self.unanswered += r.unanswered;
+        self.cpu += r.client_cpu_s;
         if let Some(a) = r.achieved_rate {
-            *achieved.get_or_insert(0.0) += a;
+            *self.achieved.get_or_insert(0.0) += a;
         }
-        in_common += requests_between(
+        self.in_common += requests_between(
             &r.per_second,
             r.duration_s,
-            common_start - r.started_at_unix_s,
-            common_end - r.started_at_unix_s,
+            window.common_start - r.started_at_unix_s,
+            window.common_end - r.started_at_unix_s,
         );
-        let busy = worker_busy(r.client_cpu_s, r.duration_s, r.threads, seg.cores);
-        lines.push(WorkerLine {
-            index: seg.index,
-            source: w.source.clone(),
-            host: seg.host.clone(),
-            connections: seg.connections,
-            share: seg.connections as f64 / seg.total_connections.max(1) as f64,
-            requests: r.requests,
-            requests_share: if total_requests == 0 {
-                0.0
-            } else {
-                r.requests as f64 / total_requests as f64
-            },
-            rps: r.rps,
-            errors: r.errors.total(),
-            client_cpu_s: r.client_cpu_s,
-            client_busy: busy,
-            saturated: worker_saturated(r.client_cpu_s, r.duration_s, r.threads, seg.cores),
-            rate_held: r.rate_held,
-            start_offset_s: r.started_at_unix_s - start,
-            start_late_s: r.start_late_s,
-        });
     }
-    let mut latency_us = latency.summary();
-    latency_us.lower_bound = bounds;
-    let latency_uncorrected_us = uncorrected.filter(|h| !h.is_empty()).map(|h| {
-        let mut s = h.summary();
-        s.lower_bound = uncorrected_bounds;
-        s
-    });
-    let common = common_end - common_start;
-    let urls = merge_url_reports(
-        &workers
-            .iter()
-            .map(|w| (w.source.as_str(), w.report.urls.as_slice()))
-            .collect::<Vec<_>>(),
-    )?;
-    let step_rows: Vec<&[StepReport]> = workers.iter().map(|w| &w.report.steps[..]).collect();
-    let steps = crate::load::steps::merge_workers(&step_rows)
-        .map_err(|e| format!("{} and the others: {e}", first.source))?;
-    Ok(MergedReport {
-        target: first.report.target.clone(),
-        mode: first.report.mode.clone(),
-        segments: base.count,
-        connections: base.total_connections,
-        target_rate: base.total_rate,
-        target_requests: base.total_requests,
-        started_at_unix_s: start,
-        ended_at_unix_s: end,
-        duration_s: end - start,
-        common_interval_s: common,
-        requests,
-        requests_sent: sent,
-        rps: in_common / common,
-        achieved_rate: achieved,
-        latency_us,
-        latency_uncorrected_us,
-        status,
-        errors,
-        unanswered,
-        client_cpu_s: cpu,
-        saturated_workers: lines
-            .iter()
-            .filter(|l| l.saturated)
-            .map(|l| l.index)
-            .collect(),
-        workers: lines,
-        histogram: hlog::encode(&latency),
-        urls,
-        steps,
-    })
+
+    fn latency_us(&self) -> LatencySummary {
+        let mut summary = self.latency.summary();
+        summary.lower_bound = self.bounds;
+        summary
+    }
+
+    fn latency_uncorrected_us(&self) -> Option<LatencySummary> {
+        let h = self.uncorrected.as_ref().filter(|h| !h.is_empty())?;
+        let mut summary = h.summary();
+        summary.lower_bound = self.uncorrected_bounds;
+        Some(summary)
+    }
+}
+
+/// One worker's line of the merged report.
+fn worker_line(w: &WorkerInput, start: f64, total_requests: u64) -> WorkerLine {
+    let r = &w.report;
+    let seg = r.segment.as_ref().expect("a segment, checked by one_run");
+    WorkerLine {
+        index: seg.index,
+        source: w.source.clone(),
+        host: seg.host.clone(),
+        connections: seg.connections,
+        share: seg.connections as f64 / seg.total_connections.max(1) as f64,
+        requests: r.requests,
+        requests_share: if total_requests == 0 {
+            0.0
+        } else {
+            r.requests as f64 / total_requests as f64
+        },
+        rps: r.rps,
+        errors: r.errors.total(),
+        client_cpu_s: r.client_cpu_s,
+        client_busy: worker_busy(r.client_cpu_s, r.duration_s, r.threads, seg.cores),
+        saturated: worker_saturated(r.client_cpu_s, r.duration_s, r.threads, seg.cores),
+        rate_held: r.rate_held,
+        start_offset_s: r.started_at_unix_s - start,
+        start_late_s: r.start_late_s,
+    }
 }
 
 /// Reads one worker's JSON report or interval log.
