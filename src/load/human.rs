@@ -14,6 +14,47 @@ use crate::render::units::{duration_us, percent};
 /// Renders the summary, ending with a newline.
 pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
     let mut out = String::new();
+    header(&mut out, report, config);
+    let corrected = report.latency_uncorrected_us.is_some();
+    latency_block(
+        &mut out,
+        if corrected {
+            "Latency (from intended send times, corrected for coordinated omission)"
+        } else {
+            "Latency"
+        },
+        &report.latency_us,
+    );
+    if let Some(uncorrected) = &report.latency_uncorrected_us {
+        latency_block(
+            &mut out,
+            "Uncorrected latency (from actual send times)",
+            uncorrected,
+        );
+    }
+    if let Some(tls) = &report.tls {
+        tls_block(&mut out, tls, config.keepalive);
+    }
+    counts(&mut out, report);
+    if !report.urls.is_empty() {
+        out.push_str(&super::urls::render_table(&report.urls));
+    }
+    rates(&mut out, report);
+    out.push_str(&super::steps::render_table(&report.steps));
+    let _ = writeln!(
+        out,
+        "Client CPU:   {:.2}s ({:.2}us per request)",
+        report.client_cpu_s,
+        report.client_cpu_us_per_request()
+    );
+    if let Some(uring) = &report.uring {
+        uring_line(&mut out, report, uring);
+    }
+    out
+}
+
+/// What ran against what: the mode, threads and connections, the segment and a late start.
+fn header(out: &mut String, report: &LoadReport, config: &LoadConfig) {
     let what = match config.mode {
         Mode::Closed { duration } => {
             format!("{} closed-loop test", seconds(duration.as_secs_f64()))
@@ -61,26 +102,10 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
     if let Some(late) = report.start_late_s {
         let _ = writeln!(out, "  started {late:.3} s after the agreed start time");
     }
-    let corrected = report.latency_uncorrected_us.is_some();
-    latency_block(
-        &mut out,
-        if corrected {
-            "Latency (from intended send times, corrected for coordinated omission)"
-        } else {
-            "Latency"
-        },
-        &report.latency_us,
-    );
-    if let Some(uncorrected) = &report.latency_uncorrected_us {
-        latency_block(
-            &mut out,
-            "Uncorrected latency (from actual send times)",
-            uncorrected,
-        );
-    }
-    if let Some(tls) = &report.tls {
-        tls_block(&mut out, tls, config.keepalive);
-    }
+}
+
+/// Requests, bytes, status codes, errors, and what was left unanswered or unsent.
+fn counts(out: &mut String, report: &LoadReport) {
     let _ = writeln!(
         out,
         "  {} requests in {}, {} read, {} written",
@@ -139,9 +164,10 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
             duration_us(answered.p99)
         );
     }
-    if !report.urls.is_empty() {
-        out.push_str(&super::urls::render_table(&report.urls));
-    }
+}
+
+/// Requests and bytes per second, and whether a fixed rate was held.
+fn rates(out: &mut String, report: &LoadReport) {
     let _ = writeln!(out, "Requests/sec: {:>12.2}", report.rps);
     let _ = writeln!(
         out,
@@ -161,17 +187,6 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
             }
         );
     }
-    out.push_str(&super::steps::render_table(&report.steps));
-    let _ = writeln!(
-        out,
-        "Client CPU:   {:.2}s ({:.2}us per request)",
-        report.client_cpu_s,
-        report.client_cpu_us_per_request()
-    );
-    if let Some(uring) = &report.uring {
-        uring_line(&mut out, report, uring);
-    }
-    out
 }
 
 /// How the header line names a driver other than the default.
