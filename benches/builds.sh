@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# A change's cost, measured: the working tree's build (B) beside the build of REV (A), every
+# event-loop and pooled architecture under wrk, alternating rounds, server pinned to CPU 0 in a
+# cgroup, wrk on CPU 1; medians of requests/s and server CPU per request. The logic is
+# benches/builds.py.
+#
+# Usage: benches/builds.sh REV [SECONDS] [ROUNDS]   (default 5 and 5; output: benches/builds.txt)
+# REV is built in a git worktree under target/builds/. Installs wrk when missing (as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rev=${1:?usage: benches/builds.sh REV [SECONDS] [ROUNDS]}
+seconds=${2:-5}
+rounds=${3:-5}
+need=()
+command -v wrk >/dev/null || need+=(wrk)
+command -v taskset >/dev/null || need+=(util-linux)
+. benches/install.sh
+bench_install "${need[@]}"
+cargo build --release --quiet
+sha=$(git rev-parse --short "$rev")
+tree=target/builds/$sha
+if [ ! -x "$tree/target/release/sweetspot" ]; then
+    rm -rf "$tree"
+    git worktree add --detach --force "$tree" "$sha" >/dev/null
+    (cd "$tree" && cargo build --release --quiet)
+fi
+python3 benches/builds.py "$tree/target/release/sweetspot" target/release/sweetspot \
+    "$seconds" "$rounds" | tee benches/builds.txt
