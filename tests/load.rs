@@ -679,7 +679,7 @@ fn json_lists_lower_bounds_by_key_in_both_views() {
     }
     assert_eq!(json["unanswered"], 2);
     assert!(json["unsent"].as_u64().unwrap() >= 90, "{json}");
-    assert!(stderr.contains("99%    >="), "{stderr}");
+    assert!(stderr.contains("99%  >= "), "{stderr}");
 }
 
 #[test]
