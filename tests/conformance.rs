@@ -541,7 +541,11 @@ fn with_server(arch: &str, case: impl FnOnce(&Server)) {
         )
     );
     let pgid = server.pid();
-    wait_for_steady_children(pgid);
+    let kind = Arch::from_name(arch_name(arch)).unwrap();
+    if kind.forks() && kind.pooled() {
+        // The pool forks its workers after the ready line.
+        wait_for_steady_children(pgid);
+    }
     case(&server);
     assert_eq!(
         unreaped_children(pgid),
@@ -557,24 +561,15 @@ fn with_server(arch: &str, case: impl FnOnce(&Server)) {
     assert!(wait_group_gone(pgid), "{arch}: processes left after stop");
 }
 
-/// The server's children (a pool's workers, forking's connections), by pid.
-fn children_of(pid: nix::unistd::Pid, zombies: bool) -> Vec<i32> {
-    processes()
-        .iter()
-        .filter(|p| p.ppid == pid.as_raw() && (p.state == "Z") == zombies)
-        .map(|p| p.pid)
-        .collect()
-}
-
 /// Waits (at most 3 s) until the server's set of children has held still for 300 ms, so a
 /// case starts after a pool has forked all its workers.
 fn wait_for_steady_children(pid: nix::unistd::Pid) {
     let deadline = Instant::now() + Duration::from_secs(3);
-    let mut last = children_of(pid, false);
+    let mut last = children(pid, false);
     let mut since = Instant::now();
     while since.elapsed() < Duration::from_millis(300) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
-        let now = children_of(pid, false);
+        let now = children(pid, false);
         if now != last {
             last = now;
             since = Instant::now();
@@ -586,12 +581,12 @@ fn wait_for_steady_children(pid: nix::unistd::Pid) {
 /// within a fifth of a second, so these it does not reap. (A child that exits just now, say
 /// at the end of a lingering close, is not counted against it.)
 fn unreaped_children(pid: nix::unistd::Pid) -> Vec<i32> {
-    let first = children_of(pid, true);
+    let first = children(pid, true);
     if first.is_empty() {
         return first;
     }
     std::thread::sleep(Duration::from_secs(1));
-    let second = children_of(pid, true);
+    let second = children(pid, true);
     first.into_iter().filter(|p| second.contains(p)).collect()
 }
 

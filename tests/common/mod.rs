@@ -265,12 +265,14 @@ pub fn processes() -> Vec<ProcStat> {
         .collect()
 }
 
-/// The children of `pid` that have exited but were not reaped (zombies).
-pub fn zombie_children(pid: Pid) -> usize {
+/// The children of `pid`, by pid: the zombies among them (exited, not reaped) with `zombies`,
+/// else the live ones.
+pub fn children(pid: Pid, zombies: bool) -> Vec<i32> {
     processes()
         .iter()
-        .filter(|p| p.ppid == pid.as_raw() && p.state == "Z")
-        .count()
+        .filter(|p| p.ppid == pid.as_raw() && (p.state == "Z") == zombies)
+        .map(|p| p.pid)
+        .collect()
 }
 
 /// Whether a live (not zombie) process is left in the process group `pgid`. Zombies whose
