@@ -1,7 +1,7 @@
 //! Presentation, below every command that writes for people: numbers and durations
 //! ([`units`]), HTML escaping and the one page shell ([`html`]), the plotting primitives
 //! ([`svg`]) and the JSON writer ([`json`]). `load`, `sweep` and `merge` write through it;
-//! it depends on nothing of the project but [`crate::usage`].
+//! it depends on nothing of the project but the crate root (`usage`, `print_stdout`).
 
 pub mod html;
 pub mod json;
