@@ -285,7 +285,7 @@ impl<P: Poller> EventLoop<P> {
             }
             self.fire_timers();
             self.expire_redis();
-            if self.now.saturating_duration_since(self.last_idle_sweep) >= Duration::from_secs(1) {
+            if self.now.saturating_duration_since(self.last_idle_sweep) >= pipeline::SWEEP_EVERY {
                 self.last_idle_sweep = self.now;
                 self.close_idle(self.ctx.idle_timeout);
             }

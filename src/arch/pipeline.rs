@@ -23,6 +23,11 @@ use crate::sys::SharedCounter;
 /// Input held while a request is pending beyond which a flooding client is dropped.
 pub const MAX_BUFFERED: usize = MAX_HEADER_BYTES + MAX_BODY + 64 * 1024;
 
+/// How often a loop looks for expired deadlines (idle, write stall, lingering, late request):
+/// a deadline fires at most this late. One look walks every connection, a few nanoseconds
+/// each; the 200 ms tick wakes an idle loop for it.
+pub const SWEEP_EVERY: Duration = Duration::from_millis(200);
+
 /// How a connection ends once nothing is in flight ([`Pipeline::ending`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ending {

@@ -418,7 +418,7 @@ impl RingLoop {
             }
         }
         self.redis_step(|pipe| pipe.expire(Instant::now()));
-        if self.last_sweep.elapsed() >= Duration::from_secs(1) {
+        if now.saturating_duration_since(self.last_sweep) >= pipeline::SWEEP_EVERY {
             self.last_sweep = now;
             self.close_idle(self.ctx.idle_timeout);
         }
