@@ -403,6 +403,8 @@ pub enum LegendEntry {
     Starved,
 }
 
+/// Draws `lines` into `svg`: the mesh, the measured levels as x ticks, each line with its
+/// spreads, `~` and lower-bound markers, and the legend in its own column.
 pub fn draw_lines<XR, YR>(
     svg: &mut String,
     (title, x_desc, y_desc): (&str, &str, &str),
@@ -427,15 +429,7 @@ where
         .y_label_area_size(72)
         .build_cartesian_2d(x_range, y_range)
         .map_err(draw_error)?;
-    // The measured levels (1, 4, 64 connections) are the x labels: a reader looks up the
-    // points, not round numbers. Past a dozen levels (a time series) the axis' own ticks do.
-    let mut levels: Vec<f64> = lines
-        .iter()
-        .filter(|l| !l.model)
-        .flat_map(|l| l.points.iter().map(|p| p.0))
-        .collect();
-    levels.sort_by(f64::total_cmp);
-    levels.dedup();
+    let levels = measured_levels(lines);
     let level_ticks = !levels.is_empty() && levels.len() <= 12;
     let label = |log: bool, hide: bool| {
         move |v: &f64| {
@@ -458,101 +452,151 @@ where
         .draw()
         .map_err(draw_error)?;
     if level_ticks {
-        let bottom = chart.y_range().start;
-        let font = ("sans-serif", 15)
-            .into_font()
-            .color(&BLACK)
-            .pos(Pos::new(HPos::Center, VPos::Top));
-        for &level in &levels {
-            let (x, y) = chart.plotting_area().map_coordinate(&(level, bottom));
-            root.draw(&PathElement::new(vec![(x, y), (x, y + 5)], BLACK))
-                .map_err(draw_error)?;
-            root.draw(&Text::new(axis_number(level), (x, y + 8), font.clone()))
-                .map_err(draw_error)?;
-        }
+        draw_level_ticks(&root, &chart, &levels)?;
     }
+    let mut marks = Marks::default();
     let mut legend = Vec::new();
-    let mut any_lower_bound = false;
-    let mut any_range = false;
-    let mut any_starved = false;
-    let tilde_font = ("sans-serif", 16)
-        .into_font()
-        .color(&BLACK)
-        .pos(Pos::new(HPos::Left, VPos::Bottom));
     for line in lines {
-        let c = color(line.color);
-        if line.model {
-            chart
-                .draw_series(LineSeries::new(
-                    line.points.clone(),
-                    c.mix(0.45).stroke_width(1),
-                ))
-                .map_err(draw_error)?;
-            continue;
-        }
-        chart
-            .draw_series(LineSeries::new(line.points.clone(), c.stroke_width(2)))
-            .map_err(draw_error)?;
-        if !line.label.is_empty() {
+        draw_line(&root, &mut chart, line, &mut marks)?;
+        if !line.model && !line.label.is_empty() {
             legend.push(LegendEntry::Series {
                 label: line.label.clone(),
                 color: line.color,
             });
         }
-        for (i, &(x, _)) in line.points.iter().enumerate() {
-            if let Some((low, high)) = line.range(i) {
-                any_range = true;
-                let style = c.stroke_width(1);
-                chart
-                    .draw_series(std::iter::once(PathElement::new(
-                        vec![(x, low), (x, high)],
-                        style,
-                    )))
-                    .map_err(draw_error)?;
-                chart
-                    .draw_series([low, high].map(|y| {
-                        EmptyElement::at((x, y)) + PathElement::new(vec![(-4, 0), (4, 0)], style)
-                    }))
-                    .map_err(draw_error)?;
-            }
-        }
-        for i in (0..line.points.len()).filter(|&i| line.starved(i)) {
-            any_starved = true;
-            let (x, y) = chart.plotting_area().map_coordinate(&line.points[i]);
-            root.draw(&Text::new("~", (x + 5, y - 3), tilde_font.clone()))
-                .map_err(draw_error)?;
-        }
-        let (hollow, filled): (Vec<usize>, Vec<usize>) =
-            (0..line.points.len()).partition(|&i| line.lower_bound(i));
-        for i in filled {
-            let at = chart.plotting_area().map_coordinate(&line.points[i]);
-            draw_marker(&root, at, line.color)?;
-        }
-        if !hollow.is_empty() {
-            any_lower_bound = true;
+    }
+    legend.extend(marks.legend());
+    drop(chart);
+    draw_legend(&legend_area, &legend)?;
+    root.present().map_err(draw_error)?;
+    Ok(())
+}
+
+/// The x values the measured (not model) lines have, sorted, once each. The measured levels
+/// (1, 4, 64 connections) are the x labels when there are a dozen or fewer: a reader looks up
+/// the points, not round numbers. Past that (a time series) the axis' own ticks do.
+fn measured_levels(lines: &[Line]) -> Vec<f64> {
+    let mut levels: Vec<f64> = lines
+        .iter()
+        .filter(|l| !l.model)
+        .flat_map(|l| l.points.iter().map(|p| p.0))
+        .collect();
+    levels.sort_by(f64::total_cmp);
+    levels.dedup();
+    levels
+}
+
+type Root<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+type Chart<'a, 'b, X, Y> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>;
+
+/// A tick and a label under the x axis at each measured level.
+fn draw_level_ticks<X, Y>(root: &Root, chart: &Chart<X, Y>, levels: &[f64]) -> anyhow::Result<()>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let bottom = chart.y_range().start;
+    let font = ("sans-serif", 15)
+        .into_font()
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Center, VPos::Top));
+    for &level in levels {
+        let (x, y) = chart.plotting_area().map_coordinate(&(level, bottom));
+        root.draw(&PathElement::new(vec![(x, y), (x, y + 5)], BLACK))
+            .map_err(draw_error)?;
+        root.draw(&Text::new(axis_number(level), (x, y + 8), font.clone()))
+            .map_err(draw_error)?;
+    }
+    Ok(())
+}
+
+/// Which of the special marks some line drew, for the legend.
+#[derive(Default)]
+struct Marks {
+    lower_bound: bool,
+    range: bool,
+    starved: bool,
+}
+
+impl Marks {
+    fn legend(&self) -> impl Iterator<Item = LegendEntry> {
+        [
+            self.lower_bound.then_some(LegendEntry::LowerBound),
+            self.range.then_some(LegendEntry::Spread),
+            self.starved.then_some(LegendEntry::Starved),
+        ]
+        .into_iter()
+        .flatten()
+    }
+}
+
+/// One line: a thin unmarked curve for a model; else the line, its spread bars, a `~` by
+/// each point whose load fell short, and a marker per point (hollow: a lower bound).
+fn draw_line<X, Y>(
+    root: &Root,
+    chart: &mut Chart<X, Y>,
+    line: &Line,
+    marks: &mut Marks,
+) -> anyhow::Result<()>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let c = color(line.color);
+    if line.model {
+        chart
+            .draw_series(LineSeries::new(
+                line.points.clone(),
+                c.mix(0.45).stroke_width(1),
+            ))
+            .map_err(draw_error)?;
+        return Ok(());
+    }
+    chart
+        .draw_series(LineSeries::new(line.points.clone(), c.stroke_width(2)))
+        .map_err(draw_error)?;
+    for (i, &(x, _)) in line.points.iter().enumerate() {
+        if let Some((low, high)) = line.range(i) {
+            marks.range = true;
+            let style = c.stroke_width(1);
             chart
-                .draw_series(hollow.into_iter().map(|i| {
-                    EmptyElement::at(line.points[i])
-                        + PathElement::new(triangle_path(), c.stroke_width(2))
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(x, low), (x, high)],
+                    style,
+                )))
+                .map_err(draw_error)?;
+            chart
+                .draw_series([low, high].map(|y| {
+                    EmptyElement::at((x, y)) + PathElement::new(vec![(-4, 0), (4, 0)], style)
                 }))
                 .map_err(draw_error)?;
         }
     }
-    if any_lower_bound {
-        legend.push(LegendEntry::LowerBound);
+    let tilde_font = ("sans-serif", 16)
+        .into_font()
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Left, VPos::Bottom));
+    for i in (0..line.points.len()).filter(|&i| line.starved(i)) {
+        marks.starved = true;
+        let (x, y) = chart.plotting_area().map_coordinate(&line.points[i]);
+        root.draw(&Text::new("~", (x + 5, y - 3), tilde_font.clone()))
+            .map_err(draw_error)?;
     }
-    if any_range {
-        legend.push(LegendEntry::Spread);
+    let (hollow, filled): (Vec<usize>, Vec<usize>) =
+        (0..line.points.len()).partition(|&i| line.lower_bound(i));
+    for i in filled {
+        let at = chart.plotting_area().map_coordinate(&line.points[i]);
+        draw_marker(root, at, line.color)?;
     }
-    if any_starved {
-        legend.push(LegendEntry::Starved);
+    if !hollow.is_empty() {
+        marks.lower_bound = true;
+        chart
+            .draw_series(hollow.into_iter().map(|i| {
+                EmptyElement::at(line.points[i])
+                    + PathElement::new(triangle_path(), c.stroke_width(2))
+            }))
+            .map_err(draw_error)?;
     }
-    drop(chart);
-    draw_legend(&legend_area, &legend)?;
-    root.present().map_err(draw_error)?;
-    drop(plot_area);
-    drop(legend_area);
-    drop(root);
     Ok(())
 }
 

@@ -12,7 +12,7 @@ use super::{file_stem, levels_of, points_of, repeated, series_of, Exporter};
 use crate::load::stats::LatencyKey;
 use crate::render::svg::{bar_plot, line_plot, Bar, Line};
 pub use crate::render::svg::{Plot, LOWER_BOUND_LABEL, SPREAD_LABEL, STARVED_LABEL};
-use crate::sweep::analysis::series_label;
+use crate::sweep::analysis::{series_label, WorkloadAnalysis};
 use crate::sweep::results::{PointResult, SweepResults};
 
 /// Writes the plots as `<workload>-<kind>.svg`.
@@ -47,140 +47,17 @@ pub fn render_plots(results: &SweepResults) -> anyhow::Result<Vec<Plot>> {
             continue;
         }
         let stem = file_stem(&workload.name);
-        let series = series_of(&points);
         let levels = levels_of(&points);
         if levels.len() > 1 {
-            let mut throughput = Vec::new();
-            let mut p99 = Vec::new();
-            for (i, key) in series.iter().enumerate() {
-                let mine: Vec<&PointResult> = points
-                    .iter()
-                    .copied()
-                    .filter(|p| p.series_key() == *key)
-                    .collect();
-                let label = series_label(&key.0, key.1);
-                let x = |p: &PointResult| f64::from(p.concurrency);
-                let starved: Vec<bool> = mine.iter().map(|p| p.starved).collect();
-                throughput.push(Line {
-                    starved: starved.clone(),
-                    ranges: mine
-                        .iter()
-                        .map(|p| repeated(p).then_some((p.spread.rps_min, p.spread.rps_max)))
-                        .collect(),
-                    ..Line::measured(
-                        label.clone(),
-                        i,
-                        mine.iter().map(|p| (x(p), p.rps)).collect(),
-                    )
-                });
-                p99.push(Line {
-                    starved,
-                    ranges: mine
-                        .iter()
-                        .map(|p| {
-                            repeated(p)
-                                .then_some((p.spread.p99_min / 1000.0, p.spread.p99_max / 1000.0))
-                        })
-                        .collect(),
-                    lower_bounds: mine
-                        .iter()
-                        .map(|p| p.latency_us.lower_bound.contains(LatencyKey::P99))
-                        .collect(),
-                    ..Line::measured(
-                        label,
-                        i,
-                        mine.iter()
-                            .map(|p| (x(p), p.latency_us.p99 / 1000.0))
-                            .collect(),
-                    )
-                });
-            }
-            plots.push(line_plot(
-                format!("{stem}-throughput.svg"),
-                format!("{}: throughput vs concurrency", workload.name),
-                "concurrent connections",
-                "requests / second",
-                &throughput,
-                false,
-            )?);
-            plots.push(line_plot(
-                format!("{stem}-p99.svg"),
-                format!("{}: p99 latency vs concurrency", workload.name),
-                "concurrent connections",
-                "p99 latency (ms)",
-                &p99,
-                true,
-            )?);
+            plots.extend(concurrency_plots(&workload.name, &stem, &points)?);
         }
-        // Throughput against workers, one line per (arch, concurrency) with several counts,
-        // with the analysis' USL fit of that series when there is one.
         let analysed = results
             .analysis
             .workloads
             .iter()
             .find(|w| w.workload == workload.name);
-        let mut worker_lines = Vec::new();
-        let mut fitted = false;
-        let groups: BTreeSet<(String, u32)> = points
-            .iter()
-            .filter(|p| p.workers.is_some())
-            .map(|p| (p.arch.clone(), p.concurrency))
-            .collect();
-        for (i, (arch, concurrency)) in groups.iter().enumerate() {
-            let mut mine: Vec<&PointResult> = points
-                .iter()
-                .copied()
-                .filter(|p| &p.arch == arch && p.concurrency == *concurrency && p.workers.is_some())
-                .collect();
-            mine.sort_by_key(|p| p.workers);
-            if mine.len() < 2 {
-                continue;
-            }
-            let data: Vec<(f64, f64)> = mine
-                .iter()
-                .filter_map(|p| Some((f64::from(p.workers?), p.rps)))
-                .collect();
-            let fit = analysed.and_then(|w| {
-                w.usl
-                    .iter()
-                    .find(|u| {
-                        u.axis == "workers" && &u.arch == arch && u.fixed == Some(*concurrency)
-                    })
-                    .and_then(|u| u.fit)
-            });
-            if let Some(fit) = fit {
-                let max_n = data.last().map_or(1.0, |p| p.0);
-                let curve = (0..=60)
-                    .map(|k| 1.0 + (max_n - 1.0) * f64::from(k) / 60.0)
-                    .map(|n| (n, fit.throughput(n)))
-                    .collect();
-                worker_lines.push(Line {
-                    model: true,
-                    ..Line::measured(String::new(), i, curve)
-                });
-                fitted = true;
-            }
-            worker_lines.push(Line {
-                ranges: mine
-                    .iter()
-                    .map(|p| repeated(p).then_some((p.spread.rps_min, p.spread.rps_max)))
-                    .collect(),
-                ..Line::measured(format!("{arch}, {concurrency} connections"), i, data)
-            });
-        }
-        if !worker_lines.is_empty() {
-            plots.push(line_plot(
-                format!("{stem}-workers.svg"),
-                format!(
-                    "{}: throughput vs workers{}",
-                    workload.name,
-                    if fitted { " (thin: USL fit)" } else { "" }
-                ),
-                "workers",
-                "requests / second",
-                &worker_lines,
-                false,
-            )?);
+        if let Some(plot) = workers_plot(&workload.name, &stem, &points, analysed)? {
+            plots.push(plot);
         }
         if levels.len() == 1 {
             let bars: Vec<Bar> = points
@@ -193,12 +70,155 @@ pub fn render_plots(results: &SweepResults) -> anyhow::Result<Vec<Plot>> {
                 .collect();
             plots.push(bar_plot(
                 format!("{stem}-bars.svg"),
-                format!("{}: throughput at {} connections", workload.name, levels[0]),
+                format!(
+                    "{name}: throughput at {} connections",
+                    levels[0],
+                    name = workload.name
+                ),
                 &bars,
             )?);
         }
     }
     Ok(plots)
+}
+
+/// Throughput and p99 against concurrency, one line per series (arch, workers).
+fn concurrency_plots(name: &str, stem: &str, points: &[&PointResult]) -> anyhow::Result<[Plot; 2]> {
+    let mut throughput = Vec::new();
+    let mut p99 = Vec::new();
+    for (i, key) in series_of(points).iter().enumerate() {
+        let mine: Vec<&PointResult> = points
+            .iter()
+            .copied()
+            .filter(|p| p.series_key() == *key)
+            .collect();
+        let label = series_label(&key.0, key.1);
+        let x = |p: &PointResult| f64::from(p.concurrency);
+        let starved: Vec<bool> = mine.iter().map(|p| p.starved).collect();
+        throughput.push(Line {
+            starved: starved.clone(),
+            ranges: mine
+                .iter()
+                .map(|p| repeated(p).then_some((p.spread.rps_min, p.spread.rps_max)))
+                .collect(),
+            ..Line::measured(
+                label.clone(),
+                i,
+                mine.iter().map(|p| (x(p), p.rps)).collect(),
+            )
+        });
+        p99.push(Line {
+            starved,
+            ranges: mine
+                .iter()
+                .map(|p| {
+                    repeated(p).then_some((p.spread.p99_min / 1000.0, p.spread.p99_max / 1000.0))
+                })
+                .collect(),
+            lower_bounds: mine
+                .iter()
+                .map(|p| p.latency_us.lower_bound.contains(LatencyKey::P99))
+                .collect(),
+            ..Line::measured(
+                label,
+                i,
+                mine.iter()
+                    .map(|p| (x(p), p.latency_us.p99 / 1000.0))
+                    .collect(),
+            )
+        });
+    }
+    Ok([
+        line_plot(
+            format!("{stem}-throughput.svg"),
+            format!("{name}: throughput vs concurrency"),
+            "concurrent connections",
+            "requests / second",
+            &throughput,
+            false,
+        )?,
+        line_plot(
+            format!("{stem}-p99.svg"),
+            format!("{name}: p99 latency vs concurrency"),
+            "concurrent connections",
+            "p99 latency (ms)",
+            &p99,
+            true,
+        )?,
+    ])
+}
+
+/// Throughput against workers, one line per (arch, concurrency) with several counts, with
+/// the analysis' USL fit of that series when there is one; none when no series has two.
+fn workers_plot(
+    name: &str,
+    stem: &str,
+    points: &[&PointResult],
+    analysed: Option<&WorkloadAnalysis>,
+) -> anyhow::Result<Option<Plot>> {
+    let mut lines = Vec::new();
+    let mut fitted = false;
+    let groups: BTreeSet<(String, u32)> = points
+        .iter()
+        .filter(|p| p.workers.is_some())
+        .map(|p| (p.arch.clone(), p.concurrency))
+        .collect();
+    for (i, (arch, concurrency)) in groups.iter().enumerate() {
+        let mut mine: Vec<&PointResult> = points
+            .iter()
+            .copied()
+            .filter(|p| &p.arch == arch && p.concurrency == *concurrency && p.workers.is_some())
+            .collect();
+        mine.sort_by_key(|p| p.workers);
+        if mine.len() < 2 {
+            continue;
+        }
+        let data: Vec<(f64, f64)> = mine
+            .iter()
+            .filter_map(|p| Some((f64::from(p.workers?), p.rps)))
+            .collect();
+        let fit = analysed.and_then(|w| {
+            w.usl
+                .iter()
+                .find(|u| u.axis == "workers" && &u.arch == arch && u.fixed == Some(*concurrency))
+                .and_then(|u| u.fit)
+        });
+        if let Some(fit) = fit {
+            let max_n = data.last().map_or(1.0, |p| p.0);
+            let curve = (0..=60)
+                .map(|k| 1.0 + (max_n - 1.0) * f64::from(k) / 60.0)
+                .map(|n| (n, fit.throughput(n)))
+                .collect();
+            lines.push(Line {
+                model: true,
+                ..Line::measured(String::new(), i, curve)
+            });
+            fitted = true;
+        }
+        lines.push(Line {
+            ranges: mine
+                .iter()
+                .map(|p| repeated(p).then_some((p.spread.rps_min, p.spread.rps_max)))
+                .collect(),
+            ..Line::measured(format!("{arch}, {concurrency} connections"), i, data)
+        });
+    }
+    if lines.is_empty() {
+        return Ok(None);
+    }
+    let title = format!(
+        "{name}: throughput vs workers{}",
+        if fitted { " (thin: USL fit)" } else { "" }
+    );
+    line_plot(
+        format!("{stem}-workers.svg"),
+        title,
+        "workers",
+        "requests / second",
+        &lines,
+        false,
+    )
+    .map(Some)
 }
 
 #[cfg(test)]
