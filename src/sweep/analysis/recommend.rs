@@ -91,64 +91,18 @@ pub fn best_choice(
             *entry = p;
         }
     }
-    let archs: BTreeSet<&str> = points.iter().map(|p| p.arch.as_str()).collect();
-    let excluded: Vec<(String, String)> = archs
-        .iter()
-        .filter(|a| !best_per_arch.contains_key(*a))
-        .map(|a| {
-            let mine: Vec<&PointResult> = points.iter().copied().filter(|p| p.arch == *a).collect();
-            (a.to_string(), exclusion_reason(&mine))
-        })
-        .collect();
+    let excluded = excluded_archs(points, &best_per_arch);
     let mut ranking: Vec<(&str, &PointResult)> = best_per_arch.into_iter().collect();
     ranking.sort_by(|a, b| order(a.1, b.1));
     let (winner, within_bound) = match ranking.first() {
         Some((_, p)) => (*p, true),
-        None => {
-            // Prefer points whose percentiles cover every connection offered and whose p99 is
-            // a measurement, not a lower bound.
-            let exact: Vec<&PointResult> = usable
-                .iter()
-                .copied()
-                .filter(|p| !p99_is_lower_bound(p))
-                .collect();
-            let representative: Vec<&PointResult> =
-                exact.iter().copied().filter(|p| !p.starved).collect();
-            let pool = [&representative, &exact, &usable]
-                .into_iter()
-                .find(|pool| !pool.is_empty())?;
-            let lowest = pool
-                .iter()
-                .copied()
-                .min_by(|a, b| a.latency_us.p99.total_cmp(&b.latency_us.p99))?;
-            (lowest, false)
-        }
+        None => (lowest_p99(&usable)?, false),
     };
-    let repeated = |p: &PointResult| p.spread.repetitions > 1;
-    let winner_range = rps_range(winner);
-    let mut ties = Vec::new();
-    let mut indistinguishable = Vec::new();
-    let p99_range = |p: &PointResult| {
-        if repeated(p) {
-            (p.spread.p99_min, p.spread.p99_max)
-        } else {
-            (p.latency_us.p99, p.latency_us.p99)
-        }
-    };
-    for (arch, p) in ranking.iter().skip(1) {
-        if by_latency.is_some() {
-            if (repeated(winner) || repeated(p)) && ranges_overlap(p99_range(p), p99_range(winner))
-            {
-                indistinguishable.push(arch.to_string());
-            } else if p.latency_us.p99 <= winner.latency_us.p99 * (1.0 + WITHIN_BEST) {
-                ties.push(arch.to_string());
-            }
-        } else if (repeated(winner) || repeated(p)) && ranges_overlap(rps_range(p), winner_range) {
-            indistinguishable.push(arch.to_string());
-        } else if p.rps >= winner.rps * (1.0 - WITHIN_BEST) {
-            ties.push(arch.to_string());
-        }
-    }
+    let (ties, indistinguishable) = close_to(
+        winner,
+        ranking.get(1..).unwrap_or(&[]),
+        by_latency.is_some(),
+    );
     Some(BestChoice {
         arch: winner.arch.clone(),
         workers: winner.workers,
@@ -159,20 +113,7 @@ pub fn best_choice(
         within_bound,
         ties,
         indistinguishable,
-        ranking: ranking
-            .iter()
-            .map(|(a, p)| {
-                let (rps_min, rps_max) = rps_range(p);
-                RankedArch {
-                    arch: a.to_string(),
-                    rps: p.rps,
-                    rps_min,
-                    rps_max,
-                    p99_us: p.latency_us.p99,
-                    cpu_us_per_request: p.server_cpu_us_per_request,
-                }
-            })
-            .collect(),
+        ranking: ranking.iter().map(|&(a, p)| ranked_arch(a, p)).collect(),
         excluded,
         repetitions: usable
             .iter()
@@ -187,6 +128,86 @@ pub fn best_choice(
         },
         offered_rps: by_latency,
     })
+}
+
+/// No point met the bound: the lowest p99, preferring points whose percentiles cover every
+/// connection offered and whose p99 is a measurement, not a lower bound.
+fn lowest_p99<'a>(usable: &[&'a PointResult]) -> Option<&'a PointResult> {
+    let exact: Vec<&PointResult> = usable
+        .iter()
+        .copied()
+        .filter(|p| !p99_is_lower_bound(p))
+        .collect();
+    let representative: Vec<&PointResult> = exact.iter().copied().filter(|p| !p.starved).collect();
+    let pool = [&representative, &exact, usable]
+        .into_iter()
+        .find(|pool| !pool.is_empty())?;
+    pool.iter()
+        .copied()
+        .min_by(|a, b| a.latency_us.p99.total_cmp(&b.latency_us.p99))
+}
+
+/// The runners-up close to `winner`: those whose spread overlaps its own (indistinguishable)
+/// and those within [`WITHIN_BEST`] of it (ties), by p99 when ranked by latency, else by
+/// throughput. Returns (ties, indistinguishable).
+fn close_to(
+    winner: &PointResult,
+    others: &[(&str, &PointResult)],
+    by_latency: bool,
+) -> (Vec<String>, Vec<String>) {
+    let repeated = |p: &PointResult| p.spread.repetitions > 1;
+    let p99_range = |p: &PointResult| {
+        if repeated(p) {
+            (p.spread.p99_min, p.spread.p99_max)
+        } else {
+            (p.latency_us.p99, p.latency_us.p99)
+        }
+    };
+    let mut ties = Vec::new();
+    let mut indistinguishable = Vec::new();
+    for (arch, p) in others {
+        let either_repeated = repeated(winner) || repeated(p);
+        if by_latency {
+            if either_repeated && ranges_overlap(p99_range(p), p99_range(winner)) {
+                indistinguishable.push(arch.to_string());
+            } else if p.latency_us.p99 <= winner.latency_us.p99 * (1.0 + WITHIN_BEST) {
+                ties.push(arch.to_string());
+            }
+        } else if either_repeated && ranges_overlap(rps_range(p), rps_range(winner)) {
+            indistinguishable.push(arch.to_string());
+        } else if p.rps >= winner.rps * (1.0 - WITHIN_BEST) {
+            ties.push(arch.to_string());
+        }
+    }
+    (ties, indistinguishable)
+}
+
+/// The architectures with no candidate point, each with why.
+fn excluded_archs(
+    points: &[&PointResult],
+    best_per_arch: &BTreeMap<&str, &PointResult>,
+) -> Vec<(String, String)> {
+    let archs: BTreeSet<&str> = points.iter().map(|p| p.arch.as_str()).collect();
+    archs
+        .iter()
+        .filter(|a| !best_per_arch.contains_key(*a))
+        .map(|a| {
+            let mine: Vec<&PointResult> = points.iter().copied().filter(|p| p.arch == *a).collect();
+            (a.to_string(), exclusion_reason(&mine))
+        })
+        .collect()
+}
+
+fn ranked_arch(arch: &str, p: &PointResult) -> RankedArch {
+    let (rps_min, rps_max) = rps_range(p);
+    RankedArch {
+        arch: arch.to_string(),
+        rps: p.rps,
+        rps_min,
+        rps_max,
+        p99_us: p.latency_us.p99,
+        cpu_us_per_request: p.server_cpu_us_per_request,
+    }
 }
 
 /// Why none of an architecture's points is a candidate.
@@ -290,49 +311,7 @@ pub fn explain(w: &WorkloadAnalysis, ctx: &ProseContext, out: &mut Recommendatio
         Some(best) if best.within_bound && best.ranked_by == RankedBy::P99 => {
             explain_by_latency(name, best, ctx, out);
         }
-        Some(best) if best.within_bound => {
-            let who = series_label(&best.arch, best.workers);
-            let mut line = format!(
-                "{name}: {who}: {} req/s at {} connections with p99 {} (bound {bound_ms} ms)",
-                thousands(best.rps),
-                thousands(f64::from(best.concurrency)),
-                duration_us(best.p99_us)
-            );
-            push_ties(&mut line, "within", &best.ties);
-            out.summary.push(line);
-            let mut reason = format!(
-                "For {name}, pick {who}: it had the highest throughput of the architectures whose \
-                 p99 stayed under {bound_ms} ms with under {} errors.",
-                percent(MAX_ERROR_RATE)
-            );
-            if let Some(second) = best.ranking.get(1) {
-                reason.push_str(&format!(
-                    " Next was {} at {} req/s ({}).",
-                    second.arch,
-                    thousands(second.rps),
-                    signed_percent(second.rps / best.rps - 1.0)
-                ));
-            }
-            let winner = &best.ranking[0];
-            if best.repetitions > 1 && winner.rps_min < winner.rps_max {
-                reason.push_str(&format!(
-                    " Over {} repetitions its throughput ranged {}..{} req/s, clear of the \
-                     others' ranges.",
-                    best.repetitions,
-                    thousands(winner.rps_min),
-                    thousands(winner.rps_max)
-                ));
-            }
-            if !best.ties.is_empty() {
-                reason.push_str(&format!(
-                    " Differences under {} are within the noise of a {}-core machine shared by \
-                     the server and the load generator: prefer the simpler or cheaper one.",
-                    percent(WITHIN_BEST),
-                    ctx.cores
-                ));
-            }
-            out.details.push(reason);
-        }
+        Some(best) if best.within_bound => explain_by_throughput(name, best, ctx, out),
         Some(best) => {
             out.summary.push(format!(
                 "{name}: no architecture met p99 <= {bound_ms} ms; lowest p99 was {} ({})",
@@ -354,6 +333,71 @@ pub fn explain(w: &WorkloadAnalysis, ctx: &ProseContext, out: &mut Recommendatio
                 .push(format!("{name}: {arch} was not a candidate: {why}."));
         }
     }
+    explain_cost(w, out);
+    explain_pools(w, out);
+    explain_usl(w, out);
+    if ctx.mode == LoadMode::Rate {
+        out.details.push(format!(
+            "{name}: rate mode: latencies are measured from the intended send time (coordinated \
+             omission corrected)."
+        ));
+    }
+}
+
+/// The winner by throughput, the runner-up's margin, the spread and the noise caveat.
+fn explain_by_throughput(
+    name: &str,
+    best: &BestChoice,
+    ctx: &ProseContext,
+    out: &mut Recommendation,
+) {
+    let bound_ms = thousands(ctx.p99_bound_ms);
+    let who = series_label(&best.arch, best.workers);
+    let mut line = format!(
+        "{name}: {who}: {} req/s at {} connections with p99 {} (bound {bound_ms} ms)",
+        thousands(best.rps),
+        thousands(f64::from(best.concurrency)),
+        duration_us(best.p99_us)
+    );
+    push_ties(&mut line, "within", &best.ties);
+    out.summary.push(line);
+    let mut reason = format!(
+        "For {name}, pick {who}: it had the highest throughput of the architectures whose \
+         p99 stayed under {bound_ms} ms with under {} errors.",
+        percent(MAX_ERROR_RATE)
+    );
+    if let Some(second) = best.ranking.get(1) {
+        reason.push_str(&format!(
+            " Next was {} at {} req/s ({}).",
+            second.arch,
+            thousands(second.rps),
+            signed_percent(second.rps / best.rps - 1.0)
+        ));
+    }
+    let winner = &best.ranking[0];
+    if best.repetitions > 1 && winner.rps_min < winner.rps_max {
+        reason.push_str(&format!(
+            " Over {} repetitions its throughput ranged {}..{} req/s, clear of the \
+             others' ranges.",
+            best.repetitions,
+            thousands(winner.rps_min),
+            thousands(winner.rps_max)
+        ));
+    }
+    if !best.ties.is_empty() {
+        reason.push_str(&format!(
+            " Differences under {} are within the noise of a {}-core machine shared by \
+             the server and the load generator: prefer the simpler or cheaper one.",
+            percent(WITHIN_BEST),
+            ctx.cores
+        ));
+    }
+    out.details.push(reason);
+}
+
+/// The cheapest architecture in server CPU per request, or those that cannot be told apart.
+fn explain_cost(w: &WorkloadAnalysis, out: &mut Recommendation) {
+    let name = &w.workload;
     match &w.cheapest {
         Some((arch, _)) if !w.cheapest_within_spread.is_empty() => out.details.push(format!(
             "{name}: in server CPU per request, {arch}, {} are indistinguishable within the \
@@ -366,6 +410,11 @@ pub fn explain(w: &WorkloadAnalysis, ctx: &ProseContext, out: &mut Recommendatio
         )),
         None => {}
     }
+}
+
+/// Each pooled architecture's sweet spot, and Goetz's formula beside the measured one.
+fn explain_pools(w: &WorkloadAnalysis, out: &mut Recommendation) {
+    let name = &w.workload;
     for s in &w.sweet_spots {
         let mut line = format!(
             "{name}: sweet spot for {} at {} connections: {} workers, {} req/s (the fewest within \
@@ -416,13 +465,6 @@ pub fn explain(w: &WorkloadAnalysis, ctx: &ProseContext, out: &mut Recommendatio
             None => line.push('.'),
         }
         out.details.push(line);
-    }
-    explain_usl(w, out);
-    if ctx.mode == LoadMode::Rate {
-        out.details.push(format!(
-            "{name}: rate mode: latencies are measured from the intended send time (coordinated \
-             omission corrected)."
-        ));
     }
 }
 
