@@ -26,7 +26,7 @@ use super::results::{
     utc_timestamp, ClientUsage, ErrorCounts, Machine, PointLatency, PointResult, RunMeasurement,
     ServerUsage, SweepResults,
 };
-use super::server::{free_port, taskset_available, Launch, ServerProcess};
+use super::server::{free_port, taskset_available, Launch, ReadyLine, ServerProcess};
 use super::spec::{Experiment, LoadMode, PointSpec, Protocol, TargetSpec};
 use crate::load::stats::LatencyKey;
 use crate::load::{self, LoadConfig, LoadReport, Mode, Target};
@@ -214,11 +214,37 @@ fn run_point(
     result.server = run.server;
     result.client = run.client;
     result.server_cpu_us_per_request = run.server.cpu_us_per_request(run.requests);
+    warn_if_generator_bound(&mut result, &run, &point.target, machine);
+    match experiment.mode {
+        LoadMode::Rate => {
+            if run.rate_held == Some(false) {
+                result.warnings.push(format!(
+                    "the generator did not hold the target rate of {} req/s",
+                    experiment.rate.unwrap_or(0.0)
+                ));
+            }
+        }
+        // Little's law is checked in `finalize`, which `report` runs again.
+        LoadMode::Closed | LoadMode::Count => {}
+    }
+    result.spread = spread;
+    result.runs = runs;
+    Some(result)
+}
+
+/// Marks `result` generator-bound, with a warning, when the load generator's threads were as
+/// busy as a core each while the server was not.
+fn warn_if_generator_bound(
+    result: &mut PointResult,
+    run: &RunMeasurement,
+    target: &TargetSpec,
+    machine: &Machine,
+) {
     let cores = f64::from(machine.cores.max(1));
     let parallelism = if machine.pinned {
         1.0
     } else {
-        match &point.target {
+        match target {
             TargetSpec::Ours { arch, .. } => server_parallelism(arch.name(), cores),
             TargetSpec::External(_) => cores,
         }
@@ -252,21 +278,6 @@ fn run_point(
             run.server.cpu_s / window_s * 100.0
         ));
     }
-    match experiment.mode {
-        LoadMode::Rate => {
-            if run.rate_held == Some(false) {
-                result.warnings.push(format!(
-                    "the generator did not hold the target rate of {} req/s",
-                    experiment.rate.unwrap_or(0.0)
-                ));
-            }
-        }
-        // Little's law is checked in `finalize`, which `report` runs again.
-        LoadMode::Closed | LoadMode::Count => {}
-    }
-    result.spread = spread;
-    result.runs = runs;
-    Some(result)
 }
 
 /// The URL (with `{port}` filled in) and the server launch for one run.
@@ -340,20 +351,7 @@ fn run_once(
         TargetSpec::Ours { .. } => experiment.ready_timeout,
     };
     // Declared before the server so that it is removed after the server is stopped.
-    let forced = cgroup::forced_method()?;
-    let server_cgroup = match forced {
-        Some(CpuMethod::ProcChildren) => None,
-        _ => ServerCgroup::create(forced),
-    };
-    if let (Some(method), None) = (forced, &server_cgroup) {
-        if method != CpuMethod::ProcChildren {
-            anyhow::bail!(
-                "{}={} asked for, but no such cgroup can be made here",
-                cgroup::METHOD_ENV,
-                method.name()
-            );
-        }
-    }
+    let server_cgroup = server_cgroup()?;
     let mut server = ServerProcess::start_in(
         &launch,
         Duration::from_secs_f64(ready_timeout),
@@ -368,45 +366,14 @@ fn run_once(
     if pinning == Pinning::Affinity {
         pin_group_to_cpu0(server.pgid());
     }
-    let url = match external_url {
-        Some(base) => format!("{}{}", base.trim_end_matches('/'), point.workload.route),
-        None => match experiment.protocol {
-            Protocol::Echo => format!("tcp://{}:{}", server.ready.host, server.ready.port),
-            Protocol::Http => format!(
-                "http://{}:{}{}",
-                server.ready.host, server.ready.port, point.workload.route
-            ),
-        },
-    };
+    let url = point_url(external_url, experiment, point, &server.ready);
     let target = Target::parse(&url)?;
     let stop = &*options.stop;
-    if experiment.warmup > 0.0 {
-        let warmup = Mode::Closed {
-            duration: Duration::from_secs_f64(experiment.warmup),
-        };
-        let mut config = load_config(experiment, point, target.clone(), warmup, pinning);
-        config.connections = experiment
-            .warmup_connections
-            .unwrap_or(1)
-            .clamp(1, point.concurrency) as usize;
-        config.threads = config.threads.min(config.connections);
-        load::run(&config, Some(stop)).context("warm-up")?;
-    }
+    warm_up(experiment, point, &target, pinning, stop)?;
     if stop.load(Ordering::SeqCst) {
         return Ok(None);
     }
-    let mode = match experiment.mode {
-        LoadMode::Closed => Mode::Closed {
-            duration: Duration::from_secs_f64(experiment.duration_of(&point.workload)),
-        },
-        LoadMode::Count => Mode::Count {
-            requests: experiment.requests.unwrap_or(1),
-        },
-        LoadMode::Rate => Mode::Rate {
-            rate: experiment.rate.unwrap_or(1.0),
-            duration: Duration::from_secs_f64(experiment.duration_of(&point.workload)),
-        },
-    };
+    let mode = measured_mode(experiment, point);
     let config = load_config(experiment, point, target, mode, pinning);
     // An external command may start the server elsewhere (`ssh HOST ...`, `srun -w NODE ...`):
     // then the started process group is not the server, and its CPU is not the server's.
@@ -414,13 +381,9 @@ fn run_once(
         Launch::External { port, .. } => super::probe::group_listens_on(server.pgid(), *port),
         Launch::Ours { .. } => true,
     };
-    let cpu_command = match (&point.target, &launch) {
-        (TargetSpec::External(ext), Launch::External { port, .. }) if !server_here => ext
-            .cpu_command
-            .as_ref()
-            .map(|c| c.replace("{port}", &port.to_string())),
-        _ => None,
-    };
+    let cpu_command = (!server_here)
+        .then(|| remote_cpu_command(point, &launch))
+        .flatten();
     let command_cpu_before = cpu_command.as_deref().map(command_cpu_s).transpose()?;
     let cpu_before = meter.read();
     let window_start = Instant::now();
@@ -458,6 +421,99 @@ fn run_once(
         };
     }
     Ok(Some((run, reported_workers)))
+}
+
+/// The cgroup the server is started in (none: its CPU is read from `/proc`), honouring a
+/// method forced through [`cgroup::METHOD_ENV`]. Bound before the server so that it is
+/// removed after the server is stopped.
+fn server_cgroup() -> anyhow::Result<Option<ServerCgroup>> {
+    let forced = cgroup::forced_method()?;
+    let server_cgroup = match forced {
+        Some(CpuMethod::ProcChildren) => None,
+        _ => ServerCgroup::create(forced),
+    };
+    if let (Some(method), None) = (forced, &server_cgroup) {
+        if method != CpuMethod::ProcChildren {
+            anyhow::bail!(
+                "{}={} asked for, but no such cgroup can be made here",
+                cgroup::METHOD_ENV,
+                method.name()
+            );
+        }
+    }
+    Ok(server_cgroup)
+}
+
+/// The URL a run loads: the external target's base with the workload's route, else the
+/// started server's address from its ready line.
+fn point_url(
+    external_url: Option<String>,
+    experiment: &Experiment,
+    point: &PointSpec,
+    ready: &ReadyLine,
+) -> String {
+    match external_url {
+        Some(base) => format!("{}{}", base.trim_end_matches('/'), point.workload.route),
+        None => match experiment.protocol {
+            Protocol::Echo => format!("tcp://{}:{}", ready.host, ready.port),
+            Protocol::Http => format!(
+                "http://{}:{}{}",
+                ready.host, ready.port, point.workload.route
+            ),
+        },
+    }
+}
+
+/// The unmeasured warm-up run, when the experiment has one.
+fn warm_up(
+    experiment: &Experiment,
+    point: &PointSpec,
+    target: &Target,
+    pinning: Pinning,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
+    if experiment.warmup <= 0.0 {
+        return Ok(());
+    }
+    let warmup = Mode::Closed {
+        duration: Duration::from_secs_f64(experiment.warmup),
+    };
+    let mut config = load_config(experiment, point, target.clone(), warmup, pinning);
+    config.connections = experiment
+        .warmup_connections
+        .unwrap_or(1)
+        .clamp(1, point.concurrency) as usize;
+    config.threads = config.threads.min(config.connections);
+    load::run(&config, Some(stop)).context("warm-up")?;
+    Ok(())
+}
+
+/// The measured run's load mode.
+fn measured_mode(experiment: &Experiment, point: &PointSpec) -> Mode {
+    match experiment.mode {
+        LoadMode::Closed => Mode::Closed {
+            duration: Duration::from_secs_f64(experiment.duration_of(&point.workload)),
+        },
+        LoadMode::Count => Mode::Count {
+            requests: experiment.requests.unwrap_or(1),
+        },
+        LoadMode::Rate => Mode::Rate {
+            rate: experiment.rate.unwrap_or(1.0),
+            duration: Duration::from_secs_f64(experiment.duration_of(&point.workload)),
+        },
+    }
+}
+
+/// An external target's `cpu_command` with its port filled in, for a server started
+/// elsewhere (whose CPU the started process group does not hold).
+fn remote_cpu_command(point: &PointSpec, launch: &Launch) -> Option<String> {
+    match (&point.target, launch) {
+        (TargetSpec::External(ext), Launch::External { port, .. }) => ext
+            .cpu_command
+            .as_ref()
+            .map(|c| c.replace("{port}", &port.to_string())),
+        _ => None,
+    }
 }
 
 /// Runs an external target's `cpu_command` and reads the one number it prints (CPU seconds).
