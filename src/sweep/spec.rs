@@ -550,6 +550,14 @@ impl Experiment {
         if self.workloads.is_empty() {
             return Err("no [[workload]]".into());
         }
+        self.check_load()?;
+        self.check_pools()?;
+        let names = self.check_workloads()?;
+        self.check_targets(&names)
+    }
+
+    /// The load: its times, its mode's own key, the counts.
+    fn check_load(&self) -> Result<(), String> {
         // Closed and rate modes measure for `duration`; count mode ignores it.
         let timed = self.mode != LoadMode::Count;
         if timed {
@@ -597,6 +605,11 @@ impl Experiment {
             1,
             MAX_LOAD_THREADS.into(),
         )?;
+        Ok(())
+    }
+
+    /// Pool sizes, concurrency levels, the latency bound and the store.
+    fn check_pools(&self) -> Result<(), String> {
         for &w in &self.workers {
             int_in(
                 "workers",
@@ -626,6 +639,12 @@ impl Experiment {
         if let Some(store) = &self.store {
             check_store(store).map_err(|e| format!("store = {store:?}: {e}"))?;
         }
+        Ok(())
+    }
+
+    /// Each workload, once each, with concurrency levels; returns their names.
+    fn check_workloads(&self) -> Result<std::collections::BTreeSet<&str>, String> {
+        let timed = self.mode != LoadMode::Count;
         let mut names = std::collections::BTreeSet::new();
         for w in &self.workloads {
             if !names.insert(w.name.as_str()) {
@@ -640,6 +659,11 @@ impl Experiment {
                 ));
             }
         }
+        Ok(names)
+    }
+
+    /// Variants and external targets: valid, named once, on known workloads.
+    fn check_targets(&self, names: &std::collections::BTreeSet<&str>) -> Result<(), String> {
         let mut series = std::collections::BTreeSet::new();
         for v in &self.variants {
             v.check()
