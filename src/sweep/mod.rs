@@ -82,64 +82,17 @@ pub struct ReportArgs {
 /// Runs `sweetspot sweep`.
 pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
     if args.list {
-        let mut listing = String::new();
-        for (name, text) in PRESETS {
-            let e = Experiment::from_toml(text, name)?;
-            listing.push_str(&format!(
-                "{name:<10} {:>4} points  {}\n",
-                e.points().len(),
-                e.description
-            ));
-        }
-        listing.push_str(&format!("\nArchitectures:\n{}", spec::Arch::table()));
-        crate::print_stdout(&listing)?;
+        crate::print_stdout(&preset_listing()?)?;
         return Ok(());
     }
-    let mut experiment = Experiment::load(&args.experiment)?;
-    if let Some(store) = args.store {
-        spec::check_store(&store).map_err(|e| usage(format!("--store {store:?}: {e}")))?;
-        experiment.store = Some(store);
-    }
-    if args.pin {
-        experiment.pin = true;
-    }
-    if let Some(repetitions) = args.repetitions {
-        if !(1..=spec::MAX_REPETITIONS).contains(&repetitions) {
-            return Err(usage(format!(
-                "--repetitions {repetitions}: must be in [1, {}]",
-                spec::MAX_REPETITIONS
-            )));
-        }
-        experiment.repetitions = repetitions;
-    }
-    let out_dir = args.out.unwrap_or_else(|| {
-        let stamp = results::utc_timestamp()
-            .replace(['-', ':'], "")
-            .replace('T', "-")
-            .trim_end_matches('Z')
-            .to_string();
-        PathBuf::from("results").join(format!("{}-{stamp}", experiment.name))
-    });
-    // High concurrency levels need a descriptor per connection in the generator, and the
-    // servers inherit the limit: find out now, not at the first point that needs it.
-    let file_limit = crate::sys::raise_fd_limit();
-    let connections = experiment.max_connections();
-    let needed = u64::from(connections) + 64;
-    if file_limit > 0 && file_limit < needed {
-        return Err(usage(format!(
-            "concurrency = {connections}: needs {needed} open files, but the file limit can be \
-             raised only to {file_limit} (raise ulimit -n, or lower concurrency)"
-        )));
-    }
+    let experiment = experiment_of(&args)?;
+    let out_dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out_dir(&experiment.name));
+    check_file_limit(experiment.max_connections())?;
     server::become_subreaper();
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second Ctrl-C while the first is being handled exits at once.
-        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&stop))
-            .context("installing signal handlers")?;
-        signal_hook::flag::register(signal, Arc::clone(&stop))
-            .context("installing signal handlers")?;
-    }
+    let stop = stop_on_signals()?;
     let options = RunnerOptions {
         server_binary: server::this_binary()?,
         out_dir: out_dir.clone(),
@@ -164,22 +117,103 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
             out_dir.join(RESULTS_FILE).display()
         );
     }
-    let points = &run.results.points;
-    if !points.is_empty() && points.iter().all(|p| !p.ok) {
-        let first = points[0].failure.as_deref().unwrap_or("no reason recorded");
-        let first: Vec<&str> = first
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .collect();
-        anyhow::bail!(
-            "every point failed ({}; results in {}); the first: {}",
-            points.len(),
-            out_dir.display(),
-            first.join(" | ")
-        );
+    fail_if_every_point_failed(&run.results.points, &out_dir)
+}
+
+/// `sweep --list`: every preset with its point count and description, then the architectures.
+fn preset_listing() -> anyhow::Result<String> {
+    let mut listing = String::new();
+    for (name, text) in PRESETS {
+        let e = Experiment::from_toml(text, name)?;
+        listing.push_str(&format!(
+            "{name:<10} {:>4} points  {}\n",
+            e.points().len(),
+            e.description
+        ));
+    }
+    listing.push_str(&format!("\nArchitectures:\n{}", spec::Arch::table()));
+    Ok(listing)
+}
+
+/// The experiment named on the command line, with the flags that override its keys.
+fn experiment_of(args: &SweepArgs) -> anyhow::Result<Experiment> {
+    let mut experiment = Experiment::load(&args.experiment)?;
+    if let Some(store) = &args.store {
+        spec::check_store(store).map_err(|e| usage(format!("--store {store:?}: {e}")))?;
+        experiment.store = Some(store.clone());
+    }
+    if args.pin {
+        experiment.pin = true;
+    }
+    if let Some(repetitions) = args.repetitions {
+        if !(1..=spec::MAX_REPETITIONS).contains(&repetitions) {
+            return Err(usage(format!(
+                "--repetitions {repetitions}: must be in [1, {}]",
+                spec::MAX_REPETITIONS
+            )));
+        }
+        experiment.repetitions = repetitions;
+    }
+    Ok(experiment)
+}
+
+/// `results/NAME-YYYYMMDD-HHMMSS` (UTC).
+fn default_out_dir(name: &str) -> PathBuf {
+    let stamp = results::utc_timestamp()
+        .replace(['-', ':'], "")
+        .replace('T', "-")
+        .trim_end_matches('Z')
+        .to_string();
+    PathBuf::from("results").join(format!("{name}-{stamp}"))
+}
+
+/// High concurrency levels need a descriptor per connection in the generator, and the servers
+/// inherit the limit: raises it, and fails now (not at the first point that needs it) when it
+/// cannot go high enough.
+fn check_file_limit(connections: u32) -> anyhow::Result<()> {
+    let file_limit = crate::sys::raise_fd_limit();
+    let needed = u64::from(connections) + 64;
+    if file_limit > 0 && file_limit < needed {
+        return Err(usage(format!(
+            "concurrency = {connections}: needs {needed} open files, but the file limit can be \
+             raised only to {file_limit} (raise ulimit -n, or lower concurrency)"
+        )));
     }
     Ok(())
+}
+
+/// A flag SIGINT and SIGTERM set; a second one while the first is handled exits at once.
+fn stop_on_signals() -> anyhow::Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+    }
+    Ok(stop)
+}
+
+/// A sweep whose every point failed is a failed command, with the first point's reason.
+fn fail_if_every_point_failed(
+    points: &[results::PointResult],
+    out_dir: &std::path::Path,
+) -> anyhow::Result<()> {
+    if points.is_empty() || points.iter().any(|p| p.ok) {
+        return Ok(());
+    }
+    let first = points[0].failure.as_deref().unwrap_or("no reason recorded");
+    let first: Vec<&str> = first
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    anyhow::bail!(
+        "every point failed ({}; results in {}); the first: {}",
+        points.len(),
+        out_dir.display(),
+        first.join(" | ")
+    )
 }
 
 /// Runs `sweetspot report DIR`: reads `DIR/results.json`, analyses again and rewrites every
