@@ -515,11 +515,74 @@ pub fn csv(points: &[SeriesPoint]) -> String {
 /// the sweep's plotting code.
 pub fn html(report: &LoadReport, points: &[SeriesPoint]) -> anyhow::Result<String> {
     use crate::render::html::{escape, page_start, PAGE_END};
-    use crate::render::svg::{time_plot, Line};
-    use crate::render::units::{duration_us, thousands};
 
     let intervals: Vec<&SeriesPoint> = points.iter().filter(|p| p.censored == 0).collect();
     let tail = points.iter().find(|p| p.censored > 0);
+    let (latency_plot, throughput_plot) = time_plots(&intervals, tail)?;
+    let interval_s = intervals.first().map_or(0.0, |p| p.length_s);
+    let mut out = String::new();
+    out.push_str(&page_start(&format!("sweetspot load: {}", report.target)));
+    let _ = writeln!(
+        out,
+        "<h1>sweetspot load <code>{}</code></h1>",
+        escape(&report.target)
+    );
+    let _ = writeln!(out, "<p>{}</p>", run_sentence(report));
+    let _ = writeln!(
+        out,
+        "<p class=\"note\">One point per interval of {interval_s:.3} s, at the interval's start. \
+         A response counts in the interval in which it completed; an error in the one in which \
+         it was detected. Latency is measured from the intended send time (in rate mode the \
+         schedule's, so a stall shows as rising latency). An interval in which nothing \
+         completed has no latency point (the line breaks); a hollow triangle at the end stands \
+         for the requests still unanswered then, at their age: a lower bound.</p>"
+    );
+    for plot in [&latency_plot, &throughput_plot] {
+        let _ = writeln!(out, "<figure>{}</figure>", plot.svg);
+    }
+    out.push_str(PAGE_END);
+    Ok(out)
+}
+
+/// The run in one sentence: mode, connections, threads, duration, counts and latency.
+fn run_sentence(report: &LoadReport) -> String {
+    use crate::render::html::escape;
+    use crate::render::units::{duration_us, thousands};
+    let bound = |key| {
+        if report.latency_us.lower_bound.contains(key) {
+            " (lower bound)"
+        } else {
+            ""
+        }
+    };
+    format!(
+        "{} mode, {} connection{}, {} thread{}, {:.2} s: {} responses ({} /s), {} errors; \
+         latency p50 {}, p99 {}{}, max {}{}.",
+        escape(&report.mode),
+        report.connections,
+        if report.connections == 1 { "" } else { "s" },
+        report.threads,
+        if report.threads == 1 { "" } else { "s" },
+        report.duration_s,
+        thousands(report.requests as f64),
+        thousands(report.rps),
+        thousands(report.errors.total() as f64),
+        duration_us(report.latency_us.p50),
+        duration_us(report.latency_us.p99),
+        bound(LatencyKey::P99),
+        duration_us(report.latency_us.max),
+        bound(LatencyKey::Max),
+    )
+}
+
+/// Latency (p50, p99, max; the unanswered tail as lower bounds) and throughput (responses/s,
+/// errors/s) over the intervals.
+fn time_plots(
+    intervals: &[&SeriesPoint],
+    tail: Option<&SeriesPoint>,
+) -> anyhow::Result<(crate::render::svg::Plot, crate::render::svg::Plot)> {
+    use crate::render::svg::{time_plot, Line};
+
     // A latency line is broken where an interval had no sample: one line per stretch, the
     // first carrying the legend.
     let latency_lines = |label: &str, color: usize, pick: fn(&IntervalLatency) -> u64| {
@@ -531,7 +594,7 @@ pub fn html(report: &LoadReport, points: &[SeriesPoint]) -> anyhow::Result<Strin
                 lines.push(Line::measured(label.into(), color, std::mem::take(stretch)));
             }
         };
-        for p in &intervals {
+        for p in intervals {
             match &p.latency_us {
                 Some(l) => stretch.push((p.start_s, pick(l) as f64 / 1e3)),
                 None => flush(&mut stretch, &mut lines),
@@ -589,55 +652,7 @@ pub fn html(report: &LoadReport, points: &[SeriesPoint]) -> anyhow::Result<Strin
         false,
     )?;
 
-    let interval_s = intervals.first().map_or(0.0, |p| p.length_s);
-    let mut out = String::new();
-    out.push_str(&page_start(&format!("sweetspot load: {}", report.target)));
-    let _ = writeln!(
-        out,
-        "<h1>sweetspot load <code>{}</code></h1>",
-        escape(&report.target)
-    );
-    let _ = writeln!(
-        out,
-        "<p>{} mode, {} connection{}, {} thread{}, {:.2} s: {} responses ({} /s), {} errors; \
-         latency p50 {}, p99 {}{}, max {}{}.</p>",
-        escape(&report.mode),
-        report.connections,
-        if report.connections == 1 { "" } else { "s" },
-        report.threads,
-        if report.threads == 1 { "" } else { "s" },
-        report.duration_s,
-        thousands(report.requests as f64),
-        thousands(report.rps),
-        thousands(report.errors.total() as f64),
-        duration_us(report.latency_us.p50),
-        duration_us(report.latency_us.p99),
-        if report.latency_us.lower_bound.contains(LatencyKey::P99) {
-            " (lower bound)"
-        } else {
-            ""
-        },
-        duration_us(report.latency_us.max),
-        if report.latency_us.lower_bound.contains(LatencyKey::Max) {
-            " (lower bound)"
-        } else {
-            ""
-        },
-    );
-    let _ = writeln!(
-        out,
-        "<p class=\"note\">One point per interval of {interval_s:.3} s, at the interval's start. \
-         A response counts in the interval in which it completed; an error in the one in which \
-         it was detected. Latency is measured from the intended send time (in rate mode the \
-         schedule's, so a stall shows as rising latency). An interval in which nothing \
-         completed has no latency point (the line breaks); a hollow triangle at the end stands \
-         for the requests still unanswered then, at their age: a lower bound.</p>"
-    );
-    for plot in [&latency_plot, &throughput_plot] {
-        let _ = writeln!(out, "<figure>{}</figure>", plot.svg);
-    }
-    out.push_str(PAGE_END);
-    Ok(out)
+    Ok((latency_plot, throughput_plot))
 }
 
 #[cfg(test)]
