@@ -203,25 +203,7 @@ pub fn parse_url_list(
     base_dir: &Path,
     target: Option<&Target>,
 ) -> Result<UrlList, String> {
-    let mut authority = match target {
-        None => None,
-        Some(t) => {
-            let (path, host_header) =
-                http_parts(t).ok_or_else(|| format!("--urls needs an http:// TARGET, not {t}"))?;
-            if path != "/" {
-                return Err(format!(
-                    "with --urls the TARGET gives only the host and port: drop its path {path:?}"
-                ));
-            }
-            Some(Authority {
-                host: t.host().to_string(),
-                port: t.port(),
-                host_header: host_header.to_string(),
-                tls: t.is_tls(),
-                from: "TARGET".to_string(),
-            })
-        }
-    };
+    let mut authority = target.map(authority_of_target).transpose()?;
     let mut parsed = Vec::new();
     let mut body_bytes = 0usize;
     for (index, raw) in text.split(|&b| b == b'\n').enumerate() {
@@ -245,47 +227,14 @@ pub fn parse_url_list(
             )));
         }
         if let Some(t) = &line.absolute {
-            let (_, host_header) = http_parts(t).expect("parse_line keeps http targets only");
             match &authority {
-                None => {
-                    authority = Some(Authority {
-                        host: t.host().to_string(),
-                        port: t.port(),
-                        host_header: host_header.to_string(),
-                        tls: t.is_tls(),
-                        from: format!("line {number}"),
-                    })
-                }
-                Some(a) if a.tls != t.is_tls() => {
-                    return Err(at(format!(
-                        "{} is {}, but this run is {} (from {}): one scheme per run",
-                        line.url_text,
-                        if t.is_tls() { "https" } else { "http" },
-                        if a.tls { "https" } else { "http" },
-                        a.from
-                    )));
-                }
-                Some(a) if !(a.host.eq_ignore_ascii_case(t.host()) && a.port == t.port()) => {
-                    return Err(at(format!(
-                        "{} is on {}, but this run goes to {} (from {}): one host:port per run",
-                        line.url_text,
-                        host_port(t.host(), t.port()),
-                        host_port(&a.host, a.port),
-                        a.from
-                    )));
-                }
-                Some(_) => {}
+                None => authority = Some(authority_of(t, format!("line {number}"))),
+                Some(a) => same_authority(a, t, &line.url_text).map_err(at)?,
             }
         }
         parsed.push((number, line));
     }
-    if let Some((number, _)) = parsed.iter().find(|(_, l)| is_head(&l.method)) {
-        if let Some((other, _)) = parsed.iter().find(|(_, l)| !is_head(&l.method)) {
-            return Err(format!(
-                "{file}:{number}: a HEAD line cannot share a file with other methods (line {other}): its responses have no body"
-            ));
-        }
-    }
+    check_head_alone(&parsed, file)?;
     if parsed.is_empty() {
         return Err(format!(
             "--urls {file}: no requests (every line is blank or a # comment)"
@@ -319,6 +268,64 @@ pub fn parse_url_list(
         tls: authority.tls,
         requests,
     })
+}
+
+/// The authority a `--urls` run's TARGET gives: host and port only, no path.
+fn authority_of_target(t: &Target) -> Result<Authority, String> {
+    let (path, _) =
+        http_parts(t).ok_or_else(|| format!("--urls needs an http:// TARGET, not {t}"))?;
+    if path != "/" {
+        return Err(format!(
+            "with --urls the TARGET gives only the host and port: drop its path {path:?}"
+        ));
+    }
+    Ok(authority_of(t, "TARGET".to_string()))
+}
+
+/// `t`'s authority (an http or https target), noting where it came from.
+fn authority_of(t: &Target, from: String) -> Authority {
+    let (_, host_header) = http_parts(t).expect("parse_line keeps http targets only");
+    Authority {
+        host: t.host().to_string(),
+        port: t.port(),
+        host_header: host_header.to_string(),
+        tls: t.is_tls(),
+        from,
+    }
+}
+
+/// An absolute URL must keep to the run's scheme, host and port.
+fn same_authority(a: &Authority, t: &Target, url_text: &str) -> Result<(), String> {
+    let scheme = |tls: bool| if tls { "https" } else { "http" };
+    if a.tls != t.is_tls() {
+        return Err(format!(
+            "{url_text} is {}, but this run is {} (from {}): one scheme per run",
+            scheme(t.is_tls()),
+            scheme(a.tls),
+            a.from
+        ));
+    }
+    if !(a.host.eq_ignore_ascii_case(t.host()) && a.port == t.port()) {
+        return Err(format!(
+            "{url_text} is on {}, but this run goes to {} (from {}): one host:port per run",
+            host_port(t.host(), t.port()),
+            host_port(&a.host, a.port),
+            a.from
+        ));
+    }
+    Ok(())
+}
+
+/// A HEAD line's responses have no body, so it cannot share a file with other methods.
+fn check_head_alone(parsed: &[(usize, ParsedLine)], file: &str) -> Result<(), String> {
+    if let Some((number, _)) = parsed.iter().find(|(_, l)| is_head(&l.method)) {
+        if let Some((other, _)) = parsed.iter().find(|(_, l)| !is_head(&l.method)) {
+            return Err(format!(
+                "{file}:{number}: a HEAD line cannot share a file with other methods (line {other}): its responses have no body"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// One line, parsed, before the host check.
