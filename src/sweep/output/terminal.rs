@@ -54,11 +54,45 @@ pub fn summary(results: &SweepResults) -> String {
             ""
         }
     );
+    let marks = headline_tables(results, &mut out);
+    if !marks.is_empty() {
+        for note in &marks {
+            let _ = writeln!(out, "  {}", note.replace('`', ""));
+        }
+        out.push('\n');
+    }
+    let theory = sweet_spot_lines(results);
+    if !theory.is_empty() {
+        out.push_str("Sweet spots:\n");
+        for line in theory {
+            let _ = writeln!(out, "{line}");
+        }
+        out.push('\n');
+    }
+    out.push_str("Recommendation:\n");
+    for line in &results.recommendation.summary {
+        let _ = writeln!(out, "  {line}");
+    }
+    let a = &results.analysis;
+    if a.failed_points > 0 || a.generator_bound_points > 0 || !a.warnings.is_empty() {
+        let _ = writeln!(
+            out,
+            "  ({} failed, {} generator-bound, {} warnings: see report.html)",
+            a.failed_points,
+            a.generator_bound_points,
+            a.warnings.len()
+        );
+    }
+    out
+}
+
+/// Appends each workload's headline tables (the study grids of throughput then p99, whose
+/// lower bounds and spreads must be seen, or the per-architecture table), narrowed for a
+/// terminal; returns their notes, once each.
+fn headline_tables(results: &SweepResults, out: &mut String) -> Vec<String> {
     let mut marks: Vec<String> = Vec::new();
     for workload in &results.experiment.workloads {
         let tables = workload_tables(results, &workload.name);
-        // The headline: the study grids (throughput, then p99, whose lower bounds and spreads
-        // must be seen), or the per-architecture table.
         let headline = match tables.first() {
             Some(first) if first.title.ends_with(": requests/second") => &tables[..2],
             Some(_) => &tables[..1],
@@ -82,13 +116,12 @@ pub fn summary(results: &SweepResults) -> String {
             }
         }
     }
-    if !marks.is_empty() {
-        for note in &marks {
-            let _ = writeln!(out, "  {}", note.replace('`', ""));
-        }
-        out.push('\n');
-    }
-    let theory: Vec<String> = results
+    marks
+}
+
+/// Each pooled series' sweet spot, and Goetz's prediction where a sweet spot was measured.
+fn sweet_spot_lines(results: &SweepResults) -> Vec<String> {
+    results
         .analysis
         .workloads
         .iter()
@@ -130,29 +163,7 @@ pub fn summary(results: &SweepResults) -> String {
                 });
             spots.chain(goetz).collect::<Vec<_>>()
         })
-        .collect();
-    if !theory.is_empty() {
-        out.push_str("Sweet spots:\n");
-        for line in theory {
-            let _ = writeln!(out, "{line}");
-        }
-        out.push('\n');
-    }
-    out.push_str("Recommendation:\n");
-    for line in &results.recommendation.summary {
-        let _ = writeln!(out, "  {line}");
-    }
-    let a = &results.analysis;
-    if a.failed_points > 0 || a.generator_bound_points > 0 || !a.warnings.is_empty() {
-        let _ = writeln!(
-            out,
-            "  ({} failed, {} generator-bound, {} warnings: see report.html)",
-            a.failed_points,
-            a.generator_bound_points,
-            a.warnings.len()
-        );
-    }
-    out
+        .collect()
 }
 
 #[cfg(test)]
