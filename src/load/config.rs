@@ -529,6 +529,22 @@ impl LoadConfig {
     /// The one check of a config against the limits, for flags and for configs built in code
     /// (the sweep's) alike; every problem is a usage error naming the flag.
     pub fn validate(&self) -> anyhow::Result<()> {
+        self.check_load()?;
+        self.check_connection()?;
+        self.check_request()?;
+        if !self.pin_cpus.is_empty() {
+            let cpus = crate::sys::usable_cpus();
+            if let Some(cpu) = self.pin_cpus.iter().find(|c| !cpus.contains(c)) {
+                return Err(usage(format!(
+                    "--pin: no CPU {cpu} (this process may run on CPUs {cpus:?})"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Connections, threads, and the mode's count, rate, duration or plan.
+    fn check_load(&self) -> anyhow::Result<()> {
         if self.connections == 0 || self.connections as u64 > MAX_CONNECTIONS {
             return Err(usage(format!(
                 "-c (connections) must be between 1 and {MAX_CONNECTIONS}, not {}",
@@ -576,6 +592,11 @@ impl LoadConfig {
                 )));
             }
         }
+        Ok(())
+    }
+
+    /// What each connection does: timeout, pipeline depth, keep-alive, echo message length.
+    fn check_connection(&self) -> anyhow::Result<()> {
         if self.timeout.is_zero() || self.timeout > MAX_TIMEOUT {
             return Err(usage("--timeout must be more than 0 and at most 1h"));
         }
@@ -594,6 +615,11 @@ impl LoadConfig {
                 self.message_len
             )));
         }
+        Ok(())
+    }
+
+    /// The request and its target: method, headers, body, TLS options, engine, gather window.
+    fn check_request(&self) -> anyhow::Result<()> {
         if self.method.is_empty() || !self.method.bytes().all(is_token_byte) {
             return Err(usage(format!("-m: invalid method {:?}", self.method)));
         }
@@ -626,14 +652,6 @@ impl LoadConfig {
                 "--gather must be at most {}ms",
                 super::engine::ring::MAX_WINDOW.as_millis()
             )));
-        }
-        if !self.pin_cpus.is_empty() {
-            let cpus = crate::sys::usable_cpus();
-            if let Some(cpu) = self.pin_cpus.iter().find(|c| !cpus.contains(c)) {
-                return Err(usage(format!(
-                    "--pin: no CPU {cpu} (this process may run on CPUs {cpus:?})"
-                )));
-            }
         }
         Ok(())
     }
