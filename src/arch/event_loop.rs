@@ -567,69 +567,11 @@ impl<P: Poller> EventLoop<P> {
         let Some(conn) = self.conns[token].as_mut() else {
             return false;
         };
-        let mut written = 0;
-        let mut file_done = false;
-        let mut chunks = 0;
-        'writing: loop {
-            while conn.sent < conn.pipeline.out.len() {
-                match conn.stream.write(&conn.pipeline.out[conn.sent..]) {
-                    Ok(0) => {
-                        self.close(token);
-                        return false;
-                    }
-                    Ok(n) => {
-                        conn.sent += n;
-                        written += n;
-                    }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break 'writing,
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(_) => {
-                        self.close(token);
-                        return false;
-                    }
-                }
-            }
-            let Some((file, offset)) = conn.pipeline.file.as_mut() else {
-                break;
-            };
-            if chunks == CHUNKS_PER_FLUSH {
-                break;
-            }
-            chunks += 1;
-            conn.pipeline.out.clear();
-            conn.sent = 0;
-            match file.read_chunk(*offset, &mut conn.pipeline.out) {
-                Ok(n) if n > 0 => {
-                    *offset += n as u64;
-                    if *offset >= file.len {
-                        conn.pipeline.file = None;
-                        file_done = true;
-                    }
-                }
-                // The file shrank or failed: its Content-Length cannot be met.
-                _ => {
-                    self.close(token);
-                    return false;
-                }
-            }
-        }
-        if conn.sent == conn.pipeline.out.len() {
-            conn.pipeline.out.clear();
-            conn.sent = 0;
-            conn.deadlines.stalled_since = None;
-        } else {
-            if conn.sent >= conn.pipeline.out.len() / 2 {
-                conn.pipeline.out.drain(..conn.sent);
-                conn.sent = 0;
-            }
-            if written > 0 || conn.deadlines.stalled_since.is_none() {
-                conn.deadlines.stalled_since = Some(Instant::now());
-            }
-        }
-        if written > 0 {
-            // A fresh clock: inline CPU work earlier in this turn may have taken seconds.
-            conn.deadlines.last_active = Instant::now();
-        }
+        let Some((written, file_done)) = write_out(conn) else {
+            self.close(token);
+            return false;
+        };
+        settle_output(conn, written);
         // (`out` is empty exactly when nothing is queued: `sent` has caught up and both reset.)
         let ending = conn.pipeline.ending(conn.queued(), conn.peer_closed);
         if ending == Some(Ending::Linger) {
@@ -780,6 +722,75 @@ impl<P: Poller> EventLoop<P> {
                 self.flush(token);
             }
         }
+    }
+}
+
+/// Writes what the socket takes, refilling from a streamed file (at most
+/// [`CHUNKS_PER_FLUSH`] chunks); returns the bytes written and whether a file body has just
+/// been sent whole, or `None` when the connection is dead (a write failed, or the file shrank
+/// or failed and its Content-Length cannot be met).
+#[inline]
+fn write_out(conn: &mut Conn) -> Option<(usize, bool)> {
+    let mut written = 0;
+    let mut file_done = false;
+    let mut chunks = 0;
+    'writing: loop {
+        while conn.sent < conn.pipeline.out.len() {
+            match conn.stream.write(&conn.pipeline.out[conn.sent..]) {
+                Ok(0) => return None,
+                Ok(n) => {
+                    conn.sent += n;
+                    written += n;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break 'writing,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        }
+        let Some((file, offset)) = conn.pipeline.file.as_mut() else {
+            break;
+        };
+        if chunks == CHUNKS_PER_FLUSH {
+            break;
+        }
+        chunks += 1;
+        conn.pipeline.out.clear();
+        conn.sent = 0;
+        match file.read_chunk(*offset, &mut conn.pipeline.out) {
+            Ok(n) if n > 0 => {
+                *offset += n as u64;
+                if *offset >= file.len {
+                    conn.pipeline.file = None;
+                    file_done = true;
+                }
+            }
+            // The file shrank or failed: its Content-Length cannot be met.
+            _ => return None,
+        }
+    }
+    Some((written, file_done))
+}
+
+/// After a write: drops what was sent (compacting a half-sent buffer), and keeps the write
+/// stall and idle clocks.
+#[inline]
+fn settle_output(conn: &mut Conn, written: usize) {
+    if conn.sent == conn.pipeline.out.len() {
+        conn.pipeline.out.clear();
+        conn.sent = 0;
+        conn.deadlines.stalled_since = None;
+    } else {
+        if conn.sent >= conn.pipeline.out.len() / 2 {
+            conn.pipeline.out.drain(..conn.sent);
+            conn.sent = 0;
+        }
+        if written > 0 || conn.deadlines.stalled_since.is_none() {
+            conn.deadlines.stalled_since = Some(Instant::now());
+        }
+    }
+    if written > 0 {
+        // A fresh clock: inline CPU work earlier in this turn may have taken seconds.
+        conn.deadlines.last_active = Instant::now();
     }
 }
 
