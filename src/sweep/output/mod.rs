@@ -439,47 +439,7 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
                 row.resize(header.len(), String::new());
                 return row;
             }
-            let percent = |cpu: f64| {
-                if p.server.cpu_unavailable {
-                    "n/a".into()
-                } else {
-                    match p.server.busy(cpu, p.duration_s) {
-                        Some(busy) => format!("{:.0}%", busy * 100.0),
-                        None => "-".into(),
-                    }
-                }
-            };
-            row.extend([
-                format!("{}{}", thousands(p.rps), mark(p)),
-                format!("{:.2} s", p.duration_s),
-                latency_cell(p, LatencyKey::P50),
-                latency_cell(p, LatencyKey::P99),
-                thousands(p.errors as f64 + p.bad_statuses() as f64),
-                thousands(p.errors_by_kind.timeout as f64),
-                thousands(p.unanswered as f64),
-                if p.server.cpu_unavailable {
-                    "n/a".into()
-                } else {
-                    duration_us(p.server_cpu_us_per_request)
-                },
-                percent(p.server.cpu_s),
-                match p.server.busy(p.client.cpu_s, p.duration_s) {
-                    Some(busy) => format!("{:.0}%", busy * 100.0),
-                    None => "-".into(),
-                },
-            ]);
-            // A server on another machine: its tree was not sampled here.
-            let remote = |cell: String| if p.server.remote { "n/a".into() } else { cell };
-            row.extend([
-                remote(format!("{:.1} MB", p.server.rss_kb as f64 / 1024.0)),
-                remote(p.server.threads.to_string()),
-                remote(p.server.processes.to_string()),
-                remote(format!(
-                    "{}/{}",
-                    thousands(p.server.voluntary_switches as f64),
-                    thousands(p.server.involuntary_switches as f64)
-                )),
-            ]);
+            row.extend(measurement_cells(p));
             if any_repeated {
                 if repeated(p) {
                     row.push(rps_spread_text(p));
@@ -503,6 +463,52 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
         rows,
         notes,
     }
+}
+
+/// A measured point's cells from req/s to the context switches.
+fn measurement_cells(p: &PointResult) -> Vec<String> {
+    let percent = |cpu: f64| {
+        if p.server.cpu_unavailable {
+            "n/a".into()
+        } else {
+            match p.server.busy(cpu, p.duration_s) {
+                Some(busy) => format!("{:.0}%", busy * 100.0),
+                None => "-".into(),
+            }
+        }
+    };
+    let mut cells = vec![
+        format!("{}{}", thousands(p.rps), mark(p)),
+        format!("{:.2} s", p.duration_s),
+        latency_cell(p, LatencyKey::P50),
+        latency_cell(p, LatencyKey::P99),
+        thousands(p.errors as f64 + p.bad_statuses() as f64),
+        thousands(p.errors_by_kind.timeout as f64),
+        thousands(p.unanswered as f64),
+        if p.server.cpu_unavailable {
+            "n/a".into()
+        } else {
+            duration_us(p.server_cpu_us_per_request)
+        },
+        percent(p.server.cpu_s),
+        match p.server.busy(p.client.cpu_s, p.duration_s) {
+            Some(busy) => format!("{:.0}%", busy * 100.0),
+            None => "-".into(),
+        },
+    ];
+    // A server on another machine: its tree was not sampled here.
+    let remote = |cell: String| if p.server.remote { "n/a".into() } else { cell };
+    cells.extend([
+        remote(format!("{:.1} MB", p.server.rss_kb as f64 / 1024.0)),
+        remote(p.server.threads.to_string()),
+        remote(p.server.processes.to_string()),
+        remote(format!(
+            "{}/{}",
+            thousands(p.server.voluntary_switches as f64),
+            thousands(p.server.involuntary_switches as f64)
+        )),
+    ]);
+    cells
 }
 
 /// A small sweep for the output tests: iterative and epoll at 1 and 64 connections, where
