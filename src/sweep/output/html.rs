@@ -113,41 +113,7 @@ pub fn method_text(results: &SweepResults) -> Vec<String> {
             ""
         }
     ));
-    let mut methods: Vec<(&str, usize)> = Vec::new();
-    for p in results.points.iter().filter(|p| p.ok) {
-        let name = if p.server.cpu_unavailable {
-            "not measured (a remote server)"
-        } else {
-            match p.server.cpu_method {
-                Some(CpuMethod::CgroupV1Cpuacct) => {
-                    "a cgroup made for the server (cgroup v1 cpuacct: exact, exited processes \
-                     included)"
-                }
-                Some(CpuMethod::CgroupV2) => {
-                    "a cgroup made for the server (cgroup v2: exact, exited processes included)"
-                }
-                Some(CpuMethod::ProcChildren) => {
-                    "/proc samples of the process tree plus the rusage of reaped children (no \
-                     cgroup could be made)"
-                }
-                None => "/proc samples of the process tree",
-            }
-        };
-        match methods.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, count)) => *count += 1,
-            None => methods.push((name, 1)),
-        }
-    }
-    let ok_points = results.points.iter().filter(|p| p.ok).count();
-    let cpu = match methods.as_slice() {
-        [] => "no point was measured".to_string(),
-        [(name, _)] => format!("at every point from {name}"),
-        many => many
-            .iter()
-            .map(|(name, n)| format!("at {n} of {ok_points} points from {name}"))
-            .collect::<Vec<_>>()
-            .join("; "),
-    };
+    let cpu = cpu_methods_text(results);
     paragraphs.push(format!(
         "Server CPU is the user+system time of the whole server over the measured window, {cpu}; \
          memory is the peak of the summed resident sets. {}",
@@ -174,6 +140,46 @@ pub fn method_text(results: &SweepResults) -> Vec<String> {
         levels = MIN_LEVELS,
     ));
     paragraphs
+}
+
+/// How server CPU was measured, over the points that succeeded: one method for all, or each
+/// with its count.
+fn cpu_methods_text(results: &SweepResults) -> String {
+    let mut methods: Vec<(&str, usize)> = Vec::new();
+    for p in results.points.iter().filter(|p| p.ok) {
+        let name = if p.server.cpu_unavailable {
+            "not measured (a remote server)"
+        } else {
+            match p.server.cpu_method {
+                Some(CpuMethod::CgroupV1Cpuacct) => {
+                    "a cgroup made for the server (cgroup v1 cpuacct: exact, exited processes \
+                     included)"
+                }
+                Some(CpuMethod::CgroupV2) => {
+                    "a cgroup made for the server (cgroup v2: exact, exited processes included)"
+                }
+                Some(CpuMethod::ProcChildren) => {
+                    "/proc samples of the process tree plus the rusage of reaped children (no \
+                     cgroup could be made)"
+                }
+                None => "/proc samples of the process tree",
+            }
+        };
+        match methods.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, count)) => *count += 1,
+            None => methods.push((name, 1)),
+        }
+    }
+    let ok_points = results.points.iter().filter(|p| p.ok).count();
+    match methods.as_slice() {
+        [] => "no point was measured".to_string(),
+        [(name, _)] => format!("at every point from {name}"),
+        many => many
+            .iter()
+            .map(|(name, n)| format!("at {n} of {ok_points} points from {name}"))
+            .collect::<Vec<_>>()
+            .join("; "),
+    }
 }
 
 /// `1 s`, `200 ms`: a setting in seconds as a reader writes it.
