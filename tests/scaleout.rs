@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use common::{sweetspot_output as sweetspot, unix_now, Server, TempDir};
 use serde::Deserialize;
-use sweetspot::load::hlog;
+use sweetspot::load::stats::hlog;
 use sweetspot::load::stats::LatencyHistogram;
 use sweetspot::load::LoadReport;
 

@@ -9,12 +9,12 @@
 
 use std::time::Duration;
 
-use super::plan::RatePlan;
-use super::request;
-use super::segment;
-use super::series;
-use super::target::Target;
-use super::tls::TlsOptions;
+use crate::load::engine::tls::TlsOptions;
+use crate::load::scaleout::segment;
+use crate::load::source::plan::RatePlan;
+use crate::load::source::request;
+use crate::load::stats::series;
+use crate::load::target::Target;
 use crate::usage;
 
 const MAX_CONNECTIONS: u64 = 1_000_000;
@@ -294,7 +294,7 @@ pub fn narrow_to_segment(
     })
 }
 
-/// How the engine's threads wait for their sockets and move bytes (see [`super::engine`]).
+/// How the engine's threads wait for their sockets and move bytes (see [`crate::load::engine`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Engine {
@@ -370,7 +370,7 @@ pub struct LoadConfig {
     pub gather: Duration,
     /// `--urls`: the requests to rotate (then `method`, `headers` and `body` are not the
     /// request: `headers` go on every line, `method` is HEAD only if every line is HEAD).
-    pub urls: Option<std::sync::Arc<super::urls::UrlList>>,
+    pub urls: Option<std::sync::Arc<crate::load::source::urls::UrlList>>,
     /// Rate mode: a plan whose rate changes (a ramp, steps); `None` for a constant rate, which
     /// is the one-step plan [`LoadConfig::rate_plan`] makes from the mode. Set with
     /// [`LoadConfig::set_plan`], which keeps `mode` in step.
@@ -401,7 +401,7 @@ impl LoadConfig {
             message_len: 64,
             pin_cpus: Vec::new(),
             engine: Engine::Epoll,
-            gather: super::engine::ring::DEFAULT_WINDOW,
+            gather: crate::load::engine::ring::DEFAULT_WINDOW,
             urls: None,
             plan: None,
         }
@@ -438,7 +438,8 @@ impl LoadConfig {
                         ));
                     }
                     let target = target.as_deref().map(Target::parse).transpose()?;
-                    let list = super::urls::read_url_file(file, target.as_ref()).map_err(usage)?;
+                    let list = crate::load::source::urls::read_url_file(file, target.as_ref())
+                        .map_err(usage)?;
                     (list.target(), Some(std::sync::Arc::new(list)))
                 }
                 (Some(target), None) => (Target::parse(target)?, None),
@@ -491,7 +492,7 @@ impl LoadConfig {
             },
         };
         let gather = match &args.gather {
-            None => super::engine::ring::DEFAULT_WINDOW,
+            None => crate::load::engine::ring::DEFAULT_WINDOW,
             Some(_) if args.engine != Engine::Uring => {
                 return Err(usage("--gather applies to --engine uring"))
             }
@@ -647,10 +648,10 @@ impl LoadConfig {
                 "--engine uring speaks http:// and tcp:// only; https:// runs on --engine epoll",
             ));
         }
-        if self.gather > super::engine::ring::MAX_WINDOW {
+        if self.gather > crate::load::engine::ring::MAX_WINDOW {
             return Err(usage(format!(
                 "--gather must be at most {}ms",
-                super::engine::ring::MAX_WINDOW.as_millis()
+                crate::load::engine::ring::MAX_WINDOW.as_millis()
             )));
         }
         Ok(())

@@ -17,20 +17,11 @@
 pub mod config;
 pub mod engine;
 pub mod error;
-pub mod framing;
-pub mod hlog;
-pub mod human;
-pub mod plan;
-pub mod progress;
-pub mod report;
-pub mod request;
-pub mod segment;
-pub mod series;
+pub mod output;
+pub mod scaleout;
+pub mod source;
 pub mod stats;
-pub mod steps;
 pub mod target;
-pub mod tls;
-pub mod urls;
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
@@ -42,15 +33,15 @@ pub use config::{
     RunOptions, SegmentRun,
 };
 pub use error::{FailureKind, FramingError};
-pub use report::LoadReport;
-pub use stats::{ErrorCounts, LatencySummary};
+pub use output::report::LoadReport;
+pub use stats::{ErrorCounts, LatencyKey, LatencySummary, LowerBounds, SATURATED_BUSY_FRACTION};
 pub use target::Target;
 
 use crate::usage;
 use engine::{split_shares, RunPlan};
-use request::RequestBytes;
+use source::request::RequestBytes;
+use source::urls::RequestSet;
 use stats::ThreadStats;
-use urls::RequestSet;
 
 /// Runs a load test and returns what it measured. `stop` set to true ends the run early and
 /// cleanly, with what was measured so far. An unreachable target fails within a few seconds.
@@ -71,7 +62,7 @@ pub fn run_with(
 fn run_observed(
     config: &LoadConfig,
     stop: Option<&AtomicBool>,
-    progress: Option<&progress::LiveProgress>,
+    progress: Option<&output::progress::LiveProgress>,
     options: &RunOptions,
 ) -> anyhow::Result<LoadReport> {
     let target = prepare(config)?;
@@ -98,9 +89,9 @@ fn run_observed(
         tls: target.tls,
     };
     let merged = drive(&plan, placed.shares, progress, &mut recording)?;
-    let mut report = report::build(config, threads, &merged);
+    let mut report = output::report::build(config, threads, &merged);
     report.segment = options.segment.as_ref().map(|s| s.info.clone());
-    report.started_at_unix_s = segment::unix_seconds(started_at);
+    report.started_at_unix_s = scaleout::segment::unix_seconds(started_at);
     report.ended_at_unix_s = report.started_at_unix_s + report.duration_s;
     report.start_late_s = late.map(|late| late.as_secs_f64());
     if let (Some(report_tls), Some(server)) = (report.tls.as_mut(), target.server_tls) {
@@ -116,7 +107,7 @@ struct Prepared {
     request: RequestSet,
     tls: Option<engine::transport::TlsConnector>,
     addr: std::net::SocketAddr,
-    server_tls: Option<tls::ServerInfo>,
+    server_tls: Option<engine::tls::ServerInfo>,
 }
 
 /// Validates `config`, serializes the requests once, and connects once to the target (an
@@ -209,12 +200,12 @@ fn wait_for_start(options: &RunOptions) -> anyhow::Result<Option<Duration>> {
     let Some(at) = options.start_at else {
         return Ok(None);
     };
-    let (late, was_late) = segment::wait_until(at);
+    let (late, was_late) = scaleout::segment::wait_until(at);
     if was_late {
         eprintln!(
             "sweetspot: started {:.3} s late (--start-at {:.3})",
             late.as_secs_f64(),
-            segment::unix_seconds(at)
+            scaleout::segment::unix_seconds(at)
         );
     }
     Ok(Some(late))
@@ -222,10 +213,10 @@ fn wait_for_start(options: &RunOptions) -> anyhow::Result<Option<Duration>> {
 
 /// The time series and the interval log of a run, fed while it runs.
 struct Recording {
-    hlog: Option<hlog::HlogWriter>,
-    collector: Option<series::IntervalCollector>,
+    hlog: Option<stats::hlog::HlogWriter>,
+    collector: Option<stats::series::IntervalCollector>,
     /// Handed to the engine's workers once.
-    intervals: Option<series::IntervalPlan>,
+    intervals: Option<stats::series::IntervalPlan>,
     /// A write to the interval log failed during the run.
     error: Option<anyhow::Error>,
 }
@@ -249,18 +240,26 @@ impl Recording {
                         s.info.index, s.info.count
                     ))
                 );
-                Some(hlog::HlogWriter::create(path, started_at, &[comment])?)
+                Some(stats::hlog::HlogWriter::create(
+                    path,
+                    started_at,
+                    &[comment],
+                )?)
             }
             None => None,
         };
         // The time series, which also feeds the interval log.
-        let interval = options
-            .series
-            .or(options.hlog.as_ref().map(|_| series::DEFAULT_INTERVAL));
+        let interval = options.series.or(options
+            .hlog
+            .as_ref()
+            .map(|_| stats::series::DEFAULT_INTERVAL));
         let (collector, intervals) = match interval {
             Some(interval) => {
-                let (collector, plan) =
-                    series::IntervalCollector::new(interval, threads, config.mode.duration());
+                let (collector, plan) = stats::series::IntervalCollector::new(
+                    interval,
+                    threads,
+                    config.mode.duration(),
+                );
                 (Some(collector), Some(plan))
             }
             None => (None, None),
@@ -295,7 +294,7 @@ impl Recording {
             return Ok(());
         };
         let whole = match report.histogram.as_deref() {
-            Some(text) => Some(hlog::decode(text).map_err(|e| anyhow::anyhow!(e))?),
+            Some(text) => Some(stats::hlog::decode(text).map_err(|e| anyhow::anyhow!(e))?),
             None => None,
         };
         let (points, censored) =
@@ -315,7 +314,7 @@ impl Recording {
 fn drive(
     plan: &RunPlan,
     shares: Vec<engine::WorkerShare>,
-    progress: Option<&progress::LiveProgress>,
+    progress: Option<&output::progress::LiveProgress>,
     recording: &mut Recording,
 ) -> anyhow::Result<ThreadStats> {
     let counters: Vec<AtomicU64> = shares.iter().map(|_| AtomicU64::new(0)).collect();
@@ -363,7 +362,7 @@ fn watch(
     running: impl Fn() -> bool,
     counters: &[AtomicU64],
     start: Instant,
-    progress: Option<&progress::LiveProgress>,
+    progress: Option<&output::progress::LiveProgress>,
     recording: &mut Recording,
 ) {
     let mut next_update = Instant::now();
@@ -385,8 +384,8 @@ fn watch(
 
 /// Where the series' complete intervals go beside the series: the interval log, if any.
 fn write_to(
-    hlog: &mut Option<hlog::HlogWriter>,
-) -> impl FnMut(series::CompleteInterval) -> anyhow::Result<()> + '_ {
+    hlog: &mut Option<stats::hlog::HlogWriter>,
+) -> impl FnMut(stats::series::CompleteInterval) -> anyhow::Result<()> + '_ {
     move |interval| match hlog.as_mut() {
         Some(writer) => writer.write_interval(&interval),
         None => Ok(()),
@@ -411,10 +410,10 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
     }
     let json_to_stdout = args.json.as_deref() == Some("-");
     let live = (std::io::stderr().is_terminal() && !args.quiet)
-        .then(|| progress::LiveProgress::new(&config));
+        .then(|| output::progress::LiveProgress::new(&config));
     let report = run_observed(&config, None, live.as_ref(), &options)?;
     if !args.quiet {
-        let summary = human::render(&report, &config);
+        let summary = output::human::render(&report, &config);
         if json_to_stdout {
             eprint!("{summary}");
         } else {
@@ -425,11 +424,11 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
         crate::render::json::write(&report, dest)?;
     }
     if let Some(path) = &args.csv {
-        std::fs::write(path, series::csv(&report.series))
+        std::fs::write(path, stats::series::csv(&report.series))
             .with_context(|| format!("--csv: cannot write {}", path.display()))?;
     }
     if let Some(path) = &args.html {
-        std::fs::write(path, series::html(&report, &report.series)?)
+        std::fs::write(path, stats::series::html(&report, &report.series)?)
             .with_context(|| format!("--html: cannot write {}", path.display()))?;
     }
     Ok(())

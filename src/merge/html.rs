@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::MergedReport;
-use crate::load::stats::LatencyKey;
+use crate::load::LatencyKey;
 use crate::render::html::{escape, page_start, PAGE_END};
 
 /// The whole page.

@@ -18,17 +18,13 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::load::hlog;
-use crate::load::report::LoadReport;
-use crate::load::segment::SegmentInfo;
-use crate::load::stats::LatencyKey;
-use crate::load::stats::{LatencyHistogram, LatencySummary, LowerBounds};
-use crate::load::steps::StepReport;
-use crate::load::urls::{merge_url_reports, UrlReport};
-use crate::load::ErrorCounts;
+use crate::load::scaleout::{
+    self, merge_url_reports, LatencyHistogram, LowerBounds, SegmentInfo, StepReport, UrlReport,
+};
+use crate::load::{ErrorCounts, LatencyKey, LatencySummary, LoadReport};
 use crate::usage;
 
-pub use crate::load::stats::SATURATED_BUSY_FRACTION;
+pub use crate::load::SATURATED_BUSY_FRACTION;
 
 /// Flags of `sweetspot merge`.
 #[derive(Debug, Clone, clap::Args)]
@@ -131,7 +127,7 @@ pub struct MergedReport {
     /// `--urls` runs: each line's counts summed and histograms added over the workers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub urls: Vec<UrlReport>,
-    /// A load plan's steps, added over the workers (see [`crate::load::steps::merge_workers`]).
+    /// A load plan's steps, added over the workers (see [`scaleout::merge_steps`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepReport>,
 }
@@ -183,7 +179,7 @@ pub fn combine(inputs: &[WorkerInput]) -> Result<MergedReport, String> {
             .collect::<Vec<_>>(),
     )?;
     let step_rows: Vec<&[StepReport]> = workers.iter().map(|w| &w.report.steps[..]).collect();
-    let steps = crate::load::steps::merge_workers(&step_rows)
+    let steps = scaleout::merge_steps(&step_rows)
         .map_err(|e| format!("{} and the others: {e}", first.source))?;
     let common = window.common_end - window.common_start;
     Ok(MergedReport {
@@ -213,7 +209,7 @@ pub fn combine(inputs: &[WorkerInput]) -> Result<MergedReport, String> {
             .filter(|l| l.saturated)
             .map(|l| l.index)
             .collect(),
-        histogram: hlog::encode(&totals.latency),
+        histogram: scaleout::encode_histogram(&totals.latency),
         workers: totals.lines,
         urls,
         steps,
@@ -473,7 +469,7 @@ pub fn read_input(path: &Path) -> anyhow::Result<WorkerInput> {
         let report: LoadReport = serde_json::from_str(&text)
             .map_err(|e| usage(format!("{source}: not a sweetspot load report: {e}")))?;
         let latency = match &report.histogram {
-            Some(h) => hlog::decode(h).map_err(|e| usage(format!("{source}: {e}")))?,
+            Some(h) => scaleout::decode_histogram(h).map_err(|e| usage(format!("{source}: {e}")))?,
             None => {
                 return Err(usage(format!(
                     "{source} has no \"histogram\" (written by an older sweetspot?): cannot merge exactly"
@@ -488,7 +484,9 @@ pub fn read_input(path: &Path) -> anyhow::Result<WorkerInput> {
             )));
         }
         let latency_uncorrected = match &report.histogram_uncorrected {
-            Some(h) => Some(hlog::decode(h).map_err(|e| usage(format!("{source}: {e}")))?),
+            Some(h) => {
+                Some(scaleout::decode_histogram(h).map_err(|e| usage(format!("{source}: {e}")))?)
+            }
             None => None,
         };
         return Ok(WorkerInput {
@@ -498,11 +496,11 @@ pub fn read_input(path: &Path) -> anyhow::Result<WorkerInput> {
             latency_uncorrected,
         });
     }
-    let run = hlog::read(&text).map_err(|e| usage(format!("{source}: {e}")))?;
+    let run = scaleout::read_interval_log(&text).map_err(|e| usage(format!("{source}: {e}")))?;
     let report = run.report.clone().ok_or_else(|| {
         usage(format!(
             "{source}: no \"{}\" line (an interval log of sweetspot load --hlog ends with one)",
-            hlog::REPORT_COMMENT.trim()
+            scaleout::REPORT_COMMENT.trim()
         ))
     })?;
     let latency = run.total();
@@ -607,16 +605,15 @@ pub fn render(m: &MergedReport) -> String {
         );
     }
     if !m.urls.is_empty() {
-        out.push_str(&crate::load::urls::render_table(&m.urls));
+        out.push_str(&scaleout::url_table(&m.urls));
     }
-    out.push_str(&crate::load::steps::render_table(&m.steps));
+    out.push_str(&scaleout::step_table(&m.steps));
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::segment::SegmentInfo;
 
     fn worker(index: u64, count: u64, samples: &[u64], start: f64) -> WorkerInput {
         let mut latency = LatencyHistogram::new();
@@ -649,7 +646,7 @@ mod tests {
             }),
             started_at_unix_s: start,
             ended_at_unix_s: start + 2.0,
-            histogram: Some(hlog::encode(&latency)),
+            histogram: Some(scaleout::encode_histogram(&latency)),
             ..LoadReport::default()
         };
         WorkerInput {
@@ -678,7 +675,10 @@ mod tests {
         assert_eq!(m.latency_us, all.summary());
         assert_eq!(m.requests, all.len());
         assert_eq!(m.status.get("200"), Some(&all.len()));
-        assert_eq!(hlog::decode(&m.histogram).unwrap().summary(), all.summary());
+        assert_eq!(
+            scaleout::decode_histogram(&m.histogram).unwrap().summary(),
+            all.summary()
+        );
         let averaged_p99: f64 = inputs.iter().map(|w| w.latency.summary().p99).sum::<f64>() / 4.0;
         assert_ne!(m.latency_us.p99, averaged_p99);
         assert!((m.common_interval_s - 1.7).abs() < 1e-9);

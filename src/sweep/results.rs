@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::analysis::findings::{Analysis, Recommendation};
 use super::cgroup::CpuMethod;
 use super::spec::Experiment;
-use crate::load::stats::LowerBounds;
+use crate::load::LowerBounds;
 
 /// Latency percentiles of a point, microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]

@@ -28,7 +28,7 @@ use super::results::{
 };
 use super::server::{free_port, taskset_available, Launch, ReadyLine, ServerProcess};
 use super::spec::{Experiment, LoadMode, PointSpec, Protocol, TargetSpec};
-use crate::load::stats::LatencyKey;
+use crate::load::LatencyKey;
 use crate::load::{self, LoadConfig, LoadReport, Mode, Target};
 
 /// How to run an experiment, beyond the experiment itself.

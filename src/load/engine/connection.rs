@@ -10,11 +10,11 @@ use std::time::Instant;
 
 use mio::Token;
 
-use super::policy::Schedule;
-use super::recorder::Recorder;
-use super::transport::Transport;
+use crate::load::engine::framing::ResponseFramer;
+use crate::load::engine::policy::Schedule;
+use crate::load::engine::recorder::Recorder;
+use crate::load::engine::transport::Transport;
 use crate::load::error::FailureKind;
-use crate::load::framing::ResponseFramer;
 
 /// A request on the wire: when it should have been sent and when it was, and which line of
 /// the request source it is (always 0 without `--urls`), for the per-URL statistics.
@@ -43,7 +43,7 @@ pub struct Connection {
     /// Bumped whenever the socket is replaced, so events for an old socket are ignored.
     pub generation: u32,
     pub phase: Phase,
-    /// The line of the [`RequestSource`](super::source::RequestSource) this connection sends
+    /// The line of the [`RequestSource`](crate::load::engine::source::RequestSource) this connection sends
     /// next (round robin, kept across reconnects).
     pub request: usize,
     /// The part of the current batch still to write: `source.bytes()[write_from..write_to]`.
@@ -176,7 +176,7 @@ pub fn slot_of(token: Token) -> (usize, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::framing::HttpResponseFramer;
+    use crate::load::engine::framing::HttpResponseFramer;
     use std::time::Duration;
 
     fn connection() -> Connection {

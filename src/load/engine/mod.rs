@@ -5,14 +5,16 @@
 //! [`source`] (which bytes), [`timers`] (wakeups and timeouts) and [`recorder`] (what is
 //! counted). How a worker waits and moves bytes is its [`Driver`]: epoll through mio, or
 //! io_uring ([`ring`]); everything above the bytes is shared. The config comes from
-//! [`super::config`]; the statistics go to [`super::stats`].
+//! [`crate::load::config`]; the statistics go to [`crate::load::stats`].
 
 pub mod connection;
+pub mod framing;
 pub mod policy;
 pub mod recorder;
 pub mod ring;
 pub mod source;
 pub mod timers;
+pub mod tls;
 pub mod transport;
 
 use std::io;
@@ -22,13 +24,13 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Poll};
 
-use super::error::FailureKind;
-use super::framing::{EchoReplyFramer, HttpResponseFramer, ResponseFramer};
-use super::plan::{RatePlan, StepWindow};
-use super::stats::ThreadStats;
-use super::target::Target;
-use super::urls::RequestSet;
-use super::{Engine, LoadConfig, Mode};
+use crate::load::engine::framing::{EchoReplyFramer, HttpResponseFramer, ResponseFramer};
+use crate::load::error::FailureKind;
+use crate::load::source::plan::{RatePlan, StepWindow};
+use crate::load::source::urls::RequestSet;
+use crate::load::stats::ThreadStats;
+use crate::load::target::Target;
+use crate::load::{Engine, LoadConfig, Mode};
 use connection::{slot_of, token_for, Connection, Framed, InFlight, Phase, TIMER_TOKEN};
 use policy::{Decision, SendPolicy};
 use recorder::Recorder;
@@ -73,7 +75,7 @@ pub struct RunPlan<'a> {
     /// All connections of the run, to spread rate-mode send phases evenly.
     pub total_connections: usize,
     /// The time series (and `--hlog`) only: where each thread hands over its intervals.
-    pub intervals: Option<super::series::IntervalPlan>,
+    pub intervals: Option<crate::load::stats::series::IntervalPlan>,
     /// `https://` targets: what every connection's TLS session is made from.
     pub tls: Option<transport::TlsConnector>,
     /// Rate mode: the plan every connection's intended send times follow (a constant rate is
@@ -147,7 +149,9 @@ pub fn run_worker(
     if plan.count_steps {
         worker
             .recorder
-            .set_steps(Some(super::steps::StepRecorder::new(&plan.windows)));
+            .set_steps(Some(crate::load::stats::steps::StepRecorder::new(
+                &plan.windows,
+            )));
     }
     let result = worker.run(completed);
     let stats = worker
@@ -772,7 +776,7 @@ impl<'p, 'a> Worker<'p, 'a> {
 /// the requests in flight are answered with their true latency. Those answers are latency
 /// samples but not responses of the run (its throughput and length end at the deadline). What
 /// is still in flight after the drain (or when the stop flag ends a run) is censored, recorded
-/// by [`super::stats`] at its age. Without the drain every closed-loop connection would end
+/// by [`crate::load::stats`] at its age. Without the drain every closed-loop connection would end
 /// with a young request in flight, and every run would look censored.
 ///
 /// How long the drain after a deadline may last: `DRAIN_MIN` or `DRAIN_P99_FACTOR` times the

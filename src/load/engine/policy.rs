@@ -18,7 +18,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::load::plan::{RatePlan, StepWindow};
+use crate::load::source::plan::{RatePlan, StepWindow};
 use crate::load::Mode;
 
 /// When a connection may send; one per worker.

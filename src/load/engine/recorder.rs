@@ -13,13 +13,13 @@ use std::time::{Duration, Instant};
 
 use std::collections::VecDeque;
 
-use super::connection::InFlight;
-use super::policy::Unsent;
+use crate::load::engine::connection::InFlight;
+use crate::load::engine::policy::Unsent;
 use crate::load::error::FailureKind;
-use crate::load::series::IntervalRecorder;
+use crate::load::source::urls::UrlRecorder;
+use crate::load::stats::series::IntervalRecorder;
+use crate::load::stats::steps::StepRecorder;
 use crate::load::stats::{Censored, LatencyHistogram, ThreadStats};
-use crate::load::steps::StepRecorder;
-use crate::load::urls::UrlRecorder;
 
 /// One worker's measurements.
 pub struct Recorder {
@@ -115,7 +115,7 @@ impl Recorder {
     }
 
     /// A TLS handshake completed (its time is no request's latency; see the transport).
-    pub fn handshake(&mut self, handshake: crate::load::tls::Handshake) {
+    pub fn handshake(&mut self, handshake: crate::load::engine::tls::Handshake) {
         let stats = &mut self.stats;
         stats
             .handshake

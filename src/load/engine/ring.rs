@@ -12,9 +12,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use nix::sys::socket::{setsockopt, sockopt::ReceiveTimestampns};
 
-use super::connection::{Connection, Phase};
-use super::transport::Transport;
-use super::{Driver, Worker};
+use crate::load::engine::connection::{Connection, Phase};
+use crate::load::engine::transport::Transport;
+use crate::load::engine::{Driver, Worker};
 use crate::load::error::FailureKind;
 use crate::sys::uring::{Completion, Ring, Socket};
 

@@ -2,8 +2,8 @@
 //!
 //! The requests of a run are serialized once before it, into a [`RequestSet`]: one request
 //! repeated `pipeline` times, or with `--urls` the file's lines laid out so that any
-//! `pipeline` consecutive requests of the rotation are one slice (see [`crate::load::urls`]).
-//! Each connection keeps a cursor ([`Connection::request`](super::connection::Connection)), the
+//! `pipeline` consecutive requests of the rotation are one slice (see [`crate::load::source::urls`]).
+//! Each connection keeps a cursor ([`Connection::request`](crate::load::engine::connection::Connection)), the
 //! line of its next request: connection `i` starts at line `i mod n`
 //! ([`RequestSource::first_line`]) and a batch of `k` requests advances it by `k`, round robin.
 //! The hot path writes a slice of the set's buffer and computes each request's line with an
@@ -11,7 +11,7 @@
 
 use std::ops::Range;
 
-use crate::load::urls::RequestSet;
+use crate::load::source::urls::RequestSet;
 
 /// The requests of a run, each pre-serialized.
 #[derive(Debug, Clone, Copy)]

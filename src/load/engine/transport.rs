@@ -1,6 +1,6 @@
 //! The byte stream under a connection: how it is opened, how its opening completes, how bytes
 //! go in and out. Plain TCP over mio, or TLS over the same socket ([`TlsStream`], rustls driven
-//! by [`crate::load::tls::TlsSession`]); the event loop, the framing and the policies never know
+//! by [`crate::load::engine::tls::TlsSession`]); the event loop, the framing and the policies never know
 //! which one they drive.
 //!
 //! A TLS connection stays connecting until its handshake completes ([`Transport::finish_connect`]
@@ -22,8 +22,8 @@ use mio::{Interest, Registry, Token};
 use nix::errno::Errno;
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::load::engine::tls::{self, TlsOptions, TlsRead, TlsSession};
 use crate::load::target::Target;
-use crate::load::tls::{self, TlsOptions, TlsRead, TlsSession};
 
 /// The pre-flight connection gives up after this long, so an unreachable target fails fast.
 const PREFLIGHT_CONNECT_LIMIT: Duration = Duration::from_secs(3);

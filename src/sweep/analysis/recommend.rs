@@ -19,7 +19,7 @@ use super::findings::{
 use super::series_label;
 use super::stats::{ranges_overlap, requests_in_flight, rps_range, MAX_ERROR_RATE, WITHIN_BEST};
 use super::usl::{UslLimit, MIN_LEVELS};
-use crate::load::stats::LatencyKey;
+use crate::load::LatencyKey;
 use crate::render::latency_figure;
 use crate::render::units::{duration_us, percent, thousands};
 use crate::sweep::results::PointResult;

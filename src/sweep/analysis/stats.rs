@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::load::stats::SATURATED_BUSY_FRACTION;
+use crate::load::SATURATED_BUSY_FRACTION;
 use crate::sweep::results::{PointResult, RunMeasurement, Spread};
 
 /// Throughputs within this fraction of the best count as "as good" (sweet spot, ties).

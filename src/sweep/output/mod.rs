@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use super::analysis::recommend::usl_series_name;
 use super::analysis::{series_label, UslSeries, MAX_ERROR_RATE};
 use super::results::{PointResult, SweepResults};
-use crate::load::stats::LatencyKey;
+use crate::load::LatencyKey;
 pub use crate::render::latency_figure;
 pub use crate::render::units::{duration_us, percent, thousands};
 
@@ -121,7 +121,7 @@ fn mark(p: &PointResult) -> String {
     m
 }
 
-/// A latency figure of a point (`key` as in [`crate::load::stats::LATENCY_KEYS`]), with
+/// A latency figure of a point (`key` as in [`crate::load::LatencyKey`]), with
 /// `>= ` before it when it is only a lower bound.
 pub fn latency_cell(p: &PointResult, key: LatencyKey) -> String {
     let l = &p.latency_us;
@@ -515,7 +515,7 @@ fn measurement_cells(p: &PointResult) -> Vec<String> {
 /// iterative's p99 at 64 is only a lower bound and epoll was measured three times per point.
 #[cfg(test)]
 pub mod fixture {
-    use crate::load::stats::LatencyKey;
+    use crate::load::LatencyKey;
     use crate::sweep::results::{
         Machine, PointLatency, PointResult, RunMeasurement, Spread, SweepResults,
     };

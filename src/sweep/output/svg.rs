@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use super::{file_stem, levels_of, points_of, repeated, series_of, Exporter};
-use crate::load::stats::LatencyKey;
+use crate::load::LatencyKey;
 use crate::render::svg::{bar_plot, line_plot, Bar, Line};
 pub use crate::render::svg::{Plot, LOWER_BOUND_LABEL, SPREAD_LABEL, STARVED_LABEL};
 use crate::sweep::analysis::{series_label, WorkloadAnalysis};

@@ -20,7 +20,7 @@
 //! # Report steps
 //!
 //! The report gives one row per *report step* ([`RatePlan::windows`]): each constant segment is
-//! one step, each ramp is cut into [`RAMP_SLICES`] equal slices. [`super::steps`] aggregates
+//! one step, each ramp is cut into [`RAMP_SLICES`] equal slices. [`crate::load::stats::steps`] aggregates
 //! per step and decides whether each one held.
 
 use std::fmt;
@@ -117,7 +117,7 @@ pub struct UnsentPiece {
     pub count: u64,
     /// The longest gap between two consecutive of them, seconds: the connection's interval at
     /// the lowest rate of the window. Filling ages down from the oldest by this gap never goes
-    /// above a true age (see [`super::stats::Censored::Unsent`]).
+    /// above a true age (see [`crate::load::stats::Censored::Unsent`]).
     pub max_gap_s: f64,
 }
 
@@ -206,7 +206,7 @@ impl RatePlan {
                     ));
                 }
                 let duration =
-                    super::parse_duration(length).map_err(|e| format!("step {n}: {e}"))?;
+                    crate::load::parse_duration(length).map_err(|e| format!("step {n}: {e}"))?;
                 if duration < MIN_STEP {
                     return Err(format!(
                         "step {n} ({item}) lasts {length}; a step must last at least 10ms"

@@ -3,7 +3,7 @@
 //! The hot path never formats a request: it writes a slice of a buffer built here, which holds
 //! `pipeline` copies back to back so a batch of pipelined requests is one write.
 
-use super::target::Target;
+use crate::load::target::Target;
 
 /// One request (an HTTP request or an echo query) repeated `pipeline` times.
 #[derive(Debug, Clone)]

@@ -36,10 +36,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::error::FailureKind;
-use super::report::LoadReport;
-use super::stats::{ErrorCounts, LatencyHistogram};
+use crate::load::error::FailureKind;
+use crate::load::output::report::LoadReport;
 use crate::load::stats::LatencyKey;
+use crate::load::stats::{ErrorCounts, LatencyHistogram};
 
 /// The interval of the series unless `--interval` says otherwise.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);

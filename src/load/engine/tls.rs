@@ -523,7 +523,7 @@ fn bare_name(presented: &str) -> &str {
 
 /// The test certificates, one copy shared with the integration tests.
 #[cfg(test)]
-#[path = "../../tests/common/pki.rs"]
+#[path = "../../../tests/common/pki.rs"]
 mod test_pki;
 
 #[cfg(test)]

@@ -1,14 +1,14 @@
 //! The human summary of a load run, in the manner of wrk's.
 //!
 //! Pure formatting over a [`LoadReport`], so it is tested without a run. A figure that is only
-//! a lower bound (requests left unanswered, see [`super::stats`]) is printed as `>= 1.00 s`.
+//! a lower bound (requests left unanswered, see [`crate::load::stats`]) is printed as `>= 1.00 s`.
 
 use std::fmt::Write;
 
-use super::report::{LoadReport, TlsReport};
-use super::stats::LatencySummary;
-use super::{LoadConfig, Mode};
+use crate::load::output::report::{LoadReport, TlsReport};
 use crate::load::stats::LatencyKey;
+use crate::load::stats::LatencySummary;
+use crate::load::{LoadConfig, Mode};
 use crate::render::units::{duration_us, percent};
 
 /// Renders the summary, ending with a newline.
@@ -37,10 +37,10 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
     }
     counts(&mut out, report);
     if !report.urls.is_empty() {
-        out.push_str(&super::urls::render_table(&report.urls));
+        out.push_str(&crate::load::source::urls::render_table(&report.urls));
     }
     rates(&mut out, report);
-    out.push_str(&super::steps::render_table(&report.steps));
+    out.push_str(&crate::load::stats::steps::render_table(&report.steps));
     let _ = writeln!(
         out,
         "Client CPU:   {:.2}s ({:.2}us per request)",
@@ -199,7 +199,11 @@ fn engine_note(engine: crate::load::Engine) -> String {
 
 /// The io_uring driver's waits: responses are timed at arrival, so the wait is in no
 /// latency, but it delays each connection's next request.
-fn uring_line(out: &mut String, report: &LoadReport, uring: &super::report::UringReport) {
+fn uring_line(
+    out: &mut String,
+    report: &LoadReport,
+    uring: &crate::load::output::report::UringReport,
+) {
     let gathering = if uring.gather > 1 {
         format!(
             "up to {} responses per wakeup, waiting at most {} µs for them",
@@ -432,7 +436,7 @@ mod tests {
             ..Default::default()
         };
         let mut out = String::new();
-        let uring = crate::load::report::UringReport {
+        let uring = crate::load::output::report::UringReport {
             gather: 47,
             window_us: 200,
             held: 1000,
@@ -448,7 +452,7 @@ mod tests {
         uring_line(
             &mut out,
             &report,
-            &crate::load::report::UringReport { gather: 0, ..uring },
+            &crate::load::output::report::UringReport { gather: 0, ..uring },
         );
         assert!(out.starts_with("io_uring:     no gathering; "), "{out}");
     }

@@ -6,7 +6,7 @@
 //! crate's `interval_log` writer, and read back by its `IntervalLogIterator`. Nothing here
 //! encodes a histogram by hand.
 //!
-//! The per-interval histograms come from the run's time series ([`super::series`]): each load
+//! The per-interval histograms come from the run's time series ([`crate::load::stats::series`]): each load
 //! thread records its intervals and hands them over a channel; the collector in the thread
 //! that started the run adds them up and hands each complete interval to the [`HlogWriter`],
 //! so the log's intervals are the series' intervals (1 s unless `--interval`). Only intervals
@@ -28,9 +28,9 @@ use hdrhistogram::serialization::interval_log::{
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 
-use super::report::LoadReport;
-use super::series::CompleteInterval;
-use super::stats::LatencyHistogram;
+use crate::load::output::report::LoadReport;
+use crate::load::stats::series::CompleteInterval;
+use crate::load::stats::LatencyHistogram;
 
 /// The tag of the interval log's last interval: the requests unanswered at the end, at their
 /// age (lower bounds), which belong to no second of the run.
@@ -62,7 +62,7 @@ pub fn decode(text: &str) -> Result<LatencyHistogram, String> {
     LatencyHistogram::from_hdr(&h)
 }
 
-/// Writes the interval log of one run: the [`super::series::IntervalCollector`] hands it each
+/// Writes the interval log of one run: the [`crate::load::stats::series::IntervalCollector`] hands it each
 /// interval once every thread is past it.
 pub struct HlogWriter {
     path: PathBuf,
@@ -237,7 +237,7 @@ mod tests {
 
     #[test]
     fn a_log_holds_each_interval_once_and_adds_up_to_every_sample() {
-        use crate::load::series::IntervalCollector;
+        use crate::load::stats::series::IntervalCollector;
         let dir = std::env::temp_dir().join(format!("sweetspot-hlog-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("run.hlog");

@@ -11,8 +11,8 @@
 //! is byte for byte that one is taken without parsing (httparse's result depends only on those
 //! bytes, so the answer is the same). Comparing ~200 bytes costs far less than parsing them.
 
-use super::error::FramingError;
-use super::request::echo_byte;
+use crate::load::error::FramingError;
+use crate::load::source::request::echo_byte;
 
 /// A head that has not ended after this many bytes is refused.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;

@@ -42,13 +42,17 @@
 //! below every unknown request's bound, so it is the exact value at its rank among the requests
 //! with a known latency, which is all it claims to be.
 
+pub mod hlog;
+pub mod series;
+pub mod steps;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use super::error::FailureKind;
+use crate::load::error::FailureKind;
 
 /// The largest latency recorded exactly: one hour. Longer values saturate at it.
 const MAX_LATENCY_US: u64 = 3_600_000_000;
@@ -75,7 +79,7 @@ impl LatencyHistogram {
     }
 
     /// Latencies at 2 significant digits (1%), from 1 µs to one hour: 26 KB instead of 190,
-    /// for the per-URL histograms of `--urls` ([`super::urls`]).
+    /// for the per-URL histograms of `--urls` ([`crate::load::source::urls`]).
     pub fn coarse() -> LatencyHistogram {
         LatencyHistogram(
             Histogram::new_with_bounds(1, MAX_LATENCY_US, 2).expect("valid histogram bounds"),
@@ -157,7 +161,7 @@ impl LatencyHistogram {
         Some(smallest)
     }
 
-    /// The underlying HdrHistogram (for serialization: [`super::hlog`]).
+    /// The underlying HdrHistogram (for serialization: [`crate::load::stats::hlog`]).
     pub fn as_hdr(&self) -> &Histogram<u64> {
         &self.0
     }
@@ -668,11 +672,11 @@ pub struct ThreadStats {
     /// When the thread's work ended, from the start of the run.
     pub elapsed: Duration,
     /// The time series (and `--hlog`) only: hands this thread's intervals to the collector.
-    pub intervals: Option<super::series::IntervalRecorder>,
+    pub intervals: Option<crate::load::stats::series::IntervalRecorder>,
     /// `--urls` only: the same counts per request line.
-    pub urls: Option<super::urls::UrlRecorder>,
-    /// A load plan's per-step counts (see [`super::steps`]); none without a plan.
-    pub steps: Option<super::steps::StepRecorder>,
+    pub urls: Option<crate::load::source::urls::UrlRecorder>,
+    /// A load plan's per-step counts (see [`crate::load::stats::steps`]); none without a plan.
+    pub steps: Option<crate::load::stats::steps::StepRecorder>,
     /// `--engine uring`: how long received responses waited to be handled.
     pub hold: Hold,
 }

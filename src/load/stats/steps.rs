@@ -1,10 +1,10 @@
 //! Per-step statistics of a load plan: what each report step of `-R 100..5000` or
 //! `-R 1000@10s,2000@10s` achieved, and whether it held.
 //!
-//! Each engine thread owns a [`StepRecorder`] beside its [`super::stats::ThreadStats`] (a
+//! Each engine thread owns a [`StepRecorder`] beside its [`crate::load::stats::ThreadStats`] (a
 //! separate piece, so the whole-run statistics and their per-second series stay as they are);
 //! recorders merge exactly at the end, as the thread statistics do. What a step row counts
-//! (the windows come from [`super::plan::RatePlan::windows`]):
+//! (the windows come from [`crate::load::source::plan::RatePlan::windows`]):
 //!
 //! - `requests`, `rps`: complete responses that *arrived* in the step's window, and their rate.
 //!   That is what the server delivered while the step's rate was asked of it; the responses of
@@ -29,13 +29,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::error::FailureKind;
-use super::plan::{RatePlan, StepWindow};
-use super::report::RATE_HELD_FRACTION;
-use super::stats::{
+use crate::load::error::FailureKind;
+use crate::load::output::report::RATE_HELD_FRACTION;
+use crate::load::source::plan::{RatePlan, StepWindow};
+use crate::load::stats::LatencyKey;
+use crate::load::stats::{
     censored_view, Censored, ErrorCounts, LatencyHistogram, LatencySummary, LatencyView,
 };
-use crate::load::stats::LatencyKey;
 
 /// What one thread measured in one report step.
 #[derive(Debug, Clone, Default)]
@@ -47,7 +47,7 @@ pub struct StepCounts {
     /// Their service times (actual send to answer), summed.
     pub service: Duration,
     pub errors: ErrorCounts,
-    /// Requests due in the step with no answer at the end (see [`super::stats`]).
+    /// Requests due in the step with no answer at the end (see [`crate::load::stats`]).
     pub censored: Vec<Censored>,
 }
 
@@ -222,7 +222,7 @@ pub fn summarize(plan: &RatePlan, recorder: &StepRecorder, timeout: Duration) ->
                 errors: counts.errors,
                 held: held(expected_rps, rps, &latency_us),
                 latency_us,
-                histogram: Some(super::hlog::encode(&histogram)),
+                histogram: Some(crate::load::stats::hlog::encode(&histogram)),
             }
         })
         .collect()
@@ -253,7 +253,7 @@ pub fn merge_workers(workers: &[&[StepReport]]) -> Result<Vec<StepReport>, Strin
             ..base.clone()
         };
         let mut latency = LatencyHistogram::new();
-        let mut bounds = super::stats::LowerBounds::default();
+        let mut bounds = crate::load::stats::LowerBounds::default();
         for steps in workers {
             let step = steps
                 .get(i)
@@ -263,7 +263,7 @@ pub fn merge_workers(workers: &[&[StepReport]]) -> Result<Vec<StepReport>, Strin
                 .histogram
                 .as_deref()
                 .ok_or("a worker's steps carry no histogram (written by an older sweetspot?)")?;
-            latency.merge(&super::hlog::decode(histogram)?);
+            latency.merge(&crate::load::stats::hlog::decode(histogram)?);
             for key in step.latency_us.lower_bound.keys() {
                 bounds.insert(key);
             }
@@ -287,7 +287,7 @@ pub fn merge_workers(workers: &[&[StepReport]]) -> Result<Vec<StepReport>, Strin
         row.latency_us = latency.summary();
         row.latency_us.lower_bound = bounds;
         row.held = held(row.expected_rps, row.rps, &row.latency_us);
-        row.histogram = Some(super::hlog::encode(&latency));
+        row.histogram = Some(crate::load::stats::hlog::encode(&latency));
         merged.push(row);
     }
     Ok(merged)
@@ -341,7 +341,7 @@ pub fn render_table(steps: &[StepReport]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::plan::RatePlan;
+    use crate::load::source::plan::RatePlan;
 
     const MS: fn(u64) -> Duration = Duration::from_millis;
 

@@ -43,13 +43,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::error::FailureKind;
-use super::request::{read_body_file, RequestBytes};
-use super::stats::{
+use crate::load::error::FailureKind;
+use crate::load::source::request::{read_body_file, RequestBytes};
+use crate::load::stats::LatencyKey;
+use crate::load::stats::{
     censored_view, Censored, ErrorCounts, LatencyHistogram, LatencySummary, LatencyView,
 };
-use super::target::Target;
-use crate::load::stats::LatencyKey;
+use crate::load::target::Target;
 
 /// The most request lines a `--urls` file may hold.
 pub const MAX_URL_LINES: usize = 1000;
@@ -350,7 +350,7 @@ fn parse_line(line: &str, base_dir: &Path) -> Result<ParsedLine, String> {
     let (method, url_text) = if is_url(first) {
         ("GET".to_string(), first)
     } else {
-        if !first.bytes().all(super::config::is_token_byte) {
+        if !first.bytes().all(crate::load::config::is_token_byte) {
             return Err(format!("invalid method {first:?}"));
         }
         let url = words.next().ok_or_else(|| {
@@ -397,7 +397,7 @@ fn parse_line(line: &str, base_dir: &Path) -> Result<ParsedLine, String> {
     };
     let headers = headers_part
         .iter()
-        .map(|h| super::config::parse_header(h).map_err(|e| format!("header H:{h}: {e}")))
+        .map(|h| crate::load::config::parse_header(h).map_err(|e| format!("header H:{h}: {e}")))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(ParsedLine {
         method,
@@ -581,7 +581,7 @@ pub struct UrlStats {
     pub unanswered: u64,
     /// Rate mode: due but never sent.
     pub unsent: u64,
-    /// The censored requests of this line (see [`super::stats`]).
+    /// The censored requests of this line (see [`crate::load::stats`]).
     pub censored: Vec<Censored>,
 }
 
@@ -791,7 +791,7 @@ pub fn url_reports(
                 unsent: stats.unsent,
                 drained: stats.drained,
                 latency_us,
-                histogram: Some(super::hlog::encode(&histogram)),
+                histogram: Some(crate::load::stats::hlog::encode(&histogram)),
             }
         })
         .collect()
@@ -822,7 +822,7 @@ pub fn merge_url_reports(workers: &[(&str, &[UrlReport])]) -> Result<Vec<UrlRepo
             let mut histogram = LatencyHistogram::coarse();
             match &url.histogram {
                 Some(text) => histogram.merge(
-                    &super::hlog::decode(text)
+                    &crate::load::stats::hlog::decode(text)
                         .map_err(|e| format!("{source}: urls line {}: {e}", url.line))?,
                 ),
                 None => {
@@ -867,7 +867,7 @@ pub fn merge_url_reports(workers: &[(&str, &[UrlReport])]) -> Result<Vec<UrlRepo
             url.latency_us = histogram.summary();
             url.latency_us.lower_bound = bounds;
             url.http_errors = http_errors(&url.status);
-            url.histogram = Some(super::hlog::encode(&histogram));
+            url.histogram = Some(crate::load::stats::hlog::encode(&histogram));
             url
         })
         .collect())

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::{LoadConfig, Mode};
+use crate::load::{LoadConfig, Mode};
 
 /// A progress bar over the run's duration (or request count in count mode).
 pub struct LiveProgress {

@@ -5,21 +5,21 @@
 //! the contract are added with `#[serde(default)]` so older reports still load.
 //!
 //! The latency summaries include the requests left unanswered (censored, see
-//! [`super::stats`]) and carry `lower_bound`, the figures that are only lower bounds;
+//! [`crate::load::stats`]) and carry `lower_bound`, the figures that are only lower bounds;
 //! `latency_answered_us` is the view of answered requests alone, what wrk would report.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::segment::SegmentInfo;
-use super::stats::{
+use crate::load::scaleout::segment::SegmentInfo;
+use crate::load::source::urls::UrlReport;
+use crate::load::stats::steps::StepReport;
+use crate::load::stats::{
     censored_view, per_second_rates, ErrorCounts, LatencyHistogram, LatencySummary, LatencyView,
     ThreadStats,
 };
-use super::steps::StepReport;
-use super::urls::UrlReport;
-use super::{LoadConfig, Mode};
+use crate::load::{LoadConfig, Mode};
 
 /// A rate is held when requests went out at no less than this fraction of the target.
 pub const RATE_HELD_FRACTION: f64 = 0.95;
@@ -79,7 +79,7 @@ pub struct LoadReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<String>,
     /// With a load plan: each report step's target, achieved rate, latency and whether it held
-    /// (see [`super::steps`]).
+    /// (see [`crate::load::stats::steps`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepReport>,
     /// Requests written to the wire (count mode: plus connect failures, this is `-n`).
@@ -115,14 +115,14 @@ pub struct LoadReport {
     /// Rate mode: the same for `latency_uncorrected_us`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub histogram_uncorrected: Option<String>,
-    /// `--urls` only: counts and latency per line of the file (see [`super::urls`]).
+    /// `--urls` only: counts and latency per line of the file (see [`crate::load::source::urls`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub urls: Vec<UrlReport>,
     /// The time series (`sweetspot load` with `--json`, `--csv`, `--html` or `--hlog`): one
     /// point per interval, then one for the requests unanswered at the end, if any (see
-    /// [`super::series`]).
+    /// [`crate::load::stats::series`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub series: Vec<super::series::SeriesPoint>,
+    pub series: Vec<crate::load::stats::series::SeriesPoint>,
     /// `https://` targets only: the TLS side of the run, handshakes measured apart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsReport>,
@@ -242,7 +242,9 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         achieved_rate,
         plan: config.plan.as_ref().map(|p| p.to_string()),
         steps: match (&config.plan, &merged.steps) {
-            (Some(plan), Some(steps)) => super::steps::summarize(plan, steps, config.timeout),
+            (Some(plan), Some(steps)) => {
+                crate::load::stats::steps::summarize(plan, steps, config.timeout)
+            }
             _ => Vec::new(),
         },
         requests_sent: merged.sent,
@@ -254,18 +256,20 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         connections: config.connections,
         threads,
         engine: config.engine.name().to_string(),
-        uring: (config.engine == super::Engine::Uring)
+        uring: (config.engine == crate::load::Engine::Uring)
             .then(|| uring_report(config, threads, merged)),
         segment: None,
         started_at_unix_s: 0.0,
         ended_at_unix_s: 0.0,
         start_late_s: None,
         // The histograms the summaries describe: censored requests included.
-        histogram: Some(super::hlog::encode(&latency)),
-        histogram_uncorrected: uncorrected.as_ref().map(|(_, h)| super::hlog::encode(h)),
+        histogram: Some(crate::load::stats::hlog::encode(&latency)),
+        histogram_uncorrected: uncorrected
+            .as_ref()
+            .map(|(_, h)| crate::load::stats::hlog::encode(h)),
         urls: match (&config.urls, &merged.urls) {
             (Some(list), Some(stats)) => {
-                super::urls::url_reports(list, stats, config.timeout, !rate_mode)
+                crate::load::source::urls::url_reports(list, stats, config.timeout, !rate_mode)
             }
             _ => Vec::new(),
         },
@@ -282,7 +286,7 @@ fn uring_report(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> Ur
         gather: if config.gather.is_zero() {
             0
         } else {
-            super::engine::ring::batch_size(share, paced)
+            crate::load::engine::ring::batch_size(share, paced)
         },
         window_us: config.gather.as_micros() as u64,
         held: merged.hold.count,
