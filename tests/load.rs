@@ -689,7 +689,7 @@ fn an_interval_log_adds_up_to_the_report_with_its_censored_requests() {
     let log = dir.path().join("run.hlog");
     let url = server.url("/");
     let json = load_json(&[&url, "-c", "3", "-d", "1s", "--hlog", log.to_str().unwrap()]);
-    let run = sweetspot::load::stats::hlog::read(&std::fs::read_to_string(&log).unwrap()).unwrap();
+    let run = sweetspot::load::output::hlog::read(&std::fs::read_to_string(&log).unwrap()).unwrap();
     // Nothing was answered: every sample of the log is a censored request, in its last
     // interval (tagged "censored"), and the log adds up to the report.
     assert_eq!(

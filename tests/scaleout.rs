@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use common::{sweetspot_output as sweetspot, unix_now, Server, TempDir};
 use serde::Deserialize;
-use sweetspot::load::stats::hlog;
+use sweetspot::load::output::hlog;
 use sweetspot::load::stats::LatencyHistogram;
 use sweetspot::load::LoadReport;
 
@@ -94,7 +94,7 @@ fn four_segments_merge_exactly_and_their_hlogs_read_independently() {
     // The merged percentiles are those of the workers' histograms added here.
     let mut all = LatencyHistogram::new();
     for r in &reports {
-        all.merge(&hlog::decode(r.histogram.as_ref().unwrap()).unwrap());
+        all.merge(&LatencyHistogram::decode(r.histogram.as_ref().unwrap()).unwrap());
     }
     // Through text and back, as the merged report was (serde_json's float parsing is not
     // always correctly rounded, so a value read back can differ from the one written).
@@ -497,10 +497,10 @@ fn urls_segments_rotate_from_their_global_connection_and_merge_per_line() {
     let mut both = LatencyHistogram::coarse();
     for path in &reports {
         let report = read_report(path);
-        both.merge(&hlog::decode(report.urls[0].histogram.as_ref().unwrap()).unwrap());
+        both.merge(&LatencyHistogram::decode(report.urls[0].histogram.as_ref().unwrap()).unwrap());
     }
     let mut merged_first = LatencyHistogram::coarse();
-    merged_first.merge(&hlog::decode(lines[0]["histogram"].as_str().unwrap()).unwrap());
+    merged_first.merge(&LatencyHistogram::decode(lines[0]["histogram"].as_str().unwrap()).unwrap());
     assert_eq!(merged_first.len(), 200);
     assert_eq!(merged_first.summary(), both.summary());
     // Each worker's connections keep their number in the whole run, and so their first line:

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::{sweetspot, timing_lock, unix_now, Server, TempDir};
 use nix::sys::signal::{kill, Signal};
 use serde_json::Value;
-use sweetspot::load::stats::series::CSV_HEADER;
+use sweetspot::load::output::timeseries::CSV_HEADER;
 
 /// The points of a report's series that are intervals (not the censored tail).
 fn intervals(report: &Value) -> Vec<&Value> {

@@ -18,8 +18,7 @@ use std::time::{Duration, Instant};
 use common::pki::{ca_signed, ca_signed_for, self_signed, Pki};
 use common::sweetspot;
 use common::tiny::TinyServer;
-use sweetspot::load::engine::tls::TlsOptions;
-use sweetspot::load::{self, LoadConfig, LoadReport, Mode, Target};
+use sweetspot::load::{self, LoadConfig, LoadReport, Mode, Target, TlsOptions};
 
 /// Body of `/big` (many TLS records per response).
 const BIG_BODY: usize = 100_000;

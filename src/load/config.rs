@@ -9,10 +9,9 @@
 
 use std::time::Duration;
 
-use crate::load::engine::tls::TlsOptions;
 use crate::load::scaleout::segment;
 use crate::load::source::plan::RatePlan;
-use crate::load::source::request;
+use crate::load::source::request::{self, is_token_byte, parse_header};
 use crate::load::stats::series;
 use crate::load::target::Target;
 use crate::usage;
@@ -294,7 +293,26 @@ pub fn narrow_to_segment(
     })
 }
 
-/// How the engine's threads wait for their sockets and move bytes (see [`crate::load::engine`]).
+/// How long a wait gathers responses by default (`--gather`). Under closed-loop or count load a
+/// wait gathers a batch (the ring engine's batch size) for up to this window, then returns with what has come
+/// (or, with nothing yet, waits for the first): being woken for every response is what costs
+/// most per request on a VM. Latency is not distorted, since it ends at the kernel's arrival
+/// stamp (its age on the realtime clock subtracted from the monotonic clock read at the same
+/// moment); only a connection's next request waits, up to the window. Rate mode never gathers.
+pub const DEFAULT_GATHER: Duration = Duration::from_micros(100);
+/// `--gather` may not be longer than this.
+pub const MAX_GATHER: Duration = Duration::from_millis(10);
+
+/// How to trust the server: the `--insecure` and `--cacert` flags.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// Accept any certificate (handshake signatures are still checked).
+    pub insecure: bool,
+    /// Trust the CA certificates in this PEM file instead of the built-in roots.
+    pub cacert: Option<std::path::PathBuf>,
+}
+
+/// How the engine's threads wait for their sockets and move bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Engine {
@@ -401,7 +419,7 @@ impl LoadConfig {
             message_len: 64,
             pin_cpus: Vec::new(),
             engine: Engine::Epoll,
-            gather: crate::load::engine::ring::DEFAULT_WINDOW,
+            gather: DEFAULT_GATHER,
             urls: None,
             plan: None,
         }
@@ -492,7 +510,7 @@ impl LoadConfig {
             },
         };
         let gather = match &args.gather {
-            None => crate::load::engine::ring::DEFAULT_WINDOW,
+            None => DEFAULT_GATHER,
             Some(_) if args.engine != Engine::Uring => {
                 return Err(usage("--gather applies to --engine uring"))
             }
@@ -648,10 +666,10 @@ impl LoadConfig {
                 "--engine uring speaks http:// and tcp:// only; https:// runs on --engine epoll",
             ));
         }
-        if self.gather > crate::load::engine::ring::MAX_WINDOW {
+        if self.gather > MAX_GATHER {
             return Err(usage(format!(
                 "--gather must be at most {}ms",
-                crate::load::engine::ring::MAX_WINDOW.as_millis()
+                MAX_GATHER.as_millis()
             )));
         }
         Ok(())
@@ -681,25 +699,6 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         }
     };
     Duration::try_from_secs_f64(seconds).map_err(|_| format!("duration {text:?} out of range"))
-}
-
-pub(super) fn is_token_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
-pub(super) fn parse_header(text: &str) -> Result<(String, String), String> {
-    let (name, value) = text
-        .split_once(':')
-        .ok_or_else(|| "expected \"Name: value\"".to_string())?;
-    let name = name.trim();
-    if name.is_empty() || !name.bytes().all(is_token_byte) {
-        return Err(format!("invalid header name {name:?}"));
-    }
-    let value = value.trim();
-    if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
-        return Err("header values cannot contain CR, LF or NUL".into());
-    }
-    Ok((name.to_string(), value.to_string()))
 }
 
 #[cfg(test)]

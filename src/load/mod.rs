@@ -30,7 +30,7 @@ use anyhow::Context;
 
 pub use config::{
     default_threads, narrow_to_segment, parse_duration, Engine, LoadArgs, LoadConfig, Mode,
-    RunOptions, SegmentRun,
+    RunOptions, SegmentRun, TlsOptions,
 };
 pub use error::{FailureKind, FramingError};
 pub use output::report::LoadReport;
@@ -213,7 +213,7 @@ fn wait_for_start(options: &RunOptions) -> anyhow::Result<Option<Duration>> {
 
 /// The time series and the interval log of a run, fed while it runs.
 struct Recording {
-    hlog: Option<stats::hlog::HlogWriter>,
+    hlog: Option<output::hlog::HlogWriter>,
     collector: Option<stats::series::IntervalCollector>,
     /// Handed to the engine's workers once.
     intervals: Option<stats::series::IntervalPlan>,
@@ -240,7 +240,7 @@ impl Recording {
                         s.info.index, s.info.count
                     ))
                 );
-                Some(stats::hlog::HlogWriter::create(
+                Some(output::hlog::HlogWriter::create(
                     path,
                     started_at,
                     &[comment],
@@ -294,7 +294,9 @@ impl Recording {
             return Ok(());
         };
         let whole = match report.histogram.as_deref() {
-            Some(text) => Some(stats::hlog::decode(text).map_err(|e| anyhow::anyhow!(e))?),
+            Some(text) => {
+                Some(stats::LatencyHistogram::decode(text).map_err(|e| anyhow::anyhow!(e))?)
+            }
             None => None,
         };
         let (points, censored) =
@@ -384,7 +386,7 @@ fn watch(
 
 /// Where the series' complete intervals go beside the series: the interval log, if any.
 fn write_to(
-    hlog: &mut Option<stats::hlog::HlogWriter>,
+    hlog: &mut Option<output::hlog::HlogWriter>,
 ) -> impl FnMut(stats::series::CompleteInterval) -> anyhow::Result<()> + '_ {
     move |interval| match hlog.as_mut() {
         Some(writer) => writer.write_interval(&interval),
@@ -424,11 +426,11 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
         crate::render::json::write(&report, dest)?;
     }
     if let Some(path) = &args.csv {
-        std::fs::write(path, stats::series::csv(&report.series))
+        std::fs::write(path, output::timeseries::csv(&report.series))
             .with_context(|| format!("--csv: cannot write {}", path.display()))?;
     }
     if let Some(path) = &args.html {
-        std::fs::write(path, stats::series::html(&report, &report.series)?)
+        std::fs::write(path, output::timeseries::html(&report, &report.series)?)
             .with_context(|| format!("--html: cannot write {}", path.display()))?;
     }
     Ok(())

@@ -2,7 +2,7 @@
 //!
 //! Parsing is strict and local (no URL crate needed for `http[s]://host[:port][/path]`): anything
 //! we cannot drive is refused up front with one line, so bad input exits 2 before a socket opens.
-//! An `https://` target is the same HTTP/1.1 target over TLS (see [`crate::load::engine::tls`]).
+//! An `https://` target is the same HTTP/1.1 target over TLS (see the engine's `tls`).
 
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};

@@ -209,7 +209,7 @@ pub fn combine(inputs: &[WorkerInput]) -> Result<MergedReport, String> {
             .filter(|l| l.saturated)
             .map(|l| l.index)
             .collect(),
-        histogram: scaleout::encode_histogram(&totals.latency),
+        histogram: LatencyHistogram::encode(&totals.latency),
         workers: totals.lines,
         urls,
         steps,
@@ -469,7 +469,7 @@ pub fn read_input(path: &Path) -> anyhow::Result<WorkerInput> {
         let report: LoadReport = serde_json::from_str(&text)
             .map_err(|e| usage(format!("{source}: not a sweetspot load report: {e}")))?;
         let latency = match &report.histogram {
-            Some(h) => scaleout::decode_histogram(h).map_err(|e| usage(format!("{source}: {e}")))?,
+            Some(h) => LatencyHistogram::decode(h).map_err(|e| usage(format!("{source}: {e}")))?,
             None => {
                 return Err(usage(format!(
                     "{source} has no \"histogram\" (written by an older sweetspot?): cannot merge exactly"
@@ -485,7 +485,7 @@ pub fn read_input(path: &Path) -> anyhow::Result<WorkerInput> {
         }
         let latency_uncorrected = match &report.histogram_uncorrected {
             Some(h) => {
-                Some(scaleout::decode_histogram(h).map_err(|e| usage(format!("{source}: {e}")))?)
+                Some(LatencyHistogram::decode(h).map_err(|e| usage(format!("{source}: {e}")))?)
             }
             None => None,
         };
@@ -646,7 +646,7 @@ mod tests {
             }),
             started_at_unix_s: start,
             ended_at_unix_s: start + 2.0,
-            histogram: Some(scaleout::encode_histogram(&latency)),
+            histogram: Some(LatencyHistogram::encode(&latency)),
             ..LoadReport::default()
         };
         WorkerInput {
@@ -676,7 +676,7 @@ mod tests {
         assert_eq!(m.requests, all.len());
         assert_eq!(m.status.get("200"), Some(&all.len()));
         assert_eq!(
-            scaleout::decode_histogram(&m.histogram).unwrap().summary(),
+            LatencyHistogram::decode(&m.histogram).unwrap().summary(),
             all.summary()
         );
         let averaged_p99: f64 = inputs.iter().map(|w| w.latency.summary().p99).sum::<f64>() / 4.0;

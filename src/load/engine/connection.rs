@@ -12,18 +12,9 @@ use mio::Token;
 
 use crate::load::engine::framing::ResponseFramer;
 use crate::load::engine::policy::Schedule;
-use crate::load::engine::recorder::Recorder;
+use crate::load::engine::recorder::{InFlight, Recorder};
 use crate::load::engine::transport::Transport;
 use crate::load::error::FailureKind;
-
-/// A request on the wire: when it should have been sent and when it was, and which line of
-/// the request source it is (always 0 without `--urls`), for the per-URL statistics.
-#[derive(Debug, Clone, Copy)]
-pub struct InFlight {
-    pub intended: Instant,
-    pub sent: Instant,
-    pub line: u32,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {

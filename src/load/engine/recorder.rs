@@ -13,13 +13,21 @@ use std::time::{Duration, Instant};
 
 use std::collections::VecDeque;
 
-use crate::load::engine::connection::InFlight;
 use crate::load::engine::policy::Unsent;
 use crate::load::error::FailureKind;
-use crate::load::source::urls::UrlRecorder;
 use crate::load::stats::series::IntervalRecorder;
 use crate::load::stats::steps::StepRecorder;
+use crate::load::stats::urls::UrlRecorder;
 use crate::load::stats::{Censored, LatencyHistogram, ThreadStats};
+
+/// A request on the wire: when it should have been sent and when it was, and which line of
+/// the request source it is (always 0 without `--urls`), for the per-URL statistics.
+#[derive(Debug, Clone, Copy)]
+pub struct InFlight {
+    pub intended: Instant,
+    pub sent: Instant,
+    pub line: u32,
+}
 
 /// One worker's measurements.
 pub struct Recorder {

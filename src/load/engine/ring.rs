@@ -20,15 +20,6 @@ use crate::sys::uring::{Completion, Ring, Socket};
 
 /// At most this many responses are gathered before a turn handles them.
 pub const BATCH_MAX: usize = 64;
-/// How long a wait gathers responses by default (`--gather`). Under closed-loop or count load a
-/// wait gathers a batch ([`batch_size`]) for up to this window, then returns with what has come
-/// (or, with nothing yet, waits for the first): being woken for every response is what costs
-/// most per request on a VM. Latency is not distorted, since it ends at the kernel's arrival
-/// stamp (its age on the realtime clock subtracted from the monotonic clock read at the same
-/// moment); only a connection's next request waits, up to the window. Rate mode never gathers.
-pub const DEFAULT_WINDOW: Duration = Duration::from_micros(100);
-/// `--gather` may not be longer than this.
-pub const MAX_WINDOW: Duration = Duration::from_millis(10);
 /// A thread with fewer connections than this does not gather.
 const BATCH_MIN_CONNECTIONS: usize = 16;
 /// Bytes per provided receive buffer; a larger response takes several completions.

@@ -18,11 +18,13 @@
 //! problem is one line ([`describe`]) and exit 1 rather than a run full of failed connections.
 
 use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
+
+use crate::load::config::TlsOptions;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{ring, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
@@ -36,15 +38,6 @@ use crate::usage;
 
 /// The one application protocol offered (ALPN): the engine frames HTTP/1.1 only.
 pub const ALPN_HTTP1: &[u8] = b"http/1.1";
-
-/// How to trust the server: the `--insecure` and `--cacert` flags.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TlsOptions {
-    /// Accept any certificate (handshake signatures are still checked).
-    pub insecure: bool,
-    /// Trust the CA certificates in this PEM file instead of the built-in roots.
-    pub cacert: Option<PathBuf>,
-}
 
 /// Builds the client configuration every connection of a run shares. A `--cacert` file that
 /// cannot be read or holds no usable certificate is a usage error (exit 2).
@@ -586,7 +579,7 @@ mod tests {
         (port, seen)
     }
 
-    fn temp_file(name: &str, contents: &str) -> PathBuf {
+    fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
         let path =
             std::env::temp_dir().join(format!("sweetspot-tls-{}-{name}", std::process::id()));
         std::fs::write(&path, contents).unwrap();

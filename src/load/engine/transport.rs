@@ -22,7 +22,8 @@ use mio::{Interest, Registry, Token};
 use nix::errno::Errno;
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::load::engine::tls::{self, TlsOptions, TlsRead, TlsSession};
+use crate::load::config::TlsOptions;
+use crate::load::engine::tls::{self, TlsRead, TlsSession};
 use crate::load::target::Target;
 
 /// The pre-flight connection gives up after this long, so an unreachable target fails fast.

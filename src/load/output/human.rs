@@ -37,7 +37,7 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
     }
     counts(&mut out, report);
     if !report.urls.is_empty() {
-        out.push_str(&crate::load::source::urls::render_table(&report.urls));
+        out.push_str(&crate::load::stats::urls::render_table(&report.urls));
     }
     rates(&mut out, report);
     out.push_str(&crate::load::stats::steps::render_table(&report.steps));

@@ -13,16 +13,14 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::load::scaleout::segment::SegmentInfo;
-use crate::load::source::urls::UrlReport;
 use crate::load::stats::steps::StepReport;
+use crate::load::stats::urls::UrlReport;
+use crate::load::stats::RATE_HELD_FRACTION;
 use crate::load::stats::{
     censored_view, per_second_rates, ErrorCounts, LatencyHistogram, LatencySummary, LatencyView,
     ThreadStats,
 };
 use crate::load::{LoadConfig, Mode};
-
-/// A rate is held when requests went out at no less than this fraction of the target.
-pub const RATE_HELD_FRACTION: f64 = 0.95;
 
 /// What a load run measured.
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
@@ -263,13 +261,13 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         ended_at_unix_s: 0.0,
         start_late_s: None,
         // The histograms the summaries describe: censored requests included.
-        histogram: Some(crate::load::stats::hlog::encode(&latency)),
+        histogram: Some(crate::load::stats::LatencyHistogram::encode(&latency)),
         histogram_uncorrected: uncorrected
             .as_ref()
-            .map(|(_, h)| crate::load::stats::hlog::encode(h)),
+            .map(|(_, h)| crate::load::stats::LatencyHistogram::encode(h)),
         urls: match (&config.urls, &merged.urls) {
             (Some(list), Some(stats)) => {
-                crate::load::source::urls::url_reports(list, stats, config.timeout, !rate_mode)
+                crate::load::stats::urls::url_reports(list, stats, config.timeout, !rate_mode)
             }
             _ => Vec::new(),
         },

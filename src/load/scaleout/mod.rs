@@ -7,12 +7,9 @@ pub mod segment;
 
 pub use segment::SegmentInfo;
 
-pub use crate::load::source::urls::{merge_url_reports, render_table as url_table, UrlReport};
-pub use crate::load::stats::hlog::{
-    decode as decode_histogram, encode as encode_histogram, read as read_interval_log,
-    REPORT_COMMENT,
-};
+pub use crate::load::output::hlog::{read as read_interval_log, REPORT_COMMENT};
 pub use crate::load::stats::steps::{
     merge_workers as merge_steps, render_table as step_table, StepReport,
 };
+pub use crate::load::stats::urls::{merge_url_reports, render_table as url_table, UrlReport};
 pub use crate::load::stats::{LatencyHistogram, LowerBounds};

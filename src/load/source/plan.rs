@@ -1,27 +1,8 @@
-//! Load plans for rate mode: how the target rate changes over a run, and when each request is
-//! due under it.
-//!
-//! `-R` takes a plan: a constant rate (`-R 1000`, over `-d`), a linear ramp (`-R 100..5000`,
-//! over `-d`) or steps (`-R 1000@10s,2000@10s,4000@10s`, each rate held for its time; a step may
-//! itself be a ramp, `100..1000@30s`). A plan is a list of linear [`Segment`]s; a constant rate
-//! is a plan of one segment whose two ends are equal, so the engine has one rate mode.
-//!
-//! # The schedule
-//!
-//! With `N(t)` the integral of the rate from the start (requests due by `t`), request `k` of the
-//! run (`k = 0, 1, ...`, over all connections) is due at `T(k)`, the time where `N(T(k)) = k`.
-//! Requests are dealt round robin over the `C` connections: connection `c` sends requests
-//! `c, c + C, c + 2C, ...`, so at a constant rate `R` its `j`-th request is due at
-//! `c / R + j * C / R`, which is wrk2's `phase + j * interval`. On a linear segment from `r0` to
-//! `r1` over `D`, `N(s) = r0 s + (r1 - r0) s^2 / 2D`, inverted in closed form
-//! ([`Segment::time_of`]). The engine measures latency from `T(k)` and sends late rather than
-//! skipping, at every rate, so coordinated omission stays corrected.
-//!
-//! # Report steps
-//!
-//! The report gives one row per *report step* ([`RatePlan::windows`]): each constant segment is
-//! one step, each ramp is cut into [`RAMP_SLICES`] equal slices. [`crate::load::stats::steps`] aggregates
-//! per step and decides whether each one held.
+//! Load plans for rate mode: a constant rate (`-R 1000`), a linear ramp (`-R 100..5000`) or
+//! steps (`-R 1000@10s,2000@10s`, a step may itself be a ramp), each a [`RatePlan`] of linear
+//! [`Segment`]s; when each request is due under it ([`RatePlan::time_of`]); and its report
+//! steps ([`RatePlan::windows`]), whose figures the statistics keep step by step. Parsed by
+//! the config, followed by the engine's send policy.
 
 use std::fmt;
 use std::time::Duration;
@@ -117,7 +98,7 @@ pub struct UnsentPiece {
     pub count: u64,
     /// The longest gap between two consecutive of them, seconds: the connection's interval at
     /// the lowest rate of the window. Filling ages down from the oldest by this gap never goes
-    /// above a true age (see [`crate::load::stats::Censored::Unsent`]).
+    /// above a true age (see the statistics' `Censored::Unsent`).
     pub max_gap_s: f64,
 }
 
@@ -345,7 +326,14 @@ impl RatePlan {
         self.start_count[i] + self.segments[i].count_at(t - self.start_s[i])
     }
 
-    /// `T(k)`: when request `k` of the run is due, seconds from the start (`N(T(k)) = k`).
+    /// `T(k)`: when request `k` of the run (over all connections, from 0) is due, seconds from
+    /// the start: with `N(t)` the integral of the rate from the start (requests due by `t`),
+    /// the time where `N(T(k)) = k`. Requests are dealt round robin over the `C` connections: connection `c`
+    /// sends requests `c, c + C, c + 2C, ...`, so at a constant rate `R` its `j`-th request is
+    /// due at `c / R + j * C / R`, which is wrk2's `phase + j * interval`. On a linear segment
+    /// from `r0` to `r1` over `D`, `N(s) = r0 s + (r1 - r0) s^2 / 2D`, inverted in closed form
+    /// ([`Segment::time_of`]). The engine measures latency from `T(k)` and sends late rather
+    /// than skipping, at every rate, so coordinated omission stays corrected.
     pub fn time_of(&self, k: u64) -> f64 {
         let k = k as f64;
         let n = self.segments.len();
@@ -385,7 +373,8 @@ impl RatePlan {
             .saturating_sub(next)
     }
 
-    /// The report steps: one per constant segment, [`RAMP_SLICES`] per ramp.
+    /// The report steps: one per constant segment, [`RAMP_SLICES`] equal slices per ramp; the
+    /// statistics aggregate per step and say whether each one held.
     pub fn windows(&self) -> Vec<StepWindow> {
         let mut windows = Vec::with_capacity(self.report_step_count());
         let mut start = Duration::ZERO;

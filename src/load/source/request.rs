@@ -147,6 +147,27 @@ pub fn echo_byte(message_len: usize, i: usize) -> u8 {
     }
 }
 
+/// A byte allowed in a method or a header name (RFC 9110 `tchar`).
+pub fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// `Name: value` as given to `-H` or `H:`: a token name, no CR, LF or NUL in the value.
+pub fn parse_header(text: &str) -> Result<(String, String), String> {
+    let (name, value) = text
+        .split_once(':')
+        .ok_or_else(|| "expected \"Name: value\"".to_string())?;
+    let name = name.trim();
+    if name.is_empty() || !name.bytes().all(is_token_byte) {
+        return Err(format!("invalid header name {name:?}"));
+    }
+    let value = value.trim();
+    if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+        return Err("header values cannot contain CR, LF or NUL".into());
+    }
+    Ok((name.to_string(), value.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

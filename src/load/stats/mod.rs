@@ -42,9 +42,9 @@
 //! below every unknown request's bound, so it is the exact value at its rank among the requests
 //! with a known latency, which is all it claims to be.
 
-pub mod hlog;
 pub mod series;
 pub mod steps;
+pub mod urls;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -79,7 +79,7 @@ impl LatencyHistogram {
     }
 
     /// Latencies at 2 significant digits (1%), from 1 µs to one hour: 26 KB instead of 190,
-    /// for the per-URL histograms of `--urls` ([`crate::load::source::urls`]).
+    /// for the per-URL histograms of `--urls` ([`crate::load::stats::urls`]).
     pub fn coarse() -> LatencyHistogram {
         LatencyHistogram(
             Histogram::new_with_bounds(1, MAX_LATENCY_US, 2).expect("valid histogram bounds"),
@@ -161,7 +161,7 @@ impl LatencyHistogram {
         Some(smallest)
     }
 
-    /// The underlying HdrHistogram (for serialization: [`crate::load::stats::hlog`]).
+    /// The underlying HdrHistogram (for the interval log of `--hlog`).
     pub fn as_hdr(&self) -> &Histogram<u64> {
         &self.0
     }
@@ -174,6 +174,32 @@ impl LatencyHistogram {
         h.0.add(other)
             .map_err(|e| format!("histogram does not fit 1 us to 1 h: {e:?}"))?;
         Ok(h)
+    }
+
+    /// The histogram as base64 of its compressed V2 encoding (hdrhistogram's
+    /// `V2DeflateSerializer`, the form of an interval-log line, which every HdrHistogram
+    /// implementation reads): how a JSON report carries it so that `merge` adds it exactly.
+    pub fn encode(&self) -> String {
+        use base64::Engine;
+        use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+        let mut bytes = Vec::new();
+        V2DeflateSerializer::new()
+            .serialize(&self.0, &mut bytes)
+            .expect("serializing a histogram into memory cannot fail");
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    }
+
+    /// Reads back what [`LatencyHistogram::encode`] (or any HdrHistogram V2 writer) produced.
+    pub fn decode(text: &str) -> Result<LatencyHistogram, String> {
+        use base64::Engine;
+        use hdrhistogram::serialization::Deserializer;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text.trim())
+            .map_err(|e| format!("histogram is not base64: {e}"))?;
+        let h: Histogram<u64> = Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .map_err(|e| format!("histogram does not decode: {e:?}"))?;
+        LatencyHistogram::from_hdr(&h)
     }
 
     /// Removes every sample of `other` (which must all be in `self`).
@@ -220,6 +246,10 @@ impl LatencyHistogram {
 /// saturated: their figures may describe the generator, not the server. Both `merge` (per
 /// worker) and the sweep (per point) flag it with this bar.
 pub const SATURATED_BUSY_FRACTION: f64 = 0.85;
+
+/// A rate is held when requests went out at no less than this fraction of the target (the
+/// run's in its report, each step's in a plan's table).
+pub const RATE_HELD_FRACTION: f64 = 0.95;
 
 /// A figure of a [`LatencySummary`]; [`LatencyKey::name`] is its JSON name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -674,7 +704,7 @@ pub struct ThreadStats {
     /// The time series (and `--hlog`) only: hands this thread's intervals to the collector.
     pub intervals: Option<crate::load::stats::series::IntervalRecorder>,
     /// `--urls` only: the same counts per request line.
-    pub urls: Option<crate::load::source::urls::UrlRecorder>,
+    pub urls: Option<crate::load::stats::urls::UrlRecorder>,
     /// A load plan's per-step counts (see [`crate::load::stats::steps`]); none without a plan.
     pub steps: Option<crate::load::stats::steps::StepRecorder>,
     /// `--engine uring`: how long received responses waited to be handled.

@@ -30,9 +30,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::load::error::FailureKind;
-use crate::load::output::report::RATE_HELD_FRACTION;
 use crate::load::source::plan::{RatePlan, StepWindow};
 use crate::load::stats::LatencyKey;
+use crate::load::stats::RATE_HELD_FRACTION;
 use crate::load::stats::{
     censored_view, Censored, ErrorCounts, LatencyHistogram, LatencySummary, LatencyView,
 };
@@ -222,7 +222,7 @@ pub fn summarize(plan: &RatePlan, recorder: &StepRecorder, timeout: Duration) ->
                 errors: counts.errors,
                 held: held(expected_rps, rps, &latency_us),
                 latency_us,
-                histogram: Some(crate::load::stats::hlog::encode(&histogram)),
+                histogram: Some(crate::load::stats::LatencyHistogram::encode(&histogram)),
             }
         })
         .collect()
@@ -263,7 +263,7 @@ pub fn merge_workers(workers: &[&[StepReport]]) -> Result<Vec<StepReport>, Strin
                 .histogram
                 .as_deref()
                 .ok_or("a worker's steps carry no histogram (written by an older sweetspot?)")?;
-            latency.merge(&crate::load::stats::hlog::decode(histogram)?);
+            latency.merge(&crate::load::stats::LatencyHistogram::decode(histogram)?);
             for key in step.latency_us.lower_bound.keys() {
                 bounds.insert(key);
             }
@@ -287,7 +287,7 @@ pub fn merge_workers(workers: &[&[StepReport]]) -> Result<Vec<StepReport>, Strin
         row.latency_us = latency.summary();
         row.latency_us.lower_bound = bounds;
         row.held = held(row.expected_rps, row.rps, &row.latency_us);
-        row.histogram = Some(crate::load::stats::hlog::encode(&latency));
+        row.histogram = Some(crate::load::stats::LatencyHistogram::encode(&latency));
         merged.push(row);
     }
     Ok(merged)

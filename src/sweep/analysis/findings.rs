@@ -131,10 +131,16 @@ pub struct GoetzEstimate {
 }
 
 impl GoetzEstimate {
-    /// The pool size worth having: Goetz's, capped by the concurrency; and whether the cap
-    /// applied.
+    /// The pool size worth having: Goetz's, capped by the concurrency (a pool larger than the
+    /// requests that can be in flight at once has idle threads whatever the formula says);
+    /// and whether the cap applied.
     pub fn useful_pool_size(&self) -> (f64, bool) {
-        super::stats::cap_pool_size(self.pool_size, self.concurrency_cap)
+        let cap = f64::from(self.concurrency_cap);
+        if self.concurrency_cap > 0 && self.pool_size > cap {
+            (cap, true)
+        } else {
+            (self.pool_size, false)
+        }
     }
 }
 
@@ -172,4 +178,26 @@ pub struct Recommendation {
     pub summary: Vec<String>,
     /// The reasons, sweet spots and theory, in sentences.
     pub details: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_sizes_are_capped_by_the_concurrency() {
+        let goetz = |pool_size, concurrency_cap| GoetzEstimate {
+            workload: "w".into(),
+            cores: 2.0,
+            utilization: 1.0,
+            wait_ms: 10.0,
+            compute_us: 100.0,
+            pool_size,
+            concurrency_cap,
+            measured_sweet_spot: None,
+        };
+        assert_eq!(goetz(260.5, 64).useful_pool_size(), (64.0, true));
+        assert_eq!(goetz(3.5, 64).useful_pool_size(), (3.5, false));
+        assert_eq!(goetz(260.5, 0).useful_pool_size(), (260.5, false));
+    }
 }

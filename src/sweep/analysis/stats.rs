@@ -186,18 +186,6 @@ pub fn goetz_pool_size(cores: f64, utilization: f64, wait_s: f64, compute_s: f64
     (compute_s > 0.0 && cores > 0.0).then(|| cores * utilization * (1.0 + wait_s / compute_s))
 }
 
-/// A pool size capped by the concurrency (`0`: no cap known): a pool larger than the requests
-/// that can be in flight at once has idle threads whatever the formula says. Returns the
-/// capped size and whether the cap applied.
-pub fn cap_pool_size(pool_size: f64, concurrency: u32) -> (f64, bool) {
-    let cap = f64::from(concurrency);
-    if concurrency > 0 && pool_size > cap {
-        (cap, true)
-    } else {
-        (pool_size, false)
-    }
-}
-
 /// One worker count's throughput for [`sweet_spot`]: the median and its range over the
 /// repetitions (`min == max == rps` for a single run).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -373,13 +361,6 @@ mod tests {
         assert!(little_shortfall(784.0, 10_200.0, 64, true));
         assert!((cycle_gap_us(1000.0, 600.0, 1) - 400.0).abs() < 1e-9);
         assert!(!little_shortfall(0.0, 1.0, 4, true));
-    }
-
-    #[test]
-    fn pool_sizes_are_capped_by_the_concurrency() {
-        assert_eq!(cap_pool_size(260.5, 64), (64.0, true));
-        assert_eq!(cap_pool_size(3.5, 64), (3.5, false));
-        assert_eq!(cap_pool_size(260.5, 0), (260.5, false));
     }
 
     #[test]

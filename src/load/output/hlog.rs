@@ -21,12 +21,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
-use base64::Engine;
 use hdrhistogram::serialization::interval_log::{
     IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
 };
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
-use hdrhistogram::Histogram;
+use hdrhistogram::serialization::V2DeflateSerializer;
 
 use crate::load::output::report::LoadReport;
 use crate::load::stats::series::CompleteInterval;
@@ -41,26 +39,6 @@ const LEGEND: &str =
     "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"";
 /// The comment that carries the run's report at the end of a log.
 pub const REPORT_COMMENT: &str = "#sweetspot-report ";
-
-/// A histogram as base64 of its compressed V2 encoding (the form of an interval-log line).
-pub fn encode(h: &LatencyHistogram) -> String {
-    let mut bytes = Vec::new();
-    V2DeflateSerializer::new()
-        .serialize(h.as_hdr(), &mut bytes)
-        .expect("serializing a histogram into memory cannot fail");
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-/// Reads back what [`encode`] (or any HdrHistogram V2 writer) produced.
-pub fn decode(text: &str) -> Result<LatencyHistogram, String> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(text.trim())
-        .map_err(|e| format!("histogram is not base64: {e}"))?;
-    let h: Histogram<u64> = Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
-        .map_err(|e| format!("histogram does not decode: {e:?}"))?;
-    LatencyHistogram::from_hdr(&h)
-}
 
 /// Writes the interval log of one run: the [`crate::load::stats::series::IntervalCollector`] hands it each
 /// interval once every thread is past it.
@@ -205,7 +183,7 @@ pub fn read(text: &str) -> Result<HlogRun, String> {
             LogEntry::Interval(i) => run.intervals.push(HlogInterval {
                 start_s: i.start_timestamp().as_secs_f64(),
                 length_s: i.duration().as_secs_f64(),
-                latency: decode(i.encoded_histogram())
+                latency: LatencyHistogram::decode(i.encoded_histogram())
                     .map_err(|e| format!("interval at {:?}: {e}", i.start_timestamp()))?,
             }),
         }
@@ -227,12 +205,12 @@ mod tests {
         for us in [1, 7, 250, 1_000, 65_000, 2_000_000] {
             h.record_us(us);
         }
-        let text = encode(&h);
+        let text = LatencyHistogram::encode(&h);
         assert!(text.starts_with("HISTF"), "{text}");
-        let back = decode(&text).unwrap();
+        let back = LatencyHistogram::decode(&text).unwrap();
         assert_eq!(back.summary(), h.summary());
-        assert!(decode("not base64!").is_err());
-        assert!(decode("aGVsbG8=").is_err());
+        assert!(LatencyHistogram::decode("not base64!").is_err());
+        assert!(LatencyHistogram::decode("aGVsbG8=").is_err());
     }
 
     #[test]
