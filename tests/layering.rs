@@ -1,7 +1,8 @@
 //! The layering of `src/`, checked from the source: every `crate::` path in a module's code
 //! (comments aside) names a module of its own layer or one below. The layers, bottom up, are
-//! documented in `docs/DESIGN.md`; `arch/`'s files, apart from its `mod.rs` (the contract
-//! and the list), import each other without a cycle.
+//! documented in `docs/DESIGN.md`. The files of `arch/` and of `load/` import each other
+//! without a cycle, and outside `load/` only its face (`load/mod.rs`) and `load::scaleout`
+//! (what `merge` adds up) are used.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -88,19 +89,100 @@ fn module_of(src: &Path, file: &Path) -> (String, String) {
     (top, parts.join("/"))
 }
 
+/// The modules directly inside `dir` (its files and folders), by name.
+fn submodules(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir() || p.extension().is_some_and(|e| e == "rs"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().to_string())
+        .filter(|n| n != "mod")
+        .collect()
+}
+
+/// Every path that follows `prefix` in `code` (`a::b::C`), with groups opened:
+/// `prefix a::{b::C, D}` gives `a::b::C` and `a::D`.
+fn paths_under(code: &str, prefix: &str) -> Vec<String> {
+    let path_char = |c: char| c.is_alphanumeric() || c == '_' || c == ':';
+    let mut out = Vec::new();
+    for rest in code.split(prefix).skip(1) {
+        let head: String = rest.chars().take_while(|&c| path_char(c)).collect();
+        match rest[head.len()..].strip_prefix('{') {
+            Some(group) => {
+                let end = group.find('}').unwrap_or(group.len());
+                for part in group[..end].split(',') {
+                    let tail: String = part.trim().chars().take_while(|&c| path_char(c)).collect();
+                    if !tail.is_empty() {
+                        out.push(format!("{head}{tail}"));
+                    }
+                }
+            }
+            None => out.push(head.trim_end_matches(':').to_string()),
+        }
+    }
+    out
+}
+
+/// A circle among `edges`, as the names along it, if there is one (depth-first search for a
+/// back edge).
+fn find_cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|n| n == node) {
+            let mut cycle = path[i..].to_vec();
+            cycle.push(node.to_string());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_string());
+        for next in edges.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, edges, path, done) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    edges
+        .keys()
+        .find_map(|node| visit(node, edges, &mut Vec::new(), &mut done))
+}
+
 #[test]
 fn every_import_runs_down_the_layers() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
+    let load_modules = submodules(&src.join("load"));
     let mut wrong = Vec::new();
     for file in &files {
         let (top, _) = module_of(&src, file);
         if top == "lib" || top == "main" {
             continue;
         }
+        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        if top != "load" {
+            for inner in paths_under(&code, "crate::load::") {
+                let first = inner.split("::").next().unwrap_or("");
+                if load_modules.contains(first) && first != "scaleout" {
+                    wrong.push(format!(
+                        "{} reaches into crate::load::{inner} (use load's face or load::scaleout)",
+                        file.display()
+                    ));
+                }
+            }
+        }
         let mine = layer_of(&top).unwrap_or_else(|| panic!("{top} is in no layer"));
-        for used in crate_paths(&code_of(&std::fs::read_to_string(file).unwrap())) {
+        for used in crate_paths(&code) {
             if used == top || ROOT_ITEMS.contains(&used.as_str()) {
                 continue;
             }
@@ -150,40 +232,58 @@ fn arch_files_import_each_other_without_a_cycle() {
             .collect();
         edges.insert(me, used);
     }
-    // Depth-first search for a back edge.
-    fn visit(
-        node: &str,
-        edges: &BTreeMap<String, BTreeSet<String>>,
-        path: &mut Vec<String>,
-        done: &mut BTreeSet<String>,
-    ) -> Option<Vec<String>> {
-        if let Some(i) = path.iter().position(|n| n == node) {
-            let mut cycle = path[i..].to_vec();
-            cycle.push(node.to_string());
-            return Some(cycle);
-        }
-        if done.contains(node) {
-            return None;
-        }
-        path.push(node.to_string());
-        for next in edges.get(node).into_iter().flatten() {
-            if let Some(cycle) = visit(next, edges, path, done) {
-                return Some(cycle);
-            }
-        }
-        path.pop();
-        done.insert(node.to_string());
-        None
+    let cycle = find_cycle(&edges);
+    assert!(
+        cycle.is_none(),
+        "arch/ imports in a circle: {}",
+        cycle.unwrap().join(" -> ")
+    );
+}
+
+/// `load/`'s files, each named by its path under `load/` (`stats/urls`; a folder's `mod.rs`
+/// by the folder), import each other without a cycle. A folder's `mod.rs` naming its own
+/// children is how Rust declares them, not an import, and `load/mod.rs` is the face the
+/// files take the config's names through: neither is an edge.
+#[test]
+fn load_files_import_each_other_without_a_cycle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src.join("load"), &mut files);
+    let name_of = |file: &Path| {
+        let (_, rest) = module_of(&src, file);
+        rest.trim_end_matches("/mod")
+            .trim_end_matches("mod")
+            .to_string()
+    };
+    let names: BTreeSet<String> = files.iter().map(|f| name_of(f)).collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let me = name_of(file);
+        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        let used = paths_under(&code, "crate::load::")
+            .into_iter()
+            .filter_map(|path| {
+                // The longest module the path names: `stats::urls::UrlReport` -> `stats/urls`.
+                let parts: Vec<&str> = path.split("::").collect();
+                (1..=parts.len())
+                    .rev()
+                    .map(|n| parts[..n].join("/"))
+                    .find(|m| names.contains(m))
+            })
+            .filter(|used| {
+                let own_child = used.starts_with(&format!("{me}/"));
+                *used != me && !used.is_empty() && !own_child
+            })
+            .collect();
+        edges.insert(me, used);
     }
-    let mut done = BTreeSet::new();
-    for node in edges.keys() {
-        let cycle = visit(node, &edges, &mut Vec::new(), &mut done);
-        assert!(
-            cycle.is_none(),
-            "arch/ imports in a circle: {}",
-            cycle.unwrap().join(" -> ")
-        );
-    }
+    assert!(edges.len() > 20, "{edges:?}");
+    let cycle = find_cycle(&edges);
+    assert!(
+        cycle.is_none(),
+        "load/ imports in a circle: {}",
+        cycle.unwrap().join(" -> ")
+    );
 }
 
 #[test]
@@ -193,5 +293,13 @@ fn the_checks_see_imports_and_skip_comments() {
     );
     let paths: Vec<String> = crate_paths(&code).into_iter().collect();
     assert_eq!(paths, ["app", "load", "sys"]);
+    let under = paths_under(
+        "use crate::load::stats::{urls::UrlReport, LatencyKey};\nx = crate::load::run(c);",
+        "crate::load::",
+    );
+    assert_eq!(
+        under,
+        ["stats::urls::UrlReport", "stats::LatencyKey", "run"].map(String::from)
+    );
     assert!(layer_of("sweep") > layer_of("load") && layer_of("render") < layer_of("app"));
 }

@@ -580,52 +580,6 @@ pub(crate) mod tests {
         assert_eq!(points[2].latency_us, None);
         let held = points[3].latency_us.unwrap();
         assert!((2_049_000..=2_051_000).contains(&held.p50), "{held:?}");
-        let text = crate::load::output::timeseries::csv(&points);
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[2], "1.000,1.000,0,0.0,0,0,0,0,0,0,0,,,,,0");
-    }
-
-    #[test]
-    fn the_engine_recorder_puts_responses_timeouts_and_drain_answers_in_their_intervals() {
-        use crate::load::engine::recorder::InFlight;
-        use crate::load::engine::recorder::Recorder;
-        let t = std::time::Instant::now();
-        let at = |ms: u64| t + MS(ms);
-        let sent = |ms: u64| InFlight {
-            intended: at(ms),
-            sent: at(ms),
-            line: 0,
-        };
-        let (collector, plan) = IntervalCollector::new(Duration::from_secs(1), 1, Some(MS(2000)));
-        let mut r = Recorder::new(t, MS(100), false);
-        r.set_intervals(Some(plan.recorder(0)));
-        drop(plan);
-        r.failed(FailureKind::Connect, 2); // now: in the first interval
-        r.failed(FailureKind::Read, 0); // nothing
-        r.response(sent(100), 200, at(150));
-        r.tick(at(1010));
-        r.response(sent(1000), 200, at(1200)); // past the 100 ms timeout: a timeout
-        r.response(sent(1100), 200, at(1130));
-        r.start_drain();
-        r.response(sent(1990), 200, at(2050)); // the drain: a sample of the last interval
-        let stats = r.finish(MS(2000), 0.0);
-        assert_eq!((stats.requests, stats.drained), (2, 1));
-        let (points, censored) = collector.finish(MS(2000), None, &mut |_| Ok(())).unwrap();
-        assert!(censored.is_none());
-        let rows: Vec<(u64, u64, u64, u64)> = points
-            .iter()
-            .map(|p| {
-                (
-                    p.responses,
-                    p.errors.connect,
-                    p.errors.timeout,
-                    p.latency_us.map_or(0, |l| l.count),
-                )
-            })
-            .collect();
-        assert_eq!(rows, vec![(1, 2, 0, 1), (1, 0, 1, 2)]);
-        let last = points[1].latency_us.unwrap();
-        assert!((59_900..=60_100).contains(&last.max), "{last:?}");
     }
 
     #[test]
