@@ -41,7 +41,7 @@ pub struct ServeArgs {
     /// Worker processes or threads of a pooled architecture (see below).
     #[arg(long)]
     pub workers: Option<usize>,
-    /// How the loops of reactors share the port: a SO_REUSEPORT listener each [default], or
+    /// How the loops of reactors share the port: a SO_REUSEPORT listener each (the default), or
     /// one listener woken with EPOLLEXCLUSIVE.
     #[arg(long, value_enum)]
     pub accept: Option<Accept>,

@@ -1,14 +1,10 @@
-//! Static files under the root, and not one byte from outside it.
-//!
-//! The path is percent-decoded once, NUL is refused, any `..` segment is refused (encoded
-//! slashes and dots are decoded first, so `%2e%2e%2f` is caught too). The file is then opened
-//! beneath the root's directory in one system call that cannot leave it (openat2 with
-//! `RESOLVE_BENEATH`: a symlink out of the root, or any absolute one, is refused); on a kernel
-//! without openat2 it is canonicalised (resolving symlinks) and must still lie under the
-//! canonical root. A file of at most [`INLINE_MAX`] is read whole, so its reply leaves in one
-//! send as a page in memory does, and kept by the thread for the rest of that second (see
-//! `SmallFiles`); a larger one is opened, not read: the architecture streams it in bounded
-//! chunks.
+//! Static files under the root, and not one byte from outside it. The path is percent-decoded
+//! once; NUL and any `..` segment are refused (so `%2e%2e%2f` is caught too). The file is opened
+//! beneath the root in one system call that cannot leave it (openat2 with `RESOLVE_BENEATH`), or
+//! on an older kernel canonicalised and checked to lie under the canonical root. A file of at
+//! most [`INLINE_MAX`] is read whole and kept by the thread for the rest of that second
+//! (`SmallFiles`), so its reply leaves in one send; a larger one is opened, not read, and the
+//! architecture streams it in bounded chunks.
 
 use std::cell::RefCell;
 use std::collections::HashMap;

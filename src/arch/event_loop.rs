@@ -1,16 +1,10 @@
-//! The single-threaded event loop that the poll and epoll servers share.
-//!
-//! One thread owns every connection. Readiness comes from a [`Poller`] (poll(2) or epoll(7),
-//! one file each); the loop itself is the same. It never blocks on a wait: `/sleep` is a
-//! timer of the loop, Redis guestbook calls go over a non-blocking [`RedisPipe`] the loop
-//! owns, and the reply is written when the timer fires or the store answers. CPU work
-//! (`/fib`) and the embedded SQLite store run inline and stall the loop: that is the lesson
-//! these architectures teach, unless the loop was given a [`WorkerPool`] (hybrid): then
-//! that work runs on the pool and its reply comes back through the pool's eventfd, like a
-//! store reply. Reactors run one such loop per thread, each counting what it accepts.
-//! Pipelined requests wait behind a pending one, so replies stay in order (the answering step
-//! is [`pipeline::answer`], which uring shares). Running out of file descriptors pauses
-//! accepting for a moment and is logged.
+//! The single-threaded event loop that poll, epoll, reactors (one per thread) and hybrid share.
+//! One thread owns every connection; readiness comes from a [`Poller`] (poll(2) or epoll(7),
+//! one file each). It never blocks on a wait: `/sleep` is a timer of the loop and Redis a
+//! non-blocking [`RedisPipe`]. CPU work (`/fib`) and SQLite run inline and stall the loop (the
+//! lesson these architectures teach) unless the loop has a [`WorkerPool`] (hybrid), whose
+//! replies come back through its eventfd. Requests are answered by [`pipeline::answer`], in
+//! order; running out of file descriptors pauses accepting for a moment and is logged.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

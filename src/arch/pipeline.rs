@@ -1,15 +1,11 @@
-//! The answering step the event loop (poll, epoll, reactors, hybrid) and uring share.
-//!
-//! Both loops keep, per connection, the same sans-IO state: the input received and not yet
-//! answered, the replies written and not yet sent, the request whose reply waits on work
-//! (a timer, the store, the worker pool), a file body still streaming, and whether the
-//! connection ends once its output is out. That state is a [`Pipeline`]; [`answer`] takes the
-//! complete requests from its front, in order (pipelining), until one waits, a file body
-//! streams, the connection is to close, or [`MAX_QUEUED_OUTPUT`] is queued. What differs
-//! between the loops (how a connection is found, how much of its output is still unsent, how
-//! work that cannot answer at once is started, which clock a turn reads) is the
-//! [`PipelineHost`] trait each loop implements; [`answer`] is generic over it, so each loop
-//! gets its own copy with no indirection per request.
+//! The answering step the event loop (poll, epoll, reactors, hybrid) and uring share. Both
+//! keep, per connection, the same sans-IO state, a [`Pipeline`]: input not yet answered,
+//! replies not yet sent, the request whose reply waits on work, a file body still streaming,
+//! and whether the connection ends once its output is out. [`answer`] takes the complete
+//! requests from its front, in order, until one waits, a file streams, the connection is to
+//! close, or [`MAX_QUEUED_OUTPUT`] is queued. What differs between the loops is the
+//! [`PipelineHost`] each implements; [`answer`] is generic over it, so each loop gets its own
+//! copy with no indirection per request.
 
 use std::time::{Duration, Instant};
 

@@ -1,16 +1,11 @@
-//! Reactors: N threads (`--workers`, default one per core), each its own epoll loop owning
-//! the connections it accepted, as nginx runs its worker processes.
-//!
-//! Nothing is shared between the loops but the port, the app and the stop flag, so they
-//! scale with cores without locks; the price is that a connection stays on the loop that
-//! accepted it, busy or not. How the port is shared (`--accept`):
-//! - `reuseport` (default): a SO_REUSEPORT listener per loop, all bound to the driver's
-//!   address (with `--port 0`, to the port the driver's listener got). The kernel spreads
-//!   new connections over them by a hash of the addresses: even on average, blind to load.
-//! - `shared`: the driver's one listener in every loop, registered with EPOLLEXCLUSIVE so a
-//!   connection wakes one waiting loop rather than all; a loop that waits more takes more.
-//!
-//! Each loop counts what it accepts; the stats line lists the counts, so imbalance shows.
+//! Reactors: N threads (`--workers`, default one per core), each its own epoll loop owning the
+//! connections it accepted, as nginx runs its worker processes. Nothing is shared between the
+//! loops but the port, the app and the stop flag, so they scale with cores without locks; the
+//! price is that a connection stays on the loop that accepted it, busy or not. How the port is
+//! shared (`--accept`): `reuseport` (default), a SO_REUSEPORT listener per loop, which the kernel
+//! fills by a hash of the addresses (even on average, blind to load); or `shared`, one listener
+//! in every loop with EPOLLEXCLUSIVE, so a connection wakes one waiting loop and a loop that
+//! waits more takes more. The stats line lists what each loop accepted, so imbalance shows.
 
 use std::net::TcpListener;
 use std::sync::atomic::Ordering;

@@ -1,40 +1,10 @@
-//! Uring: io_uring, one ring per thread, completions instead of readiness.
-//!
-//! `--workers` threads (default one per core) each own a ring ([`crate::sys::uring::Ring`])
-//! and the connections that ring accepted. Each ring arms a multishot accept on a listener of
-//! its own, bound with SO_REUSEPORT beside the others, so the kernel spreads new connections
-//! over the rings; the stats line lists how many each accepted. A connection gets
-//! one multishot receive into the ring's registered provided buffers; its bytes are copied
-//! into the connection's input and the buffer goes straight back. The answering step the
-//! event loop uses too ([`pipeline::answer`]) answers what is complete; replies are
-//! appended to the connection's output, and once per loop turn every connection with output
-//! and no send in flight gets one send, all submitted together with the next wait (one
-//! `io_uring_enter` per turn, however many connections were served). Past
-//! [`MAX_QUEUED_OUTPUT`] the receive is cancelled and no more requests are answered until the
-//! client drains its output; it is re-armed then (and whenever a multishot ends on its own,
-//! e.g. when the provided buffers ran out).
-//!
-//! What a small keep-alive request costs here, and what was cut (`benches/modern_vs_nginx.sh`
-//! measures it against nginx): the ring defers completion work until the thread asks for it
-//! (`DEFER_TASKRUN`, see [`Ring`]) instead of being interrupted per completion; a
-//! connection's sends name it by its slot in the ring's registered-file table from its second
-//! reply on (no file lookup and reference count per send); a turn reads the clock once,
-//! parses each request head once, keeps its send buffer, and lists the connections it touched
-//! in a plain vector. What remains is mostly the kernel's TCP path, the same for every server
-//! here: sending a reply over loopback runs the client's receive processing on this thread.
-//!
-//! Waits never hold the thread: `/sleep` is a ring timeout, Redis goes over a non-blocking
-//! [`RedisPipe`] whose socket readiness is a one-shot poll on the ring (the commands and
-//! replies are the same RESP code the event loops use; 503 past the store timeout). `/fib`
-//! and the embedded SQLite store run inline and stall that ring's thread, as they stall
-//! epoll. Static files are read in [`FILE_CHUNK`](crate::http::FILE_CHUNK)s (a bounded
-//! positional read of a cached page) each time the socket has taken the previous one.
-//! Deadlines (idle, header, body, write, lingering after an error) are checked on a ring
-//! timeout that ticks every [`TICK`].
-//!
-//! Where io_uring cannot be set up (old kernel, `kernel.io_uring_disabled`, a seccomp
-//! profile, no lockable memory) [`UringServer::check`] fails before the ready line, with the
-//! reason, and `serve` exits 2.
+//! Uring: io_uring, one ring per thread, completions instead of readiness. `--workers` threads
+//! (default one per core) each own a ring ([`crate::sys::uring::Ring`]), a SO_REUSEPORT
+//! listener with a multishot accept, and the connections it accepted. Requests are answered by
+//! the step the event loop shares ([`pipeline::answer`]); `/sleep` is a ring timeout and Redis a
+//! [`RedisPipe`] polled on the ring, while `/fib` and SQLite run inline as they do in epoll.
+//! Where io_uring cannot be set up, [`UringServer::check`] fails before the ready line and
+//! `serve` exits 2.
 
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd};
@@ -200,6 +170,24 @@ enum RingStore {
     },
 }
 
+/// A connection gets one multishot receive into the ring's registered provided buffers; its
+/// bytes are copied into the connection's input and the buffer goes straight back. Replies are
+/// appended to the connection's output, and once per loop turn every connection with output and
+/// no send in flight gets one send, all submitted together with the next wait (one
+/// `io_uring_enter` per turn, however many connections were served). Past
+/// [`MAX_QUEUED_OUTPUT`] the receive is cancelled and no more requests are answered until the
+/// client drains its output; it is re-armed then (and whenever a multishot ends on its own,
+/// e.g. when the provided buffers ran out). Static files go out in
+/// [`FILE_CHUNK`](crate::http::FILE_CHUNK)s, each when the socket has taken the previous one.
+/// Deadlines (idle, header, body, write, lingering after an error) are checked every [`TICK`].
+///
+/// What a small keep-alive request costs (`benches/modern_vs_nginx.sh` measures it against
+/// nginx): the ring defers completion work until the thread asks for it (`DEFER_TASKRUN`, see
+/// [`Ring`]); a connection's sends name it by its slot in the registered-file table from its
+/// second reply on; a turn reads the clock once, parses each request head once, keeps its send
+/// buffer and lists the connections it touched in a plain vector. What remains is mostly the
+/// kernel's TCP path: a reply sent over loopback runs the client's receive processing on this
+/// thread.
 struct RingLoop {
     ring: Ring,
     listener: TcpListener,

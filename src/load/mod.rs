@@ -1,18 +1,10 @@
-//! `sweetspot load`: a load generator in the class of wrk, wrk2 and ab.
-//!
-//! Three ways to drive a target: closed loop (`-c` connections for `-d`, one batch in flight on
-//! each, like wrk), fixed count (`-n` requests in total, exactly, like ab), and rate (`-R`,
-//! wrk2's coordinated-omission correction, with the uncorrected view beside it), at a constant
-//! rate or following a load plan, a ramp or steps ([`plan`]), reported step by step
-//! ([`steps`]). Targets are HTTP/1.1 URLs (`https://` over TLS, see
-//! [`tls`]) or `tcp://` line-echo servers.
-//!
-//! This file is only the driver: [`run`] is the library entry point the sweep calls in-process
-//! (validate, pre-flight, start one engine worker per thread, merge what they measured);
-//! [`run_load`] adds the command line's output. Neighbours: [`config`] (flags turned once into a
-//! validated [`LoadConfig`]), [`engine`] (the event loops: transport, send policy, request
-//! source, timers, recorder), [`framing`] (where responses end), [`stats`] (histograms and
-//! counters), [`report`] (the result), [`human`] and [`json`] (output).
+//! `sweetspot load`: a load generator in the class of wrk, wrk2 and ab: closed loop (`-c` for
+//! `-d`), fixed count (`-n`, exactly) and rate (`-R`, a constant rate or a plan, with
+//! coordinated omission corrected), over HTTP/1.1 (`https://` too) or a `tcp://` echo protocol.
+//! This file is the driver: [`run`] is the entry point the sweep calls in-process (validate,
+//! pre-flight, one engine worker per thread, merge what they measured) and [`run_load`] adds the
+//! command line's output. The tree follows a run: [`source`] and [`config`], the [`engine`],
+//! [`stats`], [`output`], and [`scaleout`] for distributed runs.
 
 pub mod config;
 pub mod engine;

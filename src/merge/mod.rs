@@ -1,14 +1,10 @@
-//! `sweetspot merge`: one report from the segments of a distributed load run.
-//!
-//! Each worker of a run (`sweetspot load --segment I/N`, started by Slurm, a Kubernetes Indexed
-//! Job or ssh) writes a JSON report carrying its whole latency histogram, or an HdrHistogram
-//! interval log (`--hlog`) ending in its report line. Merging is exact: histograms are added,
-//! never percentiles averaged, and counts are summed. Inputs that are not one run (different
-//! targets, modes or totals, segments missing or twice, times that do not overlap) are refused
-//! with one line (exit 2): a merge of unrelated runs would be a number that means nothing.
-//!
-//! [`combine`] is the pure part (tested here); [`run_merge`] reads files and writes the human
-//! summary, `--json` and `--html` ([`html`]).
+//! `sweetspot merge`: one report from the segments of a distributed load run. Each worker
+//! (`sweetspot load --segment I/N` under Slurm, a Kubernetes Indexed Job or ssh) writes a JSON
+//! report with its whole latency histogram, or an interval log (`--hlog`) ending in its report.
+//! Merging is exact: histograms are added, never percentiles averaged, and counts summed. Inputs
+//! that are not one run (different targets, modes or totals, segments missing or twice, times
+//! that do not overlap) are refused with one line (exit 2). [`combine`] is the pure part;
+//! [`run_merge`] reads the files and writes the summary, `--json` and `--html` ([`html`]).
 
 pub mod html;
 

@@ -1,9 +1,6 @@
 //! Numbers as people read them: thousands separators, durations in a fitting unit, fractions
-//! as percentages.
-//!
-//! A leaf module: the recommendation's prose ([`super::analysis`]) and every output format
-//! ([`super::output`]) write numbers the same way, and neither may import the other's
-//! formatting, so it lives below both.
+//! as percentages. The sweep's prose and outputs, `load` and `merge` all write numbers with
+//! these, so a figure reads the same wherever it appears.
 
 /// `12345.6` -> `12,346`; small values keep one decimal (`9.5`).
 pub fn thousands(value: f64) -> String {

@@ -1,27 +1,9 @@
-//! Exact server CPU: a cgroup made for each measured server, where the machine allows one.
-//!
-//! A process tree read from /proc misses work: a process that exits and is reaped between two
-//! reads of a scan is in neither its own `stat` nor yet (as read) in its parent's `cutime`, and a
-//! forking server's children all exit together at the end of a run, exactly when the runner
-//! reads. The kernel's CPU accounting of a cgroup has no such gap: every task that ever ran in
-//! the cgroup is charged to it, exited or not. So the runner makes a cgroup per server, puts the
-//! server into it before it execs (so the server never runs outside it, and everything it forks
-//! or spawns inherits it), reads the cgroup's counters around the measured window, and after
-//! the server stopped kills whatever is left in the cgroup (pieces that left its process group)
-//! and removes it.
-//!
-//! Methods, in the order tried (the first that works is used, and recorded per point as
-//! `server.cpu_method` in `results.json`):
-//! - `cgroup-v1-cpuacct`: a v1 hierarchy with the cpuacct controller (`cpuacct.usage`,
-//!   `cpuacct.usage_user`, `cpuacct.usage_sys`, nanoseconds);
-//! - `cgroup-v2`: the unified hierarchy (`cpu.stat`: `usage_usec`, `user_usec`, `system_usec`;
-//!   the kernel keeps these for every cgroup, whether or not the cpu controller is enabled);
-//! - `proc+children`: no writable cgroup (not root and no delegated subtree): /proc plus the
-//!   reaped children's usage, read as a consistent snapshot (see [`super::probe`]).
-//!
-//! The new cgroup is made under the runner's own cgroup in that hierarchy (from
-//! `/proc/self/cgroup`), which is what a delegated subtree allows. `SWEETSPOT_CPU_METHOD`
-//! (`auto`, or one of the names above) forces a method, for tests and comparisons.
+//! Exact server CPU: a cgroup made for each measured server, where the machine allows one
+//! ([`ServerCgroup`]), and the method used at each point ([`CpuMethod`], recorded as
+//! `server.cpu_method` in `results.json`). A process tree read from /proc misses work: a
+//! process that exits between two reads of a scan is in neither its own `stat` nor yet in its
+//! parent's `cutime`, and a forking server's children all exit together at the end of a run.
+//! The kernel's accounting of a cgroup has no such gap. The fallback is [`super::probe`].
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,6 +15,15 @@ use super::probe::TreeCpu;
 pub const METHOD_ENV: &str = "SWEETSPOT_CPU_METHOD";
 
 /// How a point's server CPU was measured.
+///
+/// Tried in this order, the first that works is used; [`METHOD_ENV`] (`auto`, or one of the
+/// names) forces one, for tests and comparisons:
+/// - `cgroup-v1-cpuacct`: a v1 hierarchy with the cpuacct controller (`cpuacct.usage`,
+///   `cpuacct.usage_user`, `cpuacct.usage_sys`, nanoseconds);
+/// - `cgroup-v2`: the unified hierarchy (`cpu.stat`: `usage_usec`, `user_usec`, `system_usec`;
+///   the kernel keeps these for every cgroup, whether or not the cpu controller is enabled);
+/// - `proc+children`: no writable cgroup (not root and no delegated subtree): /proc plus the
+///   reaped children's usage, read as a consistent snapshot (see [`super::probe`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CpuMethod {
     #[serde(rename = "cgroup-v1-cpuacct")]
@@ -213,6 +204,12 @@ fn split_total(total: f64, user: f64, system: f64) -> TreeCpu {
 }
 
 /// A cgroup made for one server; removed when dropped.
+///
+/// The runner makes one per server under its own cgroup in that hierarchy (from
+/// `/proc/self/cgroup`, which is what a delegated subtree allows), puts the server into it
+/// before it execs (so the server never runs outside it, and everything it forks or spawns
+/// inherits it), reads the counters around the measured window, and after the server stopped
+/// kills whatever is left in it (pieces that left its process group) and removes it.
 #[derive(Debug)]
 pub struct ServerCgroup {
     dir: PathBuf,

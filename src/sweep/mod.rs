@@ -1,15 +1,10 @@
 //! Experiments: `sweetspot sweep` runs a grid of servers and loads and names the sweet spot;
-//! `sweetspot report` renders a finished sweep again.
-//!
-//! The pieces, in the order a sweep uses them:
-//! - [`spec`]: the experiment (TOML; the presets are files in `experiments/`);
-//! - [`runner`]: per point, start a server ([`server`]), warm up, measure with the in-process
-//!   load engine while [`probe`] samples the server's process tree from /proc, stop it;
-//! - [`analysis`]: pure statistics, the USL fit, the best architecture within a latency bound
-//!   and the words that explain it (runner -> analysis -> output, never back);
-//! - [`results`]: the record written as `results.json`;
-//! - [`output`]: JSON, Markdown, SVG and HTML writers behind one trait, and the terminal summary;
-//! - [`units`]: numbers as people read them, shared by the prose and the outputs.
+//! `sweetspot report` renders a finished sweep again. In the order a sweep uses them: [`spec`]
+//! (the experiment, TOML; the presets are files in `experiments/`); [`runner`] (per point, start
+//! a server with [`server`], warm up, measure with the in-process load engine while [`probe`]
+//! samples the server's process tree, stop it); [`analysis`] (statistics, the USL fit, the best
+//! architecture and the words that explain it); [`results`] (`results.json`); [`output`] (JSON,
+//! Markdown, SVG and HTML, and the terminal summary). Runner -> analysis -> output, never back.
 
 pub mod analysis;
 pub mod cgroup;

@@ -1,20 +1,9 @@
-//! /proc probes: what a server's whole process tree costs while it is measured.
-//!
-//! The server runs in its own process group (the runner puts it there), so "the tree" is every
-//! process whose process group is the server's: a forking server's children, a preforked pool,
-//! a shell wrapper's child. CPU is read from `/proc/PID/stat` (utime+stime of each live
-//! process plus cutime+cstime, which hold the time of children already reaped, so a forking
-//! server's finished children still count). That sum is only right when no process is reaped
-//! in the middle of a scan (then it is in neither its own `stat`, read too late, nor its
-//! parent's `cutime`, read too early), and a forking server's children all exit together at
-//! the end of a run, so [`group_cpu_consistent`] repeats the scan until two in a row agree.
-//! This is the `proc+children` fallback; where a cgroup can be made the runner measures with
-//! it instead ([`super::cgroup`]). Memory, threads, processes and context switches are
-//! sampled by a background thread ([`TreeSampler`]); context switches are per task in
-//! `/proc/PID/task/TID/status`, and a task that lived and died between two samples is missed, so
-//! those counts are lower bounds for thread- or process-per-connection servers.
-//!
-//! Parsing is split into pure functions over the file text so it is tested without a process.
+//! /proc probes: what a server's whole process tree costs while it is measured. The tree is
+//! every process in the server's process group (the runner puts it in its own): a forking
+//! server's children, a preforked pool, a shell wrapper's child. CPU by [`group_cpu_consistent`]
+//! is the `proc+children` fallback where no cgroup can be made ([`super::cgroup`]); memory,
+//! threads, processes and context switches are sampled by a [`TreeSampler`]. Parsing is pure
+//! functions over the file text, tested without a process.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -183,6 +172,13 @@ const CONSISTENT_SCAN_TRIES: usize = 50;
 
 /// CPU of the whole process group, from two back-to-back scans that agree (see [`scans_agree`]);
 /// after `CONSISTENT_SCAN_TRIES` disagreements, the last scan.
+///
+/// CPU is read from `/proc/PID/stat`: utime+stime of each live process plus cutime+cstime,
+/// which hold the time of children already reaped, so a forking server's finished children
+/// still count. That sum is only right when no process is reaped in the middle of a scan (then
+/// it is in neither its own `stat`, read too late, nor its parent's `cutime`, read too early),
+/// and a forking server's children all exit together at the end of a run, so the scan is
+/// repeated until two in a row agree.
 pub fn group_cpu_consistent(pgrp: i32) -> TreeCpu {
     let mut previous = group_processes(pgrp);
     for _ in 0..CONSISTENT_SCAN_TRIES {
@@ -345,6 +341,10 @@ impl SamplerState {
 }
 
 /// Samples a process group on a background thread until [`TreeSampler::finish`].
+///
+/// Context switches are per task in `/proc/PID/task/TID/status`, and a task that lived and died
+/// between two samples is missed, so those counts are lower bounds for thread- or
+/// process-per-connection servers.
 pub struct TreeSampler {
     stop: Arc<AtomicBool>,
     state: Arc<Mutex<SamplerState>>,

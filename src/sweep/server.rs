@@ -1,15 +1,9 @@
-//! Server processes under test: start one in its own process group, know when it is ready,
-//! stop it and everything it forked.
-//!
-//! Our own server is `sweetspot serve --port 0`, which prints one ready line with the port it
-//! took. An external server (a user's Node or Java app) is a shell command; it is ready when its
-//! port accepts connections. Either way the child is a process-group leader
-//! (`CommandExt::process_group(0)`), so stopping means signalling the group: SIGTERM, a bounded
-//! wait, then SIGKILL. The sweep makes itself a child subreaper (see [`become_subreaper`]) so
-//! that processes a server forked are re-parented to the sweep when the server dies, and are
-//! reaped here instead of lingering as zombies under a PID 1 that may not reap. A server can be
-//! started inside a cgroup ([`ServerProcess::start_in`]): it moves itself there between fork
-//! and exec, so all it ever runs is accounted to the cgroup ([`super::cgroup`]).
+//! Server processes under test: start one in its own process group, know when it is ready, stop
+//! it and everything it forked. Ours is `sweetspot serve --port 0`, ready at its ready line; an
+//! external one is a shell command, ready when its port accepts. The child leads its process
+//! group, so stopping signals the group (SIGTERM, a bounded wait, SIGKILL), and the sweep is a
+//! child subreaper ([`become_subreaper`]) so what a server forked is reaped here, not left a
+//! zombie. [`ServerProcess::start_in`] starts it inside a cgroup ([`super::cgroup`]).
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};

@@ -1,24 +1,10 @@
-//! The only home of `unsafe` in sweetspot: the few system calls no safe crate covers here.
-//!
-//! - [`fork`]: a process per connection or a pool of processes (forking, preforked).
-//! - [`SharedCounter`]: a counter in anonymous shared memory so forked workers add to the
-//!   parent's request count.
-//! - [`poll`]: ppoll(2) over a plain `pollfd` array; the poll architecture rebuilds that array
-//!   on every call (as the study's server does), which nix's borrow-checked `PollFd` cannot hold.
-//! - [`epoll_wait_precise`]: epoll_pwait2(2), an epoll wait with a nanosecond timeout (nix
-//!   waits in milliseconds), so a loop's timers are not rounded to ticks; [`watched_timer`],
-//!   a timerfd registered with tokio's reactor (tokio's registration is `unsafe`), the same
-//!   precision for the async architecture.
-//! - [`open_beneath`]: openat2(2), a static file opened under the root in one resolution
-//!   that cannot leave it (no crate here wraps it).
-//! - [`join_cgroup_before_exec`]: a spawned server moves itself into a cgroup between fork and
-//!   exec, so it never runs outside it (the sweep's exact CPU accounting).
-//! - [`thread_cpu_seconds`], [`pin_current_thread`], [`ensure_file_limit`]: the load engine's
-//!   per-thread CPU time, CPU pinning and open-file limit (safe nix calls, kept with the other
-//!   resource calls so the engine holds no system details).
-//! - [`uring`]: io_uring rings for the uring architecture, owning the memory of operations in flight.
-//!
-//! Everything here turns -1 into `io::Error::last_os_error()` and says why each block is sound.
+//! The only home of `unsafe` in sweetspot: the few system calls no safe crate covers here, each
+//! block with why it is sound, -1 turned into `io::Error::last_os_error()`. Processes ([`fork`],
+//! [`join_cgroup_before_exec`]), a counter forked workers share ([`SharedCounter`]), waits with
+//! precise timeouts ([`poll`], [`epoll_wait_precise`], [`watched_timer`]), a static file opened
+//! beneath the root ([`open_beneath`]), the load engine's per-thread resources
+//! ([`thread_cpu_seconds`], [`pin_current_thread`], [`ensure_file_limit`]) and io_uring
+//! ([`uring`]).
 
 pub mod uring;
 
@@ -129,7 +115,8 @@ fn timespec(timeout: Duration) -> libc::timespec {
 
 /// Waits on `fds` for up to `timeout` (`None`: forever), to the nanosecond (ppoll(2)), and
 /// returns how many have events. An interrupted call returns `Ok(0)` so callers re-check their
-/// shutdown flag.
+/// shutdown flag. A plain `pollfd` array, because the poll architecture rebuilds it on every
+/// call (as the study's server does), which nix's borrow-checked `PollFd` cannot hold.
 pub fn poll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
     let ts = timeout.map(timespec);
     let ts_ptr = ts
@@ -152,7 +139,8 @@ pub fn poll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<u
 /// Waits on the epoll instance `epoll` for up to `timeout`, to the nanosecond (epoll_pwait2(2),
 /// Linux 5.11; before it, epoll_wait(2) with the timeout rounded up to a millisecond, so a
 /// timer is never early), filling `events` from the front; returns how many are ready. An
-/// interrupted call returns `Ok(0)`.
+/// interrupted call returns `Ok(0)`. Here, not in nix, whose waits are in milliseconds: a
+/// loop's timers would be rounded to ticks.
 pub fn epoll_wait_precise(
     epoll: BorrowedFd<'_>,
     events: &mut [nix::sys::epoll::EpollEvent],
@@ -251,7 +239,9 @@ impl AsRawFd for TimerHandle {
 }
 
 /// A non-blocking timerfd armed to expire once after `duration` (to the nanosecond), watched
-/// by the current tokio runtime's reactor. Must be called inside a runtime.
+/// by the current tokio runtime's reactor (whose registration of a raw descriptor is
+/// `unsafe`): the async architecture's timers at the event loops' precision. Must be called
+/// inside a runtime.
 pub fn watched_timer(duration: Duration) -> io::Result<tokio::io::unix::AsyncFd<TimerHandle>> {
     use nix::sys::time::TimeSpec;
     use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};

@@ -1,27 +1,9 @@
-//! io_uring for the `uring` architecture: a safe face over the io-uring crate.
-//!
-//! Pushing an operation onto a ring is `unsafe` because the kernel reads or writes the
-//! memory it names until the operation completes, whatever Rust thinks of its lifetime. This
-//! wrapper makes that sound by owning every such piece of memory itself: a send's buffer and
-//! a timeout's `Timespec` are kept here, keyed by the operation's `user_data`, until their
-//! completion arrives (a send's buffer is then handed back); the provided-buffer ring that
-//! multishot receives fill is allocated, registered and recycled here, and its bytes reach
-//! the caller only as a borrowed slice inside [`Ring::reap`], after which the buffer goes back
-//! to the kernel. An accepted descriptor becomes an owned `TcpStream` here, once. On drop
-//! every operation still in flight is cancelled and waited for (bounded); memory the kernel
-//! might still touch after that is leaked rather than freed.
-//!
-//! Sockets can also be registered in the ring's file table ([`Ring::fix`]) and named by
-//! their slot ([`Socket::Fixed`]); the table holds a reference of its own, so the slot must
-//! be emptied ([`Ring::unfix`]) when the socket is closed.
-//!
-//! The caller encodes what an operation is for in its `user_data`; each `user_data` in flight
-//! must be unique among the operations that own memory (sends, timeouts).
-//!
-//! A ring receives either with `recv` ([`Ring::recv_multi`], the server's) or with `recvmsg`
-//! ([`Ring::recvmsg_multi`], the load generator's), whose completions also carry the socket's
-//! kernel receive timestamp (`SO_TIMESTAMPNS`): when the bytes reached the socket, whenever the
-//! caller gets to them. The `msghdr` those receives name is owned here too.
+//! io_uring for the `uring` architecture and the load generator's ring engine: a safe face over
+//! the io-uring crate. Pushing an operation is `unsafe` because the kernel uses the memory it
+//! names until it completes; [`Ring`] makes that sound by owning every such piece of memory
+//! (send buffers, timeouts, the provided-buffer ring, `msghdr`s) until the completion arrives.
+//! Sockets may be registered in the ring's file table ([`Ring::fix`]) and named by slot
+//! ([`Socket::Fixed`]).
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::HashMap;
@@ -136,6 +118,22 @@ impl ProvidedBuffers {
 }
 
 /// An io_uring with its provided buffers and the memory of its operations in flight.
+///
+/// A send's buffer and a timeout's `Timespec` are kept here, keyed by the operation's
+/// `user_data`, until their completion arrives (a send's buffer is then handed back); the
+/// caller encodes what an operation is for in its `user_data`, which must be unique among the
+/// operations in flight that own memory (sends, timeouts). The provided-buffer ring that
+/// multishot receives fill is allocated, registered and recycled here, and its bytes reach the
+/// caller only as a borrowed slice inside [`Ring::reap`], after which the buffer goes back to
+/// the kernel. An accepted descriptor becomes an owned `TcpStream` here, once. On drop every
+/// operation still in flight is cancelled and waited for (bounded); memory the kernel might
+/// still touch after that is leaked rather than freed.
+///
+/// A ring receives either with `recv` ([`Ring::recv_multi`], the server's) or with `recvmsg`
+/// ([`Ring::recvmsg_multi`], the load generator's), whose completions also carry the socket's
+/// kernel receive timestamp (`SO_TIMESTAMPNS`): when the bytes reached the socket, whenever the
+/// caller gets to them. The table of registered files holds a reference of its own, so a slot
+/// must be emptied ([`Ring::unfix`]) when its socket is closed.
 pub struct Ring {
     ring: IoUring,
     buffers: ProvidedBuffers,

@@ -1,15 +1,10 @@
-//! Sans-IO response framing: where one response ends and the next begins.
-//!
-//! The engine feeds whatever bytes a read returned and learns when a response is complete, its
-//! status, and whether the server will close. Heads are parsed with httparse; bodies are only
-//! counted, never stored (Content-Length, chunked, close-delimited, and no body for HEAD, 1xx,
-//! 204 and 304, as RFC 9112 section 6.3 says). This is the hot path's parser, so it is written
-//! here rather than pulled from an HTTP client crate: it must not allocate or copy per response.
-//!
-//! A server under load sends the same head again and again (it changes when its `Date` does,
-//! once a second), so each framer keeps the last head it parsed and what it meant: a head that
-//! is byte for byte that one is taken without parsing (httparse's result depends only on those
-//! bytes, so the answer is the same). Comparing ~200 bytes costs far less than parsing them.
+//! Sans-IO response framing: where one response ends and the next begins. The engine feeds
+//! whatever bytes a read returned and learns when a response is complete, its status, and
+//! whether the server will close. Heads are parsed with httparse; bodies are only counted
+//! (Content-Length, chunked, close-delimited, none for HEAD, 1xx, 204 and 304: RFC 9112 6.3).
+//! It is the hot path's parser, written here rather than taken from an HTTP client crate
+//! because it must not allocate or copy per response; and a head byte for byte the same as the
+//! last one (a server repeats it until its `Date` changes) is taken without parsing.
 
 use crate::load::error::FramingError;
 use crate::load::source::request::echo_byte;

@@ -1,20 +1,7 @@
-//! When a connection may send, per mode: the [`SendPolicy`].
-//!
-//! - closed loop: a new batch as soon as the last one is answered;
-//! - fixed count: the same, while this worker's share of tickets lasts; every ticket ends as
-//!   exactly one response or one failure. A connection takes a ticket when it starts to
-//!   connect (so `--no-keepalive -n N` opens exactly N connections), spends it with its first
-//!   send, and gives it back if it closes before sending;
-//! - rate (wrk2's model, generalized to load plans): every request has an intended send time
-//!   from the run's [`RatePlan`] (request `k` of the run is due when the integral of the rate
-//!   reaches `k`; connection `c` of `C` sends requests `c, c + C, ...`, so at a constant rate
-//!   its request `j` is due at `phase + j * interval`); its latency is measured from that
-//!   intended time, and a connection still waiting for an answer sends late rather than
-//!   skipping. A constant rate is a plan of one step, so ramps and steps need nothing else.
-//!
-//! The policy only decides; it owns no socket, so all of this is tested here without one. Each
-//! connection carries its [`Schedule`] (its ticket, its place in the plan and its next intended
-//! send time).
+//! When a connection may send, per mode: the [`SendPolicy`] (closed loop, fixed count, rate),
+//! and each connection's [`Schedule`] (its ticket, its place in the plan and its next intended
+//! send time). The policy only decides and owns no socket, so all of it is tested here without
+//! one; the plan it follows is `source::plan`'s.
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +9,18 @@ use crate::load::source::plan::{RatePlan, StepWindow};
 use crate::load::Mode;
 
 /// When a connection may send; one per worker.
+///
+/// - closed loop: a new batch as soon as the last one is answered;
+/// - fixed count: the same, while this worker's share of tickets lasts; every ticket ends as
+///   exactly one response or one failure. A connection takes a ticket when it starts to
+///   connect (so `--no-keepalive -n N` opens exactly N connections), spends it with its first
+///   send, and gives it back if it closes before sending;
+/// - rate (wrk2's model, generalized to load plans): every request has an intended send time
+///   from the run's [`RatePlan`] (request `k` of the run is due when the integral of the rate
+///   reaches `k`; connection `c` of `C` sends requests `c, c + C, ...`, so at a constant rate
+///   its request `j` is due at `phase + j * interval`); its latency is measured from that
+///   intended time, and a connection still waiting for an answer sends late rather than
+///   skipping. A constant rate is a plan of one step, so ramps and steps need nothing else.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum SendPolicy<'p> {
     /// A new batch as soon as the previous one is answered.

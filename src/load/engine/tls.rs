@@ -1,21 +1,9 @@
 //! HTTPS for the load generator: rustls (its `ring` provider, so nothing to install) driven by
-//! hand over the engine's own non-blocking sockets.
-//!
-//! Why by hand: the engine is an edge-triggered mio loop that owns its sockets, reads into one
-//! buffer per worker and frames responses in place; a TLS stream type that blocks, or owns the
-//! socket, or wants an async runtime would not fit. [`TlsSession`] is rustls's
-//! `ClientConnection` plus what the loop needs: it moves ciphertext between the socket and rustls
-//! (`read_tls` / `process_new_packets` / `write_tls`), hands plaintext to the framer, and notes
-//! when the handshake completed, so the handshake is measured apart from the requests. The
-//! engine drives the handshake while the connection is still connecting
-//! ([`TlsSession::handshake`]) and sends requests once it is done, so a handshake, like a TCP
-//! connect, is in no request's latency; the report gives its own percentiles and its share.
-//!
-//! [`client_config`] turns `--insecure` / `--cacert` into the one `ClientConfig` all connections
-//! share (ALPN `http/1.1`; the trusted roots are the `--cacert` file's, else Mozilla's via
-//! webpki-roots). SNI is the URL's host ([`server_name`]); rustls sends none for an IP address,
-//! as RFC 6066 says. [`preflight`] makes one blocking handshake before the run, so a certificate
-//! problem is one line ([`describe`]) and exit 1 rather than a run full of failed connections.
+//! hand over the engine's own non-blocking sockets, because the engine is an edge-triggered
+//! loop that owns its sockets and frames responses in place (a TLS stream type that blocks, owns
+//! the socket or wants an async runtime would not fit). [`TlsSession`] is one connection's TLS,
+//! [`client_config`] the configuration all share, and [`preflight`] one blocking handshake
+//! before the run, so a certificate problem is one line ([`describe`]) and exit 1.
 
 use std::io::{self, Read, Write};
 use std::path::Path;
@@ -41,6 +29,10 @@ pub const ALPN_HTTP1: &[u8] = b"http/1.1";
 
 /// Builds the client configuration every connection of a run shares. A `--cacert` file that
 /// cannot be read or holds no usable certificate is a usage error (exit 2).
+///
+/// ALPN is `http/1.1`; the trusted roots are the `--cacert` file's, else Mozilla's via
+/// webpki-roots. SNI is the URL's host ([`server_name`]); rustls sends none for an IP address,
+/// as RFC 6066 says.
 pub fn client_config(options: &TlsOptions) -> anyhow::Result<Arc<ClientConfig>> {
     let provider = Arc::new(ring::default_provider());
     let algorithms = provider.signature_verification_algorithms;
@@ -179,6 +171,13 @@ enum HandshakeState {
 
 /// One client TLS connection over a non-blocking socket the caller owns and polls
 /// (edge-triggered: [`TlsSession::read`] is called until it says `WouldBlock` or `Closed`).
+///
+/// It is rustls's `ClientConnection` plus what the loop needs: it moves ciphertext between the
+/// socket and rustls (`read_tls` / `process_new_packets` / `write_tls`), hands plaintext to the
+/// framer, and notes when the handshake completed, so the handshake is measured apart from the
+/// requests. The engine drives the handshake while the connection is still connecting
+/// ([`TlsSession::handshake`]) and sends requests once it is done, so a handshake, like a TCP
+/// connect, is in no request's latency; the report gives its own percentiles and its share.
 pub struct TlsSession {
     conn: ClientConnection,
     started: Instant,

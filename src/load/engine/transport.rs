@@ -1,15 +1,9 @@
-//! The byte stream under a connection: how it is opened, how its opening completes, how bytes
-//! go in and out. Plain TCP over mio, or TLS over the same socket ([`TlsStream`], rustls driven
-//! by [`crate::load::engine::tls::TlsSession`]); the event loop, the framing and the policies never know
-//! which one they drive.
-//!
-//! A TLS connection stays connecting until its handshake completes ([`Transport::finish_connect`]
-//! says [`Handshake::Pending`] until then), so requests go out after it, and the handshake is
-//! measured apart ([`Transport::take_handshake`]) as the TCP connect is: neither is in a
-//! request's latency.
-//!
-//! An enum rather than a trait object: the hot path calls `read` and `write` once per request,
-//! and a match on a two-armed enum costs nothing next to the system call.
+//! The byte stream under a connection ([`Transport`]): plain TCP over mio, or TLS over the same
+//! socket ([`TlsStream`], rustls driven by the engine's `tls`); the event loop, the framing and
+//! the policies never know which one they drive. A TLS connection stays connecting until its
+//! handshake completes, and the handshake is measured apart ([`Transport::take_handshake`]) as
+//! the TCP connect is: neither is in a request's latency. An enum rather than a trait object:
+//! a match on two arms costs nothing next to the system call it guards.
 
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream as StdTcpStream};

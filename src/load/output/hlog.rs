@@ -1,20 +1,9 @@
-//! HdrHistogram's own formats: the interval log of `load --hlog`, and the compact histogram text
-//! a JSON report carries so that `sweetspot merge` can add histograms exactly.
-//!
-//! Both use the hdrhistogram crate's `V2DeflateSerializer` (base64 of the compressed V2
-//! encoding, what every HdrHistogram implementation reads); the log lines are written by the
-//! crate's `interval_log` writer, and read back by its `IntervalLogIterator`. Nothing here
-//! encodes a histogram by hand.
-//!
-//! The per-interval histograms come from the run's time series ([`crate::load::stats::series`]): each load
-//! thread records its intervals and hands them over a channel; the collector in the thread
-//! that started the run adds them up and hands each complete interval to the [`HlogWriter`],
-//! so the log's intervals are the series' intervals (1 s unless `--interval`). Only intervals
-//! not yet complete are held, so memory does not grow with the run.
-//!
-//! A log ends with one comment line, `#sweetspot-report {JSON}`: the run's JSON report (without
-//! its histograms, which the intervals carry), so that `merge` can check and count a run from
-//! its hlog alone.
+//! The interval log of `load --hlog`, HdrHistogram's own format: the hdrhistogram crate's
+//! `interval_log` writer and `IntervalLogIterator`, with each histogram in its V2 deflate form.
+//! The intervals are the time series' ([`crate::load::stats::series`]: the collector hands each
+//! complete one to the [`HlogWriter`]), so memory does not grow with the run. The log ends with
+//! the run's report ([`REPORT_COMMENT`]), so that `merge` can check and count a run from its
+//! log alone ([`read`]).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -38,6 +27,9 @@ pub const CENSORED_TAG: &str = "censored";
 const LEGEND: &str =
     "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"";
 /// The comment that carries the run's report at the end of a log.
+///
+/// The comment line is `#sweetspot-report {JSON}`: the run's JSON report without its
+/// histograms, which the intervals carry.
 pub const REPORT_COMMENT: &str = "#sweetspot-report ";
 
 /// Writes the interval log of one run: the [`crate::load::stats::series::IntervalCollector`] hands it each

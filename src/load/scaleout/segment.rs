@@ -1,14 +1,10 @@
-//! Scale-out: one `sweetspot load` as worker I of N of a distributed run (`--segment I/N`), and
-//! a start time shared by all workers (`--start-at`, `--start-in`).
-//!
-//! The idea is k6's execution segments, in whole units: connections are dealt out as evenly as
-//! possible (the first `C mod N` workers get one more), so the workers' connections add up to
-//! exactly `-c`; `-n` is dealt out the same way. The rate follows the connections: in rate mode
-//! every connection sends at `R / C` requests/s, so worker I's rate is `R * c_I / C` and the
-//! rates add up to `R`. Each worker also keeps the global numbering of its connections, so their
-//! send phases are exactly those one process driving all `C` connections would use.
-//! Nothing here talks to the other workers: the split is a pure function of (I, N), which is
-//! what lets any scheduler (Slurm, a Kubernetes Indexed Job, a shell loop over ssh) start them.
+//! One `sweetspot load` as worker I of N of a distributed run (`--segment I/N`), and a start
+//! time all workers share (`--start-at`, `--start-in`). As k6's execution segments, in whole
+//! units: connections (and `-n`) are dealt out as evenly as possible, the first `C mod N`
+//! workers getting one more, and the rate follows the connections (worker I sends `R * c_I / C`),
+//! so the shares add up exactly. Each worker keeps the global numbering of its connections, so
+//! their send phases are those one process driving all `C` would use. The split is a pure
+//! function of (I, N): any scheduler (Slurm, a Kubernetes Indexed Job, ssh) can start them.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -1,40 +1,8 @@
-//! `--urls FILE`: many requests in one run, taken round robin on every connection, with
-//! counts and percentiles per request line.
-//!
-//! # The file
-//! One request per line; blank lines and lines whose first non-blank character is `#` are
-//! skipped:
-//!
-//! ```text
-//! # METHOD is optional (GET); the URL is a /path or http://HOST[:PORT]/path
-//! /hello
-//! GET  /fib?n=10
-//! POST /guestbook @remark.txt H:Content-Type: application/x-www-form-urlencoded
-//! GET  http://127.0.0.1:8080/missing H:Accept: text/plain H:X-Trace: 1
-//! ```
-//!
-//! `[METHOD] URL [@BODYFILE] [H:Name: value]...`: words are separated by spaces or tabs, the
-//! URL has none. `@BODYFILE` is the body (a regular file of at most 1 MiB; a relative path is
-//! relative to the directory of the URL file). Everything from the first word starting with
-//! `H:` is headers, each starting at a word `H:`; a header value may contain spaces but not a
-//! space followed by `H:`. `-H` headers of the command line go on every line (a line's own
-//! header of the same name wins). Every line must use one host and port: the TARGET's when one
-//! is given (its path is not used), else the first absolute URL's; path-only lines go there.
-//! A malformed line is one error `FILE:LINE: what is wrong` (exit 2).
-//!
-//! # Round robin
-//! Connection `i` (numbered over the whole run, segments included) starts at line `i mod n`
-//! and its k-th request is line `(i + k) mod n`, whatever happens to the socket in between
-//! (a reconnect keeps its place). So `c` connections at a time are spread over the lines, and
-//! one connection sending `k` requests sends every line `floor(k/n)` or `ceil(k/n)` times.
-//!
-//! # Costs
-//! The requests are serialized once, before the run, into one buffer ([`RequestSet`]) in
-//! which any `pipeline` consecutive requests of the rotation are one contiguous slice: a batch
-//! is one write and the hot path allocates nothing. Per-URL statistics ([`UrlRecorder`]) are a
-//! histogram and a few counters per line and thread; the histograms keep 2 significant digits
-//! (1% precision, 26 KB each instead of 190 KB) so that a file of [`MAX_URL_LINES`] lines costs
-//! at most 26 MB per thread. A response increments a counter and records one value.
+//! `--urls FILE`: many requests in one run, taken round robin on every connection. The file's
+//! lines are parsed here ([`parse_url_list`], the format with it) into a [`UrlList`], which is
+//! serialized once into a [`RequestSet`] the engine sends from without allocating; each
+//! connection keeps its place in the rotation with a [`RoundRobin`]. The per-line counts and
+//! percentiles are kept by `stats::urls`.
 
 use std::ops::Range;
 use std::path::Path;
@@ -188,6 +156,26 @@ struct Authority {
 
 /// Parses the text of a `--urls` file named `file`; body files are read relative to
 /// `base_dir`. Pure but for reading body files.
+///
+/// One request per line; blank lines and lines whose first non-blank character is `#` are
+/// skipped:
+///
+/// ```text
+/// # METHOD is optional (GET); the URL is a /path or http://HOST[:PORT]/path
+/// /hello
+/// GET  /fib?n=10
+/// POST /guestbook @remark.txt H:Content-Type: application/x-www-form-urlencoded
+/// GET  http://127.0.0.1:8080/missing H:Accept: text/plain H:X-Trace: 1
+/// ```
+///
+/// `[METHOD] URL [@BODYFILE] [H:Name: value]...`: words are separated by spaces or tabs, the
+/// URL has none. `@BODYFILE` is the body (a regular file of at most 1 MiB; a relative path is
+/// relative to the directory of the URL file). Everything from the first word starting with
+/// `H:` is headers, each starting at a word `H:`; a header value may contain spaces but not a
+/// space followed by `H:`. `-H` headers of the command line go on every line (a line's own
+/// header of the same name wins). Every line must use one host and port: the TARGET's when one
+/// is given (its path is not used), else the first absolute URL's; path-only lines go there.
+/// A malformed line is one error `FILE:LINE: what is wrong` (exit 2).
 pub fn parse_url_list(
     text: &[u8],
     file: &str,
@@ -458,6 +446,10 @@ fn host_port(host: &str, port: u16) -> String {
 /// request `e mod n`, and there are `n - 1 + pipeline` entries, so the `count <= pipeline`
 /// requests starting at any line are one contiguous slice. One request (no `--urls`) is the
 /// case `n = 1`: `pipeline` copies, as [`RequestBytes`] lays them out.
+///
+/// The requests are serialized once, before the run, into one buffer in which any `pipeline`
+/// consecutive requests of the rotation are one contiguous slice: a batch is one write and the
+/// hot path allocates nothing.
 #[derive(Debug, Clone)]
 pub struct RequestSet {
     bytes: Vec<u8>,
@@ -522,6 +514,11 @@ impl RequestSet {
 
 /// Where a connection is in the rotation: connection `i` starts at line `i mod n`, and each
 /// request takes the next line (see the module header).
+///
+/// Connection `i` (numbered over the whole run, segments included) starts at line `i mod n`
+/// and its k-th request is line `(i + k) mod n`, whatever happens to the socket in between
+/// (a reconnect keeps its place). So `c` connections at a time are spread over the lines, and
+/// one connection sending `k` requests sends every line `floor(k/n)` or `ceil(k/n)` times.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoundRobin {
     next: usize,

@@ -1,46 +1,10 @@
 //! Statistics of a load run: latency histograms, counts by status and by failure, per-second
-//! throughput, and how one summary is made from many threads.
-//!
-//! Each engine thread owns one [`ThreadStats`] and touches nothing shared while it runs; the
-//! run merges them at the end (HdrHistograms add exactly, counters sum). Nothing here grows with
-//! the number of requests: the histograms are fixed-size, `per_second` grows once a second and
-//! the censored requests are at most one record per request in flight (or per connection).
-//!
-//! # Censored latency: requests without an answer
-//!
-//! A request sent and not answered when the run ends has a latency of *at least* its age then.
-//! Leaving it out (as wrk and ab do) makes a server that never answers most of its connections
-//! look fast. So, at the end of a run (after the engine's short drain, which lets young requests
-//! finish with their true latency, so a healthy run censors nothing):
-//! - every request still in flight is recorded at its age ([`Censored::InFlight`]): since its
-//!   intended send time in the corrected histogram, since its actual one in the uncorrected;
-//! - rate mode: every request whose intended send time had passed but that could not be sent
-//!   (its connection still waiting, or down) is recorded at its age since that intended time,
-//!   in the corrected histogram only ([`Censored::Unsent`]);
-//! - closed loop (closed and count modes): a connection stuck on one request would have sent
-//!   many more had it been answered, so, as HdrHistogram's coordinated-omission correction
-//!   (`recordValueWithExpectedInterval`) does, each censored request of age `A` also stands for
-//!   the requests it held back: `A - I`, `A - 2I`, ... down to `I`, with `I` the mean latency of
-//!   the answered requests (the interval at which the connection would have sent). Without
-//!   this, 63 connections stuck for the whole run among 20,000 fast answers are 0.3% of the
-//!   samples and move no percentile up to p99; with it, p99 is at least (nearly) the run's
-//!   length. Every such value is a lower bound too.
-//!
-//! Timeouts are never samples (their latency is only known to be at least the timeout). In a
-//! closed loop a timed-out request is the same stuck connection as a censored one: it is
-//! recorded at the timeout and stands for the requests it held back, all lower bounds
-//! ([`censored_view`]); in rate mode it only flags the figures it can reach.
-//!
-//! Which figures are lower bounds ([`lower_bounds`]): call the requests whose latency is only
-//! bounded below *unknown* (censored and synthetic ones, recorded at their bound, and timeouts,
-//! not recorded), and `m` the smallest bound among them. Every recorded value is at most the
-//! true one, so no figure is ever above the truth. A figure is flagged when an unknown request
-//! can change it: `max` and `mean` whenever there is one; a percentile (and `min`) when its value
-//! is at least `m` (an unknown request sits at or below it, and its true latency may be far
-//! above), or when the unknown requests are numerous enough to occupy its rank from above
-//! (`unknown >= N - rank + 1` over all `N` requests, timeouts included). A figure not flagged is
-//! below every unknown request's bound, so it is the exact value at its rank among the requests
-//! with a known latency, which is all it claims to be.
+//! throughput, and one summary made from many threads. Each engine thread owns one
+//! [`ThreadStats`] and touches nothing shared while it runs; the run merges them at the end
+//! (HdrHistograms add exactly, counters sum), and nothing here grows with the number of
+//! requests. Requests without an answer are [`Censored`], never left out, and [`lower_bounds`]
+//! flags the figures they can reach. Below: the time series ([`series`]), per step of a plan
+//! ([`steps`]) and per URL ([`urls`]); above, the engine records here and the outputs read.
 
 pub mod series;
 pub mod steps;
@@ -308,7 +272,7 @@ impl LatencyKey {
 ///
 /// A request that was sent and never answered (still in flight when the run ended, or timed
 /// out) has a latency of at least its age, so every figure that depends on it is a lower bound.
-/// Serialized as the list of the affected keys of [`LATENCY_KEYS`], for example
+/// Serialized as the list of the affected keys ([`LatencyKey::name`]), for example
 /// `["p99", "p999", "p9999", "max"]`; empty (and left out of the JSON) when every figure is exact.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LowerBounds(u16);
@@ -406,7 +370,30 @@ impl LatencySummary {
     }
 }
 
-/// A request whose latency is only known to be at least some age (see the module header).
+/// A request whose latency is only known to be at least some age.
+///
+/// A request sent and not answered when the run ends has a latency of *at least* its age then.
+/// Leaving it out (as wrk and ab do) makes a server that never answers most of its connections
+/// look fast. So, at the end of a run (after the engine's short drain, which lets young requests
+/// finish with their true latency, so a healthy run censors nothing):
+/// - every request still in flight is recorded at its age (`InFlight`): since its intended send
+///   time in the corrected histogram, since its actual one in the uncorrected;
+/// - rate mode: every request whose intended send time had passed but that could not be sent
+///   (its connection still waiting, or down) is recorded at its age since that intended time,
+///   in the corrected histogram only (`Unsent`);
+/// - closed loop (closed and count modes): a connection stuck on one request would have sent
+///   many more had it been answered, so, as HdrHistogram's coordinated-omission correction
+///   (`recordValueWithExpectedInterval`) does, each censored request of age `A` also stands for
+///   the requests it held back: `A - I`, `A - 2I`, ... down to `I`, with `I` the mean latency of
+///   the answered requests (the interval at which the connection would have sent). Without
+///   this, 63 connections stuck for the whole run among 20,000 fast answers are 0.3% of the
+///   samples and move no percentile up to p99; with it, p99 is at least (nearly) the run's
+///   length. Every such value is a lower bound too.
+///
+/// Timeouts are never samples (their latency is only known to be at least the timeout). In a
+/// closed loop a timed-out request is the same stuck connection as a censored one: it is
+/// recorded at the timeout and stands for the requests it held back, all lower bounds
+/// ([`censored_view`]); in rate mode it only flags the figures it can reach.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Censored {
     /// Sent, not answered when the run ended: its age since the intended and the actual send.
@@ -536,12 +523,22 @@ const QUANTILES: [(LatencyKey, f64); 6] = [
     (LatencyKey::P9999, 0.9999),
 ];
 
-/// The figures of `summary` that are only lower bounds (rule in the module header).
+/// The figures of `summary` that are only lower bounds.
 ///
 /// `summary.count` values were recorded, `unknown` of them lower bounds, the smallest of
 /// which is `smallest_unknown_us`; `timeouts` more requests were not recorded and took at
 /// least `timeout_us`. Values are compared at the histogram's precision: the caller passes
 /// the bounds as the histogram's lowest equivalent values.
+///
+/// Call the requests whose latency is only bounded below *unknown* (censored and synthetic
+/// ones, recorded at their bound, and timeouts, not recorded), and `m` the smallest bound among
+/// them. Every recorded value is at most the true one, so no figure is ever above the truth. A
+/// figure is flagged when an unknown request can change it: `max` and `mean` whenever there is
+/// one; a percentile (and `min`) when its value is at least `m` (an unknown request sits at or
+/// below it, and its true latency may be far above), or when the unknown requests are numerous
+/// enough to occupy its rank from above (`unknown >= N - rank + 1` over all `N` requests,
+/// timeouts included). A figure not flagged is below every unknown request's bound, so it is the
+/// exact value at its rank among the requests with a known latency, which is all it claims to be.
 pub fn lower_bounds(
     summary: &LatencySummary,
     unknown: u64,

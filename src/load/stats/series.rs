@@ -1,33 +1,8 @@
 //! The time series of a load run: per interval (1 s unless `--interval`), the responses, the
-//! errors by kind and the latency percentiles, for `--json` (`series`), `--csv` and `--html`.
-//!
-//! How intervals leave the engine without sharing anything while it runs (the flow `--hlog`
-//! has always used, generalized): each load thread owns an [`IntervalRecorder`] that counts the
-//! current interval's responses and errors and records its latencies into a histogram of its
-//! own; when the interval is over it sends that [`IntervalData`] over a channel. The thread that
-//! started the run owns the [`IntervalCollector`], which adds the threads' data of each interval
-//! and, once every thread has moved past an interval, turns it into one [`SeriesPoint`] (and
-//! hands it to the interval log, if any) and drops its histograms. Only intervals not yet
-//! complete are held as histograms, so memory does not grow with the run beyond one small
-//! point per interval.
-//!
-//! Which interval an event belongs to:
-//! - a response counts in the interval in which it **completed** (was read), not the one in
-//!   which it was sent; so a server that stops answering for two seconds shows two intervals
-//!   with no response, and the requests it held show their long latency in the interval in
-//!   which they finally complete (in rate mode, from their intended send time, so a stall shows
-//!   as latency rising through it);
-//! - an error counts in the interval in which it was detected (a timeout: when the request was
-//!   found older than `--timeout`);
-//! - the answers of the drain after the deadline (latency samples, not responses of the run)
-//!   count in the run's last interval, so a run of `-d 3s` has exactly three intervals;
-//! - the requests still unanswered at the end belong to no interval: they are one last point,
-//!   at the end of the run, with no length, whose `censored` is their number and whose
-//!   latencies are their ages (lower bounds), as in the report's `latency_us`.
-//!
-//! The hot path is [`IntervalRecorder::record_response`]: a comparison with the end of the
-//! current interval, a counter and a histogram record; no allocation (the interval's histogram
-//! is made once per interval, by the first sample).
+//! errors by kind and the latency percentiles, for `--json` (`series`), `--csv`, `--html` and the
+//! interval log. Each load thread owns an [`IntervalRecorder`] and shares nothing while it runs;
+//! the [`IntervalCollector`] in the thread that started the run adds their intervals into
+//! [`SeriesPoint`]s. The files are written by `output::timeseries` and `output::hlog`.
 
 use std::collections::BTreeMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
@@ -103,6 +78,25 @@ impl IntervalPlan {
 }
 
 /// One load thread's recorder of its intervals.
+///
+/// Which interval an event belongs to:
+/// - a response counts in the interval in which it **completed** (was read), not the one in
+///   which it was sent; so a server that stops answering for two seconds shows two intervals
+///   with no response, and the requests it held show their long latency in the interval in
+///   which they finally complete (in rate mode, from their intended send time, so a stall shows
+///   as latency rising through it);
+/// - an error counts in the interval in which it was detected (a timeout: when the request was
+///   found older than `--timeout`);
+/// - the answers of the drain after the deadline (latency samples, not responses of the run)
+///   count in the run's last interval, so a run of `-d 3s` has exactly three intervals;
+/// - the requests still unanswered at the end belong to no interval: they are one last point,
+///   at the end of the run, with no length, whose `censored` is their number and whose
+///   latencies are their ages (lower bounds), as in the report's `latency_us`.
+///
+/// The hot path is [`IntervalRecorder::record_response`]: a comparison with the end of the
+/// current interval, a counter and a histogram record; no allocation (the interval's histogram
+/// is made once per interval, by the first sample). When an interval is over the recorder sends
+/// its [`IntervalData`] over a channel.
 #[derive(Debug, Clone)]
 pub struct IntervalRecorder {
     thread: usize,
@@ -231,6 +225,11 @@ pub struct CompleteInterval<'a> {
 }
 
 /// Adds the threads' intervals up as they complete and keeps one [`SeriesPoint`] per interval.
+///
+/// It adds the threads' data of each interval and, once every thread has moved past an
+/// interval, turns it into one [`SeriesPoint`] (and hands it to the interval log, if any) and
+/// drops its histograms. Only intervals not yet complete are held as histograms, so memory does
+/// not grow with the run beyond one small point per interval.
 pub struct IntervalCollector {
     interval: Duration,
     /// The planned length of the run (None: count mode).

@@ -1,28 +1,8 @@
 //! Per-step statistics of a load plan: what each report step of `-R 100..5000` or
-//! `-R 1000@10s,2000@10s` achieved, and whether it held.
-//!
-//! Each engine thread owns a [`StepRecorder`] beside its [`crate::load::stats::ThreadStats`] (a
-//! separate piece, so the whole-run statistics and their per-second series stay as they are);
-//! recorders merge exactly at the end, as the thread statistics do. What a step row counts
-//! (the windows come from [`crate::load::source::plan::RatePlan::windows`]):
-//!
-//! - `requests`, `rps`: complete responses that *arrived* in the step's window, and their rate.
-//!   That is what the server delivered while the step's rate was asked of it; the responses of
-//!   the drain after the end are not counted, as in the whole-run figures, so the rows add up to
-//!   the run's `requests`.
-//! - `latency_us`: the requests *due* in the step (by intended send time), from that intended
-//!   time (coordinated omission corrected), with the step's censored requests (still in flight at
-//!   the end, or due and never sent) at their age, as in the whole-run view, and `lower_bound`.
-//! - `errors`: failures of the requests due in the step; a failed connection attempt, which
-//!   has no request, counts in the step it happened in. The rows add up to the run's errors.
-//! - `held`: `rps` at least [`RATE_HELD_FRACTION`] of `expected_rps`, and a p99 that is exact
-//!   (not a lower bound: no request due in the step is left without an answer at a rank that
-//!   reaches p99). A step that is not held is past the knee. `expected_rps` is the rate at which
-//!   responses arrive in the window from a server that keeps up: a response arrives one service
-//!   time (send to answer) after its request is due, so it is the requests due in the window
-//!   shifted back by the mean service time of the step's responses (at most a quarter of the
-//!   window), per second. Without the shift a slow endpoint under a steep ramp would look
-//!   behind by its own latency; with a constant rate and fast answers it equals `target_rps`.
+//! `-R 1000@10s,2000@10s` achieved ([`StepReport`]), and whether it [`held`]. Each engine
+//! thread owns a [`StepRecorder`] beside its [`crate::load::stats::ThreadStats`] (a separate
+//! piece, so the whole-run statistics stay as they are); recorders merge exactly at the end, as
+//! the thread statistics do. The windows come from the plan (`source::plan`).
 
 use std::fmt::Write;
 use std::time::Duration;
@@ -129,6 +109,16 @@ impl StepRecorder {
 }
 
 /// One report step as the report shows it.
+///
+/// - `requests`, `rps`: complete responses that *arrived* in the step's window, and their rate.
+///   That is what the server delivered while the step's rate was asked of it; the responses of
+///   the drain after the end are not counted, as in the whole-run figures, so the rows add up to
+///   the run's `requests`.
+/// - `latency_us`: the requests *due* in the step (by intended send time), from that intended
+///   time (coordinated omission corrected), with the step's censored requests (still in flight at
+///   the end, or due and never sent) at their age, as in the whole-run view, and `lower_bound`.
+/// - `errors`: failures of the requests due in the step; a failed connection attempt, which
+///   has no request, counts in the step it happened in. The rows add up to the run's errors.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct StepReport {
     /// 1-based.
@@ -163,6 +153,15 @@ pub struct StepReport {
 
 /// Whether a step held: it delivered at least [`RATE_HELD_FRACTION`] of the rate expected from
 /// a server keeping up and its p99 is not a lower bound.
+///
+/// `rps` at least [`RATE_HELD_FRACTION`] of `expected_rps`, and a p99 that is exact (not a lower
+/// bound: no request due in the step is left without an answer at a rank that reaches p99). A
+/// step that is not held is past the knee. `expected_rps` is the rate at which responses arrive
+/// in the window from a server that keeps up: a response arrives one service time (send to
+/// answer) after its request is due, so it is the requests due in the window shifted back by the
+/// mean service time of the step's responses (at most a quarter of the window), per second.
+/// Without the shift a slow endpoint under a steep ramp would look behind by its own latency;
+/// with a constant rate and fast answers it equals `target_rps`.
 pub fn held(expected_rps: f64, rps: f64, latency: &LatencySummary) -> bool {
     rps >= expected_rps * RATE_HELD_FRACTION && !latency.lower_bound.contains(LatencyKey::P99)
 }

@@ -1,16 +1,9 @@
-//! Analysis: from measured points to an answer.
-//!
-//! Dependencies run one way, runner -> analysis -> output: the runner measures and calls
-//! [`finalize`]; the output formats read [`SweepResults`] and the findings stored in it, and
-//! nothing here knows how they are drawn. The parts:
-//! - [`stats`]: pure statistics (median and repetition spread, Little's law, Goetz's pool
-//!   size, the sweet spot, generator saturation), each citing its source, tested in place;
-//! - [`usl`]: the Universal Scalability Law fit (bounded nonlinear least squares);
-//! - [`recommend`]: the best architecture within the latency bound and the sentences that
-//!   explain it;
-//! - [`findings`]: the plain records of what was concluded, as `results.json` keeps them.
-//!
-//! This file groups a sweep's points into the series those functions take.
+//! Analysis: from measured points to an answer; the runner calls [`finalize`], the outputs read
+//! what it stored in [`SweepResults`], and nothing here knows how it is drawn. The parts:
+//! [`stats`] (median and spread, Little's law, Goetz's pool size, the sweet spot, generator
+//! saturation, each citing its source), [`usl`] (the Universal Scalability Law fit),
+//! [`recommend`] (the best architecture within the bound and its reasons) and [`findings`] (the
+//! records of what was concluded). This file groups a sweep's points into the series they take.
 
 pub mod findings;
 pub mod recommend;

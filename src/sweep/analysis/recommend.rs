@@ -1,15 +1,10 @@
 //! The recommendation: which architecture wins a workload, and the sentences that explain it.
-//!
 //! [`best_within_bound`] decides (highest throughput whose p99 is known to meet the bound, with
 //! few errors, every connection served); [`explain`] turns a [`WorkloadAnalysis`] into the
-//! summary line and the reasons. Two rules keep the words honest:
-//! - a p99 that is only a lower bound (requests still unanswered when the run ended) never
-//!   counts as meeting the bound, so such a point is never "fastest";
-//! - with repetitions, a difference inside the min..max spread is never called a win: the
-//!   architectures are "indistinguishable within the spread".
-//!
-//! Every threshold in the prose comes from the constants of [`super::stats`] and the machine's
-//! real core count, never from a number written by hand.
+//! summary line and the reasons. A p99 that is only a lower bound never meets the bound, and
+//! with repetitions a difference inside the min..max spread is never a win ("indistinguishable
+//! within the spread"). Every threshold in the prose comes from the constants of
+//! [`super::stats`] and the machine's real core count.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,25 +1,8 @@
-//! The Universal Scalability Law: a bounded nonlinear least-squares fit of throughput against
-//! concurrency, the way the reference tools fit it.
-//!
-//! Gunther's USL (N. J. Gunther, *Guerrilla Capacity Planning*, Springer 2007, ch. 4-5) models
-//! the throughput of N concurrent users or workers as
-//!
-//! ```text
-//! X(N) = lambda N / (1 + sigma (N - 1) + kappa N (N - 1))
-//! ```
-//!
-//! lambda is the throughput of one, sigma the contention (the serial fraction, Amdahl's law) and
-//! kappa the coherency cost (pairwise crosstalk) that makes throughput fall past a peak at
-//! N* = sqrt((1 - sigma) / kappa), where it reaches X_max = X(N*).
-//!
-//! Fitting as the reference tools do (the R `usl` package by S. Moeding, which calls `nls`; B.
-//! Schwartz, *Practical Scalability Analysis with the Universal Scalability Law*, 2015; usl4j by
-//! C. Hale): minimise the squared throughput error itself, with sigma >= 0, kappa >= 0 and
-//! lambda > 0, from at least six measured levels (usl4j's `Model.MIN_MEASUREMENTS`; fewer leave
-//! three parameters barely determined). The start comes from the linearised form
-//! N / X(N) = (1/lambda) + (sigma/lambda)(N - 1) + (kappa/lambda) N (N - 1), solved by ordinary
-//! least squares (exact on noise-free data); a projected Levenberg-Marquardt (K. Levenberg 1944,
-//! D. Marquardt 1963; steps clipped onto the bounds) then refines it. Pure functions, tested on
+//! The Universal Scalability Law (N. J. Gunther, *Guerrilla Capacity Planning*, 2007):
+//! `X(N) = lambda N / (1 + sigma (N - 1) + kappa N (N - 1))`, with lambda the throughput of one,
+//! sigma the contention (Amdahl's serial fraction) and kappa the coherency cost that makes
+//! throughput fall past a peak at `N* = sqrt((1 - sigma) / kappa)`. [`fit_usl`] fits it the way
+//! the reference tools do (bounded nonlinear least squares); pure functions, tested on
 //! synthetic data and on the published worked example.
 
 use std::fmt;
@@ -150,6 +133,15 @@ fn usable(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
 
 /// Fits the USL to (N, throughput) points by bounded nonlinear least squares. Refuses fewer
 /// than [`MIN_LEVELS`] distinct N.
+///
+/// As the reference tools do (the R `usl` package by S. Moeding, which calls `nls`; B.
+/// Schwartz, *Practical Scalability Analysis with the Universal Scalability Law*, 2015; usl4j by
+/// C. Hale): minimise the squared throughput error itself, with sigma >= 0, kappa >= 0 and
+/// lambda > 0, from at least six measured levels (usl4j's `Model.MIN_MEASUREMENTS`; fewer leave
+/// three parameters barely determined). The start comes from the linearised form
+/// N / X(N) = (1/lambda) + (sigma/lambda)(N - 1) + (kappa/lambda) N (N - 1), solved by ordinary
+/// least squares (exact on noise-free data); a projected Levenberg-Marquardt (K. Levenberg 1944,
+/// D. Marquardt 1963; steps clipped onto the bounds) then refines it.
 pub fn fit_usl(points: &[(f64, f64)]) -> Result<UslFit, UslRefusal> {
     let data = usable(points);
     let levels = distinct_levels(&data);
