@@ -1,7 +1,7 @@
 //! Plotting primitives over plotters: line plots (linear or log axes, error bars, hollow
 //! triangles for lower bounds, `~` for load that fell short, a legend in its own column), bar
-//! charts and plots over time. The sweep's plots ([`crate::sweep::output::svg`]) and
-//! `load --html`'s time series draw with these.
+//! charts and plots over time. The sweep's plots and `load --html`'s time series draw with
+//! these.
 
 use anyhow::anyhow;
 use plotters::coord::ranged1d::{AsRangedCoord, Ranged, SegmentValue, ValueFormatter};

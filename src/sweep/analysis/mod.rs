@@ -336,7 +336,7 @@ fn usl_series_of(points: &[&PointResult]) -> Vec<UslSeries> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::sweep::results::{Machine, PointLatency, RunMeasurement, ServerUsage, Spread};
     use crate::sweep::spec::Experiment;
@@ -455,7 +455,14 @@ mod tests {
         }
     }
 
-    fn point(arch: &str, workers: Option<u32>, concurrency: u32, rps: f64) -> PointResult {
+    /// A successful point with p99 1 ms and the mean Little's law gives, for the tests here and
+    /// in the analysis' files.
+    pub(crate) fn point(
+        arch: &str,
+        workers: Option<u32>,
+        concurrency: u32,
+        rps: f64,
+    ) -> PointResult {
         PointResult {
             arch: arch.into(),
             workers,

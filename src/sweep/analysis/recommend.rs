@@ -657,20 +657,11 @@ mod tests {
         p99_ms: f64,
     ) -> PointResult {
         PointResult {
-            arch: arch.into(),
-            workers,
-            workload: "w".into(),
-            concurrency,
-            target: "sweetspot".into(),
-            ok: true,
-            requests: rps as u64,
-            duration_s: 1.0,
-            rps,
             latency_us: PointLatency {
                 p99: p99_ms * 1000.0,
                 ..Default::default()
             },
-            ..Default::default()
+            ..super::super::tests::point(arch, workers, concurrency, rps)
         }
     }
 
