@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A change's cost, measured: the working tree's build (B) beside the build of REV (A), every
-# event-loop and pooled architecture under wrk, alternating rounds, server pinned to CPU 0 in a
-# cgroup, wrk on CPU 1; medians of requests/s and server CPU per request. The logic is
-# benches/builds.py.
+# event-loop and pooled architecture under wrk, then each build's load generator against one
+# server; alternating rounds, the server pinned to CPU 0 in a cgroup, the client on CPU 1;
+# medians of requests/s and CPU per request. The logic is benches/builds.py.
 #
 # Usage: benches/builds.sh REV [SECONDS] [ROUNDS]   (default 5 and 5; output: benches/builds.txt)
 # REV is built in a git worktree under target/builds/. Installs wrk when missing (as root).
