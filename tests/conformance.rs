@@ -65,6 +65,7 @@ const SERVER_CASES: &[(&str, ServerCase)] = &[
     ("slowloris", slowloris),
     ("huge static file", huge_static_file),
     ("abandoned fib stops", abandoned_fib_stops),
+    ("abandoned work stops", abandoned_work_stops),
     // Last: iterative works off its slow requests long after the case returns.
     ("vanished clients", vanished_clients_cost_no_cpu),
 ];
@@ -81,6 +82,7 @@ const CASES: &[(&str, Case)] = &[
     ("hello", hello),
     ("fib", fib),
     ("sleep", sleep),
+    ("work", work),
     ("static files", static_files),
     ("traversal", traversal),
     ("keep-alive", keep_alive),
@@ -110,6 +112,43 @@ fn fib(port: u16) {
     assert_eq!(get(port, "/fib?n=1").text(), "1");
     assert_eq!(get(port, "/fib?n=30").text(), "832040");
     for bad in ["/fib?n=51", "/fib?n=-1", "/fib?n=abc", "/fib"] {
+        assert_eq!(get(port, bad).status, 400, "{bad}");
+    }
+}
+
+/// `/work`: the drawn work in the reply, the wait then the CPU taken, bad input refused.
+fn work(port: u16) {
+    let start = Instant::now();
+    let r = get(port, "/work?cpu_us=3000&wait_ms=40");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "cpu_us=3000 wait_us=40000\n");
+    assert!(
+        start.elapsed() >= Duration::from_millis(43),
+        "{:?}",
+        start.elapsed()
+    );
+    let start = Instant::now();
+    let r = get(port, "/work?cpu_us=1000&wait_ms=30&wait=blocking");
+    assert_eq!(r.text(), "cpu_us=1000 wait_us=30000\n");
+    assert!(
+        start.elapsed() >= Duration::from_millis(31),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(get(port, "/work").text(), "cpu_us=0 wait_us=0\n");
+    let head = raw(
+        port,
+        "HEAD /work?wait_ms=1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(head.status, 200);
+    for bad in [
+        "/work?cpu_us=10000001",
+        "/work?wait_ms=60001",
+        "/work?wait=maybe",
+        "/work?dist=lognormal",
+        "/work?dist=zipf",
+        "/work?cv=2",
+    ] {
         assert_eq!(get(port, bad).status, 400, "{bad}");
     }
 }
@@ -933,24 +972,57 @@ fn group_cpu_ticks(pgid: i32) -> u64 {
 /// arrive while a long fib runs (a pipelined request) are not a hang-up: both are answered.
 fn abandoned_fib_stops(arch: &str, server: &Server) {
     let pgid = server.pid().as_raw();
-    // The server's children (forking: one per connection), to see them gone at the end.
-    let children = || -> Vec<i32> {
-        processes()
-            .iter()
-            .filter(|p| p.ppid == pgid)
-            .map(|p| p.pid)
-            .collect()
-    };
-    let children_before = children();
+    let children_before = child_pids(pgid);
+    abandoned_request_stops(arch, server, "/fib?n=50");
+    let mut c = Client::connect(server.port);
+    c.send(b"GET /fib?n=44 HTTP/1.1\r\nHost: t\r\n\r\n");
+    let before = group_cpu_ticks(pgid);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while group_cpu_ticks(pgid) < before + 5 {
+        assert!(Instant::now() < deadline, "{arch}: fib(44) did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    c.send(b"GET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert_eq!(c.read_reply(false).text(), "701408733", "{arch}");
+    assert_eq!(c.read_reply(false).text(), "Hello, World!", "{arch}");
+    assert!(c.closed_by_server(), "{arch}");
+    no_new_children_left(arch, pgid, &children_before);
+}
+
+/// The server's children (forking: one per connection).
+fn child_pids(pid: i32) -> Vec<i32> {
+    processes()
+        .iter()
+        .filter(|p| p.ppid == pid)
+        .map(|p| p.pid)
+        .collect()
+}
+
+/// Leaves no child of a case still exiting for the suite's zombie check to race with.
+fn no_new_children_left(arch: &str, pid: i32, before: &[i32]) {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while child_pids(pid).iter().any(|p| !before.contains(p)) {
+        assert!(
+            Instant::now() < deadline,
+            "{arch}: a connection's child lingers"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// CPU work whose client closed or reset its connection stops within two seconds, and the
+/// server answers afterwards.
+fn abandoned_request_stops(arch: &str, server: &Server, path: &str) {
+    let pgid = server.pid().as_raw();
     for reset in [false, true] {
         assert_eq!(get(server.port, "/hello").status, 200);
         let how = if reset { "reset" } else { "closed" };
         let mut busy = Client::connect(server.port);
-        busy.send(b"GET /fib?n=50 HTTP/1.1\r\nHost: t\r\n\r\n");
+        busy.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
         let before = group_cpu_ticks(pgid);
         let deadline = Instant::now() + Duration::from_secs(10);
         while group_cpu_ticks(pgid) < before + 10 {
-            assert!(Instant::now() < deadline, "{arch}: fib did not start");
+            assert!(Instant::now() < deadline, "{arch}: {path} did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
         let stream = busy.reader.get_ref();
@@ -979,39 +1051,26 @@ fn abandoned_fib_stops(arch: &str, server: &Server) {
             }
             assert!(
                 left.elapsed() < Duration::from_secs(4),
-                "{arch}: fib(50) still burning CPU {:?} after its client {how}: {} ticks since",
+                "{arch}: {path} still burning CPU {:?} after its client {how}: {} ticks since",
                 left.elapsed(),
                 now.1.saturating_sub(samples[0].1)
             );
         };
-        eprintln!("{arch}: CPU quiet from {stopped_after:?} after the fib(50) client {how}");
+        eprintln!("{arch}: CPU quiet from {stopped_after:?} after the {path} client {how}");
         assert!(
             stopped_after <= Duration::from_secs(2),
-            "{arch}: fib(50) stopped only {stopped_after:?} after its client {how}"
+            "{arch}: {path} stopped only {stopped_after:?} after its client {how}"
         );
         assert_eq!(get(server.port, "/hello").text(), "Hello, World!", "{arch}");
     }
-    let mut c = Client::connect(server.port);
-    c.send(b"GET /fib?n=44 HTTP/1.1\r\nHost: t\r\n\r\n");
-    let before = group_cpu_ticks(pgid);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while group_cpu_ticks(pgid) < before + 5 {
-        assert!(Instant::now() < deadline, "{arch}: fib(44) did not start");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    c.send(b"GET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
-    assert_eq!(c.read_reply(false).text(), "701408733", "{arch}");
-    assert_eq!(c.read_reply(false).text(), "Hello, World!", "{arch}");
-    assert!(c.closed_by_server(), "{arch}");
-    // Leave no child of this case still exiting for the suite's zombie check to race with.
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while children().iter().any(|pid| !children_before.contains(pid)) {
-        assert!(
-            Instant::now() < deadline,
-            "{arch}: a connection's child lingers"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+}
+
+/// `/work`'s CPU, ten seconds of it, is abandoned as `/fib`'s is.
+fn abandoned_work_stops(arch: &str, server: &Server) {
+    let pgid = server.pid().as_raw();
+    let children_before = child_pids(pgid);
+    abandoned_request_stops(arch, server, "/work?cpu_us=10000000");
+    no_new_children_left(arch, pgid, &children_before);
 }
 
 /// Clients that half-close and then reset while their request waits must not make the

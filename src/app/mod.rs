@@ -10,6 +10,7 @@ pub mod echo;
 mod fib;
 mod guestbook;
 mod static_files;
+pub mod work;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use crate::store::{GuestbookPage, LazyStore, Remark, StoreConfig, StoreError, Vi
 
 pub use fib::{fib, fib_cancellable, PLAIN_UP_TO};
 pub use guestbook::{parse_remark, MAX_NAME_BYTES, MAX_PAGE, MAX_REMARK_BYTES};
+pub use work::{Work, WorkSpec};
 
 /// Largest `n` accepted by `/fib`.
 pub const MAX_FIB: u32 = 50;
@@ -36,10 +38,24 @@ pub enum Route {
     Fib(u32),
     /// A wait of this many milliseconds.
     Sleep(u64),
+    /// A described workload, drawn for this request: a wait, then CPU.
+    Work(Work),
     /// Read a page of the guestbook (counting a visit when the view says so) and render it.
     GuestbookView(View),
     /// Store a remark.
     GuestbookPost(Remark),
+}
+
+impl Route {
+    /// How long the route waits before its reply (or its CPU) can go on: `/sleep`'s wait, or
+    /// what is left of `/work`'s.
+    pub fn wait(&self) -> Duration {
+        match self {
+            Route::Sleep(ms) => Duration::from_millis(*ms),
+            Route::Work(w) => w.wait_left(),
+            _ => Duration::ZERO,
+        }
+    }
 }
 
 /// The shared, read-only part of the app.
@@ -49,6 +65,9 @@ pub struct App {
     /// The root directory, open: static files are opened beneath it.
     root_dir: Arc<std::fs::File>,
     pub store: StoreConfig,
+    /// `/work` requests drawn so far, shared with forked workers, so every request draws
+    /// from its own place in the seeded sequence.
+    draws: Arc<crate::sys::SharedCounter>,
 }
 
 impl App {
@@ -77,6 +96,7 @@ impl App {
             root,
             root_dir: Arc::new(root_dir),
             store,
+            draws: Arc::new(crate::sys::SharedCounter::new()?),
         })
     }
 
@@ -107,6 +127,12 @@ impl App {
                         400,
                         format!("/sleep needs ms in 0..={MAX_SLEEP_MS}\n"),
                     )),
+                }
+            }
+            (Method::Get | Method::Head, "/work") => {
+                match WorkSpec::parse(|name| req.query_param(name)) {
+                    Ok(spec) => Route::Work(spec.draw(self.draws.fetch_add(1))),
+                    Err(why) => Route::Ready(Response::text(400, why)),
                 }
             }
             (Method::Get | Method::Head, "/guestbook") => {
@@ -153,12 +179,25 @@ impl App {
                 std::thread::sleep(Duration::from_millis(ms));
                 Self::sleep_done(ms)
             }
+            Route::Work(w) => {
+                std::thread::sleep(w.wait_left());
+                return work::spin(w.cpu, cancel).then(|| w.done());
+            }
             Route::GuestbookView(view) => Self::guestbook_page(store.with(|c| c.visit(view))),
             Route::GuestbookPost(remark) => {
                 Self::remark_stored(store.with(|c| c.add_remark(&remark)))
             }
         };
         Some(resp)
+    }
+
+    /// What is left of a route once its wait is over: `/sleep`'s reply, or `/work`'s CPU.
+    pub fn after_wait(route: Route) -> Route {
+        match route {
+            Route::Sleep(ms) => Route::Ready(Self::sleep_done(ms)),
+            Route::Work(w) => Route::Work(w.after_wait()),
+            other => other,
+        }
     }
 
     /// The answer to `/sleep?ms=` once the wait is over.

@@ -23,6 +23,7 @@ use super::request::{
     cancel_check, is_resource_exhaustion, Answered, Exchange, Step, LINGER_BYTES, LINGER_TIME,
 };
 use super::{Architecture, Protocol, ServerContext, DRAIN};
+use crate::app::work::spin;
 use crate::app::{fib_response, App, Route};
 use crate::http::{FileBody, Response};
 use crate::store::redis_pipe::{Finished, RedisAnswer, RedisCodec, RedisRequest};
@@ -435,6 +436,17 @@ async fn complete(shared: &Shared, route: Route, stream: RawFd) -> Option<Respon
         Route::Sleep(ms) => {
             precise_sleep(Duration::from_millis(ms)).await;
             App::sleep_done(ms)
+        }
+        // A blocking wait holds the tokio worker that runs the task, as a synchronous driver
+        // called from async code does; the CPU runs inline, as `/fib` does.
+        Route::Work(w) => {
+            if w.blocking {
+                std::thread::sleep(w.wait);
+            } else if !w.wait.is_zero() {
+                precise_sleep(w.wait).await;
+            }
+            let done = spin(w.cpu, &mut cancel_check(stream, &shared.ctx, None));
+            return done.then(|| w.done());
         }
         Route::GuestbookView(_) | Route::GuestbookPost(_) => match &shared.redis {
             Some(redis) => redis.call(route).await,

@@ -21,6 +21,7 @@ use super::request::{
     cancel_check, is_resource_exhaustion, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
 };
 use super::{Protocol, ServerContext, DRAIN};
+use crate::app::work::spin;
 use crate::app::{fib_response, App, Route};
 use crate::http::Response;
 use crate::store::redis_pipe::{Finished, RedisPipe};
@@ -85,11 +86,12 @@ impl Conn {
     }
 }
 
+/// A wait of the loop: when it is due, what is left of its route starts.
 struct Timer {
     due: Instant,
     token: usize,
     generation: u64,
-    ms: u64,
+    then: Route,
 }
 
 impl PartialEq for Timer {
@@ -470,21 +472,32 @@ impl<P: Poller> EventLoop<P> {
                     n,
                     &mut cancel_check(conn.stream.as_raw_fd(), &self.ctx, self.drain_deadline),
                 );
-                if resp.is_none() {
-                    self.close(token);
-                }
-                // CPU work inline may take seconds: the turn's clock moves on past it.
-                self.now = Instant::now();
-                resp
+                self.after_inline_work(token, resp)
             }
-            Route::Sleep(ms) => {
+            // A blocking wait holds whichever thread runs it: the pool's, else the loop.
+            Route::Work(w) if w.blocking && self.extras.pool.is_some() => {
+                self.offload(token, generation, route)
+            }
+            Route::Work(w) if w.blocking && !w.wait_left().is_zero() => {
+                std::thread::sleep(w.wait_left());
+                self.start(token, generation, Route::Work(w.after_wait()))
+            }
+            Route::Sleep(_) | Route::Work(_) if !route.wait().is_zero() => {
                 self.timers.push(Reverse(Timer {
-                    due: Instant::now() + Duration::from_millis(ms),
+                    due: Instant::now() + route.wait(),
                     token,
                     generation,
-                    ms,
+                    then: App::after_wait(route),
                 }));
                 None
+            }
+            Route::Sleep(ms) => Some(App::sleep_done(ms)),
+            Route::Work(_) if self.extras.pool.is_some() => self.offload(token, generation, route),
+            Route::Work(w) => {
+                let conn = self.conns[token].as_ref()?;
+                let fd = conn.stream.as_raw_fd();
+                let done = spin(w.cpu, &mut cancel_check(fd, &self.ctx, self.drain_deadline));
+                self.after_inline_work(token, done.then(|| w.done()))
             }
             Route::GuestbookView(_) | Route::GuestbookPost(_) => match &mut self.store {
                 LoopStore::Blocking(_) if self.extras.pool.is_some() => {
@@ -508,6 +521,16 @@ impl<P: Poller> EventLoop<P> {
                 }
             },
         }
+    }
+
+    /// After CPU work done inline: closes the connection when the work was cancelled (its
+    /// client hung up, or the drain deadline passed), and moves the turn's clock past it.
+    fn after_inline_work(&mut self, token: usize, resp: Option<Response>) -> Option<Response> {
+        if resp.is_none() {
+            self.close(token);
+        }
+        self.now = Instant::now();
+        resp
     }
 
     /// Hands `route` to the worker pool; its reply comes back through [`Self::pool_ready`].
@@ -619,7 +642,15 @@ impl<P: Poller> EventLoop<P> {
                 break;
             }
             let Reverse(t) = self.timers.pop().expect("peeked");
-            self.complete(t.token, t.generation, App::sleep_done(t.ms));
+            let live = self.conns[t.token]
+                .as_ref()
+                .is_some_and(|c| c.generation == t.generation);
+            if let Some(resp) = live
+                .then(|| self.start(t.token, t.generation, t.then))
+                .flatten()
+            {
+                self.complete(t.token, t.generation, resp);
+            }
         }
     }
 

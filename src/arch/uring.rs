@@ -19,6 +19,7 @@ use super::request::{
     cancel_check, is_resource_exhaustion, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
 };
 use super::{Architecture, Protocol, ServerContext, DRAIN};
+use crate::app::work::spin;
 use crate::app::{fib_response, App, Route};
 use crate::http::{Response, FILE_CHUNK};
 use crate::store::redis_pipe::{Finished, RedisPipe};
@@ -125,7 +126,8 @@ struct Conn {
     sending: usize,
     /// Its idle, write-stall and lingering deadlines.
     deadlines: Deadlines,
-    sleeping: u64,
+    /// What is left of the route whose ring timeout is armed.
+    waiting: Option<Route>,
     peer_closed: bool,
     recv_armed: bool,
     recv_cancelled: bool,
@@ -373,9 +375,9 @@ impl RingLoop {
                 self.mark(slot);
             }
             SLEEP => {
-                if let Some(conn) = self.live(slot, generation) {
-                    let ms = conn.sleeping;
-                    self.complete(slot, generation, App::sleep_done(ms));
+                let then = self.live(slot, generation).and_then(|c| c.waiting.take());
+                if let Some(resp) = then.and_then(|route| self.start(slot, generation, route)) {
+                    self.complete(slot, generation, resp);
                 }
             }
             TICKER => {
@@ -432,7 +434,7 @@ impl RingLoop {
             pipeline: Pipeline::default(),
             sending: 0,
             deadlines: Deadlines::new(Instant::now()),
-            sleeping: 0,
+            waiting: None,
             peer_closed: false,
             recv_armed: false,
             recv_cancelled: false,
@@ -642,15 +644,31 @@ impl RingLoop {
                 }
                 resp
             }
-            Route::Sleep(ms) => {
+            // A blocking wait holds the ring's thread.
+            Route::Work(w) if w.blocking && !w.wait_left().is_zero() => {
+                std::thread::sleep(w.wait_left());
+                self.start(slot, generation, Route::Work(w.after_wait()))
+            }
+            Route::Sleep(_) | Route::Work(_) if !route.wait().is_zero() => {
+                let wait = route.wait();
                 if let Some(conn) = self.conns[slot].as_mut() {
-                    conn.sleeping = ms;
+                    conn.waiting = Some(App::after_wait(route));
                 }
                 let user_data = tag(SLEEP, slot, generation);
-                match self.ring.timeout(Duration::from_millis(ms), user_data) {
+                match self.ring.timeout(wait, user_data) {
                     Ok(()) => None,
                     Err(_) => Some(Response::error(503)),
                 }
+            }
+            Route::Sleep(ms) => Some(App::sleep_done(ms)),
+            Route::Work(w) => {
+                let fd = self.conns[slot].as_ref()?.stream.as_raw_fd();
+                let ctx = Arc::clone(&self.ctx);
+                let done = spin(w.cpu, &mut cancel_check(fd, &ctx, None));
+                if !done {
+                    self.close(slot);
+                }
+                done.then(|| w.done())
             }
             Route::GuestbookView(_) | Route::GuestbookPost(_) => match &mut self.store {
                 RingStore::Blocking(store) => self.ctx.app.complete(route, store, &mut || false),

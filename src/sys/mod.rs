@@ -90,9 +90,21 @@ impl SharedCounter {
         self.atomic().fetch_add(n, Ordering::Relaxed);
     }
 
+    /// Adds `n` and returns the value before: a number no other process sharing the
+    /// mapping is handed.
+    pub fn fetch_add(&self, n: u64) -> u64 {
+        self.atomic().fetch_add(n, Ordering::Relaxed)
+    }
+
     /// The current value.
     pub fn get(&self) -> u64 {
         self.atomic().load(Ordering::Relaxed)
+    }
+}
+
+impl std::fmt::Debug for SharedCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("SharedCounter").field(&self.get()).finish()
     }
 }
 
