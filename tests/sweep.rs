@@ -411,6 +411,94 @@ ready_timeout = "15s"
     assert!(table.contains("self-as-external"), "{table}");
 }
 
+/// An external server's own pool, swept: `{workers}` takes each value of `workers`, every
+/// value runs with that many worker processes (sampled from the server's process tree: the
+/// parent and its workers), and the points form one pooled series with its sweet spot.
+#[test]
+fn an_external_servers_pool_is_swept_through_its_workers_placeholder() {
+    let tmp = TempDir::new("sweep-external-pool");
+    let dir = tmp.path().to_path_buf();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/prefork_server.py");
+    let text = format!(
+        r#"
+name = "external-pool"
+archs = []
+concurrency = [4]
+duration = "400ms"
+warmup = "100ms"
+
+[[workload]]
+name = "ok"
+route = "/"
+
+[[external]]
+name = "pyfork"
+command = "exec python3 '{}' {{port}} {{workers}}"
+url = "http://127.0.0.1:{{port}}"
+workers = [1, 2, 3]
+ready_timeout = "15s"
+"#,
+        script.display()
+    );
+    let (_, out) = sweep_ok(&dir, "pool.toml", &text);
+    let results = read_json(&out.join("results.json"));
+    let points = results["points"].as_array().unwrap();
+    let mut seen = Vec::new();
+    for p in points {
+        assert_eq!(p["ok"], true, "{p}");
+        assert!(p["rps"].as_f64().unwrap() > 0.0, "{p}");
+        let workers = p["workers"].as_u64().unwrap();
+        assert_eq!(
+            p["server"]["processes"].as_u64().unwrap(),
+            workers + 1,
+            "{workers} workers and their parent: {p}"
+        );
+        seen.push(workers);
+    }
+    assert_eq!(seen, [1, 2, 3]);
+    let spots = &results["analysis"]["workloads"][0]["sweet_spots"];
+    assert_eq!(spots[0]["arch"], "pyfork", "{spots}");
+    let table = std::fs::read_to_string(out.join("table.md")).unwrap();
+    for label in ["pyfork/1", "pyfork/2", "pyfork/3"] {
+        assert!(table.contains(label), "{label}: {table}");
+    }
+}
+
+/// `{workers}` and `{threads}` need their values, and values need their placeholder: one line
+/// and exit 2 before anything runs.
+#[test]
+fn a_pool_placeholder_and_its_values_go_together() {
+    let tmp = TempDir::new("sweep-placeholder");
+    for (external, said) in [
+        (
+            "command = \"sleep 1 {workers}\"",
+            "{workers} but no workers",
+        ),
+        ("command = \"sleep 1\"\nworkers = [2]", "no {workers}"),
+        (
+            "command = \"sleep 1 {threads}\"",
+            "{threads} but no threads",
+        ),
+        ("command = \"sleep 1\"\nthreads = [2]", "no {threads}"),
+        (
+            "command = \"sleep {workers}\"\nworkers = [0]",
+            "workers/threads",
+        ),
+    ] {
+        let text = format!(
+            "name = \"x\"\narchs = []\nconcurrency = [1]\n[[workload]]\nname = \"h\"\n\
+             route = \"/\"\n[[external]]\nname = \"e\"\nurl = \"http://127.0.0.1:{{port}}\"\n\
+             {external}\n"
+        );
+        let (mut command, _) = sweep_command(tmp.path(), "bad.toml", &text);
+        let run = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{external}: {stderr}");
+        assert!(stderr.contains(said), "{external}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    }
+}
+
 #[test]
 fn a_point_that_cannot_start_is_recorded_and_the_sweep_goes_on() {
     let tmp = TempDir::new("sweep-failing");

@@ -368,18 +368,18 @@ mod tests {
         assert!((p.error_rate() - 0.2).abs() < 1e-9);
     }
 
-    /// A `results.json` written by the version before the analysis was split (its `ranking`
-    /// was a list of pairs, its USL fits had no `levels`), from a real two-repetition sweep.
-    const BEFORE_I8: &str = include_str!("../../tests/data/results-before-i8.json");
+    /// A `results.json` of an older shape (its `ranking` a list of pairs, its USL fits without
+    /// `levels`), from a real two-repetition sweep.
+    const PAIR_RANKING: &str = include_str!("../../tests/data/results-pair-ranking.json");
 
     #[test]
     fn an_older_results_file_still_loads_and_analyses_again() {
-        let mut results: SweepResults = serde_json::from_str(BEFORE_I8).unwrap();
+        let mut results: SweepResults = serde_json::from_str(PAIR_RANKING).unwrap();
         assert_eq!(results.points.len(), 18);
         // The analysis of the old shape reads as empty ...
         assert!(results.analysis.workloads.is_empty());
         // ... while what was measured is kept as written, error counts included.
-        let raw: serde_json::Value = serde_json::from_str(BEFORE_I8).unwrap();
+        let raw: serde_json::Value = serde_json::from_str(PAIR_RANKING).unwrap();
         for (point, raw) in results.points.iter().zip(raw["points"].as_array().unwrap()) {
             assert_eq!(point.rps, raw["rps"].as_f64().unwrap());
             assert_eq!(

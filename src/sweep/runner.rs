@@ -309,7 +309,10 @@ fn launch_of(
             let (host, url_port) = host_port_of_url(&url).ok_or_else(|| {
                 anyhow::anyhow!("external {:?}: cannot read host:port from {url}", ext.name)
             })?;
-            let command = ext.command.replace("{port}", &port.to_string());
+            let mut command = ext.command.replace("{port}", &port.to_string());
+            if let Some(workers) = point.workers {
+                command = command.replace("{workers}", &workers.to_string());
+            }
             Ok((
                 Launch::External {
                     command,

@@ -228,7 +228,8 @@ pub struct ExternalTarget {
     /// The column name in tables, e.g. `node`.
     pub name: String,
     /// A shell command (run with `sh -c`) that starts the server in the foreground. `{port}` is
-    /// replaced with a free port.
+    /// replaced with a free port; `{workers}` with each value of `workers` and `{threads}` with
+    /// each of `threads`, so the server's own pool is swept.
     pub command: String,
     /// The base URL, e.g. `http://127.0.0.1:{port}`; each workload's route is appended.
     pub url: String,
@@ -244,6 +245,69 @@ pub struct ExternalTarget {
     /// the port of `url`.
     #[serde(default)]
     pub cpu_command: Option<String>,
+    /// The values of `{workers}` (the experiment's `workers` when absent): the server runs
+    /// once per value, and its points form a pooled series of its own.
+    #[serde(default)]
+    pub workers: Vec<u32>,
+    /// The values of `{threads}`, for a server with both (gunicorn's `--workers` and
+    /// `--threads`): each value is a series of its own, `NAME-tT`.
+    #[serde(default)]
+    pub threads: Vec<u32>,
+}
+
+impl ExternalTarget {
+    /// The values `{workers}` takes (none: the command has no such placeholder).
+    pub fn worker_values<'a>(&'a self, experiment_workers: &'a [u32]) -> &'a [u32] {
+        if !self.command.contains("{workers}") {
+            &[]
+        } else if self.workers.is_empty() {
+            experiment_workers
+        } else {
+            &self.workers
+        }
+    }
+
+    /// The target once per value of `threads` (`NAME-tT`, `{threads}` filled in), or itself.
+    pub fn per_thread_count(&self) -> Vec<ExternalTarget> {
+        if self.threads.is_empty() {
+            return vec![self.clone()];
+        }
+        self.threads
+            .iter()
+            .map(|t| ExternalTarget {
+                name: format!("{}-t{t}", self.name),
+                command: self.command.replace("{threads}", &t.to_string()),
+                threads: Vec::new(),
+                ..self.clone()
+            })
+            .collect()
+    }
+
+    /// A placeholder needs values and values need their placeholder.
+    fn check_pool(&self, experiment_workers: &[u32]) -> Result<(), String> {
+        let has = |p: &str| self.command.contains(p);
+        if has("{workers}") && self.worker_values(experiment_workers).is_empty() {
+            return Err("the command has {workers} but no workers = [...] gives its values".into());
+        }
+        if !has("{workers}") && !self.workers.is_empty() {
+            return Err("workers = [...] given, but the command has no {workers}".into());
+        }
+        if has("{threads}") && self.threads.is_empty() {
+            return Err("the command has {threads} but no threads = [...] gives its values".into());
+        }
+        if !has("{threads}") && !self.threads.is_empty() {
+            return Err("threads = [...] given, but the command has no {threads}".into());
+        }
+        for &n in self.workers.iter().chain(&self.threads) {
+            int_in(
+                "workers/threads",
+                n.into(),
+                1,
+                crate::arch::listen::MAX_WORKERS as u64,
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// One of our architectures run with extra `serve` flags, as a series of its own: e.g.
@@ -691,6 +755,8 @@ impl Experiment {
                     return Err(format!("external {:?}: unknown workload {bad:?}", ext.name));
                 }
             }
+            ext.check_pool(&self.workers)
+                .map_err(|e| format!("external {:?}: {e}", ext.name))?;
         }
         Ok(())
     }
@@ -746,7 +812,11 @@ impl Experiment {
                     }
                 }
             }
-            for ext in &self.external {
+            for ext in self
+                .external
+                .iter()
+                .flat_map(ExternalTarget::per_thread_count)
+            {
                 if ext
                     .workloads
                     .as_ref()
@@ -754,13 +824,21 @@ impl Experiment {
                 {
                     continue;
                 }
-                for &concurrency in levels {
-                    points.push(PointSpec {
-                        target: TargetSpec::External(ext.clone()),
-                        workers: None,
-                        workload: workload.clone(),
-                        concurrency,
-                    });
+                let values = ext.worker_values(&self.workers);
+                let worker_choices: Vec<Option<u32>> = if values.is_empty() {
+                    vec![None]
+                } else {
+                    values.iter().copied().map(Some).collect()
+                };
+                for workers in worker_choices {
+                    for &concurrency in levels {
+                        points.push(PointSpec {
+                            target: TargetSpec::External(ext.clone()),
+                            workers,
+                            workload: workload.clone(),
+                            concurrency,
+                        });
+                    }
                 }
             }
         }

@@ -221,10 +221,11 @@ fn cheapest_of(usable: &[&PointResult]) -> (Option<(String, f64)>, Vec<String>) 
     )
 }
 
-/// `epoll` or `prethreaded/8` (with workers when known and swept).
+/// `epoll` or `prethreaded/8` (with workers when known and swept; an external target's when
+/// its `{workers}` is swept).
 pub fn series_label(arch: &str, workers: Option<u32>) -> String {
     match workers {
-        Some(w) if Arch::from_name(arch).is_some_and(Arch::pooled) => format!("{arch}/{w}"),
+        Some(w) if Arch::from_name(arch).is_none_or(Arch::pooled) => format!("{arch}/{w}"),
         _ => arch.to_string(),
     }
 }
