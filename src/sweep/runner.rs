@@ -185,7 +185,11 @@ fn run_point(
     for _ in 0..experiment.repetitions {
         match run_once(experiment, point, pinning, options) {
             Ok(Some((run, reported_workers))) => {
-                if reported_workers.is_some() {
+                // A pool size is part of a series' name only where there is a pool (a
+                // single-threaded or per-connection server reports a meaningless 1 or 0).
+                let pooled =
+                    matches!(&point.target, TargetSpec::Ours { arch, .. } if arch.pooled());
+                if reported_workers.is_some() && pooled {
                     result.workers = reported_workers;
                 }
                 runs.push(run);
