@@ -174,14 +174,14 @@ impl App {
     ) -> Option<Response> {
         let resp = match route {
             Route::Ready(resp) => resp,
-            Route::Fib(n) => return fib_response(n, cancel),
+            Route::Fib(_) => return Self::compute(route, cancel),
             Route::Sleep(ms) => {
                 std::thread::sleep(Duration::from_millis(ms));
                 Self::sleep_done(ms)
             }
             Route::Work(w) => {
                 std::thread::sleep(w.wait_left());
-                return work::spin(w.cpu, cancel).then(|| w.done());
+                return Self::compute(Route::Work(w.after_wait()), cancel);
             }
             Route::GuestbookView(view) => Self::guestbook_page(store.with(|c| c.visit(view))),
             Route::GuestbookPost(remark) => {
@@ -189,6 +189,17 @@ impl App {
             }
         };
         Some(resp)
+    }
+
+    /// The CPU work of `/fib` or of `/work` (its wait over), in the calling thread, asking
+    /// `cancel` now and then and giving up when it says so (`None`: no reply). Any other
+    /// route is not CPU work: a caller's mistake.
+    pub fn compute(route: Route, cancel: &mut dyn FnMut() -> bool) -> Option<Response> {
+        match route {
+            Route::Fib(n) => fib_response(n, cancel),
+            Route::Work(w) => work::spin(w.cpu, cancel).then(|| w.done()),
+            other => unreachable!("{other:?} is not CPU work"),
+        }
     }
 
     /// What is left of a route once its wait is over: `/sleep`'s reply, or `/work`'s CPU.
@@ -243,7 +254,7 @@ impl App {
 
 /// The answer to `/fib?n=`: computes it now, unless `cancel` (asked at every call above
 /// [`PLAIN_UP_TO`]) says to give up: `None` then.
-pub fn fib_response(n: u32, cancel: &mut dyn FnMut() -> bool) -> Option<Response> {
+fn fib_response(n: u32, cancel: &mut dyn FnMut() -> bool) -> Option<Response> {
     fib_cancellable(n, cancel).map(|f| Response::text(200, f.to_string()))
 }
 

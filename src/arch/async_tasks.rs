@@ -23,8 +23,7 @@ use super::request::{
     cancel_check, is_resource_exhaustion, Answered, Exchange, Step, LINGER_BYTES, LINGER_TIME,
 };
 use super::{Architecture, Protocol, ServerContext, DRAIN};
-use crate::app::work::spin;
-use crate::app::{fib_response, App, Route};
+use crate::app::{App, Route};
 use crate::http::{FileBody, Response};
 use crate::store::redis_pipe::{Finished, RedisAnswer, RedisCodec, RedisRequest};
 use crate::store::{LazyStore, StoreConfig, StoreError};
@@ -432,7 +431,7 @@ async fn complete(shared: &Shared, route: Route, stream: RawFd) -> Option<Respon
     let resp = match route {
         Route::Ready(resp) => resp,
         // Inline on purpose: see the module header.
-        Route::Fib(n) => return fib_response(n, &mut cancel_check(stream, &shared.ctx, None)),
+        Route::Fib(_) => return App::compute(route, &mut cancel_check(stream, &shared.ctx, None)),
         Route::Sleep(ms) => {
             precise_sleep(Duration::from_millis(ms)).await;
             App::sleep_done(ms)
@@ -445,8 +444,8 @@ async fn complete(shared: &Shared, route: Route, stream: RawFd) -> Option<Respon
             } else if !w.wait.is_zero() {
                 precise_sleep(w.wait).await;
             }
-            let done = spin(w.cpu, &mut cancel_check(stream, &shared.ctx, None));
-            return done.then(|| w.done());
+            let cancel = &mut cancel_check(stream, &shared.ctx, None);
+            return App::compute(Route::Work(w.after_wait()), cancel);
         }
         Route::GuestbookView(_) | Route::GuestbookPost(_) => match &shared.redis {
             Some(redis) => redis.call(route).await,

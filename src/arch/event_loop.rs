@@ -21,8 +21,7 @@ use super::request::{
     cancel_check, is_resource_exhaustion, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
 };
 use super::{Protocol, ServerContext, DRAIN};
-use crate::app::work::spin;
-use crate::app::{fib_response, App, Route};
+use crate::app::{App, Route};
 use crate::http::Response;
 use crate::store::redis_pipe::{Finished, RedisPipe};
 use crate::store::{LazyStore, StoreConfig};
@@ -466,14 +465,6 @@ impl<P: Poller> EventLoop<P> {
         match route {
             Route::Ready(resp) => Some(resp),
             Route::Fib(_) if self.extras.pool.is_some() => self.offload(token, generation, route),
-            Route::Fib(n) => {
-                let conn = self.conns[token].as_ref()?;
-                let resp = fib_response(
-                    n,
-                    &mut cancel_check(conn.stream.as_raw_fd(), &self.ctx, self.drain_deadline),
-                );
-                self.after_inline_work(token, resp)
-            }
             // A blocking wait holds whichever thread runs it: the pool's, else the loop.
             Route::Work(w) if w.blocking && self.extras.pool.is_some() => {
                 self.offload(token, generation, route)
@@ -493,12 +484,7 @@ impl<P: Poller> EventLoop<P> {
             }
             Route::Sleep(ms) => Some(App::sleep_done(ms)),
             Route::Work(_) if self.extras.pool.is_some() => self.offload(token, generation, route),
-            Route::Work(w) => {
-                let conn = self.conns[token].as_ref()?;
-                let fd = conn.stream.as_raw_fd();
-                let done = spin(w.cpu, &mut cancel_check(fd, &self.ctx, self.drain_deadline));
-                self.after_inline_work(token, done.then(|| w.done()))
-            }
+            Route::Fib(_) | Route::Work(_) => self.compute_inline(token, route),
             Route::GuestbookView(_) | Route::GuestbookPost(_) => match &mut self.store {
                 LoopStore::Blocking(_) if self.extras.pool.is_some() => {
                     self.offload(token, generation, route)
@@ -523,9 +509,12 @@ impl<P: Poller> EventLoop<P> {
         }
     }
 
-    /// After CPU work done inline: closes the connection when the work was cancelled (its
-    /// client hung up, or the drain deadline passed), and moves the turn's clock past it.
-    fn after_inline_work(&mut self, token: usize, resp: Option<Response>) -> Option<Response> {
+    /// Does a route's CPU work inline, stalling the loop; closes the connection when the work
+    /// was cancelled (its client hung up, or the drain deadline passed), and moves the turn's
+    /// clock past it (it may have taken seconds).
+    fn compute_inline(&mut self, token: usize, route: Route) -> Option<Response> {
+        let fd = self.conns[token].as_ref()?.stream.as_raw_fd();
+        let resp = App::compute(route, &mut cancel_check(fd, &self.ctx, self.drain_deadline));
         if resp.is_none() {
             self.close(token);
         }

@@ -19,8 +19,7 @@ use super::request::{
     cancel_check, is_resource_exhaustion, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
 };
 use super::{Architecture, Protocol, ServerContext, DRAIN};
-use crate::app::work::spin;
-use crate::app::{fib_response, App, Route};
+use crate::app::{App, Route};
 use crate::http::{Response, FILE_CHUNK};
 use crate::store::redis_pipe::{Finished, RedisPipe};
 use crate::store::{LazyStore, StoreConfig};
@@ -634,16 +633,6 @@ impl RingLoop {
     fn start(&mut self, slot: usize, generation: u32, route: Route) -> Option<Response> {
         match route {
             Route::Ready(resp) => Some(resp),
-            Route::Fib(n) => {
-                // A /fib whose client hung up (or past the drain) gives up: close, no reply.
-                let fd = self.conns[slot].as_ref()?.stream.as_raw_fd();
-                let ctx = Arc::clone(&self.ctx);
-                let resp = fib_response(n, &mut cancel_check(fd, &ctx, None));
-                if resp.is_none() {
-                    self.close(slot);
-                }
-                resp
-            }
             // A blocking wait holds the ring's thread.
             Route::Work(w) if w.blocking && !w.wait_left().is_zero() => {
                 std::thread::sleep(w.wait_left());
@@ -661,14 +650,15 @@ impl RingLoop {
                 }
             }
             Route::Sleep(ms) => Some(App::sleep_done(ms)),
-            Route::Work(w) => {
+            Route::Fib(_) | Route::Work(_) => {
+                // CPU work whose client hung up (or past the drain) gives up: close, no reply.
                 let fd = self.conns[slot].as_ref()?.stream.as_raw_fd();
                 let ctx = Arc::clone(&self.ctx);
-                let done = spin(w.cpu, &mut cancel_check(fd, &ctx, None));
-                if !done {
+                let resp = App::compute(route, &mut cancel_check(fd, &ctx, None));
+                if resp.is_none() {
                     self.close(slot);
                 }
-                done.then(|| w.done())
+                resp
             }
             Route::GuestbookView(_) | Route::GuestbookPost(_) => match &mut self.store {
                 RingStore::Blocking(store) => self.ctx.app.complete(route, store, &mut || false),
