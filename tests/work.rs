@@ -2,13 +2,11 @@
 //! (the sweep's exact server CPU, in every architecture), the waits drawn follow the
 //! distribution asked for, and `wait=blocking` stalls an event loop where `wait=async` does not.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{timing_lock, Server, TempDir};
+use common::{timing_lock, Client, Server, TempDir};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sweetspot");
 
@@ -95,30 +93,13 @@ fn latencies_ms(port: u16, path: &str, connections: usize, count: usize) -> Vec<
         .map(|_| {
             let path = path.to_string();
             std::thread::spawn(move || {
-                let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-                stream
-                    .set_read_timeout(Some(Duration::from_secs(10)))
-                    .unwrap();
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut client = Client::connect(port);
+                let request = format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n");
                 let mut out = Vec::with_capacity(per);
                 for _ in 0..per {
                     let start = Instant::now();
-                    (&stream)
-                        .write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
-                        .unwrap();
-                    let mut length = 0;
-                    loop {
-                        let mut line = String::new();
-                        reader.read_line(&mut line).unwrap();
-                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            length = v.trim().parse().unwrap();
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                    }
-                    let mut body = vec![0; length];
-                    reader.read_exact(&mut body).unwrap();
+                    client.send(request.as_bytes());
+                    assert_eq!(client.read_reply(false).status, 200, "{path}");
                     out.push(start.elapsed().as_secs_f64() * 1e3);
                 }
                 out
