@@ -16,16 +16,67 @@ const BIN: &str = env!("CARGO_BIN_EXE_sweetspot");
 /// the two, in which the HTTP exchange around the work cancels out) within 10% of 1.8 ms.
 /// The exchange itself costs some 10 to 30 µs a request here (a VM, its client asleep while
 /// the server works), so the whole of a 200 µs request is printed but not bounded at 10%.
+/// This machine is shared, and a neighbour's burst can only add CPU to a trial, so an
+/// architecture outside the bounds is measured again (up to three trials in all) and judged
+/// by its least-CPU trial: an architecture that truly spends more fails every trial.
 #[test]
 fn server_cpu_per_request_is_the_cpu_asked_for_in_every_architecture() {
     let _timing = timing_lock();
     let tmp = TempDir::new("work-cpu");
-    let experiment = tmp.path().join("work.toml");
+    let mut best: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
+    let mut pending: Vec<String> = sweetspot::arch::Arch::all()
+        .iter()
+        .map(|a| a.name().to_string())
+        .collect();
+    let mut wrong = Vec::new();
+    for trial in 1..=3 {
+        if pending.is_empty() {
+            break;
+        }
+        for (arch, (small, large)) in cpu_per_request(&tmp, trial, &pending) {
+            let kept = best.entry(arch).or_insert((small, large));
+            if large < kept.1 {
+                *kept = (small, large);
+            }
+        }
+        wrong.clear();
+        pending.retain(|name| {
+            let (small, large) = best[name];
+            let line = format!(
+                "{name}: {small:.0} us at 200 us, {large:.0} us at 2 ms, {:.0} us more (trial {trial})",
+                large - small
+            );
+            eprintln!("{line}");
+            let off = (large - 2000.0).abs() > 200.0 || (large - small - 1800.0).abs() > 180.0;
+            if off {
+                wrong.push(line);
+            }
+            off
+        });
+    }
+    assert_eq!(best.len(), sweetspot::arch::Arch::all().len());
+    assert!(
+        wrong.is_empty(),
+        "off by more than 10% in three trials:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// One sweep of `archs` at `cpu_us` = 200 and 2000: each architecture's server CPU per request
+/// at the two.
+fn cpu_per_request(tmp: &TempDir, trial: u32, archs: &[String]) -> Vec<(String, (f64, f64))> {
+    let experiment = tmp.path().join(format!("work-{trial}.toml"));
+    let list = archs
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     std::fs::write(
         &experiment,
-        r#"
+        format!(
+            r#"
 name = "work-cpu"
-archs = "all"
+archs = [{list}]
 workers = []
 concurrency = [4]
 mode = "count"
@@ -40,10 +91,11 @@ route = "/work?cpu_us=200"
 [[workload]]
 name = "cpu2000"
 route = "/work?cpu_us=2000"
-"#,
+"#
+        ),
     )
     .unwrap();
-    let out = tmp.path().join("out");
+    let out = tmp.path().join(format!("out-{trial}"));
     let run = Command::new(BIN)
         .args(["sweep", experiment.to_str().unwrap(), "--plain", "--out"])
         .arg(&out)
@@ -65,24 +117,10 @@ route = "/work?cpu_us=2000"
         assert_eq!(p["ok"], true, "{p}");
         p["server_cpu_us_per_request"].as_f64().unwrap()
     };
-    let mut wrong = Vec::new();
-    for arch in sweetspot::arch::Arch::all() {
-        let name = arch.name();
-        let (small, large) = (cpu_of(name, "cpu200"), cpu_of(name, "cpu2000"));
-        let line = format!(
-            "{name}: {small:.0} us at 200 us, {large:.0} us at 2 ms, {:.0} us more",
-            large - small
-        );
-        eprintln!("{line}");
-        if (large - 2000.0).abs() > 200.0 || (large - small - 1800.0).abs() > 180.0 {
-            wrong.push(line);
-        }
-    }
-    assert!(
-        wrong.is_empty(),
-        "off by more than 10%:\n{}",
-        wrong.join("\n")
-    );
+    archs
+        .iter()
+        .map(|a| (a.clone(), (cpu_of(a, "cpu200"), cpu_of(a, "cpu2000"))))
+        .collect()
 }
 
 /// Sends `count` requests for `path` over `connections` keep-alive connections at once and
