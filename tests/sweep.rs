@@ -674,26 +674,22 @@ route = "/hello"
     assert_eq!(results["machine"]["pinned"], cores >= 2);
 }
 
-/// A server the command does not own (here detached with `setsid`, as one started by
-/// `ssh HOST ...` or `srun -w NODE ...` runs elsewhere): the sweep measures it through `url`,
+/// A server the command does not own (here one the test started, as one started by
+/// `ssh HOST ...` or `srun -w NODE ...` runs elsewhere; a server the command detached with
+/// `setsid` is still in its cgroup, and so its own): the sweep measures it through `url`,
 /// records that its CPU could not be sampled here (n/a, not zero), unless a `cpu_command`
 /// reports it.
 #[test]
 fn a_server_outside_the_command_has_its_cpu_marked_unavailable() {
     let tmp = TempDir::new("sweep-remote");
     let dir = tmp.path().to_path_buf();
-    let pids = dir.join("pids");
-    let detached = |pidfile: &str| {
-        format!(
-            "setsid sh -c 'echo $$ >> {pids}; echo $$ > {pidfile}; exec {BIN} serve --arch epoll \
-             --host 127.0.0.1 --port {{port}}' >/dev/null 2>&1 & exec sleep 60",
-            pids = pids.display(),
-            pidfile = dir.join(pidfile).display(),
-        )
-    };
+    // Started here, not by the command (as `ssh HOST ...` starts one elsewhere): neither in
+    // the command's process group nor in its cgroup.
+    let a = Server::start(&["--arch", "epoll"]);
+    let b = Server::start(&["--arch", "epoll"]);
     let cpu_of = format!(
-        "awk -v hz=$(getconf CLK_TCK) '{{print ($14 + $15) / hz}}' /proc/$(cat {})/stat",
-        dir.join("b.pid").display()
+        "awk -v hz=$(getconf CLK_TCK) '{{print ($14 + $15) / hz}}' /proc/{}/stat",
+        b.pid()
     );
     let text = format!(
         r#"
@@ -709,28 +705,22 @@ route = "/hello"
 
 [[external]]
 name = "elsewhere"
-command = "{a}"
-url = "http://127.0.0.1:{{port}}"
+command = "exec sleep 60"
+url = "http://127.0.0.1:{a}"
 
 [[external]]
 name = "elsewhere-reported"
-command = "{b}"
-url = "http://127.0.0.1:{{port}}"
+command = "exec sleep 60"
+url = "http://127.0.0.1:{b}"
 cpu_command = "{cpu_of}"
 "#,
-        a = detached("a.pid").replace('"', "\\\""),
-        b = detached("b.pid").replace('"', "\\\""),
+        a = a.port,
+        b = b.port,
         cpu_of = cpu_of.replace('"', "\\\""),
     );
     let (mut sweep, out) = sweep_command(&dir, "remote.toml", &text);
     let run = sweep.output().unwrap();
-    // The detached servers are not the sweep's to stop: end them here, by PID.
-    for pid in std::fs::read_to_string(&pids).unwrap_or_default().lines() {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid.trim().parse().unwrap()),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-    }
+    drop((a, b));
     assert!(
         run.status.success(),
         "{}",
@@ -1180,4 +1170,166 @@ fn a_closed_pipe_is_a_quiet_exit_not_a_panic() {
     }
     // The report was still written in full before stdout was tried.
     assert!(dir.path().join("report.html").is_file());
+}
+
+/// An external server that misbehaves does not break the sweep, and nothing of it is left:
+/// one that exits during a point or never opens its port is a failed point with the reason;
+/// one that ignores SIGTERM, floods its stdout, leaves a child of its own outside its process
+/// group or makes a cgroup inside its own is measured, warned of, and cleaned up; one that
+/// daemonizes is followed into its daemon. The runner's memory stays bounded through the
+/// flood, and no process of any of them, nor any cgroup the sweep made, outlives the sweep.
+#[test]
+fn misbehaving_external_servers_are_recorded_and_cleaned_up_and_the_sweep_goes_on() {
+    let tmp = TempDir::new("sweep-faulty");
+    let dir = tmp.path().to_path_buf();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/faulty_server.py");
+    let tag = format!("faulty-tag-{}", std::process::id());
+    let in_cgroups = can_make_cgroup(true) || can_make_cgroup(false);
+    // A child in a session of its own, or a daemon, can only be followed in a cgroup.
+    let modes: &[&str] = if in_cgroups {
+        &[
+            "exit-mid",
+            "no-port",
+            "ignore-term",
+            "flood",
+            "leave-children",
+            "nest-cgroup",
+            "daemonize",
+        ]
+    } else {
+        &["exit-mid", "no-port", "ignore-term", "flood"]
+    };
+    let mut text = String::from(
+        "name = \"faulty\"\narchs = []\nconcurrency = [2]\nduration = \"600ms\"\n\
+         warmup = \"0s\"\n[[workload]]\nname = \"ok\"\nroute = \"/\"\n",
+    );
+    for mode in modes {
+        text.push_str(&format!(
+            "[[external]]\nname = \"{mode}\"\ncommand = \"exec python3 '{}' {mode} {{port}} {tag}\"\n\
+             url = \"http://127.0.0.1:{{port}}\"\nready_timeout = \"3s\"\n",
+            script.display()
+        ));
+    }
+    let (mut command, out) = sweep_command(&dir, "faulty.toml", &text);
+    let stderr_file = std::fs::File::create(dir.join("stderr")).unwrap();
+    let mut sweep = command
+        .arg("--plain")
+        .stdout(Stdio::null())
+        .stderr(stderr_file)
+        .spawn()
+        .unwrap();
+    let sweep_pid = sweep.id();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut peak_kb = 0u64;
+    let status = loop {
+        if let Some(status) = sweep.try_wait().unwrap() {
+            break status;
+        }
+        let status_text =
+            std::fs::read_to_string(format!("/proc/{sweep_pid}/status")).unwrap_or_default();
+        if let Some(kb) = status_text
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        {
+            peak_kb = peak_kb.max(kb);
+        }
+        assert!(Instant::now() < deadline, "the sweep hung");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stderr = std::fs::read_to_string(dir.join("stderr")).unwrap();
+    assert!(status.success(), "{stderr}");
+    assert!(
+        peak_kb > 0 && peak_kb < 100 * 1024,
+        "the runner's peak RSS was {peak_kb} KiB"
+    );
+    let results = read_json(&out.join("results.json"));
+    eprintln!("runner peak RSS {peak_kb} KiB");
+    for p in results["points"].as_array().unwrap() {
+        eprintln!(
+            "{}: ok {} failure {} warnings {}",
+            p["arch"], p["ok"], p["failure"], p["warnings"]
+        );
+    }
+    let points = results["points"].as_array().unwrap();
+    assert_eq!(points.len(), modes.len(), "{stderr}");
+    let point = |mode: &str| {
+        points
+            .iter()
+            .find(|p| p["arch"] == mode)
+            .unwrap_or_else(|| panic!("no point {mode}"))
+            .clone()
+    };
+    let warned = |p: &serde_json::Value, words: &str| {
+        p["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains(words))
+    };
+    let exit_mid = point("exit-mid");
+    assert_eq!(exit_mid["ok"], false, "{exit_mid}");
+    let failure = exit_mid["failure"].as_str().unwrap();
+    assert!(
+        failure.contains("exited (exit status: 3) during the run"),
+        "{failure}"
+    );
+    assert!(
+        failure.contains("exiting in the middle of a point"),
+        "{failure}"
+    );
+    let no_port = point("no-port");
+    assert_eq!(no_port["ok"], false, "{no_port}");
+    assert!(
+        no_port["failure"]
+            .as_str()
+            .unwrap()
+            .contains("not open within 3.0s"),
+        "{no_port}"
+    );
+    for (mode, words) in [
+        (
+            "ignore-term",
+            "ignored SIGTERM for 3 s: 1 process(es) killed",
+        ),
+        ("flood", "MiB to its stdout and stderr"),
+        (
+            "leave-children",
+            "left 1 process(es) of its own running outside",
+        ),
+        ("nest-cgroup", ""),
+        ("daemonize", ""),
+    ] {
+        if !modes.contains(&mode) {
+            continue;
+        }
+        let p = point(mode);
+        assert_eq!(p["ok"], true, "{p}");
+        assert!(p["requests"].as_u64().unwrap() > 0, "{p}");
+        if words.is_empty() {
+            assert!(p["warnings"].as_array().unwrap().is_empty(), "{p}");
+        } else {
+            assert!(warned(&p, words), "{mode}: {p}");
+        }
+        if in_cgroups {
+            // The daemon's CPU is charged to the cgroup it was started in.
+            assert!(p["server"]["cpu_s"].as_f64().unwrap() > 0.0, "{p}");
+        }
+    }
+    assert!(
+        !leftover_cgroups(sweep_pid),
+        "a cgroup of the sweep is left"
+    );
+    let left: Vec<_> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(&tag))
+                .unwrap_or(false)
+        })
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "processes left running: {left:?}");
 }

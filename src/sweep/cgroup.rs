@@ -289,45 +289,56 @@ impl ServerCgroup {
 }
 
 impl ServerCgroup {
-    /// The processes in the cgroup now.
+    /// The processes in the cgroup now, those in cgroups the server made inside it included.
     pub fn pids(&self) -> Vec<i32> {
-        std::fs::read_to_string(self.procs_file())
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect()
+        super::probe::cgroup_tree_pids(&self.dir)
     }
 
-    /// Kills whatever is still in the cgroup once the server was stopped: pieces of it that
-    /// left its process group (`setsid`, a daemonizing command) but are still its own, so
-    /// nothing a point started outlives it. Reaps those re-parented to the runner.
+    /// Kills whatever is still in the cgroup (or in any cgroup the server made inside it) once
+    /// the server was stopped: pieces of it that left its process group (`setsid`, a
+    /// daemonizing command) but are still its own, so nothing a point started outlives it.
+    /// Reaps those re-parented to the runner.
     fn kill_remaining(&self) {
-        use nix::sys::signal::{kill, Signal};
-        use nix::sys::wait::{waitpid, WaitPidFlag};
-        use nix::unistd::Pid;
         let deadline = Instant::now() + Duration::from_secs(2);
         loop {
             let pids = self.pids();
             if pids.is_empty() || Instant::now() >= deadline {
                 return;
             }
-            for pid in pids {
-                let pid = Pid::from_raw(pid);
-                let _ = kill(pid, Signal::SIGKILL);
-                let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
-            }
+            signal_all(&pids, nix::sys::signal::Signal::SIGKILL);
             std::thread::sleep(Duration::from_millis(10));
         }
     }
 }
 
+/// Sends `signal` to each of `pids` and reaps those that are the runner's to reap.
+pub fn signal_all(pids: &[i32], signal: nix::sys::signal::Signal) {
+    use nix::sys::wait::{waitpid, WaitPidFlag};
+    use nix::unistd::Pid;
+    for &pid in pids {
+        let pid = Pid::from_raw(pid);
+        let _ = nix::sys::signal::kill(pid, signal);
+        let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
+    }
+}
+
+/// Removes cgroup `dir` and, first, any cgroups made inside it (deepest first): a cgroup with
+/// a cgroup inside cannot be removed.
+fn remove_tree(dir: &Path) -> std::io::Result<()> {
+    for child in super::probe::child_cgroups(dir) {
+        let _ = remove_tree(&child);
+    }
+    std::fs::remove_dir(dir)
+}
+
 impl Drop for ServerCgroup {
-    /// Removes the cgroup after killing what is left in it; a cgroup is removable once its
-    /// last process is gone, which can trail the kill by a moment, so this retries briefly.
+    /// Removes the cgroup (and any the server made inside it) after killing what is left in
+    /// them; a cgroup is removable once its last process is gone, which can trail the kill by
+    /// a moment, so this retries briefly.
     fn drop(&mut self) {
         self.kill_remaining();
         let deadline = Instant::now() + Duration::from_secs(2);
-        while std::fs::remove_dir(&self.dir).is_err() && self.dir.exists() {
+        while remove_tree(&self.dir).is_err() && self.dir.exists() {
             if Instant::now() >= deadline {
                 eprintln!(
                     "sweep: could not remove cgroup {} (still in use)",

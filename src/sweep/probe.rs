@@ -6,7 +6,7 @@
 //! functions over the file text, tested without a process.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -150,6 +150,68 @@ pub fn group_processes(pgrp: i32) -> Vec<ProcStat> {
         .collect()
 }
 
+/// The processes in cgroup `dir` and in every cgroup below it (a v1 `cgroup.procs` lists only
+/// a cgroup's own members).
+pub fn cgroup_tree_pids(dir: &Path) -> Vec<i32> {
+    let mut pids: Vec<i32> = std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    for child in child_cgroups(dir) {
+        pids.extend(cgroup_tree_pids(&child));
+    }
+    pids
+}
+
+/// The cgroups directly inside `dir`.
+pub fn child_cgroups(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Which processes are a server's.
+#[derive(Debug, Clone)]
+pub enum Members {
+    /// Its process group.
+    Group(i32),
+    /// Its process group and whatever is in its cgroup (the cgroup's directory), where pieces
+    /// of it that left the group (a daemon, a `setsid` child) still are.
+    GroupAndCgroup(i32, PathBuf),
+}
+
+impl Members {
+    /// The server's processes now.
+    pub fn processes(&self) -> Vec<ProcStat> {
+        match self {
+            Members::Group(pgrp) => group_processes(*pgrp),
+            Members::GroupAndCgroup(pgrp, dir) => {
+                let mut all = group_processes(*pgrp);
+                for pid in cgroup_tree_pids(dir) {
+                    if all.iter().any(|p| p.pid == pid) {
+                        continue;
+                    }
+                    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
+                    if let Some(stat) = stat.as_deref().and_then(parse_stat) {
+                        all.push(ProcStat {
+                            runtime_ns: live_runtime_ns(stat.pid),
+                            ..stat
+                        });
+                    }
+                }
+                all
+            }
+        }
+    }
+}
+
 /// CPU of the whole process group now.
 pub fn group_cpu(pgrp: i32) -> TreeCpu {
     sum_cpu(&group_processes(pgrp))
@@ -238,7 +300,7 @@ pub fn listening_inodes(table: &str, port: u16) -> Vec<u64> {
 /// not, the server that answers on that port is not the started command's process tree (it
 /// runs on another machine, or was detached into a process group of its own), so the group's
 /// CPU is not the server's.
-pub fn group_listens_on(pgrp: i32, port: u16) -> bool {
+pub fn listens_on(members: &Members, port: u16) -> bool {
     let mut inodes = Vec::new();
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
         if let Ok(text) = std::fs::read_to_string(table) {
@@ -249,7 +311,7 @@ pub fn group_listens_on(pgrp: i32, port: u16) -> bool {
         return false;
     }
     let wanted: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
-    group_processes(pgrp).iter().any(|process| {
+    members.processes().iter().any(|process| {
         std::fs::read_dir(format!("/proc/{}/fd", process.pid))
             .into_iter()
             .flatten()
@@ -284,8 +346,8 @@ struct SamplerState {
 }
 
 impl SamplerState {
-    fn take_sample(&mut self, pgrp: i32) {
-        let processes = group_processes(pgrp);
+    fn take_sample(&mut self, members: &Members) {
+        let processes = members.processes();
         let mut rss = 0;
         let mut threads = 0;
         for process in &processes {
@@ -349,23 +411,24 @@ pub struct TreeSampler {
     stop: Arc<AtomicBool>,
     state: Arc<Mutex<SamplerState>>,
     thread: Option<JoinHandle<()>>,
-    pgrp: i32,
+    members: Members,
 }
 
 impl TreeSampler {
     /// Takes a first sample now, then one every `interval`.
-    pub fn start(pgrp: i32, interval: Duration) -> TreeSampler {
+    pub fn start(members: Members, interval: Duration) -> TreeSampler {
         let stop = Arc::new(AtomicBool::new(false));
         let state = Arc::new(Mutex::new(SamplerState::default()));
-        lock(&state).take_sample(pgrp);
+        lock(&state).take_sample(&members);
         let thread = {
             let (stop, state) = (Arc::clone(&stop), Arc::clone(&state));
+            let members = members.clone();
             std::thread::Builder::new()
                 .name("sweep-sampler".into())
                 .spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
                         std::thread::sleep(interval);
-                        lock(&state).take_sample(pgrp);
+                        lock(&state).take_sample(&members);
                     }
                 })
                 .ok()
@@ -374,7 +437,7 @@ impl TreeSampler {
             stop,
             state,
             thread,
-            pgrp,
+            members,
         }
     }
 
@@ -385,7 +448,7 @@ impl TreeSampler {
             let _ = thread.join();
         }
         let mut state = lock(&self.state);
-        state.take_sample(self.pgrp);
+        state.take_sample(&self.members);
         state.sample
     }
 }
@@ -451,9 +514,9 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let pgrp = nix::unistd::getpgrp().as_raw();
-        assert!(group_listens_on(pgrp, port));
+        assert!(listens_on(&Members::Group(pgrp), port));
         drop(listener);
-        assert!(!group_listens_on(pgrp, port));
+        assert!(!listens_on(&Members::Group(pgrp), port));
     }
 
     #[test]
@@ -547,7 +610,7 @@ mod tests {
     #[test]
     fn samples_this_test_process_group() {
         let me = parse_stat(&std::fs::read_to_string("/proc/self/stat").unwrap()).unwrap();
-        let sampler = TreeSampler::start(me.pgrp, Duration::from_millis(10));
+        let sampler = TreeSampler::start(Members::Group(me.pgrp), Duration::from_millis(10));
         std::thread::sleep(Duration::from_millis(30));
         let sample = sampler.finish();
         assert!(sample.peak_rss_kb > 0 && sample.peak_threads >= 1 && sample.peak_processes >= 1);

@@ -184,7 +184,12 @@ fn run_point(
     let mut runs = Vec::new();
     for _ in 0..experiment.repetitions {
         match run_once(experiment, point, pinning, options) {
-            Ok(Some((run, reported_workers))) => {
+            Ok(Some((run, reported_workers, notes))) => {
+                for note in notes {
+                    if !result.warnings.contains(&note) {
+                        result.warnings.push(note);
+                    }
+                }
                 // A pool size is part of a series' name only where there is a pool (a
                 // single-threaded or per-connection server reports a meaningless 1 or 0).
                 let pooled =
@@ -346,12 +351,16 @@ pub fn host_port_of_url(url: &str) -> Option<(String, u16)> {
 }
 
 /// One start-measure-stop cycle. `Ok(None)` when interrupted.
+/// One run of a point: its measurement, the pool size its server reported, and warnings from
+/// stopping it.
+type Once = (RunMeasurement, Option<u32>, Vec<String>);
+
 fn run_once(
     experiment: &Experiment,
     point: &PointSpec,
     pinning: Pinning,
     options: &RunnerOptions,
-) -> anyhow::Result<Option<(RunMeasurement, Option<u32>)>> {
+) -> anyhow::Result<Option<Once>> {
     let (launch, external_url) = launch_of(experiment, point, pinning, options)?;
     let ready_timeout = match &point.target {
         TargetSpec::External(ext) => ext.ready_timeout.unwrap_or(experiment.ready_timeout),
@@ -385,7 +394,7 @@ fn run_once(
     // An external command may start the server elsewhere (`ssh HOST ...`, `srun -w NODE ...`):
     // then the started process group is not the server, and its CPU is not the server's.
     let server_here = match &launch {
-        Launch::External { port, .. } => super::probe::group_listens_on(server.pgid(), *port),
+        Launch::External { port, .. } => super::probe::listens_on(&server.members(), *port),
         Launch::Ours { .. } => true,
     };
     let cpu_command = (!server_here)
@@ -393,8 +402,9 @@ fn run_once(
         .flatten();
     let command_cpu_before = cpu_command.as_deref().map(command_cpu_s).transpose()?;
     let cpu_before = meter.read();
+    let output_before = server.output_bytes();
     let window_start = Instant::now();
-    let sampler = TreeSampler::start(server.pgid(), Duration::from_millis(100));
+    let sampler = TreeSampler::start(server.members(), Duration::from_millis(100));
     let report = load::run(&config, Some(stop));
     let cpu = meter.read().since(&cpu_before);
     let window_s = window_start.elapsed().as_secs_f64();
@@ -403,7 +413,7 @@ fn run_once(
         server.stop();
         return Ok(None);
     }
-    if let Some(status) = server.exited() {
+    if let Some(status) = server.gone() {
         anyhow::bail!(
             "server exited ({status}) during the run{}",
             server.stderr_note()
@@ -411,7 +421,19 @@ fn run_once(
     }
     let report = report.context("measuring")?;
     let reported_workers = server.ready.workers;
+    let output = server.output_bytes() - output_before;
     server.stop();
+    let mut notes = std::mem::take(&mut server.stop_notes);
+    if output as f64 > FLOOD_BYTES_PER_S * window_s.max(1.0) {
+        notes.insert(
+            0,
+            format!(
+                "the server wrote {:.1} MiB to its stdout and stderr during the run, which the \
+                 runner drained on the machine's CPUs",
+                output as f64 / (1024.0 * 1024.0)
+            ),
+        );
+    }
     let mut run = measurement_of(&report, &config, cpu, sample);
     run.server.cpu_method = Some(meter.method());
     run.server.window_s = window_s;
@@ -427,8 +449,12 @@ fn run_once(
             ..ServerUsage::default()
         };
     }
-    Ok(Some((run, reported_workers)))
+    Ok(Some((run, reported_workers, notes)))
 }
+
+/// Output a server may write during a run, in bytes a second, before its point warns of it
+/// (a request log line per request at 10,000 req/s is about 1 MB/s).
+const FLOOD_BYTES_PER_S: f64 = 4.0 * 1024.0 * 1024.0;
 
 /// The cgroup the server is started in (none: its CPU is read from `/proc`), honouring a
 /// method forced through [`cgroup::METHOD_ENV`]. Bound before the server so that it is

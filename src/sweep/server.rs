@@ -10,7 +10,7 @@ use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -90,30 +90,44 @@ pub struct ServerProcess {
     pub ready: ReadyLine,
     stderr_tail: Arc<Mutex<String>>,
     stderr_closed: Arc<AtomicBool>,
+    /// Bytes the server wrote to stdout and stderr (drained and dropped but for a tail).
+    output_bytes: Arc<AtomicU64>,
     stopped: bool,
-    in_cgroup: bool,
+    /// The cgroup the server runs in, when it was started in one.
+    cgroup_dir: Option<PathBuf>,
+    /// What stopping the server took beyond a SIGTERM answered in time, in plain words.
+    pub stop_notes: Vec<String>,
 }
 
-/// Keeps the last few KB of a stream, to explain a failure.
+/// Drains a stream of the server's, keeping its last few KB (to explain a failure) and
+/// counting its bytes. Reads in blocks, not lines, so a server that floods its output with no
+/// newline costs the runner a fixed 8 KiB buffer and a 4 KiB tail, never more.
 fn spawn_tail_reader(
     stream: impl Read + Send + 'static,
     tail: Arc<Mutex<String>>,
     closed: Arc<AtomicBool>,
+    bytes: Arc<AtomicU64>,
 ) {
     let _ = std::thread::Builder::new()
-        .name("server-stderr".into())
+        .name("server-output".into())
         .spawn(move || {
-            let mut reader = BufReader::new(stream);
-            let mut line = String::new();
-            while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+            let mut stream = stream;
+            let mut block = [0u8; 8192];
+            loop {
+                let n = match stream.read(&mut block) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                };
+                bytes.fetch_add(n as u64, Ordering::Relaxed);
                 let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
-                t.push_str(&line);
+                t.push_str(&String::from_utf8_lossy(&block[..n]));
                 if t.len() > 4096 {
                     let cut = t.len() - 2048;
                     let cut = (cut..t.len()).find(|&i| t.is_char_boundary(i)).unwrap_or(0);
                     t.drain(..cut);
                 }
-                line.clear();
             }
             closed.store(true, Ordering::SeqCst);
         });
@@ -222,8 +236,14 @@ impl ServerProcess {
         let pgid = child.id() as i32;
         let stderr_tail = Arc::new(Mutex::new(String::new()));
         let stderr_closed = Arc::new(AtomicBool::new(false));
+        let output_bytes = Arc::new(AtomicU64::new(0));
         if let Some(stderr) = child.stderr.take() {
-            spawn_tail_reader(stderr, Arc::clone(&stderr_tail), Arc::clone(&stderr_closed));
+            spawn_tail_reader(
+                stderr,
+                Arc::clone(&stderr_tail),
+                Arc::clone(&stderr_closed),
+                Arc::clone(&output_bytes),
+            );
         }
         let stdout = child.stdout.take();
         let mut server = ServerProcess {
@@ -238,15 +258,25 @@ impl ServerProcess {
             },
             stderr_tail,
             stderr_closed,
+            output_bytes,
             stopped: false,
-            in_cgroup,
+            cgroup_dir: cgroup_procs
+                .filter(|_| in_cgroup)
+                .and_then(Path::parent)
+                .map(Path::to_path_buf),
+            stop_notes: Vec::new(),
         };
         let ready = match launch {
             Launch::Ours { .. } => server.wait_for_ready_line(stdout, ready_timeout),
             Launch::External { host, port, .. } => {
                 if let Some(stdout) = stdout {
                     let ignored = Arc::new(Mutex::new(String::new()));
-                    spawn_tail_reader(stdout, ignored, Arc::new(AtomicBool::new(false)));
+                    spawn_tail_reader(
+                        stdout,
+                        ignored,
+                        Arc::new(AtomicBool::new(false)),
+                        Arc::clone(&server.output_bytes),
+                    );
                 }
                 server.wait_for_port(host, *port, ready_timeout)
             }
@@ -328,7 +358,7 @@ impl ServerProcess {
             .next()
             .ok_or_else(|| anyhow!("{host}:{port} resolves to nothing"))?;
         loop {
-            if let Some(status) = self.exited() {
+            if let Some(status) = self.gone() {
                 bail!(
                     "command exited ({status}) before its port opened{}",
                     self.stderr_note()
@@ -356,7 +386,21 @@ impl ServerProcess {
 
     /// Whether the server was started inside the cgroup asked for.
     pub fn in_cgroup(&self) -> bool {
-        self.in_cgroup
+        self.cgroup_dir.is_some()
+    }
+
+    /// Bytes the server has written to its stdout and stderr so far.
+    pub fn output_bytes(&self) -> u64 {
+        self.output_bytes.load(Ordering::Relaxed)
+    }
+
+    /// The server's processes: its group, and its cgroup where it has one.
+    pub fn members(&self) -> super::probe::Members {
+        use super::probe::Members;
+        match &self.cgroup_dir {
+            Some(dir) => Members::GroupAndCgroup(self.pgid, dir.clone()),
+            None => Members::Group(self.pgid),
+        }
     }
 
     /// The process group id (= the leader's pid).
@@ -367,6 +411,36 @@ impl ServerProcess {
     /// The exit status if the leader has exited.
     pub fn exited(&mut self) -> Option<ExitStatus> {
         self.child.try_wait().ok().flatten()
+    }
+
+    /// The leader's exit status once the server is gone: the leader failed, or it exited
+    /// cleanly and nothing of the server is left (a command that daemonizes exits 0 and leaves
+    /// its server running in its cgroup, or in its process group: that server is not gone).
+    pub fn gone(&mut self) -> Option<ExitStatus> {
+        let status = self.exited()?;
+        if !status.success() {
+            return Some(status);
+        }
+        reap_group(self.pgid);
+        let left = match &self.cgroup_dir {
+            Some(dir) => !super::probe::cgroup_tree_pids(dir).is_empty(),
+            None => !group_is_empty(self.pgid),
+        };
+        (!left).then_some(status)
+    }
+
+    /// The processes of the server outside its process group that are still running (only
+    /// known in a cgroup: they left the group, by `setsid` or by daemonizing).
+    fn strays(&self) -> Vec<i32> {
+        let Some(dir) = &self.cgroup_dir else {
+            return Vec::new();
+        };
+        super::probe::cgroup_tree_pids(dir)
+            .into_iter()
+            .filter(|&pid| {
+                matches!(nix::unistd::getpgid(Some(Pid::from_raw(pid))), Ok(g) if g.as_raw() != self.pgid)
+            })
+            .collect()
     }
 
     /// ": <last stderr line>" when the server said anything on stderr. When the server has
@@ -383,30 +457,63 @@ impl ServerProcess {
         }
     }
 
-    /// Stops the whole group: SIGTERM, up to 3 s for it to leave, then SIGKILL. Reaps the
-    /// leader and any re-parented members. Idempotent.
+    /// Stops the whole server: SIGTERM to its group (and, when its leader had already exited,
+    /// to what it left running in its cgroup: a daemon), up to 3 s for them to leave, then
+    /// SIGKILL. Then, in a cgroup, kills what the server left behind outside its group. Each
+    /// step beyond a SIGTERM answered in time is noted in [`ServerProcess::stop_notes`]. Reaps
+    /// the leader and any re-parented members. Idempotent.
     pub fn stop(&mut self) {
+        use super::cgroup::signal_all;
         if self.stopped {
             return;
         }
         self.stopped = true;
+        let daemonized = self.exited().is_some();
         let group = Pid::from_raw(self.pgid);
         let _ = killpg(group, Signal::SIGTERM);
         // A stopped (SIGSTOPped) member would ignore SIGTERM until continued.
         let _ = killpg(group, Signal::SIGCONT);
-        if !self.wait_group_gone(Duration::from_secs(3)) {
+        if daemonized {
+            signal_all(&self.strays(), Signal::SIGTERM);
+        }
+        if !self.wait_group_gone(Duration::from_secs(3), daemonized) {
+            let left = crate::sweep::probe::group_processes(self.pgid).len()
+                + if daemonized { self.strays().len() } else { 0 };
+            self.stop_notes.push(format!(
+                "the server ignored SIGTERM for 3 s: {left} process(es) killed"
+            ));
             let _ = killpg(group, Signal::SIGKILL);
-            self.wait_group_gone(Duration::from_secs(2));
+            if daemonized {
+                signal_all(&self.strays(), Signal::SIGKILL);
+            }
+            self.wait_group_gone(Duration::from_secs(2), daemonized);
+        }
+        let strays = self.strays();
+        if !strays.is_empty() {
+            self.stop_notes.push(format!(
+                "the server left {} process(es) of its own running outside its process group \
+                 after it stopped: killed",
+                strays.len()
+            ));
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while !self.strays().is_empty() && Instant::now() < deadline {
+                signal_all(&self.strays(), Signal::SIGKILL);
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
     }
 
-    /// Waits until no process of the group remains, reaping what is ours to reap.
-    fn wait_group_gone(&mut self, bound: Duration) -> bool {
+    /// Waits until no process of the group remains (nor, with `and_strays`, of the server
+    /// outside it), reaping what is ours to reap.
+    fn wait_group_gone(&mut self, bound: Duration, and_strays: bool) -> bool {
         let deadline = Instant::now() + bound;
         loop {
             let _ = self.child.try_wait();
             reap_group(self.pgid);
-            if self.child.try_wait().ok().flatten().is_some() && group_is_empty(self.pgid) {
+            if self.child.try_wait().ok().flatten().is_some()
+                && group_is_empty(self.pgid)
+                && (!and_strays || self.strays().is_empty())
+            {
                 return true;
             }
             if Instant::now() >= deadline {
