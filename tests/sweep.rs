@@ -1333,3 +1333,74 @@ fn misbehaving_external_servers_are_recorded_and_cleaned_up_and_the_sweep_goes_o
         .collect();
     assert!(left.is_empty(), "processes left running: {left:?}");
 }
+
+/// `[[requires]]`: what is missing stops the sweep before anything runs, with one line naming
+/// the command that installs it; run as root, the sweep installs it, says so, and records each
+/// requirement's version in `results.json`. `{peers}` is the directory of the shipped peer
+/// sources (here Python's own file server serves the peers' `htdocs/hello` from it).
+#[test]
+fn requirements_are_checked_installed_and_versioned_and_peers_are_written() {
+    let tmp = TempDir::new("sweep-requires");
+    let dir = tmp.path().to_path_buf();
+    let marker = dir.join("installed");
+    let text = format!(
+        r#"
+name = "requires"
+archs = []
+concurrency = [1]
+duration = "300ms"
+warmup = "0s"
+
+[[workload]]
+name = "hello"
+route = "/htdocs/hello"
+
+[[external]]
+name = "files"
+command = "cd {{peers}} && exec python3 -m http.server {{port}} --bind 127.0.0.1"
+url = "http://127.0.0.1:{{port}}"
+ready_timeout = "15s"
+
+[[requires]]
+name = "thing"
+check = "test -e '{m}'"
+install = "touch '{m}'"
+version = "echo thing 1.2.3"
+"#,
+        m = marker.display()
+    );
+    let (mut command, out) = sweep_command(&dir, "requires.toml", &text);
+    let run = command.env("SWEETSPOT_NO_INSTALL", "1").output().unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "thing is missing (this experiment needs it): install it with `touch '{}'`",
+            marker.display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        !out.exists(),
+        "nothing runs before the requirements are met"
+    );
+    if !nix::unistd::geteuid().is_root() {
+        std::fs::write(&marker, "").unwrap();
+    }
+    let (run, out) = sweep_ok(&dir, "requires.toml", &text);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    if nix::unistd::geteuid().is_root() {
+        assert!(
+            stderr.contains("sweep: thing is missing; installing it: touch"),
+            "{stderr}"
+        );
+    }
+    assert!(marker.exists());
+    let results = read_json(&out.join("results.json"));
+    assert_eq!(results["versions"]["thing"], "thing 1.2.3", "{results}");
+    let point = &results["points"][0];
+    assert_eq!(point["ok"], true, "{point}");
+    assert!(point["requests"].as_u64().unwrap() > 0, "{point}");
+    assert_eq!(point["status"]["200"], point["requests"], "{point}");
+}

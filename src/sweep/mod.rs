@@ -9,6 +9,7 @@
 pub mod analysis;
 pub mod cgroup;
 pub mod output;
+pub mod peers;
 pub mod probe;
 pub mod results;
 pub mod runner;
@@ -86,6 +87,7 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| default_out_dir(&experiment.name));
     check_file_limit(experiment.max_connections())?;
+    let versions = peers::ensure(&experiment.requires, peers::may_install())?;
     server::become_subreaper();
     let stop = stop_on_signals()?;
     let options = RunnerOptions {
@@ -95,6 +97,7 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
         stop: Arc::clone(&stop),
         progress_bar: !args.plain,
         scratch_dir: std::env::temp_dir().join(format!("sweetspot-sweep-{}", std::process::id())),
+        versions,
     };
     server::check_binary(&options.server_binary)?;
     let run = run_experiment(&experiment, &options)?;

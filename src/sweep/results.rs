@@ -283,6 +283,9 @@ pub struct SweepResults {
     pub interrupted: bool,
     pub points_planned: usize,
     pub machine: Machine,
+    /// The version of each thing the experiment requires (`[[requires]]`), by name.
+    #[serde(default)]
+    pub versions: std::collections::BTreeMap<String, String>,
     pub points: Vec<PointResult>,
     /// Plain-words recommendation (also structured in `analysis`).
     #[serde(default, deserialize_with = "derived")]

@@ -45,6 +45,8 @@ pub struct RunnerOptions {
     pub progress_bar: bool,
     /// A directory for the sweep's scratch files (`{tmp}` in `store`), removed afterwards.
     pub scratch_dir: PathBuf,
+    /// The versions of what the experiment requires, as [`super::peers::ensure`] found them.
+    pub versions: std::collections::BTreeMap<String, String>,
 }
 
 /// How the sweep pins processes to CPUs, decided once.
@@ -83,6 +85,13 @@ pub fn run_experiment(
     }
     std::fs::create_dir_all(&options.scratch_dir)
         .with_context(|| format!("creating {}", options.scratch_dir.display()))?;
+    if experiment
+        .external
+        .iter()
+        .any(|e| e.command.contains("{peers}"))
+    {
+        super::peers::write_files(&options.scratch_dir)?;
+    }
     let outcome = run_plan(experiment, options, &plan);
     let _ = std::fs::remove_dir_all(&options.scratch_dir);
     outcome
@@ -104,6 +113,7 @@ fn run_plan(
         interrupted: false,
         points_planned: plan.len(),
         machine,
+        versions: options.versions.clone(),
         points: Vec::new(),
         recommendation: Default::default(),
         analysis: Default::default(),
@@ -318,7 +328,11 @@ fn launch_of(
             let (host, url_port) = host_port_of_url(&url).ok_or_else(|| {
                 anyhow::anyhow!("external {:?}: cannot read host:port from {url}", ext.name)
             })?;
-            let mut command = ext.command.replace("{port}", &port.to_string());
+            let peers = options.scratch_dir.join("peers");
+            let mut command = ext
+                .command
+                .replace("{port}", &port.to_string())
+                .replace("{peers}", &peers.to_string_lossy());
             if let Some(workers) = point.workers {
                 command = command.replace("{workers}", &workers.to_string());
             }

@@ -29,6 +29,10 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("c10k", include_str!("../../experiments/c10k.toml")),
     ("threads", include_str!("../../experiments/threads.toml")),
     ("io-wait", include_str!("../../experiments/io-wait.toml")),
+    ("gil", include_str!("../../experiments/gil.toml")),
+    ("node", include_str!("../../experiments/node.toml")),
+    ("java", include_str!("../../experiments/java.toml")),
+    ("apache", include_str!("../../experiments/apache.toml")),
     (
         "cpu-bound",
         include_str!("../../experiments/cpu-bound.toml"),
@@ -219,6 +223,20 @@ pub fn sleep_ms_of_route(route: &str) -> Option<f64> {
         .split('&')
         .find_map(|kv| kv.strip_prefix("ms="))
         .and_then(|v| v.parse().ok())
+}
+
+/// Something an experiment needs installed (a runtime, a package), checked before anything
+/// runs (see [`super::peers`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Requirement {
+    pub name: String,
+    /// A shell command that succeeds when it is installed.
+    pub check: String,
+    /// The shell command that installs it (run when the sweep runs as root).
+    pub install: String,
+    /// A shell command whose first line of output is its version, recorded in `results.json`.
+    pub version: String,
 }
 
 /// A server the user starts with a shell command, measured like ours.
@@ -441,6 +459,9 @@ pub struct Experiment {
     pub variants: Vec<Variant>,
     #[serde(default)]
     pub external: Vec<ExternalTarget>,
+    /// What must be installed first (the peers' runtimes).
+    #[serde(default)]
+    pub requires: Vec<Requirement>,
 }
 
 fn default_route() -> String {

@@ -446,6 +446,7 @@ pub(crate) mod tests {
             finished: String::new(),
             interrupted: false,
             points_planned: points.len(),
+            versions: Default::default(),
             machine: Machine {
                 cores,
                 ..Default::default()

@@ -603,6 +603,7 @@ pub mod fixture {
             finished: "2026-11-21T09:01:00Z".into(),
             interrupted: false,
             points_planned: points.len(),
+            versions: Default::default(),
             machine: Machine {
                 cpu_model: "test cpu".into(),
                 cores: 2,
