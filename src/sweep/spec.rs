@@ -247,7 +247,8 @@ pub struct ExternalTarget {
     pub name: String,
     /// A shell command (run with `sh -c`) that starts the server in the foreground. `{port}` is
     /// replaced with a free port; `{workers}` with each value of `workers` and `{threads}` with
-    /// each of `threads`, so the server's own pool is swept.
+    /// each of `threads`, so the server's own pool is swept; `{peers}` with the directory of the
+    /// peer sources the project ships ([`super::peers`]).
     pub command: String,
     /// The base URL, e.g. `http://127.0.0.1:{port}`; each workload's route is appended.
     pub url: String,
