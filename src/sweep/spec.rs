@@ -213,15 +213,18 @@ impl Workload {
     }
 }
 
-/// `M` from a `/sleep?ms=M` route.
+/// The wait a route asks for, in ms: `M` from `/sleep?ms=M`, `W` from `/work?wait_ms=W` (its
+/// mean, whatever its spread).
 pub fn sleep_ms_of_route(route: &str) -> Option<f64> {
     let (path, query) = route.split_once('?')?;
-    if path != "/sleep" {
-        return None;
-    }
+    let key = match path {
+        "/sleep" => "ms=",
+        "/work" => "wait_ms=",
+        _ => return None,
+    };
     query
         .split('&')
-        .find_map(|kv| kv.strip_prefix("ms="))
+        .find_map(|kv| kv.strip_prefix(key))
         .and_then(|v| v.parse().ok())
 }
 
@@ -978,6 +981,12 @@ mod tests {
     fn sleep_route_gives_wait() {
         assert_eq!(sleep_ms_of_route("/sleep?ms=100"), Some(100.0));
         assert_eq!(sleep_ms_of_route("/fib?n=3"), None);
+        assert_eq!(
+            sleep_ms_of_route("/work?cpu_us=200&wait_ms=30&dist=exp"),
+            Some(30.0)
+        );
+        assert_eq!(sleep_ms_of_route("/work?cpu_us=200"), None);
+        assert_eq!(sleep_ms_of_route("/work?ms=5"), None);
         let w: Workload = toml::from_str("name = \"s\"\nroute = \"/sleep?x=1&ms=7\"").unwrap();
         assert_eq!(w.wait_ms(), 7.0);
     }
