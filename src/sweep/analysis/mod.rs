@@ -242,6 +242,11 @@ pub fn server_parallelism(arch: &str, cores: f64) -> f64 {
 fn sweet_spots_of(points: &[&PointResult]) -> Vec<SweetSpot> {
     let mut groups: BTreeMap<(String, u32), Vec<WorkerThroughput>> = BTreeMap::new();
     for p in points {
+        // A pool that left some connections unanswered (a thread per keep-alive connection,
+        // fewer threads than connections) is no sweet spot, however fast the others went.
+        if p.starved {
+            continue;
+        }
         if let Some(workers) = p.workers {
             let (min, max) = rps_range(p);
             groups
@@ -595,5 +600,24 @@ pub(crate) mod tests {
         };
         let spots = sweet_spots_of(&points.iter().collect::<Vec<_>>());
         assert_eq!((spots[0].workers, spots[0].best_workers), (2, 4));
+    }
+
+    #[test]
+    fn a_pool_that_starved_connections_is_no_sweet_spot() {
+        let mut points = [
+            point("prethreaded", Some(8), 32, 9_600.0),
+            point("prethreaded", Some(32), 32, 10_000.0),
+            point("prethreaded", Some(64), 32, 9_900.0),
+        ];
+        assert_eq!(
+            sweet_spots_of(&points.iter().collect::<Vec<_>>())[0].workers,
+            8
+        );
+        points[0].starved = true;
+        let spots = sweet_spots_of(&points.iter().collect::<Vec<_>>());
+        assert_eq!((spots[0].workers, spots[0].best_workers), (32, 32));
+        points[1].starved = true;
+        points[2].starved = true;
+        assert!(sweet_spots_of(&points.iter().collect::<Vec<_>>()).is_empty());
     }
 }
