@@ -10,7 +10,7 @@ pub mod recommend;
 pub mod stats;
 pub mod usl;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub use findings::{
     Analysis, BestChoice, GoetzEstimate, RankedArch, Recommendation, SweetSpot, UslSeries,
@@ -240,30 +240,34 @@ pub fn server_parallelism(arch: &str, cores: f64) -> f64 {
 }
 
 fn sweet_spots_of(points: &[&PointResult]) -> Vec<SweetSpot> {
-    let mut groups: BTreeMap<(String, u32), Vec<WorkerThroughput>> = BTreeMap::new();
+    // Per series: the pools that answered every connection, and every pool size tried.
+    type Group = (Vec<WorkerThroughput>, BTreeSet<u32>);
+    let mut groups: BTreeMap<(String, u32), Group> = BTreeMap::new();
     for p in points {
+        let Some(workers) = p.workers else { continue };
+        let (answered, tried) = groups.entry((p.arch.clone(), p.concurrency)).or_default();
+        tried.insert(workers);
         // A pool that left some connections unanswered (a thread per keep-alive connection,
         // fewer threads than connections) is no sweet spot, however fast the others went.
         if p.starved {
             continue;
         }
-        if let Some(workers) = p.workers {
-            let (min, max) = rps_range(p);
-            groups
-                .entry((p.arch.clone(), p.concurrency))
-                .or_default()
-                .push(WorkerThroughput {
-                    workers,
-                    rps: p.rps,
-                    min,
-                    max,
-                });
-        }
+        let (min, max) = rps_range(p);
+        answered.push(WorkerThroughput {
+            workers,
+            rps: p.rps,
+            min,
+            max,
+        });
     }
     groups
         .into_iter()
-        .filter_map(|((arch, concurrency), series)| {
-            let workers = sweet_spot(&series)?;
+        .filter_map(|((arch, concurrency), (series, tried))| {
+            let only = |s: &[WorkerThroughput]| {
+                let sizes: BTreeSet<u32> = s.iter().map(|p| p.workers).collect();
+                (sizes.len() == 1 && tried.len() >= 2).then(|| s[0].workers)
+            };
+            let workers = sweet_spot(&series).or_else(|| only(&series))?;
             let rps = series.iter().find(|p| p.workers == workers)?.rps;
             let best = series.iter().max_by(|a, b| a.rps.total_cmp(&b.rps))?;
             Some(SweetSpot {
@@ -274,7 +278,7 @@ fn sweet_spots_of(points: &[&PointResult]) -> Vec<SweetSpot> {
                 rps,
                 best_rps: best.rps,
                 best_workers: best.workers,
-                max_workers_tried: series.iter().map(|p| p.workers).max().unwrap_or(workers),
+                max_workers_tried: tried.iter().max().copied().unwrap_or(workers),
             })
         })
         .collect()
@@ -616,7 +620,11 @@ pub(crate) mod tests {
         points[0].starved = true;
         let spots = sweet_spots_of(&points.iter().collect::<Vec<_>>());
         assert_eq!((spots[0].workers, spots[0].best_workers), (32, 32));
+        assert_eq!(spots[0].max_workers_tried, 64);
+        // The one pool that answered everyone is the sweet spot of those tried.
         points[1].starved = true;
+        let spots = sweet_spots_of(&points.iter().collect::<Vec<_>>());
+        assert_eq!(spots[0].workers, 64);
         points[2].starved = true;
         assert!(sweet_spots_of(&points.iter().collect::<Vec<_>>()).is_empty());
     }
