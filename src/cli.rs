@@ -1,4 +1,5 @@
-//! The command line: clap derive for `serve`, `load`, `sweep`, `report` and `merge`.
+//! The command line: clap derive for `serve`, `load`, `sweep`, `report`, `map`, `advise` and
+//! `merge`.
 //!
 //! Each subcommand's raw flags are turned into a validated config by the module that owns it
 //! (two stages, as ripgrep does), so bad input fails early with one line and exit code 2.
@@ -25,6 +26,10 @@ pub enum Command {
     Sweep(crate::sweep::SweepArgs),
     /// Re-render the tables, plots and report of a finished sweep from its results.json.
     Report(crate::sweep::ReportArgs),
+    /// Map which architecture and pool size win over CPU-versus-wait and concurrency.
+    Map(crate::map::MapArgs),
+    /// Advise an architecture and pool size for one workload (or a running server), in minutes.
+    Advise(crate::map::advise::AdviseArgs),
     /// Merge the JSON reports or interval logs of the segments of one distributed load run.
     Merge(crate::merge::MergeArgs),
 }
@@ -37,5 +42,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sweep(args) => crate::sweep::run_sweep(args),
         Command::Report(args) => crate::sweep::run_report(args),
         Command::Merge(args) => crate::merge::run_merge(args),
+        Command::Map(args) => crate::map::run_map(args),
+        Command::Advise(args) => crate::map::advise::run_advise(args),
     }
 }

@@ -11,6 +11,7 @@ pub mod arch;
 pub mod cli;
 pub mod http;
 pub mod load;
+pub mod map;
 pub mod merge;
 pub mod render;
 pub mod serve;

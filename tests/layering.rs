@@ -16,6 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["arch", "load"],
     &["serve"],
     &["sweep", "merge"],
+    &["map"],
     &["cli"],
 ];
 

@@ -425,7 +425,7 @@ fn an_external_servers_pool_is_swept_through_its_workers_placeholder() {
         r#"
 name = "external-pool"
 archs = []
-concurrency = [4]
+concurrency = [2]
 duration = "400ms"
 warmup = "100ms"
 
@@ -460,6 +460,9 @@ ready_timeout = "15s"
     assert_eq!(seen, [1, 2, 3]);
     let spots = &results["analysis"]["workloads"][0]["sweet_spots"];
     assert_eq!(spots[0]["arch"], "pyfork", "{spots}");
+    // One process serves one keep-alive connection at a time: a pool of 1 leaves the second
+    // connection unanswered, and is no sweet spot.
+    assert!(spots[0]["workers"].as_u64().unwrap() >= 2, "{spots}");
     let table = std::fs::read_to_string(out.join("table.md")).unwrap();
     for label in ["pyfork/1", "pyfork/2", "pyfork/3"] {
         assert!(table.contains(label), "{label}: {table}");

@@ -759,3 +759,117 @@ pub fn bar_plot(file_name: String, title: String, bars: &[Bar]) -> anyhow::Resul
         svg,
     })
 }
+
+/// One cell of a [`heat_map`]: its column and row, its colour (a [`color`] index, `None` for
+/// an empty cell) and up to three lines of text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeatCell {
+    pub column: usize,
+    pub row: usize,
+    pub color: Option<usize>,
+    /// Drawn hatched: the best were indistinguishable (a tie).
+    pub hatched: bool,
+    pub lines: Vec<String>,
+}
+
+/// A heat map: columns and rows named on their axes, each cell coloured and labelled, and a
+/// legend of the colours. Rows are drawn bottom up (row 0 at the bottom), as a y axis runs.
+pub fn heat_map(
+    title: &str,
+    x_title: &str,
+    columns: &[String],
+    y_title: &str,
+    rows: &[String],
+    cells: &[HeatCell],
+    legend: &[(String, usize)],
+) -> anyhow::Result<String> {
+    const CELL_W: i32 = 150;
+    const CELL_H: i32 = 70;
+    const LEFT: i32 = 110;
+    const TOP: i32 = 50;
+    const LEGEND_W: i32 = 170;
+    let width = LEFT + CELL_W * columns.len() as i32 + LEGEND_W;
+    let height = (TOP + CELL_H * rows.len() as i32 + 60).max(TOP + 22 * legend.len() as i32 + 20);
+    let mut svg = String::new();
+    {
+        let root =
+            SVGBackend::with_string(&mut svg, (width as u32, height as u32)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_error)?;
+        let font = |size: i32| ("sans-serif", size).into_font();
+        let centred = |size: i32| {
+            font(size)
+                .into_text_style(&root)
+                .pos(Pos::new(HPos::Center, VPos::Center))
+        };
+        root.draw(&Text::new(title.to_string(), (LEFT, 18), font(18)))
+            .map_err(draw_error)?;
+        let grid_bottom = TOP + CELL_H * rows.len() as i32;
+        for cell in cells {
+            let x0 = LEFT + CELL_W * cell.column as i32;
+            let y0 = grid_bottom - CELL_H * (cell.row as i32 + 1);
+            let fill = cell.color.map(color).unwrap_or(RGBColor(238, 238, 238));
+            root.draw(&Rectangle::new(
+                [(x0, y0), (x0 + CELL_W, y0 + CELL_H)],
+                fill.mix(0.55).filled(),
+            ))
+            .map_err(draw_error)?;
+            if cell.hatched {
+                for k in (0..CELL_W + CELL_H).step_by(12) {
+                    let (a, b) = (
+                        (x0 + k.min(CELL_W), y0 + (k - CELL_W).max(0)),
+                        (x0 + (k - CELL_H).max(0), y0 + k.min(CELL_H)),
+                    );
+                    root.draw(&PathElement::new(vec![a, b], WHITE.stroke_width(2)))
+                        .map_err(draw_error)?;
+                }
+            }
+            root.draw(&Rectangle::new(
+                [(x0, y0), (x0 + CELL_W, y0 + CELL_H)],
+                WHITE.stroke_width(2),
+            ))
+            .map_err(draw_error)?;
+            let n = cell.lines.len() as i32;
+            for (i, line) in cell.lines.iter().enumerate() {
+                let y = y0 + CELL_H / 2 + (2 * i as i32 - (n - 1)) * 9;
+                let size = if i == 0 { 15 } else { 12 };
+                root.draw(&Text::new(
+                    line.clone(),
+                    (x0 + CELL_W / 2, y),
+                    centred(size),
+                ))
+                .map_err(draw_error)?;
+            }
+        }
+        for (i, name) in columns.iter().enumerate() {
+            let x = LEFT + CELL_W * i as i32 + CELL_W / 2;
+            root.draw(&Text::new(name.clone(), (x, grid_bottom + 14), centred(13)))
+                .map_err(draw_error)?;
+        }
+        let x_mid = LEFT + CELL_W * columns.len() as i32 / 2;
+        root.draw(&Text::new(
+            x_title.to_string(),
+            (x_mid, grid_bottom + 38),
+            centred(14),
+        ))
+        .map_err(draw_error)?;
+        for (i, name) in rows.iter().enumerate() {
+            let y = grid_bottom - CELL_H * i as i32 - CELL_H / 2;
+            root.draw(&Text::new(name.clone(), (LEFT - 40, y), centred(13)))
+                .map_err(draw_error)?;
+        }
+        root.draw(&Text::new(y_title.to_string(), (8, TOP - 14), font(14)))
+            .map_err(draw_error)?;
+        let legend_x = LEFT + CELL_W * columns.len() as i32 + 16;
+        for (i, (name, c)) in legend.iter().enumerate() {
+            let y = TOP + 22 * i as i32;
+            root.draw(&Rectangle::new(
+                [(legend_x, y), (legend_x + 14, y + 14)],
+                color(*c).mix(0.55).filled(),
+            ))
+            .map_err(draw_error)?;
+            root.draw(&Text::new(name.clone(), (legend_x + 20, y + 1), font(13)))
+                .map_err(draw_error)?;
+        }
+    }
+    Ok(svg)
+}

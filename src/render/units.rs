@@ -39,6 +39,16 @@ pub fn duration_us(us: f64) -> String {
     }
 }
 
+/// A wall time for a person: `45s`, `3m 05s`, `1h 02m`.
+pub fn wall_time(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m {:02}s", s / 60, s % 60),
+        _ => format!("{}h {:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
 /// A fraction as a percentage with no more digits than it needs: `0.05` -> `5%`,
 /// `0.005` -> `0.5%`.
 pub fn percent(fraction: f64) -> String {
@@ -51,6 +61,13 @@ pub fn percent(fraction: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wall_times() {
+        assert_eq!(wall_time(44.6), "45s");
+        assert_eq!(wall_time(185.0), "3m 05s");
+        assert_eq!(wall_time(3720.0), "1h 02m");
+    }
 
     #[test]
     fn thousands_separators() {

@@ -168,7 +168,7 @@ fn default_out_dir(name: &str) -> PathBuf {
 /// High concurrency levels need a descriptor per connection in the generator, and the servers
 /// inherit the limit: raises it, and fails now (not at the first point that needs it) when it
 /// cannot go high enough.
-fn check_file_limit(connections: u32) -> anyhow::Result<()> {
+pub fn check_file_limit(connections: u32) -> anyhow::Result<()> {
     let file_limit = crate::sys::raise_fd_limit();
     let needed = u64::from(connections) + 64;
     if file_limit > 0 && file_limit < needed {
@@ -181,7 +181,7 @@ fn check_file_limit(connections: u32) -> anyhow::Result<()> {
 }
 
 /// A flag SIGINT and SIGTERM set; a second one while the first is handled exits at once.
-fn stop_on_signals() -> anyhow::Result<Arc<AtomicBool>> {
+pub fn stop_on_signals() -> anyhow::Result<Arc<AtomicBool>> {
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&stop))

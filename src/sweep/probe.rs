@@ -185,6 +185,9 @@ pub enum Members {
     /// Its process group and whatever is in its cgroup (the cgroup's directory), where pieces
     /// of it that left the group (a daemon, a `setsid` child) still are.
     GroupAndCgroup(i32, PathBuf),
+    /// A process and its descendants (by parent), wherever their groups are: a server the
+    /// user started, known by its pid.
+    Tree(i32),
 }
 
 impl Members {
@@ -192,6 +195,7 @@ impl Members {
     pub fn processes(&self) -> Vec<ProcStat> {
         match self {
             Members::Group(pgrp) => group_processes(*pgrp),
+            Members::Tree(root) => tree_processes(*root),
             Members::GroupAndCgroup(pgrp, dir) => {
                 let mut all = group_processes(*pgrp);
                 for pid in cgroup_tree_pids(dir) {
@@ -210,6 +214,37 @@ impl Members {
             }
         }
     }
+}
+
+/// A process and all its descendants, read from /proc.
+fn tree_processes(root: i32) -> Vec<ProcStat> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let all: Vec<ProcStat> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .filter_map(|text| parse_stat(&text))
+        .collect();
+    let mut inside = vec![root];
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for p in &all {
+            if inside.contains(&p.ppid) && !inside.contains(&p.pid) {
+                inside.push(p.pid);
+                grew = true;
+            }
+        }
+    }
+    all.into_iter()
+        .filter(|p| inside.contains(&p.pid))
+        .map(|stat| ProcStat {
+            runtime_ns: live_runtime_ns(stat.pid),
+            ..stat
+        })
+        .collect()
 }
 
 /// CPU of the whole process group now.
@@ -426,8 +461,13 @@ impl TreeSampler {
             std::thread::Builder::new()
                 .name("sweep-sampler".into())
                 .spawn(move || {
+                    // Parked, not asleep, between samples: `finish` unparks it, so a point
+                    // does not wait out the rest of an interval to end.
                     while !stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(interval);
+                        std::thread::park_timeout(interval);
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
                         lock(&state).take_sample(&members);
                     }
                 })
@@ -445,6 +485,7 @@ impl TreeSampler {
     pub fn finish(mut self) -> TreeSample {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
             let _ = thread.join();
         }
         let mut state = lock(&self.state);
@@ -456,6 +497,9 @@ impl TreeSampler {
 impl Drop for TreeSampler {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = &self.thread {
+            thread.thread().unpark();
+        }
     }
 }
 

@@ -251,6 +251,37 @@ fn run_point(
     Some(result)
 }
 
+/// Measures one point on its own, unpinned, for `map` and `advise`, which choose their points
+/// as they go. `None` when interrupted (the partial measurement is not a result).
+pub fn measure_point(
+    experiment: &Experiment,
+    point: &PointSpec,
+    machine: &Machine,
+    options: &RunnerOptions,
+) -> Option<PointResult> {
+    let mut result = run_point(experiment, point, Pinning::None, machine, options)?;
+    let mut results = SweepResults {
+        version: 1,
+        source: options.source.clone(),
+        experiment: experiment.clone(),
+        started: String::new(),
+        finished: String::new(),
+        interrupted: false,
+        points_planned: 1,
+        machine: machine.clone(),
+        versions: Default::default(),
+        points: vec![result.clone()],
+        recommendation: Default::default(),
+        analysis: Default::default(),
+    };
+    // The flags the analysis sets on a point (starved, Little's law) count here too.
+    finalize(&mut results);
+    if let Some(p) = results.points.pop() {
+        result = p;
+    }
+    Some(result)
+}
+
 /// Marks `result` generator-bound, with a warning, when the load generator's threads were as
 /// busy as a core each while the server was not.
 fn warn_if_generator_bound(

@@ -545,7 +545,7 @@ enum ArchList {
 }
 
 /// `archs = ["epoll", ...]` or `archs = "all"`; an unknown name is an error naming the key.
-fn de_archs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Arch>, D::Error> {
+pub fn de_archs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Arch>, D::Error> {
     let bad = |what: String| serde::de::Error::custom(format!("archs: {what}"));
     match ArchList::deserialize(d).map_err(|_| {
         bad(format!(

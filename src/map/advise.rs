@@ -1,0 +1,388 @@
+//! `sweetspot advise`: one workload's answer in minutes. One cell of the map (a described
+//! workload, or a running server's profile from `--from URL --pid PID`), searched as the map
+//! searches, with Goetz's pool, `2n+1` and the architecture's default measured beside the
+//! recommendation and what each loses said.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::run::{cell_of, search_cell, Progress};
+use super::search::Outcome;
+use super::spec::{CellSpec, MapSpec, WaitMode};
+use super::store::Store;
+use crate::arch::Arch;
+use crate::render::units::{duration_us, percent, thousands, wall_time};
+use crate::sweep::probe::{sum_cpu, Members};
+use crate::usage;
+
+/// Flags of `sweetspot advise`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  sweetspot advise --cpu 2ms --wait 30ms --dist lognormal --cv 1.5 --concurrency 500 --p99 100ms\n  \
+sweetspot advise --from http://127.0.0.1:8080/api --pid 4242 --concurrency 200\n\n\
+The workload is served by every architecture as /work (the CPU, then the wait); the search is \
+the map's for one cell. --from profiles a running server under light load (one connection, 2 s): \
+its CPU per request from /proc (the process and its descendants), its wait as the mean latency \
+minus that CPU; the rest is assumed and said so."
+)]
+pub struct AdviseArgs {
+    /// CPU per request (e.g. 2ms, 500us).
+    #[arg(long, required_unless_present = "from")]
+    pub cpu: Option<String>,
+    /// Wait per request (e.g. 30ms).
+    #[arg(long, required_unless_present = "from")]
+    pub wait: Option<String>,
+    /// Spread of CPU and wait per request: const, exp or lognormal.
+    #[arg(long, default_value = "const")]
+    pub dist: String,
+    /// Coefficient of variation, for lognormal.
+    #[arg(long)]
+    pub cv: Option<f64>,
+    /// The wait blocks the thread that runs the request (a synchronous driver).
+    #[arg(long)]
+    pub blocking_wait: bool,
+    /// Concurrent users (connections, closed loop).
+    #[arg(long)]
+    pub concurrency: u32,
+    /// The p99 a recommendation must meet.
+    #[arg(long, default_value = "1s")]
+    pub p99: String,
+    /// Candidate architectures, comma-separated [default: all].
+    #[arg(long, value_delimiter = ',')]
+    pub archs: Vec<String>,
+    /// Profile a running server at this URL (its CPU needs --pid).
+    #[arg(long, requires = "pid", conflicts_with_all = ["cpu", "wait"])]
+    pub from: Option<String>,
+    /// The running server's process id (its descendants count too).
+    #[arg(long)]
+    pub pid: Option<i32>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the points go [default: a temporary directory, removed after].
+    #[arg(short, long)]
+    pub out: Option<PathBuf>,
+}
+
+/// A running server's profile, and what of it was measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Profile {
+    pub url: String,
+    pub pid: i32,
+    pub requests: u64,
+    pub cpu_us_per_request: f64,
+    pub mean_latency_ms: f64,
+    pub wait_ms: f64,
+    pub measured: Vec<String>,
+    pub assumed: Vec<String>,
+}
+
+/// What `advise --json` prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct Advice {
+    pub cpu_us: f64,
+    pub wait_ms: f64,
+    pub dist: String,
+    pub cv: Option<f64>,
+    pub wait: WaitMode,
+    pub concurrency: u32,
+    pub p99_bound_ms: f64,
+    pub route: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
+    pub outcome: Outcome,
+    pub points_measured: usize,
+    pub full_grid_points: usize,
+    pub wall_s: f64,
+}
+
+fn duration_ms(flag: &str, text: &str) -> anyhow::Result<f64> {
+    crate::sweep::spec::parse_seconds(text)
+        .map(|s| s * 1000.0)
+        .ok_or_else(|| {
+            usage(format!(
+                "--{flag} {text:?}: a duration such as 2ms, 500us, 1.5s"
+            ))
+        })
+}
+
+/// Runs `sweetspot advise`.
+pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let p99_bound_ms = duration_ms("p99", &args.p99)?;
+    let archs: Vec<Arch> = if args.archs.is_empty() {
+        Arch::all().to_vec()
+    } else {
+        args.archs
+            .iter()
+            .map(|n| {
+                Arch::from_name(n.trim()).ok_or_else(|| {
+                    usage(format!(
+                        "--archs: unknown architecture {n:?} ({})",
+                        Arch::names()
+                    ))
+                })
+            })
+            .collect::<anyhow::Result<_>>()?
+    };
+    if !(1..=100_000).contains(&args.concurrency) {
+        return Err(usage("--concurrency: from 1 to 100000"));
+    }
+    if !["const", "exp", "lognormal"].contains(&args.dist.as_str()) {
+        return Err(usage(format!(
+            "--dist {:?}: const, exp or lognormal",
+            args.dist
+        )));
+    }
+    let profile = match (&args.from, args.pid) {
+        (Some(url), Some(pid)) => Some(profile(url, pid)?),
+        _ => None,
+    };
+    let (cpu_us, wait_ms) = match &profile {
+        Some(p) => (p.cpu_us_per_request.max(1.0), p.wait_ms),
+        None => (
+            duration_ms("cpu", args.cpu.as_deref().unwrap_or_default())? * 1000.0,
+            duration_ms("wait", args.wait.as_deref().unwrap_or_default())?,
+        ),
+    };
+    if !(1.0..=10_000_000.0).contains(&cpu_us) || !(0.0..=60_000.0).contains(&wait_ms) {
+        return Err(usage("--cpu from 1us to 10s, --wait up to 60s"));
+    }
+    let wait = if args.blocking_wait {
+        WaitMode::Blocking
+    } else {
+        WaitMode::Async
+    };
+    let cpu_us = cpu_us.round();
+    let wait_ms = (wait_ms * 1000.0).round() / 1000.0;
+    let mut route = format!(
+        "/work?cpu_us={cpu_us}&wait_ms={wait_ms}&wait={}",
+        wait.name()
+    );
+    if args.dist != "const" {
+        route.push_str(&format!("&dist={}", args.dist));
+        if let Some(cv) = args.cv {
+            route.push_str(&format!("&cv={cv}"));
+        }
+    }
+    let spec = MapSpec {
+        name: "advise".into(),
+        description: String::new(),
+        archs,
+        cpu_us,
+        ratios: vec![wait_ms * 1000.0 / cpu_us],
+        concurrency: vec![args.concurrency],
+        waits: vec![wait],
+        dist: (args.dist != "const").then(|| args.dist.clone()),
+        cv: args.cv,
+        p99_bound_ms,
+        base: "200ms".into(),
+        rounds: 3,
+        max_pool: 1024,
+        warmup: "100ms".into(),
+        verify: false,
+    };
+    let cell = CellSpec {
+        wait,
+        ratio: spec.ratios[0],
+        concurrency: args.concurrency,
+        cpu_us,
+        wait_ms,
+        route: route.clone(),
+        key: "advise".into(),
+    };
+    crate::sweep::check_file_limit(args.concurrency)?;
+    let scratch = args.out.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("sweetspot-advise-{}", std::process::id()))
+    });
+    let options = super::runner_options(&scratch, "advise")?;
+    let mut store = Store::open(&scratch)?;
+    let machine = crate::sweep::results::Machine::detect();
+    let cores = machine.cores.max(1);
+    let mut progress = Progress::new(1, store.len(), false);
+    let outcome = search_cell(&spec, &cell, &options, &machine, &mut store, &mut progress);
+    progress.finish();
+    let _ = std::fs::remove_dir_all(&options.scratch_dir);
+    let points = store.len();
+    if args.out.is_none() {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+    let Some((outcome, _)) = outcome else {
+        anyhow::bail!("interrupted");
+    };
+    let advice = Advice {
+        cpu_us,
+        wait_ms,
+        dist: args.dist.clone(),
+        cv: args.cv,
+        wait,
+        concurrency: args.concurrency,
+        p99_bound_ms,
+        route,
+        profile,
+        full_grid_points: cell_of(&spec, &cell, cores, &[]).full_grid_points(),
+        outcome,
+        points_measured: points,
+        wall_s: started.elapsed().as_secs_f64(),
+    };
+    if args.json {
+        crate::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&advice)?))?;
+    } else {
+        crate::print_stdout(&text(&advice, cores))?;
+    }
+    Ok(())
+}
+
+/// The advice in words.
+pub fn text(a: &Advice, cores: u32) -> String {
+    let mut out = String::new();
+    if let Some(p) = &a.profile {
+        out.push_str(&format!(
+            "profile of {} (pid {}), {} requests at one connection:\n  measured: {}\n  assumed: {}\n\n",
+            p.url,
+            p.pid,
+            p.requests,
+            p.measured.join("; "),
+            p.assumed.join("; ")
+        ));
+    }
+    out.push_str(&format!(
+        "advise: {} of CPU and {} of {} wait a request ({}), {} connections, p99 at most {}\n",
+        duration_us(a.cpu_us),
+        duration_us(a.wait_ms * 1000.0),
+        a.wait.name(),
+        match a.cv {
+            Some(cv) if a.dist != "const" => format!("{}, cv {cv}", a.dist),
+            _ => a.dist.clone(),
+        },
+        a.concurrency,
+        duration_us(a.p99_bound_ms * 1000.0)
+    ));
+    let o = &a.outcome;
+    match o.winner {
+        None => out.push_str("  no architecture met the p99 bound at this concurrency\n"),
+        Some(w) => {
+            out.push_str(&format!(
+                "  recommended: {}{}: {} req/s, p99 {}\n",
+                w.arch.name(),
+                w.workers
+                    .map(|n| format!(" with {n} workers"))
+                    .unwrap_or_default(),
+                thousands(o.rps),
+                duration_us(o.p99_us)
+            ));
+            if !o.ties.is_empty() {
+                out.push_str(&format!(
+                    "  indistinguishable from it: {}\n",
+                    o.ties.join(", ")
+                ));
+            } else if let (Some(r), Some(m)) = (&o.runner_up, o.margin) {
+                out.push_str(&format!(
+                    "  runner-up: {r}, {} behind\n",
+                    percent((m * 100.0).round() / 100.0)
+                ));
+            }
+            if w.arch.pooled() {
+                out.push_str(&format!(
+                    "  the rules of thumb, measured on {}:\n",
+                    w.arch.name()
+                ));
+                for r in &o.rules {
+                    let why = match r.rule.as_str() {
+                        "goetz" => format!(
+                            "Goetz, {cores} x (1 + {}/{})",
+                            duration_us(a.wait_ms * 1000.0),
+                            duration_us(a.cpu_us)
+                        ),
+                        "2n+1" => format!("2n+1, 2 x {cores} + 1"),
+                        _ => format!("{}'s default", w.arch.name()),
+                    };
+                    let cost = if !r.meets_bound {
+                        format!("p99 {} misses the bound", duration_us(r.p99_us))
+                    } else if r.rps_loss > 0.0 {
+                        format!(
+                            "loses {} of the throughput",
+                            percent((r.rps_loss * 100.0).round() / 100.0)
+                        )
+                    } else {
+                        "as good".into()
+                    };
+                    out.push_str(&format!(
+                        "    {why} = {}: {} req/s, p99 {}: {cost}\n",
+                        r.workers,
+                        thousands(r.rps),
+                        duration_us(r.p99_us)
+                    ));
+                }
+            }
+        }
+    }
+    out.push_str(&format!(
+        "  {} points measured in {} (the full grid needs {})\n",
+        a.points_measured,
+        wall_time(a.wall_s),
+        a.full_grid_points
+    ));
+    out
+}
+
+/// Profiles a running server: one connection for 2 s with `sweetspot load`, its CPU (the
+/// process and its descendants) from /proc before and after.
+fn profile(url: &str, pid: i32) -> anyhow::Result<Profile> {
+    if !crate::sweep::probe::process_exists(pid) {
+        return Err(usage(format!("--pid {pid}: no such process")));
+    }
+    let members = Members::Tree(pid);
+    let before = sum_cpu(&members.processes());
+    let output = Command::new(crate::sweep::server::this_binary()?)
+        .args(["load", url, "-c", "1", "-d", "2s", "--json", "-"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()?;
+    let after = sum_cpu(&members.processes());
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(usage(format!(
+            "--from {url}: {}",
+            stderr.lines().last().unwrap_or("the load failed")
+        )));
+    }
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+    let requests = report["requests"].as_u64().unwrap_or(0);
+    if requests == 0 {
+        return Err(usage(format!(
+            "--from {url}: no request was answered in 2 s"
+        )));
+    }
+    let cpu_us = after.since(&before).total_s() * 1e6 / requests as f64;
+    let mean_ms = report["latency_us"]["mean"].as_f64().unwrap_or(0.0) / 1000.0;
+    let wait_ms = (mean_ms - cpu_us / 1000.0).max(0.0);
+    Ok(Profile {
+        url: url.to_string(),
+        pid,
+        requests,
+        cpu_us_per_request: cpu_us,
+        mean_latency_ms: mean_ms,
+        wait_ms,
+        measured: vec![
+            format!(
+                "CPU {} a request (/proc of pid {pid} and its descendants, over {requests} requests)",
+                duration_us(cpu_us)
+            ),
+            format!(
+                "wait {} a request (mean latency {} at one connection, minus that CPU)",
+                duration_us(wait_ms * 1000.0),
+                duration_us(mean_ms * 1000.0)
+            ),
+        ],
+        assumed: vec![
+            "CPU and wait constant per request (--dist, --cv to say otherwise)".into(),
+            "the wait does not block a thread (--blocking-wait if it does: a synchronous driver)"
+                .into(),
+            "the loopback's own cost is part of the wait".into(),
+        ],
+    })
+}

@@ -1,0 +1,158 @@
+//! The sweet-spot map and `advise`: which architecture and pool size win, over CPU-versus-wait
+//! and concurrency, found by an adaptive search rather than a grid. In the order a run uses
+//! them: [`spec`] (the cells), [`search`] (successive halving, then the pool), [`run`] (live
+//! measurements through the sweep's runner, progress), [`store`] (each finished point on disk
+//! at once, for `--resume`), [`output`] (table, heat maps, report). [`advise`] is one cell,
+//! for one workload, with the rules of thumb measured beside it.
+
+pub mod advise;
+pub mod output;
+pub mod run;
+pub mod search;
+pub mod spec;
+pub mod store;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use crate::sweep::runner::RunnerOptions;
+use crate::usage;
+use spec::{MapSpec, PRESETS};
+use store::Store;
+
+/// The spec of a run, saved in its directory before anything runs (for `--resume`).
+const SPEC_FILE: &str = "map-spec.json";
+
+/// Flags of `sweetspot map`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = map_help())]
+pub struct MapArgs {
+    /// A preset (`map`, `map-quick`) or a TOML map file.
+    #[arg(default_value = "map-quick")]
+    pub map: String,
+    /// Output directory [default: results/<name>-<timestamp>].
+    #[arg(short, long)]
+    pub out: Option<PathBuf>,
+    /// Continue the interrupted run in DIR: its finished points are kept, none measured twice.
+    #[arg(long, value_name = "DIR", conflicts_with = "out")]
+    pub resume: Option<PathBuf>,
+    /// One progress line per cell instead of a live line.
+    #[arg(long)]
+    pub plain: bool,
+}
+
+fn map_help() -> String {
+    let presets: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
+    format!(
+        "Each cell is `/work?cpu_us=C&wait_ms=W&wait=async|blocking` at one concurrency. Its \
+winner is the architecture and pool size with the most throughput whose p99 meets the bound \
+(a p99 that is only a lower bound never does), found adaptively: architectures by successive \
+halving (short runs of every candidate, the better half kept, runs doubled), then the winner's \
+pool by doubling and a golden-section search in log space, close calls measured again; the \
+smallest pool within 5% of the best is reported. Ties (indistinguishable within their spread) \
+are marked. Beside each pooled winner: Goetz's cores x (1 + W/C), 2n+1 and the default pool, \
+measured. Every finished point is written to DIR/points at once; `--resume DIR` finishes an \
+interrupted run.\n\nPresets: {} (files in experiments/).\n\nA map file (TOML): name, archs \
+(\"all\" or a list), cpu_us, ratios (W/C), concurrency, waits ([\"async\", \"blocking\"]), \
+dist and cv, p99_bound_ms, base (first run length), rounds, warmup, max_pool, verify (also \
+measure each cell's full grid).",
+        presets.join(", ")
+    )
+}
+
+/// Runs `sweetspot map`.
+pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
+    let (spec, source, out, previous_wall_s) = match &args.resume {
+        Some(dir) => resume_from(dir)?,
+        None => {
+            let spec = MapSpec::load(&args.map)?;
+            let out = args.out.clone().unwrap_or_else(|| {
+                PathBuf::from("results").join(format!(
+                    "{}-{}",
+                    spec.name,
+                    crate::sweep::results::utc_timestamp().replace(':', "")
+                ))
+            });
+            if out.join(SPEC_FILE).exists() {
+                return Err(usage(format!(
+                    "{} holds a map run already: `sweetspot map --resume {}` continues it",
+                    out.display(),
+                    out.display()
+                )));
+            }
+            (spec, args.map.clone(), out, 0.0)
+        }
+    };
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let spec_path = out.join(SPEC_FILE);
+    std::fs::write(&spec_path, serde_json::to_string_pretty(&(&source, &spec))?)
+        .with_context(|| format!("writing {}", spec_path.display()))?;
+    crate::sweep::check_file_limit(spec.concurrency.iter().copied().max().unwrap_or(1))?;
+    let options = runner_options(&out, &source)?;
+    let mut store = Store::open(&out)?;
+    let results = run::run_map(
+        &spec,
+        &source,
+        &options,
+        &mut store,
+        previous_wall_s,
+        args.plain,
+    );
+    let _ = std::fs::remove_dir_all(&options.scratch_dir);
+    let results = results?;
+    let files = output::write_all(&results, &out)?;
+    crate::print_stdout(&format!(
+        "{}\nWrote {} files to {}\n",
+        output::table(&results),
+        files.len(),
+        out.display()
+    ))?;
+    if options.stop.load(Ordering::SeqCst) || results.interrupted {
+        anyhow::bail!(
+            "interrupted: {} of {} cells finished, {} points saved; `sweetspot map --resume {}` continues",
+            results.cells.len(),
+            spec.cells().len(),
+            store.len(),
+            out.display()
+        );
+    }
+    Ok(())
+}
+
+/// The spec, source, directory and wall time so far of an interrupted run.
+fn resume_from(dir: &Path) -> anyhow::Result<(MapSpec, String, PathBuf, f64)> {
+    let text = std::fs::read_to_string(dir.join(SPEC_FILE)).map_err(|_| {
+        usage(format!(
+            "--resume {}: no map run there (no {SPEC_FILE})",
+            dir.display()
+        ))
+    })?;
+    let (source, spec): (String, MapSpec) = serde_json::from_str(&text)
+        .map_err(|e| usage(format!("--resume {}: {SPEC_FILE}: {e}", dir.display())))?;
+    let wall_s = std::fs::read_to_string(dir.join(output::RESULTS_FILE))
+        .ok()
+        .and_then(|t| serde_json::from_str::<run::MapResults>(&t).ok())
+        .map_or(0.0, |r| r.wall_s);
+    Ok((spec, source, dir.to_path_buf(), wall_s))
+}
+
+/// The runner's options for a map or advise run writing into `out`.
+fn runner_options(out: &Path, source: &str) -> anyhow::Result<RunnerOptions> {
+    crate::sweep::server::become_subreaper();
+    let stop = crate::sweep::stop_on_signals()?;
+    let options = RunnerOptions {
+        server_binary: crate::sweep::server::this_binary()?,
+        out_dir: out.to_path_buf(),
+        source: source.to_string(),
+        stop: Arc::clone(&stop),
+        progress_bar: false,
+        scratch_dir: std::env::temp_dir().join(format!("sweetspot-map-{}", std::process::id())),
+        versions: Default::default(),
+    };
+    crate::sweep::server::check_binary(&options.server_binary)?;
+    std::fs::create_dir_all(&options.scratch_dir)?;
+    Ok(options)
+}

@@ -1,0 +1,416 @@
+//! Running a map: each cell's search ([`super::search`]) measured on live servers through the
+//! sweep's runner, every finished point stored at once ([`super::store`]), a progress line
+//! with the cells done, the points measured and the time left, and the results rewritten
+//! after each cell so an interrupted run keeps what it finished.
+
+use std::io::IsTerminal;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::search::{self, Candidate, Cell, Measure, Outcome, Probe, Sample, GRID_REPS};
+use super::spec::{CellSpec, MapSpec};
+use super::store::{PointRecord, Store};
+use crate::load::LatencyKey;
+use crate::sweep::results::{utc_timestamp, Machine};
+use crate::sweep::runner::{measure_point, RunnerOptions};
+use crate::sweep::spec::Experiment;
+
+/// What a map run wrote: `results.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MapResults {
+    pub version: u32,
+    /// The preset or file the map came from.
+    pub source: String,
+    pub spec: MapSpec,
+    pub machine: Machine,
+    pub started: String,
+    pub finished: String,
+    /// True when some cell was not searched (the run was stopped).
+    pub interrupted: bool,
+    /// Wall time of the run, summed over its resumptions, in seconds.
+    pub wall_s: f64,
+    pub cells: Vec<CellResult>,
+    /// Points measured in all, and how many the full grid of every cell would have needed.
+    pub points_measured: usize,
+    pub full_grid_points: usize,
+}
+
+/// One cell's answer and its evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellResult {
+    pub cell: CellSpec,
+    /// `None`: the cell was not searched (interrupted).
+    pub outcome: Option<Outcome>,
+    /// Goetz's pool for the cell, `cores x (1 + W/C)`.
+    pub goetz: u32,
+    /// Every point measured for the cell.
+    pub points: Vec<PointRecord>,
+    pub points_measured: usize,
+    pub full_grid_points: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<Verify>,
+}
+
+/// The full grid of a cell beside the adaptive pick (`verify = true`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verify {
+    pub grid_best: String,
+    /// (mean, min, max) of the grid's best over its repetitions.
+    pub grid_best_rps: (f64, f64, f64),
+    pub pick: String,
+    pub pick_rps: (f64, f64, f64),
+    /// The pick's range reaches the best's, or its mean is within 5% of the best's.
+    pub inside: bool,
+}
+
+/// The search's numbers from live servers, or from the store when the point finished before.
+struct Live<'a> {
+    cell: &'a CellSpec,
+    spec: &'a MapSpec,
+    options: &'a RunnerOptions,
+    machine: &'a Machine,
+    store: &'a mut Store,
+    progress: &'a mut Progress,
+}
+
+impl Measure for Live<'_> {
+    fn measure(&mut self, probe: &Probe) -> Option<Sample> {
+        let mut record = PointRecord {
+            cell: self.cell.key.clone(),
+            probe: *probe,
+            sample: Sample {
+                rps: 0.0,
+                p99_us: 0.0,
+                p99_lower_bound: false,
+                ok: false,
+            },
+            failure: None,
+        };
+        if let Some(done) = self.store.get(&record.file_name()) {
+            return Some(done.sample);
+        }
+        if self.options.stop.load(Ordering::SeqCst) {
+            return None;
+        }
+        let experiment = experiment_for(self.spec, self.cell, probe).ok()?;
+        let point = experiment.points().into_iter().next()?;
+        let result = measure_point(&experiment, &point, self.machine, self.options)?;
+        let sample = sample_of(&result);
+        record.sample = sample;
+        record.failure = result.failure.clone();
+        if let Err(e) = self.store.put(record) {
+            eprintln!("map: cannot save a point: {e:#}");
+            self.options.stop.store(true, Ordering::SeqCst);
+            return None;
+        }
+        self.progress.measured();
+        Some(sample)
+    }
+}
+
+/// What the search needs of a measured point. A point whose p99 is a lower bound, or that
+/// left connections unanswered, never meets a p99 bound.
+pub fn sample_of(result: &crate::sweep::results::PointResult) -> Sample {
+    Sample {
+        rps: result.rps,
+        p99_us: result.latency_us.p99,
+        p99_lower_bound: result.latency_us.lower_bound.contains(LatencyKey::P99) || result.starved,
+        ok: result.ok,
+    }
+}
+
+/// The one-point experiment a probe runs: its architecture and pool, the cell's route and
+/// concurrency, the probe's run length.
+fn experiment_for(spec: &MapSpec, cell: &CellSpec, probe: &Probe) -> anyhow::Result<Experiment> {
+    let workers = probe
+        .candidate
+        .workers
+        .map(|w| w.to_string())
+        .unwrap_or_default();
+    let timeout_s = (spec.p99_bound_ms / 1000.0 * 2.0).max(2.0);
+    let text = format!(
+        "name = \"map\"\narchs = [\"{}\"]\nworkers = [{workers}]\nconcurrency = [{}]\n\
+         mode = \"closed\"\nduration = \"{}ms\"\nwarmup = \"{}\"\ntimeout = \"{timeout_s}s\"\n\
+         p99_bound_ms = {}\n[[workload]]\nname = \"cell\"\nroute = \"{}\"\n",
+        probe.candidate.arch.name(),
+        cell.concurrency,
+        probe.duration_ms,
+        spec.warmup,
+        spec.p99_bound_ms,
+        cell.route
+    );
+    Experiment::from_toml(&text, "map point")
+}
+
+/// The search's view of a cell.
+pub fn cell_of(spec: &MapSpec, cell: &CellSpec, cores: u32, rules: &[(String, u32)]) -> Cell {
+    let base = spec.base_ms().unwrap_or(200);
+    // At least three requests a connection in the first round.
+    let per_request_ms = cell.wait_ms + cell.cpu_us / 1000.0;
+    let base = base.max((3.0 * per_request_ms).ceil() as u32);
+    Cell {
+        archs: spec.archs.clone(),
+        concurrency: cell.concurrency,
+        cores,
+        cpu_us: cell.cpu_us,
+        wait_ms: cell.wait_ms,
+        p99_bound_us: spec.p99_bound_ms * 1000.0,
+        base_ms: base,
+        rounds: spec.rounds,
+        max_pool: spec.max_pool,
+        rules: rules.to_vec(),
+    }
+}
+
+/// The pool sizes people reach for, by name, for a cell: Goetz's, `2n+1` and the
+/// architecture's default are named in [`CellResult`]; `advise` measures all three.
+pub fn rules_for(cores: u32, goetz: u32, default_pool: u32) -> Vec<(String, u32)> {
+    vec![
+        ("goetz".into(), goetz),
+        ("2n+1".into(), 2 * cores + 1),
+        ("default".into(), default_pool),
+    ]
+}
+
+/// Runs every cell not yet finished, saving the results after each; returns them.
+pub fn run_map(
+    spec: &MapSpec,
+    source: &str,
+    options: &RunnerOptions,
+    store: &mut Store,
+    previous_wall_s: f64,
+    plain: bool,
+) -> anyhow::Result<MapResults> {
+    let machine = Machine::detect();
+    let cores = machine.cores.max(1);
+    let cells = spec.cells();
+    let started = Instant::now();
+    let mut progress = Progress::new(cells.len(), store.len(), plain);
+    let mut results = MapResults {
+        version: 1,
+        source: source.to_string(),
+        spec: spec.clone(),
+        machine: machine.clone(),
+        started: utc_timestamp(),
+        finished: String::new(),
+        interrupted: false,
+        wall_s: previous_wall_s,
+        cells: Vec::new(),
+        points_measured: 0,
+        full_grid_points: 0,
+    };
+    for cell in &cells {
+        if options.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        progress.starting(cell);
+        let Some((outcome, verify)) =
+            search_cell(spec, cell, options, &machine, store, &mut progress)
+        else {
+            break;
+        };
+        let probe_cell = cell_of(spec, cell, cores, &[]);
+        let points: Vec<PointRecord> = store.of_cell(&cell.key).into_iter().cloned().collect();
+        results.cells.push(CellResult {
+            cell: cell.clone(),
+            outcome: Some(outcome),
+            goetz: probe_cell.goetz(),
+            points_measured: points.len(),
+            points,
+            full_grid_points: probe_cell.full_grid_points(),
+            verify,
+        });
+        progress.cell_done();
+        save(&mut results, &cells, started, previous_wall_s, options)?;
+    }
+    progress.finish();
+    save(&mut results, &cells, started, previous_wall_s, options)?;
+    Ok(results)
+}
+
+/// Searches one cell, then measures the rules of thumb on its pooled winner, and the full grid
+/// when the map verifies. `None`: interrupted.
+pub fn search_cell(
+    spec: &MapSpec,
+    cell: &CellSpec,
+    options: &RunnerOptions,
+    machine: &Machine,
+    store: &mut Store,
+    progress: &mut Progress,
+) -> Option<(Outcome, Option<Verify>)> {
+    let cores = machine.cores.max(1);
+    let probe_cell = cell_of(spec, cell, cores, &[]);
+    let mut live = Live {
+        cell,
+        spec,
+        options,
+        machine,
+        store,
+        progress,
+    };
+    // The default pool is the winner's: the search runs once without the rules, then again
+    // with them; the second run's points up to the rules come from the store, not a server.
+    let mut outcome = search::search(&probe_cell, &mut live)?;
+    if let Some(winner) = outcome.winner.filter(|w| w.arch.pooled()) {
+        let default_pool = winner.arch.default_workers(cores as usize).max(1) as u32;
+        let rules = rules_for(cores, probe_cell.goetz(), default_pool);
+        outcome = search::search(&cell_of(spec, cell, cores, &rules), &mut live)?;
+    }
+    let verify = if spec.verify {
+        Some(verify_cell(&probe_cell, &outcome, &mut live)?)
+    } else {
+        None
+    };
+    Some((outcome, verify))
+}
+
+/// Totals, timestamps and `results.json` as they stand.
+fn save(
+    results: &mut MapResults,
+    cells: &[CellSpec],
+    started: Instant,
+    previous_wall_s: f64,
+    options: &RunnerOptions,
+) -> anyhow::Result<()> {
+    results.interrupted = results.cells.len() < cells.len();
+    results.points_measured = results.cells.iter().map(|c| c.points_measured).sum();
+    results.full_grid_points = results.cells.iter().map(|c| c.full_grid_points).sum();
+    results.wall_s = previous_wall_s + started.elapsed().as_secs_f64();
+    results.finished = utc_timestamp();
+    super::output::write_results(results, &options.out_dir)
+}
+
+/// Measures a cell's full grid at the search's final run length, [`GRID_REPS`] times each, and
+/// the adaptive pick as often, and says whether the pick is inside the grid best's spread.
+fn verify_cell(cell: &Cell, outcome: &Outcome, m: &mut dyn Measure) -> Option<Verify> {
+    let ms = outcome.final_ms;
+    let mut levels: Vec<(Candidate, (f64, f64, f64))> = Vec::new();
+    let level = |c: Candidate, m: &mut dyn Measure| -> Option<(f64, f64, f64)> {
+        let mut xs = Vec::new();
+        for rep in 0..GRID_REPS {
+            let s = m.measure(&Probe {
+                candidate: c,
+                duration_ms: ms,
+                rep,
+            })?;
+            xs.push(s.score(cell.p99_bound_us));
+        }
+        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+        let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Some((mean, min, max))
+    };
+    for &arch in &cell.archs {
+        let pools: Vec<Option<u32>> = if arch.pooled() {
+            cell.grid_pools().into_iter().map(Some).collect()
+        } else {
+            vec![None]
+        };
+        for workers in pools {
+            let c = Candidate { arch, workers };
+            let l = level(c, m)?;
+            levels.push((c, l));
+        }
+    }
+    let (best, best_l) = levels
+        .iter()
+        .copied()
+        .max_by(|a, b| a.1 .0.total_cmp(&b.1 .0))?;
+    let pick = outcome.winner?;
+    let pick_l = level(pick, m)?;
+    let inside = pick_l.2 >= best_l.1 || pick_l.0 >= best_l.0 * (1.0 - search::WITHIN_BEST);
+    Some(Verify {
+        grid_best: best.label(),
+        grid_best_rps: best_l,
+        pick: pick.label(),
+        pick_rps: pick_l,
+        inside,
+    })
+}
+
+/// The progress line: cells done, points measured, the time left.
+pub struct Progress {
+    cells: usize,
+    done: usize,
+    measured: usize,
+    stored_before: usize,
+    started: Instant,
+    tty: bool,
+    current: String,
+}
+
+impl Progress {
+    pub fn new(cells: usize, stored_before: usize, plain: bool) -> Progress {
+        Progress {
+            cells,
+            done: 0,
+            measured: 0,
+            stored_before,
+            started: Instant::now(),
+            tty: !plain && std::io::stderr().is_terminal(),
+            current: String::new(),
+        }
+    }
+
+    fn line(&self) -> String {
+        let left = if self.done > 0 {
+            let per_cell = self.started.elapsed().as_secs_f64() / self.done as f64;
+            format!(
+                ", about {} left",
+                crate::render::units::wall_time(per_cell * (self.cells - self.done) as f64)
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "map: cell {}/{} {}: {} points measured{}{left}",
+            (self.done + 1).min(self.cells),
+            self.cells,
+            self.current,
+            self.measured,
+            if self.stored_before > 0 {
+                format!(" ({} from the resumed run)", self.stored_before)
+            } else {
+                String::new()
+            },
+        )
+    }
+
+    fn starting(&mut self, cell: &CellSpec) {
+        self.current = cell.key.clone();
+        if self.tty {
+            eprint!("\r\x1b[2K{}", self.line());
+        }
+    }
+
+    fn measured(&mut self) {
+        self.measured += 1;
+        if self.tty {
+            eprint!("\r\x1b[2K{}", self.line());
+        }
+    }
+
+    fn cell_done(&mut self) {
+        self.done += 1;
+        if !self.tty {
+            let left = self.started.elapsed().as_secs_f64() / self.done as f64
+                * (self.cells - self.done) as f64;
+            eprintln!(
+                "map: {}/{} cells done ({}), {} points measured, about {} left",
+                self.done,
+                self.cells,
+                self.current,
+                self.measured,
+                crate::render::units::wall_time(left)
+            );
+        }
+    }
+
+    pub fn finish(&self) {
+        if self.tty {
+            eprintln!();
+        }
+    }
+}

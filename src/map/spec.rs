@@ -1,0 +1,306 @@
+//! What a map measures, as read from TOML or a preset (`experiments/map.toml`,
+//! `experiments/map-quick.toml`): a CPU cost per request, wait-to-CPU ratios, concurrency
+//! levels and wait modes make the cells; each cell is `/work?cpu_us=C&wait_ms=W&wait=MODE`.
+//! Checked strictly before anything runs (one line, exit 2).
+
+use serde::{Deserialize, Serialize};
+
+use crate::arch::Arch;
+use crate::sweep::spec::{de_archs, parse_seconds};
+use crate::usage;
+
+/// The map presets, by name, as shipped in `experiments/`.
+pub const PRESETS: &[(&str, &str)] = &[
+    ("map", include_str!("../../experiments/map.toml")),
+    (
+        "map-quick",
+        include_str!("../../experiments/map-quick.toml"),
+    ),
+];
+
+/// How a cell's request waits (`wait=` of `/work`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WaitMode {
+    /// As each architecture waits for `/sleep`: a timer of its loop, or a blocked thread.
+    Async,
+    /// Blocking whichever thread runs the request, as a synchronous database driver does.
+    Blocking,
+}
+
+impl WaitMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            WaitMode::Async => "async",
+            WaitMode::Blocking => "blocking",
+        }
+    }
+}
+
+/// A map: the cells and how each is searched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MapSpec {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// The candidate architectures (`"all"` or a list).
+    #[serde(default = "all_archs", deserialize_with = "de_archs")]
+    pub archs: Vec<Arch>,
+    /// CPU per request, microseconds (C).
+    pub cpu_us: f64,
+    /// Wait-to-CPU ratios (W/C): each cell waits `ratio x C`.
+    pub ratios: Vec<f64>,
+    /// Concurrency levels (connections, closed loop).
+    pub concurrency: Vec<u32>,
+    /// Wait modes, each a map of its own.
+    #[serde(default = "default_waits")]
+    pub waits: Vec<WaitMode>,
+    /// `const`, `exp` or `lognormal` (with `cv`), applied to both C and W per request.
+    #[serde(default)]
+    pub dist: Option<String>,
+    #[serde(default)]
+    pub cv: Option<f64>,
+    /// A cell's winner must have a p99 at most this (a p99 that is a lower bound never does).
+    #[serde(default = "default_p99_bound_ms")]
+    pub p99_bound_ms: f64,
+    /// The first halving round's run length (each round doubles it), e.g. "200ms".
+    #[serde(default = "default_base")]
+    pub base: String,
+    /// At most this many rounds of halving.
+    #[serde(default = "default_rounds")]
+    pub rounds: u32,
+    /// The largest pool tried.
+    #[serde(default = "default_max_pool")]
+    pub max_pool: u32,
+    /// Warm-up before each measurement, e.g. "100ms".
+    #[serde(default = "default_warmup")]
+    pub warmup: String,
+    /// Also measure each cell's full grid, and record whether the adaptive pick is inside the
+    /// spread of the grid's best (slow: for small maps).
+    #[serde(default)]
+    pub verify: bool,
+}
+
+fn all_archs() -> Vec<Arch> {
+    Arch::all().to_vec()
+}
+fn default_waits() -> Vec<WaitMode> {
+    vec![WaitMode::Async]
+}
+fn default_p99_bound_ms() -> f64 {
+    1000.0
+}
+fn default_base() -> String {
+    "200ms".into()
+}
+fn default_rounds() -> u32 {
+    3
+}
+fn default_max_pool() -> u32 {
+    256
+}
+fn default_warmup() -> String {
+    "100ms".into()
+}
+
+/// One cell of a map.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellSpec {
+    pub wait: WaitMode,
+    pub ratio: f64,
+    pub concurrency: u32,
+    pub cpu_us: f64,
+    pub wait_ms: f64,
+    /// The request every measurement of the cell sends.
+    pub route: String,
+    /// A name for its points on disk: `async-r10-c64`.
+    pub key: String,
+}
+
+impl MapSpec {
+    /// A preset by name, or a TOML file.
+    pub fn load(name_or_path: &str) -> anyhow::Result<MapSpec> {
+        if let Some((_, text)) = PRESETS.iter().find(|(n, _)| *n == name_or_path) {
+            return MapSpec::from_toml(text, &format!("preset {name_or_path}"));
+        }
+        let path = std::path::Path::new(name_or_path);
+        if !path.exists() {
+            let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
+            return Err(usage(format!(
+                "unknown map preset {name_or_path:?} (presets: {}; or give a FILE.toml)",
+                names.join(", ")
+            )));
+        }
+        let text =
+            std::fs::read_to_string(path).map_err(|e| usage(format!("{}: {e}", path.display())))?;
+        MapSpec::from_toml(&text, &path.display().to_string())
+    }
+
+    /// Parses and checks a map; every error is one line naming the key.
+    pub fn from_toml(text: &str, origin: &str) -> anyhow::Result<MapSpec> {
+        let spec: MapSpec = toml::from_str(text).map_err(|e| {
+            let message: Vec<&str> = e.message().lines().map(str::trim).collect();
+            usage(format!("{origin}: {}", message.join(": ")))
+        })?;
+        spec.check()
+            .map_err(|msg| usage(format!("{origin}: {msg}")))?;
+        Ok(spec)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.archs.is_empty() {
+            return Err("archs: none given".into());
+        }
+        if !(1.0..=10_000_000.0).contains(&self.cpu_us) {
+            return Err(format!("cpu_us = {}: must be in 1..=10000000", self.cpu_us));
+        }
+        if self.ratios.is_empty() || self.concurrency.is_empty() || self.waits.is_empty() {
+            return Err("ratios, concurrency and waits each need at least one value".into());
+        }
+        for &r in &self.ratios {
+            let wait_ms = r * self.cpu_us / 1000.0;
+            if !(r >= 0.0 && wait_ms <= 60_000.0) {
+                return Err(format!(
+                    "ratios: {r} gives a wait of {wait_ms} ms; a ratio is >= 0 and a wait at most 60000 ms"
+                ));
+            }
+        }
+        if let Some(&c) = self
+            .concurrency
+            .iter()
+            .find(|&&c| !(1..=100_000).contains(&c))
+        {
+            return Err(format!("concurrency: {c} is not in 1..=100000"));
+        }
+        if let Some(dist) = &self.dist {
+            if !["const", "exp", "lognormal"].contains(&dist.as_str()) {
+                return Err(format!("dist = {dist:?}: const, exp or lognormal"));
+            }
+        }
+        if self.p99_bound_ms.is_nan() || self.p99_bound_ms <= 0.0 {
+            return Err("p99_bound_ms: must be > 0".into());
+        }
+        let base = self
+            .base_ms()
+            .ok_or("base: a duration from 10ms to 60s, e.g. \"200ms\"")?;
+        if !(10..=60_000).contains(&base) {
+            return Err("base: a duration from 10ms to 60s, e.g. \"200ms\"".into());
+        }
+        if parse_seconds(&self.warmup).is_none_or(|w| w > 60.0) {
+            return Err("warmup: a duration up to 60s, e.g. \"100ms\"".into());
+        }
+        if !(1..=8).contains(&self.rounds) {
+            return Err(format!("rounds = {}: must be in 1..=8", self.rounds));
+        }
+        if !(1..=4096).contains(&self.max_pool) {
+            return Err(format!("max_pool = {}: must be in 1..=4096", self.max_pool));
+        }
+        Ok(())
+    }
+
+    /// The first round's run length in milliseconds.
+    pub fn base_ms(&self) -> Option<u32> {
+        parse_seconds(&self.base).map(|s| (s * 1000.0).round() as u32)
+    }
+
+    /// The cells, map by map (wait mode), then by ratio, then by concurrency.
+    pub fn cells(&self) -> Vec<CellSpec> {
+        let mut cells = Vec::new();
+        for &wait in &self.waits {
+            for &ratio in &self.ratios {
+                for &concurrency in &self.concurrency {
+                    let wait_ms = ratio * self.cpu_us / 1000.0;
+                    let mut route = format!(
+                        "/work?cpu_us={}&wait_ms={}&wait={}",
+                        self.cpu_us,
+                        wait_ms,
+                        wait.name()
+                    );
+                    if let Some(dist) = &self.dist {
+                        route.push_str(&format!("&dist={dist}"));
+                        if let Some(cv) = self.cv {
+                            route.push_str(&format!("&cv={cv}"));
+                        }
+                    }
+                    cells.push(CellSpec {
+                        wait,
+                        ratio,
+                        concurrency,
+                        cpu_us: self.cpu_us,
+                        wait_ms,
+                        route,
+                        key: format!("{}-r{ratio}-c{concurrency}", wait.name()),
+                    });
+                }
+            }
+        }
+        cells
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_parse_and_make_their_cells() {
+        for (name, text) in PRESETS {
+            let spec = MapSpec::from_toml(text, name).unwrap();
+            assert_eq!(&spec.name, name);
+            assert!(!spec.cells().is_empty());
+        }
+        let quick = MapSpec::load("map-quick").unwrap();
+        assert_eq!(quick.cells().len(), 9);
+        assert!(quick.cells().iter().all(|c| c.wait == WaitMode::Async));
+        let full = MapSpec::load("map").unwrap();
+        assert!(full.cells().iter().any(|c| c.wait == WaitMode::Blocking));
+    }
+
+    #[test]
+    fn a_cell_is_a_work_route() {
+        let spec = MapSpec::from_toml(
+            "name='m'\narchs=['epoll']\ncpu_us=2000\nratios=[15]\nconcurrency=[8]\n\
+             waits=['blocking']\ndist='lognormal'\ncv=1.5\n",
+            "t",
+        )
+        .unwrap();
+        let cell = &spec.cells()[0];
+        assert_eq!(
+            cell.route,
+            "/work?cpu_us=2000&wait_ms=30&wait=blocking&dist=lognormal&cv=1.5"
+        );
+        assert_eq!(cell.key, "blocking-r15-c8");
+    }
+
+    #[test]
+    fn bad_maps_are_one_line() {
+        for (bad, says) in [
+            ("cpu_us=0\nratios=[1]\nconcurrency=[1]", "cpu_us"),
+            ("cpu_us=1000\nratios=[100000]\nconcurrency=[1]", "ratios"),
+            ("cpu_us=1000\nratios=[1]\nconcurrency=[0]", "concurrency"),
+            (
+                "cpu_us=1000\nratios=[1]\nconcurrency=[1]\nbase='soon'",
+                "base",
+            ),
+            (
+                "cpu_us=1000\nratios=[1]\nconcurrency=[1]\narchs=['fibers']",
+                "archs",
+            ),
+            (
+                "cpu_us=1000\nratios=[1]\nconcurrency=[1]\ndist='zipf'",
+                "dist",
+            ),
+            (
+                "cpu_us=1000\nratios=[1]\nconcurrency=[1]\ncolour=1",
+                "colour",
+            ),
+        ] {
+            let e = MapSpec::from_toml(&format!("name='m'\n{bad}\n"), "t").unwrap_err();
+            assert!(e.downcast_ref::<crate::UsageError>().is_some());
+            let text = e.to_string();
+            assert!(text.contains(says), "{bad}: {text}");
+            assert_eq!(text.lines().count(), 1, "{text}");
+        }
+    }
+}

@@ -1,0 +1,399 @@
+//! `sweetspot map` and `sweetspot advise` as a user runs them, against real servers: the
+//! `map-quick` preset end to end; the adaptive pick against the full grid of the same cell, in
+//! the same run; a map killed with SIGKILL and resumed, no finished point lost or measured
+//! twice; `advise` for a described workload, with the rules of thumb measured; `advise --from`
+//! profiling a server this test started; bad input.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+
+mod common;
+use common::{timing_lock, Server, TempDir};
+
+const BIN: &str = env!("CARGO_BIN_EXE_sweetspot");
+
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The point files of a run, by name, with their text.
+fn point_files(out: &Path) -> BTreeMap<String, String> {
+    std::fs::read_dir(out.join("points"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+                .map(|e| {
+                    (
+                        e.file_name().to_string_lossy().to_string(),
+                        std::fs::read_to_string(e.path()).unwrap(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn map_quick_runs_end_to_end() {
+    let tmp = TempDir::new("map-quick");
+    let out = tmp.path().join("out");
+    let run = Command::new(BIN)
+        .args(["map", "map-quick", "--plain", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stderr}");
+    let results = read_json(&out.join("results.json"));
+    let cells = results["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 9);
+    assert_eq!(results["interrupted"], false);
+    let mut measured = 0;
+    for cell in cells {
+        let outcome = &cell["outcome"];
+        let winner = &outcome["winner"];
+        assert!(
+            !winner.is_null(),
+            "every cell of map-quick has a winner: {cell}"
+        );
+        assert!(outcome["rps"].as_f64().unwrap() > 0.0, "{cell}");
+        assert!(outcome["p99_us"].as_f64().unwrap() <= 1_000_000.0, "{cell}");
+        let n = cell["points"].as_array().unwrap().len();
+        assert_eq!(cell["points_measured"].as_u64().unwrap() as usize, n);
+        assert!(
+            n < cell["full_grid_points"].as_u64().unwrap() as usize,
+            "{cell}"
+        );
+        measured += n;
+        if winner["workers"].is_u64() {
+            let rules: Vec<&str> = outcome["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["rule"].as_str().unwrap())
+                .collect();
+            assert_eq!(rules, ["goetz", "2n+1", "default"], "{cell}");
+        }
+    }
+    assert_eq!(
+        results["points_measured"].as_u64().unwrap() as usize,
+        measured
+    );
+    assert_eq!(point_files(&out).len(), measured);
+    // The terminal table and the files.
+    assert!(stdout.contains("| W/C (wait) | 1 | 16 | 64 |"), "{stdout}");
+    assert!(stdout.contains("points measured in"), "{stdout}");
+    let svg = std::fs::read_to_string(out.join("map-async.svg")).unwrap();
+    let first = cells[0]["outcome"]["winner"]["arch"].as_str().unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains(first), "{first}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains("<svg") && html.contains("points measured in"),
+        "{html}"
+    );
+    // A progress line per cell, with the time left.
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("cells done"))
+        .collect();
+    assert_eq!(lines.len(), 9, "{stderr}");
+    assert!(lines[0].starts_with("map: 1/9 cells done") && lines[0].contains("left"));
+}
+
+/// A small cell measured both ways in one run (`verify = true`): the adaptive pick's
+/// throughput is inside the spread of the full grid's best.
+#[test]
+fn the_adaptive_pick_is_inside_the_full_grids_best_spread() {
+    let _timing = timing_lock();
+    let tmp = TempDir::new("map-verify");
+    let map = tmp.path().join("small.toml");
+    std::fs::write(
+        &map,
+        "name = \"small\"\narchs = [\"epoll\", \"prethreaded\", \"hybrid\"]\ncpu_us = 500\n\
+         ratios = [10]\nconcurrency = [8]\nbase = \"100ms\"\nrounds = 2\nwarmup = \"50ms\"\n\
+         max_pool = 8\nverify = true\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let run = Command::new(BIN)
+        .args(["map", map.to_str().unwrap(), "--plain", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let results = read_json(&out.join("results.json"));
+    let verify = &results["cells"][0]["verify"];
+    assert_eq!(verify["inside"], true, "{verify}");
+    // The grid: epoll once, prethreaded and hybrid at 1, 2, 4, 8; three times each.
+    assert_eq!(results["cells"][0]["full_grid_points"], 27);
+    assert!(String::from_utf8_lossy(&run.stdout).contains("inside its spread"));
+}
+
+/// The processes a process started (by parent), so a test can end what a killed run left.
+fn children_of(pid: i32) -> Vec<i32> {
+    common::processes()
+        .into_iter()
+        .filter(|p| p.ppid == pid)
+        .map(|p| p.pid)
+        .collect()
+}
+
+#[test]
+fn a_map_killed_with_sigkill_resumes_without_losing_or_repeating_a_point() {
+    let tmp = TempDir::new("map-resume");
+    let map = tmp.path().join("resume.toml");
+    std::fs::write(
+        &map,
+        "name = \"resume\"\narchs = [\"epoll\", \"prethreaded\", \"async\"]\ncpu_us = 500\n\
+         ratios = [0, 10]\nconcurrency = [4]\nbase = \"100ms\"\nrounds = 2\nwarmup = \"0s\"\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let mut first = Command::new(BIN)
+        .args(["map", map.to_str().unwrap(), "--plain", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = first.id() as i32;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while point_files(&out).len() < 6 {
+        assert!(Instant::now() < deadline, "no points written");
+        assert!(
+            first.try_wait().unwrap().is_none(),
+            "finished before it was killed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let servers = children_of(pid);
+    kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+    first.wait().unwrap();
+    // What the killed run left: its server (its own process group) and that server's cgroup.
+    for server in servers {
+        let _ = killpg(Pid::from_raw(server), Signal::SIGKILL);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    for root in [
+        "/sys/fs/cgroup/cpuacct",
+        "/sys/fs/cgroup/unified",
+        "/sys/fs/cgroup",
+    ] {
+        for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
+            if e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("sweetspot-{pid}-"))
+            {
+                let _ = std::fs::remove_dir(e.path());
+            }
+        }
+    }
+    let before = point_files(&out);
+    assert!(before.len() >= 6);
+    let resumed = Command::new(BIN)
+        .args(["map", "--plain", "--resume"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let after = point_files(&out);
+    // Every point finished before the kill is still there, unchanged (not measured again).
+    for (name, text) in &before {
+        assert_eq!(after.get(name), Some(text), "{name} lost or measured again");
+    }
+    let results = read_json(&out.join("results.json"));
+    assert_eq!(results["interrupted"], false);
+    assert_eq!(results["cells"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        results["points_measured"].as_u64().unwrap() as usize,
+        after.len(),
+        "every point on disk is one the results count, once"
+    );
+    // Resuming a finished run measures nothing more.
+    let again = Command::new(BIN)
+        .args(["map", "--plain", "--resume"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(again.status.success());
+    assert_eq!(point_files(&out), after);
+}
+
+/// Runs `sweetspot advise ARGS --json` and returns its JSON.
+fn advise_json(args: &[&str]) -> serde_json::Value {
+    let run = Command::new(BIN)
+        .arg("advise")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    serde_json::from_slice(&run.stdout).unwrap()
+}
+
+#[test]
+fn advise_recommends_and_measures_the_rules_of_thumb() {
+    let _timing = timing_lock();
+    // Blocking waits stall a single event loop: the pool must win, and its rules be measured.
+    let advice = advise_json(&[
+        "--cpu",
+        "500us",
+        "--wait",
+        "5ms",
+        "--blocking-wait",
+        "--concurrency",
+        "8",
+        "--archs",
+        "epoll,prethreaded",
+    ]);
+    let outcome = &advice["outcome"];
+    assert_eq!(outcome["winner"]["arch"], "prethreaded", "{advice}");
+    assert_eq!(
+        advice["route"], "/work?cpu_us=500&wait_ms=5&wait=blocking",
+        "{advice}"
+    );
+    let cores = std::thread::available_parallelism().unwrap().get() as u64;
+    let rule = |name: &str| {
+        outcome["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["rule"] == name)
+            .unwrap_or_else(|| panic!("no {name}: {advice}"))
+            .clone()
+    };
+    // Goetz: cores x (1 + 5 ms / 0.5 ms), capped by the 8 connections.
+    assert_eq!(rule("goetz")["workers"], (cores * 11).min(8));
+    assert_eq!(rule("2n+1")["workers"], 2 * cores + 1);
+    assert_eq!(rule("default")["workers"], 4 * cores);
+    for r in outcome["rules"].as_array().unwrap() {
+        assert!(r["rps"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert!(advice["points_measured"].as_u64().unwrap() > 0);
+    assert_eq!(outcome["runner_up"], "epoll", "{advice}");
+    assert!(outcome["margin"].as_f64().unwrap() > 0.5, "{advice}");
+}
+
+#[test]
+fn advise_from_a_running_server_measures_its_cpu_and_wait() {
+    let _timing = timing_lock();
+    let server = Server::start(&["--arch", "threaded"]);
+    let url = server.url("/work?cpu_us=2000&wait_ms=10");
+    let pid = server.pid().as_raw().to_string();
+    let run = Command::new(BIN)
+        .args([
+            "advise",
+            "--from",
+            &url,
+            "--pid",
+            &pid,
+            "--concurrency",
+            "4",
+        ])
+        .args(["--archs", "epoll,threaded"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(text.contains("measured: CPU"), "{text}");
+    assert!(text.contains("assumed:"), "{text}");
+    assert!(text.contains("recommended:"), "{text}");
+    let advice = advise_json(&[
+        "--from",
+        &url,
+        "--pid",
+        &pid,
+        "--concurrency",
+        "4",
+        "--archs",
+        "epoll,threaded",
+    ]);
+    let profile = &advice["profile"];
+    let cpu = profile["cpu_us_per_request"].as_f64().unwrap();
+    let wait = profile["wait_ms"].as_f64().unwrap();
+    assert!(
+        (1700.0..2600.0).contains(&cpu),
+        "CPU {cpu} us for 2000: {profile}"
+    );
+    assert!(
+        (9.0..12.5).contains(&wait),
+        "wait {wait} ms for 10: {profile}"
+    );
+    assert_eq!(advice["cpu_us"].as_f64().unwrap(), cpu.round());
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let tmp = TempDir::new("map-bad");
+    let no_run = tmp.path().join("nothing");
+    for args in [
+        vec!["map", "no-such-map"],
+        vec!["map", "--resume", no_run.to_str().unwrap()],
+        vec![
+            "advise",
+            "--cpu",
+            "soon",
+            "--wait",
+            "1ms",
+            "--concurrency",
+            "4",
+        ],
+        vec![
+            "advise",
+            "--cpu",
+            "1ms",
+            "--wait",
+            "1ms",
+            "--concurrency",
+            "0",
+        ],
+        vec![
+            "advise",
+            "--cpu",
+            "1ms",
+            "--wait",
+            "1ms",
+            "--concurrency",
+            "4",
+            "--archs",
+            "fibers",
+        ],
+        vec![
+            "advise",
+            "--from",
+            "http://127.0.0.1:1/",
+            "--pid",
+            "999999999",
+            "--concurrency",
+            "4",
+        ],
+    ] {
+        let run = Command::new(BIN).args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+    }
+}
