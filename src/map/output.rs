@@ -214,8 +214,11 @@ pub fn heat_maps(results: &MapResults) -> anyhow::Result<Vec<(String, String)>> 
                         Some(n) => lines.push(format!("pool {n} (Goetz {})", c.goetz)),
                         None => lines.push("no pool".into()),
                     }
-                    if !ties.is_empty() {
-                        lines.push(format!("tie: {}", ties.join(", ")));
+                    // The full list is in the table; a cell holds two names.
+                    match ties.len() {
+                        0 => {}
+                        1 | 2 => lines.push(format!("tie: {}", ties.join(", "))),
+                        n => lines.push(format!("tie with {n} others")),
                     }
                     let name = w.arch.name().to_string();
                     if !legend.iter().any(|(n, _)| *n == name) {
