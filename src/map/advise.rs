@@ -156,8 +156,9 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
     } else {
         WaitMode::Async
     };
+    // /work takes whole microseconds of CPU and whole milliseconds of wait.
     let cpu_us = cpu_us.round();
-    let wait_ms = (wait_ms * 1000.0).round() / 1000.0;
+    let wait_ms = wait_ms.round();
     let mut route = format!(
         "/work?cpu_us={cpu_us}&wait_ms={wait_ms}&wait={}",
         wait.name()
@@ -263,7 +264,22 @@ pub fn text(a: &Advice, cores: u32) -> String {
     ));
     let o = &a.outcome;
     match o.winner {
-        None => out.push_str("  no architecture met the p99 bound at this concurrency\n"),
+        None => {
+            out.push_str("  no architecture met the p99 bound at this concurrency\n");
+            // Little's law: the cores cap throughput at cores / CPU, so N users wait at least
+            // N / that on average.
+            let cap_rps = f64::from(cores) * 1e6 / a.cpu_us;
+            let floor_us = f64::from(a.concurrency) / cap_rps * 1e6 + a.wait_ms * 1000.0;
+            if floor_us > a.p99_bound_ms * 1000.0 {
+                out.push_str(&format!(
+                    "  the CPU alone caps {cores} cores at {} req/s, so {} users wait at least {} \
+                     on average (Little's law): fewer users, less CPU a request, or a looser bound\n",
+                    thousands(cap_rps),
+                    a.concurrency,
+                    duration_us(floor_us)
+                ));
+            }
+        }
         Some(w) => {
             out.push_str(&format!(
                 "  recommended: {}{}: {} req/s, p99 {}\n",
@@ -284,6 +300,8 @@ pub fn text(a: &Advice, cores: u32) -> String {
                     "  runner-up: {r}, {} behind\n",
                     percent((m * 100.0).round() / 100.0)
                 ));
+            } else {
+                out.push_str("  no other architecture met the p99 bound\n");
             }
             if w.arch.pooled() {
                 out.push_str(&format!(
@@ -302,7 +320,7 @@ pub fn text(a: &Advice, cores: u32) -> String {
                     };
                     let cost = if !r.meets_bound {
                         format!("p99 {} misses the bound", duration_us(r.p99_us))
-                    } else if r.rps_loss > 0.0 {
+                    } else if r.rps_loss >= 0.005 {
                         format!(
                             "loses {} of the throughput",
                             percent((r.rps_loss * 100.0).round() / 100.0)

@@ -111,13 +111,16 @@ impl Measure for Live<'_> {
 }
 
 /// What the search needs of a measured point. A point whose p99 is a lower bound, or that
-/// left connections unanswered, never meets a p99 bound.
+/// left connections unanswered, never meets a p99 bound; nor does one answered with anything
+/// but 2xx, or with more than 1% of its requests failed (fast errors are not throughput).
 pub fn sample_of(result: &crate::sweep::results::PointResult) -> Sample {
+    let answered_ok = result.status.keys().all(|code| code.starts_with('2'));
+    let few_errors = (result.errors as f64) <= 0.01 * (result.requests.max(1) as f64);
     Sample {
         rps: result.rps,
         p99_us: result.latency_us.p99,
         p99_lower_bound: result.latency_us.lower_bound.contains(LatencyKey::P99) || result.starved,
-        ok: result.ok,
+        ok: result.ok && answered_ok && few_errors,
     }
 }
 
@@ -147,9 +150,12 @@ fn experiment_for(spec: &MapSpec, cell: &CellSpec, probe: &Probe) -> anyhow::Res
 /// The search's view of a cell.
 pub fn cell_of(spec: &MapSpec, cell: &CellSpec, cores: u32, rules: &[(String, u32)]) -> Cell {
     let base = spec.base_ms().unwrap_or(200);
-    // At least three requests a connection in the first round.
-    let per_request_ms = cell.wait_ms + cell.cpu_us / 1000.0;
-    let base = base.max((3.0 * per_request_ms).ceil() as u32);
+    // At least two requests a connection in the first round: a request takes its wait and its
+    // CPU, and, when the cores are the bottleneck, its turn behind the other connections'
+    // CPU (Little's law: N connections at cores / C requests a second).
+    let alone_ms = cell.wait_ms + cell.cpu_us / 1000.0;
+    let queued_ms = f64::from(cell.concurrency) * cell.cpu_us / 1000.0 / f64::from(cores.max(1));
+    let base = base.max((2.0 * alone_ms.max(queued_ms)).ceil() as u32);
     Cell {
         archs: spec.archs.clone(),
         concurrency: cell.concurrency,

@@ -332,7 +332,7 @@ pub fn search(cell: &Cell, m: &mut dyn Measure) -> Option<Outcome> {
         .filter(|c| c.arch != winner.arch)
         .collect();
     rest.sort_by(|a, b| samples.level(*b).0.total_cmp(&samples.level(*a).0));
-    let runner_up = rest.first().copied();
+    let runner_up = rest.first().copied().filter(|c| samples.level(*c).0 > 0.0);
     let margin = runner_up.map(|r| {
         let other = samples.level(r).0;
         if level.0 > 0.0 {

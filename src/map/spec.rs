@@ -165,6 +165,12 @@ impl MapSpec {
                     "ratios: {r} gives a wait of {wait_ms} ms; a ratio is >= 0 and a wait at most 60000 ms"
                 ));
             }
+            if wait_ms.fract() != 0.0 {
+                return Err(format!(
+                    "ratios: {r} x cpu_us {} gives a wait of {wait_ms} ms; /work waits whole milliseconds",
+                    self.cpu_us
+                ));
+            }
         }
         if let Some(&c) = self
             .concurrency
