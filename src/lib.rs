@@ -165,7 +165,7 @@ mod tests {
             ),
             (
                 "sweetspot",
-                "a subcommand is required: serve, load, sweep, report, merge (try 'sweetspot --help')",
+                "a subcommand is required: serve, load, sweep, report, map, advise, merge (try 'sweetspot --help')",
             ),
             (
                 "sweetspot bogus",
