@@ -5,8 +5,9 @@
 //! profiling a server this test started; bad input.
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, killpg, Signal};
@@ -16,6 +17,18 @@ mod common;
 use common::{timing_lock, Server, TempDir};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sweetspot");
+
+/// Runs `sweetspot ARGS`, asserts it succeeded (showing its stderr if not) and returns its
+/// output.
+fn sweetspot_ok<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> Output {
+    let run = Command::new(BIN).args(args).output().unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    run
+}
 
 fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
@@ -43,14 +56,15 @@ fn point_files(out: &Path) -> BTreeMap<String, String> {
 fn map_quick_runs_end_to_end() {
     let tmp = TempDir::new("map-quick");
     let out = tmp.path().join("out");
-    let run = Command::new(BIN)
-        .args(["map", "map-quick", "--plain", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let run = sweetspot_ok([
+        OsStr::new("map"),
+        OsStr::new("map-quick"),
+        OsStr::new("--plain"),
+        OsStr::new("--out"),
+        out.as_os_str(),
+    ]);
     let stderr = String::from_utf8_lossy(&run.stderr);
     let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(run.status.success(), "{stderr}");
     let results = read_json(&out.join("results.json"));
     let cells = results["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 9);
@@ -122,16 +136,13 @@ fn the_adaptive_pick_is_inside_the_full_grids_best_spread() {
     )
     .unwrap();
     let out = tmp.path().join("out");
-    let run = Command::new(BIN)
-        .args(["map", map.to_str().unwrap(), "--plain", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let run = sweetspot_ok([
+        OsStr::new("map"),
+        map.as_os_str(),
+        OsStr::new("--plain"),
+        OsStr::new("--out"),
+        out.as_os_str(),
+    ]);
     let results = read_json(&out.join("results.json"));
     let verify = &results["cells"][0]["verify"];
     assert_eq!(verify["inside"], true, "{verify}");
@@ -201,16 +212,13 @@ fn a_map_killed_with_sigkill_resumes_without_losing_or_repeating_a_point() {
     }
     let before = point_files(&out);
     assert!(before.len() >= 6);
-    let resumed = Command::new(BIN)
-        .args(["map", "--plain", "--resume"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        resumed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&resumed.stderr)
-    );
+    let resume = [
+        OsStr::new("map"),
+        OsStr::new("--plain"),
+        OsStr::new("--resume"),
+        out.as_os_str(),
+    ];
+    sweetspot_ok(resume);
     let after = point_files(&out);
     // Every point finished before the kill is still there, unchanged (not measured again).
     for (name, text) in &before {
@@ -225,28 +233,13 @@ fn a_map_killed_with_sigkill_resumes_without_losing_or_repeating_a_point() {
         "every point on disk is one the results count, once"
     );
     // Resuming a finished run measures nothing more.
-    let again = Command::new(BIN)
-        .args(["map", "--plain", "--resume"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(again.status.success());
+    sweetspot_ok(resume);
     assert_eq!(point_files(&out), after);
 }
 
 /// Runs `sweetspot advise ARGS --json` and returns its JSON.
 fn advise_json(args: &[&str]) -> serde_json::Value {
-    let run = Command::new(BIN)
-        .arg("advise")
-        .args(args)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let run = sweetspot_ok(["advise"].iter().chain(args).chain(&["--json"]));
     serde_json::from_slice(&run.stdout).unwrap()
 }
 
@@ -299,25 +292,18 @@ fn advise_from_a_running_server_measures_its_cpu_and_wait() {
     let server = Server::start(&["--arch", "threaded"]);
     let url = server.url("/work?cpu_us=2000&wait_ms=10");
     let pid = server.pid().as_raw().to_string();
-    let run = Command::new(BIN)
-        .args([
-            "advise",
-            "--from",
-            &url,
-            "--pid",
-            &pid,
-            "--concurrency",
-            "4",
-        ])
-        .args(["--archs", "epoll,threaded"])
-        .output()
-        .unwrap();
+    let run = sweetspot_ok([
+        "advise",
+        "--from",
+        &url,
+        "--pid",
+        &pid,
+        "--concurrency",
+        "4",
+        "--archs",
+        "epoll,threaded",
+    ]);
     let text = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
     assert!(text.contains("measured: CPU"), "{text}");
     assert!(text.contains("assumed:"), "{text}");
     assert!(text.contains("recommended:"), "{text}");

@@ -303,10 +303,7 @@ fn verify_cell(cell: &Cell, outcome: &Outcome, m: &mut dyn Measure) -> Option<Ve
             })?;
             xs.push(s.score(cell.p99_bound_us));
         }
-        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
-        let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        Some((mean, min, max))
+        Some(search::mean_min_max(&xs))
     };
     for &arch in &cell.archs {
         let pools: Vec<Option<u32>> = if arch.pooled() {

@@ -217,14 +217,7 @@ impl Samples {
             .filter(|(k, _)| *k == c)
             .map(|(_, ms)| *ms)
             .max();
-        let xs = longest.map(|ms| self.at(c, ms)).unwrap_or(&[]);
-        if xs.is_empty() {
-            return (0.0, 0.0, 0.0);
-        }
-        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
-        let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        (mean, min, max)
+        longest.map_or((0.0, 0.0, 0.0), |ms| level_at(self, c, ms))
     }
 }
 
@@ -477,7 +470,11 @@ fn pool_search(
 
 /// (mean, min, max) of a candidate's scores at one run length.
 fn level_at(samples: &Samples, c: Candidate, ms: u32) -> (f64, f64, f64) {
-    let xs = samples.at(c, ms);
+    mean_min_max(samples.at(c, ms))
+}
+
+/// (mean, min, max) of some scores; all 0 for none.
+pub fn mean_min_max(xs: &[f64]) -> (f64, f64, f64) {
     if xs.is_empty() {
         return (0.0, 0.0, 0.0);
     }

@@ -127,26 +127,38 @@ pub fn sum_cpu(stats: &[ProcStat]) -> TreeCpu {
     total
 }
 
-/// Every process in process group `pgrp`, read from /proc (processes that vanish mid-scan are
-/// skipped).
-pub fn group_processes(pgrp: i32) -> Vec<ProcStat> {
+/// `/proc/PID/stat` of one process, `None` when it is gone.
+fn stat_of(pid: i32) -> Option<ProcStat> {
+    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// `/proc/PID/stat` of every process (processes that vanish mid-scan are skipped).
+fn every_process() -> Vec<ProcStat> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     entries
         .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_str()
-                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        })
-        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
-        .filter_map(|text| parse_stat(&text))
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(stat_of)
+        .collect()
+}
+
+/// A process's stat with its live runtime (schedstat) filled in.
+fn with_runtime(stat: ProcStat) -> ProcStat {
+    ProcStat {
+        runtime_ns: live_runtime_ns(stat.pid),
+        ..stat
+    }
+}
+
+/// Every process in process group `pgrp`, read from /proc (processes that vanish mid-scan are
+/// skipped).
+pub fn group_processes(pgrp: i32) -> Vec<ProcStat> {
+    every_process()
+        .into_iter()
         .filter(|stat| stat.pgrp == pgrp)
-        .map(|stat| ProcStat {
-            runtime_ns: live_runtime_ns(stat.pid),
-            ..stat
-        })
+        .map(with_runtime)
         .collect()
 }
 
@@ -202,13 +214,7 @@ impl Members {
                     if all.iter().any(|p| p.pid == pid) {
                         continue;
                     }
-                    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
-                    if let Some(stat) = stat.as_deref().and_then(parse_stat) {
-                        all.push(ProcStat {
-                            runtime_ns: live_runtime_ns(stat.pid),
-                            ..stat
-                        });
-                    }
+                    all.extend(stat_of(pid).map(with_runtime));
                 }
                 all
             }
@@ -218,15 +224,7 @@ impl Members {
 
 /// A process and all its descendants, read from /proc.
 fn tree_processes(root: i32) -> Vec<ProcStat> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let all: Vec<ProcStat> = entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
-        .filter_map(|text| parse_stat(&text))
-        .collect();
+    let all = every_process();
     let mut inside = vec![root];
     let mut grew = true;
     while grew {
@@ -240,10 +238,7 @@ fn tree_processes(root: i32) -> Vec<ProcStat> {
     }
     all.into_iter()
         .filter(|p| inside.contains(&p.pid))
-        .map(|stat| ProcStat {
-            runtime_ns: live_runtime_ns(stat.pid),
-            ..stat
-        })
+        .map(with_runtime)
         .collect()
 }
 
