@@ -141,6 +141,11 @@ pub struct LoadArgs {
     /// (responses/s, errors/s) over time.
     #[arg(long, value_name = "PATH")]
     pub html: Option<std::path::PathBuf>,
+    /// Closed loop: open the measured window (-d long) only once every connection has been
+    /// answered once, or after DURATION whatever is still unanswered; connecting and the first
+    /// requests are not measured. The report's `cycle_rps` counts whole cycles either way.
+    #[arg(long, value_name = "DURATION", conflicts_with_all = ["requests", "rate"])]
+    pub settle: Option<String>,
 }
 
 /// Options of one run beyond what the engine needs: its place in a distributed run, when to
@@ -393,6 +398,9 @@ pub struct LoadConfig {
     /// is the one-step plan [`LoadConfig::rate_plan`] makes from the mode. Set with
     /// [`LoadConfig::set_plan`], which keeps `mode` in step.
     pub plan: Option<RatePlan>,
+    /// Closed mode: the measured window (`-d` long) opens only once every connection has been
+    /// answered once, or after this long whatever is unanswered; before it nothing is counted.
+    pub settle: Option<Duration>,
 }
 
 /// One thread per core, as wrk's users usually choose.
@@ -422,6 +430,7 @@ impl LoadConfig {
             gather: DEFAULT_GATHER,
             urls: None,
             plan: None,
+            settle: None,
         }
     }
 
@@ -516,6 +525,10 @@ impl LoadConfig {
             }
             Some(text) => parse_duration(text).map_err(|e| usage(format!("--gather: {e}")))?,
         };
+        let settle = match &args.settle {
+            None => None,
+            Some(text) => Some(parse_duration(text).map_err(|e| usage(format!("--settle: {e}")))?),
+        };
         // Out-of-range numbers saturate so that `validate` (not a cast) reports them.
         let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         let mut config = LoadConfig {
@@ -539,6 +552,7 @@ impl LoadConfig {
             gather,
             urls,
             plan,
+            settle,
         };
         config.validate()?;
         config.threads = config.threads.min(config.connections);
@@ -593,6 +607,15 @@ impl LoadConfig {
                 return Err(usage(
                     "-d (duration) must be more than 0 and at most 7 days",
                 ))
+            }
+            _ => {}
+        }
+        match (self.settle, self.mode) {
+            (Some(limit), _) if limit.is_zero() || limit > MAX_DURATION => {
+                return Err(usage("--settle must be more than 0 and at most 7 days"))
+            }
+            (Some(_), Mode::Count { .. } | Mode::Rate { .. }) => {
+                return Err(usage("--settle applies to the closed loop (-d without -n or -R)"))
             }
             _ => {}
         }

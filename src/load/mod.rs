@@ -66,12 +66,24 @@ fn run_observed(
     let mut recording = Recording::open(config, options, threads, started_at)?;
     let engine_config = placed.engine_config.as_ref().unwrap_or(config);
     let rate_plan = engine_config.rate_plan();
+    let settle = match (config.settle, config.mode) {
+        (Some(limit), Mode::Closed { .. }) => Some(engine::settle::Settle::new(
+            start,
+            config.connections,
+            limit,
+        )),
+        _ => None,
+    };
     let plan = RunPlan {
         config: engine_config,
         addr: target.addr,
         request: &target.request,
         start,
-        deadline: config.mode.duration().map(|d| start + d),
+        deadline: config
+            .mode
+            .duration()
+            .map(|d| start + d + config.settle.unwrap_or_default()),
+        settle: settle.as_ref(),
         stop,
         total_connections: placed.total_connections,
         windows: rate_plan.as_ref().map(|p| p.windows()).unwrap_or_default(),

@@ -120,6 +120,9 @@ pub struct RunMeasurement {
     pub requests: u64,
     pub duration_s: f64,
     pub rps: f64,
+    /// Closed loop: throughput in whole cycles (the load report's `cycle_rps`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cycle_rps: Option<f64>,
     pub latency_us: PointLatency,
     pub errors: ErrorCounts,
     /// Requests still waiting when the run ended (neither answered nor timed out).
@@ -164,6 +167,10 @@ pub struct PointResult {
     pub requests: u64,
     pub duration_s: f64,
     pub rps: f64,
+    /// Closed loop: throughput in whole cycles, each connection's answers over its own span
+    /// (no partial cycle counted at the window's ends); the runs' median's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cycle_rps: Option<f64>,
     pub latency_us: PointLatency,
     /// Total errors (the contract key); by kind in `errors_by_kind`.
     pub errors: u64,

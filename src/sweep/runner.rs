@@ -225,6 +225,7 @@ fn run_point(
     result.requests = run.requests;
     result.duration_s = run.duration_s;
     result.rps = run.rps;
+    result.cycle_rps = run.cycle_rps;
     result.latency_us = run.latency_us;
     result.errors = run.errors.total();
     result.errors_by_kind = run.errors;
@@ -625,6 +626,9 @@ fn load_config(
     config.timeout = Duration::from_secs_f64(experiment.timeout_of(workload));
     config.keepalive = workload.keepalive;
     config.method = workload.method.clone();
+    if matches!(mode, Mode::Closed { .. }) {
+        config.settle = experiment.settle.map(Duration::from_secs_f64);
+    }
     if !workload.body.is_empty() {
         config.body = workload.body.clone().into_bytes();
         config.headers.push((
@@ -657,6 +661,7 @@ fn measurement_of(
         requests: report.requests,
         duration_s: report.duration_s,
         rps: report.rps,
+        cycle_rps: report.cycle_rps,
         latency_us: PointLatency {
             p50: l.p50,
             p90: l.p90,
@@ -688,7 +693,7 @@ fn measurement_of(
             cpu_unavailable: false,
             remote: false,
             window_s: report.duration_s,
-            answered: report.requests + report.drained,
+            answered: report.responses_read.max(report.requests + report.drained),
         },
         client: ClientUsage {
             cpu_s: report.client_cpu_s,

@@ -433,6 +433,11 @@ pub struct Experiment {
     /// to nobody, while the measurement waits behind them.
     #[serde(default)]
     pub warmup_connections: Option<u32>,
+    /// Closed mode: the measured window opens only once every connection has been answered
+    /// once, or after this many seconds whatever is unanswered (connecting thousands of
+    /// connections and their first requests are then not measured).
+    #[serde(default, deserialize_with = "de_opt_seconds")]
+    pub settle: Option<f64>,
     #[serde(default = "default_repetitions")]
     pub repetitions: u32,
     /// Seconds before a request counts as timed out.
@@ -681,6 +686,12 @@ impl Experiment {
         }
         if let Some(n) = self.warmup_connections {
             int_in("warmup_connections", n.into(), 1, MAX_CONCURRENCY.into())?;
+        }
+        if let Some(settle) = self.settle {
+            if self.mode != LoadMode::Closed {
+                return Err("settle applies to mode = \"closed\"".into());
+            }
+            seconds_in("settle", settle, Above(0.0), MAX_TIMEOUT_S)?;
         }
         int_in(
             "repetitions",

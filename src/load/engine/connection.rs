@@ -13,6 +13,7 @@ use mio::Token;
 use crate::load::engine::framing::ResponseFramer;
 use crate::load::engine::policy::Schedule;
 use crate::load::engine::recorder::{InFlight, Recorder};
+use crate::load::engine::settle::CycleSpan;
 use crate::load::engine::transport::Transport;
 use crate::load::error::FailureKind;
 
@@ -48,6 +49,12 @@ pub struct Connection {
     pub schedule: Schedule,
     /// In the worker's send queue.
     pub send_queued: bool,
+    /// Responses read on this connection (its sockets so far), counted or not.
+    pub answered: u64,
+    /// A settling run: this connection passed the barrier.
+    pub arrived: bool,
+    /// The responses of the measured window, for throughput in whole cycles.
+    pub cycles: CycleSpan,
 }
 
 /// What framing one read's bytes produced.
@@ -76,6 +83,9 @@ impl Connection {
             partial_head: Vec::new(),
             schedule,
             send_queued: false,
+            answered: 0,
+            arrived: false,
+            cycles: CycleSpan::default(),
         }
     }
 
@@ -123,7 +133,10 @@ impl Connection {
             match fed.complete {
                 Some(info) => {
                     let request = self.in_flight.pop_front().ok_or(FailureKind::Protocol)?;
-                    recorder.response(request, info.status, now);
+                    self.answered += 1;
+                    if recorder.response(request, info.status, now) {
+                        self.cycles.add(request.sent, now);
+                    }
                     if info.close {
                         close = true;
                         break;
@@ -145,7 +158,10 @@ impl Connection {
     pub fn frame_eof(&mut self, recorder: &mut Recorder, now: Instant) {
         if let Some(info) = self.framer.on_eof() {
             if let Some(request) = self.in_flight.pop_front() {
-                recorder.response(request, info.status, now);
+                self.answered += 1;
+                if recorder.response(request, info.status, now) {
+                    self.cycles.add(request.sent, now);
+                }
             }
         }
     }

@@ -12,6 +12,7 @@ pub mod framing;
 pub mod policy;
 pub mod recorder;
 pub mod ring;
+pub mod settle;
 pub mod source;
 pub mod timers;
 pub mod tls;
@@ -62,6 +63,9 @@ const DRAIN_P99_FACTOR: u32 = 4;
 const UNSENT_SLACK: Duration = Duration::from_millis(1);
 /// Wait before retrying a connection that could not be opened.
 const CONNECT_RETRY_DELAY: Duration = Duration::from_millis(20);
+/// While a run settles, a worker looks at the barrier at least this often (another worker may
+/// open the window).
+const SETTLE_LOOK: Duration = Duration::from_millis(2);
 
 /// What every worker of one run shares (read-only, except the atomics).
 pub struct RunPlan<'a> {
@@ -70,8 +74,11 @@ pub struct RunPlan<'a> {
     /// The requests, serialized once (one, or the lines of `--urls`).
     pub request: &'a RequestSet,
     pub start: Instant,
-    /// Closed and rate modes end here; count mode has none.
+    /// Closed and rate modes end here; count mode has none. With `settle`, the latest end:
+    /// each worker ends the window's length after it opened.
     pub deadline: Option<Instant>,
+    /// Closed mode with a settled window (see [`settle`]): the barrier the workers share.
+    pub settle: Option<&'a settle::Settle>,
     pub stop: Option<&'a AtomicBool>,
     /// All connections of the run, to spread rate-mode send phases evenly.
     pub total_connections: usize,
@@ -188,8 +195,11 @@ struct Worker<'p, 'a> {
     paced: bool,
     pipeline: usize,
     timeout: Duration,
-    /// The measured window: from the start to when sending stopped.
+    /// The measured window: from its start to when sending stopped.
     elapsed: Duration,
+    /// When the measured window opened: the run's start, or once the run settled; `None`
+    /// while it settles.
+    window_start: Option<Instant>,
 }
 
 impl<'p, 'a> Worker<'p, 'a> {
@@ -229,7 +239,13 @@ impl<'p, 'a> Worker<'p, 'a> {
             driver,
             connections,
             read_buffer: vec![0; READ_BUFFER_BYTES],
-            recorder: Recorder::new(plan.start, config.timeout, paced),
+            recorder: {
+                let mut recorder = Recorder::new(plan.start, config.timeout, paced);
+                if plan.settle.is_some() {
+                    recorder.settle_first();
+                }
+                recorder
+            },
             policy,
             source,
             wakeups: Wakeups::new(share.connections),
@@ -239,6 +255,7 @@ impl<'p, 'a> Worker<'p, 'a> {
             pipeline,
             timeout: config.timeout,
             elapsed: Duration::ZERO,
+            window_start: plan.settle.is_none().then_some(plan.start),
         })
     }
 
@@ -263,13 +280,14 @@ impl<'p, 'a> Worker<'p, 'a> {
         let mut drain_until = None;
         loop {
             let now = Instant::now();
+            self.open_window(now);
             if let Some(until) = drain_until {
                 if now >= until || self.stopped() || self.nothing_in_flight() {
                     break;
                 }
             } else if self.should_end(now) {
                 window_end = Some(now);
-                let at_deadline = self.plan.deadline.is_some_and(|d| now >= d);
+                let at_deadline = self.deadline().is_some_and(|d| now >= d);
                 if at_deadline && self.paced && !self.stopped() {
                     // Requests due before the deadline that a late wakeup has not sent yet go
                     // out now (from their intended times, so the lateness is measured); only
@@ -284,7 +302,10 @@ impl<'p, 'a> Worker<'p, 'a> {
                 break;
             }
             let mut wake = (now + MAX_POLL_WAIT).min(sweep.next());
-            match (drain_until, self.plan.deadline) {
+            if let (None, Some(settle)) = (self.window_start, self.plan.settle) {
+                wake = wake.min(now + SETTLE_LOOK).min(settle.limit());
+            }
+            match (drain_until, self.deadline()) {
                 (Some(until), _) => wake = wake.min(until),
                 (None, Some(deadline)) => wake = wake.min(deadline),
                 (None, None) => {}
@@ -314,7 +335,11 @@ impl<'p, 'a> Worker<'p, 'a> {
         }
         let end = Instant::now();
         let window_end = window_end.unwrap_or(end);
-        self.elapsed = window_end - start;
+        self.elapsed = window_end.saturating_duration_since(self.window_start.unwrap_or(start));
+        self.recorder.set_cycle_rate(
+            settle::cycle_rate(self.connections.iter().map(|c| &c.cycles)),
+            self.connections.iter().map(|c| c.answered).sum(),
+        );
         self.censor(end, window_end);
         completed.store(self.recorder.responses(), Ordering::Relaxed);
         Ok(())
@@ -375,6 +400,28 @@ impl<'p, 'a> Worker<'p, 'a> {
         self.plan.stop.is_some_and(|s| s.load(Ordering::Relaxed))
     }
 
+    /// The end of the measured window: the run's deadline, or, with a settled window, its
+    /// length after it opened (none while it settles).
+    fn deadline(&self) -> Option<Instant> {
+        match (self.plan.settle, self.window_start) {
+            (None, _) => self.plan.deadline,
+            (Some(_), None) => None,
+            (Some(_), Some(start)) => self.plan.config.mode.duration().map(|d| start + d),
+        }
+    }
+
+    /// While the run settles: opens the window once every connection was answered (by any
+    /// worker) or the limit passed; from then on the recorder counts.
+    fn open_window(&mut self, now: Instant) {
+        if self.window_start.is_some() {
+            return;
+        }
+        if let Some(start) = self.plan.settle.and_then(|s| s.window_start(now)) {
+            self.window_start = Some(start);
+            self.recorder.open_window(start);
+        }
+    }
+
     fn nothing_in_flight(&self) -> bool {
         self.connections.iter().all(|c| c.in_flight.is_empty())
     }
@@ -383,7 +430,7 @@ impl<'p, 'a> Worker<'p, 'a> {
     /// `window_end`): every request in flight, and in rate mode every request that was due
     /// and could not be sent. They become censored records, not samples (see stats).
     fn censor(&mut self, end: Instant, window_end: Instant) {
-        let limit = match self.plan.deadline {
+        let limit = match self.deadline() {
             Some(deadline) => deadline.min(window_end),
             None => window_end,
         }
@@ -409,7 +456,7 @@ impl<'p, 'a> Worker<'p, 'a> {
         if self.stopped() {
             return true;
         }
-        if self.plan.deadline.is_some_and(|d| now >= d) {
+        if self.deadline().is_some_and(|d| now >= d) {
             return true;
         }
         self.policy.tickets_gone()
@@ -512,7 +559,7 @@ impl<'p, 'a> Worker<'p, 'a> {
     fn reconnect(&mut self, slot: usize) {
         self.close(slot);
         let now = Instant::now();
-        if self.plan.deadline.is_some_and(|d| now >= d) {
+        if self.deadline().is_some_and(|d| now >= d) {
             return;
         }
         self.connect(slot, now);
@@ -520,11 +567,11 @@ impl<'p, 'a> Worker<'p, 'a> {
 
     /// Sends whatever the policy allows now on an open, idle-for-writing connection.
     fn try_send(&mut self, slot: usize, now: Instant) {
+        let deadline = self.deadline();
         let conn = &mut self.connections[slot];
         if conn.phase != Phase::Open || conn.writing() {
             return;
         }
-        let deadline = self.plan.deadline;
         let past_deadline = deadline.is_some_and(|d| now >= d);
         // Rate mode still sends, once, at the deadline what was due before it (see `run`).
         if self.recorder.draining() || (past_deadline && !self.paced) {
@@ -652,6 +699,7 @@ impl<'p, 'a> Worker<'p, 'a> {
             }
             self.recorder.bytes_read(n);
             let framed = conn.frame(&self.read_buffer[..n], &mut self.recorder, now);
+            self.arrive(slot);
             if !self.framed(slot, framed) {
                 return;
             }
@@ -662,6 +710,18 @@ impl<'p, 'a> Worker<'p, 'a> {
             // (A TLS read says `WouldBlock` itself when the socket is empty.)
             if n < self.read_buffer.len() && !peer_closed && short_read_drains {
                 return;
+            }
+        }
+    }
+
+    /// A settling run: the connection's first answer passes the barrier.
+    #[inline]
+    fn arrive(&mut self, slot: usize) {
+        let conn = &mut self.connections[slot];
+        if let (Some(settle), false) = (self.plan.settle, conn.arrived) {
+            if conn.answered > 0 {
+                conn.arrived = true;
+                settle.arrive();
             }
         }
     }
@@ -720,6 +780,8 @@ impl<'p, 'a> Worker<'p, 'a> {
         let now = Instant::now();
         let conn = &mut self.connections[slot];
         conn.frame_eof(&mut self.recorder, now);
+        self.arrive(slot);
+        let conn = &self.connections[slot];
         if conn.in_flight.is_empty() {
             self.reconnect(slot);
         } else {

@@ -38,6 +38,11 @@ pub struct Recorder {
     uncorrected: bool,
     /// Past the deadline: answers are samples, not responses of the run.
     draining: bool,
+    /// A settling run before its window opened: nothing is a response or a sample.
+    settling: bool,
+    /// Requests sent before this are not of the measured window (the run's start, or when a
+    /// settled window opened).
+    window_start: Instant,
 }
 
 impl Recorder {
@@ -50,7 +55,27 @@ impl Recorder {
             timeout,
             uncorrected,
             draining: false,
+            settling: false,
+            window_start: start,
         }
+    }
+
+    /// A run whose window opens once it settled: count nothing until [`Self::open_window`].
+    pub fn settle_first(&mut self) {
+        self.settling = true;
+    }
+
+    /// The settled window opened at `start`: answers to requests sent from then on count.
+    pub fn open_window(&mut self, start: Instant) {
+        self.settling = false;
+        self.window_start = start;
+    }
+
+    /// The throughput of the worker's connections in whole cycles (see
+    /// [`crate::load::engine::settle::cycle_rate`]), and every response they read.
+    pub fn set_cycle_rate(&mut self, rate: f64, responses_read: u64) {
+        self.stats.cycle_rps = rate;
+        self.stats.responses_read = responses_read;
     }
 
     /// The time series (and `--hlog`): hand each interval's counts and histogram over.
@@ -68,9 +93,13 @@ impl Recorder {
         self.stats.steps = steps;
     }
 
-    /// Counts one complete response to `request`, read at `now`.
+    /// Counts one complete response to `request`, read at `now`; true when it is a response
+    /// of the measured window (not a timeout, not the drain's, not sent before the window).
     #[inline]
-    pub fn response(&mut self, request: InFlight, status: u16, now: Instant) {
+    pub fn response(&mut self, request: InFlight, status: u16, now: Instant) -> bool {
+        if self.settling || request.sent < self.window_start {
+            return false;
+        }
         let stats = &mut self.stats;
         let service_time = now.saturating_duration_since(request.sent);
         if service_time >= self.timeout {
@@ -86,7 +115,7 @@ impl Recorder {
                 let intended = request.intended.saturating_duration_since(self.start);
                 steps.record_failure(FailureKind::Timeout, Some(intended), intended);
             }
-            return;
+            return false;
         }
         let latency = now.saturating_duration_since(request.intended);
         stats.latency.record(latency);
@@ -117,8 +146,10 @@ impl Recorder {
         }
         if self.draining {
             stats.drained += 1;
+            false
         } else {
             stats.count_response(status, now.saturating_duration_since(self.start));
+            true
         }
     }
 

@@ -307,6 +307,7 @@ impl Worker<'_, '_> {
                 let conn = &mut self.connections[slot];
                 let generation = conn.generation;
                 let framed = conn.frame(bytes, &mut self.recorder, at);
+                self.arrive(slot);
                 if !self.framed(slot, framed) || self.connections[slot].generation != generation {
                     return;
                 }

@@ -706,6 +706,12 @@ pub struct ThreadStats {
     pub steps: Option<crate::load::stats::steps::StepRecorder>,
     /// `--engine uring`: how long received responses waited to be handled.
     pub hold: Hold,
+    /// Closed loop: responses per second counted in whole cycles, summed over connections
+    /// (see [`crate::load::engine::settle::cycle_rate`]).
+    pub cycle_rps: f64,
+    /// Every response read, counted or not (a settling run's first answers and the drain's
+    /// included): what the server answered while the run lasted.
+    pub responses_read: u64,
 }
 
 /// How long responses waited between reaching their socket and being handled (the io_uring
@@ -765,6 +771,8 @@ impl ThreadStats {
             urls: None,
             steps: None,
             hold: Hold::default(),
+            cycle_rps: 0.0,
+            responses_read: 0,
         }
     }
 
@@ -806,6 +814,8 @@ impl ThreadStats {
             _ => {}
         }
         self.handshakes_resumed += other.handshakes_resumed;
+        self.cycle_rps += other.cycle_rps;
+        self.responses_read += other.responses_read;
         self.hold.merge(&other.hold);
         self.requests += other.requests;
         self.sent += other.sent;

@@ -1,0 +1,153 @@
+//! The closed loop's settled window: the measured window opens only once every connection of
+//! the run has been answered once (or a time limit passed), so that connecting thousands of
+//! sockets and the first requests behind them are part of the plan, not of the window. Shared
+//! by the workers of one run through [`Settle`]; each [`super::connection::Connection`] keeps
+//! its own [`CycleSpan`], from which [`cycle_rate`] counts throughput in whole cycles.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// The barrier every connection of a run passes once, when its first response is read.
+pub struct Settle {
+    start: Instant,
+    total: usize,
+    settled: AtomicUsize,
+    /// Nanoseconds after `start` at which the window opened, plus one; 0 while settling.
+    opened_ns: AtomicU64,
+    /// The window opens by then whoever has not been answered.
+    limit: Instant,
+}
+
+impl Settle {
+    /// A barrier for `total` connections of a run started at `start`, open at the latest
+    /// `limit` after it.
+    pub fn new(start: Instant, total: usize, limit: Duration) -> Settle {
+        Settle {
+            start,
+            total,
+            settled: AtomicUsize::new(0),
+            opened_ns: AtomicU64::new(0),
+            limit: start + limit,
+        }
+    }
+
+    /// A connection was answered for the first time.
+    pub fn arrive(&self) {
+        self.settled.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// When the window opened, opening it now if every connection arrived or the limit passed.
+    pub fn window_start(&self, now: Instant) -> Option<Instant> {
+        let opened = self.opened_ns.load(Ordering::Acquire);
+        if opened > 0 {
+            return Some(self.start + Duration::from_nanos(opened - 1));
+        }
+        if self.settled.load(Ordering::Acquire) < self.total && now < self.limit {
+            return None;
+        }
+        let ns = u64::try_from(now.saturating_duration_since(self.start).as_nanos())
+            .unwrap_or(u64::MAX - 1)
+            + 1;
+        let opened = match self
+            .opened_ns
+            .compare_exchange(0, ns, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => ns,
+            Err(first) => first,
+        };
+        Some(self.start + Duration::from_nanos(opened - 1))
+    }
+
+    /// The latest the window opens.
+    pub fn limit(&self) -> Instant {
+        self.limit
+    }
+
+    /// Connections answered at least once so far.
+    pub fn settled(&self) -> usize {
+        self.settled.load(Ordering::Acquire)
+    }
+}
+
+/// One connection's responses of the window: how many, from the send of the first to the
+/// arrival of the last. In a closed loop each response starts the next cycle, so
+/// `count / span` is the connection's rate in whole cycles, whatever the window's phase.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CycleSpan {
+    first_sent: Option<Instant>,
+    last_done: Option<Instant>,
+    count: u64,
+}
+
+impl CycleSpan {
+    /// A response of the window to a request sent at `sent`, read at `done`.
+    #[inline]
+    pub fn add(&mut self, sent: Instant, done: Instant) {
+        self.first_sent.get_or_insert(sent);
+        self.last_done = Some(done);
+        self.count += 1;
+    }
+
+    /// The connection's responses per second over its span (0 with none).
+    pub fn rate(&self) -> f64 {
+        match (self.first_sent, self.last_done) {
+            (Some(first), Some(last)) if last > first => {
+                self.count as f64 / (last - first).as_secs_f64()
+            }
+            _ => 0.0,
+        }
+    }
+}
+
+/// The throughput of a set of closed-loop connections counted in whole cycles: the sum of
+/// their rates. A window that ends in the middle of every connection's cycle (all of them in
+/// step, as a constant workload keeps them) counts no partial cycle, where responses over the
+/// window's length would miss up to one cycle of every connection.
+pub fn cycle_rate<'a>(spans: impl IntoIterator<Item = &'a CycleSpan>) -> f64 {
+    spans.into_iter().map(CycleSpan::rate).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    #[test]
+    fn the_window_opens_when_every_connection_arrived_or_at_the_limit() {
+        let t = Instant::now();
+        let s = Settle::new(t, 2, MS(1000));
+        assert_eq!(s.window_start(t + MS(5)), None);
+        s.arrive();
+        assert_eq!(s.window_start(t + MS(6)), None);
+        s.arrive();
+        assert_eq!(s.window_start(t + MS(7)), Some(t + MS(7)));
+        // Opened once: a later look sees the same instant.
+        assert_eq!(s.window_start(t + MS(9)), Some(t + MS(7)));
+        let late = Settle::new(t, 3, MS(100));
+        assert_eq!(late.window_start(t + MS(99)), None);
+        assert_eq!(late.window_start(t + MS(100)), Some(t + MS(100)));
+        assert_eq!(late.settled(), 0);
+    }
+
+    #[test]
+    fn cycles_count_whole_cycles_whatever_the_windows_phase() {
+        // 16 connections in step, 101 ms a cycle, a 400 ms window: three responses each.
+        // Responses over the window say 120/s; whole cycles say 158/s, the true rate.
+        let t = Instant::now();
+        let spans: Vec<CycleSpan> = (0..16)
+            .map(|_| {
+                let mut span = CycleSpan::default();
+                for k in 0..3 {
+                    span.add(t + MS(101 * k), t + MS(101 * (k + 1)));
+                }
+                span
+            })
+            .collect();
+        let naive = 16.0 * 3.0 / 0.4;
+        assert_eq!(naive, 120.0);
+        let rate = cycle_rate(&spans);
+        assert!((rate - 16.0 / 0.101).abs() < 1e-6, "{rate}");
+        assert_eq!(CycleSpan::default().rate(), 0.0);
+    }
+}
