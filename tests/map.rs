@@ -77,14 +77,28 @@ fn map_quick_runs_end_to_end() {
             !winner.is_null(),
             "every cell of map-quick has a winner: {cell}"
         );
-        assert!(outcome["rps"].as_f64().unwrap() > 0.0, "{cell}");
+        let rps = outcome["rps"].as_f64().unwrap();
+        assert!(rps > 0.0, "{cell}");
         assert!(outcome["p99_us"].as_f64().unwrap() <= 1_000_000.0, "{cell}");
-        let n = cell["points"].as_array().unwrap().len();
-        assert_eq!(cell["points_measured"].as_u64().unwrap() as usize, n);
+        // The bound, min(cores / C, N / (C + W)), is stated, and no winner is above it.
+        let c = cell["cell"]["concurrency"].as_f64().unwrap();
+        let cycle_s = 0.001 + cell["cell"]["wait_ms"].as_f64().unwrap() / 1000.0;
+        let cores = std::thread::available_parallelism().unwrap().get() as f64;
+        let bound = (cores / 0.001).min(c / cycle_s);
         assert!(
-            n < cell["full_grid_points"].as_u64().unwrap() as usize,
+            (outcome["bound_rps"].as_f64().unwrap() - bound).abs() < 1e-6,
             "{cell}"
         );
+        assert!(rps <= bound * 1.02, "above the physical bound: {cell}");
+        // Every candidate shown carries what it cost.
+        let candidates = outcome["candidates"].as_array().unwrap();
+        assert!(!candidates.is_empty(), "{cell}");
+        for row in candidates {
+            assert!(row["rss_kb"].as_f64().unwrap() > 0.0, "{row}");
+            assert!(row["cpu_us"].as_f64().unwrap() > 0.0, "{row}");
+        }
+        let n = cell["points"].as_array().unwrap().len();
+        assert_eq!(cell["points_measured"].as_u64().unwrap() as usize, n);
         measured += n;
         if winner["workers"].is_u64() {
             let rules: Vec<&str> = outcome["rules"]
@@ -95,12 +109,17 @@ fn map_quick_runs_end_to_end() {
                 .collect();
             assert_eq!(rules, ["goetz", "2n+1", "default"], "{cell}");
         }
+        // A tie is named only with no deciding figure.
+        let ties = outcome["ties"].as_array().unwrap();
+        assert_eq!(ties.is_empty(), !outcome["decided_by"].is_null(), "{cell}");
     }
     assert_eq!(
         results["points_measured"].as_u64().unwrap() as usize,
         measured
     );
+    assert!(measured < results["full_grid_points"].as_u64().unwrap() as usize);
     assert_eq!(point_files(&out).len(), measured);
+    assert!(!results["summary"].as_str().unwrap().is_empty());
     // The terminal table and the files.
     assert!(stdout.contains("| W/C (wait) | 1 | 16 | 64 |"), "{stdout}");
     assert!(stdout.contains("points measured in"), "{stdout}");
@@ -112,6 +131,13 @@ fn map_quick_runs_end_to_end() {
         html.contains("<svg") && html.contains("points measured in"),
         "{html}"
     );
+    // The tables are HTML tables, with every candidate's cost, and the map's paragraph.
+    assert!(
+        html.contains("<table>") && !html.contains("<pre>"),
+        "{html}"
+    );
+    assert!(html.contains("<th>CPU / request</th>") && html.contains("<th>peak RSS</th>"));
+    assert!(html.contains(&escape_html(results["summary"].as_str().unwrap())));
     // A progress line per cell, with the time left.
     let lines: Vec<&str> = stderr
         .lines()
@@ -121,17 +147,26 @@ fn map_quick_runs_end_to_end() {
     assert!(lines[0].starts_with("map: 1/9 cells done") && lines[0].contains("left"));
 }
 
-/// A small cell measured both ways in one run (`verify = true`): the adaptive pick's
-/// throughput is inside the spread of the full grid's best.
+/// `&`, `<`, `>`, `"` and `'` as the report escapes them.
+fn escape_html(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+/// A small cell searched and checked in one run (`verify = true`): every architecture at the
+/// pool the search chose for it and at its default, ranked the same way; the pick is inside.
 #[test]
-fn the_adaptive_pick_is_inside_the_full_grids_best_spread() {
+fn the_adaptive_pick_is_inside_the_full_measurements_best_spread() {
     let _timing = timing_lock();
     let tmp = TempDir::new("map-verify");
     let map = tmp.path().join("small.toml");
     std::fs::write(
         &map,
         "name = \"small\"\narchs = [\"epoll\", \"prethreaded\", \"hybrid\"]\ncpu_us = 500\n\
-         ratios = [10]\nconcurrency = [8]\nbase = \"100ms\"\nrounds = 2\nwarmup = \"50ms\"\n\
+         ratios = [10]\nconcurrency = [8]\nbase = \"100ms\"\nrounds = 2\nwarmup = \"0s\"\n\
          max_pool = 8\nverify = true\n",
     )
     .unwrap();
@@ -146,9 +181,56 @@ fn the_adaptive_pick_is_inside_the_full_grids_best_spread() {
     let results = read_json(&out.join("results.json"));
     let verify = &results["cells"][0]["verify"];
     assert_eq!(verify["inside"], true, "{verify}");
-    // The grid: epoll once, prethreaded and hybrid at 1, 2, 4, 8; three times each.
+    // Every architecture: epoll once, prethreaded and hybrid at their chosen and default
+    // pools (the same pool once).
+    let labels: Vec<&str> = verify["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["label"].as_str().unwrap())
+        .collect();
+    let cores = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(labels[0], "epoll", "{verify}");
+    assert!(labels.contains(&format!("prethreaded/{}", (4 * cores).min(8)).as_str()));
+    assert!(
+        labels.contains(&format!("hybrid/{cores}").as_str()),
+        "{verify}"
+    );
+    assert_eq!(verify["window_ms"], 3000);
     assert_eq!(results["cells"][0]["full_grid_points"], 27);
-    assert!(String::from_utf8_lossy(&run.stdout).contains("inside its spread"));
+    assert!(String::from_utf8_lossy(&run.stdout).contains("the pick is inside"));
+}
+
+/// `advise --verify` on the two cells where throughput alone and short windows answered
+/// wrongly: 1,000 connections at 50 us of CPU and 5 ms of wait, and 256 connections at 1 ms
+/// and 10 ms. The pick must be inside the full measurement's best spread.
+#[test]
+fn advise_verify_confirms_the_answer_at_high_concurrency() {
+    let _timing = timing_lock();
+    for (cpu, wait, n) in [("50us", "5ms", "1000"), ("1ms", "10ms", "256")] {
+        let advice = advise_json(&[
+            "--cpu",
+            cpu,
+            "--wait",
+            wait,
+            "--concurrency",
+            n,
+            "--archs",
+            "forking,prethreaded,epoll,reactors,async,uring",
+            "--verify",
+        ]);
+        let v = &advice["verify"];
+        assert_eq!(v["inside"], true, "{cpu} {wait} {n}: {advice}");
+        let outcome = &advice["outcome"];
+        let of_bound = outcome["rps"].as_f64().unwrap() / outcome["bound_rps"].as_f64().unwrap();
+        assert!(of_bound > 0.3 && of_bound <= 1.02, "{of_bound}: {advice}");
+        // Each candidate of the verification has its throughput, p99, CPU and memory.
+        for row in v["rows"].as_array().unwrap() {
+            for key in ["measured_rps", "p99_us", "cpu_us", "rss_kb"] {
+                assert!(row[key].as_f64().unwrap() > 0.0, "{key}: {row}");
+            }
+        }
+    }
 }
 
 /// The processes a process started (by parent), so a test can end what a killed run left.

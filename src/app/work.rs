@@ -33,7 +33,8 @@ pub enum Spread {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WorkSpec {
     pub cpu_us: u64,
-    pub wait_ms: u64,
+    /// The mean wait in microseconds (`wait_ms` x 1000, or `wait_us`).
+    pub wait_us: u64,
     pub spread: Spread,
     /// `wait=blocking`: the wait blocks whichever thread runs the request, as a synchronous
     /// database driver does; else (`wait=async`, the default) each architecture waits for it
@@ -53,7 +54,8 @@ pub struct Work {
 }
 
 impl WorkSpec {
-    /// Reads `cpu_us`, `wait_ms` (each 0 when absent), `wait=async|blocking`,
+    /// Reads `cpu_us`, `wait_ms` or `wait_us` (for waits under a millisecond; each 0 when
+    /// absent, not both), `wait=async|blocking`,
     /// `dist=const|exp|lognormal`, `cv` (lognormal only) and `seed`; the error is the 400's
     /// text.
     pub fn parse(param: impl Fn(&str) -> Option<String>) -> Result<WorkSpec, String> {
@@ -68,7 +70,11 @@ impl WorkSpec {
             }
         };
         let cpu_us = int("cpu_us", MAX_WORK_CPU_US)?;
-        let wait_ms = int("wait_ms", MAX_WORK_WAIT_MS)?;
+        let wait_us = match (param("wait_ms"), param("wait_us")) {
+            (Some(_), Some(_)) => return Err("/work: wait_ms or wait_us, not both\n".into()),
+            (_, Some(_)) => int("wait_us", MAX_WORK_WAIT_MS * 1000)?,
+            _ => int("wait_ms", MAX_WORK_WAIT_MS)? * 1000,
+        };
         let blocking = match param("wait").as_deref() {
             None | Some("async") => false,
             Some("blocking") => true,
@@ -107,7 +113,7 @@ impl WorkSpec {
         };
         Ok(WorkSpec {
             cpu_us,
-            wait_ms,
+            wait_us,
             spread,
             blocking,
             seed,
@@ -132,10 +138,10 @@ impl WorkSpec {
             }
         };
         let cpu_us = (self.cpu_us as f64 * factor()).min(MAX_WORK_CPU_US as f64);
-        let wait_ms = (self.wait_ms as f64 * factor()).min(MAX_WORK_WAIT_MS as f64);
+        let wait_us = (self.wait_us as f64 * factor()).min(MAX_WORK_WAIT_MS as f64 * 1e3);
         Work {
             cpu: Duration::from_nanos((cpu_us * 1e3) as u64),
-            wait: Duration::from_nanos((wait_ms * 1e6) as u64),
+            wait: Duration::from_nanos((wait_us * 1e3) as u64),
             blocking: self.blocking,
             waited: false,
         }
@@ -232,7 +238,7 @@ mod tests {
             spec,
             Ok(WorkSpec {
                 cpu_us: 2000,
-                wait_ms: 30,
+                wait_us: 30_000,
                 spread: Spread::LogNormal(1.5),
                 blocking: true,
                 seed: 7,
@@ -240,12 +246,19 @@ mod tests {
         );
         let plain = parse("").unwrap();
         assert_eq!(
-            (plain.cpu_us, plain.wait_ms, plain.spread),
+            (plain.cpu_us, plain.wait_us, plain.spread),
             (0, 0, Spread::Const)
         );
         assert!(!plain.blocking);
         assert!(parse("cpu_us=10000000&wait_ms=60000").is_ok());
+        assert_eq!(parse("cpu_us=20&wait_us=200").unwrap().wait_us, 200);
+        assert_eq!(
+            parse("wait_us=200").unwrap().draw(0).wait,
+            Duration::from_micros(200)
+        );
         for bad in [
+            "wait_ms=1&wait_us=200",
+            "wait_us=60000001",
             "cpu_us=10000001",
             "wait_ms=60001",
             "cpu_us=-1",

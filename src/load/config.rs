@@ -615,7 +615,9 @@ impl LoadConfig {
                 return Err(usage("--settle must be more than 0 and at most 7 days"))
             }
             (Some(_), Mode::Count { .. } | Mode::Rate { .. }) => {
-                return Err(usage("--settle applies to the closed loop (-d without -n or -R)"))
+                return Err(usage(
+                    "--settle applies to the closed loop (-d without -n or -R)",
+                ))
             }
             _ => {}
         }

@@ -10,8 +10,8 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::run::{cell_of, search_cell, Progress};
-use super::search::Outcome;
-use super::spec::{CellSpec, MapSpec, WaitMode};
+use super::search::{Outcome, Verify};
+use super::spec::{work_route, CellSpec, MapSpec, WaitMode};
 use super::store::Store;
 use crate::arch::Arch;
 use crate::render::units::{duration_us, percent, thousands, wall_time};
@@ -62,6 +62,11 @@ pub struct AdviseArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Check the answer against a full measurement of the same workload: every architecture
+    /// at the pool the search chose for it and at its default, 3 s each (or three cycles),
+    /// ranked the same way; says whether the pick is inside the best's spread.
+    #[arg(long)]
+    pub verify: bool,
     /// Where the points go [default: a temporary directory, removed after].
     #[arg(short, long)]
     pub out: Option<PathBuf>,
@@ -97,6 +102,9 @@ pub struct Advice {
     pub points_measured: usize,
     pub full_grid_points: usize,
     pub wall_s: f64,
+    /// `--verify`: the full measurement the pick was checked against.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify: Option<Verify>,
 }
 
 fn duration_ms(flag: &str, text: &str) -> anyhow::Result<f64> {
@@ -156,24 +164,15 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
     } else {
         WaitMode::Async
     };
-    // /work takes whole microseconds of CPU and whole milliseconds of wait.
+    // /work takes whole microseconds of CPU and of wait.
     let cpu_us = cpu_us.round();
-    let wait_ms = wait_ms.round();
-    let mut route = format!(
-        "/work?cpu_us={cpu_us}&wait_ms={wait_ms}&wait={}",
-        wait.name()
-    );
-    if args.dist != "const" {
-        route.push_str(&format!("&dist={}", args.dist));
-        if let Some(cv) = args.cv {
-            route.push_str(&format!("&cv={cv}"));
-        }
-    }
+    let wait_ms = (wait_ms * 1000.0).round() / 1000.0;
+    let route = work_route(cpu_us, wait_ms, wait, Some(args.dist.as_str()), args.cv);
     let spec = MapSpec {
         name: "advise".into(),
         description: String::new(),
         archs,
-        cpu_us,
+        cpu_us: vec![cpu_us],
         ratios: vec![wait_ms * 1000.0 / cpu_us],
         concurrency: vec![args.concurrency],
         waits: vec![wait],
@@ -182,9 +181,9 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
         p99_bound_ms,
         base: "200ms".into(),
         rounds: 3,
-        max_pool: 1024,
-        warmup: "100ms".into(),
-        verify: false,
+        max_pool: args.concurrency.clamp(1024, 4096),
+        warmup: "0s".into(),
+        verify: args.verify,
     };
     let cell = CellSpec {
         wait,
@@ -211,7 +210,7 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
     if args.out.is_none() {
         let _ = std::fs::remove_dir_all(&scratch);
     }
-    let Some((outcome, _)) = outcome else {
+    let Some((outcome, verify)) = outcome else {
         anyhow::bail!("interrupted");
     };
     let advice = Advice {
@@ -228,6 +227,7 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
         outcome,
         points_measured: points,
         wall_s: started.elapsed().as_secs_f64(),
+        verify,
     };
     if args.json {
         crate::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&advice)?))?;
@@ -263,86 +263,171 @@ pub fn text(a: &Advice, cores: u32) -> String {
         duration_us(a.p99_bound_ms * 1000.0)
     ));
     let o = &a.outcome;
+    out.push_str(&format!(
+        "  the physical bound: min({cores} cores / {}, {} connections / {}) = {} req/s\n",
+        duration_us(a.cpu_us),
+        a.concurrency,
+        duration_us(a.cpu_us + a.wait_ms * 1000.0),
+        thousands(o.bound_rps)
+    ));
     match o.winner {
-        None => {
-            out.push_str("  no architecture met the p99 bound at this concurrency\n");
-            // Little's law: the cores cap throughput at cores / CPU, so N users wait at least
-            // N / that on average.
-            let cap_rps = f64::from(cores) * 1e6 / a.cpu_us;
-            let floor_us = f64::from(a.concurrency) / cap_rps * 1e6 + a.wait_ms * 1000.0;
-            if floor_us > a.p99_bound_ms * 1000.0 {
-                out.push_str(&format!(
-                    "  the CPU alone caps {cores} cores at {} req/s, so {} users wait at least {} \
-                     on average (Little's law): fewer users, less CPU a request, or a looser bound\n",
-                    thousands(cap_rps),
-                    a.concurrency,
-                    duration_us(floor_us)
-                ));
-            }
-        }
+        None => out.push_str(&no_winner_text(a, cores)),
         Some(w) => {
-            out.push_str(&format!(
-                "  recommended: {}{}: {} req/s, p99 {}\n",
-                w.arch.name(),
-                w.workers
-                    .map(|n| format!(" with {n} workers"))
-                    .unwrap_or_default(),
-                thousands(o.rps),
-                duration_us(o.p99_us)
-            ));
-            if !o.ties.is_empty() {
-                out.push_str(&format!(
-                    "  indistinguishable from it: {}\n",
-                    o.ties.join(", ")
-                ));
-            } else if let (Some(r), Some(m)) = (&o.runner_up, o.margin) {
-                out.push_str(&format!(
-                    "  runner-up: {r}, {} behind\n",
-                    percent((m * 100.0).round() / 100.0)
-                ));
-            } else {
-                out.push_str("  no other architecture met the p99 bound\n");
-            }
+            out.push_str(&winner_text(o));
             if w.arch.pooled() {
-                out.push_str(&format!(
-                    "  the rules of thumb, measured on {}:\n",
-                    w.arch.name()
-                ));
-                for r in &o.rules {
-                    let why = match r.rule.as_str() {
-                        "goetz" => format!(
-                            "Goetz, {cores} x (1 + {}/{})",
-                            duration_us(a.wait_ms * 1000.0),
-                            duration_us(a.cpu_us)
-                        ),
-                        "2n+1" => format!("2n+1, 2 x {cores} + 1"),
-                        _ => format!("{}'s default", w.arch.name()),
-                    };
-                    let cost = if !r.meets_bound {
-                        format!("p99 {} misses the bound", duration_us(r.p99_us))
-                    } else if r.rps_loss >= 0.005 {
-                        format!(
-                            "loses {} of the throughput",
-                            percent((r.rps_loss * 100.0).round() / 100.0)
-                        )
-                    } else {
-                        "as good".into()
-                    };
-                    out.push_str(&format!(
-                        "    {why} = {}: {} req/s, p99 {}: {cost}\n",
-                        r.workers,
-                        thousands(r.rps),
-                        duration_us(r.p99_us)
-                    ));
-                }
+                out.push_str(&rules_text(a, cores));
             }
         }
+    }
+    if let Some(v) = &a.verify {
+        out.push_str(&verify_text(v));
     }
     out.push_str(&format!(
         "  {} points measured in {} (the full grid needs {})\n",
         a.points_measured,
         wall_time(a.wall_s),
         a.full_grid_points
+    ));
+    out
+}
+
+/// Why nothing was recommended.
+fn no_winner_text(a: &Advice, cores: u32) -> String {
+    let mut out = String::from("  no architecture met the p99 bound at this concurrency\n");
+    // Little's law: the cores cap throughput at cores / CPU, so N users wait at least
+    // N / that on average.
+    let cap_rps = f64::from(cores) * 1e6 / a.cpu_us;
+    let floor_us = f64::from(a.concurrency) / cap_rps * 1e6 + a.wait_ms * 1000.0;
+    if floor_us > a.p99_bound_ms * 1000.0 {
+        out.push_str(&format!(
+            "  the CPU alone caps {cores} cores at {} req/s, so {} users wait at least {} \
+             on average (Little's law): fewer users, less CPU a request, or a looser bound\n",
+            thousands(cap_rps),
+            a.concurrency,
+            duration_us(floor_us)
+        ));
+    }
+    out
+}
+
+/// The recommendation, what it costs, and what it was told apart by.
+fn winner_text(o: &Outcome) -> String {
+    let w = o.winner.expect("a winner");
+    let row = o.winner_row();
+    let mut out = format!(
+        "  recommended: {}{}: {} req/s ({} of the bound), p99 {}{}\n",
+        w.arch.name(),
+        w.workers
+            .map(|n| format!(" with {n} workers"))
+            .unwrap_or_default(),
+        thousands(o.rps),
+        percent((o.of_bound().unwrap_or(0.0) * 100.0).round() / 100.0),
+        duration_us(o.p99_us),
+        row.map(|r| format!(
+            ", {} of server CPU a request, {:.1} MiB peak RSS",
+            duration_us(r.cpu_us),
+            r.rss_kb / 1024.0
+        ))
+        .unwrap_or_default()
+    );
+    if !o.ties.is_empty() {
+        out.push_str(&format!(
+            "  indistinguishable from it on throughput, p99, CPU and memory: {}\n",
+            o.ties.join(", ")
+        ));
+    } else if let Some(figure) = o
+        .decided_by
+        .filter(|f| *f != super::rank::Figure::Throughput)
+    {
+        out.push_str(&format!(
+            "  others matched its throughput; its {} decided\n",
+            figure.name()
+        ));
+    }
+    if let (Some(r), Some(m)) = (&o.runner_up, o.margin) {
+        out.push_str(&if m >= 0.0 {
+            format!(
+                "  runner-up on throughput: {r}, {} behind\n",
+                percent((m * 100.0).round() / 100.0)
+            )
+        } else {
+            format!(
+                "  {r} had {} more throughput, inside the spread, at a higher cost\n",
+                percent((-m * 100.0).round() / 100.0)
+            )
+        });
+    } else if o.ties.is_empty() {
+        out.push_str("  no other architecture met the p99 bound\n");
+    }
+    out
+}
+
+/// The rules of thumb measured on the winner's architecture, and what each loses.
+fn rules_text(a: &Advice, cores: u32) -> String {
+    let o = &a.outcome;
+    let w = o.winner.expect("a winner");
+    let mut out = format!("  the rules of thumb, measured on {}:\n", w.arch.name());
+    for r in &o.rules {
+        let why = match r.rule.as_str() {
+            "goetz" => format!(
+                "Goetz, {cores} x (1 + {}/{})",
+                duration_us(a.wait_ms * 1000.0),
+                duration_us(a.cpu_us)
+            ),
+            "2n+1" => format!("2n+1, 2 x {cores} + 1"),
+            _ => format!("{}'s default", w.arch.name()),
+        };
+        let cost = if !r.meets_bound {
+            format!("p99 {} misses the bound", duration_us(r.p99_us))
+        } else if r.rps_loss >= 0.005 {
+            format!(
+                "loses {} of the throughput",
+                percent((r.rps_loss * 100.0).round() / 100.0)
+            )
+        } else {
+            "as good".into()
+        };
+        out.push_str(&format!(
+            "    {why} = {}: {} req/s, p99 {}: {cost}\n",
+            r.workers,
+            thousands(r.rps),
+            duration_us(r.p99_us)
+        ));
+    }
+    out
+}
+
+/// The full measurement beside the pick.
+fn verify_text(v: &Verify) -> String {
+    let mut out = format!(
+        "  verify: every architecture at its chosen pool and its default, {} each:\n",
+        wall_time(f64::from(v.window_ms) / 1000.0)
+    );
+    for r in &v.rows {
+        out.push_str(&format!(
+            "    {:<16} {:>9} req/s{} p99 {}{}, {} CPU a request, {:.1} MiB\n",
+            r.label,
+            thousands(r.measured_rps),
+            if r.rps.0 > 0.0 { " " } else { "*" },
+            if r.p99_lower_bound { ">=" } else { "" },
+            duration_us(r.p99_us),
+            duration_us(r.cpu_us),
+            r.rss_kb / 1024.0
+        ));
+    }
+    out.push_str(&format!(
+        "  verify: best {}{}{}; the pick {} is {} its spread (* misses the p99 bound)\n",
+        v.best,
+        v.decided_by
+            .map(|f| format!(" (decided by {})", f.name()))
+            .unwrap_or_default(),
+        if v.ties.is_empty() {
+            String::new()
+        } else {
+            format!(", indistinguishable: {}", v.ties.join(", "))
+        },
+        v.pick,
+        if v.inside { "inside" } else { "OUTSIDE" }
     ));
     out
 }

@@ -1,12 +1,15 @@
 //! The sweet-spot map and `advise`: which architecture and pool size win, over CPU-versus-wait
 //! and concurrency, found by an adaptive search rather than a grid. In the order a run uses
-//! them: [`spec`] (the cells), [`search`] (successive halving, then the pool), [`run`] (live
-//! measurements through the sweep's runner, progress), [`store`] (each finished point on disk
-//! at once, for `--resume`), [`output`] (table, heat maps, report). [`advise`] is one cell,
-//! for one workload, with the rules of thumb measured beside it.
+//! them: [`spec`] (the cells), [`search`] (successive halving, then the pool) and [`rank`]
+//! (the verdict by cost), [`run`] (live measurements through the sweep's runner, progress),
+//! [`store`] (each finished point on disk at once, for `--resume`), [`results`] (what a run
+//! holds), [`output`] (table, heat maps, report). [`advise`] is one cell, for one workload,
+//! with the rules of thumb measured beside it.
 
 pub mod advise;
 pub mod output;
+pub mod rank;
+pub mod results;
 pub mod run;
 pub mod search;
 pub mod spec;
@@ -30,7 +33,7 @@ const SPEC_FILE: &str = "map-spec.json";
 #[derive(Debug, clap::Args)]
 #[command(after_help = map_help())]
 pub struct MapArgs {
-    /// A preset (`map`, `map-quick`) or a TOML map file.
+    /// A preset (`map-quick`, `map`, `map-wide`) or a TOML map file.
     #[arg(default_value = "map-quick")]
     pub map: String,
     /// Output directory [default: results/<name>-<timestamp>].
@@ -47,18 +50,25 @@ pub struct MapArgs {
 fn map_help() -> String {
     let presets: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
     format!(
-        "Each cell is `/work?cpu_us=C&wait_ms=W&wait=async|blocking` at one concurrency. Its \
-winner is the architecture and pool size with the most throughput whose p99 meets the bound \
-(a p99 that is only a lower bound never does), found adaptively: architectures by successive \
-halving (short runs of every candidate, the better half kept, runs doubled), then the winner's \
-pool by doubling and a golden-section search in log space, close calls measured again; the \
-smallest pool within 5% of the best is reported. Ties (indistinguishable within their spread) \
-are marked. Beside each pooled winner: Goetz's cores x (1 + W/C), 2n+1 and the default pool, \
-measured. Every finished point is written to DIR/points at once; `--resume DIR` finishes an \
-interrupted run.\n\nPresets: {} (files in experiments/).\n\nA map file (TOML): name, archs \
-(\"all\" or a list), cpu_us, ratios (W/C), concurrency, waits ([\"async\", \"blocking\"]), \
-dist and cv, p99_bound_ms, base (first run length), rounds, warmup, max_pool, verify (also \
-measure each cell's full grid).",
+        "Each cell is `/work?cpu_us=C&wait_ms=W&wait=async|blocking` at one concurrency N. A \
+point is measured in a window that opens once every connection was answered once and holds \
+several cycles of each (Little's law), its throughput counted in whole cycles. The verdict: the \
+most throughput whose p99 meets the bound (a p99 that is only a lower bound never does; a short \
+window that cut one off is measured again, longer, up to ten cycles); among candidates inside \
+the best's throughput spread, the lower p99 (within 20%), then the lower server CPU per request \
+(10%), then the smaller peak memory (25%); a tie only when nothing tells them apart. Found \
+adaptively: architectures by successive halving (stopped once the leader reaches the physical \
+bound min(cores/C, N/(C+W)) within its spread), then the winner's pool by doubling and a \
+golden-section search in log space, close calls measured again; the smallest pool within 5% of \
+the best is reported. Every cell states its bound and the winner's share of it; a cell no server \
+can meet (N x C / cores above the p99 bound) is said so unmeasured. Beside each pooled winner: \
+Goetz's cores x (1 + W/C), 2n+1 and the default pool, measured. Every finished point is written \
+to DIR/points at once; `--resume DIR` finishes an interrupted run.\n\nPresets: {} (files in \
+experiments/).\n\nA map file (TOML): name, archs (\"all\" or a list), cpu_us (a number or a \
+list), ratios (W/C), concurrency (up to 10000), waits ([\"async\", \"blocking\"]), dist and \
+cv, p99_bound_ms, base (first run length), rounds, warmup, max_pool, verify (also measure every \
+architecture at its chosen pool and its default for 3 s each, and say whether the pick is \
+inside the best's spread by the same ranking).",
         presets.join(", ")
     )
 }
@@ -132,9 +142,9 @@ fn resume_from(dir: &Path) -> anyhow::Result<(MapSpec, String, PathBuf, f64)> {
     })?;
     let (source, spec): (String, MapSpec) = serde_json::from_str(&text)
         .map_err(|e| usage(format!("--resume {}: {SPEC_FILE}: {e}", dir.display())))?;
-    let wall_s = std::fs::read_to_string(dir.join(output::RESULTS_FILE))
+    let wall_s = std::fs::read_to_string(dir.join(results::RESULTS_FILE))
         .ok()
-        .and_then(|t| serde_json::from_str::<run::MapResults>(&t).ok())
+        .and_then(|t| serde_json::from_str::<results::MapResults>(&t).ok())
         .map_or(0.0, |r| r.wall_s);
     Ok((spec, source, dir.to_path_buf(), wall_s))
 }

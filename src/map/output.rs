@@ -1,162 +1,113 @@
-//! What a map shows: `results.json` (written atomically, after every cell), the table on the
-//! terminal and in `map.md`, a heat map per wait mode (`map-async.svg`, `map-blocking.svg`:
-//! colour = the winning architecture, label = its pool, hatched = a tie), and `report.html`
-//! with both. Drawn from the results alone, so `report` could redraw them.
+//! What a map shows, drawn from [`super::results`] alone: the table on the terminal and in
+//! `map.md`, the paragraph that says what the map shows ([`summary`]), a heat map per wait mode
+//! and CPU (`map-async.svg`, ...: colour = a distinguishable winner, a neutral fill = any of
+//! several, label = the pool and the share of the physical bound), and `report.html` with the
+//! heat maps and every cell's candidates as HTML tables.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use super::run::{CellResult, MapResults};
+use super::results::{write_results, CellResult, MapResults, RESULTS_FILE};
+use super::search::{CandidateRow, Outcome};
 use super::spec::WaitMode;
 use crate::arch::Arch;
+use crate::render::html::{escape, page_start, PAGE_END};
 use crate::render::svg::{heat_map, HeatCell};
-use crate::render::units::{percent, thousands, wall_time};
+use crate::render::units::{duration_us, percent, thousands, wall_time};
 
-pub const RESULTS_FILE: &str = "results.json";
-
-/// Writes `results.json` atomically (a temporary file, then a rename).
-pub fn write_results(results: &MapResults, dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join(RESULTS_FILE);
-    let tmp = dir.join(format!("{RESULTS_FILE}.tmp"));
-    std::fs::write(&tmp, serde_json::to_string_pretty(results)?)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))
-}
-
-/// A cell's text: the winner (`arch/W`), `tie: a = b`, or why there is none.
+/// A cell's text: the winner (`arch/W`), `any of N: a, b`, or why there is none.
 pub fn cell_text(c: &CellResult) -> String {
     let Some(outcome) = &c.outcome else {
         return "(not run)".into();
     };
+    if outcome.infeasible.is_some() {
+        return "none can meet p99".into();
+    }
     let Some(winner) = outcome.winner else {
         return "none meets p99".into();
     };
     if outcome.ties.is_empty() {
         winner.label()
     } else {
-        format!("tie: {} = {}", winner.label(), outcome.ties.join(" = "))
+        format!(
+            "any of {}: {}, {}",
+            outcome.ties.len() + 1,
+            winner.label(),
+            outcome.ties.join(", ")
+        )
     }
 }
 
-/// The wait modes a map has, in order.
-fn modes(results: &MapResults) -> Vec<WaitMode> {
-    let mut modes: Vec<WaitMode> = results.cells.iter().map(|c| c.cell.wait).collect();
-    modes.dedup();
-    modes
+/// `87% of bound`, for a cell with a winner.
+fn of_bound(o: &Outcome) -> String {
+    o.of_bound()
+        .map(|f| format!("{} of bound", percent((f * 100.0).round() / 100.0)))
+        .unwrap_or_default()
 }
 
-/// The table: per wait mode, rows by wait/CPU ratio, columns by concurrency; then Goetz and
-/// the default pool beside each pooled winner; then the cost against the full grid.
+/// The maps a run has: each wait mode at each CPU, in order.
+fn maps(results: &MapResults) -> Vec<(WaitMode, f64)> {
+    let mut maps: Vec<(WaitMode, f64)> = Vec::new();
+    for c in &results.cells {
+        let key = (c.cell.wait, c.cell.cpu_us);
+        if !maps.contains(&key) {
+            maps.push(key);
+        }
+    }
+    maps
+}
+
+fn cells_of(results: &MapResults, map: (WaitMode, f64)) -> impl Iterator<Item = &CellResult> {
+    results
+        .cells
+        .iter()
+        .filter(move |c| (c.cell.wait, c.cell.cpu_us) == map)
+}
+
+fn find(results: &MapResults, map: (WaitMode, f64), ratio: f64, conc: u32) -> Option<&CellResult> {
+    cells_of(results, map).find(|c| c.cell.ratio == ratio && c.cell.concurrency == conc)
+}
+
+/// The table: per map (wait mode and CPU), rows by wait/CPU ratio, columns by concurrency;
+/// then the rules of thumb beside each pooled winner, the verifications, and the cost.
 pub fn table(results: &MapResults) -> String {
     let spec = &results.spec;
     let mut out = format!(
-        "map {}: {} us of CPU a request, p99 bound {} ms, {} cells\n",
+        "map {}: p99 bound {} ms, {} cells\n",
         spec.name,
-        spec.cpu_us,
         spec.p99_bound_ms,
         results.cells.len()
     );
-    for mode in modes(results) {
+    for map in maps(results) {
         out.push_str(&format!(
-            "\n{} waits (rows: wait/CPU; columns: connections)\n",
-            mode.name()
+            "\n{} us of CPU, {} waits (rows: wait/CPU; columns: connections; each: the winner, \
+             its req/s, its share of min(cores/C, N/(C+W)), the figure that decided)\n",
+            map.1,
+            map.0.name()
         ));
         out.push_str("| W/C (wait) |");
         for c in &spec.concurrency {
             out.push_str(&format!(" {c} |"));
         }
-        out.push('\n');
-        out.push_str(&format!("|---|{}\n", "---|".repeat(spec.concurrency.len())));
+        out.push_str(&format!(
+            "\n|---|{}\n",
+            "---|".repeat(spec.concurrency.len())
+        ));
         for &ratio in &spec.ratios {
-            let wait_ms = ratio * spec.cpu_us / 1000.0;
-            out.push_str(&format!("| {ratio} ({wait_ms} ms) |"));
+            out.push_str(&format!("| {ratio} ({} ms) |", ratio * map.1 / 1000.0));
             for &conc in &spec.concurrency {
-                let text = results
-                    .cells
-                    .iter()
-                    .find(|c| {
-                        c.cell.wait == mode && c.cell.ratio == ratio && c.cell.concurrency == conc
-                    })
-                    .map(|c| {
-                        let rps = c
-                            .outcome
-                            .as_ref()
-                            .filter(|o| o.winner.is_some())
-                            .map(|o| format!(" ({} req/s)", thousands(o.rps)))
-                            .unwrap_or_default();
-                        format!("{}{rps}", cell_text(c))
-                    })
+                let text = find(results, map, ratio, conc)
+                    .map(cell_line)
                     .unwrap_or_else(|| "(not run)".into());
                 out.push_str(&format!(" {text} |"));
             }
             out.push('\n');
         }
     }
-    let pooled: Vec<&CellResult> = results
-        .cells
-        .iter()
-        .filter(|c| {
-            c.outcome
-                .as_ref()
-                .and_then(|o| o.winner)
-                .is_some_and(|w| w.arch.pooled())
-        })
-        .collect();
-    if !pooled.is_empty() {
-        out.push_str("\nPooled winners: the measured sweet spot beside the rules of thumb\n");
-        out.push_str(
-            "| cell | winner | sweet spot | Goetz | 2n+1 | default |\n|---|---|---|---|---|---|\n",
-        );
-        for c in pooled {
-            let o = c.outcome.as_ref().expect("filtered");
-            let w = o.winner.expect("filtered");
-            let rule = |name: &str| {
-                o.rules
-                    .iter()
-                    .find(|r| r.rule == name)
-                    .map(|r| {
-                        let cost = if r.meets_bound {
-                            format!("{} req/s", signed_loss(r.rps_loss))
-                        } else {
-                            "misses p99".into()
-                        };
-                        format!("{} ({cost})", r.workers)
-                    })
-                    .unwrap_or_else(|| "-".into())
-            };
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} |\n",
-                c.cell.key,
-                w.arch.name(),
-                w.workers.unwrap_or(0),
-                rule("goetz"),
-                rule("2n+1"),
-                rule("default")
-            ));
-        }
-    }
-    for c in results
-        .cells
-        .iter()
-        .filter_map(|c| c.verify.as_ref().map(|v| (c, v)))
-    {
-        let (cell, v) = c;
-        out.push_str(&format!(
-            "\nverify {}: adaptive pick {} ({} req/s, {}..{}) against the full grid's best {} ({} req/s, {}..{}): {}\n",
-            cell.cell.key,
-            v.pick,
-            thousands(v.pick_rps.0),
-            thousands(v.pick_rps.1),
-            thousands(v.pick_rps.2),
-            v.grid_best,
-            thousands(v.grid_best_rps.0),
-            thousands(v.grid_best_rps.1),
-            thousands(v.grid_best_rps.2),
-            if v.inside { "inside its spread" } else { "OUTSIDE its spread" }
-        ));
-    }
+    out.push_str(&rules_table(results));
+    out.push_str(&verify_lines(results));
+    out.push_str(&format!("\n{}\n", results.summary));
     out.push_str(&format!(
         "\n{} points measured in {}, where the full grid needs {} ({} of it){}\n",
         results.points_measured,
@@ -172,6 +123,93 @@ pub fn table(results: &MapResults) -> String {
     out
 }
 
+/// One cell of the table: its text, throughput, share of the bound and deciding figure.
+fn cell_line(c: &CellResult) -> String {
+    let Some(o) = c.outcome.as_ref().filter(|o| o.winner.is_some()) else {
+        return cell_text(c);
+    };
+    let decided = o
+        .decided_by
+        .map(|f| format!(", by {}", f.name()))
+        .unwrap_or_default();
+    format!(
+        "{} ({} req/s, {}{decided})",
+        cell_text(c),
+        thousands(o.rps),
+        of_bound(o)
+    )
+}
+
+/// The measured sweet spot beside the rules of thumb, for every pooled winner.
+fn rules_table(results: &MapResults) -> String {
+    let pooled: Vec<(&CellResult, &Outcome)> = results
+        .cells
+        .iter()
+        .filter_map(|c| c.outcome.as_ref().map(|o| (c, o)))
+        .filter(|(_, o)| o.winner.is_some_and(|w| w.arch.pooled()))
+        .collect();
+    if pooled.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\nPooled winners: the measured sweet spot beside the rules of thumb\n\
+         | cell | winner | sweet spot | Goetz | 2n+1 | default |\n|---|---|---|---|---|---|\n",
+    );
+    for (c, o) in pooled {
+        let w = o.winner.expect("filtered");
+        let rule = |name: &str| {
+            o.rules
+                .iter()
+                .find(|r| r.rule == name)
+                .map(|r| {
+                    let cost = if r.meets_bound {
+                        format!("{} req/s", signed_loss(r.rps_loss))
+                    } else {
+                        "misses p99".into()
+                    };
+                    format!("{} ({cost})", r.workers)
+                })
+                .unwrap_or_else(|| "-".into())
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            c.cell.key,
+            w.arch.name(),
+            w.workers.unwrap_or(0),
+            rule("goetz"),
+            rule("2n+1"),
+            rule("default")
+        ));
+    }
+    out
+}
+
+/// A line per verified cell: the pick against the full measurement's best.
+fn verify_lines(results: &MapResults) -> String {
+    let mut out = String::new();
+    for c in &results.cells {
+        let Some(v) = &c.verify else { continue };
+        out.push_str(&format!(
+            "\nverify {}: the search picked {}; every architecture at its pool and its default, \
+             {} each, ranks {} best{}{}: the pick is {}\n",
+            c.cell.key,
+            v.pick,
+            wall_time(f64::from(v.window_ms) / 1000.0),
+            v.best,
+            v.decided_by
+                .map(|f| format!(" (by {})", f.name()))
+                .unwrap_or_default(),
+            if v.ties.is_empty() {
+                String::new()
+            } else {
+                format!(", with {} indistinguishable", v.ties.join(", "))
+            },
+            if v.inside { "inside" } else { "OUTSIDE" }
+        ));
+    }
+    out
+}
+
 /// `-12%` for a loss of 12%, `+3%` for a gain.
 fn signed_loss(loss: f64) -> String {
     if loss >= 0.0 {
@@ -181,17 +219,143 @@ fn signed_loss(loss: f64) -> String {
     }
 }
 
-/// One heat map per wait mode, as (file name, SVG).
+/// Whether an architecture is an event loop (one or more threads each waiting on many sockets).
+fn event_loop(arch: Arch) -> bool {
+    matches!(
+        arch,
+        Arch::Poll | Arch::Epoll | Arch::Reactors | Arch::Hybrid | Arch::Async | Arch::Uring
+    )
+}
+
+/// What the map shows, in a paragraph computed from its cells: where the architecture stops
+/// mattering, what blocking waits need, where event loops win and by how much, where the
+/// rules of thumb are off, and how near the physical bound the winners came.
+pub fn summary(results: &MapResults) -> String {
+    let done: Vec<(&CellResult, &Outcome)> = results
+        .cells
+        .iter()
+        .filter_map(|c| c.outcome.as_ref().map(|o| (c, o)))
+        .collect();
+    if done.is_empty() {
+        return "No cell was measured.".into();
+    }
+    let mut parts = Vec::new();
+    let won: Vec<&(&CellResult, &Outcome)> =
+        done.iter().filter(|(_, o)| o.winner.is_some()).collect();
+    let ties: Vec<&str> = won
+        .iter()
+        .filter(|(_, o)| !o.ties.is_empty())
+        .map(|(c, _)| c.cell.key.as_str())
+        .collect();
+    parts.push(format!(
+        "{} of {} cells have a winner; in {} of them the architecture does not matter (any of \
+         several, indistinguishable on throughput, p99, CPU and memory){}.",
+        won.len(),
+        done.len(),
+        ties.len(),
+        if ties.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", ties.join(", "))
+        }
+    ));
+    let by_cost = won
+        .iter()
+        .filter(|(_, o)| {
+            matches!(
+                o.decided_by,
+                Some(
+                    super::rank::Figure::P99
+                        | super::rank::Figure::Cpu
+                        | super::rank::Figure::Memory
+                )
+            )
+        })
+        .count();
+    if by_cost > 0 {
+        parts.push(format!(
+            "In {by_cost} cells throughput tied and the cost decided (p99, CPU per request or memory)."
+        ));
+    }
+    let blocking: Vec<String> = won
+        .iter()
+        .filter(|(c, _)| c.cell.wait == WaitMode::Blocking && c.cell.wait_ms > 0.0)
+        .map(|(c, o)| format!("{} at {}", o.winner.expect("won").label(), c.cell.key))
+        .collect();
+    if !blocking.is_empty() {
+        parts.push(format!(
+            "With blocking waits the winners hold a thread or process per waiting request: {}.",
+            blocking.join(", ")
+        ));
+    }
+    let loops: Vec<&&(&CellResult, &Outcome)> = won
+        .iter()
+        .filter(|(_, o)| o.ties.is_empty() && event_loop(o.winner.expect("won").arch))
+        .collect();
+    if let Some((c, o)) = loops.iter().max_by(|a, b| {
+        a.1.margin
+            .unwrap_or(0.0)
+            .total_cmp(&b.1.margin.unwrap_or(0.0))
+    }) {
+        parts.push(format!(
+            "An event loop wins outright in {} cells; its widest margin is {} over {} at {}.",
+            loops.len(),
+            percent((o.margin.unwrap_or(0.0) * 100.0).round() / 100.0),
+            o.runner_up.as_deref().unwrap_or("the rest"),
+            c.cell.key
+        ));
+    }
+    let off: Vec<String> = won
+        .iter()
+        .flat_map(|(c, o)| o.rules.iter().map(move |r| (c, r)))
+        .filter(|(_, r)| !r.meets_bound || r.rps_loss > 0.05)
+        .map(|(c, r)| {
+            let cost = if r.meets_bound {
+                format!("loses {}", percent((r.rps_loss * 100.0).round() / 100.0))
+            } else {
+                "misses the p99 bound".into()
+            };
+            format!("{} ({}) {cost} at {}", r.rule, r.workers, c.cell.key)
+        })
+        .collect();
+    if !off.is_empty() {
+        parts.push(format!(
+            "The rules of thumb are off in {} places: {}.",
+            off.len(),
+            off.iter().take(6).cloned().collect::<Vec<_>>().join("; ")
+        ));
+    }
+    let shares: Vec<f64> = won.iter().filter_map(|(_, o)| o.of_bound()).collect();
+    if !shares.is_empty() {
+        let mean = shares.iter().sum::<f64>() / shares.len() as f64;
+        let low = shares.iter().copied().fold(f64::INFINITY, f64::min);
+        parts.push(format!(
+            "The winners reach {} of the physical bound on average (lowest {}).",
+            percent((mean * 100.0).round() / 100.0),
+            percent((low * 100.0).round() / 100.0)
+        ));
+    }
+    let infeasible = done.iter().filter(|(_, o)| o.infeasible.is_some()).count();
+    if infeasible > 0 {
+        parts.push(format!(
+            "{infeasible} cells cannot meet the p99 bound on any server (Little's law), so they were not measured."
+        ));
+    }
+    parts.join(" ")
+}
+
+/// One heat map per map (wait mode and CPU), as (file name, SVG).
 pub fn heat_maps(results: &MapResults) -> anyhow::Result<Vec<(String, String)>> {
     let spec = &results.spec;
     let columns: Vec<String> = spec.concurrency.iter().map(|c| c.to_string()).collect();
     let rows: Vec<String> = spec.ratios.iter().map(|r| r.to_string()).collect();
     let arch_index = |a: Arch| Arch::all().iter().position(|x| *x == a).unwrap_or(0);
-    let mut maps = Vec::new();
-    for mode in modes(results) {
+    let several_cpus = spec.cpu_us.len() > 1;
+    let mut out = Vec::new();
+    for map in maps(results) {
         let mut cells = Vec::new();
         let mut legend: Vec<(String, usize)> = Vec::new();
-        for c in results.cells.iter().filter(|c| c.cell.wait == mode) {
+        for c in cells_of(results, map) {
             let column = spec
                 .concurrency
                 .iter()
@@ -200,46 +364,41 @@ pub fn heat_maps(results: &MapResults) -> anyhow::Result<Vec<(String, String)>> 
             let (Some(column), Some(row)) = (column, row) else {
                 continue;
             };
-            let winner = c.outcome.as_ref().and_then(|o| o.winner);
-            let ties = c
-                .outcome
-                .as_ref()
-                .map(|o| o.ties.clone())
-                .unwrap_or_default();
+            let outcome = c.outcome.as_ref();
+            let winner = outcome.and_then(|o| o.winner);
+            let tie = outcome.is_some_and(|o| !o.ties.is_empty());
             let mut lines = Vec::new();
-            match winner {
-                Some(w) => {
+            match (winner, outcome) {
+                (Some(_), Some(o)) if tie => {
+                    lines.push(format!("any of {}", o.ties.len() + 1));
+                    lines.push(of_bound(o));
+                }
+                (Some(w), Some(o)) => {
                     lines.push(w.arch.name().to_string());
-                    match w.workers {
-                        Some(n) => lines.push(format!("pool {n} (Goetz {})", c.goetz)),
-                        None => lines.push("no pool".into()),
-                    }
-                    // The full list is in the table; a cell holds two names.
-                    match ties.len() {
-                        0 => {}
-                        1 | 2 => lines.push(format!("tie: {}", ties.join(", "))),
-                        n => lines.push(format!("tie with {n} others")),
-                    }
+                    lines.push(match w.workers {
+                        Some(n) => format!("pool {n}, {}", of_bound(o)),
+                        None => of_bound(o),
+                    });
                     let name = w.arch.name().to_string();
                     if !legend.iter().any(|(n, _)| *n == name) {
                         legend.push((name, arch_index(w.arch)));
                     }
                 }
-                None => lines.push(cell_text(c)),
+                _ => lines.push(cell_text(c)),
             }
             cells.push(HeatCell {
                 column,
                 row,
-                color: winner.map(|w| arch_index(w.arch)),
-                hatched: !ties.is_empty(),
+                color: winner.filter(|_| !tie).map(|w| arch_index(w.arch)),
+                hatched: tie,
                 lines,
             });
         }
         let title = format!(
-            "{}: the winner per cell, {} us CPU, {} waits",
+            "{}: the winner per cell, {} us CPU, {} waits (grey: any of several)",
             spec.name,
-            spec.cpu_us,
-            mode.name()
+            map.1,
+            map.0.name()
         );
         let svg = heat_map(
             &title,
@@ -250,40 +409,138 @@ pub fn heat_maps(results: &MapResults) -> anyhow::Result<Vec<(String, String)>> 
             &cells,
             &legend,
         )?;
-        maps.push((format!("map-{}.svg", mode.name()), svg));
+        let name = if several_cpus {
+            format!("map-{}-{}us.svg", map.0.name(), map.1)
+        } else {
+            format!("map-{}.svg", map.0.name())
+        };
+        out.push((name, svg));
     }
-    Ok(maps)
+    Ok(out)
+}
+
+/// A cell's candidates as an HTML table.
+fn candidates_html(c: &CellResult) -> String {
+    let Some(o) = &c.outcome else {
+        return String::new();
+    };
+    let mut html = format!(
+        "<h3>{}</h3>\n<p class=\"note\">{} connections, {} us CPU and {} ms of {} wait a request; \
+         the bound min(cores/C, N/(C+W)) is {} req/s. Verdict: <b>{}</b>{}.</p>\n",
+        escape(&c.cell.key),
+        c.cell.concurrency,
+        c.cell.cpu_us,
+        c.cell.wait_ms,
+        c.cell.wait.name(),
+        thousands(o.bound_rps),
+        escape(&cell_text(c)),
+        o.decided_by
+            .map(|f| format!(", decided by {}", f.name()))
+            .or_else(|| o.infeasible.as_ref().map(|r| format!(": {}", escape(r))))
+            .unwrap_or_default()
+    );
+    if o.candidates.is_empty() {
+        return html;
+    }
+    html.push_str(
+        "<div class=\"scroll\"><table><tr><th>candidate</th><th>req/s</th><th>of bound</th>\
+         <th>p99</th><th>CPU / request</th><th>peak RSS</th><th>threads</th><th>processes</th></tr>\n",
+    );
+    for r in &o.candidates {
+        html.push_str(&candidate_row_html(r, o.bound_rps));
+    }
+    html.push_str("</table></div>\n");
+    html
+}
+
+fn candidate_row_html(r: &CandidateRow, bound: f64) -> String {
+    let p99 = if r.p99_lower_bound {
+        format!("&ge; {}", duration_us(r.p99_us))
+    } else {
+        duration_us(r.p99_us)
+    };
+    let missed = r.rps.0 <= 0.0;
+    format!(
+        "<tr><td>{}</td><td class=\"num{}\">{}{}</td><td class=\"num\">{}</td><td class=\"num\">{p99}</td>\
+         <td class=\"num\">{}</td><td class=\"num\">{:.1} MiB</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>\n",
+        escape(&r.label),
+        if missed { " failed" } else { "" },
+        thousands(r.measured_rps),
+        if missed { " (misses p99)" } else { "" },
+        if bound > 0.0 {
+            percent((r.measured_rps / bound * 100.0).round() / 100.0)
+        } else {
+            "-".into()
+        },
+        duration_us(r.cpu_us),
+        r.rss_kb / 1024.0,
+        r.threads,
+        r.processes
+    )
+}
+
+/// The report: the paragraph, the heat maps, the table of winners, every cell's candidates.
+fn report_html(results: &MapResults, maps: &[(String, String)]) -> String {
+    let mut html = page_start(&format!("sweet-spot map: {}", results.spec.name));
+    html.push_str(&format!(
+        "<h1>The sweet-spot map: {}</h1>\n<p>{}</p>\n<p class=\"summary\">{}</p>\n",
+        escape(&results.spec.name),
+        escape(&results.spec.description),
+        escape(&results.summary)
+    ));
+    for (_, svg) in maps {
+        html.push_str(&format!("<figure>{svg}</figure>\n"));
+    }
+    html.push_str(
+        "<h2>Winners</h2>\n<div class=\"scroll\"><table><tr><th>cell</th><th>verdict</th>\
+        <th>req/s</th><th>of bound</th><th>p99</th><th>decided by</th><th>points</th></tr>\n",
+    );
+    for c in &results.cells {
+        let o = c.outcome.as_ref();
+        html.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td>{}</td><td class=\"num\">{} of {}</td></tr>\n",
+            escape(&c.cell.key),
+            escape(&cell_text(c)),
+            o.map(|o| thousands(o.rps)).unwrap_or_default(),
+            o.map(of_bound).unwrap_or_default(),
+            o.map(|o| duration_us(o.p99_us)).unwrap_or_default(),
+            o.and_then(|o| o.decided_by)
+                .map(|f| f.name())
+                .unwrap_or("-"),
+            c.points_measured,
+            c.full_grid_points
+        ));
+    }
+    html.push_str("</table></div>\n<h2>Every cell's candidates</h2>\n");
+    for c in &results.cells {
+        html.push_str(&candidates_html(c));
+    }
+    html.push_str(&format!(
+        "<p class=\"note\">{} points measured in {}, where the full grid needs {}.</p>\n{PAGE_END}",
+        results.points_measured,
+        wall_time(results.wall_s),
+        results.full_grid_points
+    ));
+    html
 }
 
 /// Writes every file of a finished (or interrupted) map: results, table, heat maps, report.
 pub fn write_all(results: &MapResults, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     write_results(results, dir)?;
     let mut written = vec![dir.join(RESULTS_FILE)];
-    let table = table(results);
     let md = dir.join("map.md");
-    std::fs::write(&md, &table).with_context(|| format!("writing {}", md.display()))?;
+    std::fs::write(&md, table(results)).with_context(|| format!("writing {}", md.display()))?;
     written.push(md);
     let maps = heat_maps(results)?;
-    let mut html = format!(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\
-         <style>body{{font-family:sans-serif;margin:2em;max-width:1100px}}pre{{background:#f6f6f6;padding:1em;overflow-x:auto}}</style>\
-         </head><body>\n<h1>The sweet-spot map: {}</h1>\n<p>{}</p>\n",
-        crate::render::html::escape(&results.spec.name),
-        crate::render::html::escape(&results.spec.name),
-        crate::render::html::escape(&results.spec.description),
-    );
     for (name, svg) in &maps {
         let path = dir.join(name);
         std::fs::write(&path, svg).with_context(|| format!("writing {}", path.display()))?;
         written.push(path);
-        html.push_str(&format!("<figure>{svg}</figure>\n"));
     }
-    html.push_str(&format!(
-        "<pre>{}</pre>\n</body></html>\n",
-        crate::render::html::escape(&table)
-    ));
     let report = dir.join("report.html");
-    std::fs::write(&report, html).with_context(|| format!("writing {}", report.display()))?;
+    std::fs::write(&report, report_html(results, &maps))
+        .with_context(|| format!("writing {}", report.display()))?;
     written.push(report);
     Ok(written)
 }

@@ -7,63 +7,14 @@ use std::io::IsTerminal;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
-
-use super::search::{self, Candidate, Cell, Measure, Outcome, Probe, Sample, GRID_REPS};
-use super::spec::{CellSpec, MapSpec};
+use super::results::{write_results, CellResult, MapResults};
+use super::search::{self, Cell, Measure, Outcome, Probe, Sample, Verify};
+use super::spec::{CellSpec, MapSpec, WaitMode};
 use super::store::{PointRecord, Store};
 use crate::load::LatencyKey;
 use crate::sweep::results::{utc_timestamp, Machine};
 use crate::sweep::runner::{measure_point, RunnerOptions};
 use crate::sweep::spec::Experiment;
-
-/// What a map run wrote: `results.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MapResults {
-    pub version: u32,
-    /// The preset or file the map came from.
-    pub source: String,
-    pub spec: MapSpec,
-    pub machine: Machine,
-    pub started: String,
-    pub finished: String,
-    /// True when some cell was not searched (the run was stopped).
-    pub interrupted: bool,
-    /// Wall time of the run, summed over its resumptions, in seconds.
-    pub wall_s: f64,
-    pub cells: Vec<CellResult>,
-    /// Points measured in all, and how many the full grid of every cell would have needed.
-    pub points_measured: usize,
-    pub full_grid_points: usize,
-}
-
-/// One cell's answer and its evidence.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CellResult {
-    pub cell: CellSpec,
-    /// `None`: the cell was not searched (interrupted).
-    pub outcome: Option<Outcome>,
-    /// Goetz's pool for the cell, `cores x (1 + W/C)`.
-    pub goetz: u32,
-    /// Every point measured for the cell.
-    pub points: Vec<PointRecord>,
-    pub points_measured: usize,
-    pub full_grid_points: usize,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verify: Option<Verify>,
-}
-
-/// The full grid of a cell beside the adaptive pick (`verify = true`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Verify {
-    pub grid_best: String,
-    /// (mean, min, max) of the grid's best over its repetitions.
-    pub grid_best_rps: (f64, f64, f64),
-    pub pick: String,
-    pub pick_rps: (f64, f64, f64),
-    /// The pick's range reaches the best's, or its mean is within 5% of the best's.
-    pub inside: bool,
-}
 
 /// The search's numbers from live servers, or from the store when the point finished before.
 struct Live<'a> {
@@ -80,12 +31,7 @@ impl Measure for Live<'_> {
         let mut record = PointRecord {
             cell: self.cell.key.clone(),
             probe: *probe,
-            sample: Sample {
-                rps: 0.0,
-                p99_us: 0.0,
-                p99_lower_bound: false,
-                ok: false,
-            },
+            sample: sample_of(&Default::default()),
             failure: None,
         };
         if let Some(done) = self.store.get(&record.file_name()) {
@@ -94,7 +40,7 @@ impl Measure for Live<'_> {
         if self.options.stop.load(Ordering::SeqCst) {
             return None;
         }
-        let experiment = experiment_for(self.spec, self.cell, probe).ok()?;
+        let experiment = experiment_for(self.spec, self.cell, self.machine.cores, probe).ok()?;
         let point = experiment.points().into_iter().next()?;
         let result = measure_point(&experiment, &point, self.machine, self.options)?;
         let sample = sample_of(&result);
@@ -110,33 +56,53 @@ impl Measure for Live<'_> {
     }
 }
 
-/// What the search needs of a measured point. A point whose p99 is a lower bound, or that
-/// left connections unanswered, never meets a p99 bound; nor does one answered with anything
-/// but 2xx, or with more than 1% of its requests failed (fast errors are not throughput).
+/// What the search needs of a measured point: its throughput in whole cycles (where the load
+/// generator counted them), its p99, and what it cost the server. A point whose p99 is a lower
+/// bound, or that left connections unanswered, never meets a p99 bound; nor does one answered
+/// with anything but 2xx, or with more than 1% of its requests failed (fast errors are not
+/// throughput).
 pub fn sample_of(result: &crate::sweep::results::PointResult) -> Sample {
     let answered_ok = result.status.keys().all(|code| code.starts_with('2'));
     let few_errors = (result.errors as f64) <= 0.01 * (result.requests.max(1) as f64);
+    let known = !result.server.cpu_unavailable && !result.server.remote;
     Sample {
-        rps: result.rps,
+        rps: result.cycle_rps.filter(|r| *r > 0.0).unwrap_or(result.rps),
         p99_us: result.latency_us.p99,
         p99_lower_bound: result.latency_us.lower_bound.contains(LatencyKey::P99) || result.starved,
         ok: result.ok && answered_ok && few_errors,
+        cpu_us: if known {
+            result.server_cpu_us_per_request
+        } else {
+            0.0
+        },
+        rss_kb: result.server.rss_kb,
+        threads: result.server.threads,
+        processes: result.server.processes,
     }
 }
 
 /// The one-point experiment a probe runs: its architecture and pool, the cell's route and
-/// concurrency, the probe's run length.
-fn experiment_for(spec: &MapSpec, cell: &CellSpec, probe: &Probe) -> anyhow::Result<Experiment> {
+/// concurrency, the probe's run length, a window that opens once every connection was answered.
+fn experiment_for(
+    spec: &MapSpec,
+    cell: &CellSpec,
+    cores: u32,
+    probe: &Probe,
+) -> anyhow::Result<Experiment> {
     let workers = probe
         .candidate
         .workers
         .map(|w| w.to_string())
         .unwrap_or_default();
     let timeout_s = (spec.p99_bound_ms / 1000.0 * 2.0).max(2.0);
+    // Connecting every connection and answering each once may take a few cycles of the cell,
+    // and thousands of forks or threads.
+    let cycle_s = cell_of(spec, cell, cores, &[]).cycle_ms() / 1000.0;
+    let settle_s = (3.0 * cycle_s + f64::from(cell.concurrency) / 1000.0).clamp(2.0, 30.0);
     let text = format!(
         "name = \"map\"\narchs = [\"{}\"]\nworkers = [{workers}]\nconcurrency = [{}]\n\
          mode = \"closed\"\nduration = \"{}ms\"\nwarmup = \"{}\"\ntimeout = \"{timeout_s}s\"\n\
-         p99_bound_ms = {}\n[[workload]]\nname = \"cell\"\nroute = \"{}\"\n",
+         settle = \"{settle_s:.3}s\"\np99_bound_ms = {}\n[[workload]]\nname = \"cell\"\nroute = \"{}\"\n",
         probe.candidate.arch.name(),
         cell.concurrency,
         probe.duration_ms,
@@ -149,21 +115,15 @@ fn experiment_for(spec: &MapSpec, cell: &CellSpec, probe: &Probe) -> anyhow::Res
 
 /// The search's view of a cell.
 pub fn cell_of(spec: &MapSpec, cell: &CellSpec, cores: u32, rules: &[(String, u32)]) -> Cell {
-    let base = spec.base_ms().unwrap_or(200);
-    // At least two requests a connection in the first round: a request takes its wait and its
-    // CPU, and, when the cores are the bottleneck, its turn behind the other connections'
-    // CPU (Little's law: N connections at cores / C requests a second).
-    let alone_ms = cell.wait_ms + cell.cpu_us / 1000.0;
-    let queued_ms = f64::from(cell.concurrency) * cell.cpu_us / 1000.0 / f64::from(cores.max(1));
-    let base = base.max((2.0 * alone_ms.max(queued_ms)).ceil() as u32);
     Cell {
         archs: spec.archs.clone(),
         concurrency: cell.concurrency,
-        cores,
+        cores: cores.max(1),
         cpu_us: cell.cpu_us,
         wait_ms: cell.wait_ms,
+        blocking: cell.wait == WaitMode::Blocking,
         p99_bound_us: spec.p99_bound_ms * 1000.0,
-        base_ms: base,
+        base_ms: spec.base_ms().unwrap_or(200),
         rounds: spec.rounds,
         max_pool: spec.max_pool,
         rules: rules.to_vec(),
@@ -206,6 +166,7 @@ pub fn run_map(
         cells: Vec::new(),
         points_measured: 0,
         full_grid_points: 0,
+        summary: String::new(),
     };
     for cell in &cells {
         if options.stop.load(Ordering::SeqCst) {
@@ -264,10 +225,9 @@ pub fn search_cell(
         let rules = rules_for(cores, probe_cell.goetz(), default_pool);
         outcome = search::search(&cell_of(spec, cell, cores, &rules), &mut live)?;
     }
-    let verify = if spec.verify {
-        Some(verify_cell(&probe_cell, &outcome, &mut live)?)
-    } else {
-        None
+    let verify = match (spec.verify, outcome.winner) {
+        (true, Some(_)) => Some(search::verify(&probe_cell, &outcome, &mut live)?),
+        _ => None,
     };
     Some((outcome, verify))
 }
@@ -285,52 +245,8 @@ fn save(
     results.full_grid_points = results.cells.iter().map(|c| c.full_grid_points).sum();
     results.wall_s = previous_wall_s + started.elapsed().as_secs_f64();
     results.finished = utc_timestamp();
-    super::output::write_results(results, &options.out_dir)
-}
-
-/// Measures a cell's full grid at the search's final run length, [`GRID_REPS`] times each, and
-/// the adaptive pick as often, and says whether the pick is inside the grid best's spread.
-fn verify_cell(cell: &Cell, outcome: &Outcome, m: &mut dyn Measure) -> Option<Verify> {
-    let ms = outcome.final_ms;
-    let mut levels: Vec<(Candidate, (f64, f64, f64))> = Vec::new();
-    let level = |c: Candidate, m: &mut dyn Measure| -> Option<(f64, f64, f64)> {
-        let mut xs = Vec::new();
-        for rep in 0..GRID_REPS {
-            let s = m.measure(&Probe {
-                candidate: c,
-                duration_ms: ms,
-                rep,
-            })?;
-            xs.push(s.score(cell.p99_bound_us));
-        }
-        Some(search::mean_min_max(&xs))
-    };
-    for &arch in &cell.archs {
-        let pools: Vec<Option<u32>> = if arch.pooled() {
-            cell.grid_pools().into_iter().map(Some).collect()
-        } else {
-            vec![None]
-        };
-        for workers in pools {
-            let c = Candidate { arch, workers };
-            let l = level(c, m)?;
-            levels.push((c, l));
-        }
-    }
-    let (best, best_l) = levels
-        .iter()
-        .copied()
-        .max_by(|a, b| a.1 .0.total_cmp(&b.1 .0))?;
-    let pick = outcome.winner?;
-    let pick_l = level(pick, m)?;
-    let inside = pick_l.2 >= best_l.1 || pick_l.0 >= best_l.0 * (1.0 - search::WITHIN_BEST);
-    Some(Verify {
-        grid_best: best.label(),
-        grid_best_rps: best_l,
-        pick: pick.label(),
-        pick_rps: pick_l,
-        inside,
-    })
+    results.summary = super::output::summary(results);
+    write_results(results, &options.out_dir)
 }
 
 /// The progress line: cells done, points measured, the time left.

@@ -12,6 +12,7 @@ use crate::usage;
 /// The map presets, by name, as shipped in `experiments/`.
 pub const PRESETS: &[(&str, &str)] = &[
     ("map", include_str!("../../experiments/map.toml")),
+    ("map-wide", include_str!("../../experiments/map-wide.toml")),
     (
         "map-quick",
         include_str!("../../experiments/map-quick.toml"),
@@ -47,8 +48,9 @@ pub struct MapSpec {
     /// The candidate architectures (`"all"` or a list).
     #[serde(default = "all_archs", deserialize_with = "de_archs")]
     pub archs: Vec<Arch>,
-    /// CPU per request, microseconds (C).
-    pub cpu_us: f64,
+    /// CPU per request, microseconds (C): one value or a list, each a map of its own.
+    #[serde(deserialize_with = "de_one_or_many")]
+    pub cpu_us: Vec<f64>,
     /// Wait-to-CPU ratios (W/C): each cell waits `ratio x C`.
     pub ratios: Vec<f64>,
     /// Concurrency levels (connections, closed loop).
@@ -80,6 +82,44 @@ pub struct MapSpec {
     /// spread of the grid's best (slow: for small maps).
     #[serde(default)]
     pub verify: bool,
+}
+
+/// The `/work` route of a workload: whole microseconds of CPU, the wait in whole milliseconds
+/// (`wait_ms`) or, under one, in microseconds (`wait_us`), the wait mode and the spread.
+pub fn work_route(
+    cpu_us: f64,
+    wait_ms: f64,
+    mode: WaitMode,
+    dist: Option<&str>,
+    cv: Option<f64>,
+) -> String {
+    let wait = if wait_ms.fract() == 0.0 {
+        format!("wait_ms={wait_ms}")
+    } else {
+        format!("wait_us={}", (wait_ms * 1000.0).round())
+    };
+    let mut route = format!("/work?cpu_us={cpu_us}&{wait}&wait={}", mode.name());
+    if let Some(dist) = dist.filter(|d| *d != "const") {
+        route.push_str(&format!("&dist={dist}"));
+        if let Some(cv) = cv {
+            route.push_str(&format!("&cv={cv}"));
+        }
+    }
+    route
+}
+
+/// A number or a list of numbers.
+fn de_one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(f64),
+        Many(Vec<f64>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(x) => vec![x],
+        OneOrMany::Many(xs) => xs,
+    })
 }
 
 fn all_archs() -> Vec<Arch> {
@@ -152,32 +192,41 @@ impl MapSpec {
         if self.archs.is_empty() {
             return Err("archs: none given".into());
         }
-        if !(1.0..=10_000_000.0).contains(&self.cpu_us) {
-            return Err(format!("cpu_us = {}: must be in 1..=10000000", self.cpu_us));
+        if self.cpu_us.is_empty()
+            || self.ratios.is_empty()
+            || self.concurrency.is_empty()
+            || self.waits.is_empty()
+        {
+            return Err(
+                "cpu_us, ratios, concurrency and waits each need at least one value".into(),
+            );
         }
-        if self.ratios.is_empty() || self.concurrency.is_empty() || self.waits.is_empty() {
-            return Err("ratios, concurrency and waits each need at least one value".into());
-        }
-        for &r in &self.ratios {
-            let wait_ms = r * self.cpu_us / 1000.0;
-            if !(r >= 0.0 && wait_ms <= 60_000.0) {
+        for &cpu_us in &self.cpu_us {
+            if !(1.0..=10_000_000.0).contains(&cpu_us) || cpu_us.fract() != 0.0 {
                 return Err(format!(
-                    "ratios: {r} gives a wait of {wait_ms} ms; a ratio is >= 0 and a wait at most 60000 ms"
+                    "cpu_us = {cpu_us}: whole microseconds in 1..=10000000"
                 ));
             }
-            if wait_ms.fract() != 0.0 {
-                return Err(format!(
-                    "ratios: {r} x cpu_us {} gives a wait of {wait_ms} ms; /work waits whole milliseconds",
-                    self.cpu_us
-                ));
+            for &r in &self.ratios {
+                let wait_ms = r * cpu_us / 1000.0;
+                if !(r >= 0.0 && wait_ms <= 60_000.0) {
+                    return Err(format!(
+                        "ratios: {r} gives a wait of {wait_ms} ms; a ratio is >= 0 and a wait at most 60000 ms"
+                    ));
+                }
+                if (wait_ms * 1000.0).fract() != 0.0 {
+                    return Err(format!(
+                        "ratios: {r} x cpu_us {cpu_us} gives a wait of {wait_ms} ms; /work waits whole microseconds"
+                    ));
+                }
             }
         }
         if let Some(&c) = self
             .concurrency
             .iter()
-            .find(|&&c| !(1..=100_000).contains(&c))
+            .find(|&&c| !(1..=10_000).contains(&c))
         {
-            return Err(format!("concurrency: {c} is not in 1..=100000"));
+            return Err(format!("concurrency: {c} is not in 1..=10000"));
         }
         if let Some(dist) = &self.dist {
             if !["const", "exp", "lognormal"].contains(&dist.as_str()) {
@@ -210,38 +259,40 @@ impl MapSpec {
         parse_seconds(&self.base).map(|s| (s * 1000.0).round() as u32)
     }
 
-    /// The cells, map by map (wait mode), then by ratio, then by concurrency.
+    /// The cells, map by map (wait mode, then CPU), then by ratio, then by concurrency.
     pub fn cells(&self) -> Vec<CellSpec> {
         let mut cells = Vec::new();
         for &wait in &self.waits {
-            for &ratio in &self.ratios {
-                for &concurrency in &self.concurrency {
-                    let wait_ms = ratio * self.cpu_us / 1000.0;
-                    let mut route = format!(
-                        "/work?cpu_us={}&wait_ms={}&wait={}",
-                        self.cpu_us,
-                        wait_ms,
-                        wait.name()
-                    );
-                    if let Some(dist) = &self.dist {
-                        route.push_str(&format!("&dist={dist}"));
-                        if let Some(cv) = self.cv {
-                            route.push_str(&format!("&cv={cv}"));
-                        }
+            for &cpu_us in &self.cpu_us {
+                for &ratio in &self.ratios {
+                    for &concurrency in &self.concurrency {
+                        cells.push(self.cell(wait, cpu_us, ratio, concurrency));
                     }
-                    cells.push(CellSpec {
-                        wait,
-                        ratio,
-                        concurrency,
-                        cpu_us: self.cpu_us,
-                        wait_ms,
-                        route,
-                        key: format!("{}-r{ratio}-c{concurrency}", wait.name()),
-                    });
                 }
             }
         }
         cells
+    }
+
+    /// One cell: its `/work` route and its key (`async-r10-c64`, with `-u200` for the CPU
+    /// when the map has several).
+    fn cell(&self, mode: WaitMode, cpu_us: f64, ratio: f64, concurrency: u32) -> CellSpec {
+        let wait_ms = ratio * cpu_us / 1000.0;
+        let route = work_route(cpu_us, wait_ms, mode, self.dist.as_deref(), self.cv);
+        let cpu = if self.cpu_us.len() > 1 {
+            format!("-u{cpu_us}")
+        } else {
+            String::new()
+        };
+        CellSpec {
+            wait: mode,
+            ratio,
+            concurrency,
+            cpu_us,
+            wait_ms,
+            route,
+            key: format!("{}{cpu}-r{ratio}-c{concurrency}", mode.name()),
+        }
     }
 }
 
@@ -261,6 +312,17 @@ mod tests {
         assert!(quick.cells().iter().all(|c| c.wait == WaitMode::Async));
         let full = MapSpec::load("map").unwrap();
         assert!(full.cells().iter().any(|c| c.wait == WaitMode::Blocking));
+        let wide = MapSpec::load("map-wide").unwrap();
+        assert_eq!(wide.cells().len(), 54);
+        assert_eq!(wide.cells()[0].key, "async-u20-r0-c16");
+        assert_eq!(
+            wide.cells()[53].route,
+            "/work?cpu_us=2000&wait_ms=200&wait=blocking"
+        );
+        assert_eq!(
+            wide.cells()[3].route,
+            "/work?cpu_us=20&wait_us=200&wait=async"
+        );
     }
 
     #[test]
@@ -283,6 +345,10 @@ mod tests {
     fn bad_maps_are_one_line() {
         for (bad, says) in [
             ("cpu_us=0\nratios=[1]\nconcurrency=[1]", "cpu_us"),
+            ("cpu_us=[20, 0.5]\nratios=[1]\nconcurrency=[1]", "cpu_us"),
+            ("cpu_us=[]\nratios=[1]\nconcurrency=[1]", "cpu_us"),
+            ("cpu_us=20\nratios=[1]\nconcurrency=[10001]", "concurrency"),
+            ("cpu_us=3\nratios=[0.5]\nconcurrency=[1]", "microseconds"),
             ("cpu_us=1000\nratios=[100000]\nconcurrency=[1]", "ratios"),
             ("cpu_us=1000\nratios=[1]\nconcurrency=[0]", "concurrency"),
             (

@@ -135,6 +135,10 @@ mod tests {
                 p99_us: 4000.0,
                 p99_lower_bound: false,
                 ok: true,
+                cpu_us: 210.5,
+                rss_kb: 8192,
+                threads: 3,
+                processes: 1,
             },
             failure: None,
         }

@@ -213,19 +213,22 @@ impl Workload {
     }
 }
 
-/// The wait a route asks for, in ms: `M` from `/sleep?ms=M`, `W` from `/work?wait_ms=W` (its
-/// mean, whatever its spread).
+/// The wait a route asks for, in ms: `M` from `/sleep?ms=M`, `W` from `/work?wait_ms=W` or
+/// `/work?wait_us=U` (its mean, whatever its spread).
 pub fn sleep_ms_of_route(route: &str) -> Option<f64> {
     let (path, query) = route.split_once('?')?;
-    let key = match path {
-        "/sleep" => "ms=",
-        "/work" => "wait_ms=",
+    let keys: &[(&str, f64)] = match path {
+        "/sleep" => &[("ms=", 1.0)],
+        "/work" => &[("wait_ms=", 1.0), ("wait_us=", 0.001)],
         _ => return None,
     };
-    query
-        .split('&')
-        .find_map(|kv| kv.strip_prefix(key))
-        .and_then(|v| v.parse().ok())
+    query.split('&').find_map(|kv| {
+        keys.iter().find_map(|(key, scale)| {
+            kv.strip_prefix(key)
+                .and_then(|v| v.parse::<f64>().ok())
+                .map(|v| v * scale)
+        })
+    })
 }
 
 /// Something an experiment needs installed (a runtime, a package), checked before anything

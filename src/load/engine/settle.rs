@@ -48,13 +48,14 @@ impl Settle {
         let ns = u64::try_from(now.saturating_duration_since(self.start).as_nanos())
             .unwrap_or(u64::MAX - 1)
             + 1;
-        let opened = match self
-            .opened_ns
-            .compare_exchange(0, ns, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => ns,
-            Err(first) => first,
-        };
+        let opened =
+            match self
+                .opened_ns
+                .compare_exchange(0, ns, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => ns,
+                Err(first) => first,
+            };
         Some(self.start + Duration::from_nanos(opened - 1))
     }
 

@@ -337,6 +337,8 @@ mod tests {
             requests: 97,
             duration_s: 1.0,
             rps: 97.0,
+            cycle_rps: None,
+            responses_read: 97,
             latency_us: latency,
             latency_uncorrected_us: None,
             latency_answered_us: LatencySummary {

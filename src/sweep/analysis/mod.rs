@@ -43,9 +43,11 @@ pub fn finalize(results: &mut SweepResults) {
         // warn only at the looser bound, and never call it starved.
         let closed = experiment.mode == LoadMode::Closed;
         let keepalive = keepalive && closed;
-        point.in_flight_ratio = (point.ok && point.rps > 0.0).then(|| {
-            requests_in_flight(point.rps, point.latency_us.mean) / f64::from(point.concurrency)
-        });
+        // Little's law needs the throughput of whole cycles where it was counted: a window
+        // that ends mid-cycle undercounts the responses per second, not the requests in flight.
+        let rps = point.cycle_rps.filter(|r| *r > 0.0).unwrap_or(point.rps);
+        point.in_flight_ratio = (point.ok && rps > 0.0)
+            .then(|| requests_in_flight(rps, point.latency_us.mean) / f64::from(point.concurrency));
         // Requests never answered: in flight when the run ended, or timed out. Only a closed
         // loop holds a connection's next request back behind them.
         let stuck = if closed {
@@ -56,7 +58,7 @@ pub fn finalize(results: &mut SweepResults) {
         point.starved = closed
             && point.ok
             && fell_short(
-                point.rps,
+                rps,
                 point.latency_us.mean,
                 point.concurrency,
                 keepalive,
@@ -65,7 +67,7 @@ pub fn finalize(results: &mut SweepResults) {
         point.warnings.retain(|w| !w.starts_with("Little's law"));
         if experiment.mode != LoadMode::Rate {
             if let Some(w) = little_warning(
-                point.rps,
+                rps,
                 point.latency_us.mean,
                 point.concurrency,
                 point.errors,

@@ -1,0 +1,224 @@
+//! The verdict between measured candidates: the most throughput whose p99 meets the bound, and,
+//! among those inside the best's throughput spread, the lower p99, then the lower CPU per
+//! request, then the smaller memory. Pure functions over [`Level`]s, which [`super::search`]
+//! builds from its samples; a tie is named only when nothing tells the candidates apart.
+
+use serde::{Deserialize, Serialize};
+
+/// Two throughputs closer than this fraction are indistinguishable, whatever their spread.
+pub const TIE_FRACTION: f64 = 0.03;
+/// A p99 within this fraction of the lowest is as good: a p99 is one sample of the slowest
+/// hundredth, and two runs of one server differ by about this much.
+pub const P99_TOLERANCE: f64 = 0.20;
+/// CPU per request within this fraction of the lowest is as good (a shared machine's noise).
+pub const CPU_TOLERANCE: f64 = 0.10;
+/// Peak memory within this fraction of the smallest is as good.
+pub const MEMORY_TOLERANCE: f64 = 0.25;
+
+/// What one candidate measured, over its repetitions.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Level {
+    /// (mean, min, max) of the throughput that counts (0 where the p99 missed the bound).
+    pub rps: (f64, f64, f64),
+    /// Mean p99, microseconds.
+    pub p99_us: f64,
+    /// Mean server CPU per request, microseconds (0: not measured).
+    pub cpu_us: f64,
+    /// Mean peak RSS of the server, KiB (0: not measured).
+    pub rss_kb: f64,
+}
+
+/// The figure that told the winner from the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Figure {
+    Throughput,
+    P99,
+    Cpu,
+    Memory,
+}
+
+impl Figure {
+    pub fn name(self) -> &'static str {
+        match self {
+            Figure::Throughput => "throughput",
+            Figure::P99 => "p99",
+            Figure::Cpu => "CPU per request",
+            Figure::Memory => "memory",
+        }
+    }
+}
+
+/// The verdict over some levels, by index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ranking {
+    pub winner: usize,
+    /// Indistinguishable from the winner on every figure.
+    pub ties: Vec<usize>,
+    /// The figure that left the winner alone (`None`: a tie).
+    pub decided_by: Option<Figure>,
+    /// Inside the best's throughput spread (the winner among them).
+    pub contenders: Vec<usize>,
+}
+
+/// Whether two (mean, min, max) throughputs cannot be told apart: their ranges overlap, or
+/// their means are within [`TIE_FRACTION`].
+pub fn indistinguishable(a: (f64, f64, f64), b: (f64, f64, f64)) -> bool {
+    let top = a.0.max(b.0);
+    if top <= 0.0 {
+        return true;
+    }
+    (a.0 - b.0).abs() <= TIE_FRACTION * top || (a.1 <= b.2 && b.1 <= a.2)
+}
+
+/// A figure, how to read it off a level, and its tolerance.
+type FigureRule = (Figure, fn(&Level) -> f64, f64);
+
+/// Of `alive` (indices into `levels`), those that each figure in turn (p99, CPU per request,
+/// memory) keeps within its tolerance of the best among them, and the figure that left one
+/// alone, if one did. A figure not measured for some of them cannot tell them apart.
+pub fn cheapest(levels: &[Level], mut alive: Vec<usize>) -> (Vec<usize>, Option<Figure>) {
+    let figures: [FigureRule; 3] = [
+        (Figure::P99, |l| l.p99_us, P99_TOLERANCE),
+        (Figure::Cpu, |l| l.cpu_us, CPU_TOLERANCE),
+        (Figure::Memory, |l| l.rss_kb, MEMORY_TOLERANCE),
+    ];
+    let mut decided_by = None;
+    for (figure, value, tolerance) in figures {
+        if alive.len() <= 1 {
+            break;
+        }
+        if alive.iter().any(|&i| value(&levels[i]) <= 0.0) {
+            continue;
+        }
+        let lowest = alive
+            .iter()
+            .map(|&i| value(&levels[i]))
+            .fold(f64::INFINITY, f64::min);
+        alive.retain(|&i| value(&levels[i]) <= lowest * (1.0 + tolerance));
+        if alive.len() == 1 {
+            decided_by = Some(figure);
+        }
+    }
+    (alive, decided_by)
+}
+
+/// Ranks `levels`: `None` when none has throughput that counts. The contenders are those
+/// indistinguishable from the most throughput; each figure in turn (p99, CPU per request,
+/// memory) keeps those within its tolerance of the contenders' best; the winner is the
+/// survivor with the most throughput, the other survivors its ties.
+pub fn rank(levels: &[Level]) -> Option<Ranking> {
+    let best = (0..levels.len())
+        .filter(|&i| levels[i].rps.0 > 0.0)
+        .max_by(|&a, &b| levels[a].rps.0.total_cmp(&levels[b].rps.0))?;
+    let contenders: Vec<usize> = (0..levels.len())
+        .filter(|&i| levels[i].rps.0 > 0.0 && indistinguishable(levels[best].rps, levels[i].rps))
+        .collect();
+    let (alive, by_cost) = cheapest(levels, contenders.clone());
+    let decided_by = if contenders.len() == 1 {
+        Some(Figure::Throughput)
+    } else {
+        by_cost
+    };
+    let winner = *alive
+        .iter()
+        .max_by(|&&a, &&b| levels[a].rps.0.total_cmp(&levels[b].rps.0))
+        .expect("the contenders hold the best");
+    let ties = alive.into_iter().filter(|&i| i != winner).collect();
+    Some(Ranking {
+        winner,
+        ties,
+        decided_by,
+        contenders,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn level(rps: f64, p99_ms: f64, cpu_us: f64, rss_mb: f64) -> Level {
+        Level {
+            rps: (rps, rps, rps),
+            p99_us: p99_ms * 1000.0,
+            cpu_us,
+            rss_kb: rss_mb * 1024.0,
+        }
+    }
+
+    #[test]
+    fn throughput_decides_when_one_is_clearly_ahead() {
+        let r = rank(&[
+            level(1000.0, 50.0, 100.0, 8.0),
+            level(1500.0, 90.0, 300.0, 700.0),
+        ])
+        .unwrap();
+        assert_eq!((r.winner, r.decided_by), (1, Some(Figure::Throughput)));
+        assert!(r.ties.is_empty());
+        assert_eq!(r.contenders, vec![1]);
+    }
+
+    #[test]
+    fn inside_the_spread_the_lower_p99_then_cpu_then_memory_decides() {
+        // The case: reactors/2 1,839 req/s p99 157 ms 8 MB; prethreaded/256 1,801
+        // p99 256 ms; forking 1,774 p99 512 ms 719 MB.
+        let levels = [
+            level(1801.0, 256.0, 1100.0, 40.0),
+            level(1839.0, 157.0, 1070.0, 8.0),
+            level(1774.0, 512.0, 1180.0, 719.0),
+        ];
+        let r = rank(&levels).unwrap();
+        assert_eq!((r.winner, r.decided_by), (1, Some(Figure::P99)));
+        // Forking, 3.5% behind, is outside the spread: throughput alone leaves it out.
+        assert_eq!(r.contenders, vec![0, 1]);
+        // Same p99s: the CPU decides; same CPU too: the memory.
+        let cpu = [
+            level(1800.0, 150.0, 1200.0, 8.0),
+            level(1790.0, 160.0, 1000.0, 9.0),
+        ];
+        assert_eq!(rank(&cpu).unwrap().decided_by, Some(Figure::Cpu));
+        assert_eq!(rank(&cpu).unwrap().winner, 1);
+        let memory = [
+            level(1800.0, 150.0, 1000.0, 719.0),
+            level(1790.0, 160.0, 1020.0, 8.0),
+        ];
+        let r = rank(&memory).unwrap();
+        assert_eq!((r.winner, r.decided_by), (1, Some(Figure::Memory)));
+    }
+
+    #[test]
+    fn a_tie_only_when_every_figure_agrees_and_none_when_nothing_counts() {
+        let r = rank(&[
+            level(1000.0, 50.0, 100.0, 8.0),
+            level(990.0, 52.0, 104.0, 9.0),
+        ])
+        .unwrap();
+        assert_eq!((r.winner, r.ties.clone(), r.decided_by), (0, vec![1], None));
+        // An unmeasured figure cannot decide: the next one does.
+        let r = rank(&[
+            level(1000.0, 50.0, 0.0, 8.0),
+            level(990.0, 52.0, 104.0, 90.0),
+        ])
+        .unwrap();
+        assert_eq!((r.winner, r.decided_by), (0, Some(Figure::Memory)));
+        assert_eq!(rank(&[level(0.0, 5.0, 1.0, 1.0)]), None);
+        assert_eq!(rank(&[]), None);
+    }
+
+    #[test]
+    fn ranges_that_overlap_are_indistinguishable() {
+        assert!(indistinguishable(
+            (100.0, 90.0, 110.0),
+            (120.0, 105.0, 130.0)
+        ));
+        assert!(!indistinguishable(
+            (100.0, 99.0, 101.0),
+            (120.0, 119.0, 121.0)
+        ));
+        assert!(indistinguishable(
+            (100.0, 100.0, 100.0),
+            (102.0, 102.0, 102.0)
+        ));
+        assert!(indistinguishable((0.0, 0.0, 0.0), (0.0, 0.0, 0.0)));
+    }
+}

@@ -1,0 +1,64 @@
+//! What a map run holds, as data both the run ([`super::run`]) and the outputs
+//! ([`super::output`]) read: `results.json`'s shape, and its atomic write.
+
+use std::path::Path;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use super::search::{Outcome, Verify};
+use super::spec::{CellSpec, MapSpec};
+use super::store::PointRecord;
+use crate::sweep::results::Machine;
+
+pub const RESULTS_FILE: &str = "results.json";
+
+/// What a map run wrote: `results.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MapResults {
+    pub version: u32,
+    /// The preset or file the map came from.
+    pub source: String,
+    pub spec: MapSpec,
+    pub machine: Machine,
+    pub started: String,
+    pub finished: String,
+    /// True when some cell was not searched (the run was stopped).
+    pub interrupted: bool,
+    /// Wall time of the run, summed over its resumptions, in seconds.
+    pub wall_s: f64,
+    pub cells: Vec<CellResult>,
+    /// Points measured in all, and how many the full grid of every cell would have needed.
+    pub points_measured: usize,
+    pub full_grid_points: usize,
+    /// What the map shows, in a paragraph computed from the cells.
+    #[serde(default)]
+    pub summary: String,
+}
+
+/// One cell's answer and its evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellResult {
+    pub cell: CellSpec,
+    /// `None`: the cell was not searched (interrupted).
+    pub outcome: Option<Outcome>,
+    /// Goetz's pool for the cell, `cores x (1 + W/C)`.
+    pub goetz: u32,
+    /// Every point measured for the cell.
+    pub points: Vec<PointRecord>,
+    pub points_measured: usize,
+    pub full_grid_points: usize,
+    /// The full measurement the pick was checked against (`verify = true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<Verify>,
+}
+
+/// Writes `results.json` atomically (a temporary file, then a rename).
+pub fn write_results(results: &MapResults, dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(RESULTS_FILE);
+    let tmp = dir.join(format!("{RESULTS_FILE}.tmp"));
+    std::fs::write(&tmp, serde_json::to_string_pretty(results)?)
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))
+}
