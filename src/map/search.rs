@@ -28,12 +28,16 @@ pub const GRID_REPS: u32 = 3;
 const LOWER_BOUND_CYCLES: f64 = 10.0;
 /// The first round's window holds at least this many cycles of every connection.
 const FIRST_ROUND_CYCLES: f64 = 3.0;
+/// A window shorter than this many of a candidate's own cycles is measured again, longer.
+const OWN_CYCLES: f64 = 2.0;
 /// Verification runs each candidate this long (or three cycles, if longer), twice for the
 /// pick and those close to the best.
 pub const VERIFY_MS: u32 = 3000;
 /// The repetition numbers verification's probes carry (this and the next), apart from the
 /// search's own.
 const VERIFY_REP: u32 = 9;
+/// At most this many candidates run a second time in the halving's last round.
+const SECOND_RUNS: usize = 4;
 /// The longest window the search asks for.
 const MAX_WINDOW_MS: u32 = 60_000;
 
@@ -419,14 +423,15 @@ impl Search<'_> {
         Some(sample)
     }
 
-    /// Whether a window held fewer than three of the candidate's own cycles (N over its
-    /// throughput): a slower server than the bound's needs a longer window for the same
-    /// count of whole cycles.
+    /// Whether a window held fewer than two of the candidate's own cycles (N over its
+    /// throughput): a server much slower than the bound needs a longer window for whole
+    /// cycles of every connection. (Three of the bound's cycles open the search; a server
+    /// near the bound is not measured again for missing it by a little.)
     fn too_short(&self, sample: &Sample, window_ms: u32) -> bool {
         sample.ok
             && sample.rps > 0.0
             && f64::from(window_ms)
-                < FIRST_ROUND_CYCLES * f64::from(self.cell.concurrency) / sample.rps * 1000.0
+                < OWN_CYCLES * f64::from(self.cell.concurrency) / sample.rps * 1000.0
     }
 
     /// One measurement, asked of the source once (a lengthened window may be one a later
@@ -477,18 +482,25 @@ impl Search<'_> {
                 self.run(c, ms, 0)?;
             }
             self.sort(&mut alive);
-            let at_bound = self.at_bound(alive[0]);
-            if rounds >= self.cell.rounds || alive.len() <= 2 || at_bound {
-                self.second_runs(&mut alive, ms)?;
-                return Some((alive, rounds, ms));
-            }
             let leader = self.level(alive[0]).rps;
             let keep = alive.len().div_ceil(2);
-            let rest = alive.split_off(keep);
-            alive.extend(
+            let mut next = alive.clone();
+            let rest = next.split_off(keep);
+            next.extend(
                 rest.into_iter()
                     .filter(|c| leader.0 > 0.0 && indistinguishable(leader, self.level(*c).rps)),
             );
+            // Nothing more to learn from longer runs: the leader is at the bound, or every
+            // candidate kept is already indistinguishable from it.
+            let settled = self.at_bound(alive[0])
+                || next
+                    .iter()
+                    .all(|c| indistinguishable(leader, self.level(*c).rps));
+            if rounds >= self.cell.rounds || alive.len() <= 2 || settled {
+                self.second_runs(&mut alive, ms)?;
+                return Some((alive, rounds, ms));
+            }
+            alive = next;
             ms = window_ms(f64::from(ms) * 2.0);
         }
     }
@@ -499,14 +511,18 @@ impl Search<'_> {
         l.0 > 0.0 && l.2.max(l.0) >= self.cell.bound_rps() * (1.0 - TIE_FRACTION)
     }
 
-    /// A second run of the leader and of those close to it, for their spread and their costs.
+    /// A second run of the leader and of the few closest to it (within 10%), for their
+    /// spread and their costs.
     fn second_runs(&mut self, alive: &mut [Candidate], ms: u32) -> Option<()> {
         let top = self.level(alive[0]).rps.0;
-        let all: Vec<Candidate> = alive.to_owned();
-        for c in all {
-            if self.level(c).rps.0 >= top * 0.9 && top > 0.0 {
-                self.run(c, ms, 1)?;
-            }
+        let close: Vec<Candidate> = alive
+            .iter()
+            .copied()
+            .filter(|c| top > 0.0 && self.level(*c).rps.0 >= top * 0.9)
+            .take(SECOND_RUNS)
+            .collect();
+        for c in close {
+            self.run(c, ms, 1)?;
         }
         self.sort(alive);
         Some(())
@@ -626,7 +642,7 @@ fn rules_candidates(cell: &Cell, winner: Candidate) -> Vec<Candidate> {
         .iter()
         .map(|(_, w)| Candidate {
             arch: winner.arch,
-            workers: Some((*w).clamp(1, cell.max_pool)),
+            workers: Some((*w).clamp(1, cell.pool_cap())),
         })
         .collect()
 }

@@ -336,8 +336,8 @@ impl<'p, 'a> Worker<'p, 'a> {
         let end = Instant::now();
         let window_end = window_end.unwrap_or(end);
         self.elapsed = window_end.saturating_duration_since(self.window_start.unwrap_or(start));
-        self.recorder.set_cycle_rate(
-            settle::cycle_rate(self.connections.iter().map(|c| &c.cycles)),
+        self.recorder.set_cycles(
+            settle::CycleTotals::of(self.connections.iter().map(|c| &c.cycles)),
             self.connections.iter().map(|c| c.answered).sum(),
         );
         self.censor(end, window_end);

@@ -71,10 +71,14 @@ impl Recorder {
         self.window_start = start;
     }
 
-    /// The throughput of the worker's connections in whole cycles (see
-    /// [`crate::load::engine::settle::cycle_rate`]), and every response they read.
-    pub fn set_cycle_rate(&mut self, rate: f64, responses_read: u64) {
-        self.stats.cycle_rps = rate;
+    /// The whole cycles of the worker's connections (see
+    /// [`crate::load::engine::settle::CycleTotals`]), and every response they read.
+    pub fn set_cycles(
+        &mut self,
+        cycles: crate::load::engine::settle::CycleTotals,
+        responses_read: u64,
+    ) {
+        self.stats.cycles = cycles;
         self.stats.responses_read = responses_read;
     }
 

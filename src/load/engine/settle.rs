@@ -2,7 +2,7 @@
 //! the run has been answered once (or a time limit passed), so that connecting thousands of
 //! sockets and the first requests behind them are part of the plan, not of the window. Shared
 //! by the workers of one run through [`Settle`]; each [`super::connection::Connection`] keeps
-//! its own [`CycleSpan`], from which [`cycle_rate`] counts throughput in whole cycles.
+//! its own [`CycleSpan`], from which [`CycleTotals`] counts throughput in whole cycles.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -71,8 +71,8 @@ impl Settle {
 }
 
 /// One connection's responses of the window: how many, from the send of the first to the
-/// arrival of the last. In a closed loop each response starts the next cycle, so
-/// `count / span` is the connection's rate in whole cycles, whatever the window's phase.
+/// arrival of the last. In a closed loop each response starts the next cycle, so the span
+/// holds `count` whole cycles, whatever the window's phase.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct CycleSpan {
     first_sent: Option<Instant>,
@@ -89,23 +89,56 @@ impl CycleSpan {
         self.count += 1;
     }
 
-    /// The connection's responses per second over its span (0 with none).
-    pub fn rate(&self) -> f64 {
+    /// The whole cycles and the seconds they took (0 and 0 with none).
+    pub fn cycles(&self) -> (u64, f64) {
         match (self.first_sent, self.last_done) {
-            (Some(first), Some(last)) if last > first => {
-                self.count as f64 / (last - first).as_secs_f64()
-            }
-            _ => 0.0,
+            (Some(first), Some(last)) if last > first => (self.count, (last - first).as_secs_f64()),
+            _ => (0, 0.0),
         }
     }
 }
 
-/// The throughput of a set of closed-loop connections counted in whole cycles: the sum of
-/// their rates. A window that ends in the middle of every connection's cycle (all of them in
-/// step, as a constant workload keeps them) counts no partial cycle, where responses over the
-/// window's length would miss up to one cycle of every connection.
-pub fn cycle_rate<'a>(spans: impl IntoIterator<Item = &'a CycleSpan>) -> f64 {
-    spans.into_iter().map(CycleSpan::rate).sum()
+/// Whole cycles and their seconds, summed over connections: a connection's mean cycle is
+/// `seconds / cycles`, and `connections x cycles / seconds` the throughput they make.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CycleTotals {
+    pub cycles: u64,
+    pub seconds: f64,
+    pub connections: u64,
+}
+
+impl CycleTotals {
+    /// The totals of some connections' spans.
+    pub fn of<'a>(spans: impl IntoIterator<Item = &'a CycleSpan>) -> CycleTotals {
+        let mut totals = CycleTotals::default();
+        for span in spans {
+            let (cycles, seconds) = span.cycles();
+            totals.cycles += cycles;
+            totals.seconds += seconds;
+            totals.connections += 1;
+        }
+        totals
+    }
+
+    pub fn merge(&mut self, other: &CycleTotals) {
+        self.cycles += other.cycles;
+        self.seconds += other.seconds;
+        self.connections += other.connections;
+    }
+
+    /// Throughput in whole cycles: every connection at the mean cycle, `connections x cycles /
+    /// seconds`. A window that ends in the middle of every connection's cycle (all of them in
+    /// step, as a constant workload keeps them) counts no partial cycle, where responses over
+    /// the window's length miss up to one cycle of every connection. The ratio of the sums, not
+    /// the sum of each connection's ratio: one connection's single quick answer does not stand
+    /// for a fast connection (the mean of 1/R is above 1 over the mean of R).
+    pub fn rate(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.connections as f64 * self.cycles as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
 }
 
 #[cfg(test)]
@@ -147,8 +180,28 @@ mod tests {
             .collect();
         let naive = 16.0 * 3.0 / 0.4;
         assert_eq!(naive, 120.0);
-        let rate = cycle_rate(&spans);
+        let rate = CycleTotals::of(&spans).rate();
         assert!((rate - 16.0 / 0.101).abs() < 1e-6, "{rate}");
-        assert_eq!(CycleSpan::default().rate(), 0.0);
+        assert_eq!(CycleSpan::default().cycles(), (0, 0.0));
+        assert_eq!(CycleTotals::default().rate(), 0.0);
+    }
+
+    #[test]
+    fn unequal_cycles_make_the_throughput_of_their_mean() {
+        // One answer in 10 ms, one in 100 ms: two connections at a mean cycle of 55 ms make
+        // 36.4/s, not the 110/s of adding each one's own rate.
+        let t = Instant::now();
+        let mut fast = CycleSpan::default();
+        fast.add(t, t + MS(10));
+        let mut slow = CycleSpan::default();
+        slow.add(t, t + MS(100));
+        let mut totals = CycleTotals::of([&fast]);
+        totals.merge(&CycleTotals::of([&slow]));
+        assert_eq!((totals.cycles, totals.connections), (2, 2));
+        assert!(
+            (totals.rate() - 2.0 / 0.055).abs() < 1e-9,
+            "{}",
+            totals.rate()
+        );
     }
 }

@@ -706,9 +706,9 @@ pub struct ThreadStats {
     pub steps: Option<crate::load::stats::steps::StepRecorder>,
     /// `--engine uring`: how long received responses waited to be handled.
     pub hold: Hold,
-    /// Closed loop: responses per second counted in whole cycles, summed over connections
-    /// (see [`crate::load::engine::settle::cycle_rate`]).
-    pub cycle_rps: f64,
+    /// Closed loop: the connections' whole cycles and their seconds (see
+    /// [`crate::load::engine::settle::CycleTotals`]).
+    pub cycles: crate::load::engine::settle::CycleTotals,
     /// Every response read, counted or not (a settling run's first answers and the drain's
     /// included): what the server answered while the run lasted.
     pub responses_read: u64,
@@ -771,7 +771,7 @@ impl ThreadStats {
             urls: None,
             steps: None,
             hold: Hold::default(),
-            cycle_rps: 0.0,
+            cycles: Default::default(),
             responses_read: 0,
         }
     }
@@ -814,7 +814,7 @@ impl ThreadStats {
             _ => {}
         }
         self.handshakes_resumed += other.handshakes_resumed;
-        self.cycle_rps += other.cycle_rps;
+        self.cycles.merge(&other.cycles);
         self.responses_read += other.responses_read;
         self.hold.merge(&other.hold);
         self.requests += other.requests;
