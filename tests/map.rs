@@ -89,7 +89,8 @@ fn map_quick_runs_end_to_end() {
             (outcome["bound_rps"].as_f64().unwrap() - bound).abs() < 1e-6,
             "{cell}"
         );
-        assert!(rps <= bound * 1.02, "above the physical bound: {cell}");
+        // (Within the measurement's own noise: a window of a few hundred ms.)
+        assert!(rps <= bound * 1.05, "above the physical bound: {cell}");
         // Every candidate shown carries what it cost.
         let candidates = outcome["candidates"].as_array().unwrap();
         assert!(!candidates.is_empty(), "{cell}");

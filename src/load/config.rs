@@ -525,10 +525,6 @@ impl LoadConfig {
             }
             Some(text) => parse_duration(text).map_err(|e| usage(format!("--gather: {e}")))?,
         };
-        let settle = match &args.settle {
-            None => None,
-            Some(text) => Some(parse_duration(text).map_err(|e| usage(format!("--settle: {e}")))?),
-        };
         // Out-of-range numbers saturate so that `validate` (not a cast) reports them.
         let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         let mut config = LoadConfig {
@@ -552,7 +548,11 @@ impl LoadConfig {
             gather,
             urls,
             plan,
-            settle,
+            settle: args
+                .settle
+                .as_deref()
+                .map(|text| parse_duration(text).map_err(|e| usage(format!("--settle: {e}"))))
+                .transpose()?,
         };
         config.validate()?;
         config.threads = config.threads.min(config.connections);

@@ -117,34 +117,26 @@ fn duration_ms(flag: &str, text: &str) -> anyhow::Result<f64> {
         })
 }
 
-/// Runs `sweetspot advise`.
-pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let p99_bound_ms = duration_ms("p99", &args.p99)?;
-    let archs: Vec<Arch> = if args.archs.is_empty() {
-        Arch::all().to_vec()
-    } else {
-        args.archs
-            .iter()
-            .map(|n| {
-                Arch::from_name(n.trim()).ok_or_else(|| {
-                    usage(format!(
-                        "--archs: unknown architecture {n:?} ({})",
-                        Arch::names()
-                    ))
-                })
+/// The candidate architectures: `--archs`, or every one.
+fn archs_of(args: &AdviseArgs) -> anyhow::Result<Vec<Arch>> {
+    if args.archs.is_empty() {
+        return Ok(Arch::all().to_vec());
+    }
+    args.archs
+        .iter()
+        .map(|n| {
+            Arch::from_name(n.trim()).ok_or_else(|| {
+                usage(format!(
+                    "--archs: unknown architecture {n:?} ({})",
+                    Arch::names()
+                ))
             })
-            .collect::<anyhow::Result<_>>()?
-    };
-    if !(1..=100_000).contains(&args.concurrency) {
-        return Err(usage("--concurrency: from 1 to 100000"));
-    }
-    if !["const", "exp", "lognormal"].contains(&args.dist.as_str()) {
-        return Err(usage(format!(
-            "--dist {:?}: const, exp or lognormal",
-            args.dist
-        )));
-    }
+        })
+        .collect()
+}
+
+/// The workload's CPU (us) and wait (ms): as given, or from a running server's profile.
+fn workload_of(args: &AdviseArgs) -> anyhow::Result<(f64, f64, Option<Profile>)> {
     let profile = match (&args.from, args.pid) {
         (Some(url), Some(pid)) => Some(profile(url, pid)?),
         _ => None,
@@ -159,6 +151,24 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
     if !(1.0..=10_000_000.0).contains(&cpu_us) || !(0.0..=60_000.0).contains(&wait_ms) {
         return Err(usage("--cpu from 1us to 10s, --wait up to 60s"));
     }
+    Ok((cpu_us, wait_ms, profile))
+}
+
+/// Runs `sweetspot advise`.
+pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let p99_bound_ms = duration_ms("p99", &args.p99)?;
+    let archs = archs_of(&args)?;
+    if !(1..=10_000).contains(&args.concurrency) {
+        return Err(usage("--concurrency: from 1 to 10000"));
+    }
+    if !["const", "exp", "lognormal"].contains(&args.dist.as_str()) {
+        return Err(usage(format!(
+            "--dist {:?}: const, exp or lognormal",
+            args.dist
+        )));
+    }
+    let (cpu_us, wait_ms, profile) = workload_of(&args)?;
     let wait = if args.blocking_wait {
         WaitMode::Blocking
     } else {

@@ -239,92 +239,16 @@ pub fn summary(results: &MapResults) -> String {
     if done.is_empty() {
         return "No cell was measured.".into();
     }
-    let mut parts = Vec::new();
-    let won: Vec<&(&CellResult, &Outcome)> =
-        done.iter().filter(|(_, o)| o.winner.is_some()).collect();
-    let ties: Vec<&str> = won
+    let won: Vec<(&CellResult, &Outcome)> = done
         .iter()
-        .filter(|(_, o)| !o.ties.is_empty())
-        .map(|(c, _)| c.cell.key.as_str())
+        .copied()
+        .filter(|(_, o)| o.winner.is_some())
         .collect();
-    parts.push(format!(
-        "{} of {} cells have a winner; in {} of them the architecture does not matter (any of \
-         several, indistinguishable on throughput, p99, CPU and memory){}.",
-        won.len(),
-        done.len(),
-        ties.len(),
-        if ties.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", ties.join(", "))
-        }
-    ));
-    let by_cost = won
-        .iter()
-        .filter(|(_, o)| {
-            matches!(
-                o.decided_by,
-                Some(
-                    super::rank::Figure::P99
-                        | super::rank::Figure::Cpu
-                        | super::rank::Figure::Memory
-                )
-            )
-        })
-        .count();
-    if by_cost > 0 {
-        parts.push(format!(
-            "In {by_cost} cells throughput tied and the cost decided (p99, CPU per request or memory)."
-        ));
-    }
-    let blocking: Vec<String> = won
-        .iter()
-        .filter(|(c, _)| c.cell.wait == WaitMode::Blocking && c.cell.wait_ms > 0.0)
-        .map(|(c, o)| format!("{} at {}", o.winner.expect("won").label(), c.cell.key))
-        .collect();
-    if !blocking.is_empty() {
-        parts.push(format!(
-            "With blocking waits the winners hold a thread or process per waiting request: {}.",
-            blocking.join(", ")
-        ));
-    }
-    let loops: Vec<&&(&CellResult, &Outcome)> = won
-        .iter()
-        .filter(|(_, o)| o.ties.is_empty() && event_loop(o.winner.expect("won").arch))
-        .collect();
-    if let Some((c, o)) = loops.iter().max_by(|a, b| {
-        a.1.margin
-            .unwrap_or(0.0)
-            .total_cmp(&b.1.margin.unwrap_or(0.0))
-    }) {
-        parts.push(format!(
-            "An event loop wins outright in {} cells; its widest margin is {} over {} at {}.",
-            loops.len(),
-            percent((o.margin.unwrap_or(0.0) * 100.0).round() / 100.0),
-            o.runner_up.as_deref().unwrap_or("the rest"),
-            c.cell.key
-        ));
-    }
-    let off: Vec<String> = won
-        .iter()
-        .flat_map(|(c, o)| o.rules.iter().map(move |r| (c, r)))
-        .filter(|(_, r)| !r.meets_bound || r.rps_loss > 0.05)
-        .map(|(c, r)| {
-            let cost = if r.meets_bound {
-                format!("loses {}", percent((r.rps_loss * 100.0).round() / 100.0))
-            } else {
-                "misses the p99 bound".into()
-            };
-            format!("{} ({}) {cost} at {}", r.rule, r.workers, c.cell.key)
-        })
-        .collect();
-    if !off.is_empty() {
-        parts.push(format!(
-            "The rules of thumb are off in {} places: {}.",
-            off.len(),
-            off.iter().take(6).cloned().collect::<Vec<_>>().join("; ")
-        ));
-    }
+    let mut parts = vec![ties_sentence(done.len(), &won)];
+    parts.extend(cost_sentence(&won));
+    parts.extend(blocking_sentence(&won));
+    parts.extend(event_loop_sentence(&won));
+    parts.extend(rules_sentence(&won));
     let shares: Vec<f64> = won.iter().filter_map(|(_, o)| o.of_bound()).collect();
     if !shares.is_empty() {
         let mean = shares.iter().sum::<f64>() / shares.len() as f64;
@@ -342,6 +266,109 @@ pub fn summary(results: &MapResults) -> String {
         ));
     }
     parts.join(" ")
+}
+
+/// Where the architecture stops mattering.
+fn ties_sentence(cells: usize, won: &[(&CellResult, &Outcome)]) -> String {
+    let ties: Vec<&str> = won
+        .iter()
+        .filter(|(_, o)| !o.ties.is_empty())
+        .map(|(c, _)| c.cell.key.as_str())
+        .collect();
+    format!(
+        "{} of {cells} cells have a winner; in {} of them the architecture does not matter (any of \
+         several, indistinguishable on throughput, p99, CPU and memory){}.",
+        won.len(),
+        ties.len(),
+        if ties.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", ties.join(", "))
+        }
+    )
+}
+
+/// Where throughput tied and a cost decided.
+fn cost_sentence(won: &[(&CellResult, &Outcome)]) -> Option<String> {
+    use super::rank::Figure;
+    let decided: Vec<String> = won
+        .iter()
+        .filter_map(|(c, o)| match o.decided_by {
+            Some(f @ (Figure::P99 | Figure::Cpu | Figure::Memory)) => Some(format!(
+                "{} by {} at {}",
+                o.winner.expect("won").label(),
+                f.name(),
+                c.cell.key
+            )),
+            _ => None,
+        })
+        .collect();
+    (!decided.is_empty()).then(|| {
+        format!(
+            "Where throughput tied, the cost decided: {}.",
+            decided.join(", ")
+        )
+    })
+}
+
+/// What blocking waits need.
+fn blocking_sentence(won: &[(&CellResult, &Outcome)]) -> Option<String> {
+    let blocking: Vec<String> = won
+        .iter()
+        .filter(|(c, _)| c.cell.wait == WaitMode::Blocking && c.cell.wait_ms > 0.0)
+        .map(|(c, o)| format!("{} at {}", o.winner.expect("won").label(), c.cell.key))
+        .collect();
+    (!blocking.is_empty()).then(|| {
+        format!(
+            "With blocking waits the winners hold a thread or process per waiting request: {}.",
+            blocking.join(", ")
+        )
+    })
+}
+
+/// Where event loops win outright, and by how much.
+fn event_loop_sentence(won: &[(&CellResult, &Outcome)]) -> Option<String> {
+    let loops: Vec<&(&CellResult, &Outcome)> = won
+        .iter()
+        .filter(|(_, o)| o.ties.is_empty() && event_loop(o.winner.expect("won").arch))
+        .collect();
+    let (c, o) = loops.iter().max_by(|a, b| {
+        a.1.margin
+            .unwrap_or(0.0)
+            .total_cmp(&b.1.margin.unwrap_or(0.0))
+    })?;
+    Some(format!(
+        "An event loop wins outright in {} cells; its widest throughput margin is {} over {} at {}.",
+        loops.len(),
+        percent((o.margin.unwrap_or(0.0).max(0.0) * 100.0).round() / 100.0),
+        o.runner_up.as_deref().unwrap_or("the rest"),
+        c.cell.key
+    ))
+}
+
+/// Where the rules of thumb are off (miss the bound, or lose over 5%).
+fn rules_sentence(won: &[(&CellResult, &Outcome)]) -> Option<String> {
+    let off: Vec<String> = won
+        .iter()
+        .flat_map(|(c, o)| o.rules.iter().map(move |r| (c, r)))
+        .filter(|(_, r)| !r.meets_bound || r.rps_loss > 0.05)
+        .map(|(c, r)| {
+            let cost = if r.meets_bound {
+                format!("loses {}", percent((r.rps_loss * 100.0).round() / 100.0))
+            } else {
+                "misses the p99 bound".into()
+            };
+            format!("{} ({}) {cost} at {}", r.rule, r.workers, c.cell.key)
+        })
+        .collect();
+    (!off.is_empty()).then(|| {
+        format!(
+            "The rules of thumb are off in {} places: {}{}.",
+            off.len(),
+            off.iter().take(6).cloned().collect::<Vec<_>>().join("; "),
+            if off.len() > 6 { "; ..." } else { "" }
+        )
+    })
 }
 
 /// One heat map per map (wait mode and CPU), as (file name, SVG).

@@ -98,8 +98,10 @@ impl CycleSpan {
     }
 }
 
-/// Whole cycles and their seconds, summed over connections: a connection's mean cycle is
-/// `seconds / cycles`, and `connections x cycles / seconds` the throughput they make.
+/// Whole cycles and their seconds, summed over the connections that completed one: a
+/// connection's mean cycle is `seconds / cycles`, and `connections x cycles / seconds` the
+/// throughput they make. A connection never answered in the window is not counted (a server
+/// that starves it makes the throughput of those it serves, as the responses say).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct CycleTotals {
     pub cycles: u64,
@@ -113,9 +115,11 @@ impl CycleTotals {
         let mut totals = CycleTotals::default();
         for span in spans {
             let (cycles, seconds) = span.cycles();
-            totals.cycles += cycles;
-            totals.seconds += seconds;
-            totals.connections += 1;
+            if cycles > 0 {
+                totals.cycles += cycles;
+                totals.seconds += seconds;
+                totals.connections += 1;
+            }
         }
         totals
     }
@@ -183,6 +187,11 @@ mod tests {
         let rate = CycleTotals::of(&spans).rate();
         assert!((rate - 16.0 / 0.101).abs() < 1e-6, "{rate}");
         assert_eq!(CycleSpan::default().cycles(), (0, 0.0));
+        // A starved connection adds nothing: one served connection's rate is the throughput.
+        let starved = CycleSpan::default();
+        let one = CycleTotals::of([&spans[0], &starved]);
+        assert_eq!(one.connections, 1);
+        assert!((one.rate() - 1.0 / 0.101).abs() < 1e-6);
         assert_eq!(CycleTotals::default().rate(), 0.0);
     }
 
