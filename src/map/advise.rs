@@ -280,6 +280,12 @@ pub fn text(a: &Advice, cores: u32) -> String {
         duration_us(a.cpu_us + a.wait_ms * 1000.0),
         thousands(o.bound_rps)
     ));
+    if !o.starving.is_empty() {
+        out.push_str(&format!(
+            "  left out, as they leave connections unanswered by their shape: {}\n",
+            o.starving.join(", ")
+        ));
+    }
     match o.winner {
         None => out.push_str(&no_winner_text(a, cores)),
         Some(w) => {

@@ -466,6 +466,13 @@ fn candidates_html(c: &CellResult) -> String {
             .or_else(|| o.infeasible.as_ref().map(|r| format!(": {}", escape(r))))
             .unwrap_or_default()
     );
+    if !o.starving.is_empty() {
+        html.push_str(&format!(
+            "<p class=\"note\">Left out unmeasured, as they leave connections unanswered by \
+             their shape: {}.</p>\n",
+            escape(&o.starving.join(", "))
+        ));
+    }
     if o.candidates.is_empty() {
         return html;
     }

@@ -37,7 +37,7 @@ pub const VERIFY_MS: u32 = 3000;
 /// search's own.
 const VERIFY_REP: u32 = 9;
 /// At most this many candidates run a second time in the halving's last round.
-const SECOND_RUNS: usize = 4;
+const SECOND_RUNS: usize = 3;
 /// The longest window the search asks for.
 const MAX_WINDOW_MS: u32 = 60_000;
 
@@ -223,25 +223,50 @@ impl Cell {
         })
     }
 
-    /// The candidates the halving starts from: each architecture once; a pool whose workers
-    /// each hold a connection for as long as it lives (preforked, prethreaded) at the cap, as
-    /// keep-alive clients need; any other pool at Goetz's size where waits block its threads,
-    /// else at a thread a core (its threads only run CPU work then; more only contend).
-    pub fn starting_candidates(&self) -> Vec<Candidate> {
+    /// The pool an architecture starts from: a pool whose workers each hold a connection for
+    /// as long as it lives (preforked, prethreaded) at the cap, as keep-alive clients need; any
+    /// other pool at Goetz's size where waits block its threads, else at a thread a core (its
+    /// threads only run CPU work then; more only contend). `None` without a pool.
+    pub fn start_pool(&self, arch: Arch) -> Option<u32> {
+        arch.pooled().then(|| {
+            if holds_connections(arch) {
+                self.pool_cap()
+            } else if self.blocking {
+                self.goetz()
+            } else {
+                self.cores.clamp(1, self.pool_cap())
+            }
+        })
+    }
+
+    /// Each architecture at its starting pool.
+    fn all_starting(&self) -> Vec<Candidate> {
         self.archs
             .iter()
             .map(|&arch| Candidate {
                 arch,
-                workers: arch.pooled().then(|| {
-                    if holds_connections(arch) {
-                        self.pool_cap()
-                    } else if self.blocking {
-                        self.goetz()
-                    } else {
-                        self.cores.clamp(1, self.pool_cap())
-                    }
-                }),
+                workers: self.start_pool(arch),
             })
+            .collect()
+    }
+
+    /// The candidates the halving starts from: each architecture at its starting pool, but
+    /// for those that starve connections by their shape ([`Cell::starving`]).
+    pub fn starting_candidates(&self) -> Vec<Candidate> {
+        self.all_starting()
+            .into_iter()
+            .filter(|c| !starves_by_shape(*c, self.concurrency))
+            .collect()
+    }
+
+    /// The architectures left out of the search because they leave keep-alive connections
+    /// unanswered by their shape, whatever the run (so their p99 is only a lower bound and
+    /// never meets a bound): one thread serving one connection at a time to more than one,
+    /// a pool of connection-holding workers capped below the connections.
+    pub fn starving(&self) -> Vec<Candidate> {
+        self.all_starting()
+            .into_iter()
+            .filter(|c| starves_by_shape(*c, self.concurrency))
             .collect()
     }
 }
@@ -322,6 +347,9 @@ pub struct Outcome {
     /// the halving's, the rules' pools.
     #[serde(default)]
     pub candidates: Vec<CandidateRow>,
+    /// Left out unmeasured: they starve connections by their shape ([`Cell::starving`]).
+    #[serde(default)]
+    pub starving: Vec<String>,
 }
 
 impl Outcome {
@@ -412,8 +440,9 @@ impl Search<'_> {
         let starves = starves_by_shape(c, self.cell.concurrency);
         let mut window = ms;
         let mut sample = self.probe(c, window, rep)?;
+        // Only a window at least half as long again tells more than the one before.
         while (sample.p99_lower_bound || self.too_short(&sample, window))
-            && window < ten_cycles
+            && ten_cycles >= window + window / 2
             && !starves
         {
             window = (window * 2).min(ten_cycles);
@@ -540,6 +569,9 @@ pub fn search(cell: &Cell, m: &mut dyn Measure) -> Option<Outcome> {
         samples: Samples::default(),
         asked: BTreeMap::new(),
     };
+    if cell.starting_candidates().is_empty() {
+        return Some(no_winner(cell, 0, 0, None, Vec::new()));
+    }
     let (finalists, rounds, final_ms) = s.halving()?;
     let Some(first) = s.rank(&finalists) else {
         let rows = rows(&s, &finalists);
@@ -595,6 +627,7 @@ pub fn search(cell: &Cell, m: &mut dyn Measure) -> Option<Outcome> {
         bound_rps: cell.bound_rps(),
         infeasible: None,
         candidates: rows(&s, &shown),
+        starving: cell.starving().iter().map(Candidate::label).collect(),
     })
 }
 
@@ -620,6 +653,7 @@ fn no_winner(
         bound_rps: cell.bound_rps(),
         infeasible,
         candidates,
+        starving: cell.starving().iter().map(Candidate::label).collect(),
     }
 }
 
@@ -827,12 +861,7 @@ pub fn verify(cell: &Cell, outcome: &Outcome, m: &mut dyn Measure) -> Option<Ver
                 let (name, pool) = r.label.split_once('/')?;
                 (name == label).then(|| pool.parse().ok())?
             })
-            .or_else(|| {
-                cell.starting_candidates()
-                    .into_iter()
-                    .find(|c| c.arch == arch)
-                    .and_then(|c| c.workers)
-            })
+            .or_else(|| cell.start_pool(arch))
     };
     let mut field: Vec<Candidate> = Vec::new();
     for &arch in &cell.archs {
@@ -1066,16 +1095,15 @@ mod tests {
         let out = search(&c, &mut m).unwrap();
         // 50, 100, then 110 still censored: no winner... at 200 it would be. Ten cycles cap it.
         assert_eq!(out.winner, None);
-        let mut c = cell(&[Arch::Prethreaded], 64);
+        // A pool that starves connections by its shape is left out, unmeasured.
+        let mut c = cell(&[Arch::Prethreaded, Arch::Iterative], 64);
         c.base_ms = 20;
         c.max_pool = 32;
         let mut m = Short(Vec::new());
-        search(&c, &mut m).unwrap();
-        assert!(
-            m.0.iter().all(|p| p.duration_ms == m.0[0].duration_ms),
-            "{:?}",
-            m.0
-        );
+        let out = search(&c, &mut m).unwrap();
+        assert!(m.0.is_empty(), "{:?}", m.0);
+        assert_eq!(out.winner, None);
+        assert_eq!(out.starving, ["prethreaded/32", "iterative"]);
     }
 
     #[test]
@@ -1135,8 +1163,10 @@ mod tests {
         let out = search(&cell(&archs, 16), &mut curve).unwrap();
         assert_eq!(out.rounds, 1);
         assert!(out.of_bound().unwrap() > 0.99);
-        // Five first runs, and second runs of the two close to the leader.
-        assert_eq!(curve.asked.len(), 7, "{:?}", curve.asked);
+        // Four first runs (iterative starves 15 of 16 connections by its shape: left out),
+        // and second runs of the two close to the leader.
+        assert_eq!(curve.asked.len(), 6, "{:?}", curve.asked);
+        assert_eq!(out.starving, ["iterative"]);
     }
 
     #[test]
