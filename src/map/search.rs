@@ -343,8 +343,8 @@ pub struct Outcome {
     /// Why no server could meet the p99 bound, when that was known before measuring.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub infeasible: Option<String>,
-    /// Every candidate as measured last: the verdict's field (the winner first), the rest of
-    /// the halving's, the rules' pools.
+    /// Every candidate as measured last: the winner, the rest of the verdict's field, the rest
+    /// of the halving's, the rules' pools.
     #[serde(default)]
     pub candidates: Vec<CandidateRow>,
     /// Left out unmeasured: they starve connections by their shape ([`Cell::starving`]).
@@ -610,7 +610,8 @@ pub fn search(cell: &Cell, m: &mut dyn Measure) -> Option<Outcome> {
         .filter(|c| s.level(*c).rps.0 > 0.0);
     let rules = measure_rules(&mut s, winner, final_ms, level.rps.0)?;
     // Every candidate measured in the halving and for the verdict, then the rules' pools.
-    let mut shown = field.clone();
+    let mut shown = vec![winner];
+    shown.extend(field.iter().copied());
     shown.extend(cell.starting_candidates());
     shown.extend(rules_candidates(cell, winner));
     Some(Outcome {
