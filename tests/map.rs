@@ -90,7 +90,7 @@ fn map_quick_runs_end_to_end() {
             "{cell}"
         );
         // (Within the measurement's own noise: a window of a few hundred ms.)
-        assert!(rps <= bound * 1.05, "above the physical bound: {cell}");
+        assert!(rps <= bound * 1.03, "above the physical bound: {cell}");
         // Every candidate shown carries what it cost.
         let candidates = outcome["candidates"].as_array().unwrap();
         assert!(!candidates.is_empty(), "{cell}");
@@ -224,7 +224,7 @@ fn advise_verify_confirms_the_answer_at_high_concurrency() {
         assert_eq!(v["inside"], true, "{cpu} {wait} {n}: {advice}");
         let outcome = &advice["outcome"];
         let of_bound = outcome["rps"].as_f64().unwrap() / outcome["bound_rps"].as_f64().unwrap();
-        assert!(of_bound > 0.3 && of_bound <= 1.02, "{of_bound}: {advice}");
+        assert!(of_bound > 0.3 && of_bound <= 1.03, "{of_bound}: {advice}");
         // Each candidate of the verification has its throughput, p99, CPU and memory.
         for row in v["rows"].as_array().unwrap() {
             for key in ["measured_rps", "p99_us", "cpu_us", "rss_kb"] {
@@ -464,5 +464,19 @@ fn bad_input_is_one_line_and_exit_2() {
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert_eq!(run.status.code(), Some(2), "{args:?}: {stderr}");
         assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+    }
+    // A missing file is read as the sweep reads one: the same message.
+    let missing = tmp.path().join("nosuch.toml");
+    for command in ["map", "sweep"] {
+        let run = Command::new(BIN)
+            .args([command, missing.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{command}: {stderr}");
+        assert!(
+            stderr.contains(&format!("cannot read {}", missing.display())),
+            "{command}: {stderr}"
+        );
     }
 }

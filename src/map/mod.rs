@@ -79,13 +79,10 @@ pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
         Some(dir) => resume_from(dir)?,
         None => {
             let spec = MapSpec::load(&args.map)?;
-            let out = args.out.clone().unwrap_or_else(|| {
-                PathBuf::from("results").join(format!(
-                    "{}-{}",
-                    spec.name,
-                    crate::sweep::results::utc_timestamp().replace(':', "")
-                ))
-            });
+            let out = args
+                .out
+                .clone()
+                .unwrap_or_else(|| crate::sweep::default_out_dir(&spec.name));
             if out.join(SPEC_FILE).exists() {
                 return Err(usage(format!(
                     "{} holds a map run already: `sweetspot map --resume {}` continues it",
@@ -115,9 +112,15 @@ pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
     let results = results?;
     let files = output::write_all(&results, &out)?;
     crate::print_stdout(&format!(
-        "{}\nWrote {} files to {}\n",
+        "{}\nWrote {} files ({}, {SPEC_FILE}) and points/ ({} points) to {}\n",
         output::table(&results),
-        files.len(),
+        files.len() + 1,
+        files
+            .iter()
+            .filter_map(|f| f.file_name().map(|n| n.to_string_lossy().to_string()))
+            .collect::<Vec<_>>()
+            .join(", "),
+        store.len(),
         out.display()
     ))?;
     if options.stop.load(Ordering::SeqCst) || results.interrupted {

@@ -66,7 +66,11 @@ pub fn sample_of(result: &crate::sweep::results::PointResult) -> Sample {
     let few_errors = (result.errors as f64) <= 0.01 * (result.requests.max(1) as f64);
     let known = !result.server.cpu_unavailable && !result.server.remote;
     Sample {
-        rps: result.cycle_rps.filter(|r| *r > 0.0).unwrap_or(result.rps),
+        // A starved point's whole-cycle figure takes the served connections for all of them.
+        rps: result
+            .cycle_rps
+            .filter(|r| *r > 0.0 && !result.starved)
+            .unwrap_or(result.rps),
         p99_us: result.latency_us.p99,
         p99_lower_bound: result.latency_us.lower_bound.contains(LatencyKey::P99) || result.starved,
         ok: result.ok && answered_ok && few_errors,

@@ -164,16 +164,18 @@ impl MapSpec {
         if let Some((_, text)) = PRESETS.iter().find(|(n, _)| *n == name_or_path) {
             return MapSpec::from_toml(text, &format!("preset {name_or_path}"));
         }
+        // The sweep's rule: a name that looks like a file is read as one.
         let path = std::path::Path::new(name_or_path);
-        if !path.exists() {
+        let looks_like_file = name_or_path.ends_with(".toml") || name_or_path.contains('/');
+        if !looks_like_file && !path.exists() {
             let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
             return Err(usage(format!(
                 "unknown map preset {name_or_path:?} (presets: {}; or give a FILE.toml)",
                 names.join(", ")
             )));
         }
-        let text =
-            std::fs::read_to_string(path).map_err(|e| usage(format!("{}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
         MapSpec::from_toml(&text, &path.display().to_string())
     }
 

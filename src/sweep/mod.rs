@@ -155,8 +155,8 @@ fn experiment_of(args: &SweepArgs) -> anyhow::Result<Experiment> {
     Ok(experiment)
 }
 
-/// `results/NAME-YYYYMMDD-HHMMSS` (UTC).
-fn default_out_dir(name: &str) -> PathBuf {
+/// `results/NAME-YYYYMMDD-HHMMSS` (UTC), for sweeps and maps alike.
+pub fn default_out_dir(name: &str) -> PathBuf {
     let stamp = results::utc_timestamp()
         .replace(['-', ':'], "")
         .replace('T', "-")

@@ -71,13 +71,15 @@ impl Settle {
 }
 
 /// One connection's responses of the window: how many, from the send of the first to the
-/// arrival of the last. In a closed loop each response starts the next cycle, so the span
-/// holds `count` whole cycles, whatever the window's phase.
+/// arrival of the last, and the time they were in flight. In a closed loop each response
+/// starts the next cycle, so the span holds `count` whole cycles, and what of it was not in
+/// flight is the client's own turnaround.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct CycleSpan {
     first_sent: Option<Instant>,
     last_done: Option<Instant>,
     count: u64,
+    in_flight: Duration,
 }
 
 impl CycleSpan {
@@ -87,26 +89,28 @@ impl CycleSpan {
         self.first_sent.get_or_insert(sent);
         self.last_done = Some(done);
         self.count += 1;
+        self.in_flight += done.saturating_duration_since(sent);
     }
 
-    /// The whole cycles and the seconds they took (0 and 0 with none).
-    pub fn cycles(&self) -> (u64, f64) {
+    /// The whole cycles, the seconds they took and the seconds of them in flight.
+    pub fn cycles(&self) -> (u64, f64, f64) {
         match (self.first_sent, self.last_done) {
-            (Some(first), Some(last)) if last > first => (self.count, (last - first).as_secs_f64()),
-            _ => (0, 0.0),
+            (Some(first), Some(last)) if last > first => (
+                self.count,
+                (last - first).as_secs_f64(),
+                self.in_flight.as_secs_f64(),
+            ),
+            _ => (0, 0.0, 0.0),
         }
     }
 }
 
-/// Whole cycles and their seconds, summed over the connections that completed one: a
-/// connection's mean cycle is `seconds / cycles`, and `connections x cycles / seconds` the
-/// throughput they make. A connection never answered in the window is not counted (a server
-/// that starves it makes the throughput of those it serves, as the responses say).
+/// Whole cycles, their seconds and their seconds in flight, summed over connections.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct CycleTotals {
     pub cycles: u64,
     pub seconds: f64,
-    pub connections: u64,
+    pub in_flight_s: f64,
 }
 
 impl CycleTotals {
@@ -114,12 +118,10 @@ impl CycleTotals {
     pub fn of<'a>(spans: impl IntoIterator<Item = &'a CycleSpan>) -> CycleTotals {
         let mut totals = CycleTotals::default();
         for span in spans {
-            let (cycles, seconds) = span.cycles();
-            if cycles > 0 {
-                totals.cycles += cycles;
-                totals.seconds += seconds;
-                totals.connections += 1;
-            }
+            let (cycles, seconds, in_flight) = span.cycles();
+            totals.cycles += cycles;
+            totals.seconds += seconds;
+            totals.in_flight_s += in_flight;
         }
         totals
     }
@@ -127,18 +129,31 @@ impl CycleTotals {
     pub fn merge(&mut self, other: &CycleTotals) {
         self.cycles += other.cycles;
         self.seconds += other.seconds;
-        self.connections += other.connections;
+        self.in_flight_s += other.in_flight_s;
     }
 
-    /// Throughput in whole cycles: every connection at the mean cycle, `connections x cycles /
-    /// seconds`. A window that ends in the middle of every connection's cycle (all of them in
-    /// step, as a constant workload keeps them) counts no partial cycle, where responses over
-    /// the window's length miss up to one cycle of every connection. The ratio of the sums, not
-    /// the sum of each connection's ratio: one connection's single quick answer does not stand
-    /// for a fast connection (the mean of 1/R is above 1 over the mean of R).
-    pub fn rate(&self) -> f64 {
-        if self.seconds > 0.0 {
-            self.connections as f64 * self.cycles as f64 / self.seconds
+    /// The client's mean turnaround a cycle: from an answer to the next send (0 without a
+    /// cycle).
+    pub fn mean_turnaround_s(&self) -> f64 {
+        if self.cycles == 0 {
+            0.0
+        } else {
+            ((self.seconds - self.in_flight_s) / self.cycles as f64).max(0.0)
+        }
+    }
+
+    /// Throughput in whole cycles of `connections` closed-loop connections whose requests took
+    /// `mean_latency_s` on average: each connection completes a cycle every mean latency plus
+    /// mean turnaround (renewal theory), so `connections / (latency + turnaround)`. The mean
+    /// latency is of every request sent in the window, answered in it or in the drain after
+    /// it: requests started in a window are a fair sample of cycles, where the cycles a window
+    /// cuts through are not (a long cycle is likelier to be cut). A window that ends in the
+    /// middle of every connection's cycle (all of them in step, as a constant workload keeps
+    /// them) counts no partial cycle, where responses over the window's length miss up to one.
+    pub fn rate(&self, connections: u64, mean_latency_s: f64) -> f64 {
+        let cycle_s = mean_latency_s + self.mean_turnaround_s();
+        if cycle_s > 0.0 {
+            connections as f64 / cycle_s
         } else {
             0.0
         }
@@ -170,34 +185,34 @@ mod tests {
 
     #[test]
     fn cycles_count_whole_cycles_whatever_the_windows_phase() {
-        // 16 connections in step, 101 ms a cycle, a 400 ms window: three responses each.
-        // Responses over the window say 120/s; whole cycles say 158/s, the true rate.
+        // 16 connections in step, 101 ms a cycle, 100 ms of it in flight, a 400 ms window:
+        // three responses each. Responses over the window say 120/s; whole cycles say 158/s,
+        // the true rate.
         let t = Instant::now();
         let spans: Vec<CycleSpan> = (0..16)
             .map(|_| {
                 let mut span = CycleSpan::default();
                 for k in 0..3 {
-                    span.add(t + MS(101 * k), t + MS(101 * (k + 1)));
+                    let sent = t + MS(101 * k);
+                    span.add(sent, sent + MS(100));
                 }
                 span
             })
             .collect();
         let naive = 16.0 * 3.0 / 0.4;
         assert_eq!(naive, 120.0);
-        let rate = CycleTotals::of(&spans).rate();
+        let totals = CycleTotals::of(&spans);
+        assert_eq!(totals.cycles, 48);
+        assert!((totals.mean_turnaround_s() - 0.001).abs() < 1e-9);
+        let rate = totals.rate(16, 0.100);
         assert!((rate - 16.0 / 0.101).abs() < 1e-6, "{rate}");
-        assert_eq!(CycleSpan::default().cycles(), (0, 0.0));
-        // A starved connection adds nothing: one served connection's rate is the throughput.
-        let starved = CycleSpan::default();
-        let one = CycleTotals::of([&spans[0], &starved]);
-        assert_eq!(one.connections, 1);
-        assert!((one.rate() - 1.0 / 0.101).abs() < 1e-6);
-        assert_eq!(CycleTotals::default().rate(), 0.0);
+        assert_eq!(CycleSpan::default().cycles(), (0, 0.0, 0.0));
+        assert_eq!(CycleTotals::default().rate(16, 0.0), 0.0);
     }
 
     #[test]
     fn unequal_cycles_make_the_throughput_of_their_mean() {
-        // One answer in 10 ms, one in 100 ms: two connections at a mean cycle of 55 ms make
+        // Answers in 10 ms and in 100 ms: two connections at a mean cycle of 55 ms make
         // 36.4/s, not the 110/s of adding each one's own rate.
         let t = Instant::now();
         let mut fast = CycleSpan::default();
@@ -206,11 +221,8 @@ mod tests {
         slow.add(t, t + MS(100));
         let mut totals = CycleTotals::of([&fast]);
         totals.merge(&CycleTotals::of([&slow]));
-        assert_eq!((totals.cycles, totals.connections), (2, 2));
-        assert!(
-            (totals.rate() - 2.0 / 0.055).abs() < 1e-9,
-            "{}",
-            totals.rate()
-        );
+        assert_eq!(totals.cycles, 2);
+        assert_eq!(totals.mean_turnaround_s(), 0.0);
+        assert!((totals.rate(2, 0.055) - 2.0 / 0.055).abs() < 1e-9);
     }
 }

@@ -31,10 +31,9 @@ pub struct LoadReport {
     pub duration_s: f64,
     /// Complete responses per second.
     pub rps: f64,
-    /// Closed loop only: responses per second counted in whole cycles: every connection at the
-    /// mean of the connections' cycles (each connection's answers over its span from its first
-    /// request's send to its last answer); a window that ends mid-cycle counts no partial
-    /// cycle (see the engine's `settle`).
+    /// Closed loop only: responses per second counted in whole cycles: every connection
+    /// cycling at the requests' mean latency plus the client's mean turnaround (see the
+    /// engine's `settle`); a window that ends mid-cycle counts no partial cycle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cycle_rps: Option<f64>,
     /// Every response read, counted or not: `requests`, the drain's answers, and, with
@@ -233,7 +232,11 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         requests: merged.requests,
         duration_s,
         rps: per_second(merged.requests),
-        cycle_rps: matches!(config.mode, Mode::Closed { .. }).then(|| merged.cycles.rate()),
+        cycle_rps: matches!(config.mode, Mode::Closed { .. }).then(|| {
+            merged
+                .cycles
+                .rate(config.connections as u64, merged.latency.mean() / 1e6)
+        }),
         responses_read: merged.responses_read,
         latency_us,
         latency_uncorrected_us: uncorrected.as_ref().map(|(summary, _)| *summary),
