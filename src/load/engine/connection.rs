@@ -134,7 +134,7 @@ impl Connection {
                 Some(info) => {
                     let request = self.in_flight.pop_front().ok_or(FailureKind::Protocol)?;
                     self.answered += 1;
-                    if recorder.response(request, info.status, now) {
+                    if recorder.response(request, info.status, now).of_window() {
                         self.cycles.add(request.sent, now);
                     }
                     if info.close {
@@ -159,7 +159,7 @@ impl Connection {
         if let Some(info) = self.framer.on_eof() {
             if let Some(request) = self.in_flight.pop_front() {
                 self.answered += 1;
-                if recorder.response(request, info.status, now) {
+                if recorder.response(request, info.status, now).of_window() {
                     self.cycles.add(request.sent, now);
                 }
             }

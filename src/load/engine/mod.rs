@@ -63,6 +63,9 @@ const DRAIN_P99_FACTOR: u32 = 4;
 const UNSENT_SLACK: Duration = Duration::from_millis(1);
 /// Wait before retrying a connection that could not be opened.
 const CONNECT_RETRY_DELAY: Duration = Duration::from_millis(20);
+/// A connection has settled once answered this often: its first answer waited behind the
+/// connects and the first requests of every other; its second one cycled under the load.
+const SETTLE_ANSWERS: u64 = 2;
 /// While a run settles, a worker looks at the barrier at least this often (another worker may
 /// open the window).
 const SETTLE_LOOK: Duration = Duration::from_millis(2);
@@ -200,6 +203,8 @@ struct Worker<'p, 'a> {
     /// When the measured window opened: the run's start, or once the run settled; `None`
     /// while it settles.
     window_start: Option<Instant>,
+    /// When a settled window closed (its deadline), if it did.
+    closed_at: Option<Instant>,
 }
 
 impl<'p, 'a> Worker<'p, 'a> {
@@ -256,6 +261,7 @@ impl<'p, 'a> Worker<'p, 'a> {
             timeout: config.timeout,
             elapsed: Duration::ZERO,
             window_start: plan.settle.is_none().then_some(plan.start),
+            closed_at: None,
         })
     }
 
@@ -293,6 +299,12 @@ impl<'p, 'a> Worker<'p, 'a> {
                     // out now (from their intended times, so the lateness is measured); only
                     // those whose connection is busy or down stay unsent.
                     self.run_due_wakeups(now);
+                }
+                if at_deadline && self.plan.settle.is_some() {
+                    // A settled window keeps the load on while its last requests are answered
+                    // (see `keeps_load`): what is sent from now on is outside the window.
+                    self.closed_at = Some(now);
+                    self.recorder.close_window(now);
                 }
                 if at_deadline && !self.stopped() && !self.nothing_in_flight() {
                     drain_until = Some(now + drain_grace(self.timeout, self.recorder.p99_us()));
@@ -422,8 +434,24 @@ impl<'p, 'a> Worker<'p, 'a> {
         }
     }
 
+    /// Nothing of the window is in flight: no request at all, or, once a settled window
+    /// closed, none sent before it closed (each connection's oldest request is its first).
     fn nothing_in_flight(&self) -> bool {
-        self.connections.iter().all(|c| c.in_flight.is_empty())
+        match self.closed_at {
+            None => self.connections.iter().all(|c| c.in_flight.is_empty()),
+            Some(closed) => self
+                .connections
+                .iter()
+                .all(|c| c.in_flight.front().is_none_or(|r| r.sent >= closed)),
+        }
+    }
+
+    /// A settled window's drain keeps every connection's closed loop going: the requests of
+    /// the window still in flight are then answered under the load they were sent into, not
+    /// faster as the other connections fall silent (which would flatter the last cycle of
+    /// every connection, and so the mean latency and the throughput in whole cycles).
+    fn keeps_load(&self) -> bool {
+        self.closed_at.is_some()
     }
 
     /// Records what is still unanswered when the run ends at `end` (sending stopped at
@@ -439,6 +467,9 @@ impl<'p, 'a> Worker<'p, 'a> {
         let lines = self.plan.request.lines();
         for conn in &self.connections {
             for request in &conn.in_flight {
+                if self.closed_at.is_some_and(|closed| request.sent >= closed) {
+                    continue; // sent after a settled window closed: not of the run
+                }
                 self.recorder.censor_in_flight(request, end);
             }
             let mut line = conn.request;
@@ -567,14 +598,15 @@ impl<'p, 'a> Worker<'p, 'a> {
 
     /// Sends whatever the policy allows now on an open, idle-for-writing connection.
     fn try_send(&mut self, slot: usize, now: Instant) {
-        let deadline = self.deadline();
+        let keeps_load = self.keeps_load();
+        let deadline = self.deadline().filter(|_| !keeps_load);
         let conn = &mut self.connections[slot];
         if conn.phase != Phase::Open || conn.writing() {
             return;
         }
         let past_deadline = deadline.is_some_and(|d| now >= d);
         // Rate mode still sends, once, at the deadline what was due before it (see `run`).
-        if self.recorder.draining() || (past_deadline && !self.paced) {
+        if !keeps_load && (self.recorder.draining() || (past_deadline && !self.paced)) {
             return;
         }
         let in_flight = conn.in_flight.len();
@@ -714,12 +746,12 @@ impl<'p, 'a> Worker<'p, 'a> {
         }
     }
 
-    /// A settling run: the connection's first answer passes the barrier.
+    /// A settling run: the connection's answer that settles it passes the barrier.
     #[inline]
     fn arrive(&mut self, slot: usize) {
         let conn = &mut self.connections[slot];
         if let (Some(settle), false) = (self.plan.settle, conn.arrived) {
-            if conn.answered > 0 {
+            if conn.answered >= SETTLE_ANSWERS {
                 conn.arrived = true;
                 settle.arrive();
             }

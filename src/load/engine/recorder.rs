@@ -43,6 +43,26 @@ pub struct Recorder {
     /// Requests sent before this are not of the measured window (the run's start, or when a
     /// settled window opened).
     window_start: Instant,
+    /// Requests sent from this on are not of it either (a settled window closed).
+    window_end: Option<Instant>,
+}
+
+/// What a response was to the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// A response of the measured window (a sample, counted).
+    Counted,
+    /// Answered in the drain after the deadline: a sample, not counted.
+    Drained,
+    /// Not of the window (sent before it opened or after it closed), or a timeout.
+    Outside,
+}
+
+impl Answer {
+    /// A request of the window answered (counted or in the drain): a whole cycle.
+    pub fn of_window(self) -> bool {
+        self != Answer::Outside
+    }
 }
 
 impl Recorder {
@@ -57,6 +77,7 @@ impl Recorder {
             draining: false,
             settling: false,
             window_start: start,
+            window_end: None,
         }
     }
 
@@ -69,6 +90,11 @@ impl Recorder {
     pub fn open_window(&mut self, start: Instant) {
         self.settling = false;
         self.window_start = start;
+    }
+
+    /// The settled window closed at `end`: requests sent from then on are not of it.
+    pub fn close_window(&mut self, end: Instant) {
+        self.window_end = Some(end);
     }
 
     /// The whole cycles of the worker's connections (see
@@ -97,12 +123,14 @@ impl Recorder {
         self.stats.steps = steps;
     }
 
-    /// Counts one complete response to `request`, read at `now`; true when it is a response
-    /// of the measured window (not a timeout, not the drain's, not sent before the window).
+    /// Counts one complete response to `request`, read at `now`, and says what it was.
     #[inline]
-    pub fn response(&mut self, request: InFlight, status: u16, now: Instant) -> bool {
-        if self.settling || request.sent < self.window_start {
-            return false;
+    pub fn response(&mut self, request: InFlight, status: u16, now: Instant) -> Answer {
+        if self.settling
+            || request.sent < self.window_start
+            || self.window_end.is_some_and(|end| request.sent >= end)
+        {
+            return Answer::Outside;
         }
         let stats = &mut self.stats;
         let service_time = now.saturating_duration_since(request.sent);
@@ -119,7 +147,7 @@ impl Recorder {
                 let intended = request.intended.saturating_duration_since(self.start);
                 steps.record_failure(FailureKind::Timeout, Some(intended), intended);
             }
-            return false;
+            return Answer::Outside;
         }
         let latency = now.saturating_duration_since(request.intended);
         stats.latency.record(latency);
@@ -150,10 +178,10 @@ impl Recorder {
         }
         if self.draining {
             stats.drained += 1;
-            false
+            Answer::Drained
         } else {
             stats.count_response(status, now.saturating_duration_since(self.start));
-            true
+            Answer::Counted
         }
     }
 

@@ -111,6 +111,8 @@ pub struct CycleTotals {
     pub cycles: u64,
     pub seconds: f64,
     pub in_flight_s: f64,
+    /// Turnarounds inside the spans: a connection's cycles less one.
+    pub turnarounds: u64,
 }
 
 impl CycleTotals {
@@ -122,6 +124,7 @@ impl CycleTotals {
             totals.cycles += cycles;
             totals.seconds += seconds;
             totals.in_flight_s += in_flight;
+            totals.turnarounds += cycles.saturating_sub(1);
         }
         totals
     }
@@ -130,15 +133,16 @@ impl CycleTotals {
         self.cycles += other.cycles;
         self.seconds += other.seconds;
         self.in_flight_s += other.in_flight_s;
+        self.turnarounds += other.turnarounds;
     }
 
-    /// The client's mean turnaround a cycle: from an answer to the next send (0 without a
-    /// cycle).
+    /// The client's mean turnaround a cycle: from an answer to the next send on the same
+    /// connection (0 without two answers on one).
     pub fn mean_turnaround_s(&self) -> f64 {
-        if self.cycles == 0 {
+        if self.turnarounds == 0 {
             0.0
         } else {
-            ((self.seconds - self.in_flight_s) / self.cycles as f64).max(0.0)
+            ((self.seconds - self.in_flight_s) / self.turnarounds as f64).max(0.0)
         }
     }
 
