@@ -148,6 +148,44 @@ fn map_quick_runs_end_to_end() {
     assert!(lines[0].starts_with("map: 1/9 cells done") && lines[0].contains("left"));
 }
 
+/// An outcome and its verification, a line a candidate, for a failing assertion.
+fn verdict_summary(outcome: &serde_json::Value, verify: &serde_json::Value) -> String {
+    let rows = |v: &serde_json::Value, key: &str| -> String {
+        v[key]
+            .as_array()
+            .map(|rows| {
+                rows.iter()
+                    .map(|r| {
+                        format!(
+                            "  {} {:.0} req/s (counts {:.0}) p99 {:.1} ms{} cpu {:.0} us rss {:.1} MiB",
+                            r["label"].as_str().unwrap_or("?"),
+                            r["measured_rps"].as_f64().unwrap_or(0.0),
+                            r["rps"][0].as_f64().unwrap_or(0.0),
+                            r["p99_us"].as_f64().unwrap_or(0.0) / 1000.0,
+                            if r["p99_lower_bound"] == true { " (lower bound)" } else { "" },
+                            r["cpu_us"].as_f64().unwrap_or(0.0),
+                            r["rss_kb"].as_f64().unwrap_or(0.0) / 1024.0
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default()
+    };
+    format!(
+        "search: {} (decided by {}, ties {})\n{}\nverify: best {} (decided by {}, ties {}), pick {}\n{}",
+        outcome["winner"],
+        outcome["decided_by"],
+        outcome["ties"],
+        rows(outcome, "candidates"),
+        verify["best"],
+        verify["decided_by"],
+        verify["ties"],
+        verify["pick"],
+        rows(verify, "rows")
+    )
+}
+
 /// `&`, `<`, `>`, `"` and `'` as the report escapes them.
 fn escape_html(text: &str) -> String {
     text.replace('&', "&amp;")
@@ -181,7 +219,13 @@ fn the_adaptive_pick_is_inside_the_full_measurements_best_spread() {
     ]);
     let results = read_json(&out.join("results.json"));
     let verify = &results["cells"][0]["verify"];
-    assert_eq!(verify["inside"], true, "{verify}");
+    let outcome = &results["cells"][0]["outcome"];
+    assert_eq!(
+        verify["inside"],
+        true,
+        "{}",
+        verdict_summary(outcome, verify)
+    );
     // Every architecture: epoll once, prethreaded and hybrid at their chosen and default
     // pools (the same pool once).
     let labels: Vec<&str> = verify["rows"]
@@ -221,8 +265,13 @@ fn advise_verify_confirms_the_answer_at_high_concurrency() {
             "--verify",
         ]);
         let v = &advice["verify"];
-        assert_eq!(v["inside"], true, "{cpu} {wait} {n}: {advice}");
         let outcome = &advice["outcome"];
+        assert_eq!(
+            v["inside"],
+            true,
+            "{cpu} {wait} {n}:\n{}",
+            verdict_summary(outcome, v)
+        );
         let of_bound = outcome["rps"].as_f64().unwrap() / outcome["bound_rps"].as_f64().unwrap();
         assert!(of_bound > 0.3 && of_bound <= 1.03, "{of_bound}: {advice}");
         // Each candidate of the verification has its throughput, p99, CPU and memory.

@@ -31,7 +31,7 @@ impl Measure for Live<'_> {
         let mut record = PointRecord {
             cell: self.cell.key.clone(),
             probe: *probe,
-            sample: sample_of(&Default::default()),
+            sample: sample_of(&Default::default(), 1),
             failure: None,
         };
         if let Some(done) = self.store.get(&record.file_name()) {
@@ -43,7 +43,7 @@ impl Measure for Live<'_> {
         let experiment = experiment_for(self.spec, self.cell, self.machine.cores, probe).ok()?;
         let point = experiment.points().into_iter().next()?;
         let result = measure_point(&experiment, &point, self.machine, self.options)?;
-        let sample = sample_of(&result);
+        let sample = sample_of(&result, self.machine.cores);
         record.sample = sample;
         record.failure = result.failure.clone();
         if let Err(e) = self.store.put(record) {
@@ -61,24 +61,31 @@ impl Measure for Live<'_> {
 /// bound, or that left connections unanswered, never meets a p99 bound; nor does one answered
 /// with anything but 2xx, or with more than 1% of its requests failed (fast errors are not
 /// throughput).
-pub fn sample_of(result: &crate::sweep::results::PointResult) -> Sample {
+pub fn sample_of(result: &crate::sweep::results::PointResult, cores: u32) -> Sample {
     let answered_ok = result.status.keys().all(|code| code.starts_with('2'));
     let few_errors = (result.errors as f64) <= 0.01 * (result.requests.max(1) as f64);
     let known = !result.server.cpu_unavailable && !result.server.remote;
+    let cpu_us = if known {
+        result.server_cpu_us_per_request
+    } else {
+        0.0
+    };
+    // A starved point's whole-cycle figure takes the served connections for all of them.
+    let mut rps = result
+        .cycle_rps
+        .filter(|r| *r > 0.0 && !result.starved)
+        .unwrap_or(result.rps);
+    // No server answers faster than its cores run its CPU per request: a figure above that
+    // is the short window's estimate, and the cores' figure is the better one.
+    if cpu_us > 0.0 {
+        rps = rps.min(f64::from(cores.max(1)) * 1e6 / cpu_us);
+    }
     Sample {
-        // A starved point's whole-cycle figure takes the served connections for all of them.
-        rps: result
-            .cycle_rps
-            .filter(|r| *r > 0.0 && !result.starved)
-            .unwrap_or(result.rps),
+        rps,
         p99_us: result.latency_us.p99,
         p99_lower_bound: result.latency_us.lower_bound.contains(LatencyKey::P99) || result.starved,
         ok: result.ok && answered_ok && few_errors,
-        cpu_us: if known {
-            result.server_cpu_us_per_request
-        } else {
-            0.0
-        },
+        cpu_us,
         rss_kb: result.server.rss_kb,
         threads: result.server.threads,
         processes: result.server.processes,
