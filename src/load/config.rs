@@ -403,6 +403,15 @@ pub struct LoadConfig {
     pub settle: Option<Duration>,
 }
 
+/// `--gather`: how long an io_uring wait may gather responses.
+fn gather_of(args: &LoadArgs) -> anyhow::Result<Duration> {
+    match &args.gather {
+        None => Ok(DEFAULT_GATHER),
+        Some(_) if args.engine != Engine::Uring => Err(usage("--gather applies to --engine uring")),
+        Some(text) => parse_duration(text).map_err(|e| usage(format!("--gather: {e}"))),
+    }
+}
+
 /// One thread per core, as wrk's users usually choose.
 pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -518,13 +527,6 @@ impl LoadConfig {
                 None => text.clone().into_bytes(),
             },
         };
-        let gather = match &args.gather {
-            None => DEFAULT_GATHER,
-            Some(_) if args.engine != Engine::Uring => {
-                return Err(usage("--gather applies to --engine uring"))
-            }
-            Some(text) => parse_duration(text).map_err(|e| usage(format!("--gather: {e}")))?,
-        };
         // Out-of-range numbers saturate so that `validate` (not a cast) reports them.
         let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         let mut config = LoadConfig {
@@ -545,7 +547,7 @@ impl LoadConfig {
             message_len: size(args.message),
             pin_cpus: args.pin.clone(),
             engine: args.engine,
-            gather,
+            gather: gather_of(args)?,
             urls,
             plan,
             settle: args

@@ -232,11 +232,7 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         requests: merged.requests,
         duration_s,
         rps: per_second(merged.requests),
-        cycle_rps: matches!(config.mode, Mode::Closed { .. }).then(|| {
-            merged
-                .cycles
-                .rate(config.connections as u64, merged.latency.mean() / 1e6)
-        }),
+        cycle_rps: cycle_rps(config, merged),
         responses_read: merged.responses_read,
         latency_us,
         latency_uncorrected_us: uncorrected.as_ref().map(|(summary, _)| *summary),
@@ -337,6 +333,16 @@ pub fn handshake_share(handshake_total: f64, latency_total: f64) -> f64 {
     } else {
         0.0
     }
+}
+
+/// Closed loop only: the throughput in whole cycles of every connection, cycling at the
+/// requests' mean latency plus the client's turnaround.
+fn cycle_rps(config: &LoadConfig, merged: &ThreadStats) -> Option<f64> {
+    matches!(config.mode, Mode::Closed { .. }).then(|| {
+        merged
+            .cycles
+            .rate(config.connections as u64, merged.latency.mean() / 1e6)
+    })
 }
 
 #[cfg(test)]
