@@ -252,6 +252,7 @@ fn the_adaptive_pick_is_inside_the_full_measurements_best_spread() {
 /// shared: a neighbour's burst during one search or one verification can move a figure by
 /// more than its tolerance, so a cell gets a second attempt, and a pick outside both fails.
 #[test]
+#[ignore = "flaky on a shared 2-core machine: scripts/test-verify runs it"]
 fn advise_verify_confirms_the_answer_at_high_concurrency() {
     let _timing = timing_lock();
     for (cpu, wait, n) in [("50us", "5ms", "1000"), ("1ms", "10ms", "256")] {
