@@ -54,6 +54,8 @@ fn point_files(out: &Path) -> BTreeMap<String, String> {
 
 #[test]
 fn map_quick_runs_end_to_end() {
+    // Alone on the cores: its verdicts are measurements, as the verify tests' are.
+    let _timing = timing_lock();
     let tmp = TempDir::new("map-quick");
     let out = tmp.path().join("out");
     let run = sweetspot_ok([
