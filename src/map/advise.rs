@@ -286,6 +286,12 @@ pub fn text(a: &Advice, cores: u32) -> String {
             o.starving.join(", ")
         ));
     }
+    if !o.outclassed.is_empty() {
+        out.push_str(&format!(
+            "  left out, as their own bound is below what another reached: {}\n",
+            o.outclassed.join(", ")
+        ));
+    }
     match o.winner {
         None => out.push_str(&no_winner_text(a, cores)),
         Some(w) => {

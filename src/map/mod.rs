@@ -58,7 +58,9 @@ window that cut one off is measured again, longer, up to ten cycles); among cand
 the best's throughput spread, the lower p99 (within 20%), then the lower server CPU per request \
 (10%), then the smaller peak memory (25%); a tie only when nothing tells them apart. Found \
 adaptively: architectures by successive halving (stopped once the leader reaches the physical \
-bound min(cores/C, N/(C+W)) within its spread), then the winner's pool by doubling and a \
+bound min(cores/C, N/(C+W)) within its spread; one whose own bound, with blocking waits P/(C+W) \
+for P waiting threads, is below what another reached is left out), then the winner's pool by \
+doubling and a \
 golden-section search in log space, close calls measured again; the smallest pool within 5% of \
 the best is reported. Every cell states its bound and the winner's share of it; a cell no server \
 can meet (N x C / cores above the p99 bound) is said so unmeasured. Beside each pooled winner: \

@@ -473,6 +473,13 @@ fn candidates_html(c: &CellResult) -> String {
             escape(&o.starving.join(", "))
         ));
     }
+    if !o.outclassed.is_empty() {
+        html.push_str(&format!(
+            "<p class=\"note\">Left out unmeasured, as their own bound (one thread or their \
+             pool, each waiting W) is below what another reached: {}.</p>\n",
+            escape(&o.outclassed.join(", "))
+        ));
+    }
     if o.candidates.is_empty() {
         return html;
     }

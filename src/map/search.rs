@@ -350,6 +350,10 @@ pub struct Outcome {
     /// Left out unmeasured: they starve connections by their shape ([`Cell::starving`]).
     #[serde(default)]
     pub starving: Vec<String>,
+    /// Left out unmeasured: their own bound ([`Cell::candidate_bound_rps`]) is below what a
+    /// candidate measured before them already reached.
+    #[serde(default)]
+    pub outclassed: Vec<String>,
 }
 
 impl Outcome {
@@ -427,26 +431,32 @@ struct Search<'a> {
     m: &'a mut dyn Measure,
     samples: Samples,
     asked: BTreeMap<Probe, Sample>,
+    /// The candidates the first round left out unmeasured (see [`Search::outclassed`]).
+    outclassed: Vec<Candidate>,
 }
 
 impl Search<'_> {
     /// Measures `c` for `ms` (repetition `rep`) and files the sample under `ms`. A p99 that is
-    /// a lower bound, or a window of fewer than three of the candidate's own cycles, in a
-    /// window of fewer than ten of the bound's cycles is measured again in a longer one (a
-    /// short window, not the server, cut it off), unless the candidate's pool starves
-    /// connections by its shape.
+    /// a lower bound, or a window of fewer than two of the candidate's own cycles, in a window
+    /// of fewer than ten of the bound's cycles is measured again in one of ten cycles (a short
+    /// window, not the server, cut it off), unless the candidate's pool starves connections by
+    /// its shape, or the sample failed (errors over 1%: requests that took longer than the
+    /// load's timeout, above any p99 bound, however long the window). It goes straight to ten:
+    /// each step between costs a whole probe (a server started, every connection made and
+    /// settled), the longest of them most of it.
     fn run(&mut self, c: Candidate, ms: u32, rep: u32) -> Option<Sample> {
         let ten_cycles = window_ms(LOWER_BOUND_CYCLES * self.cell.cycle_ms());
         let starves = starves_by_shape(c, self.cell.concurrency);
-        let mut window = ms;
-        let mut sample = self.probe(c, window, rep)?;
-        // Only a window at least half as long again tells more than the one before.
-        while (sample.p99_lower_bound || self.too_short(&sample, window))
-            && ten_cycles >= window + window / 2
+        let mut sample = self.probe(c, ms, rep)?;
+        // Only a window at least half as long again tells more than the one before; a sample
+        // with errors over 1% (requests that timed out, after every connection settled) missed
+        // the bound whatever the window, and one that failed has nothing to lengthen.
+        if sample.ok
+            && (sample.p99_lower_bound || self.too_short(&sample, ms))
+            && ten_cycles >= ms + ms / 2
             && !starves
         {
-            window = (window * 2).min(ten_cycles);
-            sample = self.probe(c, window, rep)?;
+            sample = self.probe(c, ten_cycles, rep)?;
         }
         self.samples.0.entry((c, ms)).or_default().push(sample);
         Some(sample)
@@ -503,13 +513,24 @@ impl Search<'_> {
     /// run and the final run length.
     fn halving(&mut self) -> Option<(Vec<Candidate>, u32, u32)> {
         let mut alive = self.cell.starting_candidates();
+        // The highest own bound first, so that those that cannot reach it are seen to be.
+        let cell = self.cell;
+        alive.sort_by(|a, b| {
+            cell.candidate_bound_rps(*b)
+                .total_cmp(&cell.candidate_bound_rps(*a))
+        });
         let mut ms = self.cell.first_window_ms();
         let mut rounds = 0;
         loop {
             rounds += 1;
             for c in alive.clone() {
+                if rounds == 1 && self.is_outclassed(c) {
+                    self.outclassed.push(c);
+                    continue;
+                }
                 self.run(c, ms, 0)?;
             }
+            alive.retain(|c| !self.outclassed.contains(c));
             self.sort(&mut alive);
             let leader = self.level(alive[0]).rps;
             let keep = alive.len().div_ceil(2);
@@ -532,6 +553,21 @@ impl Search<'_> {
             alive = next;
             ms = window_ms(f64::from(ms) * 2.0);
         }
+    }
+
+    /// Whether a candidate cannot reach what another already did: its own bound (one thread,
+    /// or its pool, waiting on a blocking wait) is clearly below the best measured throughput
+    /// that met the p99 bound. Measuring it would not change the verdict.
+    fn is_outclassed(&self, c: Candidate) -> bool {
+        let best = self
+            .samples
+            .0
+            .keys()
+            .map(|(k, _)| self.level(*k).rps.0)
+            .fold(0.0, f64::max)
+            // A measurement may pass the cell's bound by its noise; the bound is what counts.
+            .min(self.cell.bound_rps());
+        self.cell.candidate_bound_rps(c) < best * (1.0 - TIE_FRACTION)
     }
 
     /// Whether a candidate's throughput reached the cell's bound within its spread.
@@ -568,6 +604,7 @@ pub fn search(cell: &Cell, m: &mut dyn Measure) -> Option<Outcome> {
         m,
         samples: Samples::default(),
         asked: BTreeMap::new(),
+        outclassed: Vec::new(),
     };
     if cell.starting_candidates().is_empty() {
         return Some(no_winner(cell, 0, 0, None, Vec::new()));
@@ -575,7 +612,9 @@ pub fn search(cell: &Cell, m: &mut dyn Measure) -> Option<Outcome> {
     let (finalists, rounds, final_ms) = s.halving()?;
     let Some(first) = s.rank(&finalists) else {
         let rows = rows(&s, &finalists);
-        return Some(no_winner(cell, rounds, final_ms, None, rows));
+        let mut out = no_winner(cell, rounds, final_ms, None, rows);
+        out.outclassed = labels(&s.outclassed);
+        return Some(out);
     };
     // The verdict among the finalists, each pooled one at its own pool: whenever a pooled
     // architecture whose pool was not searched yet leads, its pool is searched and the field
@@ -628,8 +667,13 @@ pub fn search(cell: &Cell, m: &mut dyn Measure) -> Option<Outcome> {
         bound_rps: cell.bound_rps(),
         infeasible: None,
         candidates: rows(&s, &shown),
-        starving: cell.starving().iter().map(Candidate::label).collect(),
+        starving: labels(&cell.starving()),
+        outclassed: labels(&s.outclassed),
     })
+}
+
+fn labels(cs: &[Candidate]) -> Vec<String> {
+    cs.iter().map(Candidate::label).collect()
 }
 
 /// An outcome without a winner.
@@ -654,7 +698,8 @@ fn no_winner(
         bound_rps: cell.bound_rps(),
         infeasible,
         candidates,
-        starving: cell.starving().iter().map(Candidate::label).collect(),
+        starving: labels(&cell.starving()),
+        outclassed: Vec::new(),
     }
 }
 
@@ -712,7 +757,7 @@ fn measure_rules(
 
 /// The winner architecture's pool: bracket the best on a doubling scale (until two doublings
 /// bring no clear gain), narrow it by a golden-section search over log2(pool), repeating close
-/// calls (noise gating), measure those near the best again, then take, of the measured pools
+/// calls (noise gating) unless both are on the plateau, measure those near the best again, then take, of the measured pools
 /// within [`WITHIN_BEST`] of the best, the cheapest ([`cheapest`]: p99, CPU per request,
 /// memory), the smallest of those.
 fn pool_search(s: &mut Search, arch: Arch, ms: u32) -> Option<u32> {
@@ -727,9 +772,25 @@ fn pool_search(s: &mut Search, arch: Arch, ms: u32) -> Option<u32> {
         }
         Some(s.level_at(cand(w), ms).rps)
     };
-    // Bracket: double until the throughput falls clearly below the best so far.
-    let (mut best_w, mut best) = (1u32, measure(1, s)?.0);
+    // Bracket: double until the throughput falls clearly below the best so far, from the
+    // largest doubling whose successor's own bound can come within WITHIN_BEST of what the
+    // architecture already reached (with blocking waits, a pool of P cannot pass P / (C + W):
+    // smaller pools need no measuring).
+    let reached = s
+        .samples
+        .0
+        .keys()
+        .filter(|(c, m)| c.arch == arch && *m == ms)
+        .map(|(c, _)| s.level_at(*c, ms).rps.0)
+        .fold(0.0, f64::max);
     let mut w = 1u32;
+    while w < cap
+        && s.cell.candidate_bound_rps(cand((w * 2).min(cap))) < reached * (1.0 - WITHIN_BEST)
+    {
+        w = (w * 2).min(cap);
+    }
+    let floor = w;
+    let (mut best_w, mut best) = (w, measure(w, s)?.0);
     while w < cap {
         w = (w * 2).min(cap);
         let l = measure(w, s)?.0;
@@ -761,7 +822,7 @@ fn pool_search(s: &mut Search, arch: Arch, ms: u32) -> Option<u32> {
         .min()
         .unwrap_or(best_w);
     let (mut lo, mut hi) = (
-        f64::from((knee / 2).max(1)).log2(),
+        f64::from((knee / 2).max(floor)).log2(),
         f64::from((knee * 2).min(cap)).log2(),
     );
     const PHI: f64 = 0.618_033_988_749_895;
@@ -775,9 +836,13 @@ fn pool_search(s: &mut Search, arch: Arch, ms: u32) -> Option<u32> {
             break;
         }
         let (mut l1, mut l2) = (measure(p1, s)?, measure(p2, s)?);
+        // Both on the plateau (within half of WITHIN_BEST of the best so far): the smaller
+        // goes on, whatever the noise between them says; no need to measure them again.
+        let top = measured(s).iter().map(|(_, l)| *l).fold(0.0, f64::max);
+        let plateau = l1.0.min(l2.0) >= top * (1.0 - WITHIN_BEST / 2.0);
         // Noise gating: too close to call against their spread: measure both again.
         let mut rep = 1;
-        while rep < MAX_REPS && gated(l1, l2) {
+        while rep < MAX_REPS && !plateau && gated(l1, l2) {
             for p in [p1, p2] {
                 if (s.samples.at(cand(p), ms).len() as u32) <= rep {
                     s.run(cand(p), ms, rep)?;
@@ -1094,7 +1159,8 @@ mod tests {
         }
         let mut c = cell(&[Arch::Epoll], 1);
         c.base_ms = 20;
-        // One connection, 11 ms a cycle: 33 ms first, then 66, 110 (ten cycles), never 200.
+        // One connection, 11 ms a cycle: 33 ms first, then straight to 110 (ten cycles), never
+        // 200.
         let mut m = Short(Vec::new());
         let out = search(&c, &mut m).unwrap();
         assert_eq!(out.winner, None);
@@ -1103,12 +1169,38 @@ mod tests {
                 .filter(|p| p.rep == 0)
                 .map(|p| p.duration_ms)
                 .collect();
-        assert_eq!(lengths, vec![33, 66, 110]);
+        assert_eq!(lengths, vec![33, 110]);
         c.base_ms = 50;
         let mut m = Short(Vec::new());
         let out = search(&c, &mut m).unwrap();
-        // 50, 100, then 110 still censored: no winner... at 200 it would be. Ten cycles cap it.
+        // 50, then 110 still censored: no winner... at 200 it would be. Ten cycles cap it.
         assert_eq!(out.winner, None);
+        // Requests that timed out (errors over 1%): the bound is missed whatever the window.
+        struct TimedOut(Vec<Probe>);
+        impl Measure for TimedOut {
+            fn measure(&mut self, probe: &Probe) -> Option<Sample> {
+                self.0.push(*probe);
+                Some(Sample {
+                    rps: 100.0,
+                    p99_us: 2_000_000.0,
+                    p99_lower_bound: true,
+                    ok: false,
+                    cpu_us: 10.0,
+                    rss_kb: 100,
+                    threads: 1,
+                    processes: 1,
+                })
+            }
+        }
+        c.base_ms = 20;
+        let mut m = TimedOut(Vec::new());
+        let out = search(&c, &mut m).unwrap();
+        assert_eq!(out.winner, None);
+        assert_eq!(
+            m.0.iter().map(|p| p.duration_ms).collect::<Vec<_>>(),
+            vec![33],
+            "measured once, never longer"
+        );
         // A pool that starves connections by its shape is left out, unmeasured.
         let mut c = cell(&[Arch::Prethreaded, Arch::Iterative], 64);
         c.base_ms = 20;
@@ -1135,8 +1227,18 @@ mod tests {
             &mut curve,
         )
         .unwrap();
-        assert_eq!(out.winner.unwrap().arch, Arch::Epoll);
-        assert_eq!(out.ties, vec!["poll".to_string()]);
+        assert_eq!(
+            out.winner.unwrap().arch,
+            Arch::Epoll,
+            "{out:?} {:?}",
+            curve.asked
+        );
+        assert_eq!(
+            out.ties,
+            vec!["poll".to_string()],
+            "{out:?} {:?}",
+            curve.asked
+        );
         assert_eq!(out.decided_by, None);
         // The same throughput, a third of the p99: the p99 decides.
         let mut curve = Curve {
@@ -1181,6 +1283,49 @@ mod tests {
         // and second runs of the two close to the leader.
         assert_eq!(curve.asked.len(), 6, "{:?}", curve.asked);
         assert_eq!(out.starving, ["iterative"]);
+    }
+
+    /// With blocking waits, a single loop (one thread waiting at a time) cannot pass
+    /// 1 / (C + W): once a pool measured more, it is left out; and the winner's pool search
+    /// starts at the doubling whose successor's own bound can reach what the pool reached.
+    #[test]
+    fn candidates_below_what_another_reached_are_not_measured() {
+        let mut curve = Curve {
+            f: |c: Candidate| match c.arch {
+                Arch::Hybrid => (plateau(c.workers.unwrap(), 20, 1800.0), 30_000.0),
+                _ => (85.0, 60_000.0),
+            },
+            asked: Vec::new(),
+        };
+        // 1 ms + 10 ms blocking at 64 connections: a single loop's own bound is 91/s.
+        let mut c = cell(&[Arch::Poll, Arch::Hybrid, Arch::Epoll], 64);
+        c.blocking = true;
+        let out = search(&c, &mut curve).unwrap();
+        assert_eq!(out.outclassed, ["poll", "epoll"]);
+        assert!(curve.asked.iter().all(|p| p.candidate.arch == Arch::Hybrid));
+        // Hybrid/22 reached 1,800: a pool of 16 (16 / 11 ms = 1,454) cannot come within 5%
+        // of it, 32 can: the bracket starts at 16, not at 1 (the rules' pools, 5 and 22, are
+        // measured for what they lose).
+        let smallest = curve
+            .asked
+            .iter()
+            .filter_map(|p| p.candidate.workers)
+            .filter(|w| ![5, 22].contains(w))
+            .min()
+            .unwrap();
+        assert_eq!(smallest, 16, "{:?}", curve.asked);
+        assert_eq!(out.winner.unwrap().arch, Arch::Hybrid);
+        let w = out.winner.unwrap().workers.unwrap();
+        assert!((19..=20).contains(&w), "{w}");
+        // Async waits: every candidate's own bound is the cell's; nothing is left out.
+        c.blocking = false;
+        let mut curve = Curve {
+            f: curve.f,
+            asked: Vec::new(),
+        };
+        let out = search(&c, &mut curve).unwrap();
+        assert!(out.outclassed.is_empty());
+        assert!(curve.asked.iter().any(|p| p.candidate.arch == Arch::Poll));
     }
 
     #[test]
@@ -1233,11 +1378,37 @@ mod tests {
             asked: Vec::new(),
         };
         let out = search(&cell(&[Arch::Reactors], 64), &mut curve).unwrap();
+        // Both of a pair on the plateau: the smaller goes on, neither measured a third time.
         assert!(
-            curve.asked.iter().any(|p| p.rep == 2),
-            "no repeat on a plateau"
+            !curve.asked.iter().any(|p| p.rep == 2),
+            "a plateau measured again: {:?}",
+            curve.asked
         );
         assert_eq!(out.winner.unwrap().workers, Some(6));
+        // Below the plateau, 7 (947/s) and 9 (1,000/s) are within 6% of each other (three
+        // times an unknown spread): both are measured again before they are compared.
+        let mut curve = Curve {
+            f: |c: Candidate| {
+                let w = c.workers.unwrap();
+                let rps = match w {
+                    1 => 500.0,
+                    2 => 800.0,
+                    3..=7 => 940.0 + f64::from(w),
+                    _ => 1000.0,
+                };
+                (rps, 1000.0)
+            },
+            asked: Vec::new(),
+        };
+        let out = search(&cell(&[Arch::Reactors], 64), &mut curve).unwrap();
+        let again = |w: u32| {
+            curve
+                .asked
+                .iter()
+                .any(|p| p.rep == 1 && p.candidate.workers == Some(w))
+        };
+        assert!(again(7) && again(9), "{:?}", curve.asked);
+        assert_eq!(out.winner.unwrap().workers, Some(8));
     }
 
     #[test]
