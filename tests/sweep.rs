@@ -73,6 +73,7 @@ route = "/hello"
         "results.json",
         "table.md",
         "report.html",
+        "points.csv",
         "hello-throughput.svg",
         "hello-p99.svg",
     ] {
@@ -81,6 +82,21 @@ route = "/hello"
     let results = read_json(&out.join("results.json"));
     let points = results["points"].as_array().unwrap();
     assert_eq!(points.len(), 4);
+    // points.csv: a header and a row per point, the same figures as results.json.
+    let csv = std::fs::read_to_string(out.join("points.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 5, "{csv}");
+    let col = |name: &str| rows[0].iter().position(|h| *h == name).expect(name);
+    for (row, p) in rows[1..].iter().zip(points) {
+        assert_eq!(row[col("arch")], p["arch"].as_str().unwrap(), "{csv}");
+        assert_eq!(row[col("concurrency")], p["concurrency"].to_string());
+        let rps: f64 = row[col("rps")].parse().unwrap();
+        assert!(
+            (rps - p["rps"].as_f64().unwrap()).abs() < 1e-6 * rps.max(1.0),
+            "{csv}"
+        );
+        assert_eq!(row[col("server_rss_kb")], p["server"]["rss_kb"].to_string());
+    }
     for p in points {
         for key in [
             "arch",
@@ -278,10 +294,11 @@ name = "hello"
 route = "/hello"
 "#,
     );
+    let stderr_path = dir.join("stderr.txt");
     let mut sweep = sweep
         .arg("--plain")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
         .spawn()
         .unwrap();
     // Wait for the first point to be saved, noting every server the sweep starts.
@@ -344,6 +361,20 @@ route = "/hello"
     assert!(
         out.join("report.html").is_file(),
         "outputs are written on interrupt"
+    );
+    // The point cut off ends its progress line; the closing message has a line of its own.
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap();
+    let lines: Vec<&str> = stderr.lines().collect();
+    let cut = lines
+        .iter()
+        .position(|l| l.starts_with(&format!("[{}/6] ", points.len() + 1)))
+        .unwrap_or_else(|| panic!("no line for the point cut off: {stderr}"));
+    assert!(lines[cut].ends_with(": interrupted"), "{stderr}");
+    assert!(
+        lines[cut + 1..]
+            .iter()
+            .any(|l| l.starts_with("sweetspot: interrupted: ")),
+        "{stderr}"
     );
 }
 

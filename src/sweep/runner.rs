@@ -728,6 +728,8 @@ fn pin_group_to_cpu0(pgid: i32) {
 struct Progress {
     bar: Option<ProgressBar>,
     total: usize,
+    /// A point's line is started and not yet ended (without a bar).
+    open_line: std::cell::Cell<bool>,
 }
 
 impl Progress {
@@ -746,14 +748,21 @@ impl Progress {
         if bar.is_none() {
             eprintln!("sweep: {total} points, about {:.0} s", estimated_seconds);
         }
-        Progress { bar, total }
+        Progress {
+            bar,
+            total,
+            open_line: std::cell::Cell::new(false),
+        }
     }
 
     fn starting(&self, index: usize, point: &PointSpec) {
         let what = describe(point);
         match &self.bar {
             Some(bar) => bar.set_message(what),
-            None => eprint!("[{}/{}] {what}: ", index + 1, self.total),
+            None => {
+                eprint!("[{}/{}] {what}: ", index + 1, self.total);
+                self.open_line.set(true);
+            }
         }
     }
 
@@ -786,13 +795,21 @@ impl Progress {
                 ));
                 bar.inc(1);
             }
-            None => eprintln!("{line}"),
+            None => {
+                eprintln!("{line}");
+                self.open_line.set(false);
+            }
         }
     }
 
+    /// Clears the bar, or ends a point's line an interrupt left open (what prints next starts
+    /// on a line of its own).
     fn done(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
+        }
+        if self.open_line.get() {
+            eprintln!("interrupted");
         }
     }
 }

@@ -1,11 +1,12 @@
 //! Outputs of a sweep: one file per format behind one small trait.
 //!
 //! Each [`Exporter`] turns a [`SweepResults`] into files in the output directory: JSON
-//! ([`json`]), the study-style Markdown table ([`markdown`]), SVG plots ([`svg`]) and the
-//! self-contained HTML report ([`html`]). The terminal summary ([`terminal`]) prints instead of
-//! writing. The tables every text format shares are built once here ([`workload_tables`]), so
+//! ([`json`]), the study-style Markdown table ([`markdown`]), a CSV row per point ([`csv`]),
+//! SVG plots ([`svg`]) and the self-contained HTML report ([`html`]). The terminal summary
+//! ([`terminal`]) prints instead of writing. The tables every text format shares are built once here ([`workload_tables`]), so
 //! Markdown, HTML and the terminal agree cell for cell.
 
+pub mod csv;
 pub mod html;
 pub mod json;
 pub mod markdown;
@@ -35,6 +36,7 @@ pub fn exporters() -> Vec<Box<dyn Exporter>> {
     vec![
         Box::new(json::JsonExporter),
         Box::new(markdown::MarkdownExporter),
+        Box::new(csv::CsvExporter),
         Box::new(svg::SvgExporter),
         Box::new(html::HtmlExporter),
     ]
