@@ -139,6 +139,7 @@ on_both_engines!(
     rate_mode_counts_due_requests_that_could_not_be_sent,
     rate_mode_at_twice_capacity_shows_the_stall_only_in_corrected_latency,
     rate_mode_below_capacity_holds_the_rate,
+    rate_mode_slack_reads_a_known_latency_as_sends_one_by_one_do,
     count_mode_sends_exactly_n_requests,
     count_mode_with_pipelining_sends_exactly_n_requests,
     an_unknown_route_is_counted_under_404,
@@ -389,6 +390,54 @@ fn rate_mode_below_capacity_holds_the_rate(engine: Engine) {
     assert!((180..=210).contains(&report.requests_sent), "{report:?}");
 }
 
+/// A server that adds 20 ms to every request, at 2,000 requests/s over 60 connections and 2
+/// threads: sent one by one at their own times (slack 0) and in batches of up to 5 ms (five
+/// sends fall due per slack on each thread, so they share wakeups), the corrected latency
+/// reads the same 20 ms, apart by no more than the slack (the lateness is measured from the
+/// intended times, so it can only add).
+fn rate_mode_slack_reads_a_known_latency_as_sends_one_by_one_do(engine: Engine) {
+    let _timing = timing_lock();
+    let server = our_server(&[]);
+    let run = |slack_us: u64| {
+        let mode = Mode::Rate {
+            rate: 2000.0,
+            duration: Duration::from_secs(2),
+        };
+        let mut config = config_on(engine, &server.url("/sleep?ms=20"), 60, mode);
+        config.slack = Duration::from_micros(slack_us);
+        let report = load::run(&config, None).unwrap();
+        assert_eq!(report.rate_held, Some(true), "{report:?}");
+        assert_eq!(report.errors.total(), 0, "{:?}", report.errors);
+        assert_eq!(report.slack_us, Some(slack_us));
+        let l = report.latency_us;
+        assert!(
+            (20_000.0..20_000.0 + 3_000.0 + slack_us as f64).contains(&l.p50),
+            "slack {slack_us} us: p50 {} ms",
+            ms(l.p50)
+        );
+        assert!(
+            l.p99 < 35_000.0,
+            "slack {slack_us} us: p99 {} ms",
+            ms(l.p99)
+        );
+        (l.p50, l.p99)
+    };
+    let (p50_exact, p99_exact) = run(0);
+    let (p50_batched, p99_batched) = run(5000);
+    assert!(
+        (p50_batched - p50_exact).abs() <= 5000.0 + 500.0,
+        "p50 {} ms one by one, {} ms batched",
+        ms(p50_exact),
+        ms(p50_batched)
+    );
+    assert!(
+        (p99_batched - p99_exact).abs() <= 5000.0 + 3000.0,
+        "p99 {} ms one by one, {} ms batched",
+        ms(p99_exact),
+        ms(p99_batched)
+    );
+}
+
 fn count_mode_sends_exactly_n_requests(engine: Engine) {
     let server = our_server(&[]);
     let report = load::run(
@@ -572,6 +621,16 @@ fn bad_arguments_exit_2_with_one_line() {
         vec!["load", "https://127.0.0.1:1/", "--engine", "uring"],
         vec!["load", "http://127.0.0.1:1/", "--engine", "kqueue"],
         vec!["load", "http://127.0.0.1:1/", "--gather", "1ms"],
+        vec!["load", "http://127.0.0.1:1/", "--slack", "1ms"],
+        vec!["load", "http://127.0.0.1:1/", "-R", "100", "--slack", "1h"],
+        vec![
+            "load",
+            "http://127.0.0.1:1/",
+            "-R",
+            "100",
+            "--slack",
+            "soon",
+        ],
         vec![
             "load",
             "http://127.0.0.1:1/",
@@ -654,6 +713,8 @@ fn rate_mode_json_has_the_uncorrected_view() {
     }
     assert_eq!(json["target_rate"], 50.0);
     assert_eq!(json["rate_held"], true);
+    // 50/s: no two sends due within the default slack, so none was allowed.
+    assert_eq!(json["slack_us"], 0);
     // Everything answered: no lower bounds, so no key.
     assert!(json["latency_us"].get("lower_bound").is_none(), "{json}");
     assert!(json["latency_uncorrected_us"].get("lower_bound").is_none());

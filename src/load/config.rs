@@ -113,6 +113,15 @@ pub struct LoadArgs {
     /// Pin load threads to these CPUs, round robin (e.g. --pin 1 or --pin 0,1).
     #[arg(long = "pin", value_name = "CPUS", value_delimiter = ',')]
     pub pin: Vec<usize>,
+    /// Rate mode (-R): requests that fall due within DURATION of the first one due go out
+    /// together at its end, one wakeup for all of them, as wrk2 sends on its timer tick, when
+    /// a thread has at least two sends due per DURATION on average (fewer: each goes at its
+    /// own time), cut to 20 sends' worth at high rates (bigger bursts queue at the server);
+    /// 0: never, a timer armed per request [default: 1ms]. Latency is still
+    /// measured from each request's intended time, so the lateness is inside it: at most
+    /// DURATION, recorded in the report as `slack_us`.
+    #[arg(long, value_name = "DURATION", requires = "rate")]
+    pub slack: Option<String>,
     /// No human summary (JSON only, if asked for).
     #[arg(short = 'q', long)]
     pub quiet: bool,
@@ -305,6 +314,27 @@ pub fn narrow_to_segment(
 /// stamp (its age on the realtime clock subtracted from the monotonic clock read at the same
 /// moment); only a connection's next request waits, up to the window. Rate mode never gathers.
 pub const DEFAULT_GATHER: Duration = Duration::from_micros(100);
+/// How late a rate-mode send may go out to share a wakeup with others (`--slack`).
+pub const DEFAULT_SLACK: Duration = Duration::from_millis(1);
+/// `--slack` may not be longer than this.
+pub const MAX_SLACK: Duration = Duration::from_millis(10);
+
+/// At most this many sends share a wakeup on average: a bigger burst queues at the server
+/// and changes what is measured (nginx on one core at 78,000/s: batches of 78 in 1 ms raised
+/// its p50 from 90 us to 535 us; benches/rate_cost.txt).
+pub const MAX_BATCH: f64 = 20.0;
+
+/// The slack a thread sending `rate` requests a second batches its sends with: `slack`, cut
+/// to [`MAX_BATCH`] sends' worth, when at least two sends fall due within it on average; none
+/// otherwise, so that a request with no other due near it goes out at its own time rather
+/// than late for nothing.
+pub fn batch_slack(slack: Duration, rate: f64) -> Duration {
+    if rate * slack.as_secs_f64() >= 2.0 {
+        slack.min(Duration::from_secs_f64(MAX_BATCH / rate))
+    } else {
+        Duration::ZERO
+    }
+}
 /// `--gather` may not be longer than this.
 pub const MAX_GATHER: Duration = Duration::from_millis(10);
 
@@ -401,6 +431,8 @@ pub struct LoadConfig {
     /// Closed mode: the measured window (`-d` long) opens only once every connection has been
     /// answered once, or after this long whatever is unanswered; before it nothing is counted.
     pub settle: Option<Duration>,
+    /// Rate mode: how late a send may go out to share a wakeup with the others due by then.
+    pub slack: Duration,
 }
 
 /// `--gather`: how long an io_uring wait may gather responses.
@@ -418,6 +450,17 @@ pub fn default_threads() -> usize {
 }
 
 impl LoadConfig {
+    /// Rate mode: the slack the busiest thread batches its sends with (its share of the rate
+    /// by its share of the connections); zero in the other modes.
+    pub fn effective_slack(&self) -> Duration {
+        let Mode::Rate { rate, .. } = self.mode else {
+            return Duration::ZERO;
+        };
+        let connections = self.connections.max(1);
+        let busiest = connections.div_ceil(self.threads.clamp(1, connections));
+        batch_slack(self.slack, rate * busiest as f64 / connections as f64)
+    }
+
     /// A config with wrk-like defaults: one thread per core (at most one per connection),
     /// 2 s timeout, keep-alive, GET, no pipelining, 64-byte echo messages.
     pub fn new(target: Target, connections: usize, mode: Mode) -> LoadConfig {
@@ -440,6 +483,7 @@ impl LoadConfig {
             urls: None,
             plan: None,
             settle: None,
+            slack: DEFAULT_SLACK,
         }
     }
 
@@ -555,6 +599,10 @@ impl LoadConfig {
                 .as_deref()
                 .map(|text| parse_duration(text).map_err(|e| usage(format!("--settle: {e}"))))
                 .transpose()?,
+            slack: match &args.slack {
+                None => DEFAULT_SLACK,
+                Some(text) => parse_duration(text).map_err(|e| usage(format!("--slack: {e}")))?,
+            },
         };
         config.validate()?;
         config.threads = config.threads.min(config.connections);
@@ -611,6 +659,12 @@ impl LoadConfig {
                 ))
             }
             _ => {}
+        }
+        if self.slack > MAX_SLACK {
+            return Err(usage(format!(
+                "--slack must be at most {} ms",
+                MAX_SLACK.as_millis()
+            )));
         }
         match (self.settle, self.mode) {
             (Some(limit), _) if limit.is_zero() || limit > MAX_DURATION => {
@@ -747,6 +801,30 @@ mod tests {
 
     fn is_usage(e: &anyhow::Error) -> bool {
         e.downcast_ref::<crate::UsageError>().is_some()
+    }
+
+    #[test]
+    fn sends_are_batched_only_where_two_fall_due_within_the_slack() {
+        let ms = Duration::from_millis;
+        assert_eq!(batch_slack(ms(1), 20_000.0), ms(1));
+        // 80,000/s: 20 sends' worth, 250 us.
+        assert_eq!(batch_slack(ms(1), 80_000.0), Duration::from_micros(250));
+        assert_eq!(batch_slack(ms(1), 2_000.0), ms(1));
+        assert_eq!(batch_slack(ms(1), 1_999.0), Duration::ZERO);
+        assert_eq!(batch_slack(Duration::ZERO, 1e6), Duration::ZERO);
+        // 20,000/s over 2 threads: 10,000 each, 10 sends per ms.
+        let c = config("-R 20000 -c 50 -t 2 -d 1s http://127.0.0.1:1/").unwrap();
+        assert_eq!(c.slack, DEFAULT_SLACK);
+        assert_eq!(c.effective_slack(), ms(1));
+        // 100/s: one send every 20 ms per thread, each at its own time.
+        let c = config("-R 100 -c 4 -t 2 -d 1s http://127.0.0.1:1/").unwrap();
+        assert_eq!(c.effective_slack(), Duration::ZERO);
+        let c = config("-R 20000 -c 50 --slack 250us -d 1s http://127.0.0.1:1/").unwrap();
+        assert_eq!(c.slack, Duration::from_micros(250));
+        let c = config("-c 50 -d 1s http://127.0.0.1:1/").unwrap();
+        assert_eq!(c.effective_slack(), Duration::ZERO);
+        assert!(config("-c 5 --slack 1ms http://127.0.0.1:1/").is_err());
+        assert!(config("-R 10 --slack 11ms http://127.0.0.1:1/").is_err_and(|e| is_usage(&e)));
     }
 
     #[test]

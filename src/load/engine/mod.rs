@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Poll};
 
+use crate::load::config::MAX_BATCH;
 use crate::load::engine::framing::{EchoReplyFramer, HttpResponseFramer, ResponseFramer};
 use crate::load::error::FailureKind;
 use crate::load::source::plan::{RatePlan, StepWindow};
@@ -196,6 +197,9 @@ struct Worker<'p, 'a> {
     precise_timer: Option<PreciseTimer>,
     /// Sends are paced by intended times (rate mode).
     paced: bool,
+    /// Rate mode: how late a send may go out to share a wakeup
+    /// ([`crate::load::config::batch_slack`]).
+    slack: Duration,
     pipeline: usize,
     timeout: Duration,
     /// The measured window: from its start to when sending stopped.
@@ -257,6 +261,16 @@ impl<'p, 'a> Worker<'p, 'a> {
             send_queue: Vec::with_capacity(share.connections),
             precise_timer: None,
             paced,
+            slack: if paced {
+                let total = match config.mode {
+                    Mode::Rate { rate, .. } => rate,
+                    _ => 0.0,
+                };
+                let rate = total * share.connections as f64 / plan.total_connections.max(1) as f64;
+                crate::load::config::batch_slack(config.slack, rate)
+            } else {
+                Duration::ZERO
+            },
             pipeline,
             timeout: config.timeout,
             elapsed: Duration::ZERO,
@@ -323,6 +337,16 @@ impl<'p, 'a> Worker<'p, 'a> {
                 (None, None) => {}
             }
             if let Some(at) = self.wakeups.earliest() {
+                // Rate mode's slack: a send due later goes out at the end of its slack, with
+                // every other send due by then, in one wakeup (its lateness is measured);
+                // only while the server keeps up (no more unanswered than a batch): one with
+                // requests queued gets the next as intended, not in bursts that queue more.
+                let keeping_up = self.recorder.outstanding() <= MAX_BATCH as u64;
+                let at = if at > now && keeping_up {
+                    at + self.slack
+                } else {
+                    at
+                };
                 wake = wake.min(at);
                 if let Some(timer) = self.precise_timer.as_mut() {
                     timer.arm(at, now);
@@ -578,6 +602,7 @@ impl<'p, 'a> Worker<'p, 'a> {
             driver.closing(conn, slot);
         }
         self.policy.closed(&mut conn.schedule);
+        self.recorder.dropped(conn.in_flight.len());
         conn.reset(Instant::now());
     }
 

@@ -45,6 +45,8 @@ pub struct Recorder {
     window_start: Instant,
     /// Requests sent from this on are not of it either (a settled window closed).
     window_end: Option<Instant>,
+    /// Requests sent and neither answered nor dropped with their connection.
+    outstanding: u64,
 }
 
 /// What a response was to the run.
@@ -78,6 +80,7 @@ impl Recorder {
             settling: false,
             window_start: start,
             window_end: None,
+            outstanding: 0,
         }
     }
 
@@ -126,6 +129,7 @@ impl Recorder {
     /// Counts one complete response to `request`, read at `now`, and says what it was.
     #[inline]
     pub fn response(&mut self, request: InFlight, status: u16, now: Instant) -> Answer {
+        self.outstanding = self.outstanding.saturating_sub(1);
         if self.settling
             || request.sent < self.window_start
             || self.window_end.is_some_and(|end| request.sent >= end)
@@ -253,6 +257,7 @@ impl Recorder {
     #[inline]
     pub fn sent(&mut self, requests: usize, first: usize) {
         self.stats.sent += requests as u64;
+        self.outstanding += requests as u64;
         if let Some(urls) = self.stats.urls.as_mut() {
             urls.sent(first, requests);
         }
@@ -266,6 +271,17 @@ impl Recorder {
     #[inline]
     pub fn bytes_read(&mut self, n: usize) {
         self.stats.bytes_read += n as u64;
+    }
+
+    /// `requests` in flight were dropped with their connection (reset, failed, timed out).
+    #[inline]
+    pub fn dropped(&mut self, requests: usize) {
+        self.outstanding = self.outstanding.saturating_sub(requests as u64);
+    }
+
+    /// Requests sent and not yet answered or dropped.
+    pub fn outstanding(&self) -> u64 {
+        self.outstanding
     }
 
     /// Complete responses so far (the progress display's counter).

@@ -92,10 +92,12 @@ impl PreciseTimer {
         })
     }
 
-    /// Sets the timer to fire at `at` unless it already does; past times need no timer (the
-    /// poll does not wait). A failure to arm only costs precision.
+    /// Sets the timer to fire by `at` unless it already does (it is armed for a time after
+    /// `now` and no later than `at`: with rate mode's slack, one arming serves every send due
+    /// before it fires); past times need no timer (the poll does not wait). A failure to arm
+    /// only costs precision.
     pub fn arm(&mut self, at: Instant, now: Instant) {
-        if at <= now || self.armed_for == Some(at) {
+        if at <= now || self.armed_for.is_some_and(|t| t > now && t <= at) {
             return;
         }
         let delay = TimeSpec::from_duration(at - now);
@@ -172,6 +174,35 @@ mod tests {
         assert_eq!(w.pop_due(t + ms(10)), Some(1));
         assert_eq!(w.pop_due(t + ms(10)), None, "slot 0's 5 ms entry was stale");
         assert!(!w.pending(0) && !w.pending(1));
+    }
+
+    /// With slack, the timer armed for a send serves every later send due by then: it is
+    /// re-armed only for an earlier time (or once it has fired).
+    #[test]
+    fn the_timer_is_armed_again_only_for_an_earlier_time() {
+        let poll = mio::Poll::new().unwrap();
+        let mut timer = PreciseTimer::new(poll.registry(), Token(7)).unwrap();
+        let now = Instant::now();
+        let ms = Duration::from_millis;
+        timer.arm(now + ms(10), now);
+        assert_eq!(timer.armed_for, Some(now + ms(10)));
+        timer.arm(now + ms(12), now);
+        assert_eq!(
+            timer.armed_for,
+            Some(now + ms(10)),
+            "fires early enough already"
+        );
+        timer.arm(now + ms(4), now);
+        assert_eq!(timer.armed_for, Some(now + ms(4)), "re-armed earlier");
+        timer.arm(now, now);
+        assert_eq!(
+            timer.armed_for,
+            Some(now + ms(4)),
+            "a past time needs no timer"
+        );
+        // Once its time has passed it counts as fired: the next send arms it again.
+        timer.arm(now + ms(20), now + ms(5));
+        assert_eq!(timer.armed_for, Some(now + ms(20)));
     }
 
     #[test]

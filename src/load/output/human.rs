@@ -179,12 +179,16 @@ fn rates(out: &mut String, report: &LoadReport) {
     {
         let _ = writeln!(
             out,
-            "Rate:         target {target:.2}/s, sent {achieved:.2}/s: {}",
+            "Rate:         target {target:.2}/s, sent {achieved:.2}/s: {}{}",
             if held {
                 "held"
             } else {
                 "NOT HELD (the server or the generator could not keep up)"
-            }
+            },
+            report
+                .slack_us
+                .map(|us| format!(" (slack {us} us)"))
+                .unwrap_or_default()
         );
     }
 }
@@ -358,6 +362,7 @@ mod tests {
             target_rate: None,
             rate_held: None,
             achieved_rate: None,
+            slack_us: None,
             plan: None,
             steps: Vec::new(),
             requests_sent: 100,

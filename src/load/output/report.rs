@@ -81,6 +81,11 @@ pub struct LoadReport {
     /// Rate mode only: requests sent per second.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub achieved_rate: Option<f64>,
+    /// Rate mode only: the `--slack` that applied, µs: how late a send could go out to share
+    /// a wakeup (its lateness is inside the latency); 0 where fewer than two sends fell due
+    /// per slack on a thread, so each went at its own time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slack_us: Option<u64>,
     /// Rate mode with a load plan (`-R 100..5000`, `-R 1000@10s,...`): the plan as `-R` takes
     /// it; `target_rate` is its mean rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -249,6 +254,7 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         target_rate,
         rate_held,
         achieved_rate,
+        slack_us: rate_mode.then(|| config.effective_slack().as_micros() as u64),
         plan: config.plan.as_ref().map(|p| p.to_string()),
         steps: match (&config.plan, &merged.steps) {
             (Some(plan), Some(steps)) => {

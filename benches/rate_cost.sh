@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Rate mode's CPU per request against the closed loop's, with and without the send slack,
+# beside autocannon and h2load at the same rates. The logic is benches/rate_cost.py.
+#
+# Usage: benches/rate_cost.sh [SECONDS] [ROUNDS]   (default 4 and 3; output:
+# benches/rate_cost.txt). Installs nginx and h2load from Debian's packages and autocannon from
+# npm when missing (as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-4}
+rounds=${2:-3}
+
+need=()
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
+command -v h2load >/dev/null || need+=(nghttp2-client)
+command -v taskset >/dev/null || need+=(util-linux)
+. benches/install.sh
+bench_install "${need[@]}"
+if ! command -v autocannon >/dev/null && command -v npm >/dev/null; then
+    npm install -g --silent autocannon >/dev/null 2>&1 || echo "rate_cost: npm could not install autocannon; it is skipped" >&2
+fi
+export PATH="$PATH:/usr/sbin"
+cargo build --release --quiet
+python3 benches/rate_cost.py "$seconds" "$rounds" | tee benches/rate_cost.txt
