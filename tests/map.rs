@@ -434,8 +434,18 @@ fn advise_recommends_and_measures_the_rules_of_thumb() {
         assert!(r["rps"].as_f64().unwrap() > 0.0, "{r}");
     }
     assert!(advice["points_measured"].as_u64().unwrap() > 0);
-    assert_eq!(outcome["runner_up"], "epoll", "{advice}");
-    assert!(outcome["margin"].as_f64().unwrap() > 0.5, "{advice}");
+    // epoll's one thread waits 5.5 ms a request: its own bound, 182/s, is below what the pool
+    // reached (over 700/s, 8 x 0.5 ms of CPU on the cores), so it is left out, unmeasured.
+    assert!(outcome["rps"].as_f64().unwrap() > 700.0, "{advice}");
+    assert_eq!(outcome["outclassed"], serde_json::json!(["epoll"]), "{advice}");
+    assert!(outcome["runner_up"].is_null(), "{advice}");
+    let measured: Vec<&str> = outcome["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["label"].as_str().unwrap())
+        .collect();
+    assert!(!measured.contains(&"epoll"), "{advice}");
 }
 
 #[test]
