@@ -1,4 +1,5 @@
-"""What benches/peers.py and benches/generators.py share: free ports, and processes pinned to a
+"""What benches/peers.py, benches/generators.py and benches/rate_cost.py share: free ports, one
+nginx serving a 14-byte file on CPU 0 (the generators' target), and processes pinned to a
 CPU inside a cgroup v1 cpuacct group of their own, so their CPU time is exact (every process
 and thread they ran, exited ones included). Where no cgroup can be made, the CPU time falls back
 to utime + stime of the process tree plus its reaped children, from /proc.
@@ -64,6 +65,26 @@ def tree_cpu(root):
             tree.add(pid)
             todo += [p for p, (ppid, _) in stats.items() if ppid == pid]
     return sum(stats[p][1] for p in tree) / HZ
+
+
+def start_static_nginx(work):
+    """One nginx (1 worker, pinned to CPU 0) serving a 14-byte index.html from `work`/www;
+    returns the running process and its URL once it accepts connections."""
+    port = free_port()
+    www = os.path.join(work, "www")
+    os.makedirs(www, exist_ok=True)
+    with open(os.path.join(www, "index.html"), "w") as f:
+        f.write("Hello, World!\n")
+    write_nginx_conf(work, 1, f"listen 127.0.0.1:{port} backlog=4096; root {www};")
+    nginx = Pinned(["nginx", "-p", work, "-c", f"{work}/nginx.conf"], 0)
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    time.sleep(0.3)
+    return nginx, f"http://127.0.0.1:{port}/"
 
 
 class Pinned:

@@ -20,13 +20,12 @@ import json
 import os
 import re
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
 import time
 
-from benchlib import Pinned, free_port, run_pinned, write_nginx_conf
+from benchlib import run_pinned, start_static_nginx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OURS = os.path.join(ROOT, "target", "release", "sweetspot")
@@ -37,24 +36,6 @@ DEPTH = 16
 WORK = tempfile.mkdtemp(prefix="sweetspot-generators-")
 # Go's runtime would start a thread per core; pinned to one CPU, one is what it gets.
 GO_ENV = dict(os.environ, GOMAXPROCS="1")
-
-
-def start_nginx():
-    port = free_port()
-    www = os.path.join(WORK, "www")
-    os.makedirs(www, exist_ok=True)
-    with open(os.path.join(www, "index.html"), "w") as f:
-        f.write("Hello, World!\n")
-    write_nginx_conf(WORK, 1, f"listen 127.0.0.1:{port} backlog=4096; root {www};")
-    nginx = Pinned(["nginx", "-p", WORK, "-c", f"{WORK}/nginx.conf"], 0)
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    time.sleep(0.3)
-    return nginx, f"http://127.0.0.1:{port}/"
 
 
 def pipeline_script():
@@ -187,7 +168,7 @@ def main():
         if not available(binary):
             tools = [t for t in tools if t[0] != name]
             skipped.append(f"{name}: not installed")
-    nginx, url = start_nginx()
+    nginx, url = start_static_nginx(WORK)
     print(f"# generators against nginx (1 worker, CPU 0), every tool on CPU 1: {CONNS} "
           f"connections, {SECONDS} s runs, {ROUNDS} rotating rounds, medians")
     print(f"# {os.cpu_count()} cores, {os.uname().sysname} {os.uname().release}, "

@@ -16,14 +16,14 @@ Usage: benches/rate_cost.py SECONDS ROUNDS
 
 import json
 import os
+import re
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
 import time
 
-from benchlib import Pinned, free_port, run_pinned, write_nginx_conf
+from benchlib import run_pinned, start_static_nginx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OURS = os.path.join(ROOT, "target", "release", "sweetspot")
@@ -31,24 +31,6 @@ SECONDS = int(sys.argv[1]) if len(sys.argv) > 1 else 4
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 CONNS = 50
 WORK = tempfile.mkdtemp(prefix="sweetspot-rate-cost-")
-
-
-def start_nginx():
-    port = free_port()
-    www = os.path.join(WORK, "www")
-    os.makedirs(www, exist_ok=True)
-    with open(os.path.join(www, "index.html"), "w") as f:
-        f.write("Hello, World!\n")
-    write_nginx_conf(WORK, 1, f"listen 127.0.0.1:{port} backlog=4096; root {www};")
-    nginx = Pinned(["nginx", "-p", WORK, "-c", f"{WORK}/nginx.conf"], 0)
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    time.sleep(0.3)
-    return nginx, f"http://127.0.0.1:{port}/"
 
 
 def ours(engine="epoll", slack=None):
@@ -83,7 +65,6 @@ def h2load():
                 f"--rps={rate / CONNS:.2f}", url]
 
     def read(out):
-        import re
         done = int(re.search(r"requests: \d+ total, \d+ started, (\d+) done", out).group(1))
         secs = float(re.search(r"finished in ([\d.]+)s", out).group(1))
         return done, secs, float("nan")
@@ -98,7 +79,7 @@ def measure(tool, url, rate):
 
 
 def main():
-    nginx, url = start_nginx()
+    nginx, url = start_static_nginx(WORK)
     rated = [("ours, slack 0", ours(slack="0")), ("ours, slack 250us", ours(slack="250us")),
              ("ours, slack 1ms (default)", ours()), ("ours uring, default", ours("uring"))]
     if shutil.which("autocannon"):
