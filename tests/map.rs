@@ -437,7 +437,11 @@ fn advise_recommends_and_measures_the_rules_of_thumb() {
     // epoll's one thread waits 5.5 ms a request: its own bound, 182/s, is below what the pool
     // reached (over 700/s, 8 x 0.5 ms of CPU on the cores), so it is left out, unmeasured.
     assert!(outcome["rps"].as_f64().unwrap() > 700.0, "{advice}");
-    assert_eq!(outcome["outclassed"], serde_json::json!(["epoll"]), "{advice}");
+    assert_eq!(
+        outcome["outclassed"],
+        serde_json::json!(["epoll"]),
+        "{advice}"
+    );
     assert!(outcome["runner_up"].is_null(), "{advice}");
     let measured: Vec<&str> = outcome["candidates"]
         .as_array()
