@@ -450,15 +450,20 @@ pub fn default_threads() -> usize {
 }
 
 impl LoadConfig {
-    /// Rate mode: the slack the busiest thread batches its sends with (its share of the rate
-    /// by its share of the connections); zero in the other modes.
-    pub fn effective_slack(&self) -> Duration {
+    /// Rate mode: the slack a thread holding `connections` of `total` batches its sends with
+    /// (its share of the rate is its share of the connections); zero in the other modes.
+    pub fn thread_slack(&self, connections: usize, total: usize) -> Duration {
         let Mode::Rate { rate, .. } = self.mode else {
             return Duration::ZERO;
         };
+        batch_slack(self.slack, rate * connections as f64 / total.max(1) as f64)
+    }
+
+    /// Rate mode: the slack the busiest thread batches its sends with; zero in the other modes.
+    pub fn effective_slack(&self) -> Duration {
         let connections = self.connections.max(1);
         let busiest = connections.div_ceil(self.threads.clamp(1, connections));
-        batch_slack(self.slack, rate * busiest as f64 / connections as f64)
+        self.thread_slack(busiest, connections)
     }
 
     /// A config with wrk-like defaults: one thread per core (at most one per connection),

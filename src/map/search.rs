@@ -757,8 +757,8 @@ fn measure_rules(
 
 /// The winner architecture's pool: bracket the best on a doubling scale (until two doublings
 /// bring no clear gain), narrow it by a golden-section search over log2(pool), repeating close
-/// calls (noise gating) unless both are on the plateau, measure those near the best again, then take, of the measured pools
-/// within [`WITHIN_BEST`] of the best, the cheapest ([`cheapest`]: p99, CPU per request,
+/// calls (noise gating) unless both are on the plateau, measure those near the best again,
+/// then take, of the measured pools within [`WITHIN_BEST`] of the best, the cheapest ([`cheapest`]: p99, CPU per request,
 /// memory), the smallest of those.
 fn pool_search(s: &mut Search, arch: Arch, ms: u32) -> Option<u32> {
     let cap = s.cell.pool_cap();
@@ -772,17 +772,22 @@ fn pool_search(s: &mut Search, arch: Arch, ms: u32) -> Option<u32> {
         }
         Some(s.level_at(cand(w), ms).rps)
     };
+    // The pools of this architecture measured at `ms`, each with its level.
+    let measured = |s: &Search| -> Vec<(u32, f64)> {
+        s.samples
+            .0
+            .keys()
+            .filter(|(c, m)| c.arch == arch && *m == ms)
+            .filter_map(|(c, _)| c.workers)
+            .map(|w| (w, s.level_at(cand(w), ms).rps.0))
+            .collect()
+    };
+    let best_of = |pools: &[(u32, f64)]| pools.iter().map(|(_, l)| *l).fold(0.0, f64::max);
     // Bracket: double until the throughput falls clearly below the best so far, from the
     // largest doubling whose successor's own bound can come within WITHIN_BEST of what the
     // architecture already reached (with blocking waits, a pool of P cannot pass P / (C + W):
     // smaller pools need no measuring).
-    let reached = s
-        .samples
-        .0
-        .keys()
-        .filter(|(c, m)| c.arch == arch && *m == ms)
-        .map(|(c, _)| s.level_at(*c, ms).rps.0)
-        .fold(0.0, f64::max);
+    let reached = best_of(&measured(s));
     let mut w = 1u32;
     while w < cap
         && s.cell.candidate_bound_rps(cand((w * 2).min(cap))) < reached * (1.0 - WITHIN_BEST)
@@ -804,15 +809,6 @@ fn pool_search(s: &mut Search, arch: Arch, ms: u32) -> Option<u32> {
             }
         }
     }
-    let measured = |s: &Search| -> Vec<(u32, f64)> {
-        s.samples
-            .0
-            .keys()
-            .filter(|(c, m)| c.arch == arch && *m == ms)
-            .filter_map(|(c, _)| c.workers)
-            .map(|w| (w, s.level_at(cand(w), ms).rps.0))
-            .collect()
-    };
     // The knee: the smallest pool of the doubling scale within WITHIN_BEST of the best (the
     // best itself may sit far out on a plateau). Golden section in log2 space around it.
     let knee = measured(s)
@@ -838,7 +834,7 @@ fn pool_search(s: &mut Search, arch: Arch, ms: u32) -> Option<u32> {
         let (mut l1, mut l2) = (measure(p1, s)?, measure(p2, s)?);
         // Both on the plateau (within half of WITHIN_BEST of the best so far): the smaller
         // goes on, whatever the noise between them says; no need to measure them again.
-        let top = measured(s).iter().map(|(_, l)| *l).fold(0.0, f64::max);
+        let top = best_of(&measured(s));
         let plateau = l1.0.min(l2.0) >= top * (1.0 - WITHIN_BEST / 2.0);
         // Noise gating: too close to call against their spread: measure both again.
         let mut rep = 1;
@@ -863,14 +859,14 @@ fn pool_search(s: &mut Search, arch: Arch, ms: u32) -> Option<u32> {
     // noise is about WITHIN_BEST); of those within WITHIN_BEST of the best mean, the cheapest
     // (p99, then CPU per request, then memory), and the smallest of those.
     let all = measured(s);
-    let top = all.iter().map(|(_, l)| *l).fold(0.0, f64::max);
+    let top = best_of(&all);
     for (w, l) in all {
         if l > 0.0 && l >= top * (1.0 - 2.0 * WITHIN_BEST) && s.samples.at(cand(w), ms).len() < 2 {
             s.run(cand(w), ms, 1)?;
         }
     }
     let all = measured(s);
-    let top = all.iter().map(|(_, l)| *l).fold(0.0, f64::max);
+    let top = best_of(&all);
     let near: Vec<u32> = all
         .iter()
         .filter(|(_, l)| *l > 0.0 && *l >= top * (1.0 - WITHIN_BEST))

@@ -198,7 +198,7 @@ struct Worker<'p, 'a> {
     /// Sends are paced by intended times (rate mode).
     paced: bool,
     /// Rate mode: how late a send may go out to share a wakeup
-    /// ([`crate::load::config::batch_slack`]).
+    /// ([`LoadConfig::thread_slack`]).
     slack: Duration,
     pipeline: usize,
     timeout: Duration,
@@ -261,16 +261,7 @@ impl<'p, 'a> Worker<'p, 'a> {
             send_queue: Vec::with_capacity(share.connections),
             precise_timer: None,
             paced,
-            slack: if paced {
-                let total = match config.mode {
-                    Mode::Rate { rate, .. } => rate,
-                    _ => 0.0,
-                };
-                let rate = total * share.connections as f64 / plan.total_connections.max(1) as f64;
-                crate::load::config::batch_slack(config.slack, rate)
-            } else {
-                Duration::ZERO
-            },
+            slack: config.thread_slack(share.connections, plan.total_connections),
             pipeline,
             timeout: config.timeout,
             elapsed: Duration::ZERO,
