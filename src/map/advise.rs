@@ -292,6 +292,13 @@ pub fn text(a: &Advice, cores: u32) -> String {
             o.outclassed.join(", ")
         ));
     }
+    if !o.unneeded.is_empty() {
+        out.push_str(&format!(
+            "  left out, as the pick reached the bound with a p99 at its floor and the CPU and \
+             memory of the leanest measured (none could beat it): {}\n",
+            o.unneeded.join(", ")
+        ));
+    }
     match o.winner {
         None => out.push_str(&no_winner_text(a, cores)),
         Some(w) => {
@@ -357,10 +364,12 @@ fn winner_text(o: &Outcome) -> String {
             "  indistinguishable from it on throughput, p99, CPU and memory: {}\n",
             o.ties.join(", ")
         ));
-    } else if let Some(figure) = o
-        .decided_by
-        .filter(|f| *f != super::rank::Figure::Throughput)
-    {
+    } else if let Some(figure) = o.decided_by.filter(|f| {
+        !matches!(
+            f,
+            super::rank::Figure::Throughput | super::rank::Figure::Bound
+        )
+    }) {
         out.push_str(&format!(
             "  others matched its throughput; its {} decided\n",
             figure.name()

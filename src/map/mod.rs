@@ -57,12 +57,13 @@ most throughput whose p99 meets the bound (a p99 that is only a lower bound neve
 window that cut one off is measured again, longer, up to ten cycles); among candidates inside \
 the best's throughput spread, the lower p99 (within 20%), then the lower server CPU per request \
 (10%), then the smaller peak memory (25%); a tie only when nothing tells them apart. Found \
-adaptively: architectures by successive halving (stopped once the leader reaches the physical \
-bound min(cores/C, N/(C+W)) within its spread; one whose own bound, with blocking waits P/(C+W) \
-for P waiting threads, is below what another reached is left out), then the winner's pool by \
-doubling and a \
-golden-section search in log space, close calls measured again; the smallest pool within 5% of \
-the best is reported. Every cell states its bound and the winner's share of it; a cell no server \
+adaptively: architectures by successive halving, leanest shape first (stopped once the leader \
+reaches the physical bound min(cores/C, N/(C+W)) within its spread, and at once when a server \
+reaches it with a p99 at its floor and the CPU and memory of the leanest measured: the rest are \
+left unmeasured; one whose own bound, min(P, cores)/C for P threads and with blocking waits \
+P/(C+W), is below what another reached is left out), then the winner's pool by doubling and a \
+golden-section search in log space down to pools 5% apart, close calls measured again; the \
+smallest pool within 5% of the best is reported. Every cell states its bound and the winner's share of it; a cell no server \
 can meet (N x C / cores above the p99 bound) is said so unmeasured. Beside each pooled winner: \
 Goetz's cores x (1 + W/C), 2n+1 and the default pool, measured. Every finished point is written \
 to DIR/points at once; `--resume DIR` finishes an interrupted run.\n\nPresets: {} (files in \

@@ -246,6 +246,7 @@ pub fn summary(results: &MapResults) -> String {
         .collect();
     let mut parts = vec![ties_sentence(done.len(), &won)];
     parts.extend(cost_sentence(&won));
+    parts.extend(bound_sentence(&won));
     parts.extend(blocking_sentence(&won));
     parts.extend(event_loop_sentence(&won));
     parts.extend(rules_sentence(&won));
@@ -286,6 +287,23 @@ fn ties_sentence(cells: usize, won: &[(&CellResult, &Outcome)]) -> String {
             format!(": {}", ties.join(", "))
         }
     )
+}
+
+/// Where the first lean server measured reached the bound at the floors, the rest unmeasured.
+fn bound_sentence(won: &[(&CellResult, &Outcome)]) -> Option<String> {
+    let at: Vec<String> = won
+        .iter()
+        .filter(|(_, o)| o.decided_by == Some(super::rank::Figure::Bound))
+        .map(|(c, o)| format!("{} at {}", o.winner.expect("won").label(), c.cell.key))
+        .collect();
+    (!at.is_empty()).then(|| {
+        format!(
+            "In {} cells a lean server reached the bound with a p99 at its floor and the CPU \
+             and memory of the leanest measured, so the rest were not measured: {}.",
+            at.len(),
+            at.join(", ")
+        )
+    })
 }
 
 /// Where throughput tied and a cost decided.
@@ -478,6 +496,14 @@ fn candidates_html(c: &CellResult) -> String {
             "<p class=\"note\">Left out unmeasured, as their own bound (one thread or their \
              pool, each waiting W) is below what another reached: {}.</p>\n",
             escape(&o.outclassed.join(", "))
+        ));
+    }
+    if !o.unneeded.is_empty() {
+        html.push_str(&format!(
+            "<p class=\"note\">Left out unmeasured, as the winner reached the bound with a p99 \
+             at its floor and the CPU and memory of the leanest measured (none could beat it): \
+             {}.</p>\n",
+            escape(&o.unneeded.join(", "))
         ));
     }
     if o.candidates.is_empty() {
