@@ -1,5 +1,5 @@
-//! The command line: clap derive for `serve`, `load`, `sweep`, `report`, `map`, `advise` and
-//! `merge`.
+//! The command line: clap derive for `serve`, `load`, `sweep`, `report`, `map`, `advise`,
+//! `tune` and `merge`.
 //!
 //! Each subcommand's raw flags are turned into a validated config by the module that owns it
 //! (two stages, as ripgrep does), so bad input fails early with one line and exit code 2.
@@ -30,6 +30,8 @@ pub enum Command {
     Map(crate::map::MapArgs),
     /// Advise an architecture and pool size for one workload (or a running server), in minutes.
     Advise(crate::map::advise::AdviseArgs),
+    /// Tune your own server's knobs (workers, threads) for your request and p99 bound.
+    Tune(crate::tune::TuneArgs),
     /// Merge the JSON reports or interval logs of the segments of one distributed load run.
     Merge(crate::merge::MergeArgs),
 }
@@ -44,5 +46,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Merge(args) => crate::merge::run_merge(args),
         Command::Map(args) => crate::map::run_map(args),
         Command::Advise(args) => crate::map::advise::run_advise(args),
+        Command::Tune(args) => crate::tune::run_tune(args),
     }
 }

@@ -18,6 +18,7 @@ pub mod serve;
 pub mod store;
 pub mod sweep;
 pub mod sys;
+pub mod tune;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -165,7 +166,7 @@ mod tests {
             ),
             (
                 "sweetspot",
-                "a subcommand is required: serve, load, sweep, report, map, advise, merge (try 'sweetspot --help')",
+                "a subcommand is required: serve, load, sweep, report, map, advise, tune, merge (try 'sweetspot --help')",
             ),
             (
                 "sweetspot bogus",

@@ -17,6 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["serve"],
     &["sweep", "merge"],
     &["map"],
+    &["tune"],
     &["cli"],
 ];
 

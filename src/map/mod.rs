@@ -1,12 +1,13 @@
 //! The sweet-spot map and `advise`: which architecture and pool size win, over CPU-versus-wait
 //! and concurrency, found by an adaptive search rather than a grid. In the order a run uses
-//! them: [`spec`] (the cells), [`search`] (successive halving, then the pool) and [`rank`]
+//! them: [`spec`] (the cells), [`search`] (successive halving, then the pool by [`knob`]) and [`rank`]
 //! (the verdict by cost), [`run`] (live measurements through the sweep's runner, progress),
 //! [`store`] (each finished point on disk at once, for `--resume`), [`results`] (what a run
 //! holds), [`output`] (table, heat maps, report). [`advise`] is one cell, for one workload,
 //! with the rules of thumb measured beside it.
 
 pub mod advise;
+pub mod knob;
 pub mod output;
 pub mod rank;
 pub mod results;
@@ -156,7 +157,7 @@ fn resume_from(dir: &Path) -> anyhow::Result<(MapSpec, String, PathBuf, f64)> {
 }
 
 /// The runner's options for a map or advise run writing into `out`.
-fn runner_options(out: &Path, source: &str) -> anyhow::Result<RunnerOptions> {
+pub(crate) fn runner_options(out: &Path, source: &str) -> anyhow::Result<RunnerOptions> {
     crate::sweep::server::become_subreaper();
     let stop = crate::sweep::stop_on_signals()?;
     let options = RunnerOptions {

@@ -298,9 +298,13 @@ fn bound_sentence(won: &[(&CellResult, &Outcome)]) -> Option<String> {
         .collect();
     (!at.is_empty()).then(|| {
         format!(
-            "In {} cells a lean server reached the bound with a p99 at its floor and the CPU \
+            "In {} a lean server reached the bound with a p99 at its floor and the CPU \
              and memory of the leanest measured, so the rest were not measured: {}.",
-            at.len(),
+            if at.len() == 1 {
+                "1 cell".to_string()
+            } else {
+                format!("{} cells", at.len())
+            },
             at.join(", ")
         )
     })

@@ -11,19 +11,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::knob;
 use super::rank::{
-    cheapest, indistinguishable, rank, Figure, Level, CPU_TOLERANCE, MEMORY_TOLERANCE,
-    P99_TOLERANCE, TIE_FRACTION,
+    indistinguishable, rank, Figure, Level, CPU_TOLERANCE, MEMORY_TOLERANCE, P99_TOLERANCE,
+    TIE_FRACTION,
 };
 use crate::arch::Arch;
 
-/// A pool within this fraction of the best pool's throughput is as good (curves have plateaus).
-pub const WITHIN_BEST: f64 = 0.05;
-/// Noise gating: two pool sizes closer than this many times their measured spread are measured
-/// again rather than compared.
-const GATE_SPREADS: f64 = 3.0;
-/// At most this many repetitions of one point.
-pub const MAX_REPS: u32 = 3;
 /// Repetitions of each point of the full grid (for its count).
 pub const GRID_REPS: u32 = 3;
 /// A window shorter than this many cycles of every connection may end before a slow
@@ -845,143 +839,56 @@ fn measure_rules(
     Some(rules)
 }
 
-/// The winner architecture's pool: bracket the best on a doubling scale (until two doublings
-/// bring no clear gain), narrow it by a golden-section search over log2(pool), repeating close
-/// calls (noise gating) unless both are on the plateau, measure those near the best again,
-/// then take, of the measured pools within [`WITHIN_BEST`] of the best, the cheapest ([`cheapest`]: p99, CPU per request,
-/// memory), the smallest of those.
+/// The winner architecture's pool, by the knob search ([`knob::search`]) over 1 to the cap, its
+/// own bound the candidate's ([`Cell::candidate_bound_rps`]).
 fn pool_search(s: &mut Search, arch: Arch, ms: u32) -> Option<u32> {
     let cap = s.cell.pool_cap();
-    let cand = |w: u32| Candidate {
-        arch,
-        workers: Some(w),
-    };
-    let measure = |w: u32, s: &mut Search| -> Option<(f64, f64, f64)> {
-        if s.samples.at(cand(w), ms).is_empty() {
-            s.run(cand(w), ms, 0)?;
+    knob::search(&mut PoolCurve { s, arch, ms }, 1, cap)
+}
+
+/// An architecture's pools at one run length, as the knob search sees them.
+struct PoolCurve<'s, 'a> {
+    s: &'s mut Search<'a>,
+    arch: Arch,
+    ms: u32,
+}
+
+impl PoolCurve<'_, '_> {
+    fn cand(&self, w: u32) -> Candidate {
+        Candidate {
+            arch: self.arch,
+            workers: Some(w),
         }
-        Some(s.level_at(cand(w), ms).rps)
-    };
-    // The pools of this architecture measured at `ms`, each with its level.
-    let measured = |s: &Search| -> Vec<(u32, f64)> {
-        s.samples
+    }
+}
+
+impl knob::Curve for PoolCurve<'_, '_> {
+    fn level(&mut self, w: u32, reps: u32) -> Option<Level> {
+        let c = self.cand(w);
+        while (self.s.samples.at(c, self.ms).len() as u32) < reps {
+            let rep = self.s.samples.at(c, self.ms).len() as u32;
+            self.s.run(c, self.ms, rep)?;
+        }
+        Some(self.s.level_at(c, self.ms))
+    }
+
+    fn reps(&self, w: u32) -> u32 {
+        self.s.samples.at(self.cand(w), self.ms).len() as u32
+    }
+
+    fn measured(&self) -> Vec<u32> {
+        self.s
+            .samples
             .0
             .keys()
-            .filter(|(c, m)| c.arch == arch && *m == ms)
+            .filter(|(c, m)| c.arch == self.arch && *m == self.ms)
             .filter_map(|(c, _)| c.workers)
-            .map(|w| (w, s.level_at(cand(w), ms).rps.0))
             .collect()
-    };
-    let best_of = |pools: &[(u32, f64)]| pools.iter().map(|(_, l)| *l).fold(0.0, f64::max);
-    // Bracket: double until the throughput falls clearly below the best so far, from the
-    // largest doubling whose successor's own bound can come within WITHIN_BEST of what the
-    // architecture already reached (with blocking waits, a pool of P cannot pass P / (C + W):
-    // smaller pools need no measuring).
-    let reached = best_of(&measured(s));
-    let mut w = 1u32;
-    while w < cap
-        && s.cell.candidate_bound_rps(cand((w * 2).min(cap))) < reached * (1.0 - WITHIN_BEST)
-    {
-        w = (w * 2).min(cap);
     }
-    let floor = w;
-    let own = |w: u32, s: &Search| s.cell.candidate_bound_rps(cand(w));
-    // The floor itself is measured only where its own bound can come within WITHIN_BEST too.
-    if w < cap && own(w, s) < reached * (1.0 - WITHIN_BEST) {
-        w = (w * 2).min(cap);
+
+    fn own_bound(&self, w: u32) -> f64 {
+        self.s.cell.candidate_bound_rps(self.cand(w))
     }
-    let (mut best_w, mut best) = (w, measure(w, s)?.0);
-    while w < cap {
-        w = (w * 2).min(cap);
-        let l = measure(w, s)?.0;
-        if l > best * (1.0 + TIE_FRACTION) {
-            (best_w, best) = (w, l);
-        } else {
-            best = best.max(l);
-            // Two doublings without a clear gain: past the knee, on a plateau or falling;
-            // one, where the best's own bound already was the doubled pool's (more threads
-            // than that add no cores, nor, with async waits, any waiting).
-            if w >= best_w * 4 || own(w, s) <= own(best_w, s) {
-                break;
-            }
-        }
-    }
-    // The knee: the smallest pool of the doubling scale within WITHIN_BEST of the best (the
-    // best itself may sit far out on a plateau). Golden section in log2 space around it.
-    let knee = measured(s)
-        .into_iter()
-        .filter(|(w, l)| (w.is_power_of_two() || *w == cap) && *l >= best * (1.0 - WITHIN_BEST))
-        .map(|(w, _)| w)
-        .min()
-        .unwrap_or(best_w);
-    let (mut lo, mut hi) = (
-        f64::from((knee / 2).max(floor)).log2(),
-        f64::from((knee * 2).min(cap)).log2(),
-    );
-    const PHI: f64 = 0.618_033_988_749_895;
-    let pool_at = |t: f64| (2f64.powf(t).round() as u32).clamp(1, cap);
-    // Down to adjacent pools, or pools within WITHIN_BEST of each other: a pool that much
-    // off the best is within the best's spread (below the knee, throughput grows at most in
-    // proportion to the pool).
-    let resolved =
-        |lo: u32, hi: u32| hi - lo <= 1 || f64::from(hi) <= f64::from(lo) * (1.0 + WITHIN_BEST);
-    let mut steps = 0;
-    while !resolved(pool_at(lo), pool_at(hi)) && steps < 12 {
-        steps += 1;
-        let (x1, x2) = (hi - PHI * (hi - lo), lo + PHI * (hi - lo));
-        let (p1, p2) = (pool_at(x1), pool_at(x2));
-        if p1 == p2 {
-            break;
-        }
-        let (mut l1, mut l2) = (measure(p1, s)?, measure(p2, s)?);
-        // Both on the plateau (within half of WITHIN_BEST of the best so far): the smaller
-        // goes on, whatever the noise between them says; no need to measure them again.
-        let top = best_of(&measured(s));
-        let plateau = l1.0.min(l2.0) >= top * (1.0 - WITHIN_BEST / 2.0);
-        // Noise gating: too close to call against their spread: measure both again.
-        let mut rep = 1;
-        while rep < MAX_REPS && !plateau && gated(l1, l2) {
-            for p in [p1, p2] {
-                if (s.samples.at(cand(p), ms).len() as u32) <= rep {
-                    s.run(cand(p), ms, rep)?;
-                }
-            }
-            l1 = s.level_at(cand(p1), ms).rps;
-            l2 = s.level_at(cand(p2), ms).rps;
-            rep += 1;
-        }
-        // Ties go to the smaller pool.
-        if l1.0 >= l2.0 * (1.0 - WITHIN_BEST / 2.0) {
-            hi = x2;
-        } else {
-            lo = x1;
-        }
-    }
-    // The best pool and the smallest within twice WITHIN_BEST of it measured once more (a
-    // single run's noise is about WITHIN_BEST); of those within WITHIN_BEST of the best mean,
-    // the cheapest (p99, then CPU per request, then memory), and the smallest of those.
-    let all = measured(s);
-    let top = best_of(&all);
-    let close = all
-        .iter()
-        .filter(|(_, l)| *l > 0.0 && *l >= top * (1.0 - 2.0 * WITHIN_BEST));
-    let smallest = close.clone().map(|(w, _)| *w).min();
-    let best_pool = close.max_by(|a, b| a.1.total_cmp(&b.1)).map(|(w, _)| *w);
-    for w in [best_pool, smallest].into_iter().flatten() {
-        if s.samples.at(cand(w), ms).len() < 2 {
-            s.run(cand(w), ms, 1)?;
-        }
-    }
-    let all = measured(s);
-    let top = best_of(&all);
-    let near: Vec<u32> = all
-        .iter()
-        .filter(|(_, l)| *l > 0.0 && *l >= top * (1.0 - WITHIN_BEST))
-        .map(|(w, _)| *w)
-        .collect();
-    let levels: Vec<Level> = near.iter().map(|&w| s.level_at(cand(w), ms)).collect();
-    let (cheap, _) = cheapest(&levels, (0..near.len()).collect());
-    cheap.into_iter().map(|i| near[i]).min().or(Some(best_w))
 }
 
 /// (mean, min, max) of some scores; all 0 for none.
@@ -993,19 +900,6 @@ pub fn mean_min_max(xs: &[f64]) -> (f64, f64, f64) {
     let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
     let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     (mean, min, max)
-}
-
-/// Whether two pools' difference is within [`GATE_SPREADS`] times their spread (with one
-/// sample each, the spread is unknown and taken as 2% of the level).
-fn gated(a: (f64, f64, f64), b: (f64, f64, f64)) -> bool {
-    let spread = |l: (f64, f64, f64)| {
-        if l.2 > l.1 {
-            (l.2 - l.1) / 2.0
-        } else {
-            0.02 * l.0
-        }
-    };
-    (a.0 - b.0).abs() < GATE_SPREADS * spread(a).max(spread(b))
 }
 
 /// The full measurement a pick is checked against: every architecture at the pool the search
@@ -1533,9 +1427,9 @@ mod tests {
 
     #[test]
     fn close_pools_are_measured_again_before_they_are_compared() {
-        assert!(gated((100.0, 100.0, 100.0), (101.0, 101.0, 101.0)));
-        assert!(!gated((100.0, 100.0, 100.0), (120.0, 120.0, 120.0)));
-        assert!(!gated((100.0, 99.0, 101.0), (110.0, 109.0, 111.0)));
+        assert!(knob::gated((100.0, 100.0, 100.0), (101.0, 101.0, 101.0)));
+        assert!(!knob::gated((100.0, 100.0, 100.0), (120.0, 120.0, 120.0)));
+        assert!(!knob::gated((100.0, 99.0, 101.0), (110.0, 109.0, 111.0)));
         let mut curve = Curve {
             f: |c: Candidate| (plateau(c.workers.unwrap(), 6, 1000.0), 1000.0),
             asked: Vec::new(),

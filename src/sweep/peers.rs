@@ -21,6 +21,8 @@ pub const NO_INSTALL_ENV: &str = "SWEETSPOT_NO_INSTALL";
 /// The peers' files, by their path under `{peers}`.
 const FILES: &[(&str, &str)] = &[
     ("app.py", include_str!("../../experiments/peers/app.py")),
+    ("knobs.py", include_str!("../../experiments/peers/knobs.py")),
+    ("app.ru", include_str!("../../experiments/peers/app.ru")),
     (
         "server.js",
         include_str!("../../experiments/peers/server.js"),

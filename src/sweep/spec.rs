@@ -30,6 +30,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("threads", include_str!("../../experiments/threads.toml")),
     ("io-wait", include_str!("../../experiments/io-wait.toml")),
     ("gil", include_str!("../../experiments/gil.toml")),
+    ("puma", include_str!("../../experiments/puma.toml")),
     ("node", include_str!("../../experiments/node.toml")),
     ("java", include_str!("../../experiments/java.toml")),
     ("apache", include_str!("../../experiments/apache.toml")),

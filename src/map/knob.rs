@@ -1,0 +1,269 @@
+//! The search of one integer knob: a pool's size for the map, a server's workers or threads
+//! for `tune`. Bracket the best on a doubling scale, narrow it by a golden-section search in
+//! log2 space with noise gating, measure the best and the smallest close to it again, then take
+//! the cheapest of those within [`WITHIN_BEST`] of the best. Written here, not taken from a
+//! crate: the search over live servers is the product. Pure: every number comes from a
+//! [`Curve`], so it is tested on synthetic curves.
+
+use super::rank::{cheapest, Level, TIE_FRACTION};
+
+/// A knob value within this fraction of the best value's throughput is as good (curves have
+/// plateaus).
+pub const WITHIN_BEST: f64 = 0.05;
+/// Noise gating: two values closer than this many times their measured spread are measured
+/// again rather than compared.
+const GATE_SPREADS: f64 = 3.0;
+/// At most this many repetitions of one value.
+pub const MAX_REPS: u32 = 3;
+
+/// Where a knob's numbers come from.
+pub trait Curve {
+    /// The level at `w` over its first `reps` repetitions, measuring those missing (`None`:
+    /// interrupted).
+    fn level(&mut self, w: u32, reps: u32) -> Option<Level>;
+    /// How many repetitions of `w` were measured.
+    fn reps(&self, w: u32) -> u32;
+    /// The values measured so far.
+    fn measured(&self) -> Vec<u32>;
+    /// What no more than `w` can pass, requests a second (infinite: not known).
+    fn own_bound(&self, w: u32) -> f64;
+}
+
+/// The measured values, each with its throughput that counts.
+fn measured(curve: &mut dyn Curve) -> Option<Vec<(u32, f64)>> {
+    let mut out = Vec::new();
+    for w in curve.measured() {
+        let reps = curve.reps(w).max(1);
+        out.push((w, curve.level(w, reps)?.rps.0));
+    }
+    Some(out)
+}
+
+fn best_of(values: &[(u32, f64)]) -> f64 {
+    values.iter().map(|(_, l)| *l).fold(0.0, f64::max)
+}
+
+/// The knob's best value in `lo..=cap`: double from `lo` until two doublings bring no clear
+/// gain, or one where the own bound stopped growing (from the largest doubling whose successor's
+/// own bound can come within [`WITHIN_BEST`] of what was already reached, and without measuring
+/// one whose own bound cannot); then a golden-section search in log2 space around the smallest
+/// doubling within [`WITHIN_BEST`] of the best, down to adjacent values or values
+/// [`WITHIN_BEST`] apart, measuring close calls again unless both are on the plateau; the best
+/// and the smallest within twice [`WITHIN_BEST`] of it measured once more; of those within
+/// [`WITHIN_BEST`] of the best, the cheapest ([`cheapest`]: p99, CPU per request, memory), the
+/// smallest of those. `None`: interrupted.
+pub fn search(curve: &mut dyn Curve, lo: u32, cap: u32) -> Option<u32> {
+    let lo = lo.max(1).min(cap);
+    let reached = best_of(&measured(curve)?);
+    let own = |curve: &dyn Curve, w: u32| curve.own_bound(w);
+    let mut w = lo;
+    while w < cap && own(curve, (w * 2).min(cap)) < reached * (1.0 - WITHIN_BEST) {
+        w = (w * 2).min(cap);
+    }
+    let floor = w;
+    if w < cap && own(curve, w) < reached * (1.0 - WITHIN_BEST) {
+        w = (w * 2).min(cap);
+    }
+    let (mut best_w, mut best) = (w, curve.level(w, 1)?.rps.0);
+    while w < cap {
+        w = (w * 2).min(cap);
+        let l = curve.level(w, 1)?.rps.0;
+        if l > best * (1.0 + TIE_FRACTION) {
+            (best_w, best) = (w, l);
+        } else {
+            best = best.max(l);
+            // Two doublings without a clear gain: past the knee, on a plateau or falling; one,
+            // where the best's own bound already was the doubled value's (more threads than
+            // that add no cores, nor, with async waits, any waiting).
+            let stalled = own(curve, w).is_finite() && own(curve, w) <= own(curve, best_w);
+            if w >= best_w * 4 || stalled {
+                break;
+            }
+        }
+    }
+    // The knee: the smallest value of the doubling scale within WITHIN_BEST of the best (the
+    // best itself may sit far out on a plateau). Golden section in log2 space around it.
+    let on_scale = |w: u32| w == cap || (w / lo).is_power_of_two() && w.is_multiple_of(lo);
+    let knee = measured(curve)?
+        .into_iter()
+        .filter(|(w, l)| on_scale(*w) && *l >= best * (1.0 - WITHIN_BEST))
+        .map(|(w, _)| w)
+        .min()
+        .unwrap_or(best_w);
+    let (mut a, mut b) = (
+        f64::from((knee / 2).max(floor)).log2(),
+        f64::from((knee * 2).min(cap)).log2(),
+    );
+    const PHI: f64 = 0.618_033_988_749_895;
+    let value_at = |t: f64| (2f64.powf(t).round() as u32).clamp(lo, cap);
+    // Down to adjacent values, or values within WITHIN_BEST of each other: a value that much
+    // off the best is within the best's spread (below the knee, throughput grows at most in
+    // proportion to a pool).
+    let resolved =
+        |lo: u32, hi: u32| hi - lo <= 1 || f64::from(hi) <= f64::from(lo) * (1.0 + WITHIN_BEST);
+    let mut steps = 0;
+    while !resolved(value_at(a), value_at(b)) && steps < 12 {
+        steps += 1;
+        let (x1, x2) = (b - PHI * (b - a), a + PHI * (b - a));
+        let (p1, p2) = (value_at(x1), value_at(x2));
+        if p1 == p2 {
+            break;
+        }
+        let (mut l1, mut l2) = (curve.level(p1, 1)?.rps, curve.level(p2, 1)?.rps);
+        // Both on the plateau (within half of WITHIN_BEST of the best so far): the smaller
+        // goes on, whatever the noise between them says; no need to measure them again.
+        let top = best_of(&measured(curve)?);
+        let plateau = l1.0.min(l2.0) >= top * (1.0 - WITHIN_BEST / 2.0);
+        // Noise gating: too close to call against their spread: measure both again.
+        let mut rep = 1;
+        while rep < MAX_REPS && !plateau && gated(l1, l2) {
+            l1 = curve.level(p1, rep + 1)?.rps;
+            l2 = curve.level(p2, rep + 1)?.rps;
+            rep += 1;
+        }
+        // Ties go to the smaller value.
+        if l1.0 >= l2.0 * (1.0 - WITHIN_BEST / 2.0) {
+            b = x2;
+        } else {
+            a = x1;
+        }
+    }
+    // The best value and the smallest within twice WITHIN_BEST of it measured once more (a
+    // single run's noise is about WITHIN_BEST); of those within WITHIN_BEST of the best mean,
+    // the cheapest (p99, then CPU per request, then memory), and the smallest of those.
+    let all = measured(curve)?;
+    let top = best_of(&all);
+    let close = all
+        .iter()
+        .filter(|(_, l)| *l > 0.0 && *l >= top * (1.0 - 2.0 * WITHIN_BEST));
+    let smallest = close.clone().map(|(w, _)| *w).min();
+    let best_value = close.max_by(|a, b| a.1.total_cmp(&b.1)).map(|(w, _)| *w);
+    for w in [best_value, smallest].into_iter().flatten() {
+        if curve.reps(w) < 2 {
+            curve.level(w, 2)?;
+        }
+    }
+    let all = measured(curve)?;
+    let top = best_of(&all);
+    let near: Vec<u32> = all
+        .iter()
+        .filter(|(_, l)| *l > 0.0 && *l >= top * (1.0 - WITHIN_BEST))
+        .map(|(w, _)| *w)
+        .collect();
+    let mut levels = Vec::new();
+    for &w in &near {
+        levels.push(curve.level(w, curve.reps(w))?);
+    }
+    let (cheap, _) = cheapest(&levels, (0..near.len()).collect());
+    cheap.into_iter().map(|i| near[i]).min().or(Some(best_w))
+}
+
+/// Whether two values' difference is within [`GATE_SPREADS`] times their spread (with one
+/// sample each, the spread is unknown and taken as 2% of the level).
+pub fn gated(a: (f64, f64, f64), b: (f64, f64, f64)) -> bool {
+    let spread = |l: (f64, f64, f64)| {
+        if l.2 > l.1 {
+            (l.2 - l.1) / 2.0
+        } else {
+            0.02 * l.0
+        }
+    };
+    (a.0 - b.0).abs() < GATE_SPREADS * spread(a).max(spread(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// A synthetic knob: throughput by value, deterministic noise by repetition.
+    struct Synthetic<F: Fn(u32) -> f64> {
+        f: F,
+        bound: Option<f64>,
+        reps: BTreeMap<u32, u32>,
+        asked: Vec<(u32, u32)>,
+    }
+
+    impl<F: Fn(u32) -> f64> Curve for Synthetic<F> {
+        fn level(&mut self, w: u32, reps: u32) -> Option<Level> {
+            let have = self.reps.entry(w).or_insert(0);
+            while *have < reps {
+                self.asked.push((w, *have));
+                *have += 1;
+            }
+            let rps: Vec<f64> = (0..reps.max(1))
+                .map(|r| (self.f)(w) * (1.0 + 0.005 * f64::from(r % 3)))
+                .collect();
+            let mean = rps.iter().sum::<f64>() / rps.len() as f64;
+            let (min, max) = (
+                rps.iter().copied().fold(f64::INFINITY, f64::min),
+                rps.iter().copied().fold(0.0, f64::max),
+            );
+            Some(Level {
+                rps: (mean, min, max),
+                p99_us: 10_000.0,
+                cpu_us: 100.0,
+                rss_kb: 8000.0 + f64::from(w),
+            })
+        }
+        fn reps(&self, w: u32) -> u32 {
+            self.reps.get(&w).copied().unwrap_or(0)
+        }
+        fn measured(&self) -> Vec<u32> {
+            self.reps.keys().copied().collect()
+        }
+        fn own_bound(&self, w: u32) -> f64 {
+            self.bound.map_or(f64::INFINITY, |per| per * f64::from(w))
+        }
+    }
+
+    fn synthetic<F: Fn(u32) -> f64>(f: F) -> Synthetic<F> {
+        Synthetic {
+            f,
+            bound: None,
+            reps: BTreeMap::new(),
+            asked: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_plateau_gives_its_start_and_a_peak_its_top() {
+        // Rising to 40 workers, flat after: the smallest within 5% of the top (38 or so).
+        let mut c = synthetic(|w| 1000.0 * f64::from(w.min(40)) / 40.0);
+        let w = search(&mut c, 1, 256).unwrap();
+        assert!((38..=40).contains(&w), "{w} {:?}", c.asked);
+        assert!(c.asked.len() < 30, "{:?}", c.asked);
+        // Peaked at 12, falling either side by 10% a doubling: the smallest within 5% of the
+        // peak is 9 (0.9 ^ log2(12 / 9) = 96%).
+        let mut c = synthetic(|w| 1000.0 * 0.9f64.powf((f64::from(w) / 12.0).log2().abs()));
+        let w = search(&mut c, 1, 64).unwrap();
+        assert!((9..=10).contains(&w), "{w} {:?}", c.asked);
+    }
+
+    #[test]
+    fn the_range_is_kept_and_no_value_is_asked_twice() {
+        let mut c = synthetic(|w| f64::from(w.min(6)));
+        let w = search(&mut c, 3, 24).unwrap();
+        assert!((5..=6).contains(&w), "{w}");
+        assert!(c.asked.iter().all(|(w, _)| (3..=24).contains(w)));
+        let mut seen = std::collections::BTreeSet::new();
+        assert!(c.asked.iter().all(|a| seen.insert(*a)), "{:?}", c.asked);
+        // A one-value range.
+        let mut c = synthetic(f64::from);
+        assert_eq!(search(&mut c, 4, 4), Some(4));
+    }
+
+    #[test]
+    fn a_known_own_bound_skips_what_cannot_reach_and_stops_the_doubling() {
+        // Each worker adds 100/s up to 20 (a pool waiting on blocking waits): with 1,900
+        // reached already at 19 (as the halving measured), values whose own bound cannot come
+        // within 5% of it are not measured.
+        let mut c = synthetic(|w| 100.0 * f64::from(w.min(20)));
+        c.bound = Some(100.0);
+        c.level(19, 1);
+        c.asked.clear();
+        let w = search(&mut c, 1, 256).unwrap();
+        assert!((19..=20).contains(&w), "{w}");
+        assert!(c.asked.iter().all(|(w, _)| *w >= 16), "{:?}", c.asked);
+    }
+}

@@ -1,0 +1,538 @@
+//! `sweetspot tune`: the sweet spot of the user's own server over its own knobs (workers,
+//! threads, or any one named), against the user's own request and p99 bound. The server is
+//! started, probed and stopped as a sweep's external target ([`crate::sweep::runner`]: its
+//! process tree's CPU, peak RSS, threads and processes, nothing left running); the knobs are
+//! searched by [`search`] (coordinate search over the map's knob search); beside the pick, the
+//! server's own default, `2n+1` and Goetz's pool from a profile at one connection are measured
+//! with what each loses; `--verify` measures the full grid and says whether the pick is inside
+//! its best's spread. [`spec`] checks what is asked before anything runs.
+
+pub mod output;
+pub mod search;
+pub mod spec;
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::map::rank::Level;
+use crate::map::run::sample_of;
+use crate::map::search::Sample;
+use crate::sweep::results::{utc_timestamp, Machine};
+use crate::sweep::runner::{measure_point, RunnerOptions};
+use crate::sweep::spec::Experiment;
+use crate::usage;
+use search::{Measure, Measured};
+use spec::Knob;
+
+/// Flags of `sweetspot tune`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+sweetspot tune --cmd 'puma -w {workers} -t {threads}:{threads} -b tcp://127.0.0.1:{port} app.ru' \\\n      \
+--url 'http://127.0.0.1:{port}/orders' --concurrency 100 --p99 200ms --workers 1..8 --threads 1..32 \\\n      \
+--default 'workers=2,threads=3'\n  \
+sweetspot tune --cmd 'node cluster.js {knob:procs} {port}' --url 'http://127.0.0.1:{port}/' \
+--concurrency 64 --knob procs=1..8\n\n\
+The server runs as `sh -c CMD` with {port} a free port and each knob's placeholder its value; \
+each configuration is started, measured (closed loop at --concurrency, or --rate R a second) \
+and stopped. One or two knobs are searched in turn (coordinate search), each by doubling and a \
+golden-section search in log space with close calls measured again, until a pass changes \
+nothing. The pick: the smallest configuration within 5% of the best throughput whose p99 meets \
+the bound, cheapest by p99, server CPU per request and memory. Beside it: --default, 2n+1 \
+workers, and Goetz's cores x (1 + W/C) requests at once (W and C from a profile at one \
+connection), each with what it loses. --verify measures every configuration of the ranges 3 \
+times and says whether the pick is inside the best's spread.")]
+pub struct TuneArgs {
+    /// The server's command, with {port} and its knobs' placeholders ({workers}, {threads},
+    /// {knob:NAME}); run with `sh -c`.
+    #[arg(long)]
+    pub cmd: String,
+    /// The URL to load, with {port}: http://127.0.0.1:{port}/PATH.
+    #[arg(long)]
+    pub url: String,
+    /// Concurrent connections (closed loop).
+    #[arg(long)]
+    pub concurrency: u32,
+    /// A fixed rate, requests a second, instead of the closed loop (the p99 then decides).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// The p99 a configuration must meet.
+    #[arg(long, default_value = "1s")]
+    pub p99: String,
+    /// The range of {workers}, e.g. 1..16.
+    #[arg(long)]
+    pub workers: Option<String>,
+    /// The range of {threads}, e.g. 1..32.
+    #[arg(long)]
+    pub threads: Option<String>,
+    /// Another knob: NAME=A..B for {knob:NAME}.
+    #[arg(long)]
+    pub knob: Vec<String>,
+    /// The server's own default, measured beside the pick: e.g. workers=2,threads=3.
+    #[arg(long)]
+    pub default: Option<String>,
+    /// Seconds measured per point.
+    #[arg(long, default_value = "2s")]
+    pub duration: String,
+    /// Unmeasured load before each point (a server's own warm-up).
+    #[arg(long, default_value = "500ms")]
+    pub warmup: String,
+    /// Seconds to wait for the server to open its port.
+    #[arg(long, default_value = "30s")]
+    pub ready_timeout: String,
+    /// Also measure every configuration of the ranges, 3 times each, and say whether the pick
+    /// is inside the grid best's spread.
+    #[arg(long)]
+    pub verify: bool,
+    /// Output directory [default: results/tune-<timestamp>].
+    #[arg(short, long)]
+    pub out: Option<PathBuf>,
+    /// Print the results as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A configuration measured beside the pick, by the rule that names it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuleResult {
+    pub rule: String,
+    pub values: Vec<u32>,
+    pub level: Level,
+    /// Throughput lost against the pick, a fraction (negative: it did better).
+    pub rps_loss: f64,
+    pub meets_bound: bool,
+}
+
+/// One configuration as measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigRow {
+    pub values: Vec<u32>,
+    pub label: String,
+    pub level: Level,
+    pub samples: Vec<Sample>,
+}
+
+/// The server's profile at one connection, for Goetz's pool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    pub values: Vec<u32>,
+    pub cpu_us: f64,
+    pub mean_latency_ms: f64,
+    pub wait_ms: f64,
+    pub goetz: u32,
+}
+
+/// What `tune` writes (`results.json`) and prints.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TuneResults {
+    pub version: u32,
+    pub command: String,
+    pub url: String,
+    pub knobs: Vec<Knob>,
+    pub concurrency: u32,
+    pub rate: Option<f64>,
+    pub p99_bound_ms: f64,
+    pub duration_s: f64,
+    pub machine: Machine,
+    pub started: String,
+    pub wall_s: f64,
+    pub interrupted: bool,
+    pub pick: Option<search::Found>,
+    pub passes: usize,
+    /// Every configuration the search measured, in knob order.
+    pub measured: Vec<ConfigRow>,
+    pub points_measured: usize,
+    pub grid_points: usize,
+    pub profile: Option<Profile>,
+    pub rules: Vec<RuleResult>,
+    pub verify: Option<search::GridCheck>,
+}
+
+/// The user's server at one configuration, measured live.
+struct Live<'a> {
+    args: &'a TuneArgs,
+    knobs: &'a [Knob],
+    base: String,
+    route: String,
+    p99_bound_ms: f64,
+    duration_s: f64,
+    warmup_s: f64,
+    ready_s: f64,
+    concurrency: u32,
+    machine: &'a Machine,
+    options: &'a RunnerOptions,
+    done: usize,
+    /// The last point's full result (the profile reads its mean latency).
+    last: Option<crate::sweep::results::PointResult>,
+}
+
+impl Live<'_> {
+    fn experiment(&self, values: &[u32]) -> anyhow::Result<Experiment> {
+        let command = spec::command_at(&self.args.cmd, self.knobs, values);
+        let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+        let mode = match self.args.rate {
+            Some(r) => format!("mode = \"rate\"\nrate = {r}\n"),
+            None => "mode = \"closed\"\n".to_string(),
+        };
+        let timeout_s = (self.p99_bound_ms / 1000.0 * 2.0).max(2.0);
+        let text = format!(
+            "name = \"tune\"\narchs = []\nconcurrency = [{}]\n{mode}duration = \"{}s\"\n\
+             warmup = \"{}s\"\ntimeout = \"{timeout_s}s\"\np99_bound_ms = {}\n\
+             [[workload]]\nname = \"tune\"\nroute = {}\n\
+             [[external]]\nname = \"tune\"\ncommand = {}\nurl = {}\nready_timeout = \"{}s\"\n",
+            self.concurrency,
+            self.duration_s,
+            self.warmup_s,
+            self.p99_bound_ms,
+            q(&self.route),
+            q(&command),
+            q(&self.base),
+            self.ready_s,
+        );
+        Experiment::from_toml(&text, "tune point")
+    }
+}
+
+impl Measure for Live<'_> {
+    fn measure(&mut self, values: &[u32], rep: u32) -> Option<Sample> {
+        if self.options.stop.load(Ordering::SeqCst) {
+            return None;
+        }
+        let experiment = match self.experiment(values) {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("tune: {e:#}");
+                self.options.stop.store(true, Ordering::SeqCst);
+                return None;
+            }
+        };
+        let point = experiment.points().into_iter().next()?;
+        let result = measure_point(&experiment, &point, self.machine, self.options)?;
+        let sample = sample_of(&result, self.machine.cores.max(1));
+        self.done += 1;
+        // The first point's failure is the caller's one line (the server did not run).
+        if !result.ok && self.done == 1 {
+            self.last = Some(result);
+            return Some(sample);
+        }
+        let failure = result
+            .failure
+            .as_deref()
+            .map(|f| format!(" (failed: {f})"))
+            .unwrap_or_default();
+        eprintln!(
+            "tune: {} #{}: {:.1} req/s, p99 {}{failure}",
+            spec::label(self.knobs, values),
+            rep + 1,
+            sample.rps,
+            crate::render::units::duration_us(sample.p99_us),
+        );
+        self.last = Some(result);
+        Some(sample)
+    }
+}
+
+fn seconds(flag: &str, text: &str) -> anyhow::Result<f64> {
+    crate::sweep::spec::parse_seconds(text)
+        .filter(|s| *s >= 0.0)
+        .ok_or_else(|| usage(format!("--{flag} {text:?}: a duration such as 2s, 500ms")))
+}
+
+/// Runs `sweetspot tune`.
+pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let knobs = spec::knobs_of(
+        &args.cmd,
+        args.workers.as_deref(),
+        args.threads.as_deref(),
+        &args.knob,
+    )?;
+    let (base, route) = spec::split_url(&args.url)?;
+    let p99_bound_ms = seconds("p99", &args.p99)? * 1000.0;
+    let duration_s = seconds("duration", &args.duration)?;
+    if !(0.1..=600.0).contains(&duration_s) {
+        return Err(usage("--duration: from 100ms to 10m"));
+    }
+    if p99_bound_ms <= 0.0 {
+        return Err(usage("--p99: above 0"));
+    }
+    let warmup_s = seconds("warmup", &args.warmup)?;
+    let ready_s = seconds("ready-timeout", &args.ready_timeout)?;
+    if !(1..=10_000).contains(&args.concurrency) {
+        return Err(usage("--concurrency: from 1 to 10000"));
+    }
+    if args.rate.is_some_and(|r| !(r > 0.0 && r <= 10_000_000.0)) {
+        return Err(usage("--rate: above 0, up to 10,000,000 a second"));
+    }
+    let default = args
+        .default
+        .as_deref()
+        .map(|d| spec::parse_default(d, &knobs))
+        .transpose()?;
+    crate::sweep::check_file_limit(args.concurrency)?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| crate::sweep::default_out_dir("tune"));
+    std::fs::create_dir_all(&out).map_err(|e| usage(format!("--out {}: {e}", out.display())))?;
+    let options = crate::map::runner_options(&out, "tune")?;
+    if args.cmd.contains("{peers}") {
+        crate::sweep::peers::write_files(&options.scratch_dir)?;
+    }
+    let machine = Machine::detect();
+    let cores = machine.cores.max(1);
+    let mut live = Live {
+        args: &args,
+        knobs: &knobs,
+        base,
+        route,
+        p99_bound_ms,
+        duration_s,
+        warmup_s,
+        ready_s,
+        concurrency: args.concurrency,
+        machine: &machine,
+        options: &options,
+        done: 0,
+        last: None,
+    };
+    // The first configuration is checked before the search: a command that never opens its
+    // port is one line, not a search of failures.
+    let start: Vec<u32> = default
+        .clone()
+        .unwrap_or_else(|| knobs.iter().map(|k| k.lo).collect());
+    let start: Vec<u32> = start
+        .iter()
+        .zip(&knobs)
+        .map(|(v, k)| (*v).clamp(k.lo, k.hi))
+        .collect();
+    let p99_bound_us = p99_bound_ms * 1000.0;
+    let mut measured = Measured::default();
+    let mut results = TuneResults {
+        version: 1,
+        command: args.cmd.clone(),
+        url: args.url.clone(),
+        knobs: knobs.clone(),
+        concurrency: args.concurrency,
+        rate: args.rate,
+        p99_bound_ms,
+        duration_s,
+        machine: machine.clone(),
+        started: utc_timestamp(),
+        wall_s: 0.0,
+        interrupted: false,
+        pick: None,
+        passes: 0,
+        measured: Vec::new(),
+        points_measured: 0,
+        grid_points: search::grid_points(&knobs),
+        profile: None,
+        rules: Vec::new(),
+        verify: None,
+    };
+    let first = measured.level(&mut live, &start, 1, p99_bound_us);
+    if let (Some(_), Some(r)) = (&first, &live.last) {
+        if let Some(failure) = r.failure.as_deref().filter(|_| !r.ok) {
+            let _ = std::fs::remove_dir_all(&options.scratch_dir);
+            return Err(usage(format!(
+                "the server at {} did not run: {}",
+                spec::label(&knobs, &start),
+                failure.lines().next().unwrap_or(failure)
+            )));
+        }
+    }
+    let found =
+        first.and_then(|_| search::search(&knobs, &start, p99_bound_us, &mut measured, &mut live));
+    if let Some(found) = &found {
+        results.passes = found.passes;
+        results.profile = profile(&mut live, &knobs, &start, cores);
+        results.rules = rules(
+            &knobs,
+            found,
+            default.as_deref(),
+            results.profile.as_ref(),
+            cores,
+            p99_bound_us,
+            &mut measured,
+            &mut live,
+        )
+        .unwrap_or_default();
+    }
+    results.pick = found.clone();
+    // The search's points, the rules' and the profile's; not the grid's.
+    results.points_measured = live.done;
+    if args.verify {
+        if let Some(found) = &found {
+            eprintln!(
+                "tune: verifying against the full grid: {} points",
+                results.grid_points
+            );
+            results.verify =
+                search::check_against_grid(&knobs, &found.pick, p99_bound_us, 100, &mut live);
+        }
+    }
+    results.interrupted = options.stop.load(Ordering::SeqCst) || found.is_none();
+    results.measured = measured
+        .samples
+        .iter()
+        .map(|(values, samples)| ConfigRow {
+            values: values.clone(),
+            label: spec::label(&knobs, values),
+            level: crate::map::search::level_of(samples, p99_bound_us),
+            samples: samples.clone(),
+        })
+        .collect();
+    results.wall_s = started.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&options.scratch_dir);
+    std::fs::write(
+        out.join("results.json"),
+        serde_json::to_string_pretty(&results)?,
+    )?;
+    std::fs::write(out.join("tune.md"), output::text(&results))?;
+    if args.json {
+        crate::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&results)?))?;
+    } else {
+        crate::print_stdout(&output::text(&results))?;
+        crate::print_stdout(&format!(
+            "\nWrote results.json and tune.md to {}\n",
+            out.display()
+        ))?;
+    }
+    if results.interrupted {
+        anyhow::bail!("interrupted");
+    }
+    Ok(())
+}
+
+/// The server at one connection: its CPU per request and its mean latency, whose difference
+/// is its wait; Goetz's pool, `cores x (1 + W/C)`.
+fn profile(live: &mut Live, knobs: &[Knob], at: &[u32], cores: u32) -> Option<Profile> {
+    let concurrency = live.concurrency;
+    live.concurrency = 1;
+    let sample = live.measure(at, 0);
+    live.concurrency = concurrency;
+    let sample = sample?;
+    let mean_ms = live.last.as_ref()?.latency_us.mean / 1000.0;
+    let cpu_us = sample.cpu_us;
+    if cpu_us <= 0.0 || mean_ms <= 0.0 {
+        return None;
+    }
+    let wait_ms = (mean_ms - cpu_us / 1000.0).max(0.0);
+    let goetz = (f64::from(cores) * (1.0 + wait_ms * 1000.0 / cpu_us)).round() as u32;
+    let _ = knobs;
+    Some(Profile {
+        values: at.to_vec(),
+        cpu_us,
+        mean_latency_ms: mean_ms,
+        wait_ms,
+        goetz: goetz.max(1),
+    })
+}
+
+/// The configurations the rules of thumb name, beside the pick: the server's default,
+/// `2n+1` workers (on `workers`, else the first knob; the others at the pick's values), and
+/// Goetz's pool as the requests served at once (workers x threads: the last knob at
+/// `ceil(goetz / the others)`); each clamped to its range.
+pub fn rule_configs(
+    knobs: &[Knob],
+    pick: &[u32],
+    default: Option<&[u32]>,
+    goetz: Option<u32>,
+    cores: u32,
+) -> Vec<(String, Vec<u32>)> {
+    let clamp = |v: Vec<u32>| -> Vec<u32> {
+        v.iter()
+            .zip(knobs)
+            .map(|(x, k)| (*x).clamp(k.lo, k.hi))
+            .collect()
+    };
+    let mut out = Vec::new();
+    if let Some(d) = default {
+        out.push(("default".to_string(), clamp(d.to_vec())));
+    }
+    let workers = knobs.iter().position(|k| k.name == "workers").unwrap_or(0);
+    let mut two_n = pick.to_vec();
+    two_n[workers] = 2 * cores + 1;
+    out.push(("2n+1".to_string(), clamp(two_n)));
+    if let Some(g) = goetz {
+        let last = knobs.len() - 1;
+        let others: u32 = pick[..last].iter().product::<u32>().max(1);
+        let mut v = pick.to_vec();
+        v[last] = g.div_ceil(others);
+        out.push(("goetz".to_string(), clamp(v)));
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn rules(
+    knobs: &[Knob],
+    found: &search::Found,
+    default: Option<&[u32]>,
+    profile: Option<&Profile>,
+    cores: u32,
+    p99_bound_us: f64,
+    measured: &mut Measured,
+    m: &mut dyn Measure,
+) -> Option<Vec<RuleResult>> {
+    let best = found.level.rps.0;
+    let mut out = Vec::new();
+    for (rule, values) in rule_configs(knobs, &found.pick, default, profile.map(|p| p.goetz), cores)
+    {
+        let level = measured.level(m, &values, 1, p99_bound_us)?;
+        out.push(RuleResult {
+            rule,
+            values,
+            meets_bound: level.rps.0 > 0.0,
+            rps_loss: if best > 0.0 {
+                (best - level.rps.0) / best
+            } else {
+                0.0
+            },
+            level,
+        });
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rules_name_their_configurations() {
+        let knobs = spec::knobs_of(
+            "srv -w {workers} -t {threads} {port}",
+            Some("1..8"),
+            Some("1..32"),
+            &[],
+        )
+        .unwrap();
+        let rules = rule_configs(&knobs, &[2, 8], Some(&[2, 3]), Some(44), 2);
+        assert_eq!(
+            rules,
+            [
+                ("default".to_string(), vec![2, 3]),
+                ("2n+1".to_string(), vec![5, 8]),
+                ("goetz".to_string(), vec![2, 22]),
+            ]
+        );
+        // Clamped to the ranges; one knob takes Goetz whole.
+        let one = spec::knobs_of(
+            "srv {knob:procs} {port}",
+            None,
+            None,
+            &["procs=1..4".into()],
+        )
+        .unwrap();
+        assert_eq!(
+            rule_configs(&one, &[2], None, Some(9), 2),
+            [
+                ("2n+1".to_string(), vec![4]),
+                ("goetz".to_string(), vec![4])
+            ]
+        );
+    }
+}
