@@ -86,6 +86,13 @@ fn tune_finds_processes_for_cpu_under_the_gil_and_the_grid_agrees() {
     assert!(stdout.contains("| workers \\ threads |"), "{stdout}");
     assert!(stdout.contains("the pick is inside"), "{stdout}");
     assert!(out.join("tune.md").exists());
+    // The heat map marks the pick; the report holds it and every configuration's costs.
+    let svg = std::fs::read_to_string(out.join("tune.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("the pick"), "{svg}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("<th>CPU / request</th>"));
+    let rows = html.matches("<tr><td class=\"num\">").count();
+    assert_eq!(rows, r["measured"].as_array().unwrap().len(), "{html}");
 }
 
 #[test]

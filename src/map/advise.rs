@@ -312,10 +312,8 @@ pub fn text(a: &Advice, cores: u32) -> String {
         out.push_str(&verify_text(v));
     }
     out.push_str(&format!(
-        "  {} points measured in {} (the full grid needs {})\n",
-        a.points_measured,
-        wall_time(a.wall_s),
-        a.full_grid_points
+        "  {}\n",
+        super::output::points_sentence(a.points_measured, a.wall_s, a.full_grid_points)
     ));
     out
 }
@@ -409,7 +407,10 @@ fn rules_text(a: &Advice, cores: u32) -> String {
             _ => format!("{}'s default", w.arch.name()),
         };
         let cost = if !r.meets_bound {
-            format!("p99 {} misses the bound", duration_us(r.p99_us))
+            match &r.missed_because {
+                Some(why) => format!("misses the bound ({why})"),
+                None => format!("p99 {} misses the bound", duration_us(r.p99_us)),
+            }
         } else if r.rps_loss >= 0.005 {
             format!(
                 "loses {} of the throughput",
@@ -447,18 +448,8 @@ fn verify_text(v: &Verify) -> String {
         ));
     }
     out.push_str(&format!(
-        "  verify: best {}{}{}; the pick {} is {} its spread (* misses the p99 bound)\n",
-        v.best,
-        v.decided_by
-            .map(|f| format!(" (decided by {})", f.name()))
-            .unwrap_or_default(),
-        if v.ties.is_empty() {
-            String::new()
-        } else {
-            format!(", indistinguishable: {}", v.ties.join(", "))
-        },
-        v.pick,
-        if v.inside { "inside" } else { "OUTSIDE" }
+        "  verify: {} (* misses the p99 bound)\n",
+        v.verdict()
     ));
     out
 }

@@ -202,6 +202,7 @@ mod tests {
             Some(Level {
                 rps: (mean, min, max),
                 p99_us: 10_000.0,
+                p99_range: (0.0, 0.0),
                 cpu_us: 100.0,
                 rss_kb: 8000.0 + f64::from(w),
             })

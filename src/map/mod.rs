@@ -56,7 +56,8 @@ point is measured in a window that opens once every connection was answered once
 several cycles of each (Little's law), its throughput counted in whole cycles. The verdict: the \
 most throughput whose p99 meets the bound (a p99 that is only a lower bound never does; a short \
 window that cut one off is measured again, longer, up to ten cycles); among candidates inside \
-the best's throughput spread, the lower p99 (within 20%), then the lower server CPU per request \
+the best's throughput spread, the lower p99 (within 20%, or runs that overlap), then the lower \
+server CPU per request \
 (10%), then the smaller peak memory (25%); a tie only when nothing tells them apart. Found \
 adaptively: architectures by successive halving, leanest shape first (stopped once the leader \
 reaches the physical bound min(cores/C, N/(C+W)) within its spread, and at once when a server \

@@ -109,11 +109,12 @@ pub fn table(results: &MapResults) -> String {
     out.push_str(&verify_lines(results));
     out.push_str(&format!("\n{}\n", results.summary));
     out.push_str(&format!(
-        "\n{} points measured in {}, where the full grid needs {} ({} of it){}\n",
-        results.points_measured,
-        wall_time(results.wall_s),
-        results.full_grid_points,
-        percent(results.points_measured as f64 / results.full_grid_points.max(1) as f64),
+        "\n{}{}\n",
+        points_sentence(
+            results.points_measured,
+            results.wall_s,
+            results.full_grid_points
+        ),
         if results.interrupted {
             "; interrupted: `sweetspot map --resume DIR` finishes it"
         } else {
@@ -190,24 +191,23 @@ fn verify_lines(results: &MapResults) -> String {
     for c in &results.cells {
         let Some(v) = &c.verify else { continue };
         out.push_str(&format!(
-            "\nverify {}: the search picked {}; every architecture at its pool and its default, \
-             {} each, ranks {} best{}{}: the pick is {}\n",
+            "\nverify {} (every architecture at its pool and its default, {} each): {}\n",
             c.cell.key,
-            v.pick,
             wall_time(f64::from(v.window_ms) / 1000.0),
-            v.best,
-            v.decided_by
-                .map(|f| format!(" (by {})", f.name()))
-                .unwrap_or_default(),
-            if v.ties.is_empty() {
-                String::new()
-            } else {
-                format!(", with {} indistinguishable", v.ties.join(", "))
-            },
-            if v.inside { "inside" } else { "OUTSIDE" }
+            v.verdict()
         ));
     }
     out
+}
+
+/// What a search cost against the grid it replaces: "N points measured in T, where the full
+/// grid needs G (x% of it)" (for `map`, `advise` and `tune`).
+pub fn points_sentence(measured: usize, wall_s: f64, grid: usize) -> String {
+    format!(
+        "{measured} points measured in {}, where the full grid needs {grid} ({} of it)",
+        wall_time(wall_s),
+        percent(measured as f64 / grid.max(1) as f64)
+    )
 }
 
 /// `-12%` for a loss of 12%, `+3%` for a gain.
@@ -588,10 +588,12 @@ fn report_html(results: &MapResults, maps: &[(String, String)]) -> String {
         html.push_str(&candidates_html(c));
     }
     html.push_str(&format!(
-        "<p class=\"note\">{} points measured in {}, where the full grid needs {}.</p>\n{PAGE_END}",
-        results.points_measured,
-        wall_time(results.wall_s),
-        results.full_grid_points
+        "<p class=\"note\">{}.</p>\n{PAGE_END}",
+        escape(&points_sentence(
+            results.points_measured,
+            results.wall_s,
+            results.full_grid_points
+        ))
     ));
     html
 }

@@ -22,6 +22,9 @@ pub struct Level {
     pub rps: (f64, f64, f64),
     /// Mean p99, microseconds.
     pub p99_us: f64,
+    /// The lowest and highest p99 of its runs (both 0: one run, or not known).
+    #[serde(default)]
+    pub p99_range: (f64, f64),
     /// Mean server CPU per request, microseconds (0: not measured).
     pub cpu_us: f64,
     /// Mean peak RSS of the server, KiB (0: not measured).
@@ -78,9 +81,18 @@ pub fn indistinguishable(a: (f64, f64, f64), b: (f64, f64, f64)) -> bool {
 /// A figure, how to read it off a level, and its tolerance.
 type FigureRule = (Figure, fn(&Level) -> f64, f64);
 
+/// Whether two p99s' runs overlap: a server's p99 moves between runs by more than
+/// [`P99_TOLERANCE`] where the cores are saturated (queueing order, not the server), so two
+/// whose runs overlap cannot be told apart however far their means are.
+fn p99_runs_overlap(a: &Level, b: &Level) -> bool {
+    let known = |l: &Level| l.p99_range.1 > l.p99_range.0;
+    known(a) && known(b) && a.p99_range.0 <= b.p99_range.1 && b.p99_range.0 <= a.p99_range.1
+}
+
 /// Of `alive` (indices into `levels`), those that each figure in turn (p99, CPU per request,
-/// memory) keeps within its tolerance of the best among them, and the figure that left one
-/// alone, if one did. A figure not measured for some of them cannot tell them apart.
+/// memory) keeps within its tolerance of the best among them (for the p99, also those whose
+/// runs overlap the best's), and the figure that left one alone, if one did. A figure not
+/// measured for some of them cannot tell them apart.
 pub fn cheapest(levels: &[Level], mut alive: Vec<usize>) -> (Vec<usize>, Option<Figure>) {
     let figures: [FigureRule; 3] = [
         (Figure::P99, |l| l.p99_us, P99_TOLERANCE),
@@ -95,11 +107,15 @@ pub fn cheapest(levels: &[Level], mut alive: Vec<usize>) -> (Vec<usize>, Option<
         if alive.iter().any(|&i| value(&levels[i]) <= 0.0) {
             continue;
         }
-        let lowest = alive
+        let best = *alive
             .iter()
-            .map(|&i| value(&levels[i]))
-            .fold(f64::INFINITY, f64::min);
-        alive.retain(|&i| value(&levels[i]) <= lowest * (1.0 + tolerance));
+            .min_by(|&&a, &&b| value(&levels[a]).total_cmp(&value(&levels[b])))
+            .expect("alive is not empty");
+        let lowest = value(&levels[best]);
+        alive.retain(|&i| {
+            value(&levels[i]) <= lowest * (1.0 + tolerance)
+                || (figure == Figure::P99 && p99_runs_overlap(&levels[i], &levels[best]))
+        });
         if alive.len() == 1 {
             decided_by = Some(figure);
         }
@@ -145,6 +161,7 @@ mod tests {
         Level {
             rps: (rps, rps, rps),
             p99_us: p99_ms * 1000.0,
+            p99_range: (0.0, 0.0),
             cpu_us,
             rss_kb: rss_mb * 1024.0,
         }
@@ -188,6 +205,24 @@ mod tests {
         ];
         let r = rank(&memory).unwrap();
         assert_eq!((r.winner, r.decided_by), (1, Some(Figure::Memory)));
+    }
+
+    #[test]
+    fn p99s_whose_runs_overlap_are_as_good_however_far_their_means() {
+        // Means 38 and 48 ms (26% apart): the runs, 30-46 and 44-52, overlap.
+        let mut a = level(1900.0, 38.0, 1000.0, 8.0);
+        let mut b = level(1940.0, 48.0, 1000.0, 8.5);
+        a.p99_range = (30_000.0, 46_000.0);
+        b.p99_range = (44_000.0, 52_000.0);
+        let r = rank(&[a, b]).unwrap();
+        assert_eq!((r.winner, r.ties.clone(), r.decided_by), (1, vec![0], None));
+        // Runs apart (47-52): the p99 decides.
+        b.p99_range = (47_000.0, 52_000.0);
+        let r = rank(&[a, b]).unwrap();
+        assert_eq!((r.winner, r.decided_by), (0, Some(Figure::P99)));
+        // One run each: the tolerance alone.
+        a.p99_range = (0.0, 0.0);
+        assert_eq!(rank(&[a, b]).unwrap().decided_by, Some(Figure::P99));
     }
 
     #[test]

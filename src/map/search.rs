@@ -324,6 +324,10 @@ pub struct RuleOutcome {
     pub meets_bound: bool,
     /// Throughput lost against the sweet spot, as a fraction (negative: it did better).
     pub rps_loss: f64,
+    /// Why it missed the bound, when its p99 alone does not say: requests left unanswered
+    /// (the p99 only a lower bound), or more than 1% of them failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missed_because: Option<String>,
 }
 
 /// One measured candidate as the tables show it.
@@ -429,9 +433,16 @@ pub fn level_of(samples: &[Sample], p99_bound_us: f64) -> Level {
             samples.iter().map(f).sum::<f64>() / samples.len() as f64
         }
     };
+    let p99s: Vec<f64> = samples.iter().map(|s| s.p99_us).collect();
+    let (_, p99_min, p99_max) = mean_min_max(&p99s);
     Level {
         rps: mean_min_max(&scores),
         p99_us: mean(|s| s.p99_us),
+        p99_range: if samples.len() > 1 {
+            (p99_min, p99_max)
+        } else {
+            (0.0, 0.0)
+        },
         cpu_us: mean(|s| s.cpu_us),
         rss_kb: mean(|s| s.rss_kb as f64),
     }
@@ -827,6 +838,14 @@ fn measure_rules(
         }
         let last = *s.samples.at(c, ms).last().expect("measured");
         let mean = s.level_at(c, ms).rps.0;
+        let samples = s.samples.at(c, ms);
+        let missed_because = if samples.iter().any(|x| !x.ok) {
+            Some("over 1% of its requests failed or timed out".to_string())
+        } else if samples.iter().any(|x| x.p99_lower_bound) {
+            Some("requests left unanswered: its p99 is only a lower bound".to_string())
+        } else {
+            None
+        };
         rules.push(RuleOutcome {
             rule,
             workers: c.workers.unwrap_or(0),
@@ -834,6 +853,7 @@ fn measure_rules(
             p99_us: last.p99_us,
             meets_bound: mean > 0.0,
             rps_loss: (best - mean) / best,
+            missed_because: missed_because.filter(|_| mean <= 0.0),
         });
     }
     Some(rules)
@@ -916,6 +936,26 @@ pub struct Verify {
     pub inside: bool,
     pub window_ms: u32,
     pub rows: Vec<CandidateRow>,
+}
+
+impl Verify {
+    /// The verdict in words, as `map` and `advise` print it.
+    pub fn verdict(&self) -> String {
+        format!(
+            "the search picked {}; the full measurement ranks {} best{}{}: the pick is {}",
+            self.pick,
+            self.best,
+            self.decided_by
+                .map(|f| format!(" (by {})", f.name()))
+                .unwrap_or_default(),
+            if self.ties.is_empty() {
+                String::new()
+            } else {
+                format!(", with {} indistinguishable", self.ties.join(", "))
+            },
+            if self.inside { "inside" } else { "OUTSIDE" }
+        )
+    }
 }
 
 /// Measures the verification of `outcome`'s pick in `cell`; `None`: interrupted, or no pick.

@@ -391,12 +391,15 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         serde_json::to_string_pretty(&results)?,
     )?;
     std::fs::write(out.join("tune.md"), output::text(&results))?;
+    let svg = output::heat_map_svg(&results)?;
+    std::fs::write(out.join("tune.svg"), &svg)?;
+    std::fs::write(out.join("report.html"), output::report_html(&results, &svg))?;
     if args.json {
         crate::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&results)?))?;
     } else {
         crate::print_stdout(&output::text(&results))?;
         crate::print_stdout(&format!(
-            "\nWrote results.json and tune.md to {}\n",
+            "\nWrote results.json, tune.md, tune.svg and report.html to {}\n",
             out.display()
         ))?;
     }

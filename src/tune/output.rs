@@ -1,12 +1,15 @@
-//! What `tune` prints and writes to `tune.md`: the pick with its costs, the measured curve (one
-//! knob) or the workers x threads table (two), the rules of thumb beside the pick, the points
-//! measured against the grid, and the grid's check.
+//! What `tune` prints and writes: `tune.md` (the pick with its costs, the measured curve of one
+//! knob or the workers x threads table of two, the rules of thumb beside the pick, the points
+//! measured against the grid, the grid's check), `tune.svg` (the heat map) and `report.html`.
 
 use std::collections::BTreeSet;
 
 use super::spec::label;
 use super::TuneResults;
-use crate::render::units::{duration_us, percent, thousands, wall_time};
+use crate::map::output::points_sentence;
+use crate::render::html::{escape, page_start, PAGE_END};
+use crate::render::svg::{heat_map, HeatCell};
+use crate::render::units::{duration_us, percent, thousands};
 
 /// The results in words and tables.
 pub fn text(r: &TuneResults) -> String {
@@ -77,11 +80,8 @@ pub fn text(r: &TuneResults) -> String {
         ));
     }
     out.push_str(&format!(
-        "\n{} points measured in {}, where the full grid needs {} ({:.1}% of it)\n",
-        r.points_measured,
-        wall_time(r.wall_s),
-        r.grid_points,
-        100.0 * r.points_measured as f64 / r.grid_points.max(1) as f64
+        "\n{}\n",
+        points_sentence(r.points_measured, r.wall_s, r.grid_points)
     ));
     if let Some(v) = &r.verify {
         out.push_str(&format!(
@@ -148,4 +148,157 @@ fn table(r: &TuneResults) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The heat map of the measured configurations (two knobs: the first as rows, the second as
+/// columns; one knob: a row): each labelled with its req/s and p99, the pick in one colour,
+/// those within 5% of it in another, p99 misses hatched.
+pub fn heat_map_svg(r: &TuneResults) -> anyhow::Result<String> {
+    let two = r.knobs.len() == 2;
+    let axis = |i: usize| -> Vec<u32> {
+        r.measured
+            .iter()
+            .map(|c| c.values[i])
+            .collect::<BTreeSet<u32>>()
+            .into_iter()
+            .collect()
+    };
+    let cols = axis(r.knobs.len() - 1);
+    let rows = if two { axis(0) } else { vec![0] };
+    let pick = r.pick.as_ref().map(|p| (p.pick.clone(), p.level.rps.0));
+    let mut cells = Vec::new();
+    for c in &r.measured {
+        let column = cols.iter().position(|v| *v == c.values[r.knobs.len() - 1]);
+        let row = if two {
+            rows.iter().position(|v| *v == c.values[0])
+        } else {
+            Some(0)
+        };
+        let (Some(column), Some(row)) = (column, row) else {
+            continue;
+        };
+        let missed = c.level.rps.0 <= 0.0;
+        let color = match &pick {
+            Some((p, _)) if *p == c.values => Some(0),
+            Some((_, best)) if !missed && c.level.rps.0 >= best * 0.95 => Some(2),
+            _ => None,
+        };
+        cells.push(HeatCell {
+            column,
+            row,
+            color,
+            hatched: missed,
+            lines: vec![
+                if missed {
+                    "misses p99".into()
+                } else {
+                    format!("{} req/s", thousands(c.level.rps.0))
+                },
+                format!("p99 {}", duration_us(c.level.p99_us)),
+            ],
+        });
+    }
+    let title = format!(
+        "tune: req/s and p99 of each configuration measured, {} connections",
+        r.concurrency
+    );
+    let (y_title, row_names) = if two {
+        (
+            r.knobs[0].name.clone(),
+            rows.iter().map(u32::to_string).collect(),
+        )
+    } else {
+        (String::new(), vec![String::new()])
+    };
+    heat_map(
+        &title,
+        &r.knobs[r.knobs.len() - 1].name,
+        &cols.iter().map(u32::to_string).collect::<Vec<_>>(),
+        &y_title,
+        &row_names,
+        &cells,
+        &[
+            ("the pick".to_string(), 0),
+            ("within 5% of it".to_string(), 2),
+        ],
+    )
+}
+
+/// `report.html`: the pick, the heat map, every configuration measured with its costs, the
+/// rules of thumb and the grid's check.
+pub fn report_html(r: &TuneResults, svg: &str) -> String {
+    let mut html = page_start("sweetspot tune");
+    html.push_str(&format!(
+        "<h1>tune</h1>\n<p class=\"note\"><code>{}</code> at <code>{}</code></p>\n",
+        escape(&r.command),
+        escape(&r.url)
+    ));
+    let text = text(r);
+    let headline = text
+        .lines()
+        .find(|l| l.starts_with("sweet spot") || l.starts_with("no configuration"))
+        .unwrap_or("interrupted before a pick");
+    html.push_str(&format!("<p class=\"summary\">{}</p>\n", escape(headline)));
+    html.push_str(&format!("<figure>{svg}</figure>\n"));
+    html.push_str("<h2>Every configuration measured</h2>\n<div class=\"scroll\"><table><tr>");
+    for k in &r.knobs {
+        html.push_str(&format!("<th>{}</th>", escape(&k.name)));
+    }
+    html.push_str(
+        "<th>req/s</th><th>p99</th><th>CPU / request</th><th>peak RSS</th><th>threads</th>\
+         <th>processes</th><th>runs</th></tr>\n",
+    );
+    for c in &r.measured {
+        html.push_str("<tr>");
+        for v in &c.values {
+            html.push_str(&format!("<td class=\"num\">{v}</td>"));
+        }
+        let last = c.samples.last();
+        html.push_str(&format!(
+            "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{:.1} MiB</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td></tr>\n",
+            if c.level.rps.0 > 0.0 {
+                thousands(c.level.rps.0)
+            } else {
+                "misses p99".into()
+            },
+            duration_us(c.level.p99_us),
+            duration_us(c.level.cpu_us),
+            c.level.rss_kb / 1024.0,
+            last.map_or(0, |s| s.threads),
+            last.map_or(0, |s| s.processes),
+            c.samples.len()
+        ));
+    }
+    html.push_str("</table></div>\n");
+    if !r.rules.is_empty() {
+        html.push_str(
+            "<h2>The rules of thumb</h2>\n<table><tr><th>rule</th><th>configuration</th>\
+             <th>req/s</th><th>p99</th><th>loses</th></tr>\n",
+        );
+        for rule in &r.rules {
+            html.push_str(&format!(
+                "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+                 <td class=\"num\">{}</td></tr>\n",
+                escape(&rule.rule),
+                escape(&label(&r.knobs, &rule.values)),
+                thousands(rule.level.rps.0),
+                duration_us(rule.level.p99_us),
+                if rule.meets_bound {
+                    percent((rule.rps_loss * 100.0).round() / 100.0)
+                } else {
+                    "misses p99".into()
+                }
+            ));
+        }
+        html.push_str("</table>\n");
+    }
+    for line in text.lines().filter(|l| {
+        l.starts_with("Profile") || l.contains("points measured") || l.starts_with("Checked")
+    }) {
+        html.push_str(&format!("<p class=\"note\">{}</p>\n", escape(line)));
+    }
+    html.push_str(PAGE_END);
+    html
 }
