@@ -75,8 +75,9 @@ pub fn search(curve: &mut dyn Curve, lo: u32, cap: u32) -> Option<u32> {
             // Two doublings without a clear gain: past the knee, on a plateau or falling; one,
             // where the best's own bound already was the doubled value's (more threads than
             // that add no cores, nor, with async waits, any waiting).
+            // Nothing has met the bound yet: no plateau to stop on; double on to the cap.
             let stalled = own(curve, w).is_finite() && own(curve, w) <= own(curve, best_w);
-            if w >= best_w * 4 || stalled {
+            if best > 0.0 && (w >= best_w * 4 || stalled) {
                 break;
             }
         }
@@ -239,6 +240,14 @@ mod tests {
         let mut c = synthetic(|w| 1000.0 * 0.9f64.powf((f64::from(w) / 12.0).log2().abs()));
         let w = search(&mut c, 1, 64).unwrap();
         assert!((9..=10).contains(&w), "{w} {:?}", c.asked);
+    }
+
+    #[test]
+    fn values_that_all_miss_the_bound_do_not_stop_the_doubling() {
+        // Below 24 workers every run misses the p99 bound (it counts 0); from 24 on, 1,000/s.
+        let mut c = synthetic(|w| if w >= 24 { 1000.0 } else { 0.0 });
+        let w = search(&mut c, 1, 64).unwrap();
+        assert!((24..=26).contains(&w), "{w} {:?}", c.asked);
     }
 
     #[test]

@@ -104,7 +104,12 @@ pub fn text(r: &TuneResults) -> String {
 /// One knob: its curve, a row a value. Two: the first knob's values as rows, the second's as
 /// columns, req/s in each measured cell (`-`: not measured; `x`: the p99 missed the bound).
 fn table(r: &TuneResults) -> String {
-    let pick = r.pick.as_ref().map(|p| p.pick.clone()).unwrap_or_default();
+    let pick = r
+        .pick
+        .as_ref()
+        .filter(|p| p.level.rps.0 > 0.0)
+        .map(|p| p.pick.clone())
+        .unwrap_or_default();
     let cell = |values: &[u32]| -> String {
         let mark = if values == pick.as_slice() { " *" } else { "" };
         match r.measured.iter().find(|c| c.values == values) {
@@ -165,7 +170,11 @@ pub fn heat_map_svg(r: &TuneResults) -> anyhow::Result<String> {
     };
     let cols = axis(r.knobs.len() - 1);
     let rows = if two { axis(0) } else { vec![0] };
-    let pick = r.pick.as_ref().map(|p| (p.pick.clone(), p.level.rps.0));
+    let pick = r
+        .pick
+        .as_ref()
+        .filter(|p| p.level.rps.0 > 0.0)
+        .map(|p| (p.pick.clone(), p.level.rps.0));
     let mut cells = Vec::new();
     for c in &r.measured {
         let column = cols.iter().position(|v| *v == c.values[r.knobs.len() - 1]);
