@@ -42,6 +42,11 @@ pub fn text(r: &TuneResults) -> String {
                 p.passes,
                 if p.passes == 1 { "" } else { "es" }
             ));
+            if let Some(rule) = &p.adopted_from {
+                out.push_str(&format!(
+                    "  ({rule}'s configuration measured clearly better than the search's own pick, three runs each: it is the pick)\n"
+                ));
+            }
         }
         Some(_) => out.push_str("no configuration met the p99 bound\n"),
         None => out.push_str("interrupted before a pick\n"),
@@ -75,7 +80,11 @@ pub fn text(r: &TuneResults) -> String {
             label(&r.knobs, &p.values),
             duration_us(p.cpu_us),
             duration_us(p.mean_latency_ms * 1000.0),
-            duration_us(p.wait_ms * 1000.0),
+            if p.wait_ms * 1000.0 >= 1.0 {
+                duration_us(p.wait_ms * 1000.0)
+            } else {
+                "0".into()
+            },
             p.goetz
         ));
     }

@@ -120,6 +120,10 @@ pub struct Found {
     /// The configuration after each knob's search, in order.
     pub path: Vec<Vec<u32>>,
     pub passes: usize,
+    /// The rule of thumb whose configuration measured clearly better than the search's own
+    /// pick, three runs each, and so became the pick (the search missed it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopted_from: Option<String>,
 }
 
 /// Searches `knobs` from `start`: each knob in turn, the others held, until a pass changes
@@ -167,6 +171,7 @@ pub fn search(
         level,
         path,
         passes,
+        adopted_from: None,
     })
 }
 
