@@ -347,7 +347,7 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         first.and_then(|_| search::search(&knobs, &start, p99_bound_us, &mut measured, &mut live));
     if let Some(found) = found.as_mut() {
         results.passes = found.passes;
-        results.profile = profile(&mut live, &knobs, &start, cores);
+        results.profile = profile(&mut live, &start, cores);
         results.rules = rules(
             &knobs,
             found,
@@ -411,7 +411,7 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
 
 /// The server at one connection: its CPU per request and its mean latency, whose difference
 /// is its wait; Goetz's pool, `cores x (1 + W/C)`.
-fn profile(live: &mut Live, knobs: &[Knob], at: &[u32], cores: u32) -> Option<Profile> {
+fn profile(live: &mut Live, at: &[u32], cores: u32) -> Option<Profile> {
     let concurrency = live.concurrency;
     live.concurrency = 1;
     let sample = live.measure(at, 0);
@@ -424,7 +424,6 @@ fn profile(live: &mut Live, knobs: &[Knob], at: &[u32], cores: u32) -> Option<Pr
     }
     let wait_ms = (mean_ms - cpu_us / 1000.0).max(0.0);
     let goetz = (f64::from(cores) * (1.0 + wait_ms * 1000.0 / cpu_us)).round() as u32;
-    let _ = knobs;
     Some(Profile {
         values: at.to_vec(),
         cpu_us,

@@ -23,20 +23,10 @@ pub fn text(r: &TuneResults) -> String {
         },
         duration_us(r.p99_bound_ms * 1000.0)
     );
+    out.push_str(&headline(r));
+    out.push('\n');
     match &r.pick {
         Some(p) if p.level.rps.0 > 0.0 => {
-            let row = r.measured.iter().find(|c| c.values == p.pick);
-            out.push_str(&format!(
-                "sweet spot: {} ({} req/s, p99 {}, {} of server CPU a request, {:.0} MB peak RSS{})\n",
-                label(&r.knobs, &p.pick),
-                thousands(p.level.rps.0),
-                duration_us(p.level.p99_us),
-                duration_us(p.level.cpu_us),
-                p.level.rss_kb / 1024.0,
-                row.and_then(|c| c.samples.last())
-                    .map(|s| format!(", {} threads in {} processes", s.threads, s.processes))
-                    .unwrap_or_default()
-            ));
             out.push_str(&format!(
                 "  the smallest within 5% of the best measured whose p99 meets the bound; {} pass{} of coordinate search\n",
                 p.passes,
@@ -48,8 +38,7 @@ pub fn text(r: &TuneResults) -> String {
                 ));
             }
         }
-        Some(_) => out.push_str("no configuration met the p99 bound\n"),
-        None => out.push_str("interrupted before a pick\n"),
+        _ => {}
     }
     out.push('\n');
     out.push_str(&table(r));
@@ -74,9 +63,41 @@ pub fn text(r: &TuneResults) -> String {
             ));
         }
     }
+    for line in notes(r) {
+        out.push_str(&format!("\n{line}\n"));
+    }
+    out
+}
+
+/// The pick in one line (or why there is none).
+fn headline(r: &TuneResults) -> String {
+    match &r.pick {
+        Some(p) if p.level.rps.0 > 0.0 => {
+            let row = r.measured.iter().find(|c| c.values == p.pick);
+            format!(
+                "sweet spot: {} ({} req/s, p99 {}, {} of server CPU a request, {:.0} MB peak RSS{})",
+                label(&r.knobs, &p.pick),
+                thousands(p.level.rps.0),
+                duration_us(p.level.p99_us),
+                duration_us(p.level.cpu_us),
+                p.level.rss_kb / 1024.0,
+                row.and_then(|c| c.samples.last())
+                    .map(|s| format!(", {} threads in {} processes", s.threads, s.processes))
+                    .unwrap_or_default()
+            )
+        }
+        Some(_) => "no configuration met the p99 bound".into(),
+        None => "interrupted before a pick".into(),
+    }
+}
+
+/// The profile behind Goetz's pool, the points measured against the grid, and the grid's
+/// check: a line each, for the text and the report.
+fn notes(r: &TuneResults) -> Vec<String> {
+    let mut out = Vec::new();
     if let Some(p) = &r.profile {
-        out.push_str(&format!(
-            "\nProfile at one connection ({}): {} of CPU a request, mean latency {}, so a wait of {}: Goetz's pool {} requests at once.\n",
+        out.push(format!(
+            "Profile at one connection ({}): {} of CPU a request, mean latency {}, so a wait of {}: Goetz's pool {} requests at once.",
             label(&r.knobs, &p.values),
             duration_us(p.cpu_us),
             duration_us(p.mean_latency_ms * 1000.0),
@@ -88,13 +109,10 @@ pub fn text(r: &TuneResults) -> String {
             p.goetz
         ));
     }
-    out.push_str(&format!(
-        "\n{}\n",
-        points_sentence(r.points_measured, r.wall_s, r.grid_points)
-    ));
+    out.push(points_sentence(r.points_measured, r.wall_s, r.grid_points));
     if let Some(v) = &r.verify {
-        out.push_str(&format!(
-            "Checked against the full grid ({} points): its best is {} ({} req/s, p99 {}); the pick measured {} req/s there: {}\n",
+        out.push(format!(
+            "Checked against the full grid ({} points): its best is {} ({} req/s, p99 {}); the pick measured {} req/s there: {}",
             v.points,
             label(&r.knobs, &v.best),
             thousands(v.best_level.rps.0),
@@ -251,12 +269,10 @@ pub fn report_html(r: &TuneResults, svg: &str) -> String {
         escape(&r.command),
         escape(&r.url)
     ));
-    let text = text(r);
-    let headline = text
-        .lines()
-        .find(|l| l.starts_with("sweet spot") || l.starts_with("no configuration"))
-        .unwrap_or("interrupted before a pick");
-    html.push_str(&format!("<p class=\"summary\">{}</p>\n", escape(headline)));
+    html.push_str(&format!(
+        "<p class=\"summary\">{}</p>\n",
+        escape(&headline(r))
+    ));
     html.push_str(&format!("<figure>{svg}</figure>\n"));
     html.push_str("<h2>Every configuration measured</h2>\n<div class=\"scroll\"><table><tr>");
     for k in &r.knobs {
@@ -312,10 +328,8 @@ pub fn report_html(r: &TuneResults, svg: &str) -> String {
         }
         html.push_str("</table>\n");
     }
-    for line in text.lines().filter(|l| {
-        l.starts_with("Profile") || l.contains("points measured") || l.starts_with("Checked")
-    }) {
-        html.push_str(&format!("<p class=\"note\">{}</p>\n", escape(line)));
+    for line in notes(r) {
+        html.push_str(&format!("<p class=\"note\">{}</p>\n", escape(&line)));
     }
     html.push_str(PAGE_END);
     html

@@ -32,8 +32,6 @@ pub trait Measure {
 #[derive(Default)]
 pub struct Measured {
     pub samples: BTreeMap<Vec<u32>, Vec<Sample>>,
-    /// In the order measured: configuration and repetition.
-    pub order: Vec<(Vec<u32>, u32)>,
 }
 
 impl Measured {
@@ -55,7 +53,6 @@ impl Measured {
                 .entry(values.to_vec())
                 .or_default()
                 .push(sample);
-            self.order.push((values.to_vec(), have));
         }
         Some(level_of(
             self.samples.get(values).map_or(&[][..], Vec::as_slice),
