@@ -107,8 +107,10 @@ pub struct Advice {
     pub verify: Option<Verify>,
 }
 
-fn duration_ms(flag: &str, text: &str) -> anyhow::Result<f64> {
+/// A duration flag's value in ms (`2ms`, `500us`, `1.5s`); a usage error (exit 2) otherwise.
+pub fn duration_ms(flag: &str, text: &str) -> anyhow::Result<f64> {
     crate::sweep::spec::parse_seconds(text)
+        .filter(|s| *s >= 0.0)
         .map(|s| s * 1000.0)
         .ok_or_else(|| {
             usage(format!(

@@ -111,10 +111,11 @@ pub fn search(curve: &mut dyn Curve, lo: u32, cap: u32) -> Option<u32> {
             break;
         }
         let (mut l1, mut l2) = (curve.level(p1, 1)?.rps, curve.level(p2, 1)?.rps);
-        // Both on the plateau (within half of WITHIN_BEST of the best so far): the smaller
-        // goes on, whatever the noise between them says; no need to measure them again.
+        // Both on the plateau (within WITHIN_BEST of the best so far, as good as it by the
+        // final choice's own rule): the smaller goes on, whatever the noise between them says;
+        // no need to measure them again.
         let top = best_of(&measured(curve)?);
-        let plateau = l1.0.min(l2.0) >= top * (1.0 - WITHIN_BEST / 2.0);
+        let plateau = l1.0.min(l2.0) >= top * (1.0 - WITHIN_BEST);
         // Noise gating: too close to call against their spread: measure both again.
         let mut rep = 1;
         while rep < MAX_REPS && !plateau && gated(l1, l2) {

@@ -246,7 +246,7 @@ pub fn summary(results: &MapResults) -> String {
         .collect();
     let mut parts = vec![ties_sentence(done.len(), &won)];
     parts.extend(cost_sentence(&won));
-    parts.extend(bound_sentence(&won));
+    parts.extend(bound_sentence(&won, results.round_trip_us));
     parts.extend(blocking_sentence(&won));
     parts.extend(event_loop_sentence(&won));
     parts.extend(rules_sentence(&won));
@@ -290,7 +290,7 @@ fn ties_sentence(cells: usize, won: &[(&CellResult, &Outcome)]) -> String {
 }
 
 /// Where the first lean server measured reached the bound at the floors, the rest unmeasured.
-fn bound_sentence(won: &[(&CellResult, &Outcome)]) -> Option<String> {
+fn bound_sentence(won: &[(&CellResult, &Outcome)], round_trip_us: f64) -> Option<String> {
     let at: Vec<String> = won
         .iter()
         .filter(|(_, o)| o.decided_by == Some(super::rank::Figure::Bound))
@@ -298,13 +298,15 @@ fn bound_sentence(won: &[(&CellResult, &Outcome)]) -> Option<String> {
         .collect();
     (!at.is_empty()).then(|| {
         format!(
-            "In {} a lean server reached the bound with a p99 at its floor and the CPU \
-             and memory of the leanest measured, so the rest were not measured: {}.",
+            "In {} a lean server reached the bound (each cycle lengthened by the {} round \
+             trip of an empty request here) with a p99 at its floor and the CPU and memory of \
+             the leanest measured, so the rest were not measured: {}.",
             if at.len() == 1 {
                 "1 cell".to_string()
             } else {
                 format!("{} cells", at.len())
             },
+            crate::render::units::duration_us(round_trip_us),
             at.join(", ")
         )
     })

@@ -34,6 +34,12 @@ pub struct MapResults {
     /// What the map shows, in a paragraph computed from the cells.
     #[serde(default)]
     pub summary: String,
+    /// The round trip of an empty request at one connection here, µs (see
+    /// [`super::run::round_trip`]), and the points it took (counted in `points_measured`).
+    #[serde(default)]
+    pub round_trip_us: f64,
+    #[serde(default)]
+    pub round_trip_points: usize,
 }
 
 /// One cell's answer and its evidence.

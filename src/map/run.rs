@@ -8,9 +8,10 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::results::{write_results, CellResult, MapResults};
-use super::search::{self, Cell, Measure, Outcome, Probe, Sample, Verify};
+use super::search::{self, Candidate, Cell, Measure, Outcome, Probe, Sample, Verify};
 use super::spec::{CellSpec, MapSpec, WaitMode};
 use super::store::{PointRecord, Store};
+use crate::arch::Arch;
 use crate::load::LatencyKey;
 use crate::sweep::results::{utc_timestamp, Machine};
 use crate::sweep::runner::{measure_point, RunnerOptions};
@@ -138,6 +139,7 @@ pub fn cell_of(spec: &MapSpec, cell: &CellSpec, cores: u32, rules: &[(String, u3
         rounds: spec.rounds,
         max_pool: spec.max_pool,
         rules: rules.to_vec(),
+        round_trip_us: 0.0,
     }
 }
 
@@ -178,7 +180,13 @@ pub fn run_map(
         points_measured: 0,
         full_grid_points: 0,
         summary: String::new(),
+        round_trip_us: 0.0,
+        round_trip_points: 0,
     };
+    if let Some((us, points)) = round_trip(spec, options, &machine, store, &mut progress) {
+        results.round_trip_us = us;
+        results.round_trip_points = points;
+    }
     for cell in &cells {
         if options.stop.load(Ordering::SeqCst) {
             break;
@@ -208,6 +216,58 @@ pub fn run_map(
     Ok(results)
 }
 
+/// The cell name under which the round-trip points are stored.
+pub const ROUND_TRIP_KEY: &str = "round-trip";
+
+/// The round trip of an empty request (`/work` with no CPU and no wait) at one connection on
+/// this machine, in µs, and the points it took: the shorter cycle of the two leanest servers
+/// (iterative, epoll), one run each. It is what a closed loop adds to every cycle whatever the
+/// server (two wake-ups, the generator's and the server's parsing), so the search can tell a
+/// server at what the machine allows ([`search::Cell::reach_rps`]). Measured once a run (kept
+/// in the store). `None`: interrupted.
+pub fn round_trip(
+    spec: &MapSpec,
+    options: &RunnerOptions,
+    machine: &Machine,
+    store: &mut Store,
+    progress: &mut Progress,
+) -> Option<(f64, usize)> {
+    let cell = CellSpec {
+        wait: WaitMode::Async,
+        ratio: 0.0,
+        concurrency: 1,
+        cpu_us: 0.0,
+        wait_ms: 0.0,
+        route: super::spec::work_route(0.0, 0.0, WaitMode::Async, None, None),
+        key: ROUND_TRIP_KEY.into(),
+    };
+    let mut live = Live {
+        cell: &cell,
+        spec,
+        options,
+        machine,
+        store,
+        progress,
+    };
+    let mut best_rps: f64 = 0.0;
+    for arch in [Arch::Iterative, Arch::Epoll] {
+        let probe = Probe {
+            candidate: Candidate {
+                arch,
+                workers: None,
+            },
+            duration_ms: spec.base_ms().unwrap_or(200),
+            rep: 0,
+        };
+        let sample = live.measure(&probe)?;
+        if sample.ok {
+            best_rps = best_rps.max(sample.rps);
+        }
+    }
+    let points = live.store.of_cell(ROUND_TRIP_KEY).len();
+    Some((if best_rps > 0.0 { 1e6 / best_rps } else { 0.0 }, points))
+}
+
 /// Searches one cell, then measures the rules of thumb on its pooled winner, and the full grid
 /// when the map verifies. `None`: interrupted.
 pub fn search_cell(
@@ -219,7 +279,9 @@ pub fn search_cell(
     progress: &mut Progress,
 ) -> Option<(Outcome, Option<Verify>)> {
     let cores = machine.cores.max(1);
-    let probe_cell = cell_of(spec, cell, cores, &[]);
+    let (round_trip_us, _) = round_trip(spec, options, machine, store, progress)?;
+    let mut probe_cell = cell_of(spec, cell, cores, &[]);
+    probe_cell.round_trip_us = round_trip_us;
     let mut live = Live {
         cell,
         spec,
@@ -234,7 +296,9 @@ pub fn search_cell(
     if let Some(winner) = outcome.winner.filter(|w| w.arch.pooled()) {
         let default_pool = winner.arch.default_workers(cores as usize).max(1) as u32;
         let rules = rules_for(cores, probe_cell.goetz(), default_pool);
-        outcome = search::search(&cell_of(spec, cell, cores, &rules), &mut live)?;
+        let mut rules_cell = cell_of(spec, cell, cores, &rules);
+        rules_cell.round_trip_us = round_trip_us;
+        outcome = search::search(&rules_cell, &mut live)?;
     }
     let verify = match (spec.verify, outcome.winner) {
         (true, Some(_)) => Some(search::verify(&probe_cell, &outcome, &mut live)?),
@@ -252,7 +316,12 @@ fn save(
     options: &RunnerOptions,
 ) -> anyhow::Result<()> {
     results.interrupted = results.cells.len() < cells.len();
-    results.points_measured = results.cells.iter().map(|c| c.points_measured).sum();
+    results.points_measured = results.round_trip_points
+        + results
+            .cells
+            .iter()
+            .map(|c| c.points_measured)
+            .sum::<usize>();
     results.full_grid_points = results.cells.iter().map(|c| c.full_grid_points).sum();
     results.wall_s = previous_wall_s + started.elapsed().as_secs_f64();
     results.finished = utc_timestamp();

@@ -13,13 +13,17 @@ use serde::{Deserialize, Serialize};
 
 use super::knob;
 use super::rank::{
-    indistinguishable, rank, Figure, Level, CPU_TOLERANCE, MEMORY_TOLERANCE, P99_TOLERANCE,
-    TIE_FRACTION,
+    indistinguishable, rank_with, Figure, Level, CPU_TOLERANCE, MEMORY_TOLERANCE, P99_TOLERANCE,
+    P99_TOLERANCE_SATURATED, TIE_FRACTION,
 };
 use crate::arch::Arch;
 
 /// Repetitions of each point of the full grid (for its count).
 pub const GRID_REPS: u32 = 3;
+/// A server within this fraction of what the machine allows is at the bound: it may end a
+/// search early ([`Search::beyond_reach`]), so it is held closer than two throughputs are to
+/// tie (a server 5% under it was 5% under three others here, at 16 connections and 100 ms).
+const AT_BOUND_FRACTION: f64 = 0.03;
 /// A window shorter than this many cycles of every connection may end before a slow
 /// request's answer: a p99 that is then a lower bound is measured again, longer.
 const LOWER_BOUND_CYCLES: f64 = 10.0;
@@ -125,6 +129,9 @@ pub struct Cell {
     pub max_pool: u32,
     /// Pool sizes measured beside the sweet spot (Goetz's, `2n+1`, the default), by name.
     pub rules: Vec<(String, u32)>,
+    /// The round trip of an empty request at one connection on this machine, µs (0: not
+    /// measured): what every cycle of a closed loop adds to `C + W`, whatever the server.
+    pub round_trip_us: f64,
 }
 
 impl Cell {
@@ -176,6 +183,34 @@ impl Cell {
         (f64::from(self.cores) / c_s).min(f64::from(self.concurrency) / cycle_s)
     }
 
+    /// Whether the cores are what bounds the cell (`cores / C <= N / (C + W)`): every request
+    /// queues for them, and its p99 is the queueing order of the moment.
+    pub fn saturated(&self) -> bool {
+        let c_s = self.cpu_us.max(1.0) / 1e6;
+        let cycle_s = c_s + self.wait_ms / 1000.0;
+        f64::from(self.cores) / c_s <= f64::from(self.concurrency) / cycle_s
+    }
+
+    /// How far apart two p99s may be and still be as good, in this cell.
+    pub fn p99_tolerance(&self) -> f64 {
+        if self.saturated() {
+            P99_TOLERANCE_SATURATED
+        } else {
+            P99_TOLERANCE
+        }
+    }
+
+    /// What a closed loop can reach on this machine: the physical bound with each
+    /// connection's cycle lengthened by the machine's round trip,
+    /// `min(cores / C, N / (C + W + rt))`. A server at it is as fast as any can be here; at one
+    /// connection and 1 ms of CPU the round trip alone keeps every server 5 to 9% under the
+    /// bound.
+    pub fn reach_rps(&self) -> f64 {
+        let c_s = self.cpu_us.max(1.0) / 1e6;
+        let cycle_s = c_s + self.wait_ms / 1000.0 + self.round_trip_us.max(0.0) / 1e6;
+        (f64::from(self.cores) / c_s).min(f64::from(self.concurrency) / cycle_s)
+    }
+
     /// A candidate's own bound: with a blocking wait, only `P` threads can wait at once, which
     /// adds `P / (C + W)` (P: its pool, one a connection, or one thread for a single loop).
     /// Its threads run at most `min(P, cores) / C` requests a second on the cores, too (a
@@ -213,10 +248,11 @@ impl Cell {
         (processes, threads)
     }
 
-    /// The lowest latency a closed loop at the bound allows, in µs: one cycle (Little's law:
-    /// N connections over the bound's throughput), no less than the request's own C + W.
+    /// The lowest latency a closed loop at its reach allows, in µs: one cycle (Little's law:
+    /// N connections over [`Cell::reach_rps`]), no less than the request's own C + W and the
+    /// round trip.
     pub fn latency_floor_us(&self) -> f64 {
-        self.cycle_ms() * 1000.0
+        f64::from(self.concurrency) / self.reach_rps() * 1e6
     }
 
     /// One connection's cycle at the bound, in ms: its request's CPU and wait, or its turn
@@ -548,7 +584,10 @@ impl Search<'_> {
 
     /// The ranking of `cs` by their levels, as indices into `cs`.
     fn rank(&self, cs: &[Candidate]) -> Option<super::rank::Ranking> {
-        rank(&cs.iter().map(|c| self.level(*c)).collect::<Vec<_>>())
+        rank_with(
+            &cs.iter().map(|c| self.level(*c)).collect::<Vec<_>>(),
+            self.cell.p99_tolerance(),
+        )
     }
 
     /// Successive halving: every candidate, the better half kept (and any indistinguishable
@@ -655,10 +694,11 @@ impl Search<'_> {
             && (l.rss_kb <= 0.0 || within(l.rss_kb, least(|l| l.rss_kb), MEMORY_TOLERANCE))
     }
 
-    /// Whether a candidate's throughput reached the cell's bound within its spread.
+    /// Whether a candidate's throughput reached what the machine allows ([`Cell::reach_rps`])
+    /// within [`AT_BOUND_FRACTION`].
     fn at_bound(&self, c: Candidate) -> bool {
         let l = self.level(c).rps;
-        l.0 > 0.0 && l.2.max(l.0) >= self.cell.bound_rps() * (1.0 - TIE_FRACTION)
+        l.0 > 0.0 && l.2.max(l.0) >= self.cell.reach_rps() * (1.0 - AT_BOUND_FRACTION)
     }
 
     /// A second run of the leader and of the few closest to it (within 10%), for their
@@ -838,14 +878,8 @@ fn measure_rules(
         }
         let last = *s.samples.at(c, ms).last().expect("measured");
         let mean = s.level_at(c, ms).rps.0;
-        let samples = s.samples.at(c, ms);
-        let missed_because = if samples.iter().any(|x| !x.ok) {
-            Some("over 1% of its requests failed or timed out".to_string())
-        } else if samples.iter().any(|x| x.p99_lower_bound) {
-            Some("requests left unanswered: its p99 is only a lower bound".to_string())
-        } else {
-            None
-        };
+        let missed_because = Miss::of(s.samples.at(c, ms), s.cell.p99_bound_us)
+            .map(|miss| miss.text(s.cell.p99_bound_us));
         rules.push(RuleOutcome {
             rule,
             workers: c.workers.unwrap_or(0),
@@ -853,10 +887,59 @@ fn measure_rules(
             p99_us: last.p99_us,
             meets_bound: mean > 0.0,
             rps_loss: (best - mean) / best,
-            missed_because: missed_because.filter(|_| mean <= 0.0),
+            missed_because,
         });
     }
     Some(rules)
+}
+
+/// Why a candidate's runs miss the p99 bound (its throughput does not count).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Miss {
+    /// Over 1% of its requests failed or timed out (or were answered with non-2xx).
+    Errors,
+    /// Requests left unanswered: its p99 is only a lower bound.
+    Unanswered,
+    /// Its worst p99, µs, over the bound.
+    OverBound(f64),
+}
+
+impl Miss {
+    /// Why `samples` miss the bound; `None`: they meet it (or there are none).
+    pub fn of(samples: &[Sample], p99_bound_us: f64) -> Option<Miss> {
+        if level_of(samples, p99_bound_us).rps.0 > 0.0 || samples.is_empty() {
+            return None;
+        }
+        Some(if samples.iter().any(|x| !x.ok) {
+            Miss::Errors
+        } else if samples.iter().any(|x| x.p99_lower_bound) {
+            Miss::Unanswered
+        } else {
+            Miss::OverBound(samples.iter().map(|x| x.p99_us).fold(0.0, f64::max))
+        })
+    }
+
+    /// In words, for a reader.
+    pub fn text(self, p99_bound_us: f64) -> String {
+        match self {
+            Miss::Errors => "over 1% of its requests failed or timed out".into(),
+            Miss::Unanswered => "requests left unanswered: its p99 is only a lower bound".into(),
+            Miss::OverBound(p99) => format!(
+                "p99 {} over the {} bound",
+                crate::render::units::duration_us(p99),
+                crate::render::units::duration_us(p99_bound_us)
+            ),
+        }
+    }
+
+    /// One letter for a table cell: `x` p99 over the bound, `u` unanswered, `e` errors.
+    pub fn mark(self) -> &'static str {
+        match self {
+            Miss::Errors => "e",
+            Miss::Unanswered => "u",
+            Miss::OverBound(_) => "x",
+        }
+    }
 }
 
 /// The winner architecture's pool, by the knob search ([`knob::search`]) over 1 to the cap, its
@@ -1024,7 +1107,7 @@ pub fn verify(cell: &Cell, outcome: &Outcome, m: &mut dyn Measure) -> Option<Ver
         .zip(&samples)
         .map(|(c, s)| row_of(c.label(), s, cell.p99_bound_us))
         .collect();
-    let ranking = rank(&levels);
+    let ranking = rank_with(&levels, cell.p99_tolerance());
     let (best, ties, decided_by, inside) = match &ranking {
         Some(r) => {
             // Inside: the pick is the best or indistinguishable from it, or the search named
@@ -1095,6 +1178,7 @@ mod tests {
             rounds: 4,
             max_pool: 256,
             rules: vec![("goetz".into(), 22), ("2n+1".into(), 5)],
+            round_trip_us: 0.0,
         }
     }
 
@@ -1378,6 +1462,90 @@ mod tests {
         assert_eq!(out.winner.unwrap().label(), "threaded");
         assert_eq!(out.unneeded, ["forking"]);
         assert!(m.0.iter().all(|p| p.candidate.arch != Arch::Forking));
+    }
+
+    /// Why a candidate misses the bound: errors before unanswered requests before a p99 over
+    /// it; nothing when one of its runs met it (the mean of its counted throughput is above 0).
+    #[test]
+    fn a_miss_says_why() {
+        let run = |p99_us: f64, lower: bool, ok: bool| Sample {
+            rps: 100.0,
+            p99_us,
+            p99_lower_bound: lower,
+            ok,
+            cpu_us: 0.0,
+            rss_kb: 0,
+            threads: 1,
+            processes: 1,
+        };
+        let bound = 1_000_000.0;
+        assert_eq!(Miss::of(&[], bound), None);
+        assert_eq!(Miss::of(&[run(500_000.0, false, true)], bound), None);
+        assert_eq!(
+            Miss::of(&[run(500_000.0, false, true), run(3e6, false, true)], bound),
+            None
+        );
+        let over = [run(1_500_000.0, false, true), run(2_000_000.0, false, true)];
+        assert_eq!(Miss::of(&over, bound), Some(Miss::OverBound(2_000_000.0)));
+        assert_eq!(
+            Miss::OverBound(2_000_000.0).text(bound),
+            "p99 2.00 s over the 1.00 s bound"
+        );
+        let unanswered = [run(1_500_000.0, false, true), run(900_000.0, true, true)];
+        assert_eq!(Miss::of(&unanswered, bound), Some(Miss::Unanswered));
+        let errors = [run(900_000.0, true, true), run(900_000.0, false, false)];
+        assert_eq!(Miss::of(&errors, bound), Some(Miss::Errors));
+        assert_eq!(
+            [Miss::Errors, Miss::Unanswered, Miss::OverBound(0.0)].map(Miss::mark),
+            ["e", "u", "x"]
+        );
+    }
+
+    /// At one connection and 1 ms of CPU, the machine's round trip keeps every server about
+    /// 6% under `N / (C + W)`: without it known, nothing is at the bound and every
+    /// architecture is measured; with it (60 us), the first lean server at what the machine
+    /// allows ends the search, and its p99 floor is one cycle with the round trip.
+    #[test]
+    fn the_round_trip_lets_a_server_at_one_connection_be_at_the_bound() {
+        struct RoundTrip(Vec<Probe>);
+        impl Measure for RoundTrip {
+            fn measure(&mut self, probe: &Probe) -> Option<Sample> {
+                self.0.push(*probe);
+                Some(Sample {
+                    rps: 940.0,
+                    p99_us: 1_150.0,
+                    p99_lower_bound: false,
+                    ok: true,
+                    cpu_us: 1_020.0,
+                    rss_kb: 4_000,
+                    threads: 1,
+                    processes: 1,
+                })
+            }
+        }
+        let archs = [Arch::Epoll, Arch::Poll, Arch::Threaded, Arch::Forking];
+        let mut c = cell(&archs, 1);
+        c.wait_ms = 0.0;
+        c.rounds = 1;
+        assert_eq!(c.reach_rps(), c.bound_rps());
+        let mut m = RoundTrip(Vec::new());
+        let out = search(&c, &mut m).unwrap();
+        assert_ne!(out.decided_by, Some(Figure::Bound));
+        assert!(out.unneeded.is_empty());
+        let every: BTreeSet<Arch> = m.0.iter().map(|p| p.candidate.arch).collect();
+        assert_eq!(every.len(), archs.len());
+
+        c.round_trip_us = 60.0;
+        assert!((c.reach_rps() - 1e6 / 1060.0).abs() < 1e-6);
+        assert!((c.latency_floor_us() - 1060.0).abs() < 1e-6);
+        let mut m = RoundTrip(Vec::new());
+        let out = search(&c, &mut m).unwrap();
+        assert_eq!(out.decided_by, Some(Figure::Bound));
+        assert_eq!(out.winner.unwrap().label(), "epoll");
+        assert_eq!(out.unneeded, ["poll", "threaded", "forking"]);
+        assert_eq!(m.0.len(), 1, "{:?}", m.0);
+        // The bound a figure is set against stays the physical one.
+        assert_eq!(out.bound_rps, 1000.0);
     }
 
     /// With blocking waits, a single loop (one thread waiting at a time) cannot pass

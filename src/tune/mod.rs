@@ -103,6 +103,9 @@ pub struct RuleResult {
     /// Throughput lost against the pick, a fraction (negative: it did better).
     pub rps_loss: f64,
     pub meets_bound: bool,
+    /// Why it misses the p99 bound, when it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missed_because: Option<String>,
 }
 
 /// One configuration as measured.
@@ -112,6 +115,13 @@ pub struct ConfigRow {
     pub label: String,
     pub level: Level,
     pub samples: Vec<Sample>,
+}
+
+impl ConfigRow {
+    /// Why this configuration misses the p99 bound, when it does.
+    pub fn miss(&self, p99_bound_us: f64) -> Option<crate::map::search::Miss> {
+        crate::map::search::Miss::of(&self.samples, p99_bound_us)
+    }
 }
 
 /// The server's profile at one connection, for Goetz's pool.
@@ -234,12 +244,6 @@ impl Measure for Live<'_> {
     }
 }
 
-fn seconds(flag: &str, text: &str) -> anyhow::Result<f64> {
-    crate::sweep::spec::parse_seconds(text)
-        .filter(|s| *s >= 0.0)
-        .ok_or_else(|| usage(format!("--{flag} {text:?}: a duration such as 2s, 500ms")))
-}
-
 /// Runs `sweetspot tune`.
 pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
     let started = Instant::now();
@@ -250,16 +254,16 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         &args.knob,
     )?;
     let (base, route) = spec::split_url(&args.url)?;
-    let p99_bound_ms = seconds("p99", &args.p99)? * 1000.0;
-    let duration_s = seconds("duration", &args.duration)?;
+    let p99_bound_ms = crate::map::advise::duration_ms("p99", &args.p99)?;
+    let duration_s = crate::map::advise::duration_ms("duration", &args.duration)? / 1000.0;
     if !(0.1..=600.0).contains(&duration_s) {
         return Err(usage("--duration: from 100ms to 10m"));
     }
     if p99_bound_ms <= 0.0 {
         return Err(usage("--p99: above 0"));
     }
-    let warmup_s = seconds("warmup", &args.warmup)?;
-    let ready_s = seconds("ready-timeout", &args.ready_timeout)?;
+    let warmup_s = crate::map::advise::duration_ms("warmup", &args.warmup)? / 1000.0;
+    let ready_s = crate::map::advise::duration_ms("ready-timeout", &args.ready_timeout)? / 1000.0;
     if !(1..=10_000).contains(&args.concurrency) {
         return Err(usage("--concurrency: from 1 to 10000"));
     }
@@ -502,7 +506,13 @@ fn rules(
     let best = found.level.rps.0;
     let mut out = Vec::new();
     for ((rule, values), level) in configs.into_iter().zip(levels) {
+        let missed_because = measured
+            .samples
+            .get(&values)
+            .and_then(|samples| crate::map::search::Miss::of(samples, p99_bound_us))
+            .map(|miss| miss.text(p99_bound_us));
         out.push(RuleResult {
+            missed_because,
             rule,
             values,
             meets_bound: level.rps.0 > 0.0,

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use super::spec::label;
 use super::TuneResults;
 use crate::map::output::points_sentence;
+use crate::map::search::Miss;
 use crate::render::html::{escape, page_start, PAGE_END};
 use crate::render::svg::{heat_map, HeatCell};
 use crate::render::units::{duration_us, percent, thousands};
@@ -52,7 +53,10 @@ pub fn text(r: &TuneResults) -> String {
                 if rule.meets_bound {
                     thousands(rule.level.rps.0)
                 } else {
-                    "misses the p99 bound".into()
+                    format!(
+                        "misses the p99 bound ({})",
+                        rule.missed_because.as_deref().unwrap_or("p99 over it")
+                    )
                 },
                 duration_us(rule.level.p99_us),
                 if rule.meets_bound {
@@ -131,6 +135,7 @@ fn notes(r: &TuneResults) -> Vec<String> {
 /// One knob: its curve, a row a value. Two: the first knob's values as rows, the second's as
 /// columns, req/s in each measured cell (`-`: not measured; `x`: the p99 missed the bound).
 fn table(r: &TuneResults) -> String {
+    let bound_us = r.p99_bound_ms * 1000.0;
     let pick = r
         .pick
         .as_ref()
@@ -141,7 +146,9 @@ fn table(r: &TuneResults) -> String {
         let mark = if values == pick.as_slice() { " *" } else { "" };
         match r.measured.iter().find(|c| c.values == values) {
             None => "-".into(),
-            Some(c) if c.level.rps.0 <= 0.0 => format!("x{mark}"),
+            Some(c) if c.level.rps.0 <= 0.0 => {
+                format!("{}{mark}", c.miss(bound_us).map_or("x", |miss| miss.mark()))
+            }
             Some(c) => format!("{}{mark}", thousands(c.level.rps.0)),
         }
     };
@@ -165,7 +172,7 @@ fn table(r: &TuneResults) -> String {
     let rows: BTreeSet<u32> = r.measured.iter().map(|c| c.values[0]).collect();
     let cols: BTreeSet<u32> = r.measured.iter().map(|c| c.values[1]).collect();
     let mut out = format!(
-        "req/s by {} (rows) and {} (columns); *: the pick, -: not measured, x: p99 over the bound\n| {} \\ {} |",
+        "req/s by {} (rows) and {} (columns); *: the pick, -: not measured; missing the p99 bound: x p99 over it, u requests left unanswered, e over 1% errors\n| {} \\ {} |",
         r.knobs[0].name, r.knobs[1].name, r.knobs[0].name, r.knobs[1].name
     );
     for c in &cols {
@@ -226,7 +233,11 @@ pub fn heat_map_svg(r: &TuneResults) -> anyhow::Result<String> {
             hatched: missed,
             lines: vec![
                 if missed {
-                    "misses p99".into()
+                    match c.miss(r.p99_bound_ms * 1000.0) {
+                        Some(Miss::Unanswered) => "unanswered".into(),
+                        Some(Miss::Errors) => "errors".into(),
+                        _ => "misses p99".into(),
+                    }
                 } else {
                     format!("{} req/s", thousands(c.level.rps.0))
                 },
@@ -292,10 +303,9 @@ pub fn report_html(r: &TuneResults, svg: &str) -> String {
             "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
              <td class=\"num\">{:.1} MiB</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
              <td class=\"num\">{}</td></tr>\n",
-            if c.level.rps.0 > 0.0 {
-                thousands(c.level.rps.0)
-            } else {
-                "misses p99".into()
+            match c.miss(r.p99_bound_ms * 1000.0) {
+                None => thousands(c.level.rps.0),
+                Some(miss) => escape(&format!("misses ({})", miss.text(r.p99_bound_ms * 1000.0))),
             },
             duration_us(c.level.p99_us),
             duration_us(c.level.cpu_us),
@@ -322,7 +332,10 @@ pub fn report_html(r: &TuneResults, svg: &str) -> String {
                 if rule.meets_bound {
                     percent((rule.rps_loss * 100.0).round() / 100.0)
                 } else {
-                    "misses p99".into()
+                    escape(&format!(
+                        "misses the p99 bound ({})",
+                        rule.missed_because.as_deref().unwrap_or("p99 over it")
+                    ))
                 }
             ));
         }
