@@ -241,7 +241,7 @@ fn the_adaptive_pick_is_inside_the_full_measurements_best_spread() {
     std::fs::write(
         &map,
         "name = \"small\"\narchs = [\"epoll\", \"prethreaded\", \"hybrid\"]\ncpu_us = 500\n\
-         ratios = [10]\nconcurrency = [8]\nbase = \"100ms\"\nrounds = 2\nwarmup = \"0s\"\n\
+         ratios = [10]\nconcurrency = [8]\nbase = \"300ms\"\nrounds = 2\nwarmup = \"0s\"\n\
          max_pool = 8\nverify = true\n",
     )
     .unwrap();

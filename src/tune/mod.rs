@@ -609,6 +609,60 @@ mod tests {
         );
     }
 
+    /// A rule's configuration that leaves requests unanswered misses the bound, and says so.
+    #[test]
+    fn a_rule_that_misses_the_bound_says_why() {
+        struct Starved;
+        impl Measure for Starved {
+            fn measure(&mut self, values: &[u32], _: u32) -> Option<Sample> {
+                Some(Sample {
+                    rps: 500.0,
+                    p99_us: 1000.0,
+                    p99_lower_bound: values[0] == 5,
+                    ok: true,
+                    cpu_us: 100.0,
+                    rss_kb: 1000,
+                    threads: 1,
+                    processes: 1,
+                })
+            }
+        }
+        let knobs = spec::knobs_of(
+            "srv {knob:procs} {port}",
+            None,
+            None,
+            &["procs=1..8".into()],
+        )
+        .unwrap();
+        let mut m = Starved;
+        let mut measured = Measured::default();
+        let level = measured.level(&mut m, &[2], 1, 1e6).unwrap();
+        let mut found = search::Found {
+            pick: vec![2],
+            level,
+            path: Vec::new(),
+            passes: 1,
+            adopted_from: None,
+        };
+        let out = rules(
+            &knobs,
+            &mut found,
+            None,
+            None,
+            2,
+            1e6,
+            &mut measured,
+            &mut m,
+        )
+        .unwrap();
+        assert_eq!(out[0].rule, "2n+1");
+        assert!(!out[0].meets_bound);
+        assert_eq!(
+            out[0].missed_because.as_deref(),
+            Some("requests left unanswered: its p99 is only a lower bound")
+        );
+    }
+
     #[test]
     fn the_rules_name_their_configurations() {
         let knobs = spec::knobs_of(
