@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::run::{cell_of, search_cell, Progress};
+use super::run::{cell_of, round_trip, search_cell, Progress};
 use super::search::{Outcome, Verify};
 use super::spec::{work_route, CellSpec, MapSpec, WaitMode};
 use super::store::Store;
@@ -215,7 +215,19 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
     let machine = crate::sweep::results::Machine::detect();
     let cores = machine.cores.max(1);
     let mut progress = Progress::new(1, store.len(), false);
-    let outcome = search_cell(&spec, &cell, &options, &machine, &mut store, &mut progress);
+    let outcome = round_trip(&spec, &options, &machine, &mut store, &mut progress).and_then(
+        |(round_trip_us, _)| {
+            search_cell(
+                &spec,
+                &cell,
+                round_trip_us,
+                &options,
+                &machine,
+                &mut store,
+                &mut progress,
+            )
+        },
+    );
     progress.finish();
     let _ = std::fs::remove_dir_all(&options.scratch_dir);
     let points = store.len();

@@ -187,14 +187,21 @@ pub fn run_map(
         results.round_trip_us = us;
         results.round_trip_points = points;
     }
+    let round_trip_us = results.round_trip_us;
     for cell in &cells {
         if options.stop.load(Ordering::SeqCst) {
             break;
         }
         progress.starting(cell);
-        let Some((outcome, verify)) =
-            search_cell(spec, cell, options, &machine, store, &mut progress)
-        else {
+        let Some((outcome, verify)) = search_cell(
+            spec,
+            cell,
+            round_trip_us,
+            options,
+            &machine,
+            store,
+            &mut progress,
+        ) else {
             break;
         };
         let probe_cell = cell_of(spec, cell, cores, &[]);
@@ -269,17 +276,17 @@ pub fn round_trip(
 }
 
 /// Searches one cell, then measures the rules of thumb on its pooled winner, and the full grid
-/// when the map verifies. `None`: interrupted.
+/// when the map verifies; `round_trip_us` is the run's [`round_trip`]. `None`: interrupted.
 pub fn search_cell(
     spec: &MapSpec,
     cell: &CellSpec,
+    round_trip_us: f64,
     options: &RunnerOptions,
     machine: &Machine,
     store: &mut Store,
     progress: &mut Progress,
 ) -> Option<(Outcome, Option<Verify>)> {
     let cores = machine.cores.max(1);
-    let (round_trip_us, _) = round_trip(spec, options, machine, store, progress)?;
     let mut probe_cell = cell_of(spec, cell, cores, &[]);
     probe_cell.round_trip_us = round_trip_us;
     let mut live = Live {
@@ -296,8 +303,10 @@ pub fn search_cell(
     if let Some(winner) = outcome.winner.filter(|w| w.arch.pooled()) {
         let default_pool = winner.arch.default_workers(cores as usize).max(1) as u32;
         let rules = rules_for(cores, probe_cell.goetz(), default_pool);
-        let mut rules_cell = cell_of(spec, cell, cores, &rules);
-        rules_cell.round_trip_us = round_trip_us;
+        let rules_cell = Cell {
+            rules,
+            ..probe_cell.clone()
+        };
         outcome = search::search(&rules_cell, &mut live)?;
     }
     let verify = match (spec.verify, outcome.winner) {

@@ -178,17 +178,26 @@ impl Cell {
     /// The physical bound on throughput, requests a second: `min(cores / C, N / (C + W))`,
     /// the cores' capacity and the closed loop's (each connection has one request at a time).
     pub fn bound_rps(&self) -> f64 {
+        let (cores, closed_loop) = self.capacities(0.0);
+        cores.min(closed_loop)
+    }
+
+    /// The cores' capacity `cores / C` and the closed loop's `N / (C + W + extra)`, requests a
+    /// second, with each cycle lengthened by `extra_us`.
+    fn capacities(&self, extra_us: f64) -> (f64, f64) {
         let c_s = self.cpu_us.max(1.0) / 1e6;
-        let cycle_s = c_s + self.wait_ms / 1000.0;
-        (f64::from(self.cores) / c_s).min(f64::from(self.concurrency) / cycle_s)
+        let cycle_s = c_s + self.wait_ms / 1000.0 + extra_us.max(0.0) / 1e6;
+        (
+            f64::from(self.cores) / c_s,
+            f64::from(self.concurrency) / cycle_s,
+        )
     }
 
     /// Whether the cores are what bounds the cell (`cores / C <= N / (C + W)`): every request
     /// queues for them, and its p99 is the queueing order of the moment.
     pub fn saturated(&self) -> bool {
-        let c_s = self.cpu_us.max(1.0) / 1e6;
-        let cycle_s = c_s + self.wait_ms / 1000.0;
-        f64::from(self.cores) / c_s <= f64::from(self.concurrency) / cycle_s
+        let (cores, closed_loop) = self.capacities(0.0);
+        cores <= closed_loop
     }
 
     /// How far apart two p99s may be and still be as good, in this cell.
@@ -206,9 +215,8 @@ impl Cell {
     /// connection and 1 ms of CPU the round trip alone keeps every server 5 to 9% under the
     /// bound.
     pub fn reach_rps(&self) -> f64 {
-        let c_s = self.cpu_us.max(1.0) / 1e6;
-        let cycle_s = c_s + self.wait_ms / 1000.0 + self.round_trip_us.max(0.0) / 1e6;
-        (f64::from(self.cores) / c_s).min(f64::from(self.concurrency) / cycle_s)
+        let (cores, closed_loop) = self.capacities(self.round_trip_us);
+        cores.min(closed_loop)
     }
 
     /// A candidate's own bound: with a blocking wait, only `P` threads can wait at once, which

@@ -549,8 +549,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_rule_clearly_better_than_the_pick_is_measured_again_and_becomes_it() {
+    /// One knob, `procs` in 1..8, the search's pick 2 measured once, then the rules measured
+    /// beside it on 2 cores with a 1 s p99 bound: the pick after the rules, what was measured,
+    /// and the rules' results.
+    fn rules_beside_two(m: &mut dyn Measure) -> (search::Found, Measured, Vec<RuleResult>) {
         let knobs = spec::knobs_of(
             "srv {knob:procs} {port}",
             None,
@@ -558,9 +560,8 @@ mod tests {
             &["procs=1..8".into()],
         )
         .unwrap();
-        let mut m = Flat(|w| if w == 5 { 2000.0 } else { 1000.0 });
         let mut measured = Measured::default();
-        let level = measured.level(&mut m, &[2], 1, 1e6).unwrap();
+        let level = measured.level(m, &[2], 1, 1e6).unwrap();
         let mut found = search::Found {
             pick: vec![2],
             level,
@@ -568,17 +569,14 @@ mod tests {
             passes: 1,
             adopted_from: None,
         };
-        let measured_rules = rules(
-            &knobs,
-            &mut found,
-            None,
-            None,
-            2,
-            1e6,
-            &mut measured,
-            &mut m,
-        )
-        .unwrap();
+        let out = rules(&knobs, &mut found, None, None, 2, 1e6, &mut measured, m).unwrap();
+        (found, measured, out)
+    }
+
+    #[test]
+    fn a_rule_clearly_better_than_the_pick_is_measured_again_and_becomes_it() {
+        let (found, measured, measured_rules) =
+            rules_beside_two(&mut Flat(|w| if w == 5 { 2000.0 } else { 1000.0 }));
         assert_eq!(found.pick, [5]);
         assert_eq!(found.adopted_from.as_deref(), Some("2n+1"));
         // Both were measured three times before the pick changed; the rule now loses nothing.
@@ -586,27 +584,8 @@ mod tests {
         assert_eq!(measured.samples[&vec![5]].len(), 3);
         assert!(measured_rules[0].rps_loss.abs() < 1e-9);
         // Within 5%: the search's pick stands.
-        let mut m = Flat(|w| if w == 5 { 1040.0 } else { 1000.0 });
-        let mut measured = Measured::default();
-        let level = measured.level(&mut m, &[2], 1, 1e6).unwrap();
-        found.pick = vec![2];
-        found.level = level;
-        found.adopted_from = None;
-        rules(
-            &knobs,
-            &mut found,
-            None,
-            None,
-            2,
-            1e6,
-            &mut measured,
-            &mut m,
-        )
-        .unwrap();
-        assert_eq!(
-            (found.pick.clone(), found.adopted_from.clone()),
-            (vec![2], None)
-        );
+        let (found, _, _) = rules_beside_two(&mut Flat(|w| if w == 5 { 1040.0 } else { 1000.0 }));
+        assert_eq!((found.pick, found.adopted_from), (vec![2], None));
     }
 
     /// A rule's configuration that leaves requests unanswered misses the bound, and says so.
@@ -627,34 +606,7 @@ mod tests {
                 })
             }
         }
-        let knobs = spec::knobs_of(
-            "srv {knob:procs} {port}",
-            None,
-            None,
-            &["procs=1..8".into()],
-        )
-        .unwrap();
-        let mut m = Starved;
-        let mut measured = Measured::default();
-        let level = measured.level(&mut m, &[2], 1, 1e6).unwrap();
-        let mut found = search::Found {
-            pick: vec![2],
-            level,
-            path: Vec::new(),
-            passes: 1,
-            adopted_from: None,
-        };
-        let out = rules(
-            &knobs,
-            &mut found,
-            None,
-            None,
-            2,
-            1e6,
-            &mut measured,
-            &mut m,
-        )
-        .unwrap();
+        let (_, _, out) = rules_beside_two(&mut Starved);
         assert_eq!(out[0].rule, "2n+1");
         assert!(!out[0].meets_bound);
         assert_eq!(
