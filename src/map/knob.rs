@@ -47,7 +47,8 @@ fn best_of(values: &[(u32, f64)]) -> f64 {
 /// gain, or one where the own bound stopped growing (from the largest doubling whose successor's
 /// own bound can come within [`WITHIN_BEST`] of what was already reached, and without measuring
 /// one whose own bound cannot); then a golden-section search in log2 space around the smallest
-/// doubling within [`WITHIN_BEST`] of the best, down to adjacent values or values
+/// doubling within [`WITHIN_BEST`] of the best (from no lower than the smallest value whose own
+/// bound can come that close, which ends the search where it measures that close), down to adjacent values or values
 /// [`WITHIN_BEST`] apart, measuring close calls again unless both are on the plateau; the best
 /// and the smallest within twice [`WITHIN_BEST`] of it measured once more; of those within
 /// [`WITHIN_BEST`] of the best, the cheapest ([`cheapest`]: p99, CPU per request, memory), the
@@ -97,6 +98,20 @@ pub fn search(curve: &mut dyn Curve, lo: u32, cap: u32) -> Option<u32> {
     );
     const PHI: f64 = 0.618_033_988_749_895;
     let value_at = |t: f64| (2f64.powf(t).round() as u32).clamp(lo, cap);
+    // No value whose own bound is below WITHIN_BEST of the best can be as good: the section
+    // starts at the smallest that can, where that is above the knee's half. That one is the
+    // knee (nothing left to narrow) when it is the knee already or measures within WITHIN_BEST
+    // of the best. (Own bounds not known, as for `tune`: nothing to start from.)
+    let target = best * (1.0 - WITHIN_BEST);
+    if best > 0.0 && curve.own_bound(lo).is_finite() {
+        let can = f64::from(smallest_reaching(curve, lo, knee, target)).log2();
+        if can >= f64::from(knee).log2()
+            || (can > a && curve.level(value_at(can), 1)?.rps.0 >= target)
+        {
+            (a, b) = (can, can);
+        }
+        a = a.max(can);
+    }
     // Down to adjacent values, or values within WITHIN_BEST of each other: a value that much
     // off the best is within the best's spread (below the knee, throughput grows at most in
     // proportion to a pool).
@@ -158,6 +173,21 @@ pub fn search(curve: &mut dyn Curve, lo: u32, cap: u32) -> Option<u32> {
     }
     let (cheap, _) = cheapest(&levels, (0..near.len()).collect());
     cheap.into_iter().map(|i| near[i]).min().or(Some(best_w))
+}
+
+/// The smallest value in `lo..=hi` whose own bound reaches `target` (`hi` when none below it
+/// does); own bounds grow with the value.
+fn smallest_reaching(curve: &dyn Curve, lo: u32, hi: u32, target: f64) -> u32 {
+    let (mut lo, mut hi) = (lo, hi);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if curve.own_bound(mid) >= target {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    hi
 }
 
 /// Whether two values' difference is within [`GATE_SPREADS`] times their spread (with one
@@ -262,6 +292,35 @@ mod tests {
         // A one-value range.
         let mut c = synthetic(f64::from);
         assert_eq!(search(&mut c, 4, 4), Some(4));
+    }
+
+    #[test]
+    fn where_the_own_bound_says_where_the_plateau_starts_nothing_is_narrowed() {
+        // Each worker adds 100/s up to 20, and 2,000/s after: 19 is the smallest whose own
+        // bound comes within 5% of the best, and it measures within: no golden section.
+        let mut c = synthetic(|w| 100.0 * f64::from(w.min(20)));
+        c.bound = Some(100.0);
+        let w = search(&mut c, 1, 256).unwrap();
+        assert_eq!(w, 19, "{:?}", c.asked);
+        let values: std::collections::BTreeSet<u32> = c.asked.iter().map(|(w, _)| *w).collect();
+        assert_eq!(
+            values.into_iter().collect::<Vec<_>>(),
+            [1, 2, 4, 8, 16, 19, 32, 64, 128],
+            "{:?}",
+            c.asked
+        );
+        // A plateau the own bound cannot place (it starts at twice what the bound allows):
+        // the section runs from the knee's half as before, and the value the bound allows,
+        // below it, is not measured.
+        let mut c = synthetic(|w| 100.0 * f64::from(w.min(40)) / 2.0);
+        c.bound = Some(100.0);
+        let w = search(&mut c, 1, 256).unwrap();
+        assert!((38..=40).contains(&w), "{w} {:?}", c.asked);
+        assert!(
+            c.asked.iter().all(|(w, _)| w.is_power_of_two() || *w > 32),
+            "{:?}",
+            c.asked
+        );
     }
 
     #[test]
