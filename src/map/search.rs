@@ -41,11 +41,11 @@ const VERIFY_REP: u32 = 9;
 const SECOND_RUNS: usize = 2;
 /// The longest window the search asks for.
 const MAX_WINDOW_MS: u32 = 60_000;
-/// A verdict this close is confirmed in longer runs before it stands: a cheaper candidate this
-/// far or less under the winner's throughput, or a dearer one this close to leading it
-/// clearly. The search's short windows put uring/4 7 to 11% over uring/2 where 3 s runs put
-/// them 3 to 5% apart (50 us of CPU and 5 ms waits at 1,000 connections), and hybrid/2 5.9%
-/// under async/2 where 3 s runs put it 4.4% under.
+/// A verdict this close is confirmed in longer runs before it stands: another architecture, or
+/// a cheaper pool of the winner's, this far or less under the winner's throughput. The
+/// search's short windows put uring/4 7 to 11% over uring/2 where 3 s runs put them 3 to 5%
+/// apart (50 us of CPU and 5 ms waits at 1,000 connections), and hybrid/2 5.9% under async/2
+/// where 3 s runs put it 4.4% under.
 const CONTESTED_FRACTION: f64 = 0.12;
 /// How near the edge of a clear lead (a throughput [`TIE_FRACTION`] ahead) a dearer candidate
 /// has to be for its loss on cost to be confirmed.
@@ -727,43 +727,56 @@ impl Search<'_> {
     }
 
     /// The candidates whose verdict against `winner` a longer run could turn
-    /// ([`CONTESTED_FRACTION`]), closest first: any measured one that would beat it on cost at
-    /// equal throughput and is at most that far under it, or that lost to it on cost while
-    /// within [`EDGE_FRACTION`] of leading it clearly.
-    fn contesters(&self, winner: Candidate) -> Vec<Candidate> {
-        let w = self.level(winner);
-        if w.rps.0 <= 0.0 {
+    /// ([`CONTESTED_FRACTION`]), closest first. `top` (the field's most throughput) draws the
+    /// line of the contenders, [`TIE_FRACTION`] under it: in question are those under the line
+    /// by at most [`CONTESTED_FRACTION`] that would beat the winner on cost at equal throughput
+    /// (all three of hybrid/2, uring/2 and reactors/2 within 6% at 64 connections and 1 ms: a
+    /// 300 ms run put hybrid/2, the lowest p99, 5.6% under uring/2, where 3 s runs put it 4.9%
+    /// under), and, where the winner is the top, any other architecture as close (short runs put
+    /// prethreaded/8 6% over hybrid/2 where 3 s runs put hybrid/2 6% over prethreaded/8, 500 us
+    /// and 5 ms at 8 connections). The top, when it is not the winner, is in question with
+    /// them, and alone when it leads the winner by within [`EDGE_FRACTION`] of a clear lead.
+    fn contesters(&self, winner: Candidate, top: Candidate) -> Vec<Candidate> {
+        let (w, t) = (self.level(winner), self.level(top));
+        if w.rps.0 <= 0.0 || t.rps.0 <= 0.0 {
             return Vec::new();
         }
         let mut out: Vec<(f64, Candidate)> = Vec::new();
         for c in self.samples.0.keys().map(|(c, _)| *c) {
             let l = self.level(c);
-            if c == winner || l.rps.0 <= 0.0 || out.iter().any(|(_, o)| *o == c) {
+            if c == winner || c == top || l.rps.0 <= 0.0 || out.iter().any(|(_, o)| *o == c) {
                 continue;
             }
-            let gap = (l.rps.0 - w.rps.0) / w.rps.0;
+            let gap = (l.rps.0 - t.rps.0) / t.rps.0;
             let cheaper = {
                 let tied = Level { rps: w.rps, ..l };
                 rank_with(&[w, tied], self.cell.p99_tolerance())
                     .is_some_and(|r| r.winner == 1 && r.ties.is_empty())
             };
-            let below = cheaper && !indistinguishable(w.rps, l.rps) && gap >= -CONTESTED_FRACTION;
-            let near_lead = indistinguishable(w.rps, l.rps)
-                && gap > TIE_FRACTION - EDGE_FRACTION
-                && gap <= TIE_FRACTION;
-            if below || near_lead {
+            if (cheaper || (winner == top && c.arch != winner.arch))
+                && !indistinguishable(t.rps, l.rps)
+                && gap >= -CONTESTED_FRACTION
+            {
                 out.push((gap.abs(), c));
             }
         }
         out.sort_by(|a, b| a.0.total_cmp(&b.0));
-        out.into_iter().take(CONTESTERS).map(|(_, c)| c).collect()
+        let mut out: Vec<Candidate> = out.into_iter().take(CONTESTERS).map(|(_, c)| c).collect();
+        // (A larger pool of the winner's own architecture this close is its plateau: the pool
+        // search already took the smallest as good.)
+        let lead = (t.rps.0 - w.rps.0) / w.rps.0;
+        let near_lead = top.arch != winner.arch && lead > TIE_FRACTION - EDGE_FRACTION;
+        if top != winner && (!out.is_empty() || near_lead) {
+            out.insert(0, top);
+        }
+        out
     }
 
     /// A close verdict confirmed: the winner and its [`Search::contesters`] run once more in
     /// the window verification uses ([`Cell::full_window_ms`]; a 1.5 s one still put uring/3
     /// 5.7% over uring/2 where 3 s ones put them within 5%), twice where one run each leaves it
-    /// contested, and the field, with them in it, ranked again on those runs. Short windows read close servers' order wrongly more
-    /// often than their throughput.
+    /// contested, and the field, with them in it, ranked again on those runs. Short windows
+    /// order close servers wrongly more often than they misread their throughput.
     fn confirm(
         &mut self,
         mut field: Vec<Candidate>,
@@ -771,7 +784,7 @@ impl Search<'_> {
         final_ms: u32,
     ) -> Option<(Vec<Candidate>, super::rank::Ranking)> {
         let winner = field[ranking.winner];
-        let contesters = self.contesters(winner);
+        let contesters = self.contesters(winner, self.top(&field));
         if contesters.is_empty() || self.beyond.is_some() {
             return Some((field, ranking));
         }
@@ -782,8 +795,10 @@ impl Search<'_> {
         }
         // Still contested after one longer run each (one run's noise is a few %): a second
         // run of each still in question, whose spread then counts as well.
+        let mut all = field.clone();
+        all.extend(contesters.iter().copied());
         let still: Vec<Candidate> = self
-            .contesters(winner)
+            .contesters(winner, self.top(&all))
             .into_iter()
             .filter(|c| contesters.contains(c))
             .collect();
@@ -815,6 +830,13 @@ impl Search<'_> {
             Some(r) => Some((field, r)),
             None => Some((before, ranking)),
         }
+    }
+
+    /// The candidate of `cs` with the most throughput that counts.
+    fn top(&self, cs: &[Candidate]) -> Candidate {
+        *cs.iter()
+            .max_by(|a, b| self.level(**a).rps.0.total_cmp(&self.level(**b).rps.0))
+            .expect("a ranked field is not empty")
     }
 
     /// A second run of the leader and of the few closest to it (within 10%), for their
@@ -1833,7 +1855,9 @@ mod tests {
                     1 => 500.0,
                     2 => 800.0,
                     3..=7 => 940.0 + f64::from(w),
-                    _ => 1000.0,
+                    // A peak, not a plateau: the golden section, not a bisection.
+                    8..=12 => 1000.0,
+                    _ => 850.0,
                 };
                 (rps, 1000.0)
             },
