@@ -71,13 +71,19 @@ fn map_quick_runs_end_to_end() {
     let cells = results["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 9);
     assert_eq!(results["interrupted"], false);
-    // The round trip of an empty request at one connection, measured once: two points.
+    // The round trip of a request of 1 ms at one connection beyond its 1 ms, measured once:
+    // two points.
     let round_trip_us = results["round_trip_us"].as_f64().unwrap();
     assert!(
         round_trip_us > 5.0 && round_trip_us < 2000.0,
         "{round_trip_us}"
     );
     assert_eq!(results["round_trip_points"], 2);
+    // One C in map-quick: its round trip, beyond the request's 1 ms.
+    assert_eq!(
+        results["round_trips"],
+        serde_json::json!([[1000.0, round_trip_us]])
+    );
     let mut measured = 2;
     for cell in cells {
         let outcome = &cell["outcome"];

@@ -215,8 +215,8 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
     let machine = crate::sweep::results::Machine::detect();
     let cores = machine.cores.max(1);
     let mut progress = Progress::new(1, store.len(), false);
-    let outcome = round_trip(&spec, &options, &machine, &mut store, &mut progress).and_then(
-        |(round_trip_us, _)| {
+    let outcome = round_trip(&spec, cpu_us, &options, &machine, &mut store, &mut progress)
+        .and_then(|(round_trip_us, _)| {
             search_cell(
                 &spec,
                 &cell,
@@ -226,8 +226,7 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
                 &mut store,
                 &mut progress,
             )
-        },
-    );
+        });
     progress.finish();
     let _ = std::fs::remove_dir_all(&options.scratch_dir);
     let points = store.len();

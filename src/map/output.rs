@@ -298,9 +298,10 @@ fn bound_sentence(won: &[(&CellResult, &Outcome)], round_trip_us: f64) -> Option
         .collect();
     (!at.is_empty()).then(|| {
         format!(
-            "In {} a lean server reached the bound (each cycle lengthened by the {} round \
-             trip of an empty request here) with a p99 at its floor and the CPU and memory of \
-             the leanest measured, so the rest were not measured: {}.",
+            "In {} a lean server reached the bound (each cycle lengthened by the round trip \
+             at one connection here beyond the request's CPU, up to {}) with a p99 at its \
+             floor and the CPU and memory of the leanest measured, so the rest were not \
+             measured: {}.",
             if at.len() == 1 {
                 "1 cell".to_string()
             } else {

@@ -15,10 +15,12 @@ pub const TIE_FRACTION: f64 = 0.05;
 /// hundredth, and two runs of one server differ by about this much.
 pub const P99_TOLERANCE: f64 = 0.20;
 /// Where the cores are saturated (the cell's bound is `cores / C`), a p99 is the queueing order
-/// of the moment more than the server: one server's p99 moved by up to a third between runs
-/// here (reactors/2 51.0 then 38.4 ms; uring/2 39.9 then 45.9 ms, 1 ms of CPU at 64
-/// connections), so a p99 within this fraction of the lowest is as good there.
-pub const P99_TOLERANCE_SATURATED: f64 = 0.35;
+/// of the moment more than the server: one server's p99 moved by a third and more between runs
+/// here (reactors/2 51.0 then 38.4 ms, and 58.6 then 35.8 ms in two 300 ms runs and 61.9 ms in
+/// 3 s ones; uring/2 39.9 then 45.9 ms; 1 ms of CPU at 64 connections), so a p99 within this
+/// fraction of the lowest is as good there. At 35%, 3 s runs told reactors/2 (61.9 ms) from
+/// uring/2 (44.9 ms) by 1.3 ms, where the search's runs had not.
+pub const P99_TOLERANCE_SATURATED: f64 = 0.50;
 /// CPU per request within this fraction of the lowest is as good (a shared machine's noise).
 pub const CPU_TOLERANCE: f64 = 0.10;
 /// Peak memory within this fraction of the smallest is as good.
@@ -234,9 +236,9 @@ mod tests {
     }
 
     #[test]
-    fn where_the_cores_are_saturated_a_p99_a_third_apart_is_as_good() {
+    fn where_the_cores_are_saturated_a_p99_half_again_is_as_good() {
         // uring/2 p99 40 ms at 17 MB against async/2 51 ms at 8 MB, throughput inside the
-        // spread: the p99 decides at 20%; at 35% the memory does.
+        // spread: the p99 decides at 20%; at 50% the memory does.
         let levels = [
             level(1962.0, 40.0, 1014.0, 16.8),
             level(1883.0, 51.3, 1022.0, 8.0),
@@ -245,8 +247,8 @@ mod tests {
         assert_eq!((r.winner, r.decided_by), (0, Some(Figure::P99)));
         let r = rank_with(&levels, P99_TOLERANCE_SATURATED).unwrap();
         assert_eq!((r.winner, r.decided_by), (1, Some(Figure::Memory)));
-        // 40% apart is still told apart.
-        let far = [levels[0], level(1883.0, 56.0, 1022.0, 8.0)];
+        // 60% apart is still told apart.
+        let far = [levels[0], level(1883.0, 64.0, 1022.0, 8.0)];
         let r = rank_with(&far, P99_TOLERANCE_SATURATED).unwrap();
         assert_eq!((r.winner, r.decided_by), (0, Some(Figure::P99)));
     }

@@ -34,12 +34,15 @@ pub struct MapResults {
     /// What the map shows, in a paragraph computed from the cells.
     #[serde(default)]
     pub summary: String,
-    /// The round trip of an empty request at one connection here, µs (see
-    /// [`super::run::round_trip`]), and the points it took (counted in `points_measured`).
+    /// The round trip at one connection here beyond a request's C, µs (see
+    /// [`super::run::round_trip`]): the longest of the map's Cs, then each (C, round trip), and
+    /// the points they took (counted in `points_measured`).
     #[serde(default)]
     pub round_trip_us: f64,
     #[serde(default)]
     pub round_trip_points: usize,
+    #[serde(default)]
+    pub round_trips: Vec<(f64, f64)>,
 }
 
 /// One cell's answer and its evidence.

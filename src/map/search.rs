@@ -50,6 +50,9 @@ const CONTESTED_FRACTION: f64 = 0.12;
 /// How near the edge of a clear lead (a throughput [`TIE_FRACTION`] ahead) a dearer candidate
 /// has to be for its loss on cost to be confirmed.
 const EDGE_FRACTION: f64 = 0.02;
+/// Runnable threads per core from which a thread-per-connection server starts in a long window
+/// ([`Cell::crowded`]).
+const CROWDED_PER_CORE: f64 = 64.0;
 /// At most this many candidates contest a verdict in longer runs.
 const CONTESTERS: usize = 2;
 
@@ -140,8 +143,9 @@ pub struct Cell {
     pub max_pool: u32,
     /// Pool sizes measured beside the sweet spot (Goetz's, `2n+1`, the default), by name.
     pub rules: Vec<(String, u32)>,
-    /// The round trip of an empty request at one connection on this machine, µs (0: not
-    /// measured): what every cycle of a closed loop adds to `C + W`, whatever the server.
+    /// The round trip at one connection on this machine beyond the request's C, µs (0: not
+    /// measured; see `map::run::round_trip`): what every cycle of a closed loop adds to
+    /// `C + W`, whatever the server.
     pub round_trip_us: f64,
 }
 
@@ -245,6 +249,23 @@ impl Cell {
         }
         let cycle_s = c_s + self.wait_ms / 1000.0;
         cores.min(f64::from(threads) / cycle_s)
+    }
+
+    /// Whether a candidate with a thread or process per connection keeps more than
+    /// [`CROWDED_PER_CORE`] of them runnable per core (`N x C / (C + W)`): the scheduler then
+    /// leaves some connection unanswered through a short window. Seen here in every such case
+    /// of `map` (256 connections at W/C 0 and 1: forking, threaded, prethreaded/256 and
+    /// preforked/256 each had a p99 that was a lower bound at three cycles), and in none with
+    /// fewer (64 connections, or W/C 10).
+    pub fn crowded(&self, c: Candidate) -> bool {
+        let per_connection = match c.arch {
+            Arch::Forking | Arch::Threaded => c.workers.is_none(),
+            a if holds_connections(a) => c.workers >= Some(self.concurrency),
+            _ => false,
+        };
+        let runnable = f64::from(self.concurrency) * self.cpu_us
+            / (self.cpu_us + self.wait_ms * 1000.0).max(1.0);
+        per_connection && runnable >= CROWDED_PER_CORE * f64::from(self.cores)
     }
 
     /// The threads that run a candidate's requests (and wait in them, where waits block): its
@@ -552,11 +573,19 @@ impl Search<'_> {
     fn run(&mut self, c: Candidate, ms: u32, rep: u32) -> Option<Sample> {
         let ten_cycles = window_ms(LOWER_BOUND_CYCLES * self.cell.cycle_ms());
         let starves = starves_by_shape(c, self.cell.concurrency);
-        let mut sample = self.probe(c, ms, rep)?;
+        // A crowded run queue ([`Cell::crowded`]) starts in the ten cycles a short window would
+        // be lengthened to: the short one would be a probe spent for nothing.
+        let first = if self.cell.crowded(c) && ten_cycles >= ms + ms / 2 && !starves {
+            ten_cycles
+        } else {
+            ms
+        };
+        let mut sample = self.probe(c, first, rep)?;
         // Only a window at least half as long again tells more than the one before; a sample
         // with errors over 1% (requests that timed out, after every connection settled) missed
         // the bound whatever the window, and one that failed has nothing to lengthen.
         if sample.ok
+            && first == ms
             && (sample.p99_lower_bound || self.too_short(&sample, ms))
             && ten_cycles >= ms + ms / 2
             && !starves
@@ -1518,6 +1547,58 @@ mod tests {
         assert_eq!(out.winner.unwrap().arch, Arch::Poll);
         assert_eq!(out.decided_by, Some(Figure::P99));
         assert!(out.ties.is_empty());
+    }
+
+    #[test]
+    fn a_crowded_thread_per_connection_server_starts_in_a_long_window() {
+        let mut c = cell(&[Arch::Forking, Arch::Threaded, Arch::Reactors], 256);
+        c.wait_ms = 0.0;
+        c.rules.clear();
+        c.p99_bound_us = 1e6;
+        let forking = Candidate {
+            arch: Arch::Forking,
+            workers: None,
+        };
+        let prethreaded = |w| Candidate {
+            arch: Arch::Prethreaded,
+            workers: Some(w),
+        };
+        let reactors = Candidate {
+            arch: Arch::Reactors,
+            workers: Some(2),
+        };
+        // 256 runnable threads on 2 cores; 128 at W/C 1; 23 at W/C 10; 64 at 64 connections.
+        assert!(c.crowded(forking) && c.crowded(prethreaded(256)));
+        assert!(!c.crowded(reactors) && !c.crowded(prethreaded(8)));
+        c.wait_ms = 1.0;
+        assert!(c.crowded(forking));
+        c.wait_ms = 10.0;
+        assert!(!c.crowded(forking));
+        c.wait_ms = 0.0;
+        let mut few = c.clone();
+        few.concurrency = 64;
+        assert!(!few.crowded(forking));
+        // The crowded ones are asked for ten cycles at once (256 / 2,000/s = 128 ms a cycle:
+        // 1,280 ms), the rest for the first window; nothing is asked twice.
+        let mut curve = Curve {
+            f: |c: Candidate| match c.arch {
+                Arch::Reactors => (1900.0, 100_000.0),
+                _ => (1700.0, 200_000.0),
+            },
+            asked: Vec::new(),
+        };
+        search(&c, &mut curve).unwrap();
+        let first: Vec<(String, u32)> = curve
+            .asked
+            .iter()
+            .filter(|p| p.rep == 0)
+            .map(|p| (p.candidate.label(), p.duration_ms))
+            .collect();
+        assert!(first.contains(&("forking".into(), 1280)), "{first:?}");
+        assert!(first.contains(&("threaded".into(), 1280)), "{first:?}");
+        let window = c.first_window_ms();
+        assert!(first.contains(&("reactors/2".into(), window)), "{first:?}");
+        assert!(!first.contains(&("forking".into(), window)), "{first:?}");
     }
 
     #[test]
