@@ -54,7 +54,7 @@ const EDGE_FRACTION: f64 = 0.02;
 /// ([`Cell::crowded`]).
 const CROWDED_PER_CORE: f64 = 64.0;
 /// At most this many candidates contest a verdict in longer runs.
-const CONTESTERS: usize = 2;
+const CONTESTERS: usize = 1;
 
 /// One measurement's outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
