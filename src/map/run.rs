@@ -185,19 +185,22 @@ pub fn run_map(
         round_trips: Vec::new(),
     };
     // The round trip of each C the map has, measured once a run.
-    let mut round_trips: Vec<(f64, f64)> = Vec::new();
     for &cpu_us in &spec.cpu_us {
         let Some((us, points)) = round_trip(spec, cpu_us, options, &machine, store, &mut progress)
         else {
             break;
         };
-        round_trips.push((cpu_us, us));
+        results.round_trips.push((cpu_us, us));
         results.round_trip_points += points;
     }
-    results.round_trip_us = round_trips.iter().map(|(_, us)| *us).fold(0.0, f64::max);
-    results.round_trips = round_trips.clone();
+    results.round_trip_us = results
+        .round_trips
+        .iter()
+        .map(|(_, us)| *us)
+        .fold(0.0, f64::max);
     for cell in &cells {
-        let round_trip_us = round_trips
+        let round_trip_us = results
+            .round_trips
             .iter()
             .find(|(c, _)| *c == cell.cpu_us)
             .map_or(0.0, |(_, us)| *us);
