@@ -216,11 +216,11 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
     let cores = machine.cores.max(1);
     let mut progress = Progress::new(1, store.len(), false);
     let outcome = round_trip(&spec, cpu_us, &options, &machine, &mut store, &mut progress)
-        .and_then(|(round_trip_us, _)| {
+        .and_then(|round_trip| {
             search_cell(
                 &spec,
                 &cell,
-                round_trip_us,
+                round_trip,
                 &options,
                 &machine,
                 &mut store,
@@ -432,6 +432,17 @@ fn rules_text(a: &Advice, cores: u32) -> String {
         } else {
             "as good".into()
         };
+        if !r.measured {
+            out.push_str(&format!(
+                "    {why} = {}: at most {} req/s by its own bound ({} threads, each held \
+                 through a wait): loses at least {}; not measured\n",
+                r.workers,
+                thousands(r.rps),
+                r.workers,
+                percent((r.rps_loss * 100.0).floor() / 100.0)
+            ));
+            continue;
+        }
         out.push_str(&format!(
             "    {why} = {}: {} req/s, p99 {}: {cost}\n",
             r.workers,

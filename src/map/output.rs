@@ -163,7 +163,12 @@ fn rules_table(results: &MapResults) -> String {
                 .iter()
                 .find(|r| r.rule == name)
                 .map(|r| {
-                    let cost = if r.meets_bound {
+                    let cost = if !r.measured {
+                        format!(
+                            "-{} or worse, by its bound",
+                            percent((r.rps_loss * 100.0).floor() / 100.0)
+                        )
+                    } else if r.meets_bound {
                         format!("{} req/s", signed_loss(r.rps_loss))
                     } else {
                         "misses p99".into()
@@ -378,7 +383,12 @@ fn rules_sentence(won: &[(&CellResult, &Outcome)]) -> Option<String> {
         .flat_map(|(c, o)| o.rules.iter().map(move |r| (c, r)))
         .filter(|(_, r)| !r.meets_bound || r.rps_loss > 0.05)
         .map(|(c, r)| {
-            let cost = if r.meets_bound {
+            let cost = if !r.measured {
+                format!(
+                    "loses at least {} (its own bound)",
+                    percent((r.rps_loss * 100.0).floor() / 100.0)
+                )
+            } else if r.meets_bound {
                 format!("loses {}", percent((r.rps_loss * 100.0).round() / 100.0))
             } else {
                 "misses the p99 bound".into()

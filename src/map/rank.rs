@@ -89,8 +89,32 @@ pub fn indistinguishable(a: (f64, f64, f64), b: (f64, f64, f64)) -> bool {
     (a.0 - b.0).abs() <= TIE_FRACTION * top || (a.1 <= b.2 && b.1 <= a.2)
 }
 
+/// How far above the lowest a figure may be and still be as good: a fraction of the lowest,
+/// and never less than an absolute floor (for the p99, the machine's own jitter, see
+/// [`super::search::Cell::p99_jitter_us`]; 0 where there is none).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tolerance {
+    pub fraction: f64,
+    pub floor: f64,
+}
+
+impl Tolerance {
+    /// A fraction alone.
+    pub const fn of(fraction: f64) -> Self {
+        Tolerance {
+            fraction,
+            floor: 0.0,
+        }
+    }
+
+    /// Whether `value` is as good as `lowest`.
+    pub fn allows(&self, value: f64, lowest: f64) -> bool {
+        value <= (lowest * (1.0 + self.fraction)).max(lowest + self.floor)
+    }
+}
+
 /// A figure, how to read it off a level, and its tolerance.
-type FigureRule = (Figure, fn(&Level) -> f64, f64);
+type FigureRule = (Figure, fn(&Level) -> f64, Tolerance);
 
 /// Whether two p99s' runs overlap: a server's p99 moves between runs by more than
 /// [`P99_TOLERANCE`] where the cores are saturated (queueing order, not the server), so two
@@ -105,20 +129,24 @@ fn p99_runs_overlap(a: &Level, b: &Level) -> bool {
 /// runs overlap the best's), and the figure that left one alone, if one did. A figure not
 /// measured for some of them cannot tell them apart.
 pub fn cheapest(levels: &[Level], alive: Vec<usize>) -> (Vec<usize>, Option<Figure>) {
-    cheapest_with(levels, alive, P99_TOLERANCE)
+    cheapest_with(levels, alive, Tolerance::of(P99_TOLERANCE))
 }
 
 /// [`cheapest`] with the p99's tolerance given ([`P99_TOLERANCE_SATURATED`] where the cores
-/// are saturated).
+/// are saturated, and the machine's jitter as its floor).
 pub fn cheapest_with(
     levels: &[Level],
     mut alive: Vec<usize>,
-    p99_tolerance: f64,
+    p99_tolerance: Tolerance,
 ) -> (Vec<usize>, Option<Figure>) {
     let figures: [FigureRule; 3] = [
         (Figure::P99, |l| l.p99_us, p99_tolerance),
-        (Figure::Cpu, |l| l.cpu_us, CPU_TOLERANCE),
-        (Figure::Memory, |l| l.rss_kb, MEMORY_TOLERANCE),
+        (Figure::Cpu, |l| l.cpu_us, Tolerance::of(CPU_TOLERANCE)),
+        (
+            Figure::Memory,
+            |l| l.rss_kb,
+            Tolerance::of(MEMORY_TOLERANCE),
+        ),
     ];
     let mut decided_by = None;
     for (figure, value, tolerance) in figures {
@@ -134,7 +162,7 @@ pub fn cheapest_with(
             .expect("alive is not empty");
         let lowest = value(&levels[best]);
         alive.retain(|&i| {
-            value(&levels[i]) <= lowest * (1.0 + tolerance)
+            tolerance.allows(value(&levels[i]), lowest)
                 || (figure == Figure::P99 && p99_runs_overlap(&levels[i], &levels[best]))
         });
         if alive.len() == 1 {
@@ -149,11 +177,11 @@ pub fn cheapest_with(
 /// memory) keeps those within its tolerance of the contenders' best; the winner is the
 /// survivor with the most throughput, the other survivors its ties.
 pub fn rank(levels: &[Level]) -> Option<Ranking> {
-    rank_with(levels, P99_TOLERANCE)
+    rank_with(levels, Tolerance::of(P99_TOLERANCE))
 }
 
 /// [`rank`] with the p99's tolerance given.
-pub fn rank_with(levels: &[Level], p99_tolerance: f64) -> Option<Ranking> {
+pub fn rank_with(levels: &[Level], p99_tolerance: Tolerance) -> Option<Ranking> {
     let best = (0..levels.len())
         .filter(|&i| levels[i].rps.0 > 0.0)
         .max_by(|&a, &b| levels[a].rps.0.total_cmp(&levels[b].rps.0))?;
@@ -243,14 +271,37 @@ mod tests {
             level(1962.0, 40.0, 1014.0, 16.8),
             level(1883.0, 51.3, 1022.0, 8.0),
         ];
-        let r = rank_with(&levels, P99_TOLERANCE).unwrap();
+        let r = rank_with(&levels, Tolerance::of(P99_TOLERANCE)).unwrap();
         assert_eq!((r.winner, r.decided_by), (0, Some(Figure::P99)));
-        let r = rank_with(&levels, P99_TOLERANCE_SATURATED).unwrap();
+        let r = rank_with(&levels, Tolerance::of(P99_TOLERANCE_SATURATED)).unwrap();
         assert_eq!((r.winner, r.decided_by), (1, Some(Figure::Memory)));
         // 60% apart is still told apart.
         let far = [levels[0], level(1883.0, 64.0, 1022.0, 8.0)];
-        let r = rank_with(&far, P99_TOLERANCE_SATURATED).unwrap();
+        let r = rank_with(&far, Tolerance::of(P99_TOLERANCE_SATURATED)).unwrap();
         assert_eq!((r.winner, r.decided_by), (0, Some(Figure::P99)));
+    }
+
+    #[test]
+    fn p99s_within_the_machines_jitter_are_as_good_however_short() {
+        // One connection, 1 ms of CPU: hybrid/2 p99 1.135 ms against iterative 1.375 ms, 21%
+        // apart, where the machine alone moves a one-connection p99 by 0.3 ms.
+        let levels = [
+            level(920.0, 1.375, 1090.0, 2.0),
+            level(915.0, 1.135, 1150.0, 3.0),
+        ];
+        let r = rank_with(&levels, Tolerance::of(P99_TOLERANCE)).unwrap();
+        assert_eq!((r.winner, r.decided_by), (1, Some(Figure::P99)));
+        let jitter = Tolerance {
+            fraction: P99_TOLERANCE,
+            floor: 300.0,
+        };
+        let r = rank_with(&levels, jitter).unwrap();
+        assert_eq!((r.winner, r.decided_by), (0, Some(Figure::Memory)));
+        // The floor does not reach 0.3 ms past the lowest.
+        let far = [level(920.0, 1.436, 1090.0, 2.0), levels[1]];
+        let r = rank_with(&far, jitter).unwrap();
+        assert_eq!((r.winner, r.decided_by), (1, Some(Figure::P99)));
+        assert!(jitter.allows(1435.0, 1135.0) && !jitter.allows(1436.0, 1135.0));
     }
 
     #[test]

@@ -43,6 +43,10 @@ pub struct MapResults {
     pub round_trip_points: usize,
     #[serde(default)]
     pub round_trips: Vec<(f64, f64)>,
+    /// Each (C, the machine's p99 jitter at one connection, µs): two p99s closer than it are
+    /// as good (see [`super::search::Cell::p99_jitter_us`]).
+    #[serde(default)]
+    pub p99_jitters: Vec<(f64, f64)>,
 }
 
 /// One cell's answer and its evidence.

@@ -84,6 +84,7 @@ pub fn sample_of(result: &crate::sweep::results::PointResult, cores: u32) -> Sam
     Sample {
         rps,
         p99_us: result.latency_us.p99,
+        p50_us: result.latency_us.p50,
         p99_lower_bound: result.latency_us.lower_bound.contains(LatencyKey::P99) || result.starved,
         ok: result.ok && answered_ok && few_errors,
         cpu_us,
@@ -140,6 +141,7 @@ pub fn cell_of(spec: &MapSpec, cell: &CellSpec, cores: u32, rules: &[(String, u3
         max_pool: spec.max_pool,
         rules: rules.to_vec(),
         round_trip_us: 0.0,
+        p99_jitter_us: 0.0,
     }
 }
 
@@ -183,15 +185,16 @@ pub fn run_map(
         round_trip_us: 0.0,
         round_trip_points: 0,
         round_trips: Vec::new(),
+        p99_jitters: Vec::new(),
     };
     // The round trip of each C the map has, measured once a run.
     for &cpu_us in &spec.cpu_us {
-        let Some((us, points)) = round_trip(spec, cpu_us, options, &machine, store, &mut progress)
-        else {
+        let Some(rt) = round_trip(spec, cpu_us, options, &machine, store, &mut progress) else {
             break;
         };
-        results.round_trips.push((cpu_us, us));
-        results.round_trip_points += points;
+        results.round_trips.push((cpu_us, rt.us));
+        results.p99_jitters.push((cpu_us, rt.jitter_us));
+        results.round_trip_points += rt.points;
     }
     results.round_trip_us = results
         .round_trips
@@ -199,11 +202,16 @@ pub fn run_map(
         .map(|(_, us)| *us)
         .fold(0.0, f64::max);
     for cell in &cells {
-        let round_trip_us = results
-            .round_trips
-            .iter()
-            .find(|(c, _)| *c == cell.cpu_us)
-            .map_or(0.0, |(_, us)| *us);
+        let of_c = |list: &[(f64, f64)]| {
+            list.iter()
+                .find(|(c, _)| *c == cell.cpu_us)
+                .map_or(0.0, |(_, us)| *us)
+        };
+        let round_trip = RoundTrip {
+            us: of_c(&results.round_trips),
+            jitter_us: of_c(&results.p99_jitters),
+            points: 0,
+        };
         if options.stop.load(Ordering::SeqCst) {
             break;
         }
@@ -211,7 +219,7 @@ pub fn run_map(
         let Some((outcome, verify)) = search_cell(
             spec,
             cell,
-            round_trip_us,
+            round_trip,
             options,
             &machine,
             store,
@@ -243,14 +251,28 @@ pub fn round_trip_key(cpu_us: f64) -> String {
     format!("round-trip-c{cpu_us}")
 }
 
-/// The round trip of a request of `cpu_us` and no wait (`/work?cpu_us=C`) at one connection on
-/// this machine beyond its C, in µs, and the points it took: the shorter cycle of the two
-/// leanest servers (iterative, epoll), one run each, less C. It is what a closed loop adds to
-/// every cycle whatever the server (two wake-ups, the generator's and the server's parsing,
-/// and the CPU the request takes beyond its C: 1 ms of CPU cycled in 1,086 us where an empty
-/// request cycled in 44 to 54 us), so the search can tell a server at what the machine allows
-/// ([`search::Cell::reach_rps`]). Measured once a run for each C (kept in the store). `None`:
-/// interrupted.
+/// What a request of `cpu_us` and no wait (`/work?cpu_us=C`) at one connection shows of this
+/// machine, beyond its C: see [`round_trip`].
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RoundTrip {
+    /// The shorter cycle of the two leanest servers less C, µs.
+    pub us: f64,
+    /// The smaller of their p99s' distance from their medians, µs: what the machine alone
+    /// adds to a p99 at one connection (0: not known).
+    pub jitter_us: f64,
+    /// The points it took.
+    pub points: usize,
+}
+
+/// The round trip of a request of `cpu_us` and no wait at one connection on this machine: the
+/// two leanest servers (iterative, epoll), one run each. The cycle less C is what a closed
+/// loop adds to every cycle whatever the server (two wake-ups, the generator's and the
+/// server's parsing, and the CPU the request takes beyond its C: 1 ms of CPU cycled in
+/// 1,086 us where an empty request cycled in 44 to 54 us), so the search can tell a server at
+/// what the machine allows ([`search::Cell::reach_rps`]). The p99's distance from the median
+/// on both is the machine's own jitter (a shared machine's preemptions; 0.2 to 0.3 ms here
+/// at 1 ms), under which two p99s cannot be told apart ([`search::Cell::p99_jitter_us`]).
+/// Measured once a run for each C (kept in the store). `None`: interrupted.
 pub fn round_trip(
     spec: &MapSpec,
     cpu_us: f64,
@@ -258,7 +280,7 @@ pub fn round_trip(
     machine: &Machine,
     store: &mut Store,
     progress: &mut Progress,
-) -> Option<(f64, usize)> {
+) -> Option<RoundTrip> {
     let cell = CellSpec {
         wait: WaitMode::Async,
         ratio: 0.0,
@@ -277,6 +299,7 @@ pub fn round_trip(
         progress,
     };
     let mut best_rps: f64 = 0.0;
+    let mut jitter_us = f64::INFINITY;
     for arch in [Arch::Iterative, Arch::Epoll] {
         let probe = Probe {
             candidate: Candidate {
@@ -290,24 +313,29 @@ pub fn round_trip(
         if sample.ok {
             best_rps = best_rps.max(sample.rps);
         }
+        jitter_us = if sample.ok && sample.p50_us > 0.0 {
+            jitter_us.min((sample.p99_us - sample.p50_us).max(0.0))
+        } else {
+            0.0
+        };
     }
-    let points = live.store.of_cell(&round_trip_key(cpu_us)).len();
-    Some((
-        if best_rps > 0.0 {
+    Some(RoundTrip {
+        us: if best_rps > 0.0 {
             (1e6 / best_rps - cpu_us).max(0.0)
         } else {
             0.0
         },
-        points,
-    ))
+        jitter_us,
+        points: live.store.of_cell(&round_trip_key(cpu_us)).len(),
+    })
 }
 
 /// Searches one cell, then measures the rules of thumb on its pooled winner, and the full grid
-/// when the map verifies; `round_trip_us` is the run's [`round_trip`]. `None`: interrupted.
+/// when the map verifies; `round_trip` is the run's for the cell's C. `None`: interrupted.
 pub fn search_cell(
     spec: &MapSpec,
     cell: &CellSpec,
-    round_trip_us: f64,
+    round_trip: RoundTrip,
     options: &RunnerOptions,
     machine: &Machine,
     store: &mut Store,
@@ -315,7 +343,8 @@ pub fn search_cell(
 ) -> Option<(Outcome, Option<Verify>)> {
     let cores = machine.cores.max(1);
     let mut probe_cell = cell_of(spec, cell, cores, &[]);
-    probe_cell.round_trip_us = round_trip_us;
+    probe_cell.round_trip_us = round_trip.us;
+    probe_cell.p99_jitter_us = round_trip.jitter_us;
     let mut live = Live {
         cell,
         spec,

@@ -133,6 +133,7 @@ mod tests {
             sample: Sample {
                 rps: 123.5,
                 p99_us: 4000.0,
+                p50_us: 0.0,
                 p99_lower_bound: false,
                 ok: true,
                 cpu_us: 210.5,

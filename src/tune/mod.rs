@@ -539,6 +539,7 @@ mod tests {
             Some(Sample {
                 rps: (self.0)(values[0]),
                 p99_us: 1000.0,
+                p50_us: 0.0,
                 p99_lower_bound: false,
                 ok: true,
                 cpu_us: 100.0,
@@ -597,6 +598,7 @@ mod tests {
                 Some(Sample {
                     rps: 500.0,
                     p99_us: 1000.0,
+                    p50_us: 0.0,
                     p99_lower_bound: values[0] == 5,
                     ok: true,
                     cpu_us: 100.0,

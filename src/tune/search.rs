@@ -260,6 +260,7 @@ mod tests {
             Some(Sample {
                 rps: rps * (1.0 + 0.004 * f64::from(rep % 3)),
                 p99_us,
+                p50_us: 0.0,
                 p99_lower_bound: false,
                 ok: true,
                 cpu_us: 100.0,
