@@ -857,6 +857,10 @@ fn refuses_a_workload_value_out_of_range() {
         ("message_len = 0", "message_len"),
         ("wait_ms = -1", "wait_ms"),
         ("route = \"/a b\"", "route"),
+        ("urls = \"/nonexistent/requests.txt\"", "urls"),
+        ("plan = \"fast\"", "plan"),
+        // A plan is a rate's: the closed loop has none.
+        ("plan = \"100..200\"", "plan"),
     ] {
         std::fs::write(
             &experiment,

@@ -95,6 +95,180 @@ fn tune_finds_processes_for_cpu_under_the_gil_and_the_grid_agrees() {
     assert_eq!(rows, r["measured"].as_array().unwrap().len(), "{html}");
 }
 
+/// A tune run on `knobs.py` over its processes (one thread each), 400 ms points; its
+/// results.
+fn tune_knobs_py(out: &Path, url: &str, extra: &[&str]) -> (serde_json::Value, String) {
+    let run = Command::new(BIN)
+        .args([
+            "tune",
+            "--cmd",
+            "exec python3 {peers}/knobs.py --procs {workers} --threads 1 --port {port}",
+            "--url",
+            url,
+            "--concurrency",
+            "4",
+            "--workers",
+            "1..2",
+            "--duration",
+            "400ms",
+            "--warmup",
+            "100ms",
+            "--out",
+        ])
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    (read_json(&out.join("results.json")), stdout)
+}
+
+/// The load is the user's own: a URL list replaces --url's request (20 ms of CPU there, where
+/// the list asks 200 us: throughput only the list's requests allow), and a rate plan replaces
+/// the closed loop (a ramp of 100 to 300 a second sends 200 a second on average, whatever the
+/// server could do).
+#[test]
+fn tune_loads_a_url_list_and_a_rate_plan() {
+    assert!(python(), "the tests need python3");
+    let _timing = timing_lock();
+    let tmp = TempDir::new("tune-load");
+    let list = tmp.path().join("requests.txt");
+    std::fs::write(
+        &list,
+        "# the user's requests\n/work?cpu_us=200\nGET /hello\n",
+    )
+    .unwrap();
+    let slow = "http://127.0.0.1:{port}/work?cpu_us=20000";
+    let (r, stdout) = tune_knobs_py(
+        &tmp.path().join("urls"),
+        slow,
+        &["--urls", list.to_str().unwrap()],
+    );
+    assert_eq!(
+        r["urls"].as_str().unwrap(),
+        std::path::absolute(&list).unwrap().to_str().unwrap()
+    );
+    assert!(stdout.contains("the requests of"), "{stdout}");
+    // 20 ms a request allows 50 a second a core: 100 at most on two.
+    let best = r["pick"]["level"]["rps"][0].as_f64().unwrap();
+    assert!(best > 300.0, "{best}: {stdout}");
+    // A closed loop of 4 connections asking 200 us each is served over 1,000 a second here;
+    // the plan sends 200 a second on average.
+    let fast = "http://127.0.0.1:{port}/work?cpu_us=200";
+    let (r, stdout) = tune_knobs_py(&tmp.path().join("plan"), fast, &["--plan", "100..300"]);
+    assert_eq!(r["plan"], "100..300");
+    assert!(stdout.contains("the plan 100..300"), "{stdout}");
+    for c in r["measured"].as_array().unwrap() {
+        for s in c["samples"].as_array().unwrap() {
+            let rps = s["rps"].as_f64().unwrap();
+            assert!((170.0..=230.0).contains(&rps), "{rps}: {c}");
+        }
+    }
+}
+
+/// A run stopped with Ctrl-C says how to go on; `--resume` finishes it without measuring a
+/// saved point again, and resuming a finished run measures nothing.
+#[test]
+fn an_interrupted_tune_resumes_without_repeating_a_point() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    use std::time::{Duration, Instant};
+    assert!(python(), "the tests need python3");
+    let _timing = timing_lock();
+    let tmp = TempDir::new("tune-resume");
+    let out = tmp.path().join("out");
+    let points = out.join("points.jsonl");
+    let lines = || {
+        std::fs::read_to_string(&points)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let first = Command::new(BIN)
+        .args([
+            "tune",
+            "--cmd",
+            "exec python3 {peers}/knobs.py --procs {workers} --threads {threads} --port {port}",
+            "--url",
+            "http://127.0.0.1:{port}/work?cpu_us=500",
+            "--concurrency",
+            "4",
+            "--workers",
+            "1..2",
+            "--threads",
+            "1..4",
+            "--duration",
+            "300ms",
+            "--warmup",
+            "100ms",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while lines().len() < 3 {
+        assert!(Instant::now() < deadline, "no points written");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    kill(Pid::from_raw(first.id() as i32), Signal::SIGINT).unwrap();
+    let stopped = first.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&stopped.stderr);
+    assert!(!stopped.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "`sweetspot tune --resume {}` continues",
+            out.display()
+        )),
+        "{stderr}"
+    );
+    let before = lines();
+    assert!(before.len() >= 3);
+    // The same directory is not started over by mistake.
+    let again = Command::new(BIN)
+        .args(["tune", "--cmd", "x {workers} {port}", "--workers", "1..2"])
+        .args([
+            "--url",
+            "http://127.0.0.1:{port}/",
+            "--concurrency",
+            "1",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("holds a tune run already"));
+    let resume = || {
+        let run = Command::new(BIN)
+            .args(["tune", "--resume"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr).to_string();
+        assert!(run.status.success(), "{stderr}");
+        stderr
+    };
+    let stderr = resume();
+    let after = lines();
+    // Every point saved before the interrupt is still there, unchanged, and was answered from
+    // the disk; the rest were measured once each.
+    assert_eq!(after[..before.len()], before[..]);
+    assert_eq!(stderr.matches("(saved)").count(), before.len(), "{stderr}");
+    let r = read_json(&out.join("results.json"));
+    assert_eq!(r["interrupted"], false);
+    assert!(r["pick"]["pick"].is_array(), "{r}");
+    assert_eq!(r["points_measured"].as_u64().unwrap() as usize, after.len());
+    let stderr = resume();
+    assert_eq!(lines(), after);
+    assert_eq!(stderr.matches("(saved)").count(), after.len(), "{stderr}");
+}
+
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     let tmp = TempDir::new("tune-bad");
@@ -120,6 +294,33 @@ fn bad_input_is_one_line_and_exit_2() {
             "--default",
             "workers=1",
         ],
+        // A URL list that is not there, a plan that is not one, a rate and a plan.
+        vec![
+            "--cmd",
+            "srv -w {workers} {port}",
+            "--workers",
+            "1..2",
+            "--urls",
+            "/nonexistent/requests.txt",
+        ],
+        vec![
+            "--cmd",
+            "srv -w {workers} {port}",
+            "--workers",
+            "1..2",
+            "--plan",
+            "fast",
+        ],
+        vec![
+            "--cmd",
+            "srv -w {workers} {port}",
+            "--workers",
+            "1..2",
+            "--plan",
+            "100..200",
+            "--rate",
+            "50",
+        ],
         // A command that never opens its port.
         vec![
             "--cmd",
@@ -139,4 +340,13 @@ fn bad_input_is_one_line_and_exit_2() {
         assert_eq!(run.status.code(), Some(2), "{args:?}: {stderr}");
         assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
     }
+    // Resuming where no run is.
+    let run = Command::new(BIN)
+        .args(["tune", "--resume", "/nonexistent/tune-run"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("no tune run there"), "{stderr}");
 }

@@ -435,8 +435,8 @@ fn run_once(
     if stop.load(Ordering::SeqCst) {
         return Ok(None);
     }
-    let mode = measured_mode(experiment, point);
-    let config = load_config(experiment, point, target, mode, pinning);
+    let mode = measured_mode(experiment, point)?;
+    let config = load_config(experiment, point, target, mode, pinning)?;
     // An external command may start the server elsewhere (`ssh HOST ...`, `srun -w NODE ...`):
     // then the started process group is not the server, and its CPU is not the server's.
     let server_here = match &launch {
@@ -557,7 +557,7 @@ fn warm_up(
     let warmup = Mode::Closed {
         duration: Duration::from_secs_f64(experiment.warmup),
     };
-    let mut config = load_config(experiment, point, target.clone(), warmup, pinning);
+    let mut config = load_config(experiment, point, target.clone(), warmup, pinning)?;
     config.connections = experiment
         .warmup_connections
         .unwrap_or(1)
@@ -567,9 +567,22 @@ fn warm_up(
     Ok(())
 }
 
-/// The measured run's load mode.
-fn measured_mode(experiment: &Experiment, point: &PointSpec) -> Mode {
-    match experiment.mode {
+/// The measured run's load mode (a workload's rate plan: its mean rate, for its duration).
+fn measured_mode(experiment: &Experiment, point: &PointSpec) -> anyhow::Result<Mode> {
+    let duration_s = experiment.duration_of(&point.workload);
+    if let (LoadMode::Rate, Some(plan)) = (
+        experiment.mode,
+        point
+            .workload
+            .rate_plan(duration_s)
+            .map_err(anyhow::Error::msg)?,
+    ) {
+        return Ok(Mode::Rate {
+            rate: plan.mean_rate(),
+            duration: plan.duration(),
+        });
+    }
+    Ok(match experiment.mode {
         LoadMode::Closed => Mode::Closed {
             duration: Duration::from_secs_f64(experiment.duration_of(&point.workload)),
         },
@@ -578,9 +591,9 @@ fn measured_mode(experiment: &Experiment, point: &PointSpec) -> Mode {
         },
         LoadMode::Rate => Mode::Rate {
             rate: experiment.rate.unwrap_or(1.0),
-            duration: Duration::from_secs_f64(experiment.duration_of(&point.workload)),
+            duration: Duration::from_secs_f64(duration_s),
         },
-    }
+    })
 }
 
 /// An external target's `cpu_command` with its port filled in, for a server started
@@ -619,9 +632,38 @@ fn load_config(
     target: Target,
     mode: Mode,
     pinning: Pinning,
-) -> LoadConfig {
+) -> anyhow::Result<LoadConfig> {
     let workload = &point.workload;
+    // The list's path-only lines go to the server under test: its host and port, not its path.
+    let authority = match &target {
+        Target::Http {
+            host,
+            port,
+            host_header,
+            tls,
+            ..
+        } => Target::Http {
+            host: host.clone(),
+            port: *port,
+            path_and_query: "/".into(),
+            host_header: host_header.clone(),
+            tls: *tls,
+        },
+        other => other.clone(),
+    };
+    let urls = workload
+        .url_list(Some(&authority))
+        .map_err(anyhow::Error::msg)?;
+    let plan = match mode {
+        Mode::Rate { .. } => workload
+            .rate_plan(experiment.duration_of(workload))
+            .map_err(anyhow::Error::msg)?
+            .filter(|p| !p.is_constant()),
+        _ => None,
+    };
     let mut config = LoadConfig::new(target, point.concurrency as usize, mode);
+    config.urls = urls.map(std::sync::Arc::new);
+    config.plan = plan;
     config.threads = (experiment.load_threads as usize).clamp(1, point.concurrency.max(1) as usize);
     config.timeout = Duration::from_secs_f64(experiment.timeout_of(workload));
     config.keepalive = workload.keepalive;
@@ -629,7 +671,7 @@ fn load_config(
     if matches!(mode, Mode::Closed { .. }) {
         config.settle = experiment.settle.map(Duration::from_secs_f64);
     }
-    if !workload.body.is_empty() {
+    if !workload.body.is_empty() && config.urls.is_none() {
         config.body = workload.body.clone().into_bytes();
         config.headers.push((
             "Content-Type".into(),
@@ -642,7 +684,7 @@ fn load_config(
     if pinning != Pinning::None {
         config.pin_cpus = vec![1];
     }
-    config
+    Ok(config)
 }
 
 /// Turns the load engine's report and the /proc samples into one repetition's record.

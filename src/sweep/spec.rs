@@ -156,11 +156,64 @@ pub struct Workload {
     /// Request timeout (seconds) for this workload only.
     #[serde(default, deserialize_with = "de_opt_seconds")]
     pub timeout: Option<f64>,
+    /// A URL list file, as `load --urls` reads one, rotated on every connection in place of
+    /// `route` (each line its own method, body and headers; path-only lines go to the server
+    /// under test). `route` still names the warm-up's and the ready check's request.
+    #[serde(default)]
+    pub urls: Option<String>,
+    /// A rate plan, as `load -R` takes one (`1000`, a ramp `100..5000`, steps
+    /// `1000@10s,2000@10s`), in place of the experiment's constant `rate` (mode = "rate"); a
+    /// plan without its own durations lasts the point's `duration`.
+    #[serde(default)]
+    pub plan: Option<String>,
 }
 
 impl Workload {
+    /// The URL list of `urls`, its path-only lines for `target`.
+    pub fn url_list(
+        &self,
+        target: Option<&crate::load::target::Target>,
+    ) -> Result<Option<crate::load::source::urls::UrlList>, String> {
+        self.urls
+            .as_deref()
+            .map(|file| {
+                crate::load::source::urls::read_url_file(std::path::Path::new(file), target)
+                    .map_err(|e| {
+                        let what = e.strip_prefix(&format!("--urls {file}: ")).unwrap_or(&e);
+                        format!("urls = {file:?}: {what}")
+                    })
+            })
+            .transpose()
+    }
+
+    /// The rate plan of `plan`, lasting `duration_s` where it does not say.
+    pub fn rate_plan(
+        &self,
+        duration_s: f64,
+    ) -> Result<Option<crate::load::source::plan::RatePlan>, String> {
+        self.plan
+            .as_deref()
+            .map(|text| {
+                crate::load::source::plan::RatePlan::parse(
+                    text,
+                    None,
+                    std::time::Duration::from_secs_f64(duration_s),
+                )
+                .map_err(|e| format!("plan = {:?}: {e}", text.trim()))
+            })
+            .transpose()
+    }
+
     /// This workload's own keys, checked as [`Experiment::check_ranges`] does.
     fn check_ranges(&self, protocol: Protocol, timed: bool) -> Result<(), String> {
+        if self.urls.is_some() && protocol != Protocol::Http {
+            return Err("urls applies to HTTP workloads".into());
+        }
+        // Checked against a stand-in server: path-only lines are what a list for a server
+        // started on a free port can hold.
+        let stand_in = crate::load::target::Target::parse("http://127.0.0.1:9/").ok();
+        self.url_list(stand_in.as_ref())?;
+        self.rate_plan(1.0)?;
         if let Some(levels) = &self.concurrency {
             if levels.is_empty() {
                 return Err("concurrency = []: needs at least one level".into());
@@ -756,6 +809,12 @@ impl Experiment {
             }
             w.check_ranges(self.protocol, timed)
                 .map_err(|e| format!("workload {:?}: {e}", w.name))?;
+            if let (Some(plan), false) = (&w.plan, self.mode == LoadMode::Rate) {
+                return Err(format!(
+                    "workload {:?}: plan = {plan:?} needs mode = \"rate\"",
+                    w.name
+                ));
+            }
             if w.concurrency.is_none() && self.concurrency.is_empty() {
                 return Err(format!(
                     "workload {:?}: no concurrency levels (set concurrency = [...])",

@@ -5,16 +5,19 @@
 //! searched by [`search`] (coordinate search over the map's knob search); beside the pick, the
 //! server's own default, `2n+1` and Goetz's pool from a profile at one connection are measured
 //! with what each loses; `--verify` measures the full grid and says whether the pick is inside
-//! its best's spread. [`spec`] checks what is asked before anything runs.
+//! its best's spread. [`spec`] checks what is asked before anything runs; [`store`] keeps each
+//! finished point on disk, so `--resume DIR` finishes a stopped run without measuring it again.
 
 pub mod output;
 pub mod search;
 pub mod spec;
+pub mod store;
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::map::rank::Level;
@@ -28,7 +31,7 @@ use search::{Measure, Measured};
 use spec::Knob;
 
 /// Flags of `sweetspot tune`.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args, Serialize, Deserialize)]
 #[command(after_help = "Examples:\n  \
 sweetspot tune --cmd 'puma -w {workers} -t {threads}:{threads} -b tcp://127.0.0.1:{port} app.ru' \\\n      \
 --url 'http://127.0.0.1:{port}/orders' --concurrency 100 --p99 200ms --workers 1..8 --threads 1..32 \\\n      \
@@ -36,8 +39,9 @@ sweetspot tune --cmd 'puma -w {workers} -t {threads}:{threads} -b tcp://127.0.0.
 sweetspot tune --cmd 'node cluster.js {knob:procs} {port}' --url 'http://127.0.0.1:{port}/' \
 --concurrency 64 --knob procs=1..8\n\n\
 The server runs as `sh -c CMD` with {port} a free port and each knob's placeholder its value; \
-each configuration is started, measured (closed loop at --concurrency, or --rate R a second) \
-and stopped. One or two knobs are searched in turn (coordinate search), each by doubling and a \
+each configuration is started, measured (closed loop at --concurrency, --rate R a second, or \
+--plan PLAN; --url's request, or each of --urls FILE in turn) and stopped; every point is saved \
+in --out as it finishes, and `sweetspot tune --resume DIR` finishes a run that was stopped. One or two knobs are searched in turn (coordinate search), each by doubling and a \
 golden-section search in log space with close calls measured again, until a pass changes \
 nothing. The pick: the smallest configuration within 5% of the best throughput whose p99 meets \
 the bound, cheapest by p99, server CPU per request and memory. Beside it: --default, 2n+1 \
@@ -47,17 +51,42 @@ times and says whether the pick is inside the best's spread.")]
 pub struct TuneArgs {
     /// The server's command, with {port} and its knobs' placeholders ({workers}, {threads},
     /// {knob:NAME}); run with `sh -c`.
-    #[arg(long)]
+    #[arg(
+        long,
+        required_unless_present = "resume",
+        default_value = "",
+        hide_default_value = true
+    )]
     pub cmd: String,
     /// The URL to load, with {port}: http://127.0.0.1:{port}/PATH.
-    #[arg(long)]
+    #[arg(
+        long,
+        required_unless_present = "resume",
+        default_value = "",
+        hide_default_value = true
+    )]
     pub url: String,
     /// Concurrent connections (closed loop).
-    #[arg(long)]
+    #[arg(
+        long,
+        required_unless_present = "resume",
+        default_value_t = 0,
+        hide_default_value = true
+    )]
     pub concurrency: u32,
     /// A fixed rate, requests a second, instead of the closed loop (the p99 then decides).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "plan")]
     pub rate: Option<f64>,
+    /// A rate plan instead of the closed loop, as `load -R` takes one: a ramp `100..5000`, or
+    /// steps `1000@10s,2000@10s` (the p99 over the whole plan then decides; a plan without
+    /// its own durations lasts --duration).
+    #[arg(long)]
+    pub plan: Option<String>,
+    /// Send the requests of FILE instead of --url's path, round robin on every connection, as
+    /// `load --urls` reads them (path-only lines go to the server under test; --url still
+    /// names the warm-up's request and the port's ready check).
+    #[arg(long)]
+    pub urls: Option<PathBuf>,
     /// The p99 a configuration must meet.
     #[arg(long, default_value = "1s")]
     pub p99: String,
@@ -92,7 +121,15 @@ pub struct TuneArgs {
     /// Print the results as JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Finish an interrupted run in DIR (its own arguments, saved there; points already
+    /// measured are not measured again).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["cmd", "url", "concurrency", "out"])]
+    #[serde(skip)]
+    pub resume: Option<PathBuf>,
 }
+
+/// The file a run's arguments are saved in, inside its directory (for `--resume`).
+const ARGS_FILE: &str = "tune-args.json";
 
 /// A configuration measured beside the pick, by the rule that names it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -143,6 +180,12 @@ pub struct TuneResults {
     pub knobs: Vec<Knob>,
     pub concurrency: u32,
     pub rate: Option<f64>,
+    /// `--plan`, as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
+    /// `--urls`, made absolute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub urls: Option<String>,
     pub p99_bound_ms: f64,
     pub duration_s: f64,
     pub machine: Machine,
@@ -166,6 +209,12 @@ struct Live<'a> {
     knobs: &'a [Knob],
     base: String,
     route: String,
+    /// `--plan`'s mean rate (the experiment's `rate`; the plan itself is the workload's).
+    plan_rate: Option<f64>,
+    /// `--urls`, made absolute.
+    urls: Option<String>,
+    /// The closed loop whatever --rate or --plan say (the profile at one connection).
+    closed: bool,
     p99_bound_ms: f64,
     duration_s: f64,
     warmup_s: f64,
@@ -176,21 +225,31 @@ struct Live<'a> {
     done: usize,
     /// The last point's full result (the profile reads its mean latency).
     last: Option<crate::sweep::results::PointResult>,
+    /// Finished points, on disk (answered from there on `--resume`).
+    store: store::Store,
 }
 
 impl Live<'_> {
     fn experiment(&self, values: &[u32]) -> anyhow::Result<Experiment> {
         let command = spec::command_at(&self.args.cmd, self.knobs, values);
         let q = |s: &str| toml::Value::String(s.to_string()).to_string();
-        let mode = match self.args.rate {
+        let rate = self.args.rate.or(self.plan_rate).filter(|_| !self.closed);
+        let mode = match rate {
             Some(r) => format!("mode = \"rate\"\nrate = {r}\n"),
             None => "mode = \"closed\"\n".to_string(),
         };
+        let mut workload_keys = String::new();
+        if let Some(plan) = self.args.plan.as_ref().filter(|_| !self.closed) {
+            workload_keys.push_str(&format!("plan = {}\n", q(plan)));
+        }
+        if let Some(urls) = &self.urls {
+            workload_keys.push_str(&format!("urls = {}\n", q(urls)));
+        }
         let timeout_s = (self.p99_bound_ms / 1000.0 * 2.0).max(2.0);
         let text = format!(
             "name = \"tune\"\narchs = []\nconcurrency = [{}]\n{mode}duration = \"{}s\"\n\
              warmup = \"{}s\"\ntimeout = \"{timeout_s}s\"\np99_bound_ms = {}\n\
-             [[workload]]\nname = \"tune\"\nroute = {}\n\
+             [[workload]]\nname = \"tune\"\nroute = {}\n{workload_keys}\
              [[external]]\nname = \"tune\"\ncommand = {}\nurl = {}\nready_timeout = \"{}s\"\n",
             self.concurrency,
             self.duration_s,
@@ -218,8 +277,20 @@ impl Measure for Live<'_> {
                 return None;
             }
         };
-        let point = experiment.points().into_iter().next()?;
-        let result = measure_point(&experiment, &point, self.machine, self.options)?;
+        let key = store::key(values, self.concurrency, self.closed, rep);
+        let (result, saved) = match self.store.get(&key) {
+            Some(result) => (result.clone(), " (saved)"),
+            None => {
+                let point = experiment.points().into_iter().next()?;
+                let result = measure_point(&experiment, &point, self.machine, self.options)?;
+                if let Err(e) = self.store.put(&key, &result) {
+                    eprintln!("tune: saving a point: {e:#}");
+                    self.options.stop.store(true, Ordering::SeqCst);
+                    return None;
+                }
+                (result, "")
+            }
+        };
         let sample = sample_of(&result, self.machine.cores.max(1));
         self.done += 1;
         // The first point's failure is the caller's one line (the server did not run).
@@ -233,7 +304,7 @@ impl Measure for Live<'_> {
             .map(|f| format!(" (failed: {f})"))
             .unwrap_or_default();
         eprintln!(
-            "tune: {} #{}: {:.1} req/s, p99 {}{failure}",
+            "tune: {} #{}: {:.1} req/s, p99 {}{failure}{saved}",
             spec::label(self.knobs, values),
             rep + 1,
             sample.rps,
@@ -247,6 +318,10 @@ impl Measure for Live<'_> {
 /// Runs `sweetspot tune`.
 pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
     let started = Instant::now();
+    let (args, previous_wall_s) = match &args.resume {
+        Some(dir) => resume_from(dir)?,
+        None => (args, 0.0),
+    };
     let knobs = spec::knobs_of(
         &args.cmd,
         args.workers.as_deref(),
@@ -270,6 +345,31 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
     if args.rate.is_some_and(|r| !(r > 0.0 && r <= 10_000_000.0)) {
         return Err(usage("--rate: above 0, up to 10,000,000 a second"));
     }
+    let plan_rate = args
+        .plan
+        .as_deref()
+        .map(|text| {
+            crate::load::source::plan::RatePlan::parse(
+                text,
+                None,
+                std::time::Duration::from_secs_f64(duration_s),
+            )
+            .map(|p| p.mean_rate())
+            .map_err(|e| usage(format!("--plan {}: {e}", text.trim())))
+        })
+        .transpose()?;
+    let urls = args
+        .urls
+        .as_deref()
+        .map(|file| {
+            // Paths only: the server's port is chosen per configuration.
+            let stand_in = crate::load::target::Target::parse("http://127.0.0.1:9/").ok();
+            crate::load::source::urls::read_url_file(file, stand_in.as_ref()).map_err(usage)?;
+            std::path::absolute(file)
+                .map(|p| p.display().to_string())
+                .map_err(|e| usage(format!("--urls {}: {e}", file.display())))
+        })
+        .transpose()?;
     let default = args
         .default
         .as_deref()
@@ -281,6 +381,24 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| crate::sweep::default_out_dir("tune"));
     std::fs::create_dir_all(&out).map_err(|e| usage(format!("--out {}: {e}", out.display())))?;
+    if args.resume.is_none() {
+        if out.join(ARGS_FILE).exists() {
+            return Err(usage(format!(
+                "{} holds a tune run already: `sweetspot tune --resume {}` continues it",
+                out.display(),
+                out.display()
+            )));
+        }
+        // Saved as they will be read back: the output directory and the URL list absolute.
+        let saved = TuneArgs {
+            out: Some(std::path::absolute(&out)?),
+            urls: urls.clone().map(PathBuf::from),
+            ..args.clone()
+        };
+        std::fs::write(out.join(ARGS_FILE), serde_json::to_string_pretty(&saved)?)
+            .with_context(|| format!("writing {}", out.join(ARGS_FILE).display()))?;
+    }
+    let store = store::Store::open(&out)?;
     let options = crate::map::runner_options(&out, "tune")?;
     if args.cmd.contains("{peers}") {
         crate::sweep::peers::write_files(&options.scratch_dir)?;
@@ -292,6 +410,9 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         knobs: &knobs,
         base,
         route,
+        plan_rate,
+        urls,
+        closed: false,
         p99_bound_ms,
         duration_s,
         warmup_s,
@@ -301,6 +422,7 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         options: &options,
         done: 0,
         last: None,
+        store,
     };
     // The first configuration is checked before the search: a command that never opens its
     // port is one line, not a search of failures.
@@ -321,6 +443,8 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         knobs: knobs.clone(),
         concurrency: args.concurrency,
         rate: args.rate,
+        plan: args.plan.clone(),
+        urls: live.urls.clone(),
         p99_bound_ms,
         duration_s,
         machine: machine.clone(),
@@ -340,6 +464,9 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
     if let (Some(_), Some(r)) = (&first, &live.last) {
         if let Some(failure) = r.failure.as_deref().filter(|_| !r.ok) {
             let _ = std::fs::remove_dir_all(&options.scratch_dir);
+            // Nothing ran: no run to resume.
+            let _ = std::fs::remove_file(out.join(ARGS_FILE));
+            let _ = std::fs::remove_file(out.join(store::POINTS_FILE));
             return Err(usage(format!(
                 "the server at {} did not run: {}",
                 spec::label(&knobs, &start),
@@ -388,7 +515,7 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
             samples: samples.clone(),
         })
         .collect();
-    results.wall_s = started.elapsed().as_secs_f64();
+    results.wall_s = previous_wall_s + started.elapsed().as_secs_f64();
     let _ = std::fs::remove_dir_all(&options.scratch_dir);
     std::fs::write(
         out.join("results.json"),
@@ -408,18 +535,46 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         ))?;
     }
     if results.interrupted {
-        anyhow::bail!("interrupted");
+        anyhow::bail!(
+            "interrupted: {} points saved; `sweetspot tune --resume {}` continues",
+            live.store.len(),
+            out.display()
+        );
     }
     Ok(())
 }
 
-/// The server at one connection: its CPU per request and its mean latency, whose difference
+/// The arguments of the interrupted run in `dir` (its output directory `dir`), and the wall
+/// time it had run.
+fn resume_from(dir: &std::path::Path) -> anyhow::Result<(TuneArgs, f64)> {
+    let text = std::fs::read_to_string(dir.join(ARGS_FILE)).map_err(|_| {
+        usage(format!(
+            "--resume {}: no tune run there (no {ARGS_FILE})",
+            dir.display()
+        ))
+    })?;
+    let mut args: TuneArgs = serde_json::from_str(&text)
+        .map_err(|e| usage(format!("--resume {}: {ARGS_FILE}: {e}", dir.display())))?;
+    args.out = Some(dir.to_path_buf());
+    args.resume = Some(dir.to_path_buf());
+    let previous_wall_s = std::fs::read_to_string(dir.join("results.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["wall_s"].as_f64())
+        .unwrap_or(0.0);
+    Ok((args, previous_wall_s))
+}
+
+/// The server at one connection, in a closed loop (a rate at one connection would queue its
+/// requests behind each other): its CPU per request and its mean latency, whose difference
 /// is its wait; Goetz's pool, `cores x (1 + W/C)`.
 fn profile(live: &mut Live, at: &[u32], cores: u32) -> Option<Profile> {
     let concurrency = live.concurrency;
     live.concurrency = 1;
+    live.closed = true;
     let sample = live.measure(at, 0);
     live.concurrency = concurrency;
+    live.closed = false;
     let sample = sample?;
     let mean_ms = live.last.as_ref()?.latency_us.mean / 1000.0;
     let cpu_us = sample.cpu_us;

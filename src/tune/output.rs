@@ -17,10 +17,16 @@ pub fn text(r: &TuneResults) -> String {
     let mut out = format!(
         "tune: {}\n  {} at {}, p99 bound {}\n\n",
         r.command,
-        r.url,
-        match r.rate {
-            Some(rate) => format!("{} req/s ({} connections)", thousands(rate), r.concurrency),
-            None => format!("{} connections", r.concurrency),
+        match &r.urls {
+            Some(urls) => format!("the requests of {urls}"),
+            None => r.url.clone(),
+        },
+        match (&r.plan, r.rate) {
+            (Some(plan), _) => format!("the plan {plan} ({} connections)", r.concurrency),
+            (None, Some(rate)) => {
+                format!("{} req/s ({} connections)", thousands(rate), r.concurrency)
+            }
+            (None, None) => format!("{} connections", r.concurrency),
         },
         duration_us(r.p99_bound_ms * 1000.0)
     );
