@@ -26,6 +26,8 @@ pub use config::{
 };
 pub use error::{FailureKind, FramingError};
 pub use output::report::LoadReport;
+pub use source::plan::RatePlan;
+pub use source::urls::{read_url_file, UrlList};
 pub use stats::{ErrorCounts, LatencyKey, LatencySummary, LowerBounds, SATURATED_BUSY_FRACTION};
 pub use target::Target;
 

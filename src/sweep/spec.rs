@@ -172,29 +172,25 @@ impl Workload {
     /// The URL list of `urls`, its path-only lines for `target`.
     pub fn url_list(
         &self,
-        target: Option<&crate::load::target::Target>,
-    ) -> Result<Option<crate::load::source::urls::UrlList>, String> {
+        target: Option<&crate::load::Target>,
+    ) -> Result<Option<crate::load::UrlList>, String> {
         self.urls
             .as_deref()
             .map(|file| {
-                crate::load::source::urls::read_url_file(std::path::Path::new(file), target)
-                    .map_err(|e| {
-                        let what = e.strip_prefix(&format!("--urls {file}: ")).unwrap_or(&e);
-                        format!("urls = {file:?}: {what}")
-                    })
+                crate::load::read_url_file(std::path::Path::new(file), target).map_err(|e| {
+                    let what = e.strip_prefix(&format!("--urls {file}: ")).unwrap_or(&e);
+                    format!("urls = {file:?}: {what}")
+                })
             })
             .transpose()
     }
 
     /// The rate plan of `plan`, lasting `duration_s` where it does not say.
-    pub fn rate_plan(
-        &self,
-        duration_s: f64,
-    ) -> Result<Option<crate::load::source::plan::RatePlan>, String> {
+    pub fn rate_plan(&self, duration_s: f64) -> Result<Option<crate::load::RatePlan>, String> {
         self.plan
             .as_deref()
             .map(|text| {
-                crate::load::source::plan::RatePlan::parse(
+                crate::load::RatePlan::parse(
                     text,
                     None,
                     std::time::Duration::from_secs_f64(duration_s),
@@ -211,7 +207,7 @@ impl Workload {
         }
         // Checked against a stand-in server: path-only lines are what a list for a server
         // started on a free port can hold.
-        let stand_in = crate::load::target::Target::parse("http://127.0.0.1:9/").ok();
+        let stand_in = crate::load::Target::parse("http://127.0.0.1:9/").ok();
         self.url_list(stand_in.as_ref())?;
         self.rate_plan(1.0)?;
         if let Some(levels) = &self.concurrency {

@@ -349,13 +349,9 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         .plan
         .as_deref()
         .map(|text| {
-            crate::load::source::plan::RatePlan::parse(
-                text,
-                None,
-                std::time::Duration::from_secs_f64(duration_s),
-            )
-            .map(|p| p.mean_rate())
-            .map_err(|e| usage(format!("--plan {}: {e}", text.trim())))
+            crate::load::RatePlan::parse(text, None, std::time::Duration::from_secs_f64(duration_s))
+                .map(|p| p.mean_rate())
+                .map_err(|e| usage(format!("--plan {}: {e}", text.trim())))
         })
         .transpose()?;
     let urls = args
@@ -363,8 +359,8 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(|file| {
             // Paths only: the server's port is chosen per configuration.
-            let stand_in = crate::load::target::Target::parse("http://127.0.0.1:9/").ok();
-            crate::load::source::urls::read_url_file(file, stand_in.as_ref()).map_err(usage)?;
+            let stand_in = crate::load::Target::parse("http://127.0.0.1:9/").ok();
+            crate::load::read_url_file(file, stand_in.as_ref()).map_err(usage)?;
             std::path::absolute(file)
                 .map(|p| p.display().to_string())
                 .map_err(|e| usage(format!("--urls {}: {e}", file.display())))
