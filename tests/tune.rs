@@ -11,6 +11,10 @@ use common::{timing_lock, TempDir};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sweetspot");
 
+/// The shipped two-knob server (processes x threads) as tune starts it.
+const KNOBS_PY: &str =
+    "exec python3 {peers}/knobs.py --procs {workers} --threads {threads} --port {port}";
+
 fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -35,7 +39,7 @@ fn tune_finds_processes_for_cpu_under_the_gil_and_the_grid_agrees() {
         .args([
             "tune",
             "--cmd",
-            "exec python3 {peers}/knobs.py --procs {workers} --threads {threads} --port {port}",
+            KNOBS_PY,
             "--url",
             "http://127.0.0.1:{port}/work?cpu_us=2000",
             "--concurrency",
@@ -191,7 +195,7 @@ fn an_interrupted_tune_resumes_without_repeating_a_point() {
         .args([
             "tune",
             "--cmd",
-            "exec python3 {peers}/knobs.py --procs {workers} --threads {threads} --port {port}",
+            KNOBS_PY,
             "--url",
             "http://127.0.0.1:{port}/work?cpu_us=500",
             "--concurrency",

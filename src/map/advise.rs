@@ -419,6 +419,17 @@ fn rules_text(a: &Advice, cores: u32) -> String {
             "2n+1" => format!("2n+1, 2 x {cores} + 1"),
             _ => format!("{}'s default", w.arch.name()),
         };
+        if !r.measured {
+            out.push_str(&format!(
+                "    {why} = {}: at most {} req/s by its own bound ({} threads, each held \
+                 through a wait): loses at least {}; not measured\n",
+                r.workers,
+                thousands(r.rps),
+                r.workers,
+                percent((r.rps_loss * 100.0).floor() / 100.0)
+            ));
+            continue;
+        }
         let cost = if !r.meets_bound {
             match &r.missed_because {
                 Some(why) => format!("misses the bound ({why})"),
@@ -432,17 +443,6 @@ fn rules_text(a: &Advice, cores: u32) -> String {
         } else {
             "as good".into()
         };
-        if !r.measured {
-            out.push_str(&format!(
-                "    {why} = {}: at most {} req/s by its own bound ({} threads, each held \
-                 through a wait): loses at least {}; not measured\n",
-                r.workers,
-                thousands(r.rps),
-                r.workers,
-                percent((r.rps_loss * 100.0).floor() / 100.0)
-            ));
-            continue;
-        }
         out.push_str(&format!(
             "    {why} = {}: {} req/s, p99 {}: {cost}\n",
             r.workers,

@@ -188,10 +188,12 @@ pub fn run_map(
         p99_jitters: Vec::new(),
     };
     // The round trip of each C the map has, measured once a run.
+    let mut round_trips: Vec<(f64, RoundTrip)> = Vec::new();
     for &cpu_us in &spec.cpu_us {
         let Some(rt) = round_trip(spec, cpu_us, options, &machine, store, &mut progress) else {
             break;
         };
+        round_trips.push((cpu_us, rt));
         results.round_trips.push((cpu_us, rt.us));
         results.p99_jitters.push((cpu_us, rt.jitter_us));
         results.round_trip_points += rt.points;
@@ -202,16 +204,10 @@ pub fn run_map(
         .map(|(_, us)| *us)
         .fold(0.0, f64::max);
     for cell in &cells {
-        let of_c = |list: &[(f64, f64)]| {
-            list.iter()
-                .find(|(c, _)| *c == cell.cpu_us)
-                .map_or(0.0, |(_, us)| *us)
-        };
-        let round_trip = RoundTrip {
-            us: of_c(&results.round_trips),
-            jitter_us: of_c(&results.p99_jitters),
-            points: 0,
-        };
+        let round_trip = round_trips
+            .iter()
+            .find(|(c, _)| *c == cell.cpu_us)
+            .map_or(RoundTrip::default(), |(_, rt)| *rt);
         if options.stop.load(Ordering::SeqCst) {
             break;
         }

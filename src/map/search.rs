@@ -1069,21 +1069,21 @@ fn measure_rules(
     let mut rules = Vec::new();
     let names: Vec<String> = s.cell.rules.iter().map(|(n, _)| n.clone()).collect();
     for (rule, c) in names.into_iter().zip(rules_candidates(s.cell, winner)) {
-        let own_bound = s.cell.candidate_bound_rps(c);
-        if s.samples.at(c, ms).is_empty() && own_bound < best * (1.0 - TIE_FRACTION) {
-            rules.push(RuleOutcome {
-                rule,
-                workers: c.workers.unwrap_or(0),
-                rps: own_bound,
-                p99_us: 0.0,
-                meets_bound: true,
-                rps_loss: (best - own_bound) / best,
-                missed_because: None,
-                measured: false,
-            });
-            continue;
-        }
         if s.samples.at(c, ms).is_empty() {
+            let own_bound = s.cell.candidate_bound_rps(c);
+            if own_bound < best * (1.0 - TIE_FRACTION) {
+                rules.push(RuleOutcome {
+                    rule,
+                    workers: c.workers.unwrap_or(0),
+                    rps: own_bound,
+                    p99_us: 0.0,
+                    meets_bound: true,
+                    rps_loss: (best - own_bound) / best,
+                    missed_because: None,
+                    measured: false,
+                });
+                continue;
+            }
             s.run(c, ms, 0)?;
         }
         let last = *s.samples.at(c, ms).last().expect("measured");

@@ -168,6 +168,19 @@ pub struct Workload {
     pub plan: Option<String>,
 }
 
+/// The server a URL list is checked against before its own port is known (a sweep's, tune's,
+/// started on a free port): the list's lines must then be paths, as an absolute URL names a
+/// host and port of its own.
+fn stand_in_server() -> Option<crate::load::Target> {
+    crate::load::Target::parse("http://127.0.0.1:9/").ok()
+}
+
+/// Checks a URL list for a server started on a port not known yet; errors as `load --urls`
+/// says them.
+pub fn check_path_list(file: &std::path::Path) -> Result<(), String> {
+    crate::load::read_url_file(file, stand_in_server().as_ref()).map(|_| ())
+}
+
 impl Workload {
     /// The URL list of `urls`, its path-only lines for `target`.
     pub fn url_list(
@@ -205,10 +218,7 @@ impl Workload {
         if self.urls.is_some() && protocol != Protocol::Http {
             return Err("urls applies to HTTP workloads".into());
         }
-        // Checked against a stand-in server: path-only lines are what a list for a server
-        // started on a free port can hold.
-        let stand_in = crate::load::Target::parse("http://127.0.0.1:9/").ok();
-        self.url_list(stand_in.as_ref())?;
+        self.url_list(stand_in_server().as_ref())?;
         self.rate_plan(1.0)?;
         if let Some(levels) = &self.concurrency {
             if levels.is_empty() {

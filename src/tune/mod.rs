@@ -269,18 +269,18 @@ impl Measure for Live<'_> {
         if self.options.stop.load(Ordering::SeqCst) {
             return None;
         }
-        let experiment = match self.experiment(values) {
-            Ok(e) => e,
-            Err(e) => {
-                eprintln!("tune: {e:#}");
-                self.options.stop.store(true, Ordering::SeqCst);
-                return None;
-            }
-        };
         let key = store::key(values, self.concurrency, self.closed, rep);
         let (result, saved) = match self.store.get(&key) {
             Some(result) => (result.clone(), " (saved)"),
             None => {
+                let experiment = match self.experiment(values) {
+                    Ok(e) => e,
+                    Err(e) => {
+                        eprintln!("tune: {e:#}");
+                        self.options.stop.store(true, Ordering::SeqCst);
+                        return None;
+                    }
+                };
                 let point = experiment.points().into_iter().next()?;
                 let result = measure_point(&experiment, &point, self.machine, self.options)?;
                 if let Err(e) = self.store.put(&key, &result) {
@@ -358,9 +358,7 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         .urls
         .as_deref()
         .map(|file| {
-            // Paths only: the server's port is chosen per configuration.
-            let stand_in = crate::load::Target::parse("http://127.0.0.1:9/").ok();
-            crate::load::read_url_file(file, stand_in.as_ref()).map_err(usage)?;
+            crate::sweep::spec::check_path_list(file).map_err(usage)?;
             std::path::absolute(file)
                 .map(|p| p.display().to_string())
                 .map_err(|e| usage(format!("--urls {}: {e}", file.display())))
