@@ -13,6 +13,7 @@ pub mod http;
 pub mod load;
 pub mod map;
 pub mod merge;
+pub mod net;
 pub mod render;
 pub mod serve;
 pub mod store;

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["sys"],
     &["http", "store", "render"],
+    &["net"],
     &["app"],
     &["arch", "load"],
     &["serve"],

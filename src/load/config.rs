@@ -14,6 +14,7 @@ use crate::load::source::plan::RatePlan;
 use crate::load::source::request::{self, is_token_byte, parse_header};
 use crate::load::stats::series;
 use crate::load::target::Target;
+use crate::net::NetSpec;
 use crate::usage;
 
 const MAX_CONNECTIONS: u64 = 1_000_000;
@@ -155,6 +156,13 @@ pub struct LoadArgs {
     /// requests are not measured. The report's `cycle_rps` counts whole cycles either way.
     #[arg(long, value_name = "DURATION", conflicts_with_all = ["requests", "rate"])]
     pub settle: Option<String>,
+    /// Put a network path between the clients and the server (as root): the clients run in a
+    /// network namespace of their own and reach the server, on this machine's loopback, over
+    /// a path of this round trip, jitter, each connection's own link rate and loss, both ways:
+    /// rtt=50ms[,jitter=5ms][,rate=10mbit][,loss=0.5%]. The report gives the path, the
+    /// packets it carried and lost, and the TCP retransmissions on each side.
+    #[arg(long, value_name = "PATH")]
+    pub net: Option<String>,
 }
 
 /// Options of one run beyond what the engine needs: its place in a distributed run, when to
@@ -433,6 +441,8 @@ pub struct LoadConfig {
     pub settle: Option<Duration>,
     /// Rate mode: how late a send may go out to share a wakeup with the others due by then.
     pub slack: Duration,
+    /// A network path between the clients and the server (`--net`; see [`crate::net`]).
+    pub net: Option<NetSpec>,
 }
 
 /// `--gather`: how long an io_uring wait may gather responses.
@@ -489,6 +499,7 @@ impl LoadConfig {
             plan: None,
             settle: None,
             slack: DEFAULT_SLACK,
+            net: None,
         }
     }
 
@@ -608,6 +619,11 @@ impl LoadConfig {
                 None => DEFAULT_SLACK,
                 Some(text) => parse_duration(text).map_err(|e| usage(format!("--slack: {e}")))?,
             },
+            net: args
+                .net
+                .as_deref()
+                .map(|text| NetSpec::parse(text).map_err(|e| usage(format!("--net: {e}"))))
+                .transpose()?,
         };
         config.validate()?;
         config.threads = config.threads.min(config.connections);

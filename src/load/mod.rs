@@ -52,14 +52,71 @@ pub fn run_with(
     run_observed(config, stop, None, options)
 }
 
-/// [`run`], with a live progress display fed from the workers' counters.
+/// [`run`], with a live progress display fed from the workers' counters; across a network
+/// path when the config has one (`--net`).
 fn run_observed(
     config: &LoadConfig,
     stop: Option<&AtomicBool>,
     progress: Option<&output::progress::LiveProgress>,
     options: &RunOptions,
 ) -> anyhow::Result<LoadReport> {
-    let target = prepare(config)?;
+    let Some(spec) = config.net else {
+        return run_from_here(config, stop, progress, options, None);
+    };
+    config.validate()?;
+    let server = net_server(&config.target)?;
+    if !crate::net::path::permitted() {
+        return Err(usage(
+            "--net needs root (it makes a network namespace and TUN devices)",
+        ));
+    }
+    let path = crate::net::NetPath::create(spec, server)?;
+    let before = path.retransmissions();
+    let near_end = path.near_end;
+    let mut report =
+        path.inside(|| run_from_here(config, stop, progress, options, Some(near_end)))??;
+    let after = path.retransmissions();
+    let (packets, lost, overflowed) = path.packets();
+    report.net = Some(output::report::NetReport {
+        path: spec.describe(),
+        spec,
+        packets,
+        lost,
+        overflowed,
+        retrans_clients: after.0.saturating_sub(before.0),
+        retrans_server_side: after.1.saturating_sub(before.1),
+    });
+    Ok(report)
+}
+
+/// The server's address a network path's near end stands for: the target's, on this
+/// machine's IPv4 loopback (a path leads to a server here, never off the machine).
+fn net_server(target: &Target) -> anyhow::Result<std::net::Ipv4Addr> {
+    let addrs = target.resolve()?;
+    addrs
+        .iter()
+        .find_map(|a| match a.ip() {
+            std::net::IpAddr::V4(ip) if ip.is_loopback() => Some(ip),
+            _ => None,
+        })
+        .ok_or_else(|| {
+            usage(format!(
+                "--net: the target must be on this machine's IPv4 loopback (127.0.0.1), not {}",
+                addrs[0].ip()
+            ))
+        })
+}
+
+/// The run itself, from the calling thread's network namespace; `via`: the address that
+/// stands for the target's (a network path's near end).
+fn run_from_here(
+    config: &LoadConfig,
+    stop: Option<&AtomicBool>,
+    progress: Option<&output::progress::LiveProgress>,
+    options: &RunOptions,
+    via: Option<std::net::Ipv4Addr>,
+) -> anyhow::Result<LoadReport> {
+    let target = prepare(config, via)?;
     let threads = config.threads.min(config.connections);
     let placed = place(config, options, threads);
     let late = wait_for_start(options)?;
@@ -118,7 +175,7 @@ struct Prepared {
 
 /// Validates `config`, serializes the requests once, and connects once to the target (an
 /// unreachable target fails here, within the timeout).
-fn prepare(config: &LoadConfig) -> anyhow::Result<Prepared> {
+fn prepare(config: &LoadConfig, via: Option<std::net::Ipv4Addr>) -> anyhow::Result<Prepared> {
     config.validate()?;
     if config.engine == Engine::Uring {
         engine::ring::check_available().map_err(|e| {
@@ -151,7 +208,7 @@ fn prepare(config: &LoadConfig) -> anyhow::Result<Prepared> {
         _ => None,
     };
     let (addr, server_tls) =
-        engine::transport::preflight_connect(&config.target, config.timeout, tls.as_ref())?;
+        engine::transport::preflight_connect(&config.target, config.timeout, tls.as_ref(), via)?;
     ensure_file_limit(config.connections)?;
     Ok(Prepared {
         request,

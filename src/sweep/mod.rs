@@ -54,6 +54,11 @@ pub struct SweepArgs {
     /// No progress bar, one line per point.
     #[arg(long)]
     pub plain: bool,
+    /// A network path between the load generator and every server, as root (overrides the
+    /// file's `net`; `none`: loopback, whatever the file says):
+    /// rtt=50ms[,jitter=5ms][,rate=10mbit][,loss=0.5%] (see `load --net`).
+    #[arg(long, value_name = "PATH")]
+    pub net: Option<String>,
 }
 
 /// The text after `sweep --help`'s options: the presets and the architectures, from the
@@ -152,6 +157,7 @@ fn experiment_of(args: &SweepArgs) -> anyhow::Result<Experiment> {
         }
         experiment.repetitions = repetitions;
     }
+    experiment.net = crate::net::net_option(args.net.as_deref(), experiment.net.take())?;
     Ok(experiment)
 }
 

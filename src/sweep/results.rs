@@ -137,6 +137,10 @@ pub struct RunMeasurement {
     pub target_rate: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_held: Option<bool>,
+    /// Across a network path (`net`): TCP segments retransmitted in the run, by the clients
+    /// and on the server's side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmissions: Option<u64>,
 }
 
 /// Min and max over the repetitions of a point.

@@ -684,6 +684,7 @@ fn load_config(
     if pinning != Pinning::None {
         config.pin_cpus = vec![1];
     }
+    config.net = experiment.net_spec();
     Ok(config)
 }
 
@@ -743,6 +744,10 @@ fn measurement_of(
         },
         target_rate: report.target_rate,
         rate_held: report.rate_held,
+        retransmissions: report
+            .net
+            .as_ref()
+            .map(|n| n.retrans_clients + n.retrans_server_side),
     }
 }
 

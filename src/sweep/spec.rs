@@ -38,6 +38,10 @@ pub const PRESETS: &[(&str, &str)] = &[
         "cpu-bound",
         include_str!("../../experiments/cpu-bound.toml"),
     ),
+    (
+        "slow-clients",
+        include_str!("../../experiments/slow-clients.toml"),
+    ),
 ];
 
 /// Seconds a point may measure (`duration`): a day.
@@ -534,6 +538,10 @@ pub struct Experiment {
     /// What must be installed first (the peers' runtimes).
     #[serde(default)]
     pub requires: Vec<Requirement>,
+    /// A network path between the load generator and the server,
+    /// `rtt=50ms[,jitter=5ms][,rate=10mbit][,loss=0.5%]` (see [`crate::net`]; needs root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<String>,
 }
 
 fn default_route() -> String {
@@ -713,8 +721,18 @@ impl Experiment {
         self.check_targets(&names)
     }
 
+    /// The network path, parsed (checked when the experiment was read).
+    pub fn net_spec(&self) -> Option<crate::net::NetSpec> {
+        self.net
+            .as_deref()
+            .and_then(|text| crate::net::NetSpec::parse(text).ok())
+    }
+
     /// The load: its times, its mode's own key, the counts.
     fn check_load(&self) -> Result<(), String> {
+        if let Some(text) = &self.net {
+            crate::net::NetSpec::parse(text).map_err(|e| format!("net = {text:?}: {e}"))?;
+        }
         // Closed and rate modes measure for `duration`; count mode ignores it.
         let timed = self.mode != LoadMode::Count;
         if timed {

@@ -3,8 +3,8 @@
 //! [`join_cgroup_before_exec`]), a counter forked workers share ([`SharedCounter`]), waits with
 //! precise timeouts ([`poll`], [`epoll_wait_precise`], [`watched_timer`]), a static file opened
 //! beneath the root ([`open_beneath`]), the load engine's per-thread resources
-//! ([`thread_cpu_seconds`], [`pin_current_thread`], [`ensure_file_limit`]) and io_uring
-//! ([`uring`]).
+//! ([`thread_cpu_seconds`], [`pin_current_thread`], [`ensure_file_limit`]), a TUN device for
+//! the network path ([`open_tun`]) and io_uring ([`uring`]).
 
 pub mod uring;
 
@@ -338,6 +338,41 @@ pub fn join_cgroup_before_exec(
         command.pre_exec(hook);
     }
     Ok(())
+}
+
+/// Makes the Layer 3 TUN device `name` (IFF_TUN, no packet-information prefix) and returns its
+/// descriptor, non-blocking: what is read is an IP packet the kernel routed to it, what is
+/// written is a packet the kernel receives from it. Not persistent: the device vanishes with
+/// the descriptor, so a killed run leaves none behind. Here rather than from a TUN crate: one
+/// ioctl, where those crates bring their own layer of addresses and routes (`ip` sets those).
+pub fn open_tun(name: &str) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::OwnedFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a device name of 1 to 15 bytes",
+        ));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open("/dev/net/tun")?;
+    // SAFETY: `ifreq` is plain old data, valid zeroed; the name is copied within its
+    // IFNAMSIZ bytes (checked above, so a NUL stays at the end).
+    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (slot, byte) in request.ifr_name.iter_mut().zip(name.bytes()) {
+        *slot = byte as libc::c_char;
+    }
+    request.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
+    // SAFETY: TUNSETIFF reads and writes one `ifreq`, which lives on this stack for the call;
+    // the descriptor is open (owned by `file`).
+    let done = unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETIFF, &mut request) };
+    if done < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(OwnedFd::from(file))
 }
 
 /// Clock ticks per second of the times in `/proc/PID/stat` (USER_HZ), 100 if unknown.

@@ -121,6 +121,11 @@ pub struct TuneArgs {
     /// Print the results as JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// A network path between the load generator and the server, as root:
+    /// rtt=50ms[,jitter=5ms][,rate=10mbit][,loss=0.5%] (see `load --net`).
+    #[arg(long, value_name = "PATH")]
+    #[serde(default)]
+    pub net: Option<String>,
     /// Finish an interrupted run in DIR (its own arguments, saved there; points already
     /// measured are not measured again).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["cmd", "url", "concurrency", "out"])]
@@ -245,10 +250,16 @@ impl Live<'_> {
         if let Some(urls) = &self.urls {
             workload_keys.push_str(&format!("urls = {}\n", q(urls)));
         }
+        let net = self
+            .args
+            .net
+            .as_deref()
+            .map(|n| format!("net = {}\n", q(n)))
+            .unwrap_or_default();
         let timeout_s = (self.p99_bound_ms / 1000.0 * 2.0).max(2.0);
         let text = format!(
             "name = \"tune\"\narchs = []\nconcurrency = [{}]\n{mode}duration = \"{}s\"\n\
-             warmup = \"{}s\"\ntimeout = \"{timeout_s}s\"\np99_bound_ms = {}\n\
+             warmup = \"{}s\"\ntimeout = \"{timeout_s}s\"\np99_bound_ms = {}\n{net}\
              [[workload]]\nname = \"tune\"\nroute = {}\n{workload_keys}\
              [[external]]\nname = \"tune\"\ncommand = {}\nurl = {}\nready_timeout = \"{}s\"\n",
             self.concurrency,
@@ -329,6 +340,7 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         &args.knob,
     )?;
     let (base, route) = spec::split_url(&args.url)?;
+    crate::net::net_option(args.net.as_deref(), None)?;
     let p99_bound_ms = crate::map::advise::duration_ms("p99", &args.p99)?;
     let duration_s = crate::map::advise::duration_ms("duration", &args.duration)? / 1000.0;
     if !(0.1..=600.0).contains(&duration_s) {

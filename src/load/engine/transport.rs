@@ -244,13 +244,18 @@ fn tls_error(e: tls::TlsFailure) -> io::Error {
 /// Connects once, blocking, before the run: an unreachable target becomes one clear error
 /// (exit 1) within a few seconds instead of a run full of connect errors; so does, for an
 /// `https://` target, a certificate the run would refuse (one handshake, [`tls::preflight`]).
-/// Returns the address the workers connect to, and what the handshake learnt.
+/// Returns the address the workers connect to (at `via`, the target's port, where a network
+/// path's near end stands for the target), and what the handshake learnt.
 pub fn preflight_connect(
     target: &Target,
     timeout: Duration,
     tls: Option<&TlsConnector>,
+    via: Option<std::net::Ipv4Addr>,
 ) -> anyhow::Result<(SocketAddr, Option<tls::ServerInfo>)> {
-    let addrs = target.resolve()?;
+    let addrs = match via {
+        Some(ip) => vec![SocketAddr::from((ip, target.port()))],
+        None => target.resolve()?,
+    };
     let limit = timeout.min(PREFLIGHT_CONNECT_LIMIT);
     let mut last_error = None;
     for addr in addrs {

@@ -50,6 +50,19 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
     if let Some(uring) = &report.uring {
         uring_line(&mut out, report, uring);
     }
+    if let Some(net) = &report.net {
+        let _ = writeln!(
+            out,
+            "Path:         {}: {} packets, {} lost, {} dropped for a full queue; TCP \
+             retransmissions: {} by the clients, {} on the server's side",
+            net.path,
+            net.packets,
+            net.lost,
+            net.overflowed,
+            net.retrans_clients,
+            net.retrans_server_side
+        );
+    }
     out
 }
 
@@ -363,6 +376,7 @@ mod tests {
             rate_held: None,
             achieved_rate: None,
             slack_us: None,
+            net: None,
             plan: None,
             steps: Vec::new(),
             requests_sent: 100,

@@ -23,6 +23,22 @@ use crate::load::stats::{
 use crate::load::{LoadConfig, Mode};
 
 /// What a load run measured.
+/// A network path a run went across (`--net`) and what it did during the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NetReport {
+    /// The path in words.
+    pub path: String,
+    pub spec: crate::net::NetSpec,
+    /// Packets the path carried (both directions), lost to `loss`, and dropped for a full queue.
+    pub packets: u64,
+    pub lost: u64,
+    pub overflowed: u64,
+    /// TCP segments the clients retransmitted (in their namespace), and the machine's own
+    /// stack, where the server is, in the same time.
+    pub retrans_clients: u64,
+    pub retrans_server_side: u64,
+}
+
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
 pub struct LoadReport {
     /// Complete responses (timeouts and failures are not requests here; see `errors`).
@@ -86,6 +102,9 @@ pub struct LoadReport {
     /// per slack on a thread, so each went at its own time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slack_us: Option<u64>,
+    /// Across a network path (`--net`): the path and what it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<NetReport>,
     /// Rate mode with a load plan (`-R 100..5000`, `-R 1000@10s,...`): the plan as `-R` takes
     /// it; `target_rate` is its mean rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -255,6 +274,7 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         rate_held,
         achieved_rate,
         slack_us: rate_mode.then(|| config.effective_slack().as_micros() as u64),
+        net: None,
         plan: config.plan.as_ref().map(|p| p.to_string()),
         steps: match (&config.plan, &merged.steps) {
             (Some(plan), Some(steps)) => {

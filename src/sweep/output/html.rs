@@ -113,6 +113,16 @@ pub fn method_text(results: &SweepResults) -> Vec<String> {
             ""
         }
     ));
+    if let Some(spec) = results.experiment.net_spec() {
+        paragraphs.push(format!(
+            "Between the load generator and every server ran a network path: {}. The clients \
+             ran in a network namespace of their own whose only way out was a TUN device; a \
+             relay in sweetspot carried each packet to the server's side and back, holding it \
+             for the delay, each connection's link rate and the loss asked (this kernel's own \
+             netem was not used). Each point records the TCP retransmissions on both sides.",
+            spec.describe()
+        ));
+    }
     let cpu = cpu_methods_text(results);
     paragraphs.push(format!(
         "Server CPU is the user+system time of the whole server over the measured window, {cpu}; \

@@ -1,0 +1,260 @@
+//! `--net`: a real network path between the load generator and the server. The clients run in a
+//! network namespace of their own, whose only way out is a TUN device; the path is a thread
+//! here ([`relay`]) that carries every packet between it and a TUN device in the server's
+//! namespace, holding it for the delay (with jitter), each connection's link rate and a loss,
+//! in both directions ([`packet`]). The server runs where it always does: the path's near end
+//! stands for its loopback address. [`path`] makes and removes the namespace and devices.
+
+pub mod packet;
+pub mod path;
+pub mod relay;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use path::{clean_stale, NetPath, PREFIX};
+
+/// The path asked for with `--net rtt=50ms[,jitter=5ms][,rate=10mbit][,loss=0.5%]`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct NetSpec {
+    /// Round-trip time added to the path: half on each direction.
+    pub rtt_us: u64,
+    /// Jitter of the round trip (half on each direction), uniform around it.
+    #[serde(default)]
+    pub jitter_us: u64,
+    /// Each connection's link rate in each direction, bits a second (`None`: unshaped).
+    #[serde(default)]
+    pub rate_bps: Option<u64>,
+    /// Packets lost on each direction, percent.
+    #[serde(default)]
+    pub loss_pct: f64,
+}
+
+impl NetSpec {
+    /// Parses `rtt=50ms[,jitter=5ms][,rate=10mbit][,loss=0.5%]` (any of them; rtt 0 when not
+    /// given): one line saying what is wrong otherwise.
+    pub fn parse(text: &str) -> Result<NetSpec, String> {
+        let mut spec = NetSpec {
+            rtt_us: 0,
+            jitter_us: 0,
+            rate_bps: None,
+            loss_pct: 0.0,
+        };
+        let mut any = false;
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = part
+                .split_once('=')
+                .ok_or_else(|| format!("{part:?}: want KEY=VALUE (rtt, jitter, rate, loss)"))?;
+            any = true;
+            match key.trim() {
+                "rtt" => spec.rtt_us = micros(value)?,
+                "jitter" => spec.jitter_us = micros(value)?,
+                "rate" => spec.rate_bps = Some(bits_per_second(value)?),
+                "loss" => spec.loss_pct = percent(value)?,
+                other => {
+                    return Err(format!(
+                        "{other:?}: not a path setting (rtt, jitter, rate, loss)"
+                    ))
+                }
+            }
+        }
+        if !any {
+            return Err("a path like rtt=50ms[,jitter=5ms][,rate=10mbit][,loss=0.5%]".into());
+        }
+        if spec.rtt_us > 10_000_000 {
+            return Err("rtt: at most 10s".into());
+        }
+        if spec.jitter_us > spec.rtt_us {
+            return Err("jitter: at most the rtt".into());
+        }
+        Ok(spec)
+    }
+
+    /// In words, for reports: `rtt 50 ms ± 5 ms, 10 mbit/s a connection each way, 0.5% loss
+    /// each way`.
+    pub fn describe(&self) -> String {
+        let mut out = format!(
+            "rtt {}",
+            crate::render::units::duration_us(self.rtt_us as f64)
+        );
+        if self.jitter_us > 0 {
+            out.push_str(&format!(
+                " ± {}",
+                crate::render::units::duration_us(self.jitter_us as f64)
+            ));
+        }
+        if let Some(bps) = self.rate_bps {
+            out.push_str(&format!(", {} a connection each way", rate_text(bps)));
+        }
+        if self.loss_pct > 0.0 {
+            out.push_str(&format!(", {}% loss each way", self.loss_pct));
+        }
+        out
+    }
+}
+
+/// The path a command runs across: `--net`'s (checked) over the file's (`--net none`: no
+/// path, whatever the file says), and refused unless this process may make it (root). Usage
+/// errors, one line each.
+pub fn net_option(flag: Option<&str>, file: Option<String>) -> anyhow::Result<Option<String>> {
+    let net = match flag {
+        Some("none") => None,
+        Some(text) => {
+            NetSpec::parse(text).map_err(|e| crate::usage(format!("--net: {e}")))?;
+            Some(text.to_string())
+        }
+        None => file,
+    };
+    if net.is_some() && !path::permitted() {
+        return Err(crate::usage(
+            "--net needs root (it makes a network namespace and TUN devices)",
+        ));
+    }
+    Ok(net)
+}
+
+impl NetSpec {
+    /// One direction's link: half the round trip, half its jitter, and the rate.
+    pub fn link(&self) -> packet::Link {
+        packet::Link {
+            delay: Duration::from_micros(self.rtt_us / 2),
+            jitter: Duration::from_micros(self.jitter_us / 2),
+            rate_bps: self.rate_bps,
+        }
+    }
+
+    /// The share of packets lost on each direction.
+    pub fn loss(&self) -> f64 {
+        self.loss_pct / 100.0
+    }
+}
+
+fn rate_text(bps: u64) -> String {
+    if bps >= 1_000_000_000 && bps.is_multiple_of(1_000_000_000) {
+        format!("{} gbit/s", bps / 1_000_000_000)
+    } else if bps >= 1_000_000 && bps.is_multiple_of(1_000_000) {
+        format!("{} mbit/s", bps / 1_000_000)
+    } else if bps >= 1000 && bps.is_multiple_of(1000) {
+        format!("{} kbit/s", bps / 1000)
+    } else {
+        format!("{bps} bit/s")
+    }
+}
+
+/// `50ms`, `1.5s`, `800us`, `0`: microseconds.
+fn micros(value: &str) -> Result<u64, String> {
+    let value = value.trim();
+    let (number, scale) = if let Some(n) = value.strip_suffix("us") {
+        (n, 1.0)
+    } else if let Some(n) = value.strip_suffix("ms") {
+        (n, 1e3)
+    } else if let Some(n) = value.strip_suffix('s') {
+        (n, 1e6)
+    } else if value == "0" {
+        ("0", 1.0)
+    } else {
+        return Err(format!("{value:?}: a duration like 50ms, 800us or 1s"));
+    };
+    let n: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{value:?}: a duration like 50ms, 800us or 1s"))?;
+    if !(n.is_finite() && n >= 0.0) {
+        return Err(format!("{value:?}: not negative"));
+    }
+    Ok((n * scale).round() as u64)
+}
+
+/// `10mbit`, `512kbit`, `1gbit`, `100000bit`: bits a second (at least 8 kbit).
+fn bits_per_second(value: &str) -> Result<u64, String> {
+    let value = value.trim().to_ascii_lowercase();
+    let want = || format!("{value:?}: a rate like 10mbit, 512kbit or 1gbit");
+    let (number, scale) = if let Some(n) = value.strip_suffix("gbit") {
+        (n, 1e9)
+    } else if let Some(n) = value.strip_suffix("mbit") {
+        (n, 1e6)
+    } else if let Some(n) = value.strip_suffix("kbit") {
+        (n, 1e3)
+    } else if let Some(n) = value.strip_suffix("bit") {
+        (n, 1.0)
+    } else {
+        return Err(want());
+    };
+    let n: f64 = number.trim().parse().map_err(|_| want())?;
+    let bps = n * scale;
+    if !(bps.is_finite() && (8_000.0..=100e9).contains(&bps)) {
+        return Err(format!("{value:?}: from 8kbit to 100gbit"));
+    }
+    Ok(bps.round() as u64)
+}
+
+/// `0.5%` (or `0.5`): percent, below 100.
+fn percent(value: &str) -> Result<f64, String> {
+    let value = value.trim();
+    let n: f64 = value
+        .strip_suffix('%')
+        .unwrap_or(value)
+        .trim()
+        .parse()
+        .map_err(|_| format!("{value:?}: a percentage like 0.5%"))?;
+    if !(0.0..100.0).contains(&n) {
+        return Err(format!("{value:?}: from 0% to under 100%"));
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_is_parsed_and_said_back() {
+        let s = NetSpec::parse("rtt=50ms,jitter=5ms,rate=10mbit,loss=0.5%").unwrap();
+        assert_eq!(
+            s,
+            NetSpec {
+                rtt_us: 50_000,
+                jitter_us: 5_000,
+                rate_bps: Some(10_000_000),
+                loss_pct: 0.5
+            }
+        );
+        assert!(
+            s.describe().contains("10 mbit/s a connection each way"),
+            "{}",
+            s.describe()
+        );
+        let plain = NetSpec::parse("rtt=100ms").unwrap();
+        assert_eq!(plain.link().delay, Duration::from_millis(50));
+        assert_eq!(s.link().jitter, Duration::from_micros(2500));
+        assert_eq!(s.loss(), 0.005);
+        assert_eq!(NetSpec::parse("rate=10mbit").unwrap().rtt_us, 0);
+        assert_eq!(NetSpec::parse(" rtt = 800us ").unwrap().rtt_us, 800);
+        assert_eq!(
+            NetSpec::parse("rtt=1.5s,rate=512kbit").unwrap().rate_bps,
+            Some(512_000)
+        );
+    }
+
+    #[test]
+    fn a_bad_path_is_one_line() {
+        for bad in [
+            "",
+            "rtt=50",
+            "rtt=-1ms",
+            "rtt=50ms,rate=10",
+            "rtt=50ms,rate=1bit",
+            "rtt=50ms,loss=100%",
+            "rtt=50ms,loss=x",
+            "rtt=5ms,jitter=6ms",
+            "rtt=50ms,delay=5ms",
+            "rtt=11s",
+            "rtt",
+            ",",
+        ] {
+            let e = NetSpec::parse(bad).unwrap_err();
+            assert!(!e.is_empty() && !e.contains('\n'), "{bad}: {e}");
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! What the path does to one IPv4 packet, as pure functions the relay ([`super::relay`]) calls:
+//! which connection it belongs to (the client's port), an address rewritten with its checksums
+//! kept right (the path's end stands for the server's loopback address), and when it leaves
+//! the path (its link's serialization at the rate, then the one-way delay with its jitter,
+//! never before the packet ahead of it on the same connection).
+
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+const TCP: u8 = 6;
+const UDP: u8 = 17;
+
+/// The parts of an IPv4 header the path reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// Header length in bytes.
+    pub len: usize,
+    pub protocol: u8,
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+}
+
+/// The IPv4 header of `packet`, `None` for anything else (IPv6, a truncated packet).
+pub fn header(packet: &[u8]) -> Option<Header> {
+    if packet.len() < 20 || packet[0] >> 4 != 4 {
+        return None;
+    }
+    let len = usize::from(packet[0] & 0x0f) * 4;
+    if len < 20 || packet.len() < len {
+        return None;
+    }
+    let addr =
+        |at: usize| Ipv4Addr::new(packet[at], packet[at + 1], packet[at + 2], packet[at + 3]);
+    Some(Header {
+        len,
+        protocol: packet[9],
+        src: addr(12),
+        dst: addr(16),
+    })
+}
+
+/// The (source, destination) ports of a TCP or UDP packet.
+pub fn ports(packet: &[u8]) -> Option<(u16, u16)> {
+    let h = header(packet)?;
+    if !matches!(h.protocol, TCP | UDP) || packet.len() < h.len + 4 {
+        return None;
+    }
+    let at = |i: usize| u16::from_be_bytes([packet[h.len + i], packet[h.len + i + 1]]);
+    Some((at(0), at(2)))
+}
+
+/// Which address of a packet to rewrite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Src,
+    Dst,
+}
+
+/// The one's-complement sum of `data` as 16-bit big-endian words (an odd last byte padded).
+fn sum(data: &[u8]) -> u32 {
+    let mut total: u32 = 0;
+    for pair in data.chunks(2) {
+        let word = u16::from_be_bytes([pair[0], *pair.get(1).unwrap_or(&0)]);
+        total += u32::from(word);
+    }
+    total
+}
+
+fn fold(mut total: u32) -> u16 {
+    while total > 0xffff {
+        total = (total & 0xffff) + (total >> 16);
+    }
+    total as u16
+}
+
+/// The Internet checksum of `data` (RFC 1071).
+pub fn checksum(data: &[u8]) -> u16 {
+    !fold(sum(data))
+}
+
+/// A checksum updated for a 32-bit field changed from `old` to `new` (RFC 1624: HC' = ~(~HC +
+/// ~m + m')).
+fn updated(check: u16, old: [u8; 4], new: [u8; 4]) -> u16 {
+    let mut total = u32::from(!check);
+    for i in [0, 2] {
+        total += u32::from(!u16::from_be_bytes([old[i], old[i + 1]]));
+        total += u32::from(u16::from_be_bytes([new[i], new[i + 1]]));
+    }
+    !fold(total)
+}
+
+/// Rewrites the source or destination address of an IPv4 packet to `to`, and its header's
+/// checksum and a TCP or UDP checksum (whose pseudo-header holds the addresses) with it; a
+/// fragment past the first carries no ports or checksum of its own. False when it is not IPv4.
+pub fn rewrite(packet: &mut [u8], field: Field, to: Ipv4Addr) -> bool {
+    let Some(h) = header(packet) else {
+        return false;
+    };
+    let at = match field {
+        Field::Src => 12,
+        Field::Dst => 16,
+    };
+    let old: [u8; 4] = packet[at..at + 4].try_into().expect("four bytes");
+    let new = to.octets();
+    if old == new {
+        return true;
+    }
+    packet[at..at + 4].copy_from_slice(&new);
+    packet[10..12].copy_from_slice(&[0, 0]);
+    let ip_check = checksum(&packet[..h.len]);
+    packet[10..12].copy_from_slice(&ip_check.to_be_bytes());
+    let first_fragment = u16::from_be_bytes([packet[6], packet[7]]) & 0x1fff == 0;
+    let check_at = match h.protocol {
+        TCP => h.len + 16,
+        UDP => h.len + 6,
+        _ => return true,
+    };
+    if !first_fragment || packet.len() < check_at + 2 {
+        return true;
+    }
+    let check = u16::from_be_bytes([packet[check_at], packet[check_at + 1]]);
+    // A UDP checksum of 0 is none.
+    if h.protocol == UDP && check == 0 {
+        return true;
+    }
+    let mut next = updated(check, old, new);
+    if h.protocol == UDP && next == 0 {
+        next = 0xffff;
+    }
+    packet[check_at..check_at + 2].copy_from_slice(&next.to_be_bytes());
+    true
+}
+
+/// One direction of the path: its one-way delay, the jitter around it (uniform, ± half of it)
+/// and each connection's link rate (bits a second; `None`: no shaping).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Link {
+    pub delay: Duration,
+    pub jitter: Duration,
+    pub rate_bps: Option<u64>,
+}
+
+/// Where one connection's link stands: when it finishes sending what it has, and when its last
+/// packet left the path (the next never leaves before it: no reordering).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowState {
+    pub busy_until: Instant,
+    pub last_out: Instant,
+}
+
+impl FlowState {
+    pub fn new(now: Instant) -> FlowState {
+        FlowState {
+            busy_until: now,
+            last_out: now,
+        }
+    }
+}
+
+impl Link {
+    /// When a packet of `len` bytes that reached the path at `now` leaves it: after the
+    /// connection's link has sent what was ahead of it and then this packet at the rate, plus
+    /// the delay and a jitter of `draw` (in [0, 1): -1/2 to +1/2 of the jitter), never before
+    /// the connection's previous packet.
+    pub fn departure(&self, flow: &mut FlowState, now: Instant, len: usize, draw: f64) -> Instant {
+        let sent = match self.rate_bps {
+            Some(bps) => {
+                let start = flow.busy_until.max(now);
+                let wire = Duration::from_secs_f64(len as f64 * 8.0 / bps as f64);
+                flow.busy_until = start + wire;
+                flow.busy_until
+            }
+            None => now,
+        };
+        let offset = (draw - 0.5) * self.jitter.as_secs_f64();
+        let delay = (self.delay.as_secs_f64() + offset).max(0.0);
+        let out = (sent + Duration::from_secs_f64(delay)).max(flow.last_out);
+        flow.last_out = out;
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An IPv4 TCP packet from `src`:`sport` to `dst`:`dport` with `payload`, checksums right.
+    fn tcp_packet(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, payload: &[u8]) -> Vec<u8> {
+        let total = 20 + 20 + payload.len();
+        let mut p = vec![0u8; total];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        p[8] = 64;
+        p[9] = TCP;
+        p[12..16].copy_from_slice(&src.octets());
+        p[16..20].copy_from_slice(&dst.octets());
+        let ip = checksum(&p[..20]);
+        p[10..12].copy_from_slice(&ip.to_be_bytes());
+        p[20..22].copy_from_slice(&sport.to_be_bytes());
+        p[22..24].copy_from_slice(&dport.to_be_bytes());
+        p[32] = 5 << 4;
+        p[40..].copy_from_slice(payload);
+        let tcp = tcp_checksum(&p);
+        p[36..38].copy_from_slice(&tcp.to_be_bytes());
+        p
+    }
+
+    /// The TCP checksum computed from scratch (pseudo-header, then the segment with a zero
+    /// checksum field).
+    fn tcp_checksum(p: &[u8]) -> u16 {
+        let mut segment = p[20..].to_vec();
+        segment[16..18].copy_from_slice(&[0, 0]);
+        let mut pseudo = Vec::new();
+        pseudo.extend_from_slice(&p[12..20]);
+        pseudo.extend_from_slice(&[0, TCP]);
+        pseudo.extend_from_slice(&(segment.len() as u16).to_be_bytes());
+        !fold(sum(&pseudo) + sum(&segment))
+    }
+
+    #[test]
+    fn a_packet_is_read_and_its_address_rewritten_with_right_checksums() {
+        let client = Ipv4Addr::new(10, 201, 3, 2);
+        let end = Ipv4Addr::new(10, 201, 3, 1);
+        let mut p = tcp_packet(client, 40_000, end, 8080, b"GET / HTTP/1.1\r\n\r\n!");
+        assert_eq!(
+            header(&p),
+            Some(Header {
+                len: 20,
+                protocol: TCP,
+                src: client,
+                dst: end
+            })
+        );
+        assert_eq!(ports(&p), Some((40_000, 8080)));
+        assert!(rewrite(&mut p, Field::Dst, Ipv4Addr::LOCALHOST));
+        assert_eq!(header(&p).unwrap().dst, Ipv4Addr::LOCALHOST);
+        // The header sums to zero with its checksum; the TCP checksum is the one computed
+        // from scratch.
+        assert_eq!(checksum(&p[..20]), 0);
+        assert_eq!(u16::from_be_bytes([p[36], p[37]]), tcp_checksum(&p));
+        assert!(rewrite(&mut p, Field::Src, end));
+        assert_eq!(checksum(&p[..20]), 0);
+        assert_eq!(u16::from_be_bytes([p[36], p[37]]), tcp_checksum(&p));
+        // Back again: the packet as it was.
+        assert!(rewrite(&mut p, Field::Src, client));
+        assert!(rewrite(&mut p, Field::Dst, end));
+        assert_eq!(
+            p,
+            tcp_packet(client, 40_000, end, 8080, b"GET / HTTP/1.1\r\n\r\n!")
+        );
+        // Not IPv4: left alone.
+        let mut v6 = vec![0x60u8; 40];
+        assert!(header(&v6).is_none());
+        assert!(!rewrite(&mut v6, Field::Dst, end));
+        assert!(header(&p[..19]).is_none());
+    }
+
+    #[test]
+    fn a_link_serializes_at_its_rate_then_delays_without_reordering() {
+        let t0 = Instant::now();
+        let ms = |n: f64| Duration::from_secs_f64(n / 1000.0);
+        let link = Link {
+            delay: ms(25.0),
+            jitter: Duration::ZERO,
+            rate_bps: Some(10_000_000),
+        };
+        let close = |a: Duration, b: Duration| {
+            assert!(a.abs_diff(b) < Duration::from_micros(1), "{a:?} {b:?}")
+        };
+        let mut flow = FlowState::new(t0);
+        // 1,250 bytes at 10 mbit/s take 1 ms on the wire; two back to back: 1 and 2 ms.
+        let first = link.departure(&mut flow, t0, 1250, 0.5);
+        let second = link.departure(&mut flow, t0, 1250, 0.5);
+        close(first - t0, ms(26.0));
+        close(second - t0, ms(27.0));
+        // A packet after the link went idle starts at once.
+        let later = t0 + ms(10.0);
+        close(
+            link.departure(&mut flow, later, 1250, 0.5) - later,
+            ms(26.0),
+        );
+        // With a jitter of 10 ms, the draws 0 and 1 are 5 ms early and late; a packet drawn
+        // early never leaves before the one ahead of it.
+        let jittery = Link {
+            delay: ms(25.0),
+            jitter: ms(10.0),
+            rate_bps: None,
+        };
+        let mut flow = FlowState::new(t0);
+        let late = jittery.departure(&mut flow, t0, 100, 1.0);
+        close(late - t0, ms(30.0));
+        let early = jittery.departure(&mut flow, t0 + ms(1.0), 100, 0.0);
+        assert_eq!(early, late);
+        let alone = jittery.departure(&mut FlowState::new(t0), t0, 100, 0.0);
+        close(alone - t0, ms(20.0));
+    }
+}

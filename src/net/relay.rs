@@ -1,0 +1,213 @@
+//! The path itself: a thread that carries packets between the client's TUN device (in the
+//! client's namespace) and the server's (here), holding each until its link lets it out
+//! ([`super::packet::Link`]), dropping the share `loss` asks, and standing the path's near end
+//! in for the server's loopback address (the server listens where it always does). Written
+//! here, not taken from netem: this kernel has no netem (`CONFIG_NET_SCH_NETEM` unset), and
+//! what a userspace path needs is a queue, a clock and two descriptors.
+//!
+//! Memory is bounded: at most [`QUEUE_BYTES`] wait in each direction, and a packet past that
+//! is dropped, as a router's full queue drops it.
+
+use std::collections::{BinaryHeap, HashMap};
+use std::io;
+use std::net::Ipv4Addr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::{RngExt, SeedableRng};
+
+use super::packet::{self, Field, FlowState, Link};
+
+/// Bytes held in one direction at most.
+pub const QUEUE_BYTES: usize = 64 << 20;
+/// The largest packet a TUN device hands over (its MTU is 1,500; GSO is off without a vnet
+/// header).
+const PACKET_MAX: usize = 65_536;
+/// How long the relay sleeps with nothing held, between looks at its stop flag.
+const IDLE: Duration = Duration::from_millis(50);
+
+/// What the path did, counted as it ran.
+#[derive(Debug, Default)]
+pub struct Counts {
+    pub packets: AtomicU64,
+    pub lost: AtomicU64,
+    pub overflowed: AtomicU64,
+}
+
+/// How the relay sees the two ends: the client's address, the path's near end (the address
+/// the client connects to) and the server's address it stands for.
+#[derive(Debug, Clone, Copy)]
+pub struct Ends {
+    pub near_end: Ipv4Addr,
+    pub server: Ipv4Addr,
+}
+
+/// A packet held on the path, ordered by when it leaves (then by arrival).
+struct Held {
+    out: Instant,
+    seq: u64,
+    bytes: Vec<u8>,
+}
+
+impl PartialEq for Held {
+    fn eq(&self, other: &Self) -> bool {
+        (self.out, self.seq) == (other.out, other.seq)
+    }
+}
+impl Eq for Held {}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Held {
+    /// Reversed: the heap's top is the earliest.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (other.out, other.seq).cmp(&(self.out, self.seq))
+    }
+}
+
+/// One direction: its link, its loss, what it holds and each connection's link state (by the
+/// client's port).
+struct Direction {
+    link: Link,
+    loss: f64,
+    held: BinaryHeap<Held>,
+    held_bytes: usize,
+    flows: HashMap<u16, FlowState>,
+    /// From the client (toward the server): the client's port is the source port.
+    toward_server: bool,
+}
+
+impl Direction {
+    fn take(
+        &mut self,
+        mut bytes: Vec<u8>,
+        now: Instant,
+        seq: u64,
+        ends: Ends,
+        rng: &mut impl RngExt,
+        counts: &Counts,
+    ) {
+        counts.packets.fetch_add(1, Ordering::Relaxed);
+        if self.loss > 0.0 && rng.random::<f64>() < self.loss {
+            counts.lost.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if self.held_bytes + bytes.len() > QUEUE_BYTES {
+            counts.overflowed.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let Some(h) = packet::header(&bytes) else {
+            return;
+        };
+        // The near end stands for the server: toward it, the destination becomes the
+        // server's address; back from it, the source the near end's.
+        if self.toward_server && h.dst == ends.near_end {
+            packet::rewrite(&mut bytes, Field::Dst, ends.server);
+        } else if !self.toward_server && h.src == ends.server {
+            packet::rewrite(&mut bytes, Field::Src, ends.near_end);
+        }
+        let port = packet::ports(&bytes)
+            .map(|(src, dst)| if self.toward_server { src } else { dst })
+            .unwrap_or(0);
+        if self.flows.len() >= usize::from(u16::MAX) {
+            self.flows.retain(|_, f| f.last_out > now);
+        }
+        let flow = self
+            .flows
+            .entry(port)
+            .or_insert_with(|| FlowState::new(now));
+        let out = self
+            .link
+            .departure(flow, now, bytes.len(), rng.random::<f64>());
+        self.held_bytes += bytes.len();
+        self.held.push(Held { out, seq, bytes });
+    }
+
+    /// Writes every packet due by `now` to `to`; a write the device refuses drops the packet.
+    fn release(&mut self, now: Instant, to: &OwnedFd) {
+        while self.held.peek().is_some_and(|h| h.out <= now) {
+            let h = self.held.pop().expect("peeked");
+            self.held_bytes -= h.bytes.len();
+            let _ = nix::unistd::write(to, &h.bytes);
+        }
+    }
+
+    fn next_out(&self) -> Option<Instant> {
+        self.held.peek().map(|h| h.out)
+    }
+}
+
+/// Runs the path until `stop`: packets read from `client_tun` go to `server_tun` over `up`,
+/// the others back over `down`.
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    client_tun: OwnedFd,
+    server_tun: OwnedFd,
+    up: Link,
+    down: Link,
+    loss: f64,
+    ends: Ends,
+    stop: Arc<AtomicBool>,
+    counts: Arc<Counts>,
+) -> io::Result<()> {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed ^ u64::from(std::process::id()));
+    let direction = |link, toward_server| Direction {
+        link,
+        loss,
+        held: BinaryHeap::new(),
+        held_bytes: 0,
+        flows: HashMap::new(),
+        toward_server,
+    };
+    let mut toward = direction(up, true);
+    let mut back = direction(down, false);
+    let mut buf = vec![0u8; PACKET_MAX];
+    let mut seq = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        let next = [toward.next_out(), back.next_out()]
+            .into_iter()
+            .flatten()
+            .min();
+        let wait = next.map_or(IDLE, |t| t.saturating_duration_since(now).min(IDLE));
+        let mut fds = [
+            libc::pollfd {
+                fd: client_tun.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: server_tun.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        crate::sys::poll(&mut fds, Some(wait))?;
+        let now = Instant::now();
+        for (fd, dir) in [(&client_tun, &mut toward), (&server_tun, &mut back)] {
+            loop {
+                match nix::unistd::read(fd.as_raw_fd(), &mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        seq += 1;
+                        dir.take(buf[..n].to_vec(), now, seq, ends, &mut rng, &counts);
+                    }
+                    Err(nix::errno::Errno::EAGAIN) => break,
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        let now = Instant::now();
+        toward.release(now, &server_tun);
+        back.release(now, &client_tun);
+    }
+    Ok(())
+}

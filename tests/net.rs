@@ -1,0 +1,327 @@
+//! The network path `--net` puts between the clients and the server, as a user runs it (as
+//! root, as scripts/test runs in CI): a real server on loopback, the real load generator in a
+//! namespace of its own behind the path; the path adds what was asked (its round trip, its
+//! rate, its loss), every request still completes, and nothing is left after a run, nor after
+//! one killed with SIGKILL.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{sweetspot, sweetspot_output, timing_lock, Server, TempDir};
+
+const BIN: &str = env!("CARGO_BIN_EXE_sweetspot");
+
+fn root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "the network path tests run as root (a namespace and TUN devices), as CI does"
+    );
+}
+
+/// What `ip link` lists whose name starts `prefix`.
+fn links(prefix: &str) -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["-o", "link", "show"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .map(|n| n.split('@').next().unwrap_or(n).to_string())
+        .filter(|n| n.starts_with(prefix))
+        .collect()
+}
+
+/// The namespaces of sweetspot process `pid`.
+fn namespaces(pid: u32) -> Vec<String> {
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .filter(|n| n.starts_with(&format!("sweetspot-{pid}-")))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Runs `sweetspot load ARGS --json - --quiet`, returns its report, and checks the run left
+/// no namespace nor device behind.
+fn load_json(args: &[&str]) -> serde_json::Value {
+    let child = Command::new(BIN)
+        .arg("load")
+        .args(args)
+        .args(["--json", "-", "--quiet"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(namespaces(pid).is_empty(), "{:?} left", namespaces(pid));
+    let devices = links(&format!("ssv{pid}x"));
+    assert!(devices.is_empty(), "{devices:?} left");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Errors of every kind in a report.
+fn errors(report: &serde_json::Value) -> u64 {
+    report["errors"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum()
+}
+
+/// `/hello` at one connection with `rtt=50ms`: each request takes the path's 50 ms and the
+/// server's microseconds; the report names the path and what it carried.
+#[test]
+fn a_path_adds_its_round_trip() {
+    root();
+    let _timing = timing_lock();
+    let server = Server::start(&["--arch", "epoll"]);
+    let report = load_json(&[
+        &server.url("/hello"),
+        "-c",
+        "1",
+        "-d",
+        "2s",
+        "--net",
+        "rtt=50ms",
+    ]);
+    let p50 = report["latency_us"]["p50"].as_f64().unwrap();
+    assert!((50_000.0..=53_000.0).contains(&p50), "p50 {p50} us");
+    // About 2 s / 50 ms requests, every one answered.
+    let requests = report["requests"].as_u64().unwrap();
+    assert!((30..=41).contains(&requests), "{requests}");
+    assert_eq!(errors(&report), 0, "{report}");
+    let net = &report["net"];
+    assert_eq!(net["path"], "rtt 50.0 ms", "{net}");
+    assert_eq!(net["spec"]["rtt_us"], 50_000);
+    // A handshake, then a request and an answer (and their ACKs) a round trip.
+    assert!(net["packets"].as_u64().unwrap() >= 2 * requests, "{net}");
+    assert_eq!(net["lost"], 0);
+}
+
+/// A 1 MiB static file over a link of 10 mbit/s takes its 0.84 s on the wire (8.4 Mbit) and
+/// the headers' share, and no more than 0.95 s.
+#[test]
+fn a_path_holds_a_connection_to_its_rate() {
+    root();
+    let _timing = timing_lock();
+    let dir = TempDir::new("net-rate");
+    std::fs::write(dir.path().join("mib.bin"), vec![b'x'; 1 << 20]).unwrap();
+    let root_dir = dir.path().to_str().unwrap().to_string();
+    let server = Server::start(&["--arch", "epoll", "--root", &root_dir]);
+    let report = load_json(&[
+        &server.url("/mib.bin"),
+        "-c",
+        "1",
+        "-n",
+        "3",
+        "--net",
+        "rtt=1ms,rate=10mbit",
+    ]);
+    assert_eq!(report["requests"], 3, "{report}");
+    for key in ["min", "max"] {
+        let us = report["latency_us"][key].as_f64().unwrap();
+        assert!((840_000.0..=950_000.0).contains(&us), "{key} {us} us");
+    }
+    assert_eq!(
+        report["net"]["path"],
+        "rtt 1.0 ms, 10 mbit/s a connection each way"
+    );
+}
+
+/// With 1% of the packets lost each way, TCP retransmits them and every request completes.
+#[test]
+fn a_lossy_path_is_retransmitted_across() {
+    root();
+    let _timing = timing_lock();
+    let dir = TempDir::new("net-loss");
+    std::fs::write(dir.path().join("page.bin"), vec![b'y'; 64 << 10]).unwrap();
+    let root_dir = dir.path().to_str().unwrap().to_string();
+    let server = Server::start(&["--arch", "epoll", "--root", &root_dir]);
+    let report = load_json(&[
+        &server.url("/page.bin"),
+        "-c",
+        "4",
+        "-n",
+        "200",
+        "--net",
+        "rtt=10ms,loss=1%",
+    ]);
+    assert_eq!(report["requests"], 200, "{report}");
+    assert_eq!(errors(&report), 0, "{report}");
+    let net = &report["net"];
+    let (packets, lost) = (
+        net["packets"].as_u64().unwrap(),
+        net["lost"].as_u64().unwrap(),
+    );
+    // 200 answers of 64 KiB are about 9,000 packets of 1,448 bytes, and their ACKs.
+    assert!(packets > 9_000, "{net}");
+    let share = lost as f64 / packets as f64;
+    assert!((0.005..0.02).contains(&share), "{lost} of {packets} lost");
+    let retransmitted =
+        net["retrans_clients"].as_u64().unwrap() + net["retrans_server_side"].as_u64().unwrap();
+    assert!(retransmitted > 0, "{net}");
+}
+
+/// A run killed with SIGKILL leaves its namespace (its devices vanish with it); the next run
+/// removes it. Bad paths, a target off loopback: exit 2 and one line.
+#[test]
+fn a_killed_runs_path_is_removed_by_the_next_and_bad_paths_are_refused() {
+    root();
+    let _timing = timing_lock();
+    let server = Server::start(&["--arch", "epoll"]);
+    let mut killed = Command::new(BIN)
+        .args([
+            "load",
+            &server.url("/hello"),
+            "-c",
+            "2",
+            "-d",
+            "30s",
+            "--quiet",
+        ])
+        .args(["--net", "rtt=20ms"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = killed.id();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // The server's side's device is here (the clients' is in their namespace).
+    while links(&format!("ssv{pid}x")).is_empty() || namespaces(pid).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no path made");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    assert_eq!(namespaces(pid).len(), 1);
+    assert!(links(&format!("ssv{pid}x")).is_empty());
+    load_json(&[&server.url("/hello"), "-n", "5", "--net", "rtt=1ms"]);
+    assert!(namespaces(pid).is_empty(), "{:?}", namespaces(pid));
+    for (args, want) in [
+        (vec!["--net", "rtt=fast"], "--net: "),
+        (vec!["--net", "rtt=5ms,jitter=6ms"], "--net: jitter"),
+        (vec!["--net", "delay=5ms"], "--net: "),
+    ] {
+        let mut all = vec!["load", "http://127.0.0.1:9/", "-n", "1"];
+        all.extend(args);
+        let (code, _, stderr) = {
+            let (code, out, err, _) = sweetspot(&all);
+            (code, out, err)
+        };
+        assert_eq!(code, 2, "{all:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(want), "{stderr}");
+    }
+    let off = sweetspot_output(&["load", "http://[::1]:9/", "-n", "1", "--net", "rtt=1ms"]);
+    assert_eq!(off.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&off.stderr);
+    assert!(stderr.contains("loopback"), "{stderr}");
+    assert!(!Path::new("/run/netns")
+        .join(format!("sweetspot-{pid}-0"))
+        .exists());
+}
+
+/// A sweep across a path (`net` in the file): every point's latency holds the round trip, each
+/// run records its retransmissions, results.json the path, the report says it; `--net none`
+/// runs the same at loopback; a bad `net` or `--net` is exit 2 and one line.
+#[test]
+fn a_sweep_runs_across_the_path_its_file_names() {
+    root();
+    let _timing = timing_lock();
+    let dir = TempDir::new("net-sweep");
+    let file = dir.path().join("wan.toml");
+    std::fs::write(
+        &file,
+        "name = \"wan\"\narchs = [\"epoll\", \"threaded\"]\nconcurrency = [4]\n\
+         duration = \"1s\"\nwarmup = \"200ms\"\nnet = \"rtt=20ms\"\n\
+         [[workload]]\nname = \"hello\"\nroute = \"/hello\"\n",
+    )
+    .unwrap();
+    let sweep = |out: &str, extra: &[&str]| {
+        let out = dir.path().join(out);
+        let mut args = vec!["sweep", file.to_str().unwrap(), "--plain", "--out"];
+        args.push(out.to_str().unwrap());
+        args.extend_from_slice(extra);
+        let (code, _, stderr, _) = sweetspot(&args);
+        assert_eq!(code, 0, "{stderr}");
+        let text = std::fs::read_to_string(out.join("results.json")).unwrap();
+        let results: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+        (results, html)
+    };
+    let (results, html) = sweep("across", &[]);
+    assert_eq!(results["experiment"]["net"], "rtt=20ms");
+    assert!(
+        html.contains("network path: rtt 20.0 ms"),
+        "no path in the method"
+    );
+    let points = results["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    for p in points {
+        let p50 = p["latency_us"]["p50"].as_f64().unwrap();
+        assert!(
+            (20_000.0..24_000.0).contains(&p50),
+            "{}: p50 {p50}",
+            p["arch"]
+        );
+        for run in p["runs"].as_array().unwrap() {
+            assert_eq!(run["retransmissions"], 0, "{run}");
+        }
+    }
+    let (results, html) = sweep("loopback", &["--net", "none"]);
+    assert!(results["experiment"].get("net").is_none());
+    assert!(!html.contains("network path"));
+    for p in results["points"].as_array().unwrap() {
+        assert!(p["latency_us"]["p50"].as_f64().unwrap() < 5_000.0, "{p}");
+        assert!(p["runs"][0].get("retransmissions").is_none());
+    }
+    for (args, want) in [
+        (vec!["sweep", "quick", "--net", "rtt=soon"], "--net: "),
+        (
+            vec![
+                "tune",
+                "--cmd",
+                "x {workers} {port}",
+                "--url",
+                "http://127.0.0.1:{port}/",
+                "--concurrency",
+                "1",
+                "--workers",
+                "1..2",
+                "--net",
+                "loss=100%",
+            ],
+            "--net: ",
+        ),
+    ] {
+        let (code, _, stderr, _) = sweetspot(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(want), "{stderr}");
+    }
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("rtt=20ms", "rtt=20"),
+    )
+    .unwrap();
+    let (code, _, stderr, _) = sweetspot(&["sweep", bad.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("net = \"rtt=20\""), "{stderr}");
+}
