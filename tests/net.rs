@@ -325,3 +325,103 @@ fn a_sweep_runs_across_the_path_its_file_names() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("net = \"rtt=20\""), "{stderr}");
 }
+
+/// `advise --net`: the search's every point crosses the path, and the bound holds its round
+/// trip: 8 connections, 1 ms of CPU and 5 ms of wait, 20 ms away, allow 8 / 26 ms = 308/s,
+/// where loopback allows 1,333/s; the winner reaches near it, and says the path.
+#[test]
+fn advise_across_a_path_bounds_by_its_round_trip() {
+    root();
+    let _timing = timing_lock();
+    let out = sweetspot_output(&[
+        "advise",
+        "--cpu",
+        "1ms",
+        "--wait",
+        "5ms",
+        "--concurrency",
+        "8",
+        "--archs",
+        "epoll,threaded",
+        "--net",
+        "rtt=20ms",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let advice: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(advice["net"], "rtt 20.0 ms");
+    let o = &advice["outcome"];
+    let bound = o["bound_rps"].as_f64().unwrap();
+    assert!((bound - 8.0 / 0.026).abs() < 0.5, "{bound}");
+    let rps = o["rps"].as_f64().unwrap();
+    assert!(
+        (0.85 * bound..=1.03 * bound).contains(&rps),
+        "{rps} of {bound}"
+    );
+    let p99 = o["p99_us"].as_f64().unwrap();
+    assert!(p99 >= 26_000.0, "{p99}");
+}
+
+/// Ctrl-C ends a run across a path with what it measured, and removes the path; without root,
+/// `--net` is exit 2 and one line, before anything runs.
+#[test]
+fn an_interrupted_run_removes_its_path_and_only_root_makes_one() {
+    root();
+    let _timing = timing_lock();
+    let server = Server::start(&["--arch", "epoll"]);
+    let child = Command::new(BIN)
+        .args([
+            "load",
+            &server.url("/hello"),
+            "-c",
+            "2",
+            "-d",
+            "30s",
+            "--json",
+            "-",
+        ])
+        .args(["--quiet", "--net", "rtt=10ms"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while namespaces(pid).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no path made");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // About a second of 10 ms round trips on two connections.
+    let requests = report["requests"].as_u64().unwrap();
+    assert!((100..=250).contains(&requests), "{requests}");
+    assert!(report["net"]["packets"].as_u64().unwrap() > 2 * requests);
+    assert!(namespaces(pid).is_empty(), "{:?}", namespaces(pid));
+    assert!(links(&format!("ssv{pid}x")).is_empty());
+    // As nobody: refused, one line.
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
+        .args(["load", &server.url("/hello"), "-n", "1", "--net", "rtt=1ms"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--net needs root"), "{stderr}");
+}

@@ -476,7 +476,8 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
     let json_to_stdout = args.json.as_deref() == Some("-");
     let live = (std::io::stderr().is_terminal() && !args.quiet)
         .then(|| output::progress::LiveProgress::new(&config));
-    let report = run_observed(&config, None, live.as_ref(), &options)?;
+    let stop = stop_on_signals()?;
+    let report = run_observed(&config, Some(&stop), live.as_ref(), &options)?;
     if !args.quiet {
         let summary = output::human::render(&report, &config);
         if json_to_stdout {
@@ -497,6 +498,20 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
             .with_context(|| format!("--html: cannot write {}", path.display()))?;
     }
     Ok(())
+}
+
+/// A flag SIGINT and SIGTERM set: the run ends early with what it measured, reported as any
+/// run is (and a network path removed); a second signal while the first is handled exits at
+/// once (130).
+fn stop_on_signals() -> anyhow::Result<std::sync::Arc<AtomicBool>> {
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(signal, 130, std::sync::Arc::clone(&stop))
+            .context("installing a signal handler")?;
+        signal_hook::flag::register(signal, std::sync::Arc::clone(&stop))
+            .context("installing a signal handler")?;
+    }
+    Ok(stop)
 }
 
 /// Makes sure the process may open a descriptor per connection; asking for more connections

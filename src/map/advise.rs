@@ -70,6 +70,10 @@ pub struct AdviseArgs {
     /// Where the points go [default: a temporary directory, removed after].
     #[arg(short, long)]
     pub out: Option<PathBuf>,
+    /// Clients across a network path, as root: rtt=50ms[,jitter=5ms][,rate=10mbit][,loss=0.5%]
+    /// (see `load --net`); every cycle, and the bound, then hold the round trip.
+    #[arg(long, value_name = "PATH")]
+    pub net: Option<String>,
 }
 
 /// A running server's profile, and what of it was measured.
@@ -105,6 +109,9 @@ pub struct Advice {
     /// `--verify`: the full measurement the pick was checked against.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verify: Option<Verify>,
+    /// `--net`: the network path between the clients and the servers, in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub net: Option<String>,
 }
 
 /// A duration flag's value in ms (`2ms`, `500us`, `1.5s`); a usage error (exit 2) otherwise.
@@ -196,6 +203,7 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
         max_pool: args.concurrency.clamp(1024, 4096),
         warmup: "0s".into(),
         verify: args.verify,
+        net: crate::net::net_option(args.net.as_deref(), None)?,
     };
     let cell = CellSpec {
         wait,
@@ -251,6 +259,11 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
         points_measured: points,
         wall_s: started.elapsed().as_secs_f64(),
         verify,
+        net: spec
+            .net
+            .as_deref()
+            .and_then(|n| crate::net::NetSpec::parse(n).ok())
+            .map(|n| n.describe()),
     };
     if args.json {
         crate::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&advice)?))?;
@@ -286,11 +299,19 @@ pub fn text(a: &Advice, cores: u32) -> String {
         duration_us(a.p99_bound_ms * 1000.0)
     ));
     let o = &a.outcome;
+    if let Some(net) = &a.net {
+        out.push_str(&format!("  across a network path: {net}\n"));
+    }
     out.push_str(&format!(
-        "  the physical bound: min({cores} cores / {}, {} connections / {}) = {} req/s\n",
+        "  the physical bound: min({cores} cores / {}, {} connections / {}{}) = {} req/s\n",
         duration_us(a.cpu_us),
         a.concurrency,
         duration_us(a.cpu_us + a.wait_ms * 1000.0),
+        if a.net.is_some() {
+            " + the path's round trip"
+        } else {
+            ""
+        },
         thousands(o.bound_rps)
     ));
     if !o.starving.is_empty() {

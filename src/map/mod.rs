@@ -46,6 +46,11 @@ pub struct MapArgs {
     /// One progress line per cell instead of a live line.
     #[arg(long)]
     pub plain: bool,
+    /// A network path between the load generator and every server, as root (overrides the
+    /// file's `net`; `none`: loopback): rtt=50ms[,jitter=5ms][,rate=10mbit][,loss=0.5%]
+    /// (see `load --net`). Every cycle, and each cell's bound, then holds the round trip.
+    #[arg(long, value_name = "PATH", conflicts_with = "resume")]
+    pub net: Option<String>,
 }
 
 fn map_help() -> String {
@@ -83,7 +88,8 @@ pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
     let (spec, source, out, previous_wall_s) = match &args.resume {
         Some(dir) => resume_from(dir)?,
         None => {
-            let spec = MapSpec::load(&args.map)?;
+            let mut spec = MapSpec::load(&args.map)?;
+            spec.net = crate::net::net_option(args.net.as_deref(), spec.net.take())?;
             let out = args
                 .out
                 .clone()

@@ -74,10 +74,15 @@ fn find(results: &MapResults, map: (WaitMode, f64), ratio: f64, conc: u32) -> Op
 pub fn table(results: &MapResults) -> String {
     let spec = &results.spec;
     let mut out = format!(
-        "map {}: p99 bound {} ms, {} cells\n",
+        "map {}: p99 bound {} ms, {} cells{}\n",
         spec.name,
         spec.p99_bound_ms,
-        results.cells.len()
+        results.cells.len(),
+        path_words(results)
+            .map(|p| format!(
+                ", across a network path ({p}): each cycle and bound holds its round trip"
+            ))
+            .unwrap_or_default()
     );
     for map in maps(results) {
         out.push_str(&format!(
@@ -564,12 +569,28 @@ fn candidate_row_html(r: &CandidateRow, bound: f64) -> String {
 }
 
 /// The report: the paragraph, the heat maps, the table of winners, every cell's candidates.
+/// The map's network path in words, if it ran across one.
+fn path_words(results: &MapResults) -> Option<String> {
+    let net = results.spec.net.as_deref()?;
+    crate::net::NetSpec::parse(net).ok().map(|n| n.describe())
+}
+
 fn report_html(results: &MapResults, maps: &[(String, String)]) -> String {
     let mut html = page_start(&format!("sweet-spot map: {}", results.spec.name));
     html.push_str(&format!(
-        "<h1>The sweet-spot map: {}</h1>\n<p>{}</p>\n<p class=\"summary\">{}</p>\n",
+        "<h1>The sweet-spot map: {}</h1>\n<p>{}</p>\n",
         escape(&results.spec.name),
         escape(&results.spec.description),
+    ));
+    if let Some(path) = path_words(results) {
+        html.push_str(&format!(
+            "<p>Every client reached the servers across a network path: {}. Each cycle, and \
+             so each cell's bound, holds its round trip.</p>\n",
+            escape(&path)
+        ));
+    }
+    html.push_str(&format!(
+        "<p class=\"summary\">{}</p>\n",
         escape(&results.summary)
     ));
     for (_, svg) in maps {

@@ -108,6 +108,11 @@ fn experiment_for(
         .map(|w| w.to_string())
         .unwrap_or_default();
     let timeout_s = (spec.p99_bound_ms / 1000.0 * 2.0).max(2.0);
+    let net = spec
+        .net
+        .as_deref()
+        .map(|n| format!("net = {}\n", toml::Value::String(n.to_string())))
+        .unwrap_or_default();
     // Connecting every connection and answering each once may take a few cycles of the cell,
     // and thousands of forks or threads.
     let cycle_s = cell_of(spec, cell, cores, &[]).cycle_ms() / 1000.0;
@@ -115,7 +120,7 @@ fn experiment_for(
     let text = format!(
         "name = \"map\"\narchs = [\"{}\"]\nworkers = [{workers}]\nconcurrency = [{}]\n\
          mode = \"closed\"\nduration = \"{}ms\"\nwarmup = \"{}\"\ntimeout = \"{timeout_s}s\"\n\
-         settle = \"{settle_s:.3}s\"\np99_bound_ms = {}\n[[workload]]\nname = \"cell\"\nroute = \"{}\"\n",
+         settle = \"{settle_s:.3}s\"\np99_bound_ms = {}\n{net}[[workload]]\nname = \"cell\"\nroute = \"{}\"\n",
         probe.candidate.arch.name(),
         cell.concurrency,
         probe.duration_ms,
@@ -142,6 +147,7 @@ pub fn cell_of(spec: &MapSpec, cell: &CellSpec, cores: u32, rules: &[(String, u3
         rules: rules.to_vec(),
         round_trip_us: 0.0,
         p99_jitter_us: 0.0,
+        path_rtt_us: spec.path_rtt_us(),
     }
 }
 

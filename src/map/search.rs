@@ -49,7 +49,7 @@ const MAX_WINDOW_MS: u32 = 60_000;
 const CONTESTED_FRACTION: f64 = 0.12;
 /// How near the edge of a clear lead (a throughput [`TIE_FRACTION`] ahead) a dearer candidate
 /// has to be for its loss on cost to be confirmed.
-const EDGE_FRACTION: f64 = 0.02;
+pub const EDGE_FRACTION: f64 = 0.02;
 /// Runnable threads per core from which a thread-per-connection server starts in a long window
 /// ([`Cell::crowded`]).
 const CROWDED_PER_CORE: f64 = 64.0;
@@ -154,6 +154,9 @@ pub struct Cell {
     /// leanest server, µs (0: not measured; see `map::run::round_trip`): two p99s closer
     /// than this cannot be told apart here, however short they are.
     pub p99_jitter_us: f64,
+    /// A network path's round trip between the clients and the server, µs (0: loopback):
+    /// part of every cycle, so of the bound, `N / (C + W + RTT)`.
+    pub path_rtt_us: f64,
 }
 
 impl Cell {
@@ -198,7 +201,8 @@ impl Cell {
     }
 
     /// The physical bound on throughput, requests a second: `min(cores / C, N / (C + W))`,
-    /// the cores' capacity and the closed loop's (each connection has one request at a time).
+    /// the cores' capacity and the closed loop's (each connection has one request at a time;
+    /// across a network path each cycle holds its round trip too).
     pub fn bound_rps(&self) -> f64 {
         let (cores, closed_loop) = self.capacities(0.0);
         cores.min(closed_loop)
@@ -208,7 +212,7 @@ impl Cell {
     /// second, with each cycle lengthened by `extra_us`.
     fn capacities(&self, extra_us: f64) -> (f64, f64) {
         let c_s = self.cpu_us.max(1.0) / 1e6;
-        let cycle_s = c_s + self.wait_ms / 1000.0 + extra_us.max(0.0) / 1e6;
+        let cycle_s = c_s + self.wait_ms / 1000.0 + (self.path_rtt_us + extra_us.max(0.0)) / 1e6;
         (
             f64::from(self.cores) / c_s,
             f64::from(self.concurrency) / cycle_s,
@@ -241,7 +245,8 @@ impl Cell {
     /// connection and 1 ms of CPU the round trip alone keeps every server 5 to 9% under the
     /// bound.
     pub fn reach_rps(&self) -> f64 {
-        let (cores, closed_loop) = self.capacities(self.round_trip_us);
+        // The round trip measured at one connection holds the path's already.
+        let (cores, closed_loop) = self.capacities(self.round_trip_us - self.path_rtt_us);
         cores.min(closed_loop)
     }
 
@@ -1461,6 +1466,7 @@ mod tests {
             rules: vec![("goetz".into(), 22), ("2n+1".into(), 5)],
             round_trip_us: 0.0,
             p99_jitter_us: 0.0,
+            path_rtt_us: 0.0,
         }
     }
 

@@ -82,6 +82,10 @@ pub struct MapSpec {
     /// spread of the grid's best (slow: for small maps).
     #[serde(default)]
     pub verify: bool,
+    /// A network path between the load generator and every server (see [`crate::net`]):
+    /// every cycle then holds its round trip, and so does each cell's bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<String>,
 }
 
 /// The `/work` route of a workload: whole microseconds of CPU, the wait in whole milliseconds
@@ -190,7 +194,18 @@ impl MapSpec {
         Ok(spec)
     }
 
+    /// The path's round trip, µs (0: no path).
+    pub fn path_rtt_us(&self) -> f64 {
+        self.net
+            .as_deref()
+            .and_then(|n| crate::net::NetSpec::parse(n).ok())
+            .map_or(0.0, |n| n.rtt_us as f64)
+    }
+
     fn check(&self) -> Result<(), String> {
+        if let Some(text) = &self.net {
+            crate::net::NetSpec::parse(text).map_err(|e| format!("net = {text:?}: {e}"))?;
+        }
         if self.archs.is_empty() {
             return Err("archs: none given".into());
         }

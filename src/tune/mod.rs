@@ -633,9 +633,13 @@ pub fn rule_configs(
     out
 }
 
-/// Measures the rules' configurations beside the pick. One that measured clearly better (by
-/// more than [`crate::map::knob::WITHIN_BEST`]) is measured again with the pick, three runs
-/// each; if it still is better, it becomes the pick (`adopted_from`).
+/// Measures the rules' configurations beside the pick. Then the closest call of "the smallest
+/// within 5% of the best": a configuration measured (by the search or for a rule) that beats
+/// the pick by more than [`crate::map::knob::WITHIN_BEST`] less
+/// [`crate::map::search::EDGE_FRACTION`] in its runs so far is measured again with the pick,
+/// three runs each, and becomes the pick (`adopted_from`) if it still beats it by more than
+/// `WITHIN_BEST`. Single runs of Puma's workers=5 threads=8 read 931 req/s beside the pick
+/// workers=2 threads=8's 889, 4.7% apart; three runs each of the full grid put them 7% apart.
 #[allow(clippy::too_many_arguments)]
 fn rules(
     knobs: &[Knob],
@@ -648,22 +652,41 @@ fn rules(
     m: &mut dyn Measure,
 ) -> Option<Vec<RuleResult>> {
     use crate::map::knob::WITHIN_BEST;
+    use crate::map::search::{level_of, EDGE_FRACTION};
     let configs = rule_configs(knobs, &found.pick, default, profile.map(|p| p.goetz), cores);
-    let mut levels = Vec::new();
     for (_, values) in &configs {
-        levels.push(measured.level(m, values, 1, p99_bound_us)?);
+        measured.level(m, values, 1, p99_bound_us)?;
     }
-    for (i, (rule, values)) in configs.iter().enumerate() {
-        if levels[i].rps.0 > found.level.rps.0 * (1.0 + WITHIN_BEST) {
-            found.level = measured.level(m, &found.pick, 3, p99_bound_us)?;
-            levels[i] = measured.level(m, values, 3, p99_bound_us)?;
-            if levels[i].rps.0 > found.level.rps.0 * (1.0 + WITHIN_BEST) {
-                found.pick = values.clone();
-                found.level = levels[i];
-                found.adopted_from = Some(rule.clone());
-            }
+    let contender = measured
+        .samples
+        .iter()
+        .filter(|(values, _)| **values != found.pick)
+        .map(|(values, samples)| (values.clone(), level_of(samples, p99_bound_us).rps.0))
+        .filter(|(_, rps)| *rps > found.level.rps.0 * (1.0 + WITHIN_BEST - EDGE_FRACTION))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    if let Some((values, _)) = contender {
+        found.level = measured.level(m, &found.pick, 3, p99_bound_us)?;
+        let level = measured.level(m, &values, 3, p99_bound_us)?;
+        if level.rps.0 > found.level.rps.0 * (1.0 + WITHIN_BEST) {
+            found.adopted_from = Some(
+                configs
+                    .iter()
+                    .find(|(_, v)| *v == values)
+                    .map_or_else(|| "search".to_string(), |(rule, _)| rule.clone()),
+            );
+            found.pick = values;
+            found.level = level;
         }
     }
+    let levels: Vec<Level> = configs
+        .iter()
+        .map(|(_, values)| {
+            level_of(
+                measured.samples.get(values).map_or(&[][..], Vec::as_slice),
+                p99_bound_us,
+            )
+        })
+        .collect();
     let best = found.level.rps.0;
     let mut out = Vec::new();
     for ((rule, values), level) in configs.into_iter().zip(levels) {
@@ -748,6 +771,61 @@ mod tests {
         // Within 5%: the search's pick stands.
         let (found, _, _) = rules_beside_two(&mut Flat(|w| if w == 5 { 1040.0 } else { 1000.0 }));
         assert_eq!((found.pick, found.adopted_from), (vec![2], None));
+    }
+
+    /// A configuration the search measured 6% over its pick in one run is measured again,
+    /// three runs each, and becomes the pick; one 4% over is measured again too, but within
+    /// 5% the smaller pick stands.
+    #[test]
+    fn a_close_call_against_the_pick_is_measured_again_and_decided_on_three_runs() {
+        struct Runs(fn(u32, u32) -> f64);
+        impl Measure for Runs {
+            fn measure(&mut self, values: &[u32], rep: u32) -> Option<Sample> {
+                let mut s = Flat(|_| 0.0).measure(values, rep)?;
+                s.rps = (self.0)(values[0], rep);
+                Some(s)
+            }
+        }
+        let knobs = spec::knobs_of(
+            "srv {knob:procs} {port}",
+            None,
+            None,
+            &["procs=1..8".into()],
+        )
+        .unwrap();
+        let run = |m: &mut dyn Measure| {
+            let mut measured = Measured::default();
+            // The search measured 4 once beside its pick, 2.
+            measured.level(m, &[4], 1, 1e6).unwrap();
+            let level = measured.level(m, &[2], 1, 1e6).unwrap();
+            let mut found = search::Found {
+                pick: vec![2],
+                level,
+                path: Vec::new(),
+                passes: 1,
+                adopted_from: None,
+            };
+            rules(&knobs, &mut found, None, None, 2, 1e6, &mut measured, m).unwrap();
+            (found, measured)
+        };
+        // 4 reads 4.7% over in its first run, 8% over in the next two.
+        let (found, measured) = run(&mut Runs(|w, rep| match (w, rep) {
+            (4, 0) => 1047.0,
+            (4, _) => 1080.0,
+            _ => 1000.0,
+        }));
+        assert_eq!(found.pick, [4]);
+        assert_eq!(found.adopted_from.as_deref(), Some("search"));
+        assert_eq!(measured.samples[&vec![2]].len(), 3);
+        assert_eq!(measured.samples[&vec![4]].len(), 3);
+        // 4% over in every run: measured again, and the pick stands.
+        let (found, measured) = run(&mut Runs(|w, _| if w == 4 { 1040.0 } else { 1000.0 }));
+        assert_eq!((found.pick, found.adopted_from), (vec![2], None));
+        assert_eq!(measured.samples[&vec![4]].len(), 3);
+        // 2% over: no close call, nothing measured again.
+        let (found, measured) = run(&mut Runs(|w, _| if w == 4 { 1020.0 } else { 1000.0 }));
+        assert_eq!(found.pick, [2]);
+        assert_eq!(measured.samples[&vec![4]].len(), 1);
     }
 
     /// A rule's configuration that leaves requests unanswered misses the bound, and says so.

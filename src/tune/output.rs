@@ -39,10 +39,14 @@ pub fn text(r: &TuneResults) -> String {
                 p.passes,
                 if p.passes == 1 { "" } else { "es" }
             ));
-            if let Some(rule) = &p.adopted_from {
-                out.push_str(&format!(
-                    "  ({rule}'s configuration measured clearly better than the search's own pick, three runs each: it is the pick)\n"
-                ));
+            match p.adopted_from.as_deref() {
+                Some("search") => out.push_str(
+                    "  (measured by the search, it beat the search's own pick by more than 5%, three runs each: it is the pick)\n",
+                ),
+                Some(rule) => out.push_str(&format!(
+                    "  ({rule}'s configuration beat the search's own pick by more than 5%, three runs each: it is the pick)\n"
+                )),
+                None => {}
             }
         }
         _ => {}

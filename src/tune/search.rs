@@ -117,8 +117,8 @@ pub struct Found {
     /// The configuration after each knob's search, in order.
     pub path: Vec<Vec<u32>>,
     pub passes: usize,
-    /// The rule of thumb whose configuration measured clearly better than the search's own
-    /// pick, three runs each, and so became the pick (the search missed it).
+    /// What became the pick by beating the search's own by more than 5%, three runs each:
+    /// a rule of thumb's configuration (its name), or one the search measured (`search`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adopted_from: Option<String>,
 }
