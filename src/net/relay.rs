@@ -36,8 +36,8 @@ pub struct Counts {
     pub overflowed: AtomicU64,
 }
 
-/// How the relay sees the two ends: the client's address, the path's near end (the address
-/// the client connects to) and the server's address it stands for.
+/// How the relay sees the two ends: the path's near end (the address the clients connect
+/// to) and the server's address it stands for.
 #[derive(Debug, Clone, Copy)]
 pub struct Ends {
     pub near_end: Ipv4Addr,

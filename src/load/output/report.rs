@@ -29,7 +29,8 @@ pub struct NetReport {
     /// The path in words.
     pub path: String,
     pub spec: crate::net::NetSpec,
-    /// Packets the path carried (both directions), lost to `loss`, and dropped for a full queue.
+    /// Packets that reached the path (both directions), and of them those lost to `loss` and
+    /// those dropped for a full queue.
     pub packets: u64,
     pub lost: u64,
     pub overflowed: u64,
