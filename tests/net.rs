@@ -111,16 +111,23 @@ fn a_path_adds_its_round_trip() {
     assert_eq!(net["lost"], 0);
 }
 
+/// An epoll server of one static file, `name` holding `body`, in a directory of its own (kept
+/// while the returned one lives).
+fn file_server(tag: &str, name: &str, body: Vec<u8>) -> (TempDir, Server) {
+    let dir = TempDir::new(tag);
+    std::fs::write(dir.path().join(name), body).unwrap();
+    let root_dir = dir.path().to_str().unwrap().to_string();
+    let server = Server::start(&["--arch", "epoll", "--root", &root_dir]);
+    (dir, server)
+}
+
 /// A 1 MiB static file over a link of 10 mbit/s takes its 0.84 s on the wire (8.4 Mbit) and
 /// the headers' share, and no more than 0.95 s.
 #[test]
 fn a_path_holds_a_connection_to_its_rate() {
     root();
     let _timing = timing_lock();
-    let dir = TempDir::new("net-rate");
-    std::fs::write(dir.path().join("mib.bin"), vec![b'x'; 1 << 20]).unwrap();
-    let root_dir = dir.path().to_str().unwrap().to_string();
-    let server = Server::start(&["--arch", "epoll", "--root", &root_dir]);
+    let (_dir, server) = file_server("net-rate", "mib.bin", vec![b'x'; 1 << 20]);
     let report = load_json(&[
         &server.url("/mib.bin"),
         "-c",
@@ -146,10 +153,7 @@ fn a_path_holds_a_connection_to_its_rate() {
 fn a_lossy_path_is_retransmitted_across() {
     root();
     let _timing = timing_lock();
-    let dir = TempDir::new("net-loss");
-    std::fs::write(dir.path().join("page.bin"), vec![b'y'; 64 << 10]).unwrap();
-    let root_dir = dir.path().to_str().unwrap().to_string();
-    let server = Server::start(&["--arch", "epoll", "--root", &root_dir]);
+    let (_dir, server) = file_server("net-loss", "page.bin", vec![b'y'; 64 << 10]);
     let report = load_json(&[
         &server.url("/page.bin"),
         "-c",

@@ -259,11 +259,7 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
         points_measured: points,
         wall_s: started.elapsed().as_secs_f64(),
         verify,
-        net: spec
-            .net
-            .as_deref()
-            .and_then(|n| crate::net::NetSpec::parse(n).ok())
-            .map(|n| n.describe()),
+        net: crate::net::spec_of(spec.net.as_deref()).map(|n| n.describe()),
     };
     if args.json {
         crate::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&advice)?))?;

@@ -571,8 +571,7 @@ fn candidate_row_html(r: &CandidateRow, bound: f64) -> String {
 /// The report: the paragraph, the heat maps, the table of winners, every cell's candidates.
 /// The map's network path in words, if it ran across one.
 fn path_words(results: &MapResults) -> Option<String> {
-    let net = results.spec.net.as_deref()?;
-    crate::net::NetSpec::parse(net).ok().map(|n| n.describe())
+    crate::net::spec_of(results.spec.net.as_deref()).map(|n| n.describe())
 }
 
 fn report_html(results: &MapResults, maps: &[(String, String)]) -> String {

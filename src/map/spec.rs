@@ -196,15 +196,12 @@ impl MapSpec {
 
     /// The path's round trip, µs (0: no path).
     pub fn path_rtt_us(&self) -> f64 {
-        self.net
-            .as_deref()
-            .and_then(|n| crate::net::NetSpec::parse(n).ok())
-            .map_or(0.0, |n| n.rtt_us as f64)
+        crate::net::spec_of(self.net.as_deref()).map_or(0.0, |n| n.rtt_us as f64)
     }
 
     fn check(&self) -> Result<(), String> {
         if let Some(text) = &self.net {
-            crate::net::NetSpec::parse(text).map_err(|e| format!("net = {text:?}: {e}"))?;
+            crate::net::check_key(text)?;
         }
         if self.archs.is_empty() {
             return Err("archs: none given".into());

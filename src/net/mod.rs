@@ -94,6 +94,16 @@ impl NetSpec {
     }
 }
 
+/// A file's `net = "..."`, checked: one line naming the key and what is wrong otherwise.
+pub fn check_key(text: &str) -> Result<NetSpec, String> {
+    NetSpec::parse(text).map_err(|e| format!("net = {text:?}: {e}"))
+}
+
+/// A `net` checked when its file was read, parsed (`None`: no path).
+pub fn spec_of(net: Option<&str>) -> Option<NetSpec> {
+    net.and_then(|text| NetSpec::parse(text).ok())
+}
+
 /// The path a command runs across: `--net`'s (checked) over the file's (`--net none`: no
 /// path, whatever the file says), and refused unless this process may make it (root). Usage
 /// errors, one line each.

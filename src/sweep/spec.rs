@@ -723,15 +723,13 @@ impl Experiment {
 
     /// The network path, parsed (checked when the experiment was read).
     pub fn net_spec(&self) -> Option<crate::net::NetSpec> {
-        self.net
-            .as_deref()
-            .and_then(|text| crate::net::NetSpec::parse(text).ok())
+        crate::net::spec_of(self.net.as_deref())
     }
 
     /// The load: its times, its mode's own key, the counts.
     fn check_load(&self) -> Result<(), String> {
         if let Some(text) = &self.net {
-            crate::net::NetSpec::parse(text).map_err(|e| format!("net = {text:?}: {e}"))?;
+            crate::net::check_key(text)?;
         }
         // Closed and rate modes measure for `duration`; count mode ignores it.
         let timed = self.mode != LoadMode::Count;

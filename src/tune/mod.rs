@@ -680,12 +680,7 @@ fn rules(
     }
     let levels: Vec<Level> = configs
         .iter()
-        .map(|(_, values)| {
-            level_of(
-                measured.samples.get(values).map_or(&[][..], Vec::as_slice),
-                p99_bound_us,
-            )
-        })
+        .map(|(_, values)| measured.known(values, p99_bound_us))
         .collect();
     let best = found.level.rps.0;
     let mut out = Vec::new();
