@@ -40,7 +40,8 @@ pub struct NetPath {
     pub server: Ipv4Addr,
     namespace: File,
     stop: Arc<AtomicBool>,
-    relay: Option<JoinHandle<std::io::Result<()>>>,
+    /// One relay thread each way ([`relay::run`]).
+    relays: Vec<JoinHandle<std::io::Result<()>>>,
     counts: Arc<Counts>,
 }
 
@@ -122,25 +123,42 @@ impl NetPath {
         };
         let stop = Arc::new(AtomicBool::new(false));
         let counts = Arc::new(Counts::default());
-        let relay = {
-            let (stop, counts) = (Arc::clone(&stop), Arc::clone(&counts));
-            let ends = Ends { near_end, server };
-            std::thread::Builder::new()
-                .name("net-path".into())
+        let ends = Ends { near_end, server };
+        let (client_tun, server_tun) = (Arc::new(client_tun), Arc::new(server_tun));
+        let mut relays = Vec::new();
+        for (from, to, toward_server, thread_name) in [
+            (&client_tun, &server_tun, true, "net-path-up"),
+            (&server_tun, &client_tun, false, "net-path-down"),
+        ] {
+            let (from, to) = (Arc::clone(from), Arc::clone(to));
+            let (stopped, counts) = (Arc::clone(&stop), Arc::clone(&counts));
+            let started = std::thread::Builder::new()
+                .name(thread_name.into())
                 .spawn(move || {
                     relay::run(
-                        client_tun,
-                        server_tun,
-                        spec.link(),
+                        from,
+                        to,
                         spec.link(),
                         spec.loss(),
+                        toward_server,
                         ends,
-                        stop,
+                        stopped,
                         counts,
                     )
                 })
-                .context("starting the path's relay")?
-        };
+                .context("starting the path's relay");
+            match started {
+                Ok(relay) => relays.push(relay),
+                Err(e) => {
+                    stop.store(true, Ordering::SeqCst);
+                    for relay in relays {
+                        let _ = relay.join();
+                    }
+                    let _ = run("ip", &["netns", "del", &name]);
+                    return Err(e);
+                }
+            }
+        }
         Ok(NetPath {
             name,
             spec,
@@ -149,7 +167,7 @@ impl NetPath {
             server,
             namespace,
             stop,
-            relay: Some(relay),
+            relays,
             counts,
         })
     }
@@ -195,17 +213,18 @@ impl NetPath {
         )
     }
 
-    /// Whether the relay still runs (it stops only when asked, or on a device error).
+    /// Whether the relay still runs both ways (it stops only when asked, or on a device
+    /// error).
     pub fn relaying(&self) -> bool {
-        self.relay.as_ref().is_some_and(|r| !r.is_finished())
+        !self.relays.is_empty() && self.relays.iter().all(|r| !r.is_finished())
     }
 }
 
 impl Drop for NetPath {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(relay) = self.relay.take() {
-            // Its descriptors close with it, and the TUN devices vanish.
+        for relay in self.relays.drain(..) {
+            // The descriptors close with the last of them, and the TUN devices vanish.
             let _ = relay.join();
         }
         let _ = run("ip", &["netns", "del", &self.name]);

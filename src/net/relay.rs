@@ -1,5 +1,5 @@
-//! The path itself: a thread that carries packets between the client's TUN device (in the
-//! client's namespace) and the server's (here), holding each until its link lets it out
+//! The path itself: two threads, one each way, that carry packets between the client's TUN
+//! device (in the client's namespace) and the server's (here), holding each until its link lets it out
 //! ([`super::packet::Link`]), dropping the share `loss` asks, and standing the path's near end
 //! in for the server's loopback address (the server listens where it always does). Written
 //! here, not taken from netem: this kernel has no netem (`CONFIG_NET_SCH_NETEM` unset), and
@@ -141,15 +141,18 @@ impl Direction {
     }
 }
 
-/// Runs the path until `stop`: packets read from `client_tun` go to `server_tun` over `up`,
-/// the others back over `down`.
+/// One direction of the path, run on a thread of its own until `stop`: packets read from
+/// `from` wait out `link` (and `loss`) and are written to `to`. Two threads, one each way,
+/// because writing a packet to a TUN device runs the receiving side's network stack on the
+/// writer's thread: one thread for both ways held a core at 1,024 clients of 5 mbit/s
+/// (97% of it, carrying about 98,000 packets a second) and capped every server alike.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
-    client_tun: OwnedFd,
-    server_tun: OwnedFd,
-    up: Link,
-    down: Link,
+    from: Arc<OwnedFd>,
+    to: Arc<OwnedFd>,
+    link: Link,
     loss: f64,
+    toward_server: bool,
     ends: Ends,
     stop: Arc<AtomicBool>,
     counts: Arc<Counts>,
@@ -157,8 +160,10 @@ pub fn run(
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed ^ u64::from(std::process::id()));
-    let direction = |link, toward_server| Direction {
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(
+        seed ^ u64::from(std::process::id()) ^ u64::from(toward_server),
+    );
+    let mut dir = Direction {
         link,
         loss,
         held: BinaryHeap::new(),
@@ -166,48 +171,33 @@ pub fn run(
         flows: HashMap::new(),
         toward_server,
     };
-    let mut toward = direction(up, true);
-    let mut back = direction(down, false);
     let mut buf = vec![0u8; PACKET_MAX];
     let mut seq = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
-        let next = [toward.next_out(), back.next_out()]
-            .into_iter()
-            .flatten()
-            .min();
-        let wait = next.map_or(IDLE, |t| t.saturating_duration_since(now).min(IDLE));
-        let mut fds = [
-            libc::pollfd {
-                fd: client_tun.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: server_tun.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
+        let wait = dir
+            .next_out()
+            .map_or(IDLE, |t| t.saturating_duration_since(now).min(IDLE));
+        let mut fds = [libc::pollfd {
+            fd: from.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
         crate::sys::poll(&mut fds, Some(wait))?;
         let now = Instant::now();
-        for (fd, dir) in [(&client_tun, &mut toward), (&server_tun, &mut back)] {
-            loop {
-                match nix::unistd::read(fd.as_raw_fd(), &mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        seq += 1;
-                        dir.take(buf[..n].to_vec(), now, seq, ends, &mut rng, &counts);
-                    }
-                    Err(nix::errno::Errno::EAGAIN) => break,
-                    Err(nix::errno::Errno::EINTR) => continue,
-                    Err(e) => return Err(e.into()),
+        loop {
+            match nix::unistd::read(from.as_raw_fd(), &mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    seq += 1;
+                    dir.take(buf[..n].to_vec(), now, seq, ends, &mut rng, &counts);
                 }
+                Err(nix::errno::Errno::EAGAIN) => break,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(e.into()),
             }
         }
-        let now = Instant::now();
-        toward.release(now, &server_tun);
-        back.release(now, &client_tun);
+        dir.release(Instant::now(), &to);
     }
     Ok(())
 }
