@@ -370,6 +370,97 @@ fn advise_across_a_path_bounds_by_its_round_trip() {
     assert!(p99 >= 26_000.0, "{p99}");
 }
 
+/// `map` with `rtt_ms` as an axis: a map per round trip, loopback (0) beside a path of 20 ms;
+/// the round trip at one connection measured for each (the path's in it), each cell's bound
+/// holding its own (`min(cores/C, N/(C+W+RTT))`), a heat map per round trip, and the summary
+/// comparing winners across them; no path left behind.
+#[test]
+fn a_map_has_round_trips_as_an_axis() {
+    root();
+    let _timing = timing_lock();
+    let tmp = TempDir::new("net-map");
+    let file = tmp.path().join("rtt.toml");
+    std::fs::write(
+        &file,
+        "name = \"rtt\"\narchs = [\"epoll\", \"threaded\"]\ncpu_us = 1000\nratios = [0]\n\
+         concurrency = [4]\nrtt_ms = [0, 20]\nbase = \"300ms\"\nrounds = 1\nwarmup = \"50ms\"\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let child = Command::new(BIN)
+        .args(["map", "--plain", "--out"])
+        .arg(&out)
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let run = child.wait_with_output().unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(namespaces(pid).is_empty(), "{:?} left", namespaces(pid));
+    assert!(links(&format!("ssv{pid}x")).is_empty());
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let cells = results["cells"].as_array().unwrap();
+    let keys: Vec<&str> = cells
+        .iter()
+        .map(|c| c["cell"]["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["async-rtt0-r0-c4", "async-rtt20-r0-c4"]);
+    // The round trip at one connection, per round trip: the path's 20 ms is in the second.
+    let trips = results["round_trips"].as_array().unwrap();
+    assert_eq!(trips.len(), 2, "{trips:?}");
+    assert_eq!(trips[0]["rtt_ms"], 0.0);
+    assert_eq!(trips[1]["rtt_ms"], 20.0);
+    let loopback_us = trips[0]["us"].as_f64().unwrap();
+    let path_us = trips[1]["us"].as_f64().unwrap();
+    assert!(loopback_us < 5_000.0, "{loopback_us}");
+    assert!((20_000.0..25_000.0).contains(&path_us), "{path_us}");
+    // Each cell's bound holds its round trip: 4 / 1 ms on loopback (the cores allow 2,000),
+    // 4 / 21 ms across the path.
+    let cores = std::thread::available_parallelism().unwrap().get() as f64;
+    for (cell, rtt_s) in cells.iter().zip([0.0, 0.020]) {
+        let o = &cell["outcome"];
+        let bound = o["bound_rps"].as_f64().unwrap();
+        let want = (cores / 0.001).min(4.0 / (0.001 + rtt_s));
+        assert!((bound - want).abs() < 1e-6, "{bound} {want}: {cell}");
+        let rps = o["rps"].as_f64().unwrap();
+        assert!(
+            (0.8 * want..=1.03 * want).contains(&rps),
+            "{rps} of {want}: {cell}"
+        );
+        assert!(!o["winner"].is_null(), "{cell}");
+    }
+    assert_eq!(cells[0]["cell"].get("net"), None);
+    assert_eq!(cells[1]["cell"]["net"], "rtt=20ms");
+    // Every point of the second cell crossed the path: its p50 holds the 20 ms.
+    for point in cells[1]["points"].as_array().unwrap() {
+        let p50 = point["sample"]["p50_us"].as_f64().unwrap();
+        assert!(p50 >= 20_000.0, "{point}");
+    }
+    // A heat map per round trip, the table per round trip, the summary across them.
+    assert!(out.join("map-async-rtt0.svg").exists());
+    assert!(out.join("map-async-rtt20.svg").exists());
+    let table = std::fs::read_to_string(out.join("map.md")).unwrap();
+    assert!(table.contains("async waits, over loopback"), "{table}");
+    assert!(
+        table.contains("async waits, across a 20 ms round trip"),
+        "{table}"
+    );
+    let summary = results["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("The path's round trip changes"),
+        "{summary}"
+    );
+    let report = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(report.contains("round trips of 0 (loopback) and 20 ms"));
+}
+
 /// Ctrl-C ends a run across a path with what it measured, and removes the path; without root,
 /// `--net` is exit 2 and one line, before anything runs.
 #[test]

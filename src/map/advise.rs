@@ -204,13 +204,17 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
         warmup: "0s".into(),
         verify: args.verify,
         net: crate::net::net_option(args.net.as_deref(), None)?,
+        rtt_ms: Vec::new(),
     };
+    let rtt_ms = spec.rtts()[0];
     let cell = CellSpec {
         wait,
         ratio: spec.ratios[0],
         concurrency: args.concurrency,
         cpu_us,
         wait_ms,
+        rtt_ms,
+        net: spec.net_at(rtt_ms),
         route: route.clone(),
         key: "advise".into(),
     };
@@ -223,18 +227,26 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
     let machine = crate::sweep::results::Machine::detect();
     let cores = machine.cores.max(1);
     let mut progress = Progress::new(1, store.len(), false);
-    let outcome = round_trip(&spec, cpu_us, &options, &machine, &mut store, &mut progress)
-        .and_then(|round_trip| {
-            search_cell(
-                &spec,
-                &cell,
-                round_trip,
-                &options,
-                &machine,
-                &mut store,
-                &mut progress,
-            )
-        });
+    let outcome = round_trip(
+        &spec,
+        cpu_us,
+        rtt_ms,
+        &options,
+        &machine,
+        &mut store,
+        &mut progress,
+    )
+    .and_then(|round_trip| {
+        search_cell(
+            &spec,
+            &cell,
+            round_trip,
+            &options,
+            &machine,
+            &mut store,
+            &mut progress,
+        )
+    });
     progress.finish();
     let _ = std::fs::remove_dir_all(&options.scratch_dir);
     let points = store.len();

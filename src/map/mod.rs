@@ -34,7 +34,7 @@ const SPEC_FILE: &str = "map-spec.json";
 #[derive(Debug, clap::Args)]
 #[command(after_help = map_help())]
 pub struct MapArgs {
-    /// A preset (`map-quick`, `map`, `map-wide`) or a TOML map file.
+    /// A preset (`map-quick`, `map`, `map-wide`, `map-net`) or a TOML map file.
     #[arg(default_value = "map-quick")]
     pub map: String,
     /// Output directory [default: results/<name>-<timestamp>].
@@ -49,6 +49,7 @@ pub struct MapArgs {
     /// A network path between the load generator and every server, as root (overrides the
     /// file's `net`; `none`: loopback): rtt=50ms[,jitter=5ms][,rate=10mbit][,loss=0.5%]
     /// (see `load --net`). Every cycle, and each cell's bound, then holds the round trip.
+    /// With a map's `rtt_ms` list, the path without its rtt (e.g. `rate=5mbit`).
     #[arg(long, value_name = "PATH", conflicts_with = "resume")]
     pub net: Option<String>,
 }
@@ -78,7 +79,10 @@ experiments/).\n\nA map file (TOML): name, archs (\"all\" or a list), cpu_us (a 
 list), ratios (W/C), concurrency (up to 10000), waits ([\"async\", \"blocking\"]), dist and \
 cv, p99_bound_ms, base (first run length), rounds, warmup, max_pool, verify (also measure every \
 architecture at its chosen pool and its default for 3 s each, and say whether the pick is \
-inside the best's spread by the same ranking).",
+inside the best's spread by the same ranking), net (a network path, as `--net`; root) and \
+rtt_ms (round trips in ms, as a list: each a map of its own across `net`'s path at that round \
+trip, 0 with no other setting being loopback; the round trip at one connection is measured \
+for each, and the summary says where the winner changes with it).",
         presets.join(", ")
     )
 }
@@ -90,6 +94,11 @@ pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
         None => {
             let mut spec = MapSpec::load(&args.map)?;
             spec.net = crate::net::net_option(args.net.as_deref(), spec.net.take())?;
+            spec.check_net()
+                .map_err(|msg| usage(format!("{}: {msg}", args.map)))?;
+            if spec.has_path() {
+                crate::net::require_permitted()?;
+            }
             let out = args
                 .out
                 .clone()

@@ -46,11 +46,18 @@ fn of_bound(o: &Outcome) -> String {
         .unwrap_or_default()
 }
 
-/// The maps a run has: each wait mode at each CPU, in order.
-fn maps(results: &MapResults) -> Vec<(WaitMode, f64)> {
-    let mut maps: Vec<(WaitMode, f64)> = Vec::new();
+/// One map of a run: a wait mode, a CPU and a path's round trip (ms).
+type MapKey = (WaitMode, f64, f64);
+
+fn map_key(c: &CellResult) -> MapKey {
+    (c.cell.wait, c.cell.cpu_us, c.cell.rtt_ms)
+}
+
+/// The maps a run has: each wait mode at each CPU at each round trip, in order.
+fn maps(results: &MapResults) -> Vec<MapKey> {
+    let mut maps: Vec<MapKey> = Vec::new();
     for c in &results.cells {
-        let key = (c.cell.wait, c.cell.cpu_us);
+        let key = map_key(c);
         if !maps.contains(&key) {
             maps.push(key);
         }
@@ -58,14 +65,22 @@ fn maps(results: &MapResults) -> Vec<(WaitMode, f64)> {
     maps
 }
 
-fn cells_of(results: &MapResults, map: (WaitMode, f64)) -> impl Iterator<Item = &CellResult> {
-    results
-        .cells
-        .iter()
-        .filter(move |c| (c.cell.wait, c.cell.cpu_us) == map)
+fn cells_of(results: &MapResults, map: MapKey) -> impl Iterator<Item = &CellResult> {
+    results.cells.iter().filter(move |c| map_key(c) == map)
 }
 
-fn find(results: &MapResults, map: (WaitMode, f64), ratio: f64, conc: u32) -> Option<&CellResult> {
+/// `, across a 100 ms round trip` for a map of several round trips.
+fn rtt_words(results: &MapResults, rtt_ms: f64) -> String {
+    if results.spec.rtt_ms.len() < 2 {
+        String::new()
+    } else if rtt_ms == 0.0 && results.spec.net_at(0.0).is_none() {
+        ", over loopback".into()
+    } else {
+        format!(", across a {rtt_ms} ms round trip")
+    }
+}
+
+fn find(results: &MapResults, map: MapKey, ratio: f64, conc: u32) -> Option<&CellResult> {
     cells_of(results, map).find(|c| c.cell.ratio == ratio && c.cell.concurrency == conc)
 }
 
@@ -86,10 +101,16 @@ pub fn table(results: &MapResults) -> String {
     );
     for map in maps(results) {
         out.push_str(&format!(
-            "\n{} us of CPU, {} waits (rows: wait/CPU; columns: connections; each: the winner, \
-             its req/s, its share of min(cores/C, N/(C+W)), the figure that decided)\n",
+            "\n{} us of CPU, {} waits{} (rows: wait/CPU; columns: connections; each: the winner, \
+             its req/s, its share of {}, the figure that decided)\n",
             map.1,
-            map.0.name()
+            map.0.name(),
+            rtt_words(results, map.2),
+            if spec.has_path() {
+                "min(cores/C, N/(C+W+RTT))"
+            } else {
+                "min(cores/C, N/(C+W))"
+            }
         ));
         out.push_str("| W/C (wait) |");
         for c in &spec.concurrency {
@@ -260,6 +281,7 @@ pub fn summary(results: &MapResults) -> String {
     parts.extend(blocking_sentence(&won));
     parts.extend(event_loop_sentence(&won));
     parts.extend(rules_sentence(&won));
+    parts.extend(rtt_sentence(results));
     let shares: Vec<f64> = won.iter().filter_map(|(_, o)| o.of_bound()).collect();
     if !shares.is_empty() {
         let mean = shares.iter().sum::<f64>() / shares.len() as f64;
@@ -411,6 +433,90 @@ fn rules_sentence(won: &[(&CellResult, &Outcome)]) -> Option<String> {
     })
 }
 
+/// The architectures a cell's verdict names: its winner's and those tied with it.
+fn verdict_archs(o: &Outcome) -> Vec<String> {
+    let mut archs: Vec<String> = o.winner.iter().map(|w| w.arch.name().to_string()).collect();
+    for tie in &o.ties {
+        archs.push(tie.split('/').next().unwrap_or(tie).to_string());
+    }
+    archs
+}
+
+/// A cell's verdict and what decided it: `epoll (by throughput)`.
+fn verdict_words(c: &CellResult) -> String {
+    match c.outcome.as_ref().and_then(|o| o.decided_by) {
+        Some(f) => format!("{} (by {})", cell_text(c), f.name()),
+        None => cell_text(c),
+    }
+}
+
+/// Where a path's round trip changes the winner, for a map of several round trips: each cell
+/// against the same workload and concurrency at the map's shortest round trip. A change is a
+/// winner that is not among the other's winner and ties, or the same architecture's pool
+/// more than doubled or halved.
+fn rtt_sentence(results: &MapResults) -> Option<String> {
+    let spec = &results.spec;
+    if spec.rtt_ms.len() < 2 {
+        return None;
+    }
+    let shortest = spec.rtt_ms.iter().copied().fold(f64::INFINITY, f64::min);
+    let mut changed = Vec::new();
+    let mut compared = 0;
+    for c in results.cells.iter().filter(|c| c.cell.rtt_ms != shortest) {
+        let Some(base) = results.cells.iter().find(|b| {
+            b.cell.rtt_ms == shortest
+                && (b.cell.wait, b.cell.cpu_us, b.cell.ratio, b.cell.concurrency)
+                    == (c.cell.wait, c.cell.cpu_us, c.cell.ratio, c.cell.concurrency)
+        }) else {
+            continue;
+        };
+        let (Some(o), Some(b)) = (c.outcome.as_ref(), base.outcome.as_ref()) else {
+            continue;
+        };
+        let (Some(w), Some(bw)) = (o.winner, b.winner) else {
+            if o.winner.is_some() != b.winner.is_some() {
+                compared += 1;
+                changed.push(format!(
+                    "{}: {} at {shortest} ms, {} at {} ms",
+                    c.cell.key,
+                    verdict_words(base),
+                    verdict_words(c),
+                    c.cell.rtt_ms
+                ));
+            }
+            continue;
+        };
+        compared += 1;
+        let other_arch = !verdict_archs(b).contains(&w.arch.name().to_string())
+            && !verdict_archs(o).contains(&bw.arch.name().to_string());
+        let pool_moved = w.arch == bw.arch
+            && matches!((w.workers, bw.workers), (Some(p), Some(q)) if p > 2 * q || q > 2 * p);
+        if other_arch || pool_moved {
+            changed.push(format!(
+                "{}: {} at {shortest} ms, {} at {} ms",
+                c.cell.key,
+                verdict_words(base),
+                verdict_words(c),
+                c.cell.rtt_ms
+            ));
+        }
+    }
+    (compared > 0).then(|| {
+        if changed.is_empty() {
+            format!(
+                "The path's round trip changes no winner: in {compared} cells the winner at \
+                 {shortest} ms wins (or ties) further away too."
+            )
+        } else {
+            format!(
+                "The path's round trip changes the winner in {} of {compared} cells: {}.",
+                changed.len(),
+                changed.join("; ")
+            )
+        }
+    })
+}
+
 /// One heat map per map (wait mode and CPU), as (file name, SVG).
 pub fn heat_maps(results: &MapResults) -> anyhow::Result<Vec<(String, String)>> {
     let spec = &results.spec;
@@ -462,10 +568,11 @@ pub fn heat_maps(results: &MapResults) -> anyhow::Result<Vec<(String, String)>> 
             });
         }
         let title = format!(
-            "{}: the winner per cell, {} us CPU, {} waits (grey: any of several)",
+            "{}: the winner per cell, {} us CPU, {} waits{} (grey: any of several)",
             spec.name,
             map.1,
-            map.0.name()
+            map.0.name(),
+            rtt_words(results, map.2)
         );
         let svg = heat_map(
             &title,
@@ -476,11 +583,12 @@ pub fn heat_maps(results: &MapResults) -> anyhow::Result<Vec<(String, String)>> 
             &cells,
             &legend,
         )?;
-        let name = if several_cpus {
-            format!("map-{}-{}us.svg", map.0.name(), map.1)
+        let cpu = if several_cpus {
+            format!("-{}us", map.1)
         } else {
-            format!("map-{}.svg", map.0.name())
+            String::new()
         };
+        let name = format!("map-{}{cpu}{}.svg", map.0.name(), spec.rtt_suffix(map.2));
         out.push((name, svg));
     }
     Ok(out)
@@ -492,13 +600,17 @@ fn candidates_html(c: &CellResult) -> String {
         return String::new();
     };
     let mut html = format!(
-        "<h3>{}</h3>\n<p class=\"note\">{} connections, {} us CPU and {} ms of {} wait a request; \
-         the bound min(cores/C, N/(C+W)) is {} req/s. Verdict: <b>{}</b>{}.</p>\n",
+        "<h3>{}</h3>\n<p class=\"note\">{} connections, {} us CPU and {} ms of {} wait a request{}; \
+         the bound min(cores/C, N/(C+W{})) is {} req/s. Verdict: <b>{}</b>{}.</p>\n",
         escape(&c.cell.key),
         c.cell.concurrency,
         c.cell.cpu_us,
         c.cell.wait_ms,
         c.cell.wait.name(),
+        crate::net::spec_of(c.cell.net.as_deref())
+            .map(|n| format!(", across a path of {}", escape(&n.describe())))
+            .unwrap_or_default(),
+        if c.cell.net.is_some() { "+RTT" } else { "" },
         thousands(o.bound_rps),
         escape(&cell_text(c)),
         o.decided_by
@@ -569,9 +681,35 @@ fn candidate_row_html(r: &CandidateRow, bound: f64) -> String {
 }
 
 /// The report: the paragraph, the heat maps, the table of winners, every cell's candidates.
-/// The map's network path in words, if it ran across one.
+/// The map's network path in words, if some cell ran across one: `rtt 100 ms, ...`, or with
+/// several round trips `round trips of 0 (loopback) and 100 ms, ...`.
 fn path_words(results: &MapResults) -> Option<String> {
-    crate::net::spec_of(results.spec.net.as_deref()).map(|n| n.describe())
+    let spec = &results.spec;
+    if !spec.has_path() {
+        return None;
+    }
+    let net = crate::net::spec_of(spec.net.as_deref());
+    if spec.rtt_ms.is_empty() {
+        return net.map(|n| n.describe());
+    }
+    let rtts: Vec<String> = spec
+        .rtt_ms
+        .iter()
+        .map(|&r| {
+            if spec.net_at(r).is_none() {
+                format!("{r} (loopback)")
+            } else {
+                r.to_string()
+            }
+        })
+        .collect();
+    let links = net.map(|n| n.describe_links()).unwrap_or_default();
+    Some(match rtts.split_last() {
+        Some((last, first)) if !first.is_empty() => {
+            format!("round trips of {} and {last} ms{links}", first.join(", "))
+        }
+        _ => format!("rtt {} ms{links}", rtts.join("")),
+    })
 }
 
 fn report_html(results: &MapResults, maps: &[(String, String)]) -> String {
@@ -649,4 +787,151 @@ pub fn write_all(results: &MapResults, dir: &Path) -> anyhow::Result<Vec<PathBuf
         .with_context(|| format!("writing {}", report.display()))?;
     written.push(report);
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::map::search::Candidate;
+    use crate::map::spec::MapSpec;
+
+    /// A searched cell of `spec` at (ratio, connections, round trip) won by `winner` (with
+    /// `ties`), or by none.
+    fn won(
+        spec: &MapSpec,
+        key: (f64, u32, f64),
+        winner: Option<(Arch, Option<u32>)>,
+        ties: &[&str],
+    ) -> CellResult {
+        let cell = spec
+            .cells()
+            .into_iter()
+            .find(|c| (c.ratio, c.concurrency, c.rtt_ms) == key)
+            .expect("a cell of the spec");
+        CellResult {
+            cell,
+            outcome: Some(Outcome {
+                winner: winner.map(|(arch, workers)| Candidate { arch, workers }),
+                rps: 100.0,
+                p99_us: 1000.0,
+                ties: ties.iter().map(|t| t.to_string()).collect(),
+                decided_by: None,
+                runner_up: None,
+                margin: None,
+                rules: Vec::new(),
+                rounds: 1,
+                final_ms: 300,
+                bound_rps: 200.0,
+                infeasible: None,
+                candidates: Vec::new(),
+                starving: Vec::new(),
+                outclassed: Vec::new(),
+                unneeded: Vec::new(),
+            }),
+            goetz: 2,
+            points: Vec::new(),
+            points_measured: 0,
+            full_grid_points: 0,
+            verify: None,
+        }
+    }
+
+    fn results(spec: MapSpec, cells: Vec<CellResult>) -> MapResults {
+        MapResults {
+            version: 1,
+            source: "t".into(),
+            spec,
+            machine: Default::default(),
+            started: String::new(),
+            finished: String::new(),
+            interrupted: false,
+            wall_s: 1.0,
+            cells,
+            points_measured: 0,
+            full_grid_points: 0,
+            summary: String::new(),
+            round_trip_us: 0.0,
+            round_trip_points: 0,
+            round_trips: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_map_of_round_trips_has_a_map_per_round_trip_and_says_where_the_winner_changes() {
+        let spec = MapSpec::from_toml(
+            "name='m'\narchs=['epoll','threaded','prethreaded']\ncpu_us=1000\nratios=[0]\n\
+             concurrency=[16, 256, 1000]\nrtt_ms=[0, 100]\n",
+            "t",
+        )
+        .unwrap();
+        let cells = vec![
+            won(&spec, (0.0, 16, 0.0), Some((Arch::Epoll, None)), &[]),
+            {
+                let mut c = won(
+                    &spec,
+                    (0.0, 256, 0.0),
+                    Some((Arch::Prethreaded, Some(8))),
+                    &[],
+                );
+                c.outcome.as_mut().unwrap().decided_by = Some(crate::map::rank::Figure::P99);
+                c
+            },
+            won(&spec, (0.0, 1000, 0.0), Some((Arch::Epoll, None)), &[]),
+            // The same winner, and one tied with the other's winner: unchanged.
+            won(&spec, (0.0, 16, 100.0), Some((Arch::Epoll, None)), &[]),
+            won(
+                &spec,
+                (0.0, 1000, 100.0),
+                Some((Arch::Threaded, None)),
+                &["epoll"],
+            ),
+            // The pool moved from 8 to 256.
+            won(
+                &spec,
+                (0.0, 256, 100.0),
+                Some((Arch::Prethreaded, Some(256))),
+                &[],
+            ),
+        ];
+        let mut r = results(spec, cells);
+        let sentence = rtt_sentence(&r).unwrap();
+        assert_eq!(
+            sentence,
+            "The path's round trip changes the winner in 1 of 3 cells: async-rtt100-r0-c256: \
+             prethreaded/8 (by p99) at 0 ms, prethreaded/256 at 100 ms."
+        );
+        // Another architecture outright is a change too.
+        r.cells[3] = won(&r.spec, (0.0, 16, 100.0), Some((Arch::Threaded, None)), &[]);
+        assert!(rtt_sentence(&r).unwrap().contains("in 2 of 3 cells"));
+        // A map per round trip: its table, its heat map, its words.
+        r.summary = summary(&r);
+        assert!(
+            r.summary.contains("changes the winner in 2 of 3"),
+            "{}",
+            r.summary
+        );
+        let text = table(&r);
+        assert!(text.contains("async waits, over loopback"), "{text}");
+        assert!(
+            text.contains("async waits, across a 100 ms round trip"),
+            "{text}"
+        );
+        assert!(text.contains("N/(C+W+RTT)"), "{text}");
+        let names: Vec<String> = heat_maps(&r).unwrap().into_iter().map(|m| m.0).collect();
+        assert_eq!(names, ["map-async-rtt0.svg", "map-async-rtt100.svg"]);
+        assert_eq!(
+            path_words(&r).as_deref(),
+            Some("round trips of 0 (loopback) and 100 ms")
+        );
+        // One round trip: no sentence, one map, no suffix.
+        let one = MapSpec::from_toml("name='m'\ncpu_us=1000\nratios=[0]\nconcurrency=[16]\n", "t")
+            .unwrap();
+        let cells = vec![won(&one, (0.0, 16, 0.0), Some((Arch::Epoll, None)), &[])];
+        let r = results(one, cells);
+        assert_eq!(rtt_sentence(&r), None);
+        assert_eq!(path_words(&r), None);
+        let names: Vec<String> = heat_maps(&r).unwrap().into_iter().map(|m| m.0).collect();
+        assert_eq!(names, ["map-async.svg"]);
+        assert!(table(&r).contains("N/(C+W))"));
+    }
 }

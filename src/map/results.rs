@@ -34,19 +34,28 @@ pub struct MapResults {
     /// What the map shows, in a paragraph computed from the cells.
     #[serde(default)]
     pub summary: String,
-    /// The round trip at one connection here beyond a request's C, µs (see
-    /// [`super::run::round_trip`]): the longest of the map's Cs, then each (C, round trip), and
-    /// the points they took (counted in `points_measured`).
+    /// The round trip at one connection here beyond a request's C and its path's round trip,
+    /// µs (see [`super::run::round_trip`]): the longest of the map's, then each measured (per
+    /// C and path), and the points they took (counted in `points_measured`).
     #[serde(default)]
     pub round_trip_us: f64,
     #[serde(default)]
     pub round_trip_points: usize,
     #[serde(default)]
-    pub round_trips: Vec<(f64, f64)>,
-    /// Each (C, the machine's p99 jitter at one connection, µs): two p99s closer than it are
-    /// as good (see [`super::search::Cell::p99_jitter_us`]).
-    #[serde(default)]
-    pub p99_jitters: Vec<(f64, f64)>,
+    pub round_trips: Vec<RoundTripAt>,
+}
+
+/// The round trip at one connection of a request of one C across one path.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RoundTripAt {
+    pub cpu_us: f64,
+    /// The path's round trip, ms (0: none).
+    pub rtt_ms: f64,
+    /// The cycle less C, µs: the path's round trip and what the machine adds.
+    pub us: f64,
+    /// The machine's p99 jitter at one connection, µs: two p99s closer than it are as good
+    /// (see [`super::search::Cell::p99_jitter_us`]).
+    pub jitter_us: f64,
 }
 
 /// One cell's answer and its evidence.

@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::results::{write_results, CellResult, MapResults};
+use super::results::{write_results, CellResult, MapResults, RoundTripAt};
 use super::search::{self, Candidate, Cell, Measure, Outcome, Probe, Sample, Verify};
 use super::spec::{CellSpec, MapSpec, WaitMode};
 use super::store::{PointRecord, Store};
@@ -108,7 +108,7 @@ fn experiment_for(
         .map(|w| w.to_string())
         .unwrap_or_default();
     let timeout_s = (spec.p99_bound_ms / 1000.0 * 2.0).max(2.0);
-    let net = spec
+    let net = cell
         .net
         .as_deref()
         .map(|n| format!("net = {}\n", toml::Value::String(n.to_string())))
@@ -147,7 +147,7 @@ pub fn cell_of(spec: &MapSpec, cell: &CellSpec, cores: u32, rules: &[(String, u3
         rules: rules.to_vec(),
         round_trip_us: 0.0,
         p99_jitter_us: 0.0,
-        path_rtt_us: spec.path_rtt_us(),
+        path_rtt_us: cell.rtt_ms * 1000.0,
     }
 }
 
@@ -191,29 +191,43 @@ pub fn run_map(
         round_trip_us: 0.0,
         round_trip_points: 0,
         round_trips: Vec::new(),
-        p99_jitters: Vec::new(),
     };
-    // The round trip of each C the map has, measured once a run.
-    let mut round_trips: Vec<(f64, RoundTrip)> = Vec::new();
-    for &cpu_us in &spec.cpu_us {
-        let Some(rt) = round_trip(spec, cpu_us, options, &machine, store, &mut progress) else {
-            break;
-        };
-        round_trips.push((cpu_us, rt));
-        results.round_trips.push((cpu_us, rt.us));
-        results.p99_jitters.push((cpu_us, rt.jitter_us));
-        results.round_trip_points += rt.points;
+    // The round trip of each C the map has at each path's round trip, measured once a run.
+    let mut round_trips: Vec<(f64, f64, RoundTrip)> = Vec::new();
+    'measure: for &cpu_us in &spec.cpu_us {
+        for rtt_ms in spec.rtts() {
+            let Some(rt) = round_trip(
+                spec,
+                cpu_us,
+                rtt_ms,
+                options,
+                &machine,
+                store,
+                &mut progress,
+            ) else {
+                break 'measure;
+            };
+            round_trips.push((cpu_us, rtt_ms, rt));
+            results.round_trips.push(RoundTripAt {
+                cpu_us,
+                rtt_ms,
+                us: rt.us,
+                jitter_us: rt.jitter_us,
+            });
+            results.round_trip_points += rt.points;
+        }
     }
+    // Beyond each path's own round trip: what the machine adds.
     results.round_trip_us = results
         .round_trips
         .iter()
-        .map(|(_, us)| *us)
+        .map(|r| (r.us - r.rtt_ms * 1000.0).max(0.0))
         .fold(0.0, f64::max);
     for cell in &cells {
         let round_trip = round_trips
             .iter()
-            .find(|(c, _)| *c == cell.cpu_us)
-            .map_or(RoundTrip::default(), |(_, rt)| *rt);
+            .find(|(c, r, _)| *c == cell.cpu_us && *r == cell.rtt_ms)
+            .map_or(RoundTrip::default(), |(_, _, rt)| *rt);
         if options.stop.load(Ordering::SeqCst) {
             break;
         }
@@ -248,9 +262,10 @@ pub fn run_map(
     Ok(results)
 }
 
-/// The cell name under which the round-trip points of a request of `cpu_us` are stored.
-pub fn round_trip_key(cpu_us: f64) -> String {
-    format!("round-trip-c{cpu_us}")
+/// The cell name under which the round-trip points of a request of `cpu_us` are stored
+/// (`-rtt100` after it across a path of 100 ms, when the map has several).
+pub fn round_trip_key(spec: &MapSpec, cpu_us: f64, rtt_ms: f64) -> String {
+    format!("round-trip-c{cpu_us}{}", spec.rtt_suffix(rtt_ms))
 }
 
 /// What a request of `cpu_us` and no wait (`/work?cpu_us=C`) at one connection shows of this
@@ -274,10 +289,12 @@ pub struct RoundTrip {
 /// what the machine allows ([`search::Cell::reach_rps`]). The p99's distance from the median
 /// on both is the machine's own jitter (a shared machine's preemptions; 0.2 to 0.3 ms here
 /// at 1 ms), under which two p99s cannot be told apart ([`search::Cell::p99_jitter_us`]).
-/// Measured once a run for each C (kept in the store). `None`: interrupted.
+/// Measured once a run for each C and path (kept in the store); across a path it holds the
+/// path's round trip (`rtt_ms`). `None`: interrupted.
 pub fn round_trip(
     spec: &MapSpec,
     cpu_us: f64,
+    rtt_ms: f64,
     options: &RunnerOptions,
     machine: &Machine,
     store: &mut Store,
@@ -289,8 +306,10 @@ pub fn round_trip(
         concurrency: 1,
         cpu_us,
         wait_ms: 0.0,
+        rtt_ms,
+        net: spec.net_at(rtt_ms),
         route: super::spec::work_route(cpu_us, 0.0, WaitMode::Async, None, None),
-        key: round_trip_key(cpu_us),
+        key: round_trip_key(spec, cpu_us, rtt_ms),
     };
     let mut live = Live {
         cell: &cell,
@@ -328,7 +347,7 @@ pub fn round_trip(
             0.0
         },
         jitter_us,
-        points: live.store.of_cell(&round_trip_key(cpu_us)).len(),
+        points: live.store.of_cell(&cell.key).len(),
     })
 }
 

@@ -17,6 +17,7 @@ pub const PRESETS: &[(&str, &str)] = &[
         "map-quick",
         include_str!("../../experiments/map-quick.toml"),
     ),
+    ("map-net", include_str!("../../experiments/map-net.toml")),
 ];
 
 /// How a cell's request waits (`wait=` of `/work`).
@@ -86,6 +87,15 @@ pub struct MapSpec {
     /// every cycle then holds its round trip, and so does each cell's bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub net: Option<String>,
+    /// Round trips of the network path, ms (one value or a list, as `concurrency` is): each a
+    /// map of its own, across `net`'s path with this round trip (0, and no other setting in
+    /// `net`: loopback). Unset: `net`'s own round trip.
+    #[serde(
+        default,
+        deserialize_with = "de_one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub rtt_ms: Vec<f64>,
 }
 
 /// The `/work` route of a workload: whole microseconds of CPU, the wait in whole milliseconds
@@ -156,6 +166,12 @@ pub struct CellSpec {
     pub concurrency: u32,
     pub cpu_us: f64,
     pub wait_ms: f64,
+    /// The round trip of the cell's network path, ms (0: none, or a path of no delay).
+    #[serde(default)]
+    pub rtt_ms: f64,
+    /// The cell's network path (`net` at the cell's round trip), if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<String>,
     /// The request every measurement of the cell sends.
     pub route: String,
     /// A name for its points on disk: `async-r10-c64`.
@@ -194,15 +210,61 @@ impl MapSpec {
         Ok(spec)
     }
 
-    /// The path's round trip, µs (0: no path).
-    pub fn path_rtt_us(&self) -> f64 {
-        crate::net::spec_of(self.net.as_deref()).map_or(0.0, |n| n.rtt_us as f64)
+    /// The round trips the map has, ms: `rtt_ms`, or `net`'s own (0 without a path).
+    pub fn rtts(&self) -> Vec<f64> {
+        if self.rtt_ms.is_empty() {
+            vec![crate::net::spec_of(self.net.as_deref()).map_or(0.0, |n| n.rtt_us as f64 / 1000.0)]
+        } else {
+            self.rtt_ms.clone()
+        }
+    }
+
+    /// The network path of the map's cells at a round trip of `rtt_ms`: `net` as given when
+    /// the map has no `rtt_ms`; otherwise `net` (or no other setting) at that round trip,
+    /// and no path at all for 0 with no other setting.
+    pub fn net_at(&self, rtt_ms: f64) -> Option<String> {
+        if self.rtt_ms.is_empty() {
+            return self.net.clone();
+        }
+        let mut path = crate::net::spec_of(self.net.as_deref()).unwrap_or_default();
+        path.rtt_us = (rtt_ms * 1000.0).round() as u64;
+        (path != crate::net::NetSpec::default()).then(|| path.key())
+    }
+
+    /// Whether some cell runs across a network path (and so needs root).
+    pub fn has_path(&self) -> bool {
+        self.rtts().iter().any(|&r| self.net_at(r).is_some())
+    }
+
+    /// `net` and `rtt_ms`, checked together (again after `--net` replaced `net`).
+    pub fn check_net(&self) -> Result<(), String> {
+        let net = match &self.net {
+            Some(text) => Some(crate::net::check_key(text)?),
+            None => None,
+        };
+        if !self.rtt_ms.is_empty() {
+            if net.is_some_and(|n| n.rtt_us > 0) {
+                return Err(format!(
+                    "net = {:?} has a round trip and rtt_ms a list: give the round trip in one of them",
+                    self.net.as_deref().unwrap_or_default()
+                ));
+            }
+            for (i, &r) in self.rtt_ms.iter().enumerate() {
+                if self.rtt_ms[..i].contains(&r) {
+                    return Err(format!("rtt_ms: {r} is given twice"));
+                }
+                if !(0.0..=10_000.0).contains(&r) || (r * 1000.0).fract() != 0.0 {
+                    return Err(format!(
+                        "rtt_ms: {r} is not whole microseconds in 0..=10000 ms"
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn check(&self) -> Result<(), String> {
-        if let Some(text) = &self.net {
-            crate::net::check_key(text)?;
-        }
+        self.check_net()?;
         if self.archs.is_empty() {
             return Err("archs: none given".into());
         }
@@ -273,14 +335,17 @@ impl MapSpec {
         parse_seconds(&self.base).map(|s| (s * 1000.0).round() as u32)
     }
 
-    /// The cells, map by map (wait mode, then CPU), then by ratio, then by concurrency.
+    /// The cells, map by map (wait mode, then CPU, then round trip), then by ratio, then by
+    /// concurrency.
     pub fn cells(&self) -> Vec<CellSpec> {
         let mut cells = Vec::new();
         for &wait in &self.waits {
             for &cpu_us in &self.cpu_us {
-                for &ratio in &self.ratios {
-                    for &concurrency in &self.concurrency {
-                        cells.push(self.cell(wait, cpu_us, ratio, concurrency));
+                for rtt_ms in self.rtts() {
+                    for &ratio in &self.ratios {
+                        for &concurrency in &self.concurrency {
+                            cells.push(self.cell(wait, cpu_us, rtt_ms, ratio, concurrency));
+                        }
                     }
                 }
             }
@@ -288,9 +353,25 @@ impl MapSpec {
         cells
     }
 
-    /// One cell: its `/work` route and its key (`async-r10-c64`, with `-u200` for the CPU
-    /// when the map has several).
-    fn cell(&self, mode: WaitMode, cpu_us: f64, ratio: f64, concurrency: u32) -> CellSpec {
+    /// The suffix of a key at a round trip: `-rtt100` when the map has several, else none.
+    pub fn rtt_suffix(&self, rtt_ms: f64) -> String {
+        if self.rtt_ms.len() > 1 {
+            format!("-rtt{rtt_ms}")
+        } else {
+            String::new()
+        }
+    }
+
+    /// One cell: its `/work` route, its path and its key (`async-r10-c64`, with `-u200` for
+    /// the CPU when the map has several and `-rtt100` for the round trip when it has several).
+    fn cell(
+        &self,
+        mode: WaitMode,
+        cpu_us: f64,
+        rtt_ms: f64,
+        ratio: f64,
+        concurrency: u32,
+    ) -> CellSpec {
         let wait_ms = ratio * cpu_us / 1000.0;
         let route = work_route(cpu_us, wait_ms, mode, self.dist.as_deref(), self.cv);
         let cpu = if self.cpu_us.len() > 1 {
@@ -304,8 +385,14 @@ impl MapSpec {
             concurrency,
             cpu_us,
             wait_ms,
+            rtt_ms,
+            net: self.net_at(rtt_ms),
             route,
-            key: format!("{}{cpu}-r{ratio}-c{concurrency}", mode.name()),
+            key: format!(
+                "{}{cpu}{}-r{ratio}-c{concurrency}",
+                mode.name(),
+                self.rtt_suffix(rtt_ms)
+            ),
         }
     }
 }
@@ -356,6 +443,62 @@ mod tests {
     }
 
     #[test]
+    fn round_trips_are_an_axis_of_paths() {
+        let spec = MapSpec::from_toml(
+            "name='m'\ncpu_us=1000\nratios=[0, 10]\nconcurrency=[16, 256]\n\
+             rtt_ms=[0, 100]\nnet='rate=5mbit,loss=0.5%'\n",
+            "t",
+        )
+        .unwrap();
+        let cells = spec.cells();
+        assert_eq!(cells.len(), 8);
+        assert_eq!(cells[0].key, "async-rtt0-r0-c16");
+        assert_eq!(cells[7].key, "async-rtt100-r10-c256");
+        // Each cell's path is the map's at its round trip, read back as it was given.
+        assert_eq!(
+            cells[0].net.as_deref(),
+            Some("rtt=0ms,rate=5000000bit,loss=0.5%")
+        );
+        assert_eq!(
+            crate::net::spec_of(cells[7].net.as_deref()).unwrap(),
+            crate::net::NetSpec {
+                rtt_us: 100_000,
+                jitter_us: 0,
+                rate_bps: Some(5_000_000),
+                loss_pct: 0.5
+            }
+        );
+        assert_eq!(cells[7].rtt_ms, 100.0);
+        assert!(spec.has_path());
+        // Without other settings a round trip of 0 is loopback, no path at all.
+        let plain = MapSpec::from_toml(
+            "name='m'\ncpu_us=1000\nratios=[0]\nconcurrency=[16]\nrtt_ms=[0, 20]\n",
+            "t",
+        )
+        .unwrap();
+        let cells = plain.cells();
+        assert_eq!(cells[0].net, None);
+        assert_eq!(cells[1].net.as_deref(), Some("rtt=20ms"));
+        assert_eq!(cells[1].key, "async-rtt20-r0-c16");
+        let loopback = MapSpec::from_toml(
+            "name='m'\ncpu_us=1000\nratios=[0]\nconcurrency=[16]\nrtt_ms=0\n",
+            "t",
+        )
+        .unwrap();
+        assert!(!loopback.has_path());
+        assert_eq!(loopback.cells()[0].key, "async-r0-c16");
+        // A map without rtt_ms runs across its net as given, at its round trip.
+        let one = MapSpec::from_toml(
+            "name='m'\ncpu_us=1000\nratios=[0]\nconcurrency=[16]\nnet='rtt=50ms,jitter=5ms'\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(one.rtts(), [50.0]);
+        assert_eq!(one.cells()[0].net.as_deref(), Some("rtt=50ms,jitter=5ms"));
+        assert_eq!(one.cells()[0].key, "async-r0-c16");
+    }
+
+    #[test]
     fn bad_maps_are_one_line() {
         for (bad, says) in [
             ("cpu_us=0\nratios=[1]\nconcurrency=[1]", "cpu_us"),
@@ -380,6 +523,26 @@ mod tests {
             (
                 "cpu_us=1000\nratios=[1]\nconcurrency=[1]\ncolour=1",
                 "colour",
+            ),
+            (
+                "cpu_us=1000\nratios=[1]\nconcurrency=[1]\nrtt_ms=[0, 100]\nnet='rtt=5ms'",
+                "rtt_ms",
+            ),
+            (
+                "cpu_us=1000\nratios=[1]\nconcurrency=[1]\nrtt_ms=[0, 0]",
+                "twice",
+            ),
+            (
+                "cpu_us=1000\nratios=[1]\nconcurrency=[1]\nrtt_ms=[-1]",
+                "rtt_ms",
+            ),
+            (
+                "cpu_us=1000\nratios=[1]\nconcurrency=[1]\nrtt_ms=[0.0001]",
+                "rtt_ms",
+            ),
+            (
+                "cpu_us=1000\nratios=[1]\nconcurrency=[1]\nrtt_ms=[1, 10]\nnet='jitter=2ms'",
+                "jitter",
             ),
         ] {
             let e = MapSpec::from_toml(&format!("name='m'\n{bad}\n"), "t").unwrap_err();

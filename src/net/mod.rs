@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 pub use path::{clean_stale, NetPath, PREFIX};
 
 /// The path asked for with `--net rtt=50ms[,jitter=5ms][,rate=10mbit][,loss=0.5%]`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct NetSpec {
     /// Round-trip time added to the path: half on each direction.
     pub rtt_us: u64,
@@ -71,13 +71,42 @@ impl NetSpec {
         Ok(spec)
     }
 
+    /// As `--net` takes it, so that [`NetSpec::parse`] gives it back: `rtt=100ms,rate=5mbit`.
+    pub fn key(&self) -> String {
+        let duration = |us: u64| {
+            if us.is_multiple_of(1000) {
+                format!("{}ms", us / 1000)
+            } else {
+                format!("{us}us")
+            }
+        };
+        let mut parts = vec![format!("rtt={}", duration(self.rtt_us))];
+        if self.jitter_us > 0 {
+            parts.push(format!("jitter={}", duration(self.jitter_us)));
+        }
+        if let Some(bps) = self.rate_bps {
+            parts.push(format!("rate={bps}bit"));
+        }
+        if self.loss_pct > 0.0 {
+            parts.push(format!("loss={}%", self.loss_pct));
+        }
+        parts.join(",")
+    }
+
     /// In words, for reports: `rtt 50 ms ± 5 ms, 10 mbit/s a connection each way, 0.5% loss
     /// each way`.
     pub fn describe(&self) -> String {
-        let mut out = format!(
-            "rtt {}",
-            crate::render::units::duration_us(self.rtt_us as f64)
-        );
+        format!(
+            "rtt {}{}",
+            crate::render::units::duration_us(self.rtt_us as f64),
+            self.describe_links()
+        )
+    }
+
+    /// What [`NetSpec::describe`] says after the round trip: ` ± 5 ms, 10 mbit/s a
+    /// connection each way, 0.5% loss each way` (empty for a path of delay alone).
+    pub fn describe_links(&self) -> String {
+        let mut out = String::new();
         if self.jitter_us > 0 {
             out.push_str(&format!(
                 " ± {}",
@@ -116,12 +145,21 @@ pub fn net_option(flag: Option<&str>, file: Option<String>) -> anyhow::Result<Op
         }
         None => file,
     };
-    if net.is_some() && !path::permitted() {
-        return Err(crate::usage(
-            "--net needs root (it makes a network namespace and TUN devices)",
-        ));
+    if net.is_some() {
+        require_permitted()?;
     }
     Ok(net)
+}
+
+/// A usage error unless this process may make a path (root).
+pub fn require_permitted() -> anyhow::Result<()> {
+    if path::permitted() {
+        Ok(())
+    } else {
+        Err(crate::usage(
+            "--net needs root (it makes a network namespace and TUN devices)",
+        ))
+    }
 }
 
 impl NetSpec {
@@ -245,6 +283,12 @@ mod tests {
             NetSpec::parse("rtt=1.5s,rate=512kbit").unwrap().rate_bps,
             Some(512_000)
         );
+        // Said as `--net` takes it, and read back the same.
+        assert_eq!(s.key(), "rtt=50ms,jitter=5ms,rate=10000000bit,loss=0.5%");
+        for path in [s, plain, NetSpec::parse("rtt=800us,rate=512kbit").unwrap()] {
+            assert_eq!(NetSpec::parse(&path.key()).unwrap(), path);
+        }
+        assert_eq!(NetSpec::default().key(), "rtt=0ms");
     }
 
     #[test]
