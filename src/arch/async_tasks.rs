@@ -1,9 +1,9 @@
 //! Async: tokio's multi-threaded runtime, a task per connection, in the shape of mini-redis
 //! (one listener, a task spawned per connection, a graceful stop told through a `watch`
 //! channel). Each task drives the sans-IO [`Exchange`] like the blocking loop
-//! ([`super::blocking`]) but waits without holding a thread: `/sleep` on a timerfd in tokio's
-//! reactor, SQLite on the blocking pool, Redis through one task that owns a pipelined
-//! connection ([`RedisCodec`]). `/fib` runs inline and holds its worker, as plain async code
+//! ([`super::blocking`]) but waits without holding a thread: `/sleep` on the runtime's one
+//! timerfd ([`super::precise_timers`]), SQLite on the blocking pool, Redis through one task
+//! that owns a pipelined connection ([`RedisCodec`]). `/fib` runs inline and holds its worker, as plain async code
 //! does; that is what the lab shows. `--workers` is the number of runtime worker threads.
 
 use std::future::Future;
@@ -19,6 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::precise_timers::PreciseTimers;
 use super::request::{
     cancel_check, is_resource_exhaustion, Answered, Exchange, Step, LINGER_BYTES, LINGER_TIME,
 };
@@ -84,6 +85,8 @@ struct Shared {
     redis: Option<RedisClient>,
     /// Turns true when the server stops.
     stop: watch::Receiver<bool>,
+    /// Every precise wait's timer (`None`: no timerfd could be had; tokio's timer then).
+    timers: Option<Arc<PreciseTimers>>,
 }
 
 /// Accepts until the server stops, then tells the tasks and waits for them (at most
@@ -107,6 +110,7 @@ async fn accept_loop(
         ctx: Arc::clone(&ctx),
         redis,
         stop: stop_rx,
+        timers: PreciseTimers::start(),
     });
     let mut tick = tokio::time::interval(STOP_CHECK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -397,32 +401,13 @@ async fn write_all_or_stall(
     Ok(())
 }
 
-/// Waits `duration` to the nanosecond, on a timerfd in tokio's reactor. A wait stands for an
-/// I/O completion (a database answering), which has no tick; tokio's own timer rounds every
-/// deadline up to its next millisecond, which made a 10 ms wait take 10.5 to 11 ms here. Falls
-/// back to tokio's timer if no timerfd can be had (out of descriptors).
-async fn precise_sleep(duration: Duration) {
-    if duration.is_zero() {
-        return;
+/// Waits `duration` to the nanosecond, on the runtime's one timerfd ([`PreciseTimers`]); on
+/// tokio's timer (its millisecond ticks) if none could be had.
+async fn precise_sleep(shared: &Shared, duration: Duration) {
+    match &shared.timers {
+        Some(timers) => timers.sleep(duration).await,
+        None => tokio::time::sleep(duration).await,
     }
-    let due = tokio::time::Instant::now() + duration;
-    let Ok(timer) = crate::sys::watched_timer(duration) else {
-        tokio::time::sleep_until(due).await;
-        return;
-    };
-    loop {
-        let Ok(mut ready) = timer.readable().await else {
-            break;
-        };
-        match ready.get_inner().0.wait() {
-            // Expired: the read took its count.
-            Ok(()) => return,
-            Err(nix::errno::Errno::EAGAIN) => ready.clear_ready(),
-            Err(_) => break,
-        }
-    }
-    // The timerfd failed under us: wait whatever is left on tokio's timer.
-    tokio::time::sleep_until(due).await;
 }
 
 /// Does the work of a route: CPU work inline, waits as timers, the store off the workers.
@@ -433,7 +418,7 @@ async fn complete(shared: &Shared, route: Route, stream: RawFd) -> Option<Respon
         // Inline on purpose: see the module header.
         Route::Fib(_) => return App::compute(route, &mut cancel_check(stream, &shared.ctx, None)),
         Route::Sleep(ms) => {
-            precise_sleep(Duration::from_millis(ms)).await;
+            precise_sleep(shared, Duration::from_millis(ms)).await;
             App::sleep_done(ms)
         }
         // A blocking wait holds the tokio worker that runs the task, as a synchronous driver
@@ -442,7 +427,7 @@ async fn complete(shared: &Shared, route: Route, stream: RawFd) -> Option<Respon
             if w.blocking {
                 std::thread::sleep(w.wait);
             } else if !w.wait.is_zero() {
-                precise_sleep(w.wait).await;
+                precise_sleep(shared, w.wait).await;
             }
             let cancel = &mut cancel_check(stream, &shared.ctx, None);
             return App::compute(Route::Work(w.after_wait()), cancel);

@@ -18,6 +18,7 @@ pub mod listen;
 pub mod pipeline;
 pub mod poll;
 pub mod pool;
+pub mod precise_timers;
 pub mod preforked;
 pub mod prethreaded;
 pub mod reactors;

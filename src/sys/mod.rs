@@ -1,7 +1,7 @@
 //! The only home of `unsafe` in sweetspot: the few system calls no safe crate covers here, each
 //! block with why it is sound, -1 turned into `io::Error::last_os_error()`. Processes ([`fork`],
 //! [`join_cgroup_before_exec`]), a counter forked workers share ([`SharedCounter`]), waits with
-//! precise timeouts ([`poll`], [`epoll_wait_precise`], [`watched_timer`]), a static file opened
+//! precise timeouts ([`poll`], [`epoll_wait_precise`], [`watched_idle_timer`]), a static file opened
 //! beneath the root ([`open_beneath`]), the load engine's per-thread resources
 //! ([`thread_cpu_seconds`], [`pin_current_thread`], [`ensure_file_limit`]), a TUN device for
 //! the network path ([`open_tun`]) and io_uring ([`uring`]).
@@ -250,20 +250,14 @@ impl AsRawFd for TimerHandle {
     }
 }
 
-/// A non-blocking timerfd armed to expire once after `duration` (to the nanosecond), watched
-/// by the current tokio runtime's reactor (whose registration of a raw descriptor is
-/// `unsafe`): the async architecture's timers at the event loops' precision. Must be called
-/// inside a runtime.
-pub fn watched_timer(duration: Duration) -> io::Result<tokio::io::unix::AsyncFd<TimerHandle>> {
-    use nix::sys::time::TimeSpec;
-    use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
+/// A non-blocking timerfd, not yet armed, watched by the current tokio runtime's reactor
+/// (whose registration of a raw descriptor is `unsafe`): the async architecture's one timer
+/// for all its waits, at the event loops' precision. Must be called inside a runtime.
+pub fn watched_idle_timer() -> io::Result<tokio::io::unix::AsyncFd<TimerHandle>> {
+    use nix::sys::timerfd::{ClockId, TimerFd, TimerFlags};
     let fd = TimerFd::new(
         ClockId::CLOCK_MONOTONIC,
         TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
-    )?;
-    fd.set(
-        Expiration::OneShot(TimeSpec::from_duration(duration)),
-        TimerSetTimeFlags::empty(),
     )?;
     // SAFETY: `TimerHandle` owns the open timerfd; `as_raw_fd` returns that descriptor for
     // as long as the handle lives, and nothing closes or replaces it while the `AsyncFd`
