@@ -210,7 +210,8 @@ fn keep_alive(port: u16) {
         c.send(b"GET /hello HTTP/1.1\r\nHost: t\r\n\r\n");
         let r = c.read_reply(false);
         assert_eq!(r.text(), "Hello, World!");
-        assert_eq!(r.header("connection"), Some("keep-alive"));
+        // HTTP/1.1 persists by default (RFC 9112 9.3): no Connection header says so.
+        assert_eq!(r.header("connection"), None);
     }
     c.send(b"GET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
     assert_eq!(c.read_reply(false).header("connection"), Some("close"));

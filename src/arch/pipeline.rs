@@ -330,6 +330,7 @@ mod tests {
         let shape = ReplyShape {
             keep_alive: false,
             head: false,
+            http10: false,
         };
         let mut p = Pipeline {
             pending: Some(shape),
@@ -360,6 +361,7 @@ mod tests {
         behind.pending = Some(ReplyShape {
             keep_alive: true,
             head: false,
+            http10: false,
         });
         behind.observe(now);
         assert!(behind.out.is_empty());
@@ -389,6 +391,7 @@ mod tests {
             pending: Some(ReplyShape {
                 keep_alive: false,
                 head: false,
+                http10: false,
             }),
             close_after_flush: true,
             ..Pipeline::default()

@@ -9,19 +9,26 @@ use std::time::{Duration, Instant};
 
 use super::{Protocol, ServerContext, Timeouts, DRAIN};
 use crate::app::{echo, App, Route};
-use crate::http::{FileBody, Method, RequestParser, Response};
+use crate::http::{FileBody, Method, Persist, RequestParser, Response};
 
 /// How to frame the reply to one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplyShape {
     pub keep_alive: bool,
     pub head: bool,
+    /// The request was HTTP/1.0: keep-alive is announced (HTTP/1.1's is the default).
+    pub http10: bool,
 }
 
 impl ReplyShape {
     /// Serialises `resp` into `out`.
     pub fn write(self, resp: &Response, out: &mut Vec<u8>) {
-        resp.write_to(out, self.keep_alive, self.head);
+        let persist = match (self.keep_alive, self.http10) {
+            (false, _) => Persist::Close,
+            (true, true) => Persist::KeepAlive,
+            (true, false) => Persist::Default,
+        };
+        resp.write_to(out, persist, self.head);
     }
 }
 
@@ -57,6 +64,7 @@ pub fn next_request(input: &[u8], out: &mut Vec<u8>, app: &App, stopping: bool) 
             let shape = ReplyShape {
                 keep_alive: req.keep_alive && !stopping,
                 head: req.method == Method::Head,
+                http10: req.http10,
             };
             Next::Request(app.route(&req), shape, used)
         }
@@ -66,7 +74,7 @@ pub fn next_request(input: &[u8], out: &mut Vec<u8>, app: &App, stopping: bool) 
             if e.status() == 405 {
                 resp = resp.with_header("Allow", "GET, HEAD, POST");
             }
-            resp.write_to(out, false, false);
+            resp.write_to(out, Persist::Close, false);
             Next::Rejected
         }
     }
@@ -126,7 +134,7 @@ pub const LINGER_BYTES: usize = 4 * 1024 * 1024;
 
 /// Writes the 408 that ends a connection whose request missed its deadline.
 pub fn request_timeout(out: &mut Vec<u8>) {
-    Response::error(408).write_to(out, false, false);
+    Response::error(408).write_to(out, Persist::Close, false);
 }
 
 /// Whether the client has hung up: closed (or shut down) its side, or reset the connection.

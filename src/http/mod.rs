@@ -11,4 +11,4 @@ mod request;
 mod response;
 
 pub use request::{HttpError, Method, Request, RequestParser, MAX_BODY, MAX_HEADER_BYTES};
-pub use response::{status_reason, FileBody, Response, FILE_CHUNK};
+pub use response::{status_reason, FileBody, Persist, Response, FILE_CHUNK};

@@ -33,6 +33,8 @@ pub struct Request {
     pub query: Option<String>,
     /// Whether the connection stays open after the response.
     pub keep_alive: bool,
+    /// An HTTP/1.0 request (whose keep-alive the response must announce).
+    pub http10: bool,
     pub content_type: Option<String>,
     pub body: Vec<u8>,
 }
@@ -174,6 +176,7 @@ impl RequestParser {
             path,
             query,
             keep_alive,
+            http10: head.minor == 0,
             content_type: head.content_type,
             body,
         };

@@ -55,6 +55,19 @@ impl FileBody {
     }
 }
 
+/// What a response says of the connection after it (RFC 9112 9.3): an HTTP/1.1 connection
+/// persists unless one side says `close`, so keeping it open needs no header; an HTTP/1.0
+/// client that asked for keep-alive is told it was granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persist {
+    /// HTTP/1.1 kept open: no header.
+    Default,
+    /// HTTP/1.0 kept open: `Connection: keep-alive`.
+    KeepAlive,
+    /// Closed after the response: `Connection: close`.
+    Close,
+}
+
 /// An answer to one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
@@ -111,9 +124,9 @@ impl Response {
     }
 
     /// Appends the response to `out`. `head` omits the body (but keeps its length);
-    /// `keep_alive` chooses the Connection header. A file body is not written: the caller
+    /// `persist` chooses the Connection header. A file body is not written: the caller
     /// streams it after this.
-    pub fn write_to(&self, out: &mut Vec<u8>, keep_alive: bool, head: bool) {
+    pub fn write_to(&self, out: &mut Vec<u8>, persist: Persist, head: bool) {
         // Written piece by piece rather than through `write!`: this runs once per reply, and
         // the formatting machinery was a visible share of a small reply's cost.
         out.extend_from_slice(b"HTTP/1.1 ");
@@ -130,10 +143,10 @@ impl Response {
         for (name, value) in &self.headers {
             let _ = write!(out, "{name}: {value}\r\n");
         }
-        out.extend_from_slice(if keep_alive {
-            b"Connection: keep-alive\r\n\r\n"
-        } else {
-            b"Connection: close\r\n\r\n"
+        out.extend_from_slice(match persist {
+            Persist::Default => b"\r\n",
+            Persist::KeepAlive => b"Connection: keep-alive\r\n\r\n",
+            Persist::Close => b"Connection: close\r\n\r\n",
         });
         if !head {
             out.extend_from_slice(&self.body);
@@ -213,7 +226,7 @@ mod tests {
     #[test]
     fn head_keeps_the_length_and_drops_the_body() {
         let mut out = Vec::new();
-        Response::text(200, "Hello").write_to(&mut out, false, true);
+        Response::text(200, "Hello").write_to(&mut out, Persist::Close, true);
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with("HTTP/1.1 200 OK\r\n"));
         assert!(text.contains("Content-Length: 5\r\n"));
@@ -232,7 +245,7 @@ mod tests {
         let mut out = b"before|".to_vec();
         Response::text(404, "gone\n")
             .with_header("Allow", "GET, HEAD")
-            .write_to(&mut out, true, false);
+            .write_to(&mut out, Persist::KeepAlive, false);
         let text = String::from_utf8(out).unwrap();
         let date_at = text.find("Date: ").unwrap() + 6;
         let date = &text[date_at..date_at + 29];
@@ -243,6 +256,12 @@ mod tests {
              Content-Type: text/plain; charset=utf-8\r\nContent-Length: 5\r\n\
              Allow: GET, HEAD\r\nConnection: keep-alive\r\n\r\ngone\n"
         );
+        // HTTP/1.1 kept open: no Connection header at all.
+        let mut out = Vec::new();
+        Response::text(200, "ok").write_to(&mut out, Persist::Default, false);
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains("Connection"), "{text}");
+        assert!(text.ends_with("Content-Length: 2\r\n\r\nok"), "{text}");
     }
 
     #[test]
