@@ -9,7 +9,9 @@ order: our closed loop (the reference), then at 20,000 req/s and at 80% of our c
 throughput: ours with `--slack 0` (a timer per request, as before the slack), with
 `--slack 250us`, with the default (1 ms), the uring driver with the default, autocannon and h2load. The table
 gives medians over the rounds: req/s, CPU per request, its ratio to our closed loop and to
-autocannon's, and our p50 (the slack's lateness is inside it).
+autocannon's, and our p50 (the slack's lateness is inside it; with the epoll driver a
+response ends at the kernel's stamp of its arrival, and the thread naps a quarter of the slack
+between polls, its sends late by at most that, measured).
 
 Usage: benches/rate_cost.py SECONDS ROUNDS
 """

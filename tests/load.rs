@@ -409,6 +409,18 @@ fn rate_mode_slack_reads_a_known_latency_as_sends_one_by_one_do(engine: Engine) 
         assert_eq!(report.rate_held, Some(true), "{report:?}");
         assert_eq!(report.errors.total(), 0, "{:?}", report.errors);
         assert_eq!(report.slack_us, Some(slack_us));
+        // The epoll driver times each response by the kernel's stamp of its arrival: every
+        // read carried one, and with the slack the worker napped, so responses waited to be
+        // read (in no latency).
+        if engine == Engine::Epoll {
+            let stamps = report.stamps.clone().expect("stamps");
+            assert!(stamps.stamped >= report.requests, "{stamps:?}");
+            if slack_us > 0 {
+                assert!(stamps.hold_mean_us > 0.0, "{stamps:?}");
+            }
+        } else {
+            assert_eq!(report.stamps, None);
+        }
         let l = report.latency_us;
         assert!(
             (20_000.0..20_000.0 + 3_000.0 + slack_us as f64).contains(&l.p50),

@@ -120,7 +120,9 @@ pub struct LoadArgs {
     /// own time), cut to 20 sends' worth at high rates (bigger bursts queue at the server);
     /// 0: never, a timer armed per request [default: 1ms]. Latency is still
     /// measured from each request's intended time, so the lateness is inside it: at most
-    /// DURATION, recorded in the report as `slack_us`.
+    /// DURATION, recorded in the report as `slack_us`. Over plain TCP with the epoll engine
+    /// a response ends at the kernel's stamp of its arrival, and a thread naps a quarter of
+    /// DURATION (at most 250us) between polls to read several at once (`stamps` in the report).
     #[arg(long, value_name = "DURATION", requires = "rate")]
     pub slack: Option<String>,
     /// No human summary (JSON only, if asked for).

@@ -77,7 +77,7 @@ pub fn batch_size(connections: usize, paced: bool) -> usize {
     }
 }
 
-fn wall_clock() -> Duration {
+pub fn wall_clock() -> Duration {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default()

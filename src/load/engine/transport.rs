@@ -206,6 +206,52 @@ impl Transport {
         }
     }
 
+    /// Has the kernel stamp each arrival with its time (`SO_TIMESTAMPNS`), for
+    /// [`Transport::read_stamped`].
+    pub fn stamp_arrivals(&self) -> io::Result<()> {
+        nix::sys::socket::setsockopt(
+            &self.as_fd(),
+            nix::sys::socket::sockopt::ReceiveTimestampns,
+            &true,
+        )
+        .map_err(io::Error::from)
+    }
+
+    /// As [`Transport::read`], with the kernel's receive time of the last bytes read
+    /// (realtime, since the epoch) where the socket gives one ([`Transport::stamp_arrivals`];
+    /// plain TCP: TLS reads through its session and gives none).
+    #[inline]
+    pub fn read_stamped(
+        &mut self,
+        buf: &mut [u8],
+        peer_closed: bool,
+    ) -> io::Result<(usize, Option<Duration>)> {
+        use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+        let Transport::Plain(stream) = self else {
+            return self.read(buf, peer_closed).map(|n| (n, None));
+        };
+        let mut space = nix::cmsg_space!(nix::sys::time::TimeSpec);
+        let mut iov = [io::IoSliceMut::new(buf)];
+        match recvmsg::<()>(
+            stream.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::empty(),
+        ) {
+            Ok(msg) => {
+                let stamp = msg.cmsgs().ok().and_then(|mut cmsgs| {
+                    cmsgs.find_map(|c| match c {
+                        ControlMessageOwned::ScmTimestampns(ts) => Some(Duration::from(ts)),
+                        _ => None,
+                    })
+                });
+                Ok((msg.bytes, stamp))
+            }
+            Err(Errno::EAGAIN) => Err(io::ErrorKind::WouldBlock.into()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Writes what the socket takes now; `WouldBlock` when it takes nothing. TLS takes the
     /// bytes into rustls and writes them encrypted; what the socket does not take yet goes out
     /// on the next writable edge ([`Transport::flush_pending`]).
@@ -272,4 +318,43 @@ pub fn preflight_connect(
     }
     let (addr, e) = last_error.expect("resolve returns at least one address");
     anyhow::bail!("cannot connect to {target} ({addr}): {e}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stamped read says when the bytes reached the socket, not when they were read: bytes
+    /// left 60 ms in the socket read as 60 ms old (the epoll driver's rate mode naps on this).
+    #[test]
+    fn a_stamped_read_dates_the_bytes_by_their_arrival() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut client = Transport::connect(addr, true, None).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        client.stamp_arrivals().unwrap();
+        server.write_all(b"HTTP/1.1 200 OK\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(60));
+        let mut buf = [0u8; 64];
+        let (n, stamp) = client.read_stamped(&mut buf, false).unwrap();
+        assert_eq!(&buf[..n], b"HTTP/1.1 200 OK\r\n");
+        let now = Instant::now();
+        let at =
+            crate::load::engine::ring::arrival(stamp, now, crate::load::engine::ring::wall_clock());
+        let age = now - at;
+        assert!(
+            (Duration::from_millis(55)..Duration::from_millis(1000)).contains(&age),
+            "{age:?}"
+        );
+        // Nothing more: would block, as a plain read does.
+        let e = client.read_stamped(&mut buf, false).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        // Without the option the kernel stamps nothing.
+        let mut plain = Transport::connect(addr, true, None).unwrap();
+        let (mut other, _) = listener.accept().unwrap();
+        other.write_all(b"x").unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        let (n, stamp) = plain.read_stamped(&mut buf, false).unwrap();
+        assert_eq!((n, stamp), (1, None));
+    }
 }

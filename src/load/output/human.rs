@@ -50,6 +50,13 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
     if let Some(uring) = &report.uring {
         uring_line(&mut out, report, uring);
     }
+    if let Some(stamps) = report.stamps.as_ref().filter(|s| s.stamped > 0) {
+        let _ = writeln!(
+            out,
+            "Arrivals:     timed by the kernel's stamps ({} reads); responses waited {:.0} µs on average (max {:.0} µs) to be read, in no latency",
+            stamps.stamped, stamps.hold_mean_us, stamps.hold_max_us
+        );
+    }
     if let Some(net) = &report.net {
         let _ = writeln!(
             out,
@@ -395,6 +402,7 @@ mod tests {
             series: Vec::new(),
             tls: None,
             uring: None,
+            stamps: None,
         };
         let config = LoadConfig::new(
             Target::parse("http://127.0.0.1:1/").unwrap(),

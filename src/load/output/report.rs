@@ -161,6 +161,22 @@ pub struct LoadReport {
     /// `--engine uring` only: how the driver gathered responses, and how long they waited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uring: Option<UringReport>,
+    /// Rate mode over plain TCP with the epoll driver: responses timed by the kernel's stamps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stamps: Option<StampReport>,
+}
+
+/// Rate mode over plain TCP with the epoll driver: each response ends when the kernel stamped
+/// its arrival (`SO_TIMESTAMPNS`), not when it was read, so the worker naps between polls (a
+/// quarter of its slack, at most 250 us, after a poll of few events) and reads several
+/// responses a wakeup; how long they waited to be read is here, in no latency.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct StampReport {
+    /// Reads that carried a stamp.
+    pub stamped: u64,
+    /// How long they waited between arriving and being read, µs.
+    pub hold_mean_us: f64,
+    pub hold_max_us: f64,
 }
 
 /// How the io_uring driver waited. Latency ends when a response reached its socket, so the
@@ -294,6 +310,14 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         engine: config.engine.name().to_string(),
         uring: (config.engine == crate::load::Engine::Uring)
             .then(|| uring_report(config, threads, merged)),
+        stamps: (config.engine == crate::load::Engine::Epoll
+            && rate_mode
+            && !config.target.is_tls())
+        .then(|| StampReport {
+            stamped: merged.hold.count,
+            hold_mean_us: merged.hold.mean_us(),
+            hold_max_us: merged.hold.max.as_secs_f64() * 1e6,
+        }),
         segment: None,
         started_at_unix_s: 0.0,
         ended_at_unix_s: 0.0,
