@@ -409,12 +409,17 @@ fn rate_mode_slack_reads_a_known_latency_as_sends_one_by_one_do(engine: Engine) 
         assert_eq!(report.rate_held, Some(true), "{report:?}");
         assert_eq!(report.errors.total(), 0, "{:?}", report.errors);
         assert_eq!(report.slack_us, Some(slack_us));
-        // The epoll driver times each response by the kernel's stamp of its arrival: every
-        // read carried one, and with the slack the worker napped, so responses waited to be
-        // read (in no latency).
+        // The epoll driver times each response by the kernel's stamp of its arrival: the reads
+        // carried one (all but those in the moment the kernel turns stamping on, when this is
+        // the first socket to ask), and with the slack the worker napped, so responses waited
+        // to be read (in no latency).
         if engine == Engine::Epoll {
             let stamps = report.stamps.clone().expect("stamps");
-            assert!(stamps.stamped >= report.requests, "{stamps:?}");
+            assert!(
+                stamps.stamped * 100 >= report.requests * 99,
+                "{stamps:?} of {}",
+                report.requests
+            );
             if slack_us > 0 {
                 assert!(stamps.hold_mean_us > 0.0, "{stamps:?}");
             }

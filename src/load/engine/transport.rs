@@ -333,6 +333,10 @@ mod tests {
         let mut client = Transport::connect(addr, true, None).unwrap();
         let (mut server, _) = listener.accept().unwrap();
         client.stamp_arrivals().unwrap();
+        // The first socket to ask turns the kernel's stamping on through a deferred work item:
+        // a packet in the moment before that carries no stamp (the engine then times it when
+        // it is read).
+        std::thread::sleep(Duration::from_millis(50));
         server.write_all(b"HTTP/1.1 200 OK\r\n").unwrap();
         std::thread::sleep(Duration::from_millis(60));
         let mut buf = [0u8; 64];
