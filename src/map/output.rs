@@ -473,25 +473,23 @@ fn rtt_sentence(results: &MapResults) -> Option<String> {
         let (Some(o), Some(b)) = (c.outcome.as_ref(), base.outcome.as_ref()) else {
             continue;
         };
-        let (Some(w), Some(bw)) = (o.winner, b.winner) else {
-            if o.winner.is_some() != b.winner.is_some() {
-                compared += 1;
-                changed.push(format!(
-                    "{}: {} at {shortest} ms, {} at {} ms",
-                    c.cell.key,
-                    verdict_words(base),
-                    verdict_words(c),
-                    c.cell.rtt_ms
-                ));
+        let change = match (o.winner, b.winner) {
+            (Some(w), Some(bw)) => {
+                let other_arch = !verdict_archs(b).contains(&w.arch.name().to_string())
+                    && !verdict_archs(o).contains(&bw.arch.name().to_string());
+                let pool_moved = w.arch == bw.arch
+                    && matches!((w.workers, bw.workers), (Some(p), Some(q)) if p > 2 * q || q > 2 * p);
+                Some(other_arch || pool_moved)
             }
+            // A winner on one side only.
+            (Some(_), None) | (None, Some(_)) => Some(true),
+            (None, None) => None,
+        };
+        let Some(changed_here) = change else {
             continue;
         };
         compared += 1;
-        let other_arch = !verdict_archs(b).contains(&w.arch.name().to_string())
-            && !verdict_archs(o).contains(&bw.arch.name().to_string());
-        let pool_moved = w.arch == bw.arch
-            && matches!((w.workers, bw.workers), (Some(p), Some(q)) if p > 2 * q || q > 2 * p);
-        if other_arch || pool_moved {
+        if changed_here {
             changed.push(format!(
                 "{}: {} at {shortest} ms, {} at {} ms",
                 c.cell.key,
@@ -837,23 +835,9 @@ mod tests {
     }
 
     fn results(spec: MapSpec, cells: Vec<CellResult>) -> MapResults {
-        MapResults {
-            version: 1,
-            source: "t".into(),
-            spec,
-            machine: Default::default(),
-            started: String::new(),
-            finished: String::new(),
-            interrupted: false,
-            wall_s: 1.0,
-            cells,
-            points_measured: 0,
-            full_grid_points: 0,
-            summary: String::new(),
-            round_trip_us: 0.0,
-            round_trip_points: 0,
-            round_trips: Vec::new(),
-        }
+        let mut r = MapResults::new("t", &spec, Default::default(), 1.0);
+        r.cells = cells;
+        r
     }
 
     #[test]

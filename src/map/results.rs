@@ -45,6 +45,29 @@ pub struct MapResults {
     pub round_trips: Vec<RoundTripAt>,
 }
 
+impl MapResults {
+    /// A run's results before any cell: nothing measured yet, `wall_s` so far.
+    pub fn new(source: &str, spec: &MapSpec, machine: Machine, wall_s: f64) -> MapResults {
+        MapResults {
+            version: 1,
+            source: source.to_string(),
+            spec: spec.clone(),
+            machine,
+            started: String::new(),
+            finished: String::new(),
+            interrupted: false,
+            wall_s,
+            cells: Vec::new(),
+            points_measured: 0,
+            full_grid_points: 0,
+            summary: String::new(),
+            round_trip_us: 0.0,
+            round_trip_points: 0,
+            round_trips: Vec::new(),
+        }
+    }
+}
+
 /// The round trip at one connection of a request of one C across one path.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RoundTripAt {

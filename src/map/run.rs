@@ -175,23 +175,8 @@ pub fn run_map(
     let cells = spec.cells();
     let started = Instant::now();
     let mut progress = Progress::new(cells.len(), store.len(), plain);
-    let mut results = MapResults {
-        version: 1,
-        source: source.to_string(),
-        spec: spec.clone(),
-        machine: machine.clone(),
-        started: utc_timestamp(),
-        finished: String::new(),
-        interrupted: false,
-        wall_s: previous_wall_s,
-        cells: Vec::new(),
-        points_measured: 0,
-        full_grid_points: 0,
-        summary: String::new(),
-        round_trip_us: 0.0,
-        round_trip_points: 0,
-        round_trips: Vec::new(),
-    };
+    let mut results = MapResults::new(source, spec, machine.clone(), previous_wall_s);
+    results.started = utc_timestamp();
     // The round trip of each C the map has at each path's round trip, measured once a run.
     let mut round_trips: Vec<(f64, f64, RoundTrip)> = Vec::new();
     'measure: for &cpu_us in &spec.cpu_us {
