@@ -47,13 +47,13 @@ fn namespaces(pid: u32) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Runs `sweetspot load ARGS --json - --quiet`, returns its report, and checks the run left
-/// no namespace nor device behind.
-fn load_json(args: &[&str]) -> serde_json::Value {
+/// Runs `sweetspot ARGS`, asserts it succeeded and left no namespace nor device behind, and
+/// returns its output.
+fn run_leaving_nothing<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(
+    args: &[S],
+) -> std::process::Output {
     let child = Command::new(BIN)
-        .arg("load")
         .args(args)
-        .args(["--json", "-", "--quiet"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -68,7 +68,16 @@ fn load_json(args: &[&str]) -> serde_json::Value {
     assert!(namespaces(pid).is_empty(), "{:?} left", namespaces(pid));
     let devices = links(&format!("ssv{pid}x"));
     assert!(devices.is_empty(), "{devices:?} left");
-    serde_json::from_slice(&out.stdout).unwrap()
+    out
+}
+
+/// Runs `sweetspot load ARGS --json - --quiet`, returns its report, and checks the run left
+/// no namespace nor device behind.
+fn load_json(args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["load"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--json", "-", "--quiet"]);
+    serde_json::from_slice(&run_leaving_nothing(&all).stdout).unwrap()
 }
 
 /// Errors of every kind in a report.
@@ -387,23 +396,13 @@ fn a_map_has_round_trips_as_an_axis() {
     )
     .unwrap();
     let out = tmp.path().join("out");
-    let child = Command::new(BIN)
-        .args(["map", "--plain", "--out"])
-        .arg(&out)
-        .arg(&file)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let run = child.wait_with_output().unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    assert!(namespaces(pid).is_empty(), "{:?} left", namespaces(pid));
-    assert!(links(&format!("ssv{pid}x")).is_empty());
+    run_leaving_nothing(&[
+        "map".as_ref(),
+        "--plain".as_ref(),
+        "--out".as_ref(),
+        out.as_os_str(),
+        file.as_os_str(),
+    ]);
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     let cells = results["cells"].as_array().unwrap();

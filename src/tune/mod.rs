@@ -729,10 +729,14 @@ mod tests {
         }
     }
 
-    /// One knob, `procs` in 1..8, the search's pick 2 measured once, then the rules measured
-    /// beside it on 2 cores with a 1 s p99 bound: the pick after the rules, what was measured,
-    /// and the rules' results.
-    fn rules_beside_two(m: &mut dyn Measure) -> (search::Found, Measured, Vec<RuleResult>) {
+    /// One knob, `procs` in 1..8, the search's pick 2 measured once (after `searched`, each
+    /// measured once beside it by the search), then the rules measured beside it on 2 cores
+    /// with a 1 s p99 bound: the pick after the rules, what was measured, and the rules'
+    /// results.
+    fn rules_beside_two(
+        m: &mut dyn Measure,
+        searched: &[u32],
+    ) -> (search::Found, Measured, Vec<RuleResult>) {
         let knobs = spec::knobs_of(
             "srv {knob:procs} {port}",
             None,
@@ -741,6 +745,9 @@ mod tests {
         )
         .unwrap();
         let mut measured = Measured::default();
+        for &procs in searched {
+            measured.level(m, &[procs], 1, 1e6).unwrap();
+        }
         let level = measured.level(m, &[2], 1, 1e6).unwrap();
         let mut found = search::Found {
             pick: vec![2],
@@ -756,7 +763,7 @@ mod tests {
     #[test]
     fn a_rule_clearly_better_than_the_pick_is_measured_again_and_becomes_it() {
         let (found, measured, measured_rules) =
-            rules_beside_two(&mut Flat(|w| if w == 5 { 2000.0 } else { 1000.0 }));
+            rules_beside_two(&mut Flat(|w| if w == 5 { 2000.0 } else { 1000.0 }), &[]);
         assert_eq!(found.pick, [5]);
         assert_eq!(found.adopted_from.as_deref(), Some("2n+1"));
         // Both were measured three times before the pick changed; the rule now loses nothing.
@@ -764,7 +771,8 @@ mod tests {
         assert_eq!(measured.samples[&vec![5]].len(), 3);
         assert!(measured_rules[0].rps_loss.abs() < 1e-9);
         // Within 5%: the search's pick stands.
-        let (found, _, _) = rules_beside_two(&mut Flat(|w| if w == 5 { 1040.0 } else { 1000.0 }));
+        let (found, _, _) =
+            rules_beside_two(&mut Flat(|w| if w == 5 { 1040.0 } else { 1000.0 }), &[]);
         assert_eq!((found.pick, found.adopted_from), (vec![2], None));
     }
 
@@ -781,26 +789,9 @@ mod tests {
                 Some(s)
             }
         }
-        let knobs = spec::knobs_of(
-            "srv {knob:procs} {port}",
-            None,
-            None,
-            &["procs=1..8".into()],
-        )
-        .unwrap();
+        // The search measured 4 once beside its pick, 2.
         let run = |m: &mut dyn Measure| {
-            let mut measured = Measured::default();
-            // The search measured 4 once beside its pick, 2.
-            measured.level(m, &[4], 1, 1e6).unwrap();
-            let level = measured.level(m, &[2], 1, 1e6).unwrap();
-            let mut found = search::Found {
-                pick: vec![2],
-                level,
-                path: Vec::new(),
-                passes: 1,
-                adopted_from: None,
-            };
-            rules(&knobs, &mut found, None, None, 2, 1e6, &mut measured, m).unwrap();
+            let (found, measured, _) = rules_beside_two(m, &[4]);
             (found, measured)
         };
         // 4 reads 4.7% over in its first run, 8% over in the next two.
@@ -842,7 +833,7 @@ mod tests {
                 })
             }
         }
-        let (_, _, out) = rules_beside_two(&mut Starved);
+        let (_, _, out) = rules_beside_two(&mut Starved, &[]);
         assert_eq!(out[0].rule, "2n+1");
         assert!(!out[0].meets_bound);
         assert_eq!(
