@@ -178,7 +178,6 @@ pub fn run_map(
     let mut results = MapResults::new(source, spec, machine.clone(), previous_wall_s);
     results.started = utc_timestamp();
     // The round trip of each C the map has at each path's round trip, measured once a run.
-    let mut round_trips: Vec<(f64, f64, RoundTrip)> = Vec::new();
     'measure: for &cpu_us in &spec.cpu_us {
         for rtt_ms in spec.rtts() {
             let Some(rt) = round_trip(
@@ -192,7 +191,6 @@ pub fn run_map(
             ) else {
                 break 'measure;
             };
-            round_trips.push((cpu_us, rtt_ms, rt));
             results.round_trips.push(RoundTripAt {
                 cpu_us,
                 rtt_ms,
@@ -209,10 +207,16 @@ pub fn run_map(
         .map(|r| (r.us - r.rtt_ms * 1000.0).max(0.0))
         .fold(0.0, f64::max);
     for cell in &cells {
-        let round_trip = round_trips
+        let round_trip = results
+            .round_trips
             .iter()
-            .find(|(c, r, _)| *c == cell.cpu_us && *r == cell.rtt_ms)
-            .map_or(RoundTrip::default(), |(_, _, rt)| *rt);
+            .find(|r| r.cpu_us == cell.cpu_us && r.rtt_ms == cell.rtt_ms)
+            .map_or(RoundTrip::default(), |r| RoundTrip {
+                us: r.us,
+                jitter_us: r.jitter_us,
+                // Counted in `round_trip_points` already.
+                points: 0,
+            });
         if options.stop.load(Ordering::SeqCst) {
             break;
         }
