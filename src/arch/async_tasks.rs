@@ -1,10 +1,12 @@
 //! Async: tokio's multi-threaded runtime, a task per connection, in the shape of mini-redis
 //! (one listener, a task spawned per connection, a graceful stop told through a `watch`
 //! channel). Each task drives the sans-IO [`Exchange`] like the blocking loop
-//! ([`super::blocking`]) but waits without holding a thread: `/sleep` on the runtime's one
-//! timerfd ([`super::precise_timers`]), SQLite on the blocking pool, Redis through one task
-//! that owns a pipelined connection ([`RedisCodec`]). `/fib` runs inline and holds its worker, as plain async code
-//! does; that is what the lab shows. `--workers` is the number of runtime worker threads.
+//! ([`super::blocking`]) but waits without holding a thread: `/sleep`, idle and request
+//! deadlines and stalled writes on the runtime's one timerfd ([`super::precise_timers`], which
+//! keeps tokio's own timer, and so a kernel timer per worker park, out of the way), SQLite on
+//! the blocking pool, Redis through one task that owns a pipelined connection ([`RedisCodec`]).
+//! `/fib` runs inline and holds its worker, as plain async code does; that is what the lab
+//! shows. `--workers` is the number of runtime worker threads.
 
 use std::future::Future;
 use std::io::ErrorKind;
@@ -19,7 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::precise_timers::PreciseTimers;
+use super::precise_timers::{Deadline, PreciseTimers};
 use super::request::{
     cancel_check, is_resource_exhaustion, Answered, Exchange, Step, LINGER_BYTES, LINGER_TIME,
 };
@@ -112,8 +114,8 @@ async fn accept_loop(
         stop: stop_rx,
         timers: PreciseTimers::start(),
     });
-    let mut tick = tokio::time::interval(STOP_CHECK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let timers = shared.timers.as_deref();
+    let mut tick = Deadline::new(timers, Instant::now() + STOP_CHECK);
     while !ctx.stopping() {
         tokio::select! {
             accepted = listener.accept() => {
@@ -144,7 +146,7 @@ async fn accept_loop(
                     }
                 }
             }
-            _ = tick.tick() => {}
+            _ = &mut tick => tick = Deadline::new(timers, Instant::now() + STOP_CHECK),
         }
     }
     drop(listener);
@@ -176,10 +178,10 @@ struct Connection {
     /// Resolves when the server stops. Made once per connection: a new wait per read would
     /// take the channel's lock for every request.
     stop: StopWait,
-    /// The idle (or request-slice) wake-up, kept across reads and reset only when it must
-    /// come earlier or has fired: a timer per read would touch the runtime's timer wheel for
-    /// every request.
-    wake: Pin<Box<tokio::time::Sleep>>,
+    /// The idle (or request-slice) wake-up, kept across reads and made again only when it
+    /// must come earlier or has fired (`None`): a timer per read would take the timers' lock
+    /// for every request.
+    wake: Option<Deadline>,
     /// The connection's sans-IO state: input, output, deadlines (no buffers kept idle).
     ex: Exchange,
     /// Dropped when the task ends: the accept loop's drain counts these.
@@ -189,13 +191,12 @@ struct Connection {
 impl Connection {
     fn new(stream: TcpStream, shared: Arc<Shared>, done: mpsc::Sender<()>) -> Connection {
         let mut stop = shared.stop.clone();
-        let idle_at = Instant::now() + shared.ctx.idle_timeout;
         Connection {
             stream,
             stop: Box::pin(async move {
                 let _ = stop.wait_for(|stop| *stop).await;
             }),
-            wake: Box::pin(tokio::time::sleep_until(idle_at.into())),
+            wake: None,
             shared,
             ex: Exchange::new(0),
             _done: done,
@@ -281,11 +282,12 @@ impl Connection {
             idle_at.min(Instant::now() + CLOCK_SLICE)
         };
         // The wake-up only moves earlier here; one that is late for a later idle deadline
-        // fires, finds the connection not idle (Quiet), and is reset on the next call.
-        let wake_at = tokio::time::Instant::from(wake_at);
-        if self.wake.is_elapsed() || wake_at < self.wake.deadline() {
-            self.wake.as_mut().reset(wake_at);
-        }
+        // fires, finds the connection not idle (Quiet), and is made again on the next call.
+        let wake = match self.wake.take() {
+            Some(wake) if wake.at() <= wake_at => wake,
+            _ => Deadline::new(self.shared.timers.as_deref(), wake_at),
+        };
+        let wake = self.wake.insert(wake);
         tokio::select! {
             biased;
             // poll_read_ready keeps this task's waker in the socket's own slot; `readable()`
@@ -294,7 +296,8 @@ impl Connection {
                 Ok(()) => read_into(&mut self.stream, &mut self.ex.input),
                 Err(_) => Input::End,
             },
-            _ = &mut self.wake => {
+            _ = wake => {
+                self.wake = None;
                 if Instant::now() >= idle_at {
                     Input::Idle
                 } else {
@@ -308,7 +311,8 @@ impl Connection {
     /// Writes all queued output and clears it.
     async fn write_out(&mut self) -> std::io::Result<()> {
         let timeout = self.ctx().timeouts.write;
-        write_all_or_stall(&mut self.stream, &self.ex.out, timeout).await?;
+        let timers = self.shared.timers.as_deref();
+        write_all_or_stall(&mut self.stream, &self.ex.out, timeout, timers).await?;
         self.ex.out.clear();
         Ok(())
     }
@@ -373,11 +377,13 @@ fn read_into(stream: &mut TcpStream, input: &mut Vec<u8>) -> Input {
     }
 }
 
-/// Writes all of `buf`, failing once the client has taken none of it for `timeout`.
+/// Writes all of `buf`, failing once the client has taken none of it for `timeout` (waited on
+/// `timers`).
 async fn write_all_or_stall(
     stream: &mut TcpStream,
     buf: &[u8],
     timeout: Duration,
+    timers: Option<&PreciseTimers>,
 ) -> std::io::Result<()> {
     let mut pos = 0;
     while pos < buf.len() {
@@ -392,10 +398,11 @@ async fn write_all_or_stall(
             Err(e) if e.kind() != ErrorKind::WouldBlock => return Err(e),
             Err(_) => {}
         }
-        match tokio::time::timeout(timeout, stream.writable()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(ErrorKind::TimedOut.into()),
+        let stalled = Deadline::new(timers, Instant::now() + timeout);
+        tokio::select! {
+            biased;
+            ready = stream.writable() => ready?,
+            _ = stalled => return Err(ErrorKind::TimedOut.into()),
         }
     }
     Ok(())
@@ -404,9 +411,8 @@ async fn write_all_or_stall(
 /// Waits `duration` to the nanosecond, on the runtime's one timerfd ([`PreciseTimers`]); on
 /// tokio's timer (its millisecond ticks) if none could be had.
 async fn precise_sleep(shared: &Shared, duration: Duration) {
-    match &shared.timers {
-        Some(timers) => timers.sleep(duration).await,
-        None => tokio::time::sleep(duration).await,
+    if !duration.is_zero() {
+        Deadline::new(shared.timers.as_deref(), Instant::now() + duration).await
     }
 }
 
