@@ -2,7 +2,9 @@
 nginx serving a 14-byte file on CPU 0 (the generators' target), and processes pinned to a
 CPU inside a cgroup v1 cpuacct group of their own, so their CPU time is exact (every process
 and thread they ran, exited ones included). Where no cgroup can be made, the CPU time falls back
-to utime + stime of the process tree plus its reaped children, from /proc.
+to utime + stime of the process tree plus its reaped children, from /proc. A command may also be
+held to a share of its CPU (a cgroup v1 cpu group with a CFS quota), so that it, not the load
+generator, sets the pace.
 """
 
 import os
@@ -13,6 +15,9 @@ import subprocess
 import time
 
 CGROUP = "/sys/fs/cgroup/cpuacct"
+CPU_CGROUP = "/sys/fs/cgroup/cpu"
+# The CFS period of a quota: short, so a held server runs in slices of a few ms, not 50 ms.
+QUOTA_PERIOD_US = 10_000
 HZ = os.sysconf("SC_CLK_TCK")
 
 
@@ -93,16 +98,29 @@ class Pinned:
 
     count = 0
 
-    def __init__(self, argv, cpu, stdout=None, stderr=None, env=None):
+    def __init__(self, argv, cpu, stdout=None, stderr=None, env=None, share=None):
+        """`share` (0 to 1): the most of `cpu` the command may use, held by a CFS quota; an
+        error if no cpu cgroup can be made (a measurement that counts on it would be wrong)."""
         Pinned.count += 1
-        self.cgroup = os.path.join(CGROUP, f"sweetspot-bench-{os.getpid()}-{Pinned.count}")
+        name = f"sweetspot-bench-{os.getpid()}-{Pinned.count}"
+        self.cgroup = os.path.join(CGROUP, name)
         try:
             os.mkdir(self.cgroup)
         except OSError:
             self.cgroup = None
+        self.held = None
+        if share is not None:
+            self.held = os.path.join(CPU_CGROUP, name)
+            os.mkdir(self.held)
+            with open(os.path.join(self.held, "cpu.cfs_period_us"), "w") as f:
+                f.write(str(QUOTA_PERIOD_US))
+            with open(os.path.join(self.held, "cpu.cfs_quota_us"), "w") as f:
+                f.write(str(int(QUOTA_PERIOD_US * share)))
         argv = ["taskset", "-c", str(cpu)] + list(argv)
-        if self.cgroup:
-            argv = ["sh", "-c", f'echo $$ > {self.cgroup}/cgroup.procs && exec "$@"', "sh"] + argv
+        joins = [g for g in (self.cgroup, self.held) if g]
+        if joins:
+            join = " && ".join(f"echo $$ > {g}/cgroup.procs" for g in joins)
+            argv = ["sh", "-c", f'{join} && exec "$@"', "sh"] + argv
         self.proc = subprocess.Popen(argv, stdout=stdout, stderr=stderr,
                                      stdin=subprocess.DEVNULL, start_new_session=True, env=env)
 
@@ -112,6 +130,15 @@ class Pinned:
             with open(os.path.join(self.cgroup, "cpuacct.usage")) as f:
                 return int(f.read()) / 1e9
         return tree_cpu(self.proc.pid)
+
+    def cpu_split(self):
+        """(user, system) CPU seconds so far, from the cgroup (None without one; the
+        kernel's ticks, 1/HZ s each)."""
+        if not self.cgroup:
+            return None
+        with open(os.path.join(self.cgroup, "cpuacct.stat")) as f:
+            ticks = dict(line.split() for line in f)
+        return int(ticks["user"]) / HZ, int(ticks["system"]) / HZ
 
     def wait(self, timeout=None):
         return self.proc.wait(timeout=timeout)
@@ -130,11 +157,20 @@ class Pinned:
         self.release()
 
     def release(self):
-        """Removes the cgroup once nothing is left in it (killing what a daemon left)."""
-        if not self.cgroup:
-            return
+        """Removes its cgroups once nothing is left in them (killing what a daemon left)."""
+        if self.cgroup:
+            self._empty(self.cgroup)
+            os.rmdir(self.cgroup)
+            self.cgroup = None
+        if self.held:
+            self._empty(self.held)
+            os.rmdir(self.held)
+            self.held = None
+
+    @staticmethod
+    def _empty(group):
         for _ in range(50):
-            with open(os.path.join(self.cgroup, "cgroup.procs")) as f:
+            with open(os.path.join(group, "cgroup.procs")) as f:
                 left = [int(p) for p in f.read().split()]
             if not left:
                 break
@@ -144,8 +180,6 @@ class Pinned:
                 except ProcessLookupError:
                     pass
             time.sleep(0.05)
-        os.rmdir(self.cgroup)
-        self.cgroup = None
 
 
 def run_pinned(argv, cpu, env=None):

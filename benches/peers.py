@@ -40,11 +40,11 @@ class Server:
     """A server pinned to CPU 0 in a cgroup of its own (when one can be made), up and
     answering on its port."""
 
-    def __init__(self, name, argv, port=None):
+    def __init__(self, name, argv, port=None, share=None):
         self.name = name
         self.out = open(os.path.join(WORK, f"{name}.out".replace(" ", "_")), "w+")
         self.pinned = Pinned(argv, 0, stdout=subprocess.PIPE if port is None else self.out,
-                             stderr=self.out)
+                             stderr=self.out, share=share)
         self.proc = self.pinned.proc
         if port is None:
             # Our servers and the peers built here print "listening on http://HOST:PORT".
@@ -213,7 +213,8 @@ def main():
     with open(os.path.join(www, "hello.txt"), "w") as f:
         f.write("Hello, World!")
     os.chmod(WORK, 0o755)
-    # (ours, ours' argv, peer, peer's (argv, port), path, connections, close, goals)
+    # (ours, ours' argv, peer, peer's (argv, port), path, connections, close, goals[, share]):
+    # share, when given, holds both servers to that share of CPU 0 (a CFS quota).
     goals_cpu = [("cpu", 1.0)]
     comparisons = [
         ("epoll", ours("epoll"), "nginx 1 worker", lambda: nginx(1), "/hello", 50, False,
@@ -223,9 +224,18 @@ def main():
         ("uring 1", ours("uring", "--workers", "1"), "monoio 1 thread",
          lambda: ([os.path.join(PEERS, "monoio_hello"), "0"], None), "/hello", 50, False,
          goals_cpu),
-        ("async 2", ours("async", "--workers", "2"), "hyper, tokio 2 workers",
-         lambda: ([os.path.join(PEERS, "hyper_hello"), "0", "2"], None), "/hello", 50, False,
-         [("rps", 1.0), ("cpu", 1.0)]),
+    ]
+    # async against hyper at every concurrency: one connection (every request a wakeup), 50,
+    # 50 with both servers held to half of CPU 0 (there the server, not wrk, sets the pace:
+    # at 50 connections with the whole CPU wrk's CPU is full, see benches/async_floor.sh),
+    # and 1,000.
+    def hyper():
+        return [os.path.join(PEERS, "hyper_hello"), "0", "2"], None
+
+    for conns, share in [(1, None), (50, None), (50, 0.5), (1000, None)]:
+        comparisons.append(("async 2", ours("async", "--workers", "2"), "hyper, tokio 2 workers",
+                            hyper, "/hello", conns, False, [("rps", 1.0), ("cpu", 1.0)], share))
+    comparisons += [
         # Many connections, each request waiting 5 ms: the event loops' own ground (the goal:
         # within 10% of reactors' CPU per request).
         ("async 2", ours("async", "--workers", "2"), "reactors 2 (ours)",
@@ -255,12 +265,15 @@ def main():
               f"{'us/req ours':>11} {'us/req peer':>11} {'err':>9} {'wrk cpu':>8} {'rps x':>6} "
               f"{'cpu x':>6}  goal")
     print(header)
-    for name, argv, peer_name, peer, path, conns, close, goals in comparisons:
+    for name, argv, peer_name, peer, path, conns, close, goals, *held in comparisons:
         if not name.startswith(ONLY):
             continue
+        share = held[0] if held else None
         load = f"{path} c={conns} {'close' if close else 'keep-alive'}"
+        if share:
+            load += f", {share:.0%} of CPU 0"
         try:
-            a = Server(name, argv)
+            a = Server(name, argv, share=share)
         except (RuntimeError, OSError) as e:
             print(f"{name:<14} {peer_name:<24} {load:<22} ours did not start: {e}")
             continue
@@ -268,7 +281,7 @@ def main():
             # The peer's port is picked just before it starts: one picked minutes earlier may
             # be taken by then (wrk's own connections use the same range).
             peer_argv, peer_port = peer()
-            b = Server(peer_name, peer_argv, port=peer_port)
+            b = Server(peer_name, peer_argv, port=peer_port, share=share)
         except (RuntimeError, OSError) as e:
             a.stop()
             print(f"{name:<14} {peer_name:<24} {load:<22} peer did not start: {e}")

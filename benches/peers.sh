@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Each architecture beside the best public server of its model: epoll and reactors against
-# nginx, uring against a monoio server, async against hyper on tokio, the blocking pools and
+# nginx, uring against a monoio server, async against hyper on tokio (at 1, 50 and 1,000
+# connections, and at 50 with both held to half a CPU, where the server sets the pace; see
+# benches/async_floor.sh for what sets it with the whole CPU), the blocking pools and
 # hybrid against Apache's prefork, worker and event MPMs, poll against lighttpd's poll
 # backend, forking against mini_httpd. Equal pool sizes, server on CPU 0 and wrk on CPU 1,
 # alternating rounds, medians, CPU per request from a cgroup made for each server. The logic

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Where the time of `async` and of hyper goes at /hello, 50 keep-alive connections (run by
+benches/async_floor.sh): what sets the pace there, the server or wrk.
+
+Each server (2 tokio workers) is pinned to CPU 0 in a cgroup of its own, wrk to CPU 1, in
+alternating rounds; then the same with both servers held to half of CPU 0 (a CFS quota), where
+the server is the limit. A round reports requests/s; the server's user and system CPU per
+request (its cgroup's cpuacct.stat, in the kernel's ticks); its system calls per request
+(perf's syscall tracepoints on the server's threads: reads, writes, epoll_wait, futex) and the
+requests each epoll_wait found; how busy each CPU was (from /proc/stat: all but idle, and the
+softirq share, which is where loopback's TCP receive runs); and how busy wrk kept CPU 1.
+
+Usage: benches/async_floor.py SECONDS ROUNDS
+"""
+
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+from benchlib import Pinned, run_pinned
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OURS = os.path.join(ROOT, "target", "release", "sweetspot")
+HYPER = os.path.join(ROOT, "benches", "peers", "target", "release", "hyper_hello")
+SECONDS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+CONNS = 50
+SYSCALLS = ["recvfrom", "read", "sendto", "writev", "write", "epoll_wait", "futex"]
+
+
+def start(name, share):
+    argv = ([OURS, "serve", "--arch", "async", "--workers", "2", "--port", "0"]
+            if name == "async" else [HYPER, "0", "2"])
+    p = Pinned(argv, 0, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, share=share)
+    line = p.proc.stdout.readline().decode()
+    m = re.search(r":(\d+)", line.split("//", 1)[-1])
+    if not m:
+        p.stop()
+        raise RuntimeError(f"{name}: no ready line: {line!r}")
+    return p, int(m.group(1))
+
+
+def cpu_times():
+    """Per CPU (0 and 1): (busy, softirq, total) jiffies from /proc/stat."""
+    out = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            m = re.match(r"cpu([01]) (.*)", line)
+            if m:
+                v = [int(x) for x in m.group(2).split()]
+                out[int(m.group(1))] = (sum(v[:8]) - v[3] - v[4], v[6], sum(v[:8]))
+    return out
+
+
+def wrk(port, seconds):
+    out, _, cpu = run_pinned(["wrk", "-t1", f"-c{CONNS}", f"-d{seconds}s",
+                              f"http://127.0.0.1:{port}/hello"], 1)
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    return requests, rps, cpu / seconds
+
+
+def measure(server, port):
+    """One round: a dict of the figures above."""
+    counts = None
+    perf = None
+    if HAVE_PERF:
+        events = ",".join(f"syscalls:sys_enter_{s}" for s in SYSCALLS)
+        perf = subprocess.Popen(["perf", "stat", "-x,", "-e", events, "-p",
+                                 str(server.proc.pid), "-o", "/dev/stdout", "--", "sleep",
+                                 str(SECONDS)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        time.sleep(0.1)  # perf attaches before wrk starts
+    split0, cpus0 = server.cpu_split(), cpu_times()
+    requests, rps, wrk_busy = wrk(port, SECONDS)
+    split1, cpus1 = server.cpu_split(), cpu_times()
+    if perf:
+        text = perf.communicate()[0].decode()
+        counts = {}
+        for line in text.splitlines():
+            parts = line.split(",")
+            if len(parts) > 2 and parts[0].isdigit():
+                counts[parts[2].split("sys_enter_")[-1]] = int(parts[0])
+    r = {"rps": rps, "wrk": wrk_busy}
+    if split0 and split1:
+        r["user"] = (split1[0] - split0[0]) * 1e6 / requests
+        r["sys"] = (split1[1] - split0[1]) * 1e6 / requests
+    for cpu in (0, 1):
+        busy, soft, total = (cpus1[cpu][i] - cpus0[cpu][i] for i in range(3))
+        r[f"cpu{cpu}"] = busy / max(total, 1)
+        r[f"soft{cpu}"] = soft / max(total, 1)
+    if counts is not None:
+        # perf counted a little longer than wrk ran (it attached first): per request over
+        # wrk's requests, so the counts are at most a few percent high, alike for both.
+        for s in SYSCALLS:
+            r[s] = counts.get(s, 0) / requests
+        reads = r["recvfrom"] + r["read"]
+        r["per_wait"] = reads / r["epoll_wait"] if r["epoll_wait"] else float("inf")
+    return r
+
+
+def main():
+    print(f"# async_floor: async and hyper (2 tokio workers each) on CPU 0, wrk -t1 -c{CONNS} "
+          f"-d{SECONDS}s on CPU 1, /hello keep-alive, {ROUNDS} alternating rounds, medians")
+    print(f"# {os.cpu_count()} cores, {os.uname().sysname} {os.uname().release}, "
+          f"{time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}"
+          + ("" if HAVE_PERF else "; perf not found: no system call counts"))
+    cols = ["rps", "user", "sys", "recv", "send", "epoll", "req/wait", "futex", "cpu0",
+            "soft0", "cpu1", "soft1", "wrk"]
+    print(f"{'server':<8} {'CPU 0':<6} " + " ".join(f"{c:>8}" for c in cols))
+    for share in (None, 0.5):
+        runs = {"async": [], "hyper": []}
+        for r in range(ROUNDS):
+            for name in (("async", "hyper") if r % 2 == 0 else ("hyper", "async")):
+                server, port = start(name, share)
+                try:
+                    wrk(port, 1)  # warm-up, not measured
+                    runs[name].append(measure(server, port))
+                finally:
+                    server.stop()
+        for name, rounds in runs.items():
+            def med(key):
+                vals = [x[key] for x in rounds if key in x]
+                return statistics.median(vals) if vals else None
+            row = [med("rps"), med("user"), med("sys")]
+            if HAVE_PERF:
+                row += [med("recvfrom") + med("read"), med("sendto") + med("writev")
+                        + med("write"), med("epoll_wait"), med("per_wait"), med("futex")]
+            else:
+                row += [None] * 5
+            row += [med("cpu0"), med("soft0"), med("cpu1"), med("soft1"), med("wrk")]
+            fmt = ["{:.0f}", "{:.2f}", "{:.2f}", "{:.3f}", "{:.3f}", "{:.3f}", "{:.1f}", "{:.3f}",
+                   "{:.0%}", "{:.0%}", "{:.0%}", "{:.0%}", "{:.0%}"]
+            cells = ["-" if v is None else f.format(v) for f, v in zip(fmt, row)]
+            print(f"{name:<8} {'whole' if share is None else f'{share:.0%}':<6} "
+                  + " ".join(f"{c:>8}" for c in cells))
+        sys.stdout.flush()
+    print("# user, sys: server CPU per request, us; recv, send, epoll, futex: the server's "
+          "system calls per request; req/wait: reads per epoll_wait; cpu0, cpu1: how busy each "
+          "CPU was (all but idle), soft0, soft1: of which softirq; wrk: how busy wrk kept CPU 1")
+
+
+HAVE_PERF = subprocess.run(["sh", "-c", "command -v perf"], capture_output=True).returncode == 0
+
+if __name__ == "__main__":
+    main()
