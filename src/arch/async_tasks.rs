@@ -102,9 +102,10 @@ async fn accept_loop(
     let (stop_tx, stop_rx) = watch::channel(false);
     // Each task holds a clone of `done_tx`; `done_rx` yields `None` once all are dropped.
     let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
+    let timers = PreciseTimers::start();
     let redis = match (&ctx.app.store, ctx.protocol) {
         (StoreConfig::Redis { host, port }, Protocol::Http) => {
-            Some(RedisClient::start(host.clone(), *port))
+            Some(RedisClient::start(host.clone(), *port, timers.clone()))
         }
         _ => None,
     };
@@ -112,7 +113,7 @@ async fn accept_loop(
         ctx: Arc::clone(&ctx),
         redis,
         stop: stop_rx,
-        timers: PreciseTimers::start(),
+        timers,
     });
     let timers = shared.timers.as_deref();
     let mut tick = Deadline::new(timers, Instant::now() + STOP_CHECK);
@@ -470,10 +471,10 @@ struct RedisClient {
 }
 
 impl RedisClient {
-    /// Spawns the task that owns the Redis connection.
-    fn start(host: String, port: u16) -> RedisClient {
+    /// Spawns the task that owns the Redis connection (its reply deadline on `timers`).
+    fn start(host: String, port: u16, timers: Option<Arc<PreciseTimers>>) -> RedisClient {
         let (jobs, rx) = mpsc::channel(REDIS_QUEUE);
-        tokio::spawn(redis_task(host, port, rx));
+        tokio::spawn(redis_task(host, port, rx, timers));
         RedisClient { jobs }
     }
 
@@ -496,7 +497,12 @@ impl RedisClient {
 /// The Redis client of the async architecture: the redis crate encodes and parses, the
 /// [`RedisCodec`] frames, over a tokio stream (the same path as the event loops' pipe, so the
 /// architectures differ only in who waits, and no async client features are needed).
-async fn redis_task(host: String, port: u16, mut jobs: mpsc::Receiver<RedisJob>) {
+async fn redis_task(
+    host: String,
+    port: u16,
+    mut jobs: mpsc::Receiver<RedisJob>,
+    timers: Option<Arc<PreciseTimers>>,
+) {
     while let Some(first) = jobs.recv().await {
         let connected = tokio::time::timeout(
             REDIS_CONNECT_TIMEOUT,
@@ -506,7 +512,7 @@ async fn redis_task(host: String, port: u16, mut jobs: mpsc::Receiver<RedisJob>)
         match connected {
             Ok(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
-                redis_pipeline(stream, first, &mut jobs).await;
+                redis_pipeline(stream, first, &mut jobs, timers.as_deref()).await;
             }
             Ok(Err(e)) => {
                 let _ = first.reply.send(Err(StoreError(format!(
@@ -524,25 +530,36 @@ async fn redis_task(host: String, port: u16, mut jobs: mpsc::Receiver<RedisJob>)
 
 /// Pipelines jobs over one connection: sends their commands as they come and matches
 /// replies in order. Returns when the connection fails (every waiting job then gets the
-/// error) or the server is gone.
+/// error) or the server is gone. The reply deadline is one wait on `timers`, made again only
+/// when it fires (then due from the last byte heard) or when waiting starts.
 async fn redis_pipeline(
     mut stream: TcpStream,
     first: RedisJob,
     jobs: &mut mpsc::Receiver<RedisJob>,
+    timers: Option<&PreciseTimers>,
 ) {
     let (mut rd, mut wr) = stream.split();
     let mut codec = RedisCodec::default();
     let mut done: Finished<Reply> = Vec::new();
     let mut chunk = vec![0u8; 16 * 1024];
     codec.push(first.reply, &first.request, Instant::now());
-    let mut heard = tokio::time::Instant::now();
+    let mut heard = Instant::now();
+    let mut reply_wait: Option<Deadline> = None;
     let failure = loop {
-        let reply_due = heard + REDIS_REPLY_TIMEOUT;
+        if !codec.is_waiting() {
+            reply_wait = None;
+        } else if reply_wait.is_none() {
+            reply_wait = Some(Deadline::new(timers, heard + REDIS_REPLY_TIMEOUT));
+        }
+        let waited = std::future::poll_fn(|cx| match reply_wait.as_mut() {
+            Some(wait) => Pin::new(wait).poll(cx),
+            None => Poll::Pending,
+        });
         tokio::select! {
             read = rd.read(&mut chunk) => match read {
                 Ok(0) => break StoreError("redis: connection closed".into()),
                 Ok(n) => {
-                    heard = tokio::time::Instant::now();
+                    heard = Instant::now();
                     if let Err(e) = codec.feed(&chunk[..n], &mut done) {
                         break e;
                     }
@@ -560,14 +577,17 @@ async fn redis_pipeline(
             job = jobs.recv() => match job {
                 Some(job) => {
                     if !codec.is_waiting() {
-                        heard = tokio::time::Instant::now();
+                        heard = Instant::now();
                     }
                     codec.push(job.reply, &job.request, Instant::now());
                 }
                 None => return,
             },
-            _ = tokio::time::sleep_until(reply_due), if codec.is_waiting() => {
-                break StoreError("redis: no reply in time".into());
+            _ = waited => {
+                reply_wait = None;
+                if heard.elapsed() >= REDIS_REPLY_TIMEOUT {
+                    break StoreError("redis: no reply in time".into());
+                }
             }
         }
     };
