@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import Pinned, run_pinned
+from benchlib import Pinned, listening_port, run_pinned, wrk_counts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OURS = os.path.join(ROOT, "target", "release", "sweetspot")
@@ -35,12 +35,11 @@ def start(name, share):
     argv = ([OURS, "serve", "--arch", "async", "--workers", "2", "--port", "0"]
             if name == "async" else [HYPER, "0", "2"])
     p = Pinned(argv, 0, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, share=share)
-    line = p.proc.stdout.readline().decode()
-    m = re.search(r":(\d+)", line.split("//", 1)[-1])
-    if not m:
+    port, line = listening_port(p.proc)
+    if port is None:
         p.stop()
         raise RuntimeError(f"{name}: no ready line: {line!r}")
-    return p, int(m.group(1))
+    return p, port
 
 
 def cpu_times():
@@ -58,8 +57,7 @@ def cpu_times():
 def wrk(port, seconds):
     out, _, cpu = run_pinned(["wrk", "-t1", f"-c{CONNS}", f"-d{seconds}s",
                               f"http://127.0.0.1:{port}/hello"], 1)
-    requests = int(re.search(r"(\d+) requests in", out).group(1))
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    requests, rps = wrk_counts(out)
     return requests, rps, cpu / seconds
 
 

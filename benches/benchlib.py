@@ -8,6 +8,7 @@ generator, sets the pace.
 """
 
 import os
+import re
 import resource
 import signal
 import socket
@@ -50,6 +51,20 @@ http {{
 }}
 """)
     return path
+
+
+def wrk_counts(out):
+    """(requests, requests/s) from wrk's report."""
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
+    return requests, float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+
+
+def listening_port(proc):
+    """The port in the first line `proc` prints ("listening on http://HOST:PORT", as our
+    servers and the peers built here do), or None with the line when there is none."""
+    line = proc.stdout.readline().decode()
+    m = re.search(r":(\d+)", line.split("//", 1)[-1])
+    return (int(m.group(1)), line) if m else (None, line)
 
 
 def tree_cpu(root):

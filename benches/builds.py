@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import Pinned, run_pinned
+from benchlib import Pinned, run_pinned, wrk_counts
 
 A, B = sys.argv[1], sys.argv[2]
 SECONDS = int(sys.argv[3])
@@ -47,8 +47,7 @@ def round_of(binary, arch, flags):
         used = server.cpu() - before
     finally:
         server.stop()
-    requests = int(re.search(r"(\d+) requests in", out).group(1))
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    requests, rps = wrk_counts(out)
     return rps, used * 1e6 / max(requests, 1)
 
 

@@ -24,7 +24,8 @@ import sys
 import tempfile
 import time
 
-from benchlib import Pinned, free_port, run_pinned, write_nginx_conf
+from benchlib import (Pinned, free_port, listening_port, run_pinned, wrk_counts,
+                      write_nginx_conf)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OURS = os.path.join(ROOT, "target", "release", "sweetspot")
@@ -47,13 +48,10 @@ class Server:
                              stderr=self.out, share=share)
         self.proc = self.pinned.proc
         if port is None:
-            # Our servers and the peers built here print "listening on http://HOST:PORT".
-            line = self.proc.stdout.readline().decode()
-            m = re.search(r":(\d+)", line.split("//", 1)[-1])
-            if not m:
+            port, line = listening_port(self.proc)
+            if port is None:
                 self.stop()
                 raise RuntimeError(f"{name}: no ready line: {line!r}")
-            port = int(m.group(1))
         self.port = port
         deadline = time.time() + 10
         while True:
@@ -85,11 +83,10 @@ def wrk(port, path, connections, seconds, close):
     if close:
         argv += ["-H", "Connection: close"]
     out, _, cpu = run_pinned(argv + [f"http://127.0.0.1:{port}{path}"], 1)
-    requests = int(re.search(r"(\d+) requests in", out).group(1))
+    requests, rps = wrk_counts(out)
     errors = sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", out))
     m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     errors += int(m.group(1)) if m else 0
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     return requests, rps, errors, cpu / seconds
 
 

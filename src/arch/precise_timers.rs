@@ -304,7 +304,12 @@ mod tests {
                 most = most.max(timers.heap.lock().unwrap().due.len());
             }
             assert!(most <= 2 * 100 + SWEEP_FLOOR, "the heap held {most} waits");
-            tokio::time::timeout(Duration::from_secs(5), futures_all(live))
+            let all_live = async {
+                for wait in live {
+                    wait.await;
+                }
+            };
+            tokio::time::timeout(Duration::from_secs(5), all_live)
                 .await
                 .expect("the live waits ended");
         });
@@ -322,11 +327,5 @@ mod tests {
                 "{took:?}"
             );
         });
-    }
-
-    async fn futures_all(waits: Vec<Deadline>) {
-        for wait in waits {
-            wait.await;
-        }
     }
 }
