@@ -7,8 +7,15 @@ alternating rounds; then the same with both servers held to half of CPU 0 (a CFS
 the server is the limit. A round reports requests/s; the server's user and system CPU per
 request (its cgroup's cpuacct.stat, in the kernel's ticks); its system calls per request
 (perf's syscall tracepoints on the server's threads: reads, writes, epoll_wait, futex) and the
-requests each epoll_wait found; how busy each CPU was (from /proc/stat: all but idle, and the
-softirq share, which is where loopback's TCP receive runs); and how busy wrk kept CPU 1.
+requests each epoll_wait found; wrk's epoll_waits per request (the same tracepoint, every CPU,
+filtered to wrk) and so the responses each found: in a closed loop the requests wait at the
+slower side, so whichever side finds more per wait is the one setting the pace; the server's
+threads woken per request (sched_wakeup, filtered to its worker threads); how busy each CPU
+was (from /proc/stat: all but idle, and the softirq share, which is where loopback's TCP
+receive runs); and how busy wrk kept CPU 1.
+The requests/s here are taken with the tracepoints counting, which costs every system call a
+little and moves the servers between batching and polling: they say which side set the pace in
+that round, not which server is faster (benches/peers.txt compares them untraced).
 
 Usage: benches/async_floor.py SECONDS ROUNDS
 """
@@ -29,6 +36,8 @@ SECONDS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 CONNS = 50
 SYSCALLS = ["recvfrom", "read", "sendto", "writev", "write", "epoll_wait", "futex"]
+# The name each server gives its runtime's worker threads (for the wake-up count).
+WORKER_THREAD = {"async": "async-worker", "hyper": "tokio-rt-worker"}
 
 
 def start(name, share):
@@ -61,11 +70,23 @@ def wrk(port, seconds):
     return requests, rps, cpu / seconds
 
 
-def measure(server, port):
+def count_system_wide(server_name):
+    """perf counting, on every CPU, wrk's epoll_waits and the server workers' wake-ups."""
+    return subprocess.Popen(
+        ["perf", "stat", "-x,", "-a",
+         "-e", "syscalls:sys_enter_epoll_wait", "--filter", 'comm == "wrk"',
+         "-e", "sched:sched_wakeup", "--filter", f'comm == "{WORKER_THREAD[server_name]}"',
+         "-o", "/dev/stdout", "--", "sleep", str(SECONDS)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+
+def measure(name, server, port):
     """One round: a dict of the figures above."""
     counts = None
     perf = None
+    wide = None
     if HAVE_PERF:
+        wide = count_system_wide(name)
         events = ",".join(f"syscalls:sys_enter_{s}" for s in SYSCALLS)
         perf = subprocess.Popen(["perf", "stat", "-x,", "-e", events, "-p",
                                  str(server.proc.pid), "-o", "/dev/stdout", "--", "sleep",
@@ -81,6 +102,11 @@ def measure(server, port):
             parts = line.split(",")
             if len(parts) > 2 and parts[0].isdigit():
                 counts[parts[2].split("sys_enter_")[-1]] = int(parts[0])
+        for line in wide.communicate()[0].decode().splitlines():
+            parts = line.split(",")
+            if len(parts) > 2 and parts[0].isdigit():
+                key = "wrk_epoll" if "epoll_wait" in parts[2] else "wakeups"
+                counts[key] = int(parts[0])
     r = {"rps": rps, "wrk": wrk_busy}
     if split0 and split1:
         r["user"] = (split1[0] - split0[0]) * 1e6 / requests
@@ -96,6 +122,9 @@ def measure(server, port):
             r[s] = counts.get(s, 0) / requests
         reads = r["recvfrom"] + r["read"]
         r["per_wait"] = reads / r["epoll_wait"] if r["epoll_wait"] else float("inf")
+        wrk_waits = counts.get("wrk_epoll", 0)
+        r["wrk_per_wait"] = requests / wrk_waits if wrk_waits else float("inf")
+        r["wakeups"] = counts.get("wakeups", 0) / requests
     return r
 
 
@@ -105,8 +134,8 @@ def main():
     print(f"# {os.cpu_count()} cores, {os.uname().sysname} {os.uname().release}, "
           f"{time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}"
           + ("" if HAVE_PERF else "; perf not found: no system call counts"))
-    cols = ["rps", "user", "sys", "recv", "send", "epoll", "req/wait", "futex", "cpu0",
-            "soft0", "cpu1", "soft1", "wrk"]
+    cols = ["rps", "user", "sys", "recv", "send", "epoll", "req/wait", "futex", "wakeups",
+            "wrk/wait", "cpu0", "soft0", "cpu1", "soft1", "wrk"]
     print(f"{'server':<8} {'CPU 0':<6} " + " ".join(f"{c:>8}" for c in cols))
     for share in (None, 0.5):
         runs = {"async": [], "hyper": []}
@@ -115,7 +144,7 @@ def main():
                 server, port = start(name, share)
                 try:
                     wrk(port, 1)  # warm-up, not measured
-                    runs[name].append(measure(server, port))
+                    runs[name].append(measure(name, server, port))
                 finally:
                     server.stop()
         for name, rounds in runs.items():
@@ -125,19 +154,27 @@ def main():
             row = [med("rps"), med("user"), med("sys")]
             if HAVE_PERF:
                 row += [med("recvfrom") + med("read"), med("sendto") + med("writev")
-                        + med("write"), med("epoll_wait"), med("per_wait"), med("futex")]
+                        + med("write"), med("epoll_wait"), med("per_wait"), med("futex"),
+                        med("wakeups"), med("wrk_per_wait")]
             else:
-                row += [None] * 5
+                row += [None] * 7
             row += [med("cpu0"), med("soft0"), med("cpu1"), med("soft1"), med("wrk")]
             fmt = ["{:.0f}", "{:.2f}", "{:.2f}", "{:.3f}", "{:.3f}", "{:.3f}", "{:.1f}", "{:.3f}",
-                   "{:.0%}", "{:.0%}", "{:.0%}", "{:.0%}", "{:.0%}"]
+                   "{:.3f}", "{:.1f}", "{:.0%}", "{:.0%}", "{:.0%}", "{:.0%}", "{:.0%}"]
             cells = ["-" if v is None else f.format(v) for f, v in zip(fmt, row)]
             print(f"{name:<8} {'whole' if share is None else f'{share:.0%}':<6} "
                   + " ".join(f"{c:>8}" for c in cells))
+            if HAVE_PERF:
+                print("#   rounds: " + ", ".join(
+                    f"{x['rps']:.0f} {x['per_wait']:.1f} {x['wrk_per_wait']:.1f}"
+                    for x in rounds))
         sys.stdout.flush()
     print("# user, sys: server CPU per request, us; recv, send, epoll, futex: the server's "
-          "system calls per request; req/wait: reads per epoll_wait; cpu0, cpu1: how busy each "
-          "CPU was (all but idle), soft0, soft1: of which softirq; wrk: how busy wrk kept CPU 1")
+          "system calls per request; req/wait: reads per epoll_wait; wakeups: the server's "
+          "worker threads woken per request; wrk/wait: requests per epoll_wait of wrk; cpu0, "
+          "cpu1: how busy each CPU was (all but idle), soft0, soft1: of which softirq; wrk: how "
+          "busy wrk kept CPU 1; rps taken with the tracepoints counting (benches/peers.txt "
+          "compares the servers untraced); rounds: each round's rps, server req/wait, wrk/wait")
 
 
 HAVE_PERF = subprocess.run(["sh", "-c", "command -v perf"], capture_output=True).returncode == 0
