@@ -38,6 +38,8 @@ CONNS = 50
 SYSCALLS = ["recvfrom", "read", "sendto", "writev", "write", "epoll_wait", "futex"]
 # The name each server gives its runtime's worker threads (for the wake-up count).
 WORKER_THREAD = {"async": "async-worker", "hyper": "tokio-rt-worker"}
+WRK_WAIT = "syscalls:sys_enter_epoll_wait"
+WAKEUP = "sched:sched_wakeup"
 
 
 def start(name, share):
@@ -70,43 +72,39 @@ def wrk(port, seconds):
     return requests, rps, cpu / seconds
 
 
-def count_system_wide(server_name):
-    """perf counting, on every CPU, wrk's epoll_waits and the server workers' wake-ups."""
-    return subprocess.Popen(
-        ["perf", "stat", "-x,", "-a",
-         "-e", "syscalls:sys_enter_epoll_wait", "--filter", 'comm == "wrk"',
-         "-e", "sched:sched_wakeup", "--filter", f'comm == "{WORKER_THREAD[server_name]}"',
-         "-o", "/dev/stdout", "--", "sleep", str(SECONDS)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+def perf_stat(target, events):
+    """perf counting `events` ((event, filter or None) pairs) on `target` (["-p", PID] or
+    ["-a"]) for SECONDS; read it with `perf_counts`."""
+    argv = ["perf", "stat", "-x,", *target]
+    for event, only in events:
+        argv += ["-e", event] + (["--filter", only] if only else [])
+    return subprocess.Popen(argv + ["-o", "/dev/stdout", "--", "sleep", str(SECONDS)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+
+def perf_counts(perf):
+    """{event: count} once a `perf_stat` has ended."""
+    counts = {}
+    for line in perf.communicate()[0].decode().splitlines():
+        parts = line.split(",")
+        if len(parts) > 2 and parts[0].isdigit():
+            counts[parts[2]] = int(parts[0])
+    return counts
 
 
 def measure(name, server, port):
     """One round: a dict of the figures above."""
-    counts = None
-    perf = None
-    wide = None
+    own = wide = None
     if HAVE_PERF:
-        wide = count_system_wide(name)
-        events = ",".join(f"syscalls:sys_enter_{s}" for s in SYSCALLS)
-        perf = subprocess.Popen(["perf", "stat", "-x,", "-e", events, "-p",
-                                 str(server.proc.pid), "-o", "/dev/stdout", "--", "sleep",
-                                 str(SECONDS)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        own = perf_stat(["-p", str(server.proc.pid)],
+                        [(f"syscalls:sys_enter_{s}", None) for s in SYSCALLS])
+        # wrk's epoll_waits and the server workers' wake-ups, on every CPU.
+        wide = perf_stat(["-a"], [(WRK_WAIT, 'comm == "wrk"'),
+                                  (WAKEUP, f'comm == "{WORKER_THREAD[name]}"')])
         time.sleep(0.1)  # perf attaches before wrk starts
     split0, cpus0 = server.cpu_split(), cpu_times()
     requests, rps, wrk_busy = wrk(port, SECONDS)
     split1, cpus1 = server.cpu_split(), cpu_times()
-    if perf:
-        text = perf.communicate()[0].decode()
-        counts = {}
-        for line in text.splitlines():
-            parts = line.split(",")
-            if len(parts) > 2 and parts[0].isdigit():
-                counts[parts[2].split("sys_enter_")[-1]] = int(parts[0])
-        for line in wide.communicate()[0].decode().splitlines():
-            parts = line.split(",")
-            if len(parts) > 2 and parts[0].isdigit():
-                key = "wrk_epoll" if "epoll_wait" in parts[2] else "wakeups"
-                counts[key] = int(parts[0])
     r = {"rps": rps, "wrk": wrk_busy}
     if split0 and split1:
         r["user"] = (split1[0] - split0[0]) * 1e6 / requests
@@ -115,16 +113,17 @@ def measure(name, server, port):
         busy, soft, total = (cpus1[cpu][i] - cpus0[cpu][i] for i in range(3))
         r[f"cpu{cpu}"] = busy / max(total, 1)
         r[f"soft{cpu}"] = soft / max(total, 1)
-    if counts is not None:
+    if own:
         # perf counted a little longer than wrk ran (it attached first): per request over
         # wrk's requests, so the counts are at most a few percent high, alike for both.
+        counts, wide_counts = perf_counts(own), perf_counts(wide)
         for s in SYSCALLS:
-            r[s] = counts.get(s, 0) / requests
+            r[s] = counts.get(f"syscalls:sys_enter_{s}", 0) / requests
         reads = r["recvfrom"] + r["read"]
         r["per_wait"] = reads / r["epoll_wait"] if r["epoll_wait"] else float("inf")
-        wrk_waits = counts.get("wrk_epoll", 0)
+        wrk_waits = wide_counts.get(WRK_WAIT, 0)
         r["wrk_per_wait"] = requests / wrk_waits if wrk_waits else float("inf")
-        r["wakeups"] = counts.get("wakeups", 0) / requests
+        r["wakeups"] = wide_counts.get(WAKEUP, 0) / requests
     return r
 
 

@@ -3,8 +3,8 @@
 # calls per request, user and system CPU per request, the server's threads woken per request,
 # the requests each epoll_wait of the server and of wrk found (the slower side of the closed
 # loop finds more), how busy each CPU and wrk were, with the whole of CPU 0 and with both
-# servers held to half of it. It shows what sets the pace in
-# benches/peers.sh's async rows. The logic is benches/async_floor.py.
+# servers held to half of it. It shows what sets the pace in benches/peers.sh's async rows.
+# The logic is benches/async_floor.py.
 #
 # Usage: benches/async_floor.sh [SECONDS] [ROUNDS]   (default 5 and 3; output:
 # benches/async_floor.txt). Installs wrk and perf (linux-perf) from Debian's packages when
