@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use crate::app::App;
+use crate::arch::idle_spin::MAX_SPIN;
 use crate::arch::listen::{bind, MAX_WORKERS};
 use crate::arch::{Accept, AcceptCounts, Arch, Protocol, ServerContext, Timeouts, DRAIN};
 use crate::store::StoreConfig;
@@ -72,6 +73,11 @@ pub struct ServeArgs {
     /// Seconds a request body may take to arrive once its head is in (else 408 and close).
     #[arg(long, default_value_t = 30.0)]
     pub body_timeout: f64,
+    /// async only: microseconds a worker that ran out of work spins before it parks, when its
+    /// last park was shorter than that (at most 1000). Fewer polls under a steady stream, more
+    /// CPU under a lighter one (benches/async_spin.txt). 0 parks at once, as tokio does.
+    #[arg(long, default_value_t = 0)]
+    pub spin_us: u64,
 }
 
 /// A validated `serve` configuration.
@@ -86,6 +92,8 @@ pub struct ServeConfig {
     pub protocol: Protocol,
     pub idle_timeout: Duration,
     pub timeouts: Timeouts,
+    /// How long an async worker spins before it parks (zero: it parks at once).
+    pub spin: Duration,
 }
 
 impl ServeConfig {
@@ -146,6 +154,20 @@ impl ServeConfig {
                 )));
             }
         }
+        let spin = Duration::from_micros(args.spin_us);
+        if spin > MAX_SPIN {
+            return Err(crate::usage(format!(
+                "--spin-us {} is too long (at most {})",
+                args.spin_us,
+                MAX_SPIN.as_micros()
+            )));
+        }
+        if !spin.is_zero() && args.arch != Arch::Async {
+            return Err(crate::usage(format!(
+                "--spin-us has no effect with --arch {} (only async takes it)",
+                args.arch.name()
+            )));
+        }
         Ok(ServeConfig {
             arch: args.arch,
             workers,
@@ -160,6 +182,7 @@ impl ServeConfig {
                 header: Duration::from_secs_f64(args.header_timeout),
                 body: Duration::from_secs_f64(args.body_timeout),
             },
+            spin,
         })
     }
 }
@@ -192,6 +215,7 @@ pub fn serve(config: &ServeConfig) -> anyhow::Result<()> {
         timeouts: config.timeouts,
         workers: config.workers,
         accept: config.accept,
+        spin: config.spin,
         accepted: AcceptCounts::default(),
         shutdown,
         served: SharedCounter::new()?,

@@ -1,6 +1,7 @@
 //! What the multi-loop and hybrid architectures promise beyond the conformance suite:
 //! reactors count what each loop accepted (both accept modes), `--accept` is refused where it
-//! means nothing, and hybrid keeps its loop responsive while its pool runs a long `/fib`, with
+//! means nothing (and `--spin-us` everywhere but async, where it holds each worker before it
+//! parks), and hybrid keeps its loop responsive while its pool runs a long `/fib`, with
 //! thousands of idle keep-alive connections held; async takes a burst of thousands of
 //! connects without losing one and holds them idle in kilobytes each. Real servers on free
 //! ports.
@@ -88,6 +89,53 @@ fn accept_is_refused_for_other_architectures_and_bad_modes() {
         assert!(err.contains("--accept"), "{args:?}: {err}");
         assert!(out.stdout.is_empty(), "{args:?} started serving");
     }
+}
+
+#[test]
+fn spin_us_is_refused_for_other_architectures_and_past_its_bound() {
+    for (args, says) in [
+        (
+            &["--arch", "epoll", "--spin-us", "10"][..],
+            "only async takes it",
+        ),
+        (
+            &["--arch", "reactors", "--spin-us", "10"],
+            "only async takes it",
+        ),
+        (&["--arch", "async", "--spin-us", "1001"], "at most 1000"),
+        (&["--arch", "async", "--spin-us", "-1"], "'-1'"),
+        (&["--arch", "async", "--spin-us", "soon"], "--spin-us"),
+    ] {
+        let out = sweetspot_output(&[&["serve", "--port", "0"][..], args].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?} started serving");
+    }
+}
+
+/// `--spin-us` reaches the runtime: with one worker, which spins blind to new work, every
+/// request after the first two waits out a whole spin (the client sends the next one as soon
+/// as it has a reply, so each park was short), and the answers are the same.
+#[test]
+fn async_spin_holds_a_lone_worker_before_each_park() {
+    let requests: u32 = 60;
+    let spin = Duration::from_micros(1000);
+    let server = Server::start(&["--arch", "async", "--workers", "1", "--spin-us", "1000"]);
+    let mut c = Client::connect(server.port);
+    let started = Instant::now();
+    for _ in 0..requests {
+        c.send(b"GET /hello HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(c.read_reply(false).text(), "Hello, World!");
+    }
+    let took = started.elapsed();
+    drop(c);
+    assert!(
+        took >= spin * (requests - 2),
+        "{requests} requests in {took:?}"
+    );
+    assert_eq!(server.stop_and_count_served(), u64::from(requests));
 }
 
 /// fib(44) by naive recursion: over a second of one core here, far longer than a /hello.

@@ -6,7 +6,8 @@
 //! keeps tokio's own timer, and so a kernel timer per worker park, out of the way), SQLite on
 //! the blocking pool, Redis through one task that owns a pipelined connection ([`RedisCodec`]).
 //! `/fib` runs inline and holds its worker, as plain async code does; that is what the lab
-//! shows. `--workers` is the number of runtime worker threads.
+//! shows. `--workers` is the number of runtime worker threads; `--spin-us` makes a worker
+//! that keeps running out of work spin before it parks ([`super::idle_spin`], off by default).
 
 use std::future::Future;
 use std::io::ErrorKind;
@@ -21,6 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::idle_spin;
 use super::precise_timers::{Deadline, PreciseTimers};
 use super::request::{
     cancel_check, is_resource_exhaustion, Answered, Exchange, Step, LINGER_BYTES, LINGER_TIME,
@@ -60,13 +62,19 @@ impl Architecture for AsyncServer {
         listener: std::net::TcpListener,
         ctx: Arc<ServerContext>,
     ) -> anyhow::Result<()> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder
             .worker_threads(ctx.workers)
             .thread_name("async-worker")
             .enable_io()
-            .enable_time()
-            .build()
-            .context("cannot start the tokio runtime")?;
+            .enable_time();
+        let spin = ctx.spin;
+        if !spin.is_zero() {
+            builder
+                .on_thread_park(move || idle_spin::before_park(spin))
+                .on_thread_unpark(move || idle_spin::after_unpark(spin));
+        }
+        let runtime = builder.build().context("cannot start the tokio runtime")?;
         let result = runtime.block_on(accept_loop(listener, ctx));
         // Tasks still running past the drain (a long /fib) are abandoned, not waited for.
         runtime.shutdown_timeout(RUNTIME_SHUTDOWN);

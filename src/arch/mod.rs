@@ -4,7 +4,8 @@
 //! [`ServerContext`] and returns once a stop has been asked for and the in-flight work has
 //! drained (bounded by [`DRAIN`]). [`Arch`] is the one list of them, read by the command line,
 //! the sweep and the conformance suite. Shared below the architecture files: [`listen`],
-//! [`request`], [`blocking`], [`threads`], [`children`], [`pool`], [`pipeline`], [`event_loop`].
+//! [`request`], [`blocking`], [`threads`], [`children`], [`pool`], [`pipeline`], [`event_loop`],
+//! [`idle_spin`].
 
 pub mod async_tasks;
 pub mod blocking;
@@ -13,6 +14,7 @@ pub mod epoll;
 pub mod event_loop;
 pub mod forking;
 pub mod hybrid;
+pub mod idle_spin;
 pub mod iterative;
 pub mod listen;
 pub mod pipeline;
@@ -305,6 +307,8 @@ pub struct ServerContext {
     pub workers: usize,
     /// How the loops of reactors share the port (ignored by the others).
     pub accept: Accept,
+    /// How long an async worker spins before it parks ([`idle_spin`]; ignored by the others).
+    pub spin: Duration,
     /// Connections each loop accepted (reactors).
     pub accepted: AcceptCounts,
     /// Set by SIGINT or SIGTERM.
