@@ -10,7 +10,8 @@ from /proc. The table gives each side's median over the rounds, the ratio ours /
 goal.
 
 Usage: benches/peers.py SECONDS ROUNDS [ARCH] (the shell script installs and builds what it
-needs; ARCH keeps only the comparisons of that architecture).
+needs; ARCH keeps only the comparisons of that architecture, or against that peer: `hyper`
+keeps async's and the A/A control, hyper against itself).
 """
 
 import glob
@@ -43,7 +44,7 @@ class Server:
 
     def __init__(self, name, argv, port=None, share=None):
         self.name = name
-        self.out = open(os.path.join(WORK, f"{name}.out".replace(" ", "_")), "w+")
+        self.out = open(os.path.join(WORK, re.sub(r"[^\w.-]", "_", name) + ".out"), "w+")
         self.pinned = Pinned(argv, 0, stdout=subprocess.PIPE if port is None else self.out,
                              stderr=self.out, share=share)
         self.proc = self.pinned.proc
@@ -232,6 +233,11 @@ def main():
     for conns, share in [(1, None), (50, None), (50, 0.5), (1000, None)]:
         comparisons.append(("async 2", ours("async", "--workers", "2"), "hyper, tokio 2 workers",
                             hyper, "/hello", conns, False, [("rps", 1.0), ("cpu", 1.0)], share))
+    # The control: hyper against itself (A/A). Its ratios are how far a ratio strays from 1.0
+    # by chance in this run, the yardstick for the rows above whose goals sit at 1.0.
+    for conns in (1, 50):
+        comparisons.append(("hyper (A/A)", hyper()[0], "hyper, tokio 2 workers", hyper,
+                            "/hello", conns, False, []))
     comparisons += [
         # Many connections, each request waiting 5 ms: the event loops' own ground (the goal:
         # within 10% of reactors' CPU per request).
@@ -263,7 +269,7 @@ def main():
               f"{'cpu x':>6}  goal")
     print(header)
     for name, argv, peer_name, peer, path, conns, close, goals, *held in comparisons:
-        if not name.startswith(ONLY):
+        if not (name.startswith(ONLY) or peer_name.startswith(ONLY)):
             continue
         share = held[0] if held else None
         load = f"{path} c={conns} {'close' if close else 'keep-alive'}"
@@ -323,7 +329,8 @@ def main():
         sys.stdout.flush()
     print("# req/s and us/req: medians over the rounds; err: errors of all rounds, ours/peer; "
           "wrk cpu: how busy wrk kept CPU 1, ours/peer (near 100%: wrk, not the server, set "
-          "the pace); rps x and cpu x: ours / peer (cpu x under 1: ours is cheaper per request)")
+          "the pace); rps x and cpu x: ours / peer (cpu x under 1: ours is cheaper per request); "
+          "hyper (A/A): the peer against itself, the chance spread of a ratio in this run")
 
 
 if __name__ == "__main__":
