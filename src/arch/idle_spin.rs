@@ -14,8 +14,8 @@
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
-/// The longest spin `--spin-us` takes: past this a worker holds its CPU for longer than a
-/// scheduler tick, which is no longer a spin.
+/// The longest spin `--spin-us` takes: already hundreds of times an `epoll_wait` that returns
+/// at once; a longer one would hold the CPU through whole scheduler slices.
 pub const MAX_SPIN: Duration = Duration::from_millis(1);
 
 thread_local! {
