@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import Pinned, listening_port, run_pinned, wrk_counts
+from benchlib import run_pinned, start_listening, wrk_counts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OURS = os.path.join(ROOT, "target", "release", "sweetspot")
@@ -45,12 +45,7 @@ WAKEUP = "sched:sched_wakeup"
 def start(name, share):
     argv = ([OURS, "serve", "--arch", "async", "--workers", "2", "--port", "0"]
             if name == "async" else [HYPER, "0", "2"])
-    p = Pinned(argv, 0, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, share=share)
-    port, line = listening_port(p.proc)
-    if port is None:
-        p.stop()
-        raise RuntimeError(f"{name}: no ready line: {line!r}")
-    return p, port
+    return start_listening(name, argv, 0, share)
 
 
 def cpu_times():

@@ -17,11 +17,10 @@ Usage: benches/async_spin.py SECONDS ROUNDS
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
-from benchlib import Pinned, listening_port, run_pinned, wrk_counts
+from benchlib import run_pinned, start_listening, wrk_counts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OURS = os.path.join(ROOT, "target", "release", "sweetspot")
@@ -39,41 +38,32 @@ SERVERS = {
 }
 
 
-class Running:
-    """A server from SERVERS, up on its port."""
-
-    def __init__(self, name, share):
-        self.pinned = Pinned(SERVERS[name], 0, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, share=share)
-        self.port, line = listening_port(self.pinned.proc)
-        if self.port is None:
-            self.pinned.stop()
-            raise RuntimeError(f"{name}: no ready line: {line!r}")
-        time.sleep(0.3)
-
-    def stop(self):
-        self.pinned.stop()
+def start(name, share):
+    """A server from SERVERS, up on CPU 0: (its Pinned, its port)."""
+    server, port = start_listening(name, SERVERS[name], 0, share)
+    time.sleep(0.3)  # tokio starts its workers after the listener
+    return server, port
 
 
-def closed(server):
+def closed(server, port):
     """(req/s, server CPU us per request) of one wrk round."""
-    url = f"http://127.0.0.1:{server.port}/hello"
+    url = f"http://127.0.0.1:{port}/hello"
     run_pinned(["wrk", "-t1", f"-c{CONNS}", "-d1s", url], 1)  # warm-up
-    before = server.pinned.cpu()
+    before = server.cpu()
     out, _, _ = run_pinned(["wrk", "-t1", f"-c{CONNS}", f"-d{SECONDS}s", url], 1)
-    cpu = server.pinned.cpu() - before
+    cpu = server.cpu() - before
     requests, rps = wrk_counts(out)
     return rps, cpu * 1e6 / max(requests, 1)
 
 
-def opened(server, rate):
+def opened(server, port, rate):
     """(server CPU us per request, p99 us, whether the rate held) of one open-loop round."""
-    url = f"http://127.0.0.1:{server.port}/hello"
+    url = f"http://127.0.0.1:{port}/hello"
     run_pinned(["wrk", "-t1", f"-c{CONNS}", "-d1s", url], 1)  # warm-up
-    before = server.pinned.cpu()
+    before = server.cpu()
     out, _, _ = run_pinned([OURS, "load", "-t1", f"-c{CONNS}", f"-R{rate}", f"-d{SECONDS}s",
                             "--quiet", "--json", "-", url], 1)
-    cpu = server.pinned.cpu() - before
+    cpu = server.cpu() - before
     report = json.loads(out)
     return (cpu * 1e6 / max(report["requests_sent"], 1), report["latency_us"]["p99"],
             report["rate_held"])
@@ -85,9 +75,9 @@ def rounds(measure, share=None):
     runs = {n: [] for n in names}
     for r in range(ROUNDS):
         for name in names[r % len(names):] + names[:r % len(names)]:
-            server = Running(name, share)
+            server, port = start(name, share)
             try:
-                runs[name].append(measure(server))
+                runs[name].append(measure(server, port))
             finally:
                 server.stop()
     return runs
@@ -119,7 +109,7 @@ def main():
             sys.stdout.flush()
     for rate in RATES:
         title = f"open -R {rate} c=50, whole CPU 0"
-        runs = rounds(lambda s, rate=rate: opened(s, rate))
+        runs = rounds(lambda s, port, rate=rate: opened(s, port, rate))
         for name in SERVERS:
             cpu = statistics.median(x[0] for x in runs[name])
             p99 = statistics.median(x[1] for x in runs[name])

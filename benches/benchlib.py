@@ -67,6 +67,17 @@ def listening_port(proc):
     return (int(m.group(1)), line) if m else (None, line)
 
 
+def start_listening(name, argv, cpu, share=None):
+    """Starts `argv` as a Pinned on `cpu` (held to `share` of it, see Pinned) and reads its
+    ready line: (the Pinned, its port). One that prints no port is stopped, and an error."""
+    server = Pinned(argv, cpu, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, share=share)
+    port, line = listening_port(server.proc)
+    if port is None:
+        server.stop()
+        raise RuntimeError(f"{name}: no ready line: {line!r}")
+    return server, port
+
+
 def tree_cpu(root):
     """utime + stime of `root` and its live descendants, plus the reaped children of each."""
     stats = {}
