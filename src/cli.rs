@@ -34,6 +34,12 @@ pub enum Command {
     Tune(crate::tune::TuneArgs),
     /// Merge the JSON reports or interval logs of the segments of one distributed load run.
     Merge(crate::merge::MergeArgs),
+    /// The guard of a run (started by the run itself): takes back what the run left once it ends.
+    #[command(name = "__reclaim", hide = true)]
+    Reclaim {
+        /// The run's directory.
+        dir: std::path::PathBuf,
+    },
 }
 
 /// Dispatches a parsed command line.
@@ -47,5 +53,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Map(args) => crate::map::run_map(args),
         Command::Advise(args) => crate::map::advise::run_advise(args),
         Command::Tune(args) => crate::tune::run_tune(args),
+        Command::Reclaim { dir } => crate::reclaim::guard(&dir),
     }
 }

@@ -14,6 +14,7 @@ pub mod load;
 pub mod map;
 pub mod merge;
 pub mod net;
+pub mod reclaim;
 pub mod render;
 pub mod serve;
 pub mod store;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 /// where listed in [`SIDEWAYS`].
 const LAYERS: &[&[&str]] = &[
     &["sys"],
-    &["http", "store", "render"],
+    &["http", "store", "render", "reclaim"],
     &["net"],
     &["app"],
     &["arch", "load"],

@@ -6,10 +6,10 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::runs::{self, left_by_dead_runs, wait_token};
 use common::{sweetspot, sweetspot_output, timing_lock, Server, TempDir};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sweetspot");
@@ -19,32 +19,6 @@ fn root() {
         nix::unistd::geteuid().is_root(),
         "the network path tests run as root (a namespace and TUN devices), as CI does"
     );
-}
-
-/// What `ip link` lists whose name starts `prefix`.
-fn links(prefix: &str) -> Vec<String> {
-    let out = Command::new("ip")
-        .args(["-o", "link", "show"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split(": ").nth(1))
-        .map(|n| n.split('@').next().unwrap_or(n).to_string())
-        .filter(|n| n.starts_with(prefix))
-        .collect()
-}
-
-/// The namespaces of sweetspot process `pid`.
-fn namespaces(pid: u32) -> Vec<String> {
-    std::fs::read_dir("/run/netns")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().to_string())
-                .filter(|n| n.starts_with(&format!("sweetspot-{pid}-")))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Runs `sweetspot ARGS`, asserts it succeeded and left no namespace nor device behind, and
@@ -58,16 +32,14 @@ fn run_leaving_nothing<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id();
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
         "{args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(namespaces(pid).is_empty(), "{:?} left", namespaces(pid));
-    let devices = links(&format!("ssv{pid}x"));
-    assert!(devices.is_empty(), "{devices:?} left");
+    let left = left_by_dead_runs();
+    assert!(left.is_empty(), "{left:?} left");
     out
 }
 
@@ -118,6 +90,47 @@ fn a_path_adds_its_round_trip() {
     // A handshake, then a request and an answer (and their ACKs) a round trip.
     assert!(net["packets"].as_u64().unwrap() >= 2 * requests, "{net}");
     assert_eq!(net["lost"], 0);
+}
+
+/// Two runs across paths at once, started together: each has its own namespace, devices and
+/// subnet, and each measures its own round trip (20 ms and 60 ms), every request answered.
+#[test]
+fn two_runs_at_once_each_measure_their_own_path() {
+    root();
+    let _timing = timing_lock();
+    let server = Server::start(&["--arch", "epoll"]);
+    let url = server.url("/hello");
+    let started: Vec<_> = ["rtt=20ms", "rtt=60ms"]
+        .iter()
+        .map(|path| {
+            Command::new(BIN)
+                .args([
+                    "load", &url, "-c", "1", "-d", "2s", "--json", "-", "--quiet",
+                ])
+                .args(["--net", path])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (child, rtt_us) in started.into_iter().zip([20_000.0, 60_000.0]) {
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let p50 = report["latency_us"]["p50"].as_f64().unwrap();
+        assert!(
+            (rtt_us..=rtt_us + 3_000.0).contains(&p50),
+            "rtt {rtt_us}: p50 {p50} us"
+        );
+        assert_eq!(errors(&report), 0, "{report}");
+        assert!(
+            report["requests"].as_u64().unwrap() >= (1.5e6 / rtt_us) as u64,
+            "{report}"
+        );
+    }
+    assert!(left_by_dead_runs().is_empty(), "{:?}", left_by_dead_runs());
 }
 
 /// An epoll server of one static file, `name` holding `body`, in a directory of its own (kept
@@ -188,42 +201,76 @@ fn a_lossy_path_is_retransmitted_across() {
     assert!(retransmitted > 0, "{net}");
 }
 
-/// A run killed with SIGKILL leaves its namespace (its devices vanish with it); the next run
-/// removes it. Bad paths, a target off loopback: exit 2 and one line.
+/// A run killed with SIGKILL: its guard deletes its namespace at once (its devices vanish with
+/// it). A run whose guard was killed too leaves its namespace, and the next run deletes it and
+/// says so. Bad paths, a target off loopback: exit 2 and one line.
 #[test]
-fn a_killed_runs_path_is_removed_by_the_next_and_bad_paths_are_refused() {
+fn a_killed_runs_path_is_removed_by_its_guard_or_the_next_run_and_bad_paths_are_refused() {
     root();
     let _timing = timing_lock();
     let server = Server::start(&["--arch", "epoll"]);
-    let mut killed = Command::new(BIN)
-        .args([
+    for kill_guard_too in [false, true] {
+        let mut killed = Command::new(BIN)
+            .args([
+                "load",
+                &server.url("/hello"),
+                "-c",
+                "2",
+                "-d",
+                "30s",
+                "--quiet",
+            ])
+            .args(["--net", "rtt=20ms"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let token = wait_token(killed.id(), Duration::from_secs(10));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        // The server's side's device is here (the clients' is in their namespace).
+        while runs::devices(&token).is_empty() || runs::namespaces(&token).is_empty() {
+            assert!(std::time::Instant::now() < deadline, "no path made");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let guard = runs::guard_of(&token).expect("the run has a guard");
+        if kill_guard_too {
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(guard),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .unwrap();
+        }
+        killed.kill().unwrap();
+        killed.wait().unwrap();
+        if !kill_guard_too {
+            let left = runs::wait_nothing_left(&token, Duration::from_secs(3));
+            assert!(left.is_empty(), "the guard left {left:?}");
+            continue;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(runs::namespaces(&token).len(), 1);
+        assert!(runs::devices(&token).is_empty());
+        let (code, _, stderr, _) = sweetspot(&[
             "load",
             &server.url("/hello"),
-            "-c",
-            "2",
-            "-d",
-            "30s",
+            "-n",
+            "5",
             "--quiet",
-        ])
-        .args(["--net", "rtt=20ms"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = killed.id();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    // The server's side's device is here (the clients' is in their namespace).
-    while links(&format!("ssv{pid}x")).is_empty() || namespaces(pid).is_empty() {
-        assert!(std::time::Instant::now() < deadline, "no path made");
-        std::thread::sleep(Duration::from_millis(50));
+            "--net",
+            "rtt=1ms",
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        assert!(
+            stderr.contains("removed what a dead run left: 1 network namespace(s)"),
+            "{stderr}"
+        );
+        assert!(
+            runs::left_of(&token).is_empty(),
+            "{:?}",
+            runs::left_of(&token)
+        );
     }
-    std::thread::sleep(Duration::from_millis(300));
-    killed.kill().unwrap();
-    killed.wait().unwrap();
-    assert_eq!(namespaces(pid).len(), 1);
-    assert!(links(&format!("ssv{pid}x")).is_empty());
-    load_json(&[&server.url("/hello"), "-n", "5", "--net", "rtt=1ms"]);
-    assert!(namespaces(pid).is_empty(), "{:?}", namespaces(pid));
     for (args, want) in [
         (vec!["--net", "rtt=fast"], "--net: "),
         (vec!["--net", "rtt=5ms,jitter=6ms"], "--net: jitter"),
@@ -243,9 +290,7 @@ fn a_killed_runs_path_is_removed_by_the_next_and_bad_paths_are_refused() {
     assert_eq!(off.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&off.stderr);
     assert!(stderr.contains("loopback"), "{stderr}");
-    assert!(!Path::new("/run/netns")
-        .join(format!("sweetspot-{pid}-0"))
-        .exists());
+    assert!(left_by_dead_runs().is_empty(), "{:?}", left_by_dead_runs());
 }
 
 /// A sweep across a path (`net` in the file): every point's latency holds the round trip, each
@@ -484,8 +529,9 @@ fn an_interrupted_run_removes_its_path_and_only_root_makes_one() {
         .spawn()
         .unwrap();
     let pid = child.id();
+    let token = wait_token(pid, Duration::from_secs(10));
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while namespaces(pid).is_empty() {
+    while runs::namespaces(&token).is_empty() {
         assert!(std::time::Instant::now() < deadline, "no path made");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -506,9 +552,9 @@ fn an_interrupted_run_removes_its_path_and_only_root_makes_one() {
     let requests = report["requests"].as_u64().unwrap();
     assert!((100..=250).contains(&requests), "{requests}");
     assert!(report["net"]["packets"].as_u64().unwrap() > 2 * requests);
-    assert!(namespaces(pid).is_empty(), "{:?}", namespaces(pid));
-    assert!(links(&format!("ssv{pid}x")).is_empty());
-    // As nobody: refused, one line.
+    assert!(runs::namespaces(&token).is_empty());
+    assert!(runs::devices(&token).is_empty());
+    // As nobody, and as root without CAP_NET_ADMIN: refused, one line, before anything runs.
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
         .args(["load", &server.url("/hello"), "-n", "1", "--net", "rtt=1ms"])
@@ -517,5 +563,14 @@ fn an_interrupted_run_removes_its_path_and_only_root_makes_one() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("--net needs root"), "{stderr}");
+    assert!(stderr.contains("--net needs CAP_NET_ADMIN"), "{stderr}");
+    let out = Command::new("setpriv")
+        .args(["--bounding-set=-net_admin", "--inh-caps=-net_admin", BIN])
+        .args(["load", &server.url("/hello"), "-n", "1", "--net", "rtt=1ms"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--net needs CAP_NET_ADMIN"), "{stderr}");
 }

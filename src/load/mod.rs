@@ -65,16 +65,13 @@ fn run_observed(
     };
     config.validate()?;
     let server = net_server(&config.target)?;
-    if !crate::net::path::permitted() {
-        return Err(usage(
-            "--net needs root (it makes a network namespace and TUN devices)",
-        ));
-    }
-    let path = crate::net::NetPath::create(spec, server)?;
+    crate::net::require_permitted()?;
+    let mut path = crate::net::NetPath::create(spec, server)?;
     let before = path.retransmissions();
     let near_end = path.near_end;
-    let mut report =
-        path.inside(|| run_from_here(config, stop, progress, options, Some(near_end)))??;
+    let report = path.inside(|| run_from_here(config, stop, progress, options, Some(near_end)))?;
+    path.check()?;
+    let mut report = report?;
     let after = path.retransmissions();
     let (packets, lost, overflowed) = path.packets();
     report.net = Some(output::report::NetReport {

@@ -151,14 +151,12 @@ pub fn net_option(flag: Option<&str>, file: Option<String>) -> anyhow::Result<Op
     Ok(net)
 }
 
-/// A usage error unless this process may make a path (root).
+/// A usage error unless this process may make a path (CAP_NET_ADMIN and CAP_SYS_ADMIN).
 pub fn require_permitted() -> anyhow::Result<()> {
     if path::permitted() {
         Ok(())
     } else {
-        Err(crate::usage(
-            "--net needs root (it makes a network namespace and TUN devices)",
-        ))
+        Err(crate::usage(path::NOT_PERMITTED))
     }
 }
 

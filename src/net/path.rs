@@ -1,13 +1,9 @@
 //! One network path, made for a run and removed after it: a namespace for the clients
-//! (`sweetspot-<pid>-<n>`), a TUN device in it (`ssv<pid>x<n>c`, its only route out) and one
-//! here (`ssv<pid>x<n>s`), addresses on a /30 of 10.201.0.0/16 that nothing here uses, and the
-//! relay between the two ([`super::relay`]). Set up with iproute2's `ip`, the kernel's own tool
-//! for namespaces, addresses and routes.
-//!
-//! Nothing outlives a run: the TUN devices are not persistent (they vanish with the relay's
-//! descriptors, even when the run is killed with SIGKILL), and a namespace left by a killed
-//! run is found by its pid and removed by the next ([`clean_stale`]). A [`NetPath`] removes
-//! itself when dropped: on success, on error, and on Ctrl-C, which ends runs by returning.
+//! (`sweetspot-<token>-<n>`, the run's token from [`crate::reclaim`]), a TUN device in it and
+//! one here ([`tun_names`]), addresses on a /30 of 10.201.0.0/16 that nothing here uses, and
+//! the relay between the two ([`super::relay`]). Set up with iproute2's `ip`. The TUN devices
+//! vanish with the relay's descriptors; the namespace is recorded in the run's directory, so a
+//! killed run's guard or the next run deletes it. A [`NetPath`] removes itself when dropped.
 
 use std::fs::File;
 use std::net::Ipv4Addr;
@@ -23,10 +19,17 @@ use super::relay::{self, Counts, Ends};
 use super::NetSpec;
 
 /// The prefix of every namespace sweetspot makes.
-pub const PREFIX: &str = "sweetspot-";
+pub const PREFIX: &str = crate::reclaim::PREFIX;
 
-/// Paths made by this process so far (their names' `n`).
+/// Paths made by this process so far, where it has no run (their names' `n`).
 static MADE: AtomicU32 = AtomicU32::new(0);
+
+/// The TUN devices of path `n` of run `token`: (the clients', the server side's). Within the
+/// kernel's 15 bytes for any `n` below 36^6 (`ss`, 6, at most 6, `c`).
+pub fn tun_names(token: &str, n: u64) -> (String, String) {
+    let n = crate::reclaim::base36(n % 36u64.pow(6), 1);
+    (format!("ss{token}{n}c"), format!("ss{token}{n}s"))
+}
 
 /// A path made for one run.
 pub struct NetPath {
@@ -39,6 +42,8 @@ pub struct NetPath {
     /// The server's address the near end stands for.
     pub server: Ipv4Addr,
     namespace: File,
+    /// The run's record of the namespace, dropped once it is deleted.
+    _recorded: Option<crate::reclaim::Entry>,
     stop: Arc<AtomicBool>,
     /// One relay thread each way ([`relay::run`]).
     relays: Vec<JoinHandle<std::io::Result<()>>>,
@@ -62,26 +67,47 @@ fn run(cmd: &str, args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether this process may make namespaces and devices (root, which has CAP_NET_ADMIN and
-/// CAP_SYS_ADMIN).
+/// Whether this process may make namespaces and devices: CAP_NET_ADMIN and CAP_SYS_ADMIN in
+/// its effective set (root has both unless a container or `setpriv` took them away).
 pub fn permitted() -> bool {
-    nix::unistd::geteuid().is_root()
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| effective_caps(&s))
+        .is_some_and(|caps| caps & NEEDED_CAPS == NEEDED_CAPS)
 }
+
+/// CAP_NET_ADMIN (12) and CAP_SYS_ADMIN (21), capabilities(7).
+const NEEDED_CAPS: u64 = (1 << 12) | (1 << 21);
+
+/// The effective capability set in a `/proc/<pid>/status` text (`CapEff:`, hexadecimal).
+fn effective_caps(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("CapEff:"))?;
+    u64::from_str_radix(line["CapEff:".len()..].trim(), 16).ok()
+}
+
+/// What `--net` says when it may not make a path: one line.
+pub const NOT_PERMITTED: &str =
+    "--net needs CAP_NET_ADMIN and CAP_SYS_ADMIN (run as root) to make a network namespace and TUN devices";
 
 impl NetPath {
     /// Makes a path whose near end stands for `server` (an IPv4 address of this machine,
     /// 127.0.0.1 for a server on loopback) and starts its relay.
     pub fn create(spec: NetSpec, server: Ipv4Addr) -> anyhow::Result<NetPath> {
         if !permitted() {
-            bail!("--net needs root (it makes a network namespace and TUN devices)");
+            return Err(crate::usage(NOT_PERMITTED));
         }
         clean_stale();
-        let pid = std::process::id();
-        let n = MADE.fetch_add(1, Ordering::Relaxed);
-        let name = format!("{PREFIX}{pid}-{n}");
-        let (client_if, server_if) = (format!("ssv{pid}x{n}c"), format!("ssv{pid}x{n}s"));
-        let (near_end, client_addr) = free_subnet(pid, n)?;
-        run("ip", &["netns", "add", &name])?;
+        let run_of = crate::reclaim::current();
+        let (name, client_if, server_if, recorded) = add_namespace(run_of)?;
+        // Held until the near end's address is on its device, where the next run looks.
+        let subnet_lock = lock_subnets();
+        let (near_end, client_addr) = match free_subnet(&name) {
+            Ok(ends) => ends,
+            Err(e) => {
+                let _ = run("ip", &["netns", "del", &name]);
+                return Err(e);
+            }
+        };
         // From here on a failure deletes the namespace (the devices go with their descriptors).
         let made = (|| -> anyhow::Result<(File, std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
             let server_tun = crate::sys::open_tun(&server_if)
@@ -114,6 +140,7 @@ impl NetPath {
             let namespace = File::open(PathBuf::from("/run/netns").join(&name))?;
             Ok((namespace, client_tun, server_tun))
         })();
+        drop(subnet_lock);
         let (namespace, client_tun, server_tun) = match made {
             Ok(made) => made,
             Err(e) => {
@@ -166,10 +193,26 @@ impl NetPath {
             client_addr,
             server,
             namespace,
+            _recorded: recorded,
             stop,
             relays,
             counts,
         })
+    }
+
+    /// An error when a relay thread has stopped on its own (a device error): the path no longer
+    /// carries packets, so what was measured across it is not a measurement.
+    pub fn check(&mut self) -> anyhow::Result<()> {
+        let Some(i) = self.relays.iter().position(|r| r.is_finished()) else {
+            return Ok(());
+        };
+        let relay = self.relays.remove(i);
+        let why = match relay.join() {
+            Ok(Ok(())) => "it stopped".to_string(),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "it panicked".to_string(),
+        };
+        bail!("the network path's relay failed during the run: {why}")
     }
 
     /// Runs `f` on a thread inside the clients' namespace (every thread it starts is in it
@@ -240,14 +283,54 @@ pub fn retrans_segs(snmp: &str) -> Option<u64> {
     values.split_whitespace().nth(i)?.parse().ok()
 }
 
-/// A /30 of 10.201.0.0/16 that no address here is in: (the near end, the clients').
-fn free_subnet(pid: u32, n: u32) -> anyhow::Result<(Ipv4Addr, Ipv4Addr)> {
+/// Makes the path's namespace, recorded in the run first, under a name no other path has:
+/// (its name, the clients' TUN device, the server side's, the record). A name taken by another
+/// run ("File exists") is passed over.
+fn add_namespace(
+    run_of: Option<&crate::reclaim::Run>,
+) -> anyhow::Result<(String, String, String, Option<crate::reclaim::Entry>)> {
+    let mut last = None;
+    for _ in 0..8 {
+        let (token, n) = match run_of {
+            Some(r) => (r.token().to_string(), r.next_name()),
+            None => (
+                crate::reclaim::base36(u64::from(std::process::id()), 6),
+                u64::from(MADE.fetch_add(1, Ordering::Relaxed)),
+            ),
+        };
+        let name = format!("{PREFIX}{token}-{n}");
+        let (client_if, server_if) = tun_names(&token, n);
+        let recorded = run_of.map(|r| r.record(crate::reclaim::Kind::Netns, &name));
+        match run("ip", &["netns", "add", &name]) {
+            Ok(()) => return Ok((name, client_if, server_if, recorded)),
+            Err(e) if e.to_string().contains("File exists") => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| anyhow::anyhow!("no free namespace name")))
+}
+
+/// Holds the lock under which one path at a time, of any run here, picks its subnet and puts
+/// its address on; released when dropped (or when the process dies). `None`: no lock to be had.
+fn lock_subnets() -> Option<nix::fcntl::Flock<File>> {
+    let root = crate::reclaim::runs_root();
+    std::fs::create_dir_all(&root).ok()?;
+    let file = File::create(root.join("subnet.lock")).ok()?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).ok()
+}
+
+/// A /30 of 10.201.0.0/16 that no address here is in: (the near end, the clients'). The
+/// search starts from a hash of the path's name.
+fn free_subnet(name: &str) -> anyhow::Result<(Ipv4Addr, Ipv4Addr)> {
     let used = Command::new("ip")
         .args(["-4", "-o", "addr", "show"])
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
         .unwrap_or_default();
-    let start = (pid.wrapping_mul(31).wrapping_add(n)) % 16384;
+    let start = name
+        .bytes()
+        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)))
+        % 16384;
     for k in 0..16384u32 {
         let index = (start + k) % 16384;
         let base = 0x0AC9_0000u32 + index * 4; // 10.201.0.0 + 4 x index
@@ -260,29 +343,10 @@ fn free_subnet(pid: u32, n: u32) -> anyhow::Result<(Ipv4Addr, Ipv4Addr)> {
     bail!("no free /30 left in 10.201.0.0/16")
 }
 
-/// Removes the namespaces of sweetspot runs that no longer run (killed with SIGKILL, say):
-/// `sweetspot-<pid>-<n>` whose pid is gone. Their TUN devices went with their descriptors.
+/// Deletes the namespaces of sweetspot runs that no longer run (killed with SIGKILL, say),
+/// saying so in one line; their TUN devices went with their descriptors.
 pub fn clean_stale() {
-    let Ok(entries) = std::fs::read_dir("/run/netns") else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().to_string();
-        let Some(pid) = stale_pid(&name) else {
-            continue;
-        };
-        if !PathBuf::from(format!("/proc/{pid}")).exists() {
-            let _ = run("ip", &["netns", "del", &name]);
-        }
-    }
-}
-
-/// The pid in a namespace name of ours, `sweetspot-<pid>-<n>`.
-fn stale_pid(name: &str) -> Option<u32> {
-    let rest = name.strip_prefix(PREFIX)?;
-    let (pid, n) = rest.split_once('-')?;
-    n.parse::<u32>().ok()?;
-    pid.parse().ok()
+    crate::reclaim::reclaim_named_namespaces().say("a dead run left");
 }
 
 #[cfg(test)]
@@ -299,10 +363,30 @@ mod tests {
     }
 
     #[test]
-    fn only_our_namespaces_are_ours() {
-        assert_eq!(stale_pid("sweetspot-1234-0"), Some(1234));
-        assert_eq!(stale_pid("sweetspot-1234"), None);
-        assert_eq!(stale_pid("other-1234-0"), None);
-        assert_eq!(stale_pid("sweetspot-x-0"), None);
+    fn tun_names_fit_the_kernels_15_bytes_for_any_run_and_path() {
+        // The largest token, and paths past 10,000 in one run (names once carried a 7-digit
+        // pid and overflowed at the 1,000th path).
+        for n in [0, 999, 1_000, 10_000, 36u64.pow(6) - 1, u64::MAX] {
+            let (client, server) = tun_names("zzzzzz", n);
+            assert!(
+                client.len() <= 15 && server.len() <= 15,
+                "{client} {server}"
+            );
+            assert_ne!(client, server);
+        }
+        let names: std::collections::BTreeSet<String> =
+            (0..10_000).map(|n| tun_names("k3x9a0", n).0).collect();
+        assert_eq!(names.len(), 10_000, "10,000 paths of one run, 10,000 names");
+    }
+
+    #[test]
+    fn the_capabilities_a_path_needs_are_read_from_status() {
+        let root = "Name:\tsweetspot\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\n";
+        let caps = effective_caps(root).unwrap();
+        assert_eq!(caps & NEEDED_CAPS, NEEDED_CAPS);
+        // Root less CAP_NET_ADMIN (bit 12).
+        let without = "CapEff:\t000001ffffffefff\n";
+        assert_ne!(effective_caps(without).unwrap() & NEEDED_CAPS, NEEDED_CAPS);
+        assert_eq!(effective_caps("Name: x\n"), None);
     }
 }

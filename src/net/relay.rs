@@ -127,13 +127,22 @@ impl Direction {
         self.held.push(Held { out, seq, bytes });
     }
 
-    /// Writes every packet due by `now` to `to`; a write the device refuses drops the packet.
-    fn release(&mut self, now: Instant, to: &OwnedFd) {
+    /// Writes every packet due by `now` to `to`. A write the device refuses for want of room
+    /// drops the packet, as a full link would; any other error ends the path with it.
+    fn release(&mut self, now: Instant, to: &OwnedFd) -> io::Result<()> {
+        use nix::errno::Errno;
         while self.held.peek().is_some_and(|h| h.out <= now) {
             let h = self.held.pop().expect("peeked");
             self.held_bytes -= h.bytes.len();
-            let _ = nix::unistd::write(to, &h.bytes);
+            match nix::unistd::write(to, &h.bytes) {
+                Ok(_)
+                | Err(
+                    Errno::EAGAIN | Errno::ENOBUFS | Errno::ENOMEM | Errno::EINTR | Errno::EINVAL,
+                ) => {}
+                Err(e) => return Err(io::Error::from(e)),
+            }
         }
+        Ok(())
     }
 
     fn next_out(&self) -> Option<Instant> {
@@ -197,7 +206,7 @@ pub fn run(
                 Err(e) => return Err(e.into()),
             }
         }
-        dir.release(Instant::now(), &to);
+        dir.release(Instant::now(), &to)?;
     }
     Ok(())
 }

@@ -7,7 +7,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use super::probe::TreeCpu;
 
@@ -214,6 +213,8 @@ fn split_total(total: f64, user: f64, system: f64) -> TreeCpu {
 pub struct ServerCgroup {
     dir: PathBuf,
     method: CpuMethod,
+    /// The run's record of it, so that a guard or the next run removes it if this run dies.
+    _recorded: Option<crate::reclaim::Entry>,
 }
 
 /// Makes names unique within this process (several servers may run at once in tests).
@@ -247,14 +248,31 @@ impl ServerCgroup {
                 let parent = mount
                     .mount_point
                     .join(path_below_root(&own_path, &mount.root)?);
-                let name = format!(
-                    "sweetspot-{}-{}",
-                    std::process::id(),
-                    NEXT_ID.fetch_add(1, Ordering::Relaxed)
-                );
+                crate::reclaim::reclaim_named_cgroups(&parent).say("a dead run left");
+                let run = crate::reclaim::current();
+                let name = match run {
+                    Some(run) => format!(
+                        "{}{}-{}",
+                        crate::reclaim::PREFIX,
+                        run.token(),
+                        run.next_name()
+                    ),
+                    None => format!(
+                        "{}{}-{}",
+                        crate::reclaim::PREFIX,
+                        std::process::id(),
+                        NEXT_ID.fetch_add(1, Ordering::Relaxed)
+                    ),
+                };
                 let dir = parent.join(name);
+                let recorded =
+                    run.map(|r| r.record(crate::reclaim::Kind::Cgroup, &dir.display().to_string()));
                 std::fs::create_dir(&dir).ok()?;
-                let cgroup = ServerCgroup { dir, method };
+                let cgroup = ServerCgroup {
+                    dir,
+                    method,
+                    _recorded: recorded,
+                };
                 // A cgroup whose counters cannot be read is no use (dropping it removes it).
                 cgroup.cpu().is_some().then_some(cgroup)
             })
@@ -293,22 +311,6 @@ impl ServerCgroup {
     pub fn pids(&self) -> Vec<i32> {
         super::probe::cgroup_tree_pids(&self.dir)
     }
-
-    /// Kills whatever is still in the cgroup (or in any cgroup the server made inside it) once
-    /// the server was stopped: pieces of it that left its process group (`setsid`, a
-    /// daemonizing command) but are still its own, so nothing a point started outlives it.
-    /// Reaps those re-parented to the runner.
-    fn kill_remaining(&self) {
-        let deadline = Instant::now() + Duration::from_secs(2);
-        loop {
-            let pids = self.pids();
-            if pids.is_empty() || Instant::now() >= deadline {
-                return;
-            }
-            signal_all(&pids, nix::sys::signal::Signal::SIGKILL);
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
 }
 
 /// Sends `signal` to each of `pids` and reaps those that are the runner's to reap.
@@ -322,31 +324,17 @@ pub fn signal_all(pids: &[i32], signal: nix::sys::signal::Signal) {
     }
 }
 
-/// Removes cgroup `dir` and, first, any cgroups made inside it (deepest first): a cgroup with
-/// a cgroup inside cannot be removed.
-fn remove_tree(dir: &Path) -> std::io::Result<()> {
-    for child in super::probe::child_cgroups(dir) {
-        let _ = remove_tree(&child);
-    }
-    std::fs::remove_dir(dir)
-}
-
 impl Drop for ServerCgroup {
-    /// Removes the cgroup (and any the server made inside it) after killing what is left in
-    /// them; a cgroup is removable once its last process is gone, which can trail the kill by
-    /// a moment, so this retries briefly.
+    /// Kills whatever is still in the cgroup once the server was stopped (pieces of it that
+    /// left its process group, `setsid` or a daemonizing command, but are still its own), then
+    /// removes it and any cgroup the server made inside it.
     fn drop(&mut self) {
-        self.kill_remaining();
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while remove_tree(&self.dir).is_err() && self.dir.exists() {
-            if Instant::now() >= deadline {
-                eprintln!(
-                    "sweep: could not remove cgroup {} (still in use)",
-                    self.dir.display()
-                );
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        crate::reclaim::kill_cgroup_tree(&self.dir);
+        if !crate::reclaim::remove_cgroup_tree(&self.dir) {
+            eprintln!(
+                "sweep: could not remove cgroup {} (still in use)",
+                self.dir.display()
+            );
         }
     }
 }

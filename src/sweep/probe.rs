@@ -162,32 +162,7 @@ pub fn group_processes(pgrp: i32) -> Vec<ProcStat> {
         .collect()
 }
 
-/// The processes in cgroup `dir` and in every cgroup below it (a v1 `cgroup.procs` lists only
-/// a cgroup's own members).
-pub fn cgroup_tree_pids(dir: &Path) -> Vec<i32> {
-    let mut pids: Vec<i32> = std::fs::read_to_string(dir.join("cgroup.procs"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
-    for child in child_cgroups(dir) {
-        pids.extend(cgroup_tree_pids(&child));
-    }
-    pids
-}
-
-/// The cgroups directly inside `dir`.
-pub fn child_cgroups(dir: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default()
-}
+pub use crate::reclaim::{cgroup_tree_pids, child_cgroups};
 
 /// Which processes are a server's.
 #[derive(Debug, Clone)]

@@ -235,6 +235,12 @@ fn command_for(launch: &Launch) -> Command {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    // Dies with the runner however it dies; what it starts in turn carries the run's marker
+    // and its cgroup, by which the run's guard (or the next run) finds it.
+    crate::sys::die_with_parent_before_exec(&mut command);
+    if let Some(run) = crate::reclaim::current() {
+        command.env(crate::reclaim::MARKER, run.token());
+    }
     command
 }
 

@@ -334,6 +334,39 @@ pub fn join_cgroup_before_exec(
     Ok(())
 }
 
+/// Makes `command`'s child die with this process: after the fork it asks for SIGKILL on its
+/// parent's death (`PR_SET_PDEATHSIG`, kept across exec), then exits if the parent already died
+/// between the fork and that request (its parent is then no longer this process). The signal
+/// follows the thread that spawned: spawn from a thread that lives as long as the child.
+pub fn die_with_parent_before_exec(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = nix::unistd::getpid();
+    let hook = move || -> io::Result<()> {
+        nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+            .map_err(io::Error::from)?;
+        if nix::unistd::getppid() != parent {
+            exit_child(1);
+        }
+        Ok(())
+    };
+    // SAFETY: prctl(2), getppid(2) and _exit(2) are async-signal-safe, as `pre_exec` requires;
+    // the hook allocates nothing (`parent` is a copied integer).
+    unsafe {
+        command.pre_exec(hook);
+    }
+}
+
+/// Makes `command`'s child the leader of a new session (setsid(2)) before it execs: no signal
+/// for this process's group or terminal reaches it.
+pub fn new_session_before_exec(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let hook = || -> io::Result<()> { nix::unistd::setsid().map(drop).map_err(io::Error::from) };
+    // SAFETY: setsid(2) is async-signal-safe and the hook allocates nothing.
+    unsafe {
+        command.pre_exec(hook);
+    }
+}
+
 /// Makes the Layer 3 TUN device `name` (IFF_TUN, no packet-information prefix) and returns its
 /// descriptor, non-blocking: what is read is an IP packet the kernel routed to it, what is
 /// written is a packet the kernel receives from it. Not persistent: the device vanishes with

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod pki;
+pub mod runs;
 pub mod tiny;
 
 use std::io::{BufRead, BufReader, Read, Write};
