@@ -354,3 +354,53 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("no tune run there"), "{stderr}");
 }
+
+/// A URL that answers 404: every configuration's requests fail, and tune says so, naming the
+/// status, and exits non-zero; no pool is derived from the failed requests (no Goetz rule,
+/// no profile).
+#[test]
+fn tune_on_a_url_that_answers_404_fails_naming_it() {
+    let _timing = timing_lock();
+    let tmp = TempDir::new("tune-404");
+    let out = tmp.path().join("out");
+    let command =
+        format!("exec {BIN} serve --arch prethreaded --workers {{workers}} --port {{port}}");
+    let run = Command::new(BIN)
+        .args([
+            "tune",
+            "--cmd",
+            &command,
+            "--url",
+            "http://127.0.0.1:{port}/no-such-page",
+        ])
+        .args([
+            "--concurrency",
+            "4",
+            "--workers",
+            "1..4",
+            "--duration",
+            "300ms",
+        ])
+        .args(["--warmup", "100ms", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    let last = stderr.trim().lines().last().unwrap();
+    assert!(
+        last.starts_with("sweetspot: every configuration failed: workers=")
+            && last.contains("every response was 404"),
+        "{stderr}"
+    );
+    let r = read_json(&out.join("results.json"));
+    assert!(r["profile"].is_null(), "{}", r["profile"]);
+    let rules = r["rules"].as_array().unwrap();
+    assert!(rules.iter().all(|x| x["rule"] != "goetz"), "{rules:?}");
+    assert!(
+        rules
+            .iter()
+            .all(|x| x["missed_because"].as_str().unwrap().contains("404")),
+        "{rules:?}"
+    );
+}

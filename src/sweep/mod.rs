@@ -203,10 +203,15 @@ fn fail_if_every_point_failed(
     points: &[results::PointResult],
     out_dir: &std::path::Path,
 ) -> anyhow::Result<()> {
-    if points.is_empty() || points.iter().any(|p| p.ok) {
+    // A point whose requests failed (every response a 404, say) counts as failed too.
+    if points.is_empty() || points.iter().any(|p| p.ok && p.failure_cause().is_none()) {
         return Ok(());
     }
-    let first = points[0].failure.as_deref().unwrap_or("no reason recorded");
+    let first = match (&points[0].failure, points[0].failure_cause()) {
+        (Some(failure), _) => failure.clone(),
+        (None, Some(cause)) => format!("requests failed: {cause}"),
+        (None, None) => "no reason recorded".to_string(),
+    };
     let first: Vec<&str> = first
         .lines()
         .map(str::trim)

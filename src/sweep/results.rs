@@ -220,6 +220,57 @@ impl PointResult {
             .sum()
     }
 
+    /// How the point's requests failed, in one phrase, when over 1% of them did (else `None`):
+    /// `every response was 404 (812 of 812)`, `500: 40 of 1,000 responses; 3 connect errors`.
+    pub fn failure_cause(&self) -> Option<String> {
+        if self.error_rate() <= 0.01 {
+            return None;
+        }
+        let n = |v: u64| crate::render::units::thousands(v as f64);
+        let responses: u64 = self.status.values().sum();
+        let bad: Vec<(&String, &u64)> = self
+            .status
+            .iter()
+            .filter(|(code, _)| !(code.starts_with('2') || code.starts_with('3')))
+            .collect();
+        let mut parts = Vec::new();
+        match bad.as_slice() {
+            [] => {}
+            [(code, &count)] if count == responses => parts.push(format!(
+                "every response was {code} ({} of {})",
+                n(count),
+                n(responses)
+            )),
+            _ => parts.push(format!(
+                "{} of {} responses",
+                bad.iter()
+                    .map(|(code, &count)| format!("{code}: {}", n(count)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                n(responses)
+            )),
+        }
+        let e = &self.errors_by_kind;
+        let errors: Vec<String> = [
+            (e.connect, "connect error(s)"),
+            (e.read, "read error(s)"),
+            (e.write, "write error(s)"),
+            (e.timeout, "timeout(s)"),
+            (e.protocol, "malformed response(s)"),
+        ]
+        .iter()
+        .filter(|(count, _)| *count > 0)
+        .map(|(count, what)| format!("{} {what}", n(*count)))
+        .collect();
+        if !errors.is_empty() {
+            parts.push(errors.join(", "));
+        }
+        if parts.is_empty() {
+            parts.push("no request was answered".into());
+        }
+        Some(parts.join("; "))
+    }
+
     /// Fraction of attempts that were errors or bad statuses.
     pub fn error_rate(&self) -> f64 {
         let bad = (self.errors + self.bad_statuses()) as f64;
@@ -367,6 +418,40 @@ mod tests {
         assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
         assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(format_utc(1_700_000_000), "2023-11-14T22:13:20Z");
+    }
+
+    #[test]
+    fn a_failed_point_says_how_its_requests_failed() {
+        let mut p = PointResult {
+            ok: true,
+            ..Default::default()
+        };
+        p.requests = 1000;
+        p.status.insert("200".into(), 1000);
+        assert_eq!(p.failure_cause(), None);
+        p.status.clear();
+        p.status.insert("404".into(), 1000);
+        assert_eq!(
+            p.failure_cause().as_deref(),
+            Some("every response was 404 (1,000 of 1,000)")
+        );
+        p.status.insert("404".into(), 40);
+        p.status.insert("200".into(), 950);
+        p.status.insert("503".into(), 10);
+        p.errors_by_kind.connect = 3;
+        p.errors_by_kind.timeout = 2;
+        p.errors = 5;
+        assert_eq!(
+            p.failure_cause().as_deref(),
+            Some("404: 40, 503: 10 of 1,000 responses; 3 connect error(s), 2 timeout(s)")
+        );
+        // 1% or less is not a failure.
+        p.status.clear();
+        p.status.insert("200".into(), 995);
+        p.status.insert("500".into(), 5);
+        p.errors_by_kind = Default::default();
+        p.errors = 0;
+        assert_eq!(p.failure_cause(), None);
     }
 
     #[test]

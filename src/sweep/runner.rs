@@ -235,6 +235,9 @@ fn run_point(
     result.client = run.client;
     result.server_cpu_us_per_request = run.server.cpu_us_per_request(run.requests);
     warn_if_generator_bound(&mut result, &run, &point.target, machine);
+    if let Some(cause) = result.failure_cause() {
+        result.warnings.push(format!("requests failed: {cause}"));
+    }
     match experiment.mode {
         LoadMode::Rate => {
             if run.rate_held == Some(false) {

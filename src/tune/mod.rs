@@ -232,6 +232,8 @@ struct Live<'a> {
     last: Option<crate::sweep::results::PointResult>,
     /// Finished points, on disk (answered from there on `--resume`).
     store: store::Store,
+    /// How each configuration's requests failed, where over 1% did.
+    causes: std::collections::BTreeMap<Vec<u32>, String>,
 }
 
 impl Live<'_> {
@@ -309,9 +311,13 @@ impl Measure for Live<'_> {
             self.last = Some(result);
             return Some(sample);
         }
+        if let Some(cause) = result.failure_cause() {
+            self.causes.insert(values.to_vec(), cause);
+        }
         let failure = result
             .failure
-            .as_deref()
+            .clone()
+            .or_else(|| result.failure_cause())
             .map(|f| format!(" (failed: {f})"))
             .unwrap_or_default();
         eprintln!(
@@ -429,6 +435,7 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         done: 0,
         last: None,
         store,
+        causes: Default::default(),
     };
     // The first configuration is checked before the search: a command that never opens its
     // port is one line, not a search of failures.
@@ -496,6 +503,14 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
             &mut live,
         )
         .unwrap_or_default();
+        // A rule that missed for failed requests says how they failed.
+        for rule in &mut results.rules {
+            if let (Some(why), Some(cause)) =
+                (rule.missed_because.as_mut(), live.causes.get(&rule.values))
+            {
+                why.push_str(&format!(": {cause}"));
+            }
+        }
     }
     results.pick = found.clone();
     // The search's points, the rules' and the profile's; not the grid's.
@@ -540,6 +555,9 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
             out.display()
         ))?;
     }
+    if let Some(cause) = every_configuration_failed(&results, &live.causes) {
+        anyhow::bail!("{cause}; results in {}", out.display());
+    }
     if results.interrupted {
         anyhow::bail!(
             "interrupted: {} points saved; `sweetspot tune --resume {}` continues",
@@ -548,6 +566,31 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// `every configuration failed: workers=1: every response was 404 (...)` when no configuration
+/// met the bound and the requests of every one measured failed.
+fn every_configuration_failed(
+    results: &TuneResults,
+    causes: &std::collections::BTreeMap<Vec<u32>, String>,
+) -> Option<String> {
+    let met = results.measured.iter().any(|row| row.level.rps.0 > 0.0);
+    if met || results.measured.is_empty() {
+        return None;
+    }
+    if !results
+        .measured
+        .iter()
+        .all(|row| causes.contains_key(&row.values))
+    {
+        return None;
+    }
+    let first = results.measured.first()?;
+    Some(format!(
+        "every configuration failed: {}: {}",
+        first.label,
+        causes.get(&first.values)?
+    ))
 }
 
 /// The arguments of the interrupted run in `dir` (its output directory `dir`), and the wall
@@ -582,6 +625,10 @@ fn profile(live: &mut Live, at: &[u32], cores: u32) -> Option<Profile> {
     live.concurrency = concurrency;
     live.closed = false;
     let sample = sample?;
+    // No pool is derived from failed requests.
+    if !sample.ok || live.last.as_ref()?.failure_cause().is_some() {
+        return None;
+    }
     let mean_ms = live.last.as_ref()?.latency_us.mean / 1000.0;
     let cpu_us = sample.cpu_us;
     if cpu_us <= 0.0 || mean_ms <= 0.0 {
