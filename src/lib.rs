@@ -106,6 +106,7 @@ fn one_line_clap_error(e: &clap::Error, command_path: &str) -> String {
     if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
         let names: Vec<String> = cli::Cli::command()
             .get_subcommands()
+            .filter(|c| !c.is_hide_set())
             .map(|c| c.get_name().to_string())
             .collect();
         return format!(

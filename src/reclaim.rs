@@ -558,9 +558,12 @@ mod tests {
             .unwrap();
         assert!(run_alive(&root, live.token()));
         assert!(!run_alive(&root, "dead00"));
+        let pid = child.id() as i32;
         let taken = reclaim_dead(&root);
         assert_eq!(taken.processes, 1);
-        assert!(child.try_wait().unwrap().is_some() || child.wait().is_ok());
+        // Killed, and reaped (by the reclaim, or here).
+        let _ = child.try_wait();
+        assert!(is_zombie(pid), "process {pid} is alive");
         assert!(!dead.exists());
         assert!(live.dir.exists(), "a live run's directory is kept");
         drop(live);

@@ -555,22 +555,18 @@ fn an_interrupted_run_removes_its_path_and_only_root_makes_one() {
     assert!(runs::namespaces(&token).is_empty());
     assert!(runs::devices(&token).is_empty());
     // As nobody, and as root without CAP_NET_ADMIN: refused, one line, before anything runs.
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
-        .args(["load", &server.url("/hello"), "-n", "1", "--net", "rtt=1ms"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("--net needs CAP_NET_ADMIN"), "{stderr}");
-    let out = Command::new("setpriv")
-        .args(["--bounding-set=-net_admin", "--inh-caps=-net_admin", BIN])
-        .args(["load", &server.url("/hello"), "-n", "1", "--net", "rtt=1ms"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("--net needs CAP_NET_ADMIN"), "{stderr}");
+    let nobody: &[&str] = &["--reuid=65534", "--regid=65534", "--clear-groups"];
+    let no_net_admin: &[&str] = &["--bounding-set=-net_admin", "--inh-caps=-net_admin"];
+    for privileges in [nobody, no_net_admin] {
+        let out = Command::new("setpriv")
+            .args(privileges)
+            .arg(BIN)
+            .args(["load", &server.url("/hello"), "-n", "1", "--net", "rtt=1ms"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{privileges:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("--net needs CAP_NET_ADMIN"), "{stderr}");
+    }
 }
