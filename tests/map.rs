@@ -131,12 +131,41 @@ fn map_quick_runs_end_to_end() {
                 );
             }
         }
-        // Every candidate shown carries what it cost.
+        let ties = outcome["ties"].as_array().unwrap();
+        // Every candidate shown carries what it cost, and the runs its figures are from.
         let candidates = outcome["candidates"].as_array().unwrap();
         assert!(!candidates.is_empty(), "{cell}");
         for row in candidates {
             assert!(row["rss_kb"].as_f64().unwrap() > 0.0, "{row}");
             assert!(row["cpu_us"].as_f64().unwrap() > 0.0, "{row}");
+            assert!(row["runs"].as_u64().unwrap() >= 1, "{row}");
+            assert!(row["window_ms"].as_u64().unwrap() >= 50, "{row}");
+        }
+        // A row that shows more throughput or a lower p99 than the winner's, and is neither
+        // the winner nor a tie, has a sentence saying what decided against it.
+        let winner_label = match winner["workers"].as_u64() {
+            Some(w) => format!("{}/{w}", winner["arch"].as_str().unwrap()),
+            None => winner["arch"].as_str().unwrap().to_string(),
+        };
+        let winner_row = candidates
+            .iter()
+            .find(|r| r["label"] == winner_label.as_str())
+            .unwrap_or_else(|| panic!("no row for {winner_label}: {cell}"));
+        let decisions: Vec<&str> = outcome["decisions"]
+            .as_array()
+            .map(|d| d.iter().map(|x| x.as_str().unwrap()).collect())
+            .unwrap_or_default();
+        for row in candidates {
+            let label = row["label"].as_str().unwrap();
+            let rps = row["rps"][0].as_f64().unwrap();
+            let beats = rps > winner_row["rps"][0].as_f64().unwrap()
+                || (rps > 0.0
+                    && row["p99_us"].as_f64().unwrap() < winner_row["p99_us"].as_f64().unwrap());
+            let named = label == winner_label || ties.iter().any(|t| t == label);
+            let said = decisions.iter().any(|d| {
+                d.starts_with(&format!("{label} ")) || d.starts_with(&format!("{label}, "))
+            });
+            assert_eq!(beats && !named, said, "{label}: {decisions:?} {cell}");
         }
         let n = cell["points"].as_array().unwrap().len();
         assert_eq!(cell["points_measured"].as_u64().unwrap() as usize, n);
@@ -151,7 +180,6 @@ fn map_quick_runs_end_to_end() {
             assert_eq!(rules, ["goetz", "2n+1", "default"], "{cell}");
         }
         // A tie is named only with no deciding figure.
-        let ties = outcome["ties"].as_array().unwrap();
         assert_eq!(ties.is_empty(), !outcome["decided_by"].is_null(), "{cell}");
     }
     assert_eq!(
@@ -184,6 +212,17 @@ fn map_quick_runs_end_to_end() {
         "{html}"
     );
     assert!(html.contains("<th>CPU / request</th>") && html.contains("<th>peak RSS</th>"));
+    assert!(html.contains("<th>runs</th>"));
+    for cell in cells {
+        for decision in cell["outcome"]["decisions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let text = format!("Why not: {}", escape_html(decision.as_str().unwrap()));
+            assert!(html.contains(&text), "{text}");
+        }
+    }
     assert!(html.contains(&escape_html(results["summary"].as_str().unwrap())));
     // A progress line per cell, with the time left.
     let lines: Vec<&str> = stderr

@@ -430,6 +430,9 @@ fn winner_text(o: &Outcome) -> String {
     } else if o.ties.is_empty() && other_measured(o) {
         out.push_str("  no other architecture met the p99 bound\n");
     }
+    for decision in &o.decisions {
+        out.push_str(&format!("  why not: {decision}\n"));
+    }
     out
 }
 

@@ -643,13 +643,32 @@ fn candidates_html(c: &CellResult) -> String {
     }
     html.push_str(
         "<div class=\"scroll\"><table><tr><th>candidate</th><th>req/s</th><th>of bound</th>\
-         <th>p99</th><th>CPU / request</th><th>peak RSS</th><th>threads</th><th>processes</th></tr>\n",
+         <th>p99</th><th>CPU / request</th><th>peak RSS</th><th>threads</th><th>processes</th>\
+         <th>runs</th></tr>\n",
     );
     for r in &o.candidates {
         html.push_str(&candidate_row_html(r, o.bound_rps));
     }
     html.push_str("</table></div>\n");
+    for decision in &o.decisions {
+        html.push_str(&format!(
+            "<p class=\"note\">Why not: {}</p>\n",
+            escape(decision)
+        ));
+    }
     html
+}
+
+/// `2 x 3.0 s`: a row's runs and their length (`-` when not recorded).
+pub fn runs_text(r: &CandidateRow) -> String {
+    if r.runs == 0 {
+        return "-".into();
+    }
+    format!(
+        "{} x {}",
+        r.runs,
+        duration_us(f64::from(r.window_ms) * 1000.0)
+    )
 }
 
 fn candidate_row_html(r: &CandidateRow, bound: f64) -> String {
@@ -661,7 +680,8 @@ fn candidate_row_html(r: &CandidateRow, bound: f64) -> String {
     let missed = r.rps.0 <= 0.0;
     format!(
         "<tr><td>{}</td><td class=\"num{}\">{}{}</td><td class=\"num\">{}</td><td class=\"num\">{p99}</td>\
-         <td class=\"num\">{}</td><td class=\"num\">{:.1} MiB</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>\n",
+         <td class=\"num\">{}</td><td class=\"num\">{:.1} MiB</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+         <td class=\"num\">{}</td></tr>\n",
         escape(&r.label),
         if missed { " failed" } else { "" },
         thousands(r.measured_rps),
@@ -674,7 +694,8 @@ fn candidate_row_html(r: &CandidateRow, bound: f64) -> String {
         duration_us(r.cpu_us),
         r.rss_kb / 1024.0,
         r.threads,
-        r.processes
+        r.processes,
+        runs_text(r)
     )
 }
 
@@ -825,6 +846,7 @@ mod tests {
                 starving: Vec::new(),
                 outclassed: Vec::new(),
                 unneeded: Vec::new(),
+                decisions: Vec::new(),
             }),
             goetz: 2,
             points: Vec::new(),

@@ -136,9 +136,22 @@ pub fn cheapest(levels: &[Level], alive: Vec<usize>) -> (Vec<usize>, Option<Figu
 /// are saturated, and the machine's jitter as its floor).
 pub fn cheapest_with(
     levels: &[Level],
-    mut alive: Vec<usize>,
+    alive: Vec<usize>,
     p99_tolerance: Tolerance,
 ) -> (Vec<usize>, Option<Figure>) {
+    let (alive, decided_by, _) = filter_by_cost(levels, alive, p99_tolerance);
+    (alive, decided_by)
+}
+
+/// One left out by a figure: (its index, the figure, the index of the best on it then).
+type LeftOut = (usize, Figure, usize);
+
+/// [`cheapest_with`], and who each figure left out.
+fn filter_by_cost(
+    levels: &[Level],
+    mut alive: Vec<usize>,
+    p99_tolerance: Tolerance,
+) -> (Vec<usize>, Option<Figure>, Vec<LeftOut>) {
     let figures: [FigureRule; 3] = [
         (Figure::P99, |l| l.p99_us, p99_tolerance),
         (Figure::Cpu, |l| l.cpu_us, Tolerance::of(CPU_TOLERANCE)),
@@ -149,6 +162,7 @@ pub fn cheapest_with(
         ),
     ];
     let mut decided_by = None;
+    let mut left_out = Vec::new();
     for (figure, value, tolerance) in figures {
         if alive.len() <= 1 {
             break;
@@ -162,14 +176,44 @@ pub fn cheapest_with(
             .expect("alive is not empty");
         let lowest = value(&levels[best]);
         alive.retain(|&i| {
-            tolerance.allows(value(&levels[i]), lowest)
-                || (figure == Figure::P99 && p99_runs_overlap(&levels[i], &levels[best]))
+            let kept = tolerance.allows(value(&levels[i]), lowest)
+                || (figure == Figure::P99 && p99_runs_overlap(&levels[i], &levels[best]));
+            if !kept {
+                left_out.push((i, figure, best));
+            }
+            kept
         });
         if alive.len() == 1 {
             decided_by = Some(figure);
         }
     }
-    (alive, decided_by)
+    (alive, decided_by, left_out)
+}
+
+/// Why the ranking of `levels` left each one out, by index: `None` for the winner and its
+/// ties and for those whose p99 missed the bound; else the figure and the index of the one it
+/// was measured against (the best's throughput, or the lowest of that figure then).
+pub fn left_by(levels: &[Level], p99_tolerance: Tolerance) -> Vec<Option<(Figure, usize)>> {
+    let mut out = vec![None; levels.len()];
+    let Some(best) = (0..levels.len())
+        .filter(|&i| levels[i].rps.0 > 0.0)
+        .max_by(|&a, &b| levels[a].rps.0.total_cmp(&levels[b].rps.0))
+    else {
+        return out;
+    };
+    let mut contenders = Vec::new();
+    for i in (0..levels.len()).filter(|&i| levels[i].rps.0 > 0.0) {
+        if indistinguishable(levels[best].rps, levels[i].rps) {
+            contenders.push(i);
+        } else {
+            out[i] = Some((Figure::Throughput, best));
+        }
+    }
+    let (_, _, left_out) = filter_by_cost(levels, contenders, p99_tolerance);
+    for (i, figure, against) in left_out {
+        out[i] = Some((figure, against));
+    }
+    out
 }
 
 /// Ranks `levels`: `None` when none has throughput that counts. The contenders are those
@@ -219,6 +263,32 @@ mod tests {
             cpu_us,
             rss_kb: rss_mb * 1024.0,
         }
+    }
+
+    #[test]
+    fn each_one_left_out_says_by_which_figure_and_against_whom() {
+        let levels = [
+            level(1801.0, 256.0, 1100.0, 40.0),
+            level(1839.0, 157.0, 1070.0, 8.0),
+            level(1774.0, 160.0, 1080.0, 719.0),
+            level(1740.0, 100.0, 1000.0, 4.0),
+            level(0.0, 900.0, 1000.0, 4.0),
+        ];
+        let why = left_by(&levels, Tolerance::of(P99_TOLERANCE));
+        // 256 ms is past the p99 tolerance of 157 ms; 719 MB past memory's of 8 MB; the last
+        // but one is outside the best's throughput spread; the last missed the bound.
+        assert_eq!(
+            why,
+            vec![
+                Some((Figure::P99, 1)),
+                None,
+                Some((Figure::Memory, 1)),
+                Some((Figure::Throughput, 1)),
+                None
+            ]
+        );
+        let r = rank(&levels).unwrap();
+        assert_eq!(why[r.winner], None);
     }
 
     #[test]

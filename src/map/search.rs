@@ -456,6 +456,11 @@ pub struct CandidateRow {
     pub rss_kb: f64,
     pub threads: u64,
     pub processes: u64,
+    /// The run length the figures are from (the candidate's longest), and how many runs.
+    #[serde(default)]
+    pub window_ms: u32,
+    #[serde(default)]
+    pub runs: u32,
 }
 
 /// What the search found for one cell.
@@ -499,6 +504,10 @@ pub struct Outcome {
     /// (`decided_by` [`Figure::Bound`]).
     #[serde(default)]
     pub unneeded: Vec<String>,
+    /// For each candidate whose row shows more throughput or a lower p99 than the winner's:
+    /// what decided against it, on which runs ([`decisions`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<String>,
 }
 
 impl Outcome {
@@ -525,13 +534,16 @@ impl Samples {
 
     /// The candidate's samples at its longest run length.
     fn longest(&self, c: Candidate) -> &[Sample] {
-        let ms = self
-            .0
+        self.longest_ms(c).map_or(&[], |ms| self.at(c, ms))
+    }
+
+    /// The candidate's longest run length.
+    fn longest_ms(&self, c: Candidate) -> Option<u32> {
+        self.0
             .keys()
             .filter(|(k, _)| *k == c)
             .map(|(_, ms)| *ms)
-            .max();
-        ms.map_or(&[], |ms| self.at(c, ms))
+            .max()
     }
 }
 
@@ -561,10 +573,12 @@ pub fn level_of(samples: &[Sample], p99_bound_us: f64) -> Level {
 }
 
 /// The row of a candidate's samples.
-fn row_of(label: String, samples: &[Sample], p99_bound_us: f64) -> CandidateRow {
+fn row_of(label: String, samples: &[Sample], p99_bound_us: f64, window_ms: u32) -> CandidateRow {
     let level = level_of(samples, p99_bound_us);
     let last = samples.last();
     CandidateRow {
+        window_ms,
+        runs: samples.len() as u32,
         label,
         rps: level.rps,
         measured_rps: samples.iter().map(|s| s.rps).sum::<f64>() / samples.len().max(1) as f64,
@@ -1039,6 +1053,7 @@ pub fn search(cell: &Cell, m: &mut dyn Measure) -> Option<Outcome> {
         .max_by(|a, b| s.level(*a).rps.0.total_cmp(&s.level(*b).rps.0))
         .filter(|c| s.level(*c).rps.0 > 0.0);
     let rules = measure_rules(&mut s, winner, final_ms, level.rps.0)?;
+    let tied: Vec<Candidate> = ranking.ties.iter().map(|&i| field[i]).collect();
     // Every candidate measured in the halving and for the verdict, then the rules' pools.
     let mut shown = vec![winner];
     shown.extend(field.iter().copied());
@@ -1048,7 +1063,7 @@ pub fn search(cell: &Cell, m: &mut dyn Measure) -> Option<Outcome> {
         winner: Some(winner),
         rps: level.rps.0,
         p99_us: level.p99_us,
-        ties: ranking.ties.iter().map(|&i| field[i].label()).collect(),
+        ties: labels(&tied),
         decided_by: if s.beyond.is_some() {
             Some(Figure::Bound)
         } else {
@@ -1065,6 +1080,7 @@ pub fn search(cell: &Cell, m: &mut dyn Measure) -> Option<Outcome> {
         starving: labels(&cell.starving()),
         outclassed: labels(&s.outclassed),
         unneeded: labels(&s.unneeded),
+        decisions: decisions(&s, final_ms, &field, winner, &tied, &shown),
     })
 }
 
@@ -1097,6 +1113,7 @@ fn no_winner(
         starving: labels(&cell.starving()),
         outclassed: Vec::new(),
         unneeded: Vec::new(),
+        decisions: Vec::new(),
     }
 }
 
@@ -1106,8 +1123,164 @@ fn rows(s: &Search, cs: &[Candidate]) -> Vec<CandidateRow> {
     cs.iter()
         .filter(|c| seen.insert(**c))
         .filter(|c| !s.samples.longest(**c).is_empty())
-        .map(|c| row_of(c.label(), s.samples.longest(*c), s.cell.p99_bound_us))
+        .map(|c| {
+            let ms = s.samples.longest_ms(*c).unwrap_or(0);
+            row_of(c.label(), s.samples.longest(*c), s.cell.p99_bound_us, ms)
+        })
         .collect()
+}
+
+/// For each of `shown` whose figures (at its longest runs) show more throughput or a lower p99
+/// than the winner's, one sentence: what decided against it and on which runs. In the final
+/// `field`, the verdict's ranking, by the figure that left it out; measured only before (the
+/// halving, the pool search, a rule's pool after the verdict), the winner and it compared at
+/// its run length, as the search compared them.
+fn decisions(
+    s: &Search,
+    final_ms: u32,
+    field: &[Candidate],
+    winner: Candidate,
+    ties: &[Candidate],
+    shown: &[Candidate],
+) -> Vec<String> {
+    use crate::render::units::{duration_us, thousands};
+    let tolerance = s.cell.p99_tolerance();
+    let w = s.level(winner);
+    let w_runs = runs_text(s, winner, None);
+    let field_levels: Vec<Level> = field.iter().map(|c| s.level(*c)).collect();
+    let field_why = super::rank::left_by(&field_levels, tolerance);
+    let figure_of = |f: Figure, l: &Level| match f {
+        Figure::Throughput | Figure::Bound => format!("{} req/s", thousands(l.rps.0)),
+        Figure::P99 => duration_us(l.p99_us),
+        Figure::Cpu => format!("{} CPU a request", duration_us(l.cpu_us)),
+        Figure::Memory => format!("{:.1} MiB", l.rss_kb / 1024.0),
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for &c in shown {
+        if c == winner || ties.contains(&c) || !seen.insert(c) {
+            continue;
+        }
+        let l = s.level(c);
+        let more = l.rps.0 > w.rps.0;
+        let lower = l.rps.0 > 0.0 && l.p99_us < w.p99_us;
+        if !(more || lower) {
+            continue;
+        }
+        let shows = match (more, lower) {
+            (true, true) => format!(
+                "more throughput ({} req/s) and a lower p99 ({})",
+                thousands(l.rps.0),
+                duration_us(l.p99_us)
+            ),
+            (true, false) => format!("more throughput ({} req/s)", thousands(l.rps.0)),
+            _ => format!("a lower p99 ({})", duration_us(l.p99_us)),
+        };
+        // Figures from longer runs than the search's: the search's beside them.
+        let searched = s.level_at(c, final_ms);
+        let search_figures =
+            if s.samples.longest_ms(c) > Some(final_ms) && !s.samples.at(c, final_ms).is_empty() {
+                format!(
+                    " (in the search's {}: {} req/s, p99 {})",
+                    runs_text(s, c, Some(final_ms)),
+                    thousands(searched.rps.0),
+                    duration_us(searched.p99_us)
+                )
+            } else {
+                String::new()
+            };
+        let rule = if rules_candidates(s.cell, winner).contains(&c) && !field.contains(&c) {
+            ", a rule of thumb's pool measured after the verdict"
+        } else {
+            ""
+        };
+        let head = format!(
+            "{}{rule} shows {shows} than {} ({} req/s, p99 {}), from {}{search_figures}; {}'s \
+             from {w_runs}",
+            c.label(),
+            winner.label(),
+            thousands(w.rps.0),
+            duration_us(w.p99_us),
+            runs_text(s, c, None),
+            winner.label(),
+        );
+        let why = match field.iter().position(|f| *f == c) {
+            Some(i) => match field_why[i] {
+                Some((Figure::Throughput, best)) => format!(
+                    "the verdict's ranking left it outside {}'s throughput spread ({} against {})",
+                    field[best].label(),
+                    thousands(l.rps.0),
+                    thousands(field_levels[best].rps.0)
+                ),
+                Some((figure, best)) => format!(
+                    "inside the throughput spread, the verdict's ranking left it out on {}: {} \
+                     against {}'s {}",
+                    figure.name(),
+                    figure_of(figure, &l),
+                    field[best].label(),
+                    figure_of(figure, &field_levels[best])
+                ),
+                None => "its p99 missed the bound in the verdict's runs".to_string(),
+            },
+            None => {
+                let ms = s.samples.longest_ms(c).unwrap_or(0);
+                let at = s.level_at(winner, ms);
+                if s.samples.at(winner, ms).is_empty() || at.rps.0 <= 0.0 {
+                    format!(
+                        "it was not measured in the verdict's runs, and {} not in its {} ones",
+                        winner.label(),
+                        crate::render::units::duration_us(f64::from(ms) * 1000.0)
+                    )
+                } else {
+                    let pair = super::rank::rank_with(&[at, l], tolerance);
+                    let verdict = match pair.as_ref().map(|r| (r.winner, r.decided_by)) {
+                        Some((0, Some(f))) => format!(
+                            "{} was ahead on {}: {} against {}",
+                            winner.label(),
+                            f.name(),
+                            figure_of(f, &at),
+                            figure_of(f, &l)
+                        ),
+                        Some((0, None)) | Some((1, None))
+                            if c.arch == winner.arch && c.workers > winner.workers =>
+                        {
+                            "the two were indistinguishable there, and of pools as good as the \
+                             best the smallest is kept"
+                                .to_string()
+                        }
+                        Some((0, None)) | Some((1, None)) => {
+                            "the two were indistinguishable there".to_string()
+                        }
+                        _ => format!(
+                            "{} was ahead there; the search kept {} on longer runs",
+                            c.label(),
+                            winner.label()
+                        ),
+                    };
+                    format!(
+                        "at its run length {} measured {} req/s, p99 {} ({}): {verdict}",
+                        winner.label(),
+                        thousands(at.rps.0),
+                        duration_us(at.p99_us),
+                        runs_text(s, winner, Some(ms)),
+                    )
+                }
+            }
+        };
+        out.push(format!("{head}: {why}."));
+    }
+    out
+}
+
+/// `2 runs of 3.0 s` for a candidate's longest runs, or those of length `ms`.
+fn runs_text(s: &Search, c: Candidate, ms: Option<u32>) -> String {
+    let ms = ms.or_else(|| s.samples.longest_ms(c)).unwrap_or(0);
+    let n = s.samples.at(c, ms).len();
+    format!(
+        "{n} run{} of {}",
+        if n == 1 { "" } else { "s" },
+        crate::render::units::duration_us(f64::from(ms) * 1000.0)
+    )
 }
 
 /// The rules' pools on the winner's architecture.
@@ -1384,7 +1557,7 @@ pub fn verify(cell: &Cell, outcome: &Outcome, m: &mut dyn Measure) -> Option<Ver
     let rows = field
         .iter()
         .zip(&samples)
-        .map(|(c, s)| row_of(c.label(), s, cell.p99_bound_us))
+        .map(|(c, s)| row_of(c.label(), s, cell.p99_bound_us, window))
         .collect();
     let ranking = rank_with(&levels, cell.p99_tolerance());
     let (best, ties, decided_by, inside) = match &ranking {
@@ -1662,6 +1835,8 @@ mod tests {
             curve.asked
         );
         assert_eq!(out.decided_by, None);
+        // Nothing shown beats the winner on a figure: nothing to explain.
+        assert!(out.decisions.is_empty(), "{:?}", out.decisions);
         // The same throughput, a third of the p99: the p99 decides.
         let mut curve = Curve {
             f: |c: Candidate| match c.arch {
@@ -1679,6 +1854,24 @@ mod tests {
         assert_eq!(out.winner.unwrap().arch, Arch::Poll);
         assert_eq!(out.decided_by, Some(Figure::P99));
         assert!(out.ties.is_empty());
+        // Epoll's row shows more throughput than the winner's: the report says what decided,
+        // on which runs.
+        assert_eq!(out.decisions.len(), 1, "{:?}", out.decisions);
+        let d = &out.decisions[0];
+        assert!(d.starts_with("epoll shows more throughput ("), "{d}");
+        assert!(
+            d.contains("the verdict's ranking left it out on p99: 30.0 ms against poll's 10.0 ms"),
+            "{d}"
+        );
+        let rows: Vec<(String, u32, u32)> = out
+            .candidates
+            .iter()
+            .map(|r| (r.label.clone(), r.runs, r.window_ms))
+            .collect();
+        let epoll = rows.iter().find(|r| r.0 == "epoll").unwrap();
+        assert!(epoll.1 >= 1 && epoll.2 > 0, "{rows:?}");
+        let runs = format!("{} run", epoll.1);
+        assert!(d.contains(&runs), "{d} {rows:?}");
     }
 
     #[test]
@@ -1765,6 +1958,34 @@ mod tests {
                 .map(|p| p.candidate.label())
                 .collect();
         assert_eq!(long.into_iter().collect::<Vec<_>>(), ["epoll", "poll"]);
+        // Epoll's 3 s runs show more throughput than poll: the report says the p99 decided,
+        // with its confirmation runs beside the search's. Reactors' lower p99 is from the
+        // halving's first round, where poll was ahead on throughput at the same length.
+        assert_eq!(out.decisions.len(), 2, "{:?}", out.decisions);
+        let r = &out.decisions[1];
+        assert!(
+            r.starts_with("reactors/2 shows a lower p99 (20.0 ms)"),
+            "{r}"
+        );
+        assert!(
+            r.contains(
+                "from 1 run of 100.0 ms; poll's from 1 run of 3.00 s: at its run length \
+                        poll measured 1,000 req/s, p99 30.0 ms (1 run of 100.0 ms): poll was \
+                        ahead on throughput: 1,000 req/s against 800 req/s"
+            ),
+            "{r}"
+        );
+        let d = &out.decisions[0];
+        assert!(
+            d.starts_with("epoll shows more throughput (1,030 req/s) than poll"),
+            "{d}"
+        );
+        assert!(d.contains("from 1 run of 3.00 s (in the search's "), "{d}");
+        assert!(d.contains(": 1,080 req/s, p99 60.0 ms)"), "{d}");
+        assert!(
+            d.contains("left it out on p99: 60.0 ms against poll's 30.0 ms"),
+            "{d}"
+        );
         // Where the longer runs agree with the short ones, the verdict stands: epoll 8% ahead
         // in every window wins on throughput.
         struct Steady;
