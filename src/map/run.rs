@@ -46,7 +46,12 @@ impl Measure for Live<'_> {
         let result = measure_point(&experiment, &point, self.machine, self.options)?;
         let sample = sample_of(&result, self.machine.cores);
         record.sample = sample;
-        record.failure = result.failure.clone();
+        // A server that did not run, or requests that failed (statuses, errors): how.
+        record.failure = result.failure.clone().or_else(|| {
+            result
+                .failure_cause()
+                .map(|cause| format!("requests failed: {cause}"))
+        });
         if let Err(e) = self.store.put(record) {
             eprintln!("map: cannot save a point: {e:#}");
             self.options.stop.store(true, Ordering::SeqCst);
@@ -375,11 +380,36 @@ pub fn search_cell(
         };
         outcome = search::search(&rules_cell, &mut live)?;
     }
+    say_how_rules_failed(&mut outcome, &cell.key, live.store);
     let verify = match (spec.verify, outcome.winner) {
         (true, Some(_)) => Some(search::verify(&probe_cell, &outcome, &mut live)?),
         _ => None,
     };
     Some((outcome, verify))
+}
+
+/// A rule whose pool missed the bound for failed requests says how they failed (from its
+/// stored points: the last one's failure).
+fn say_how_rules_failed(outcome: &mut Outcome, cell: &str, store: &Store) {
+    let records = store.of_cell(cell);
+    for rule in &mut outcome.rules {
+        let Some(why) = rule.missed_because.as_mut() else {
+            continue;
+        };
+        let failure = records
+            .iter()
+            .filter(|r| {
+                r.probe.candidate.workers == Some(rule.workers)
+                    && outcome
+                        .winner
+                        .is_some_and(|w| w.arch == r.probe.candidate.arch)
+            })
+            .filter_map(|r| r.failure.as_deref())
+            .next_back();
+        if let Some(failure) = failure {
+            why.push_str(&format!(" ({})", failure.lines().next().unwrap_or(failure)));
+        }
+    }
 }
 
 /// Totals, timestamps and `results.json` as they stand.
@@ -486,5 +516,67 @@ impl Progress {
         if self.tty {
             eprintln!();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rule_that_missed_for_failed_requests_says_how_from_its_points() {
+        let async5 = Candidate {
+            arch: Arch::Async,
+            workers: Some(5),
+        };
+        let async2 = Candidate {
+            workers: Some(2),
+            ..async5
+        };
+        let rule = |name: &str, workers: u32, missed: Option<&str>| {
+            serde_json::json!({"rule": name, "workers": workers, "rps": 0.0, "p99_us": 0.0,
+                "meets_bound": missed.is_none(), "rps_loss": 1.0, "missed_because": missed})
+        };
+        let mut outcome: Outcome = serde_json::from_value(serde_json::json!({
+            "winner": async2, "rps": 100.0, "p99_us": 1000.0, "ties": [], "runner_up": null,
+            "margin": null, "rounds": 1, "final_ms": 300, "bound_rps": 200.0,
+            "infeasible": null, "candidates": [], "starving": [], "outclassed": [],
+            "unneeded": [],
+            "rules": [rule("2n+1", 5, Some("over 1% of its requests failed or timed out")),
+                      rule("default", 2, None)],
+        }))
+        .unwrap();
+        let dir = std::env::temp_dir().join(format!("sweetspot-rules-{}", std::process::id()));
+        let mut store = Store::open(&dir).unwrap();
+        for (candidate, failure) in [
+            (
+                async5,
+                Some("requests failed: every response was 503 (40 of 40)"),
+            ),
+            (async2, None),
+        ] {
+            store
+                .put(PointRecord {
+                    cell: "async-r0-c16".into(),
+                    probe: Probe {
+                        candidate,
+                        duration_ms: 300,
+                        rep: 0,
+                    },
+                    sample: sample_of(&Default::default(), 1),
+                    failure: failure.map(str::to_string),
+                })
+                .unwrap();
+        }
+        say_how_rules_failed(&mut outcome, "async-r0-c16", &store);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(
+            outcome.rules[0].missed_because.as_deref(),
+            Some(
+                "over 1% of its requests failed or timed out (requests failed: every response \
+                 was 503 (40 of 40))"
+            )
+        );
+        assert_eq!(outcome.rules[1].missed_because, None);
     }
 }
