@@ -250,6 +250,7 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
     progress.finish();
     let _ = std::fs::remove_dir_all(&options.scratch_dir);
     let points = store.len();
+    let every_point_failed = store.every_point_failed();
     if args.out.is_none() {
         let _ = std::fs::remove_dir_all(&scratch);
     }
@@ -277,6 +278,9 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
         crate::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&advice)?))?;
     } else {
         crate::print_stdout(&text(&advice, cores))?;
+    }
+    if let Some(cause) = every_point_failed {
+        anyhow::bail!("{cause}");
     }
     Ok(())
 }

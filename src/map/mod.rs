@@ -143,6 +143,9 @@ pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
         store.len(),
         out.display()
     ))?;
+    if let Some(cause) = store.every_point_failed() {
+        anyhow::bail!("{cause}; results in {}", out.display());
+    }
     if options.stop.load(Ordering::SeqCst) || results.interrupted {
         anyhow::bail!(
             "interrupted: {} of {} cells finished, {} points saved; `sweetspot map --resume {}` continues",

@@ -569,6 +569,8 @@ mod tests {
                 .unwrap();
         }
         say_how_rules_failed(&mut outcome, "async-r0-c16", &store);
+        // One point of two failed: the run did not fail as a whole.
+        assert_eq!(store.every_point_failed(), None);
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(
             outcome.rules[0].missed_because.as_deref(),
@@ -578,5 +580,40 @@ mod tests {
             )
         );
         assert_eq!(outcome.rules[1].missed_because, None);
+    }
+
+    #[test]
+    fn a_run_whose_every_point_failed_says_so_with_the_first_cause() {
+        let dir = std::env::temp_dir().join(format!("sweetspot-failed-{}", std::process::id()));
+        let mut store = Store::open(&dir).unwrap();
+        assert_eq!(store.every_point_failed(), None);
+        for workers in [1, 2] {
+            store
+                .put(PointRecord {
+                    cell: "async-r0-c16".into(),
+                    probe: Probe {
+                        candidate: Candidate {
+                            arch: Arch::Async,
+                            workers: Some(workers),
+                        },
+                        duration_ms: 300,
+                        rep: 0,
+                    },
+                    sample: sample_of(&Default::default(), 1),
+                    failure: Some(format!(
+                        "requests failed: every response was 500 ({workers} of {workers})\nmore"
+                    )),
+                })
+                .unwrap();
+        }
+        let said = store.every_point_failed();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(
+            said.as_deref(),
+            Some(
+                "every point failed (2); the first: async-r0-c16 async/1: requests failed: every \
+                 response was 500 (1 of 1)"
+            )
+        );
     }
 }

@@ -108,6 +108,23 @@ impl Store {
         self.records.len()
     }
 
+    /// `every point failed (N); the first: CELL LABEL: FAILURE` when every stored point
+    /// failed (its server did not run, or its requests failed), else `None`.
+    pub fn every_point_failed(&self) -> Option<String> {
+        if self.records.is_empty() || self.records.values().any(|r| r.failure.is_none()) {
+            return None;
+        }
+        let first = self.records.values().next()?;
+        let failure = first.failure.as_deref()?;
+        Some(format!(
+            "every point failed ({}); the first: {} {}: {}",
+            self.records.len(),
+            first.cell,
+            first.probe.candidate.label(),
+            failure.lines().next().unwrap_or(failure)
+        ))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.records.is_empty()
     }
