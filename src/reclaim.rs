@@ -129,6 +129,20 @@ impl Run {
     }
 }
 
+/// A name's parts for something this process makes: (token, n), the run's token and its next
+/// number; with no run, this process's pid (alive while it is, see [`run_alive`]) and a
+/// number of this process's. Named `sweetspot-<token>-<n>`.
+pub fn next_name(run: Option<&Run>) -> (String, u64) {
+    static WITHOUT_RUN: AtomicU64 = AtomicU64::new(0);
+    match run {
+        Some(run) => (run.token.clone(), run.next_name()),
+        None => (
+            std::process::id().to_string(),
+            WITHOUT_RUN.fetch_add(1, Ordering::Relaxed),
+        ),
+    }
+}
+
 /// What a run records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -559,7 +573,23 @@ mod tests {
         assert!(run_alive(&root, live.token()));
         assert!(!run_alive(&root, "dead00"));
         let pid = child.id() as i32;
-        let taken = reclaim_dead(&root);
+        // A process that has just exec'd shows an empty environment for a moment (the kernel
+        // sets its bounds after waking a vfork parent): wait until it shows the marker.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline
+            && !std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|e| e.windows(13).any(|w| w == b"SWEETSPOT_RUN"))
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // A dead run's lock can be held for a moment by another test's child between its
+        // fork and its exec (a probe's descriptor, duplicated): that run is taken back later.
+        let mut taken = Taken::default();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while dead.exists() && Instant::now() < deadline {
+            taken.add(reclaim_dead(&root));
+            std::thread::sleep(Duration::from_millis(5));
+        }
         assert_eq!(taken.processes, 1);
         // Killed, and reaped (by the reclaim, or here).
         let _ = child.try_wait();

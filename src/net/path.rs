@@ -9,7 +9,7 @@ use std::fs::File;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -20,9 +20,6 @@ use super::NetSpec;
 
 /// The prefix of every namespace sweetspot makes.
 pub const PREFIX: &str = crate::reclaim::PREFIX;
-
-/// Paths made by this process so far, where it has no run (their names' `n`).
-static MADE: AtomicU32 = AtomicU32::new(0);
 
 /// The TUN devices of path `n` of run `token`: (the clients', the server side's). Within the
 /// kernel's 15 bytes for any `n` below 36^6 (`ss`, 6, at most 6, `c`).
@@ -291,13 +288,7 @@ fn add_namespace(
 ) -> anyhow::Result<(String, String, String, Option<crate::reclaim::Entry>)> {
     let mut last = None;
     for _ in 0..8 {
-        let (token, n) = match run_of {
-            Some(r) => (r.token().to_string(), r.next_name()),
-            None => (
-                crate::reclaim::base36(u64::from(std::process::id()), 6),
-                u64::from(MADE.fetch_add(1, Ordering::Relaxed)),
-            ),
-        };
+        let (token, n) = crate::reclaim::next_name(run_of);
         let name = format!("{PREFIX}{token}-{n}");
         let (client_if, server_if) = tun_names(&token, n);
         let recorded = run_of.map(|r| r.record(crate::reclaim::Kind::Netns, &name));

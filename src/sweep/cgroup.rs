@@ -6,7 +6,6 @@
 //! The kernel's accounting of a cgroup has no such gap. The fallback is [`super::probe`].
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::probe::TreeCpu;
 
@@ -217,9 +216,6 @@ pub struct ServerCgroup {
     _recorded: Option<crate::reclaim::Entry>,
 }
 
-/// Makes names unique within this process (several servers may run at once in tests).
-static NEXT_ID: AtomicU64 = AtomicU64::new(0);
-
 impl ServerCgroup {
     /// Makes a cgroup by the first method that works (or only the `forced` one); `None` when
     /// no cgroup can be made here (the caller then measures with `proc+children`).
@@ -250,21 +246,8 @@ impl ServerCgroup {
                     .join(path_below_root(&own_path, &mount.root)?);
                 crate::reclaim::reclaim_named_cgroups(&parent).say("a dead run left");
                 let run = crate::reclaim::current();
-                let name = match run {
-                    Some(run) => format!(
-                        "{}{}-{}",
-                        crate::reclaim::PREFIX,
-                        run.token(),
-                        run.next_name()
-                    ),
-                    None => format!(
-                        "{}{}-{}",
-                        crate::reclaim::PREFIX,
-                        std::process::id(),
-                        NEXT_ID.fetch_add(1, Ordering::Relaxed)
-                    ),
-                };
-                let dir = parent.join(name);
+                let (token, n) = crate::reclaim::next_name(run);
+                let dir = parent.join(format!("{}{token}-{n}", crate::reclaim::PREFIX));
                 let recorded =
                     run.map(|r| r.record(crate::reclaim::Kind::Cgroup, &dir.display().to_string()));
                 std::fs::create_dir(&dir).ok()?;
