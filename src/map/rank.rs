@@ -190,24 +190,28 @@ fn filter_by_cost(
     (alive, decided_by, left_out)
 }
 
+/// The one with the most throughput that counts, and those indistinguishable from it (itself
+/// included): `None` when none has throughput that counts.
+fn contenders_of(levels: &[Level]) -> Option<(usize, Vec<usize>)> {
+    let best = (0..levels.len())
+        .filter(|&i| levels[i].rps.0 > 0.0)
+        .max_by(|&a, &b| levels[a].rps.0.total_cmp(&levels[b].rps.0))?;
+    let contenders = (0..levels.len())
+        .filter(|&i| levels[i].rps.0 > 0.0 && indistinguishable(levels[best].rps, levels[i].rps))
+        .collect();
+    Some((best, contenders))
+}
+
 /// Why the ranking of `levels` left each one out, by index: `None` for the winner and its
 /// ties and for those whose p99 missed the bound; else the figure and the index of the one it
 /// was measured against (the best's throughput, or the lowest of that figure then).
 pub fn left_by(levels: &[Level], p99_tolerance: Tolerance) -> Vec<Option<(Figure, usize)>> {
     let mut out = vec![None; levels.len()];
-    let Some(best) = (0..levels.len())
-        .filter(|&i| levels[i].rps.0 > 0.0)
-        .max_by(|&a, &b| levels[a].rps.0.total_cmp(&levels[b].rps.0))
-    else {
+    let Some((best, contenders)) = contenders_of(levels) else {
         return out;
     };
-    let mut contenders = Vec::new();
-    for i in (0..levels.len()).filter(|&i| levels[i].rps.0 > 0.0) {
-        if indistinguishable(levels[best].rps, levels[i].rps) {
-            contenders.push(i);
-        } else {
-            out[i] = Some((Figure::Throughput, best));
-        }
+    for i in (0..levels.len()).filter(|&i| levels[i].rps.0 > 0.0 && !contenders.contains(&i)) {
+        out[i] = Some((Figure::Throughput, best));
     }
     let (_, _, left_out) = filter_by_cost(levels, contenders, p99_tolerance);
     for (i, figure, against) in left_out {
@@ -226,12 +230,7 @@ pub fn rank(levels: &[Level]) -> Option<Ranking> {
 
 /// [`rank`] with the p99's tolerance given.
 pub fn rank_with(levels: &[Level], p99_tolerance: Tolerance) -> Option<Ranking> {
-    let best = (0..levels.len())
-        .filter(|&i| levels[i].rps.0 > 0.0)
-        .max_by(|&a, &b| levels[a].rps.0.total_cmp(&levels[b].rps.0))?;
-    let contenders: Vec<usize> = (0..levels.len())
-        .filter(|&i| levels[i].rps.0 > 0.0 && indistinguishable(levels[best].rps, levels[i].rps))
-        .collect();
+    let (_, contenders) = contenders_of(levels)?;
     let (alive, by_cost) = cheapest_with(levels, contenders.clone(), p99_tolerance);
     let decided_by = if contenders.len() == 1 {
         Some(Figure::Throughput)
