@@ -65,7 +65,6 @@ fn run_observed(
     };
     config.validate()?;
     let server = net_server(&config.target)?;
-    crate::net::require_permitted()?;
     let mut path = crate::net::NetPath::create(spec, server)?;
     let before = path.retransmissions();
     let near_end = path.near_end;

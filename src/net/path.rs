@@ -90,9 +90,7 @@ impl NetPath {
     /// Makes a path whose near end stands for `server` (an IPv4 address of this machine,
     /// 127.0.0.1 for a server on loopback) and starts its relay.
     pub fn create(spec: NetSpec, server: Ipv4Addr) -> anyhow::Result<NetPath> {
-        if !permitted() {
-            return Err(crate::usage(NOT_PERMITTED));
-        }
+        super::require_permitted()?;
         clean_stale();
         let run_of = crate::reclaim::current();
         let (name, client_if, server_if, recorded) = add_namespace(run_of)?;

@@ -311,15 +311,16 @@ impl Measure for Live<'_> {
             self.last = Some(result);
             return Some(sample);
         }
-        if let Some(cause) = result.failure_cause() {
-            self.causes.insert(values.to_vec(), cause);
-        }
+        let cause = result.failure_cause();
         let failure = result
             .failure
             .clone()
-            .or_else(|| result.failure_cause())
+            .or_else(|| cause.clone())
             .map(|f| format!(" (failed: {f})"))
             .unwrap_or_default();
+        if let Some(cause) = cause {
+            self.causes.insert(values.to_vec(), cause);
+        }
         eprintln!(
             "tune: {} #{}: {:.1} req/s, p99 {}{failure}{saved}",
             spec::label(self.knobs, values),
