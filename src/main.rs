@@ -5,5 +5,5 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    sweetspot::main_with_args(std::env::args_os())
+    sweetspot::cli::main_with_args(std::env::args_os())
 }

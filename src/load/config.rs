@@ -7,6 +7,7 @@
 //! `validate` when it is run. [`RunOptions`] holds what a run needs beyond the engine: its
 //! segment of a distributed run, its start time and its interval log.
 
+use crate::units::parse_duration;
 use std::time::Duration;
 
 use crate::load::scaleout::segment;
@@ -780,31 +781,6 @@ impl LoadConfig {
     }
 }
 
-/// Parses `10s`, `500ms`, `250us`, `2m`, `1h`, `1.5s`; a bare number means seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("invalid duration {text:?} (try 10s, 500ms, 2m)"))?;
-    let seconds = match unit.trim() {
-        "" | "s" | "sec" | "secs" => value,
-        "ms" => value / 1e3,
-        "us" | "µs" => value / 1e6,
-        "m" | "min" => value * 60.0,
-        "h" => value * 3600.0,
-        other => {
-            return Err(format!(
-                "unknown unit {other:?} in {text:?} (use us, ms, s, m, h)"
-            ))
-        }
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|_| format!("duration {text:?} out of range"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -848,19 +824,6 @@ mod tests {
         assert_eq!(c.effective_slack(), Duration::ZERO);
         assert!(config("-c 5 --slack 1ms http://127.0.0.1:1/").is_err());
         assert!(config("-R 10 --slack 11ms http://127.0.0.1:1/").is_err_and(|e| is_usage(&e)));
-    }
-
-    #[test]
-    fn parses_durations() {
-        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
-        assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("5x").is_err());
-        assert!(parse_duration("").is_err());
     }
 
     #[test]

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 pub use config::{
-    default_threads, narrow_to_segment, parse_duration, Engine, LoadArgs, LoadConfig, Mode,
-    RunOptions, SegmentRun, TlsOptions,
+    default_threads, narrow_to_segment, Engine, LoadArgs, LoadConfig, Mode, RunOptions, SegmentRun,
+    TlsOptions,
 };
 pub use error::{FailureKind, FramingError};
 pub use output::report::LoadReport;
@@ -205,7 +205,10 @@ fn prepare(config: &LoadConfig, via: Option<std::net::Ipv4Addr>) -> anyhow::Resu
     };
     let (addr, server_tls) =
         engine::transport::preflight_connect(&config.target, config.timeout, tls.as_ref(), via)?;
-    ensure_file_limit(config.connections)?;
+    crate::os::check_file_limit(
+        config.connections as u64,
+        &format!("{} connections", config.connections),
+    )?;
     Ok(Prepared {
         request,
         tls,
@@ -472,7 +475,7 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
     let json_to_stdout = args.json.as_deref() == Some("-");
     let live = (std::io::stderr().is_terminal() && !args.quiet)
         .then(|| output::progress::LiveProgress::new(&config));
-    let stop = stop_on_signals()?;
+    let stop = crate::os::stop_on_signals()?;
     let report = run_observed(&config, Some(&stop), live.as_ref(), &options)?;
     if !args.quiet {
         let summary = output::human::render(&report, &config);
@@ -494,29 +497,4 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
             .with_context(|| format!("--html: cannot write {}", path.display()))?;
     }
     Ok(())
-}
-
-/// A flag SIGINT and SIGTERM set: the run ends early with what it measured, reported as any
-/// run is (and a network path removed); a second signal while the first is handled exits at
-/// once (130).
-fn stop_on_signals() -> anyhow::Result<std::sync::Arc<AtomicBool>> {
-    let stop = std::sync::Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(signal, 130, std::sync::Arc::clone(&stop))
-            .context("installing a signal handler")?;
-        signal_hook::flag::register(signal, std::sync::Arc::clone(&stop))
-            .context("installing a signal handler")?;
-    }
-    Ok(stop)
-}
-
-/// Makes sure the process may open a descriptor per connection; asking for more connections
-/// than the system allows is a usage error.
-fn ensure_file_limit(connections: usize) -> anyhow::Result<()> {
-    let needed = connections as u64 + 64;
-    crate::sys::ensure_file_limit(needed).map_err(|hard| {
-        usage(format!(
-            "{connections} connections need {needed} open files, but the limit is {hard} (raise ulimit -n)"
-        ))
-    })
 }

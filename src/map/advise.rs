@@ -16,6 +16,7 @@ use super::store::Store;
 use crate::arch::Arch;
 use crate::render::units::{duration_us, percent, thousands, wall_time};
 use crate::sweep::probe::{sum_cpu, Members};
+use crate::units::duration_ms;
 use crate::usage;
 
 /// Flags of `sweetspot advise`.
@@ -114,18 +115,6 @@ pub struct Advice {
     pub net: Option<String>,
 }
 
-/// A duration flag's value in ms (`2ms`, `500us`, `1.5s`); a usage error (exit 2) otherwise.
-pub fn duration_ms(flag: &str, text: &str) -> anyhow::Result<f64> {
-    crate::sweep::spec::parse_seconds(text)
-        .filter(|s| *s >= 0.0)
-        .map(|s| s * 1000.0)
-        .ok_or_else(|| {
-            usage(format!(
-                "--{flag} {text:?}: a duration such as 2ms, 500us, 1.5s"
-            ))
-        })
-}
-
 /// The candidate architectures: `--archs`, or every one.
 fn archs_of(args: &AdviseArgs) -> anyhow::Result<Vec<Arch>> {
     if args.archs.is_empty() {
@@ -218,7 +207,10 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
         route: route.clone(),
         key: "advise".into(),
     };
-    crate::sweep::check_file_limit(args.concurrency)?;
+    crate::os::check_file_limit(
+        u64::from(args.concurrency),
+        &format!("concurrency = {}", args.concurrency),
+    )?;
     let scratch = args.out.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("sweetspot-advise-{}", std::process::id()))
     });

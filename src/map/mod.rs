@@ -117,7 +117,8 @@ pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
     let spec_path = out.join(SPEC_FILE);
     std::fs::write(&spec_path, serde_json::to_string_pretty(&(&source, &spec))?)
         .with_context(|| format!("writing {}", spec_path.display()))?;
-    crate::sweep::check_file_limit(spec.concurrency.iter().copied().max().unwrap_or(1))?;
+    let most = spec.concurrency.iter().copied().max().unwrap_or(1);
+    crate::os::check_file_limit(u64::from(most), &format!("concurrency = {most}"))?;
     let options = runner_options(&out, &source)?;
     let mut store = Store::open(&out)?;
     let results = run::run_map(
@@ -178,7 +179,7 @@ fn resume_from(dir: &Path) -> anyhow::Result<(MapSpec, String, PathBuf, f64)> {
 /// The runner's options for a map or advise run writing into `out`.
 pub(crate) fn runner_options(out: &Path, source: &str) -> anyhow::Result<RunnerOptions> {
     crate::sweep::server::become_subreaper();
-    let stop = crate::sweep::stop_on_signals()?;
+    let stop = crate::os::stop_on_signals()?;
     let options = RunnerOptions {
         server_binary: crate::sweep::server::this_binary()?,
         out_dir: out.to_path_buf(),

@@ -6,7 +6,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::arch::Arch;
-use crate::sweep::spec::{de_archs, parse_seconds};
+use crate::sweep::spec::de_archs;
+use crate::units::parse_seconds;
 use crate::usage;
 
 /// The map presets, by name, as shipped in `experiments/`.

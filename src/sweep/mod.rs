@@ -17,10 +17,8 @@ pub mod server;
 pub mod spec;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-use anyhow::Context;
 
 use crate::usage;
 use analysis::finalize;
@@ -91,10 +89,11 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
         .out
         .clone()
         .unwrap_or_else(|| default_out_dir(&experiment.name));
-    check_file_limit(experiment.max_connections())?;
+    let most = experiment.max_connections();
+    crate::os::check_file_limit(u64::from(most), &format!("concurrency = {most}"))?;
     let versions = peers::ensure(&experiment.requires, peers::may_install())?;
     server::become_subreaper();
-    let stop = stop_on_signals()?;
+    let stop = crate::os::stop_on_signals()?;
     let options = RunnerOptions {
         server_binary: server::this_binary()?,
         out_dir: out_dir.clone(),
@@ -169,33 +168,6 @@ pub fn default_out_dir(name: &str) -> PathBuf {
         .trim_end_matches('Z')
         .to_string();
     PathBuf::from("results").join(format!("{name}-{stamp}"))
-}
-
-/// High concurrency levels need a descriptor per connection in the generator, and the servers
-/// inherit the limit: raises it, and fails now (not at the first point that needs it) when it
-/// cannot go high enough.
-pub fn check_file_limit(connections: u32) -> anyhow::Result<()> {
-    let file_limit = crate::sys::raise_fd_limit();
-    let needed = u64::from(connections) + 64;
-    if file_limit > 0 && file_limit < needed {
-        return Err(usage(format!(
-            "concurrency = {connections}: needs {needed} open files, but the file limit can be \
-             raised only to {file_limit} (raise ulimit -n, or lower concurrency)"
-        )));
-    }
-    Ok(())
-}
-
-/// A flag SIGINT and SIGTERM set; a second one while the first is handled exits at once.
-pub fn stop_on_signals() -> anyhow::Result<Arc<AtomicBool>> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&stop))
-            .context("installing signal handlers")?;
-        signal_hook::flag::register(signal, Arc::clone(&stop))
-            .context("installing signal handlers")?;
-    }
-    Ok(stop)
 }
 
 /// A sweep whose every point failed is a failed command, with the first point's reason.

@@ -15,6 +15,7 @@ use std::path::Path;
 use serde::{Deserialize, Deserializer, Serialize};
 
 pub use crate::arch::{Arch, Protocol};
+use crate::units::{de_opt_seconds, de_seconds};
 use crate::usage;
 
 /// The presets, by name, as shipped in `experiments/`.
@@ -575,44 +576,6 @@ fn default_ready_timeout() -> f64 {
     10.0
 }
 
-/// Parses a duration written as seconds (`1.5`) or with a unit (`200ms`, `2s`, `1m`, `500us`),
-/// as `sweetspot load` reads them.
-pub fn parse_seconds(text: &str) -> Option<f64> {
-    crate::load::parse_duration(text)
-        .ok()
-        .map(|d| d.as_secs_f64())
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum SecondsRepr {
-    Number(f64),
-    Text(String),
-}
-
-fn de_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-    match SecondsRepr::deserialize(d)? {
-        SecondsRepr::Number(n) if n >= 0.0 => Ok(n),
-        SecondsRepr::Number(n) => Err(serde::de::Error::custom(format!("negative duration {n}"))),
-        SecondsRepr::Text(t) => parse_seconds(&t).ok_or_else(|| {
-            serde::de::Error::custom(format!("bad duration {t:?} (try 1.5, \"200ms\", \"2s\")"))
-        }),
-    }
-}
-
-fn de_opt_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    match Option::<SecondsRepr>::deserialize(d)? {
-        None => Ok(None),
-        Some(SecondsRepr::Number(n)) if n >= 0.0 => Ok(Some(n)),
-        Some(SecondsRepr::Number(n)) => {
-            Err(serde::de::Error::custom(format!("negative duration {n}")))
-        }
-        Some(SecondsRepr::Text(t)) => parse_seconds(&t).map(Some).ok_or_else(|| {
-            serde::de::Error::custom(format!("bad duration {t:?} (try 1.5, \"200ms\", \"2s\")"))
-        }),
-    }
-}
-
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum ArchList {
@@ -1061,16 +1024,6 @@ mod tests {
             let back: Experiment = serde_json::from_str(&json).unwrap();
             assert_eq!(back, e, "{name}");
         }
-    }
-
-    #[test]
-    fn durations_accept_units_and_numbers() {
-        assert_eq!(parse_seconds("200ms"), Some(0.2));
-        assert_eq!(parse_seconds("2s"), Some(2.0));
-        assert_eq!(parse_seconds("1.5"), Some(1.5));
-        assert_eq!(parse_seconds("1m"), Some(60.0));
-        assert_eq!(parse_seconds("-1s"), None);
-        assert_eq!(parse_seconds("soon"), None);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! [`join_cgroup_before_exec`]), a counter forked workers share ([`SharedCounter`]), waits with
 //! precise timeouts ([`poll`], [`epoll_wait_precise`], [`watched_idle_timer`]), a static file opened
 //! beneath the root ([`open_beneath`]), the load engine's per-thread resources
-//! ([`thread_cpu_seconds`], [`pin_current_thread`], [`ensure_file_limit`]), a TUN device for
+//! ([`thread_cpu_seconds`], [`pin_current_thread`], [`raise_fd_limit`]), a TUN device for
 //! the network path ([`open_tun`]) and io_uring ([`uring`]).
 
 pub mod uring;
@@ -459,23 +459,6 @@ pub fn pin_current_thread(cpu: usize) {
     }
 }
 
-/// Makes sure the process may open `needed` descriptors, raising the soft limit if the hard one
-/// allows. `Err(hard)`: it cannot (the hard limit is too low). A limit that cannot be read is
-/// taken as no limit.
-pub fn ensure_file_limit(needed: u64) -> Result<(), u64> {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
-        return Ok(());
-    };
-    if soft >= needed {
-        return Ok(());
-    }
-    if hard >= needed && setrlimit(Resource::RLIMIT_NOFILE, needed, hard).is_ok() {
-        return Ok(());
-    }
-    Err(hard)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -506,12 +489,5 @@ mod tests {
         }
         let used = thread_cpu_seconds() - before;
         assert!(used > 0.0, "spun 50 ms, thread CPU time grew by {used}");
-    }
-
-    #[test]
-    fn file_limit_already_met_is_ok_and_impossible_one_names_the_hard_limit() {
-        assert_eq!(ensure_file_limit(1), Ok(()));
-        let hard = ensure_file_limit(u64::MAX).unwrap_err();
-        assert!(hard < u64::MAX);
     }
 }

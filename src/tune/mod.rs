@@ -348,16 +348,16 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
     )?;
     let (base, route) = spec::split_url(&args.url)?;
     crate::net::net_option(args.net.as_deref(), None)?;
-    let p99_bound_ms = crate::map::advise::duration_ms("p99", &args.p99)?;
-    let duration_s = crate::map::advise::duration_ms("duration", &args.duration)? / 1000.0;
+    let p99_bound_ms = crate::units::duration_ms("p99", &args.p99)?;
+    let duration_s = crate::units::duration_ms("duration", &args.duration)? / 1000.0;
     if !(0.1..=600.0).contains(&duration_s) {
         return Err(usage("--duration: from 100ms to 10m"));
     }
     if p99_bound_ms <= 0.0 {
         return Err(usage("--p99: above 0"));
     }
-    let warmup_s = crate::map::advise::duration_ms("warmup", &args.warmup)? / 1000.0;
-    let ready_s = crate::map::advise::duration_ms("ready-timeout", &args.ready_timeout)? / 1000.0;
+    let warmup_s = crate::units::duration_ms("warmup", &args.warmup)? / 1000.0;
+    let ready_s = crate::units::duration_ms("ready-timeout", &args.ready_timeout)? / 1000.0;
     if !(1..=10_000).contains(&args.concurrency) {
         return Err(usage("--concurrency: from 1 to 10000"));
     }
@@ -388,7 +388,10 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(|d| spec::parse_default(d, &knobs))
         .transpose()?;
-    crate::sweep::check_file_limit(args.concurrency)?;
+    crate::os::check_file_limit(
+        u64::from(args.concurrency),
+        &format!("concurrency = {}", args.concurrency),
+    )?;
     let out = args
         .out
         .clone()

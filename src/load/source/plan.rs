@@ -187,7 +187,7 @@ impl RatePlan {
                     ));
                 }
                 let duration =
-                    crate::load::parse_duration(length).map_err(|e| format!("step {n}: {e}"))?;
+                    crate::units::parse_duration(length).map_err(|e| format!("step {n}: {e}"))?;
                 if duration < MIN_STEP {
                     return Err(format!(
                         "step {n} ({item}) lasts {length}; a step must last at least 10ms"

@@ -1,0 +1,56 @@
+//! What every command asks of its own process: a stop flag that SIGINT and SIGTERM set, and
+//! an open-file limit high enough for the connections it will hold.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use crate::usage;
+
+/// High concurrency levels need a descriptor per connection in the generator, and the servers
+/// inherit the limit: raises the soft limit to the hard one, and fails now (a usage error
+/// that begins with `what`, not an error at the first connection over it) when it cannot go
+/// high enough.
+pub fn check_file_limit(connections: u64, what: &str) -> anyhow::Result<()> {
+    let file_limit = crate::sys::raise_fd_limit();
+    let needed = connections + 64;
+    if file_limit > 0 && file_limit < needed {
+        return Err(usage(format!(
+            "{what}: needs {needed} open files, but the file limit can be raised only to \
+             {file_limit} (raise ulimit -n, or ask for fewer connections)"
+        )));
+    }
+    Ok(())
+}
+
+/// A flag SIGINT and SIGTERM set: the command ends early with what it measured; a second
+/// signal while the first is handled exits at once (130).
+pub fn stop_on_signals() -> anyhow::Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+    }
+    Ok(stop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_limit_already_met_is_ok_and_an_impossible_one_is_a_usage_error_naming_it() {
+        check_file_limit(1, "one").unwrap();
+        let e = check_file_limit(u64::MAX - 64, "concurrency = huge").unwrap_err();
+        assert!(e.downcast_ref::<crate::UsageError>().is_some());
+        let text = e.to_string();
+        assert!(
+            text.starts_with("concurrency = huge: needs 18446744073709551615 open files"),
+            "{text}"
+        );
+        assert!(text.contains("can be raised only to"), "{text}");
+    }
+}

@@ -1,0 +1,107 @@
+//! Units read from the command line and from experiment files: durations written as `1.5`,
+//! `200ms`, `2s`, `1m`, `500us`, one parser for every command and file.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+/// Parses `10s`, `500ms`, `250us`, `2m`, `1h`, `1.5s`; a bare number means seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration {text:?} (try 10s, 500ms, 2m)"))?;
+    let seconds = match unit.trim() {
+        "" | "s" | "sec" | "secs" => value,
+        "ms" => value / 1e3,
+        "us" | "µs" => value / 1e6,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?} (use us, ms, s, m, h)"
+            ))
+        }
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|_| format!("duration {text:?} out of range"))
+}
+
+/// Parses a duration written as seconds (`1.5`) or with a unit (`200ms`, `2s`, `1m`, `500us`),
+/// as `sweetspot load` reads them.
+pub fn parse_seconds(text: &str) -> Option<f64> {
+    parse_duration(text).ok().map(|d| d.as_secs_f64())
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SecondsRepr {
+    Number(f64),
+    Text(String),
+}
+
+pub fn de_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    match SecondsRepr::deserialize(d)? {
+        SecondsRepr::Number(n) if n >= 0.0 => Ok(n),
+        SecondsRepr::Number(n) => Err(serde::de::Error::custom(format!("negative duration {n}"))),
+        SecondsRepr::Text(t) => parse_seconds(&t).ok_or_else(|| {
+            serde::de::Error::custom(format!("bad duration {t:?} (try 1.5, \"200ms\", \"2s\")"))
+        }),
+    }
+}
+
+pub fn de_opt_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    match Option::<SecondsRepr>::deserialize(d)? {
+        None => Ok(None),
+        Some(SecondsRepr::Number(n)) if n >= 0.0 => Ok(Some(n)),
+        Some(SecondsRepr::Number(n)) => {
+            Err(serde::de::Error::custom(format!("negative duration {n}")))
+        }
+        Some(SecondsRepr::Text(t)) => parse_seconds(&t).map(Some).ok_or_else(|| {
+            serde::de::Error::custom(format!("bad duration {t:?} (try 1.5, \"200ms\", \"2s\")"))
+        }),
+    }
+}
+
+/// A duration flag's value in ms (`2ms`, `500us`, `1.5s`); a usage error (exit 2) otherwise.
+pub fn duration_ms(flag: &str, text: &str) -> anyhow::Result<f64> {
+    parse_seconds(text)
+        .filter(|s| *s >= 0.0)
+        .map(|s| s * 1000.0)
+        .ok_or_else(|| {
+            crate::usage(format!(
+                "--{flag} {text:?}: a duration such as 2ms, 500us, 1.5s"
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_durations() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn durations_accept_units_and_numbers() {
+        assert_eq!(parse_seconds("200ms"), Some(0.2));
+        assert_eq!(parse_seconds("2s"), Some(2.0));
+        assert_eq!(parse_seconds("1.5"), Some(1.5));
+        assert_eq!(parse_seconds("1m"), Some(60.0));
+        assert_eq!(parse_seconds("-1s"), None);
+        assert_eq!(parse_seconds("soon"), None);
+    }
+}
