@@ -10,6 +10,7 @@ pub mod app;
 pub mod arch;
 pub mod cli;
 pub mod http;
+pub mod lab;
 pub mod load;
 pub mod map;
 pub mod merge;

@@ -14,8 +14,8 @@ use super::search::{Outcome, Verify};
 use super::spec::{work_route, CellSpec, MapSpec, WaitMode};
 use super::store::Store;
 use crate::arch::Arch;
+use crate::lab::probe::{sum_cpu, Members};
 use crate::render::units::{duration_us, percent, thousands, wall_time};
-use crate::sweep::probe::{sum_cpu, Members};
 use crate::units::duration_ms;
 use crate::usage;
 
@@ -214,9 +214,9 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
     let scratch = args.out.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("sweetspot-advise-{}", std::process::id()))
     });
-    let options = super::runner_options(&scratch, "advise")?;
+    let options = super::lab_options()?;
     let mut store = Store::open(&scratch)?;
-    let machine = crate::sweep::results::Machine::detect();
+    let machine = crate::lab::results::Machine::detect();
     let cores = machine.cores.max(1);
     let mut progress = Progress::new(1, store.len(), false);
     let outcome = round_trip(
@@ -509,12 +509,12 @@ fn verify_text(v: &Verify) -> String {
 /// Profiles a running server: one connection for 2 s with `sweetspot load`, its CPU (the
 /// process and its descendants) from /proc before and after.
 fn profile(url: &str, pid: i32) -> anyhow::Result<Profile> {
-    if !crate::sweep::probe::process_exists(pid) {
+    if !crate::lab::probe::process_exists(pid) {
         return Err(usage(format!("--pid {pid}: no such process")));
     }
     let members = Members::Tree(pid);
     let before = sum_cpu(&members.processes());
-    let output = Command::new(crate::sweep::server::this_binary()?)
+    let output = Command::new(crate::lab::server::this_binary()?)
         .args(["load", url, "-c", "1", "-d", "2s", "--json", "-"])
         .stdin(Stdio::null())
         .stderr(Stdio::piped())

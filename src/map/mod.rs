@@ -18,11 +18,10 @@ pub mod store;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use anyhow::Context;
 
-use crate::sweep::runner::RunnerOptions;
+use crate::lab::LabOptions;
 use crate::usage;
 use spec::{MapSpec, PRESETS};
 use store::Store;
@@ -119,11 +118,12 @@ pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
         .with_context(|| format!("writing {}", spec_path.display()))?;
     let most = spec.concurrency.iter().copied().max().unwrap_or(1);
     crate::os::check_file_limit(u64::from(most), &format!("concurrency = {most}"))?;
-    let options = runner_options(&out, &source)?;
+    let options = lab_options()?;
     let mut store = Store::open(&out)?;
     let results = run::run_map(
         &spec,
         &source,
+        &out,
         &options,
         &mut store,
         previous_wall_s,
@@ -176,20 +176,8 @@ fn resume_from(dir: &Path) -> anyhow::Result<(MapSpec, String, PathBuf, f64)> {
     Ok((spec, source, dir.to_path_buf(), wall_s))
 }
 
-/// The runner's options for a map or advise run writing into `out`.
-pub(crate) fn runner_options(out: &Path, source: &str) -> anyhow::Result<RunnerOptions> {
-    crate::sweep::server::become_subreaper();
+/// What measuring needs for a map or advise run, with its stop flag set by signals.
+pub(crate) fn lab_options() -> anyhow::Result<LabOptions> {
     let stop = crate::os::stop_on_signals()?;
-    let options = RunnerOptions {
-        server_binary: crate::sweep::server::this_binary()?,
-        out_dir: out.to_path_buf(),
-        source: source.to_string(),
-        stop: Arc::clone(&stop),
-        progress_bar: false,
-        scratch_dir: std::env::temp_dir().join(format!("sweetspot-map-{}", std::process::id())),
-        versions: Default::default(),
-    };
-    crate::sweep::server::check_binary(&options.server_binary)?;
-    std::fs::create_dir_all(&options.scratch_dir)?;
-    Ok(options)
+    LabOptions::here("map", stop)
 }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::search::{Outcome, Verify};
 use super::spec::{CellSpec, MapSpec};
 use super::store::PointRecord;
-use crate::sweep::results::Machine;
+use crate::lab::results::Machine;
 
 pub const RESULTS_FILE: &str = "results.json";
 

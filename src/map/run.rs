@@ -12,16 +12,16 @@ use super::search::{self, Candidate, Cell, Measure, Outcome, Probe, Sample, Veri
 use super::spec::{CellSpec, MapSpec, WaitMode};
 use super::store::{PointRecord, Store};
 use crate::arch::Arch;
+use crate::lab::plan::{PointPlan, PointSpec, Setup, TargetSpec, Workload};
+use crate::lab::results::{utc_timestamp, Machine};
+use crate::lab::{measure, LabOptions, Pinning};
 use crate::load::LatencyKey;
-use crate::sweep::results::{utc_timestamp, Machine};
-use crate::sweep::runner::{measure_point, RunnerOptions};
-use crate::sweep::spec::Experiment;
 
 /// The search's numbers from live servers, or from the store when the point finished before.
 struct Live<'a> {
     cell: &'a CellSpec,
     spec: &'a MapSpec,
-    options: &'a RunnerOptions,
+    options: &'a LabOptions,
     machine: &'a Machine,
     store: &'a mut Store,
     progress: &'a mut Progress,
@@ -41,9 +41,8 @@ impl Measure for Live<'_> {
         if self.options.stop.load(Ordering::SeqCst) {
             return None;
         }
-        let experiment = experiment_for(self.spec, self.cell, self.machine.cores, probe).ok()?;
-        let point = experiment.points().into_iter().next()?;
-        let result = measure_point(&experiment, &point, self.machine, self.options)?;
+        let plan = plan_for(self.spec, self.cell, self.machine.cores, probe);
+        let result = measure(&plan, Pinning::None, self.machine, self.options)?;
         let sample = sample_of(&result, self.machine.cores);
         record.sample = sample;
         // A server that did not run, or requests that failed (statuses, errors): how.
@@ -67,7 +66,7 @@ impl Measure for Live<'_> {
 /// bound, or that left connections unanswered, never meets a p99 bound; nor does one answered
 /// with anything but 2xx, or with more than 1% of its requests failed (fast errors are not
 /// throughput).
-pub fn sample_of(result: &crate::sweep::results::PointResult, cores: u32) -> Sample {
+pub fn sample_of(result: &crate::lab::results::PointResult, cores: u32) -> Sample {
     let answered_ok = result.status.keys().all(|code| code.starts_with('2'));
     let few_errors = (result.errors as f64) <= 0.01 * (result.requests.max(1) as f64);
     let known = !result.server.cpu_unavailable && !result.server.remote;
@@ -99,41 +98,29 @@ pub fn sample_of(result: &crate::sweep::results::PointResult, cores: u32) -> Sam
     }
 }
 
-/// The one-point experiment a probe runs: its architecture and pool, the cell's route and
-/// concurrency, the probe's run length, a window that opens once every connection was answered.
-fn experiment_for(
-    spec: &MapSpec,
-    cell: &CellSpec,
-    cores: u32,
-    probe: &Probe,
-) -> anyhow::Result<Experiment> {
-    let workers = probe
-        .candidate
-        .workers
-        .map(|w| w.to_string())
-        .unwrap_or_default();
-    let timeout_s = (spec.p99_bound_ms / 1000.0 * 2.0).max(2.0);
-    let net = cell
-        .net
-        .as_deref()
-        .map(|n| format!("net = {}\n", toml::Value::String(n.to_string())))
-        .unwrap_or_default();
+/// The point a probe measures: its architecture and pool, the cell's route and concurrency,
+/// the probe's run length, a window that opens once every connection was answered.
+fn plan_for(spec: &MapSpec, cell: &CellSpec, cores: u32, probe: &Probe) -> PointPlan {
     // Connecting every connection and answering each once may take a few cycles of the cell,
     // and thousands of forks or threads.
     let cycle_s = cell_of(spec, cell, cores, &[]).cycle_ms() / 1000.0;
     let settle_s = (3.0 * cycle_s + f64::from(cell.concurrency) / 1000.0).clamp(2.0, 30.0);
-    let text = format!(
-        "name = \"map\"\narchs = [\"{}\"]\nworkers = [{workers}]\nconcurrency = [{}]\n\
-         mode = \"closed\"\nduration = \"{}ms\"\nwarmup = \"{}\"\ntimeout = \"{timeout_s}s\"\n\
-         settle = \"{settle_s:.3}s\"\np99_bound_ms = {}\n{net}[[workload]]\nname = \"cell\"\nroute = \"{}\"\n",
-        probe.candidate.arch.name(),
-        cell.concurrency,
-        probe.duration_ms,
-        spec.warmup,
-        spec.p99_bound_ms,
-        cell.route
-    );
-    Experiment::from_toml(&text, "map point")
+    let mut setup = Setup::closed(f64::from(probe.duration_ms) / 1000.0, spec.warmup_s());
+    setup.timeout = (spec.p99_bound_ms / 1000.0 * 2.0).max(2.0);
+    setup.settle = Some(settle_s);
+    setup.net = cell.net_spec();
+    PointPlan {
+        point: PointSpec {
+            target: TargetSpec::Ours {
+                arch: probe.candidate.arch,
+                variant: None,
+            },
+            workers: probe.candidate.workers,
+            workload: Workload::get("cell", &cell.route),
+            concurrency: cell.concurrency,
+        },
+        setup,
+    }
 }
 
 /// The search's view of a cell.
@@ -170,7 +157,8 @@ pub fn rules_for(cores: u32, goetz: u32, default_pool: u32) -> Vec<(String, u32)
 pub fn run_map(
     spec: &MapSpec,
     source: &str,
-    options: &RunnerOptions,
+    out: &std::path::Path,
+    options: &LabOptions,
     store: &mut Store,
     previous_wall_s: f64,
     plain: bool,
@@ -249,10 +237,10 @@ pub fn run_map(
             verify,
         });
         progress.cell_done();
-        save(&mut results, &cells, started, previous_wall_s, options)?;
+        save(&mut results, &cells, started, previous_wall_s, out)?;
     }
     progress.finish();
-    save(&mut results, &cells, started, previous_wall_s, options)?;
+    save(&mut results, &cells, started, previous_wall_s, out)?;
     Ok(results)
 }
 
@@ -289,7 +277,7 @@ pub fn round_trip(
     spec: &MapSpec,
     cpu_us: f64,
     rtt_ms: f64,
-    options: &RunnerOptions,
+    options: &LabOptions,
     machine: &Machine,
     store: &mut Store,
     progress: &mut Progress,
@@ -351,7 +339,7 @@ pub fn search_cell(
     spec: &MapSpec,
     cell: &CellSpec,
     round_trip: RoundTrip,
-    options: &RunnerOptions,
+    options: &LabOptions,
     machine: &Machine,
     store: &mut Store,
     progress: &mut Progress,
@@ -418,7 +406,7 @@ fn save(
     cells: &[CellSpec],
     started: Instant,
     previous_wall_s: f64,
-    options: &RunnerOptions,
+    out: &std::path::Path,
 ) -> anyhow::Result<()> {
     results.interrupted = results.cells.len() < cells.len();
     results.points_measured = results.round_trip_points
@@ -431,7 +419,7 @@ fn save(
     results.wall_s = previous_wall_s + started.elapsed().as_secs_f64();
     results.finished = utc_timestamp();
     results.summary = super::output::summary(results);
-    write_results(results, &options.out_dir)
+    write_results(results, out)
 }
 
 /// The progress line: cells done, points measured, the time left.

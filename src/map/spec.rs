@@ -179,6 +179,13 @@ pub struct CellSpec {
     pub key: String,
 }
 
+impl CellSpec {
+    /// The cell's network path, parsed (checked when the spec was read).
+    pub fn net_spec(&self) -> Option<crate::net::NetSpec> {
+        crate::net::spec_of(self.net.as_deref())
+    }
+}
+
 impl MapSpec {
     /// A preset by name, or a TOML file.
     pub fn load(name_or_path: &str) -> anyhow::Result<MapSpec> {
@@ -329,6 +336,11 @@ impl MapSpec {
             return Err(format!("max_pool = {}: must be in 1..=4096", self.max_pool));
         }
         Ok(())
+    }
+
+    /// The warm-up before each point, seconds (checked when the spec was read).
+    pub fn warmup_s(&self) -> f64 {
+        parse_seconds(&self.warmup).unwrap_or(0.0)
     }
 
     /// The first round's run length in milliseconds.

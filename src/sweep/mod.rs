@@ -7,13 +7,9 @@
 //! Markdown, SVG and HTML, and the terminal summary). Runner -> analysis -> output, never back.
 
 pub mod analysis;
-pub mod cgroup;
 pub mod output;
-pub mod peers;
-pub mod probe;
 pub mod results;
 pub mod runner;
-pub mod server;
 pub mod spec;
 
 use std::path::PathBuf;
@@ -91,19 +87,16 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| default_out_dir(&experiment.name));
     let most = experiment.max_connections();
     crate::os::check_file_limit(u64::from(most), &format!("concurrency = {most}"))?;
-    let versions = peers::ensure(&experiment.requires, peers::may_install())?;
-    server::become_subreaper();
+    let versions =
+        crate::lab::peers::ensure(&experiment.requires, crate::lab::peers::may_install())?;
     let stop = crate::os::stop_on_signals()?;
     let options = RunnerOptions {
-        server_binary: server::this_binary()?,
+        lab: crate::lab::LabOptions::here("sweep", Arc::clone(&stop))?,
         out_dir: out_dir.clone(),
         source: args.experiment.clone(),
-        stop: Arc::clone(&stop),
         progress_bar: !args.plain,
-        scratch_dir: std::env::temp_dir().join(format!("sweetspot-sweep-{}", std::process::id())),
         versions,
     };
-    server::check_binary(&options.server_binary)?;
     let run = run_experiment(&experiment, &options)?;
     crate::print_stdout(&format!(
         "{}\nWrote {} files to {}\n",

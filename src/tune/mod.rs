@@ -20,12 +20,14 @@ use std::time::Instant;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use crate::lab::plan::{
+    ExternalTarget, LoadMode, PointPlan, PointSpec, Setup, TargetSpec, Workload,
+};
+use crate::lab::results::{utc_timestamp, Machine};
+use crate::lab::{measure, LabOptions, Pinning};
 use crate::map::rank::Level;
 use crate::map::run::sample_of;
 use crate::map::search::Sample;
-use crate::sweep::results::{utc_timestamp, Machine};
-use crate::sweep::runner::{measure_point, RunnerOptions};
-use crate::sweep::spec::Experiment;
 use crate::usage;
 use search::{Measure, Measured};
 use spec::Knob;
@@ -226,10 +228,10 @@ struct Live<'a> {
     ready_s: f64,
     concurrency: u32,
     machine: &'a Machine,
-    options: &'a RunnerOptions,
+    options: &'a LabOptions,
     done: usize,
     /// The last point's full result (the profile reads its mean latency).
-    last: Option<crate::sweep::results::PointResult>,
+    last: Option<crate::lab::results::PointResult>,
     /// Finished points, on disk (answered from there on `--resume`).
     store: store::Store,
     /// How each configuration's requests failed, where over 1% did.
@@ -237,43 +239,38 @@ struct Live<'a> {
 }
 
 impl Live<'_> {
-    fn experiment(&self, values: &[u32]) -> anyhow::Result<Experiment> {
-        let command = spec::command_at(&self.args.cmd, self.knobs, values);
-        let q = |s: &str| toml::Value::String(s.to_string()).to_string();
-        let rate = self.args.rate.or(self.plan_rate).filter(|_| !self.closed);
-        let mode = match rate {
-            Some(r) => format!("mode = \"rate\"\nrate = {r}\n"),
-            None => "mode = \"closed\"\n".to_string(),
+    /// The point one configuration is: the user's command with the knobs' values, its URL
+    /// and request, the load (closed loop, or --rate / --plan), the path.
+    fn plan(&self, values: &[u32]) -> PointPlan {
+        let mut setup = Setup::closed(self.duration_s, self.warmup_s);
+        if let Some(rate) = self.args.rate.or(self.plan_rate).filter(|_| !self.closed) {
+            setup.mode = LoadMode::Rate;
+            setup.rate = Some(rate);
+        }
+        setup.timeout = (self.p99_bound_ms / 1000.0 * 2.0).max(2.0);
+        setup.net = crate::net::spec_of(self.args.net.as_deref());
+        let mut workload = Workload::get("tune", &self.route);
+        workload.plan = self.args.plan.clone().filter(|_| !self.closed);
+        workload.urls = self.urls.clone();
+        let server = ExternalTarget {
+            name: "tune".into(),
+            command: spec::command_at(&self.args.cmd, self.knobs, values),
+            url: self.base.clone(),
+            ready_timeout: Some(self.ready_s),
+            workloads: None,
+            cpu_command: None,
+            workers: Vec::new(),
+            threads: Vec::new(),
         };
-        let mut workload_keys = String::new();
-        if let Some(plan) = self.args.plan.as_ref().filter(|_| !self.closed) {
-            workload_keys.push_str(&format!("plan = {}\n", q(plan)));
+        PointPlan {
+            point: PointSpec {
+                target: TargetSpec::External(server),
+                workers: None,
+                workload,
+                concurrency: self.concurrency,
+            },
+            setup,
         }
-        if let Some(urls) = &self.urls {
-            workload_keys.push_str(&format!("urls = {}\n", q(urls)));
-        }
-        let net = self
-            .args
-            .net
-            .as_deref()
-            .map(|n| format!("net = {}\n", q(n)))
-            .unwrap_or_default();
-        let timeout_s = (self.p99_bound_ms / 1000.0 * 2.0).max(2.0);
-        let text = format!(
-            "name = \"tune\"\narchs = []\nconcurrency = [{}]\n{mode}duration = \"{}s\"\n\
-             warmup = \"{}s\"\ntimeout = \"{timeout_s}s\"\np99_bound_ms = {}\n{net}\
-             [[workload]]\nname = \"tune\"\nroute = {}\n{workload_keys}\
-             [[external]]\nname = \"tune\"\ncommand = {}\nurl = {}\nready_timeout = \"{}s\"\n",
-            self.concurrency,
-            self.duration_s,
-            self.warmup_s,
-            self.p99_bound_ms,
-            q(&self.route),
-            q(&command),
-            q(&self.base),
-            self.ready_s,
-        );
-        Experiment::from_toml(&text, "tune point")
     }
 }
 
@@ -286,16 +283,8 @@ impl Measure for Live<'_> {
         let (result, saved) = match self.store.get(&key) {
             Some(result) => (result.clone(), " (saved)"),
             None => {
-                let experiment = match self.experiment(values) {
-                    Ok(e) => e,
-                    Err(e) => {
-                        eprintln!("tune: {e:#}");
-                        self.options.stop.store(true, Ordering::SeqCst);
-                        return None;
-                    }
-                };
-                let point = experiment.points().into_iter().next()?;
-                let result = measure_point(&experiment, &point, self.machine, self.options)?;
+                let plan = self.plan(values);
+                let result = measure(&plan, Pinning::None, self.machine, self.options)?;
                 if let Err(e) = self.store.put(&key, &result) {
                     eprintln!("tune: saving a point: {e:#}");
                     self.options.stop.store(true, Ordering::SeqCst);
@@ -415,9 +404,9 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
             .with_context(|| format!("writing {}", out.join(ARGS_FILE).display()))?;
     }
     let store = store::Store::open(&out)?;
-    let options = crate::map::runner_options(&out, "tune")?;
+    let options = LabOptions::here("tune", crate::os::stop_on_signals()?)?;
     if args.cmd.contains("{peers}") {
-        crate::sweep::peers::write_files(&options.scratch_dir)?;
+        crate::lab::peers::write_files(&options.scratch_dir)?;
     }
     let machine = Machine::detect();
     let cores = machine.cores.max(1);

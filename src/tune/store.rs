@@ -14,7 +14,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::sweep::results::PointResult;
+use crate::lab::results::PointResult;
 
 /// The file the points are in, inside the run's directory.
 pub const POINTS_FILE: &str = "points.jsonl";

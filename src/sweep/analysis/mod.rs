@@ -7,16 +7,17 @@
 
 pub mod findings;
 pub mod recommend;
-pub mod stats;
 pub mod usl;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+pub use crate::lab::stats;
+pub use crate::lab::stats::{little_warning, mark_point, server_parallelism};
 pub use findings::{
     Analysis, BestChoice, GoetzEstimate, RankedArch, Recommendation, SweetSpot, UslSeries,
     WorkloadAnalysis,
 };
-pub use recommend::{best_choice, best_within_bound, little_warning};
+pub use recommend::{best_choice, best_within_bound};
 pub use stats::{
     fell_short, fold_repetitions, generator_saturated, goetz_pool_size, little_shortfall, median,
     requests_in_flight, rps_range, sweet_spot, WorkerThroughput, MAX_ERROR_RATE, WITHIN_BEST,
@@ -38,45 +39,7 @@ pub fn finalize(results: &mut SweepResults) {
             .iter()
             .find(|w| w.name == point.workload)
             .is_none_or(|w| w.keepalive);
-        // Count mode: every request is answered or fails before the run ends, so waits are in
-        // the percentiles, and connections that finish their share early only thin the tail:
-        // warn only at the looser bound, and never call it starved.
-        let closed = experiment.mode == LoadMode::Closed;
-        let keepalive = keepalive && closed;
-        // Little's law needs the throughput of whole cycles where it was counted: a window
-        // that ends mid-cycle undercounts the responses per second, not the requests in flight.
-        let rps = point.cycle_rps.filter(|r| *r > 0.0).unwrap_or(point.rps);
-        point.in_flight_ratio = (point.ok && rps > 0.0)
-            .then(|| requests_in_flight(rps, point.latency_us.mean) / f64::from(point.concurrency));
-        // Requests never answered: in flight when the run ended, or timed out. Only a closed
-        // loop holds a connection's next request back behind them.
-        let stuck = if closed {
-            point.unanswered + point.errors_by_kind.timeout
-        } else {
-            0
-        };
-        point.starved = closed
-            && point.ok
-            && fell_short(
-                rps,
-                point.latency_us.mean,
-                point.concurrency,
-                keepalive,
-                stuck,
-            );
-        point.warnings.retain(|w| !w.starts_with("Little's law"));
-        if experiment.mode != LoadMode::Rate {
-            if let Some(w) = little_warning(
-                rps,
-                point.latency_us.mean,
-                point.concurrency,
-                point.errors,
-                keepalive,
-                stuck,
-            ) {
-                point.warnings.push(w);
-            }
-        }
+        mark_point(point, experiment.mode, keepalive);
     }
     let (analysis, recommendation) = analyze(results);
     results.analysis = analysis;
@@ -229,15 +192,6 @@ pub fn series_label(arch: &str, workers: Option<u32>) -> String {
     match workers {
         Some(w) if Arch::from_name(arch).is_none_or(Arch::pooled) => format!("{arch}/{w}"),
         _ => arch.to_string(),
-    }
-}
-
-/// How many cores a server architecture can use at most.
-pub fn server_parallelism(arch: &str, cores: f64) -> f64 {
-    if Arch::from_name(arch).is_some_and(Arch::single_threaded) {
-        1.0
-    } else {
-        cores
     }
 }
 

@@ -12,7 +12,7 @@ use super::findings::{
     BestChoice, RankedArch, RankedBy, Recommendation, UslSeries, WorkloadAnalysis,
 };
 use super::series_label;
-use super::stats::{ranges_overlap, requests_in_flight, rps_range, MAX_ERROR_RATE, WITHIN_BEST};
+use super::stats::{ranges_overlap, rps_range, MAX_ERROR_RATE, WITHIN_BEST};
 use super::usl::{UslLimit, MIN_LEVELS};
 use crate::load::LatencyKey;
 use crate::render::latency_figure;
@@ -239,51 +239,6 @@ fn exclusion_reason(mine: &[&PointResult]) -> String {
         .map(|p| p.latency_us.p99)
         .fold(f64::MAX, f64::min);
     format!("p99 never under the bound (lowest {})", duration_us(lowest))
-}
-
-/// The warning behind a `~` mark (see [`super::stats::fell_short`]): requests that were never
-/// answered (`stuck`), or fewer requests in flight than the closed loop offered.
-pub fn little_warning(
-    rps: f64,
-    mean_latency_us: f64,
-    concurrency: u32,
-    errors: u64,
-    keepalive: bool,
-    stuck: u64,
-) -> Option<String> {
-    if !super::stats::fell_short(rps, mean_latency_us, concurrency, keepalive, stuck) {
-        return None;
-    }
-    let in_flight = requests_in_flight(rps, mean_latency_us);
-    let ratio = in_flight / f64::from(concurrency);
-    let cause = if stuck > 0 {
-        format!(
-            "{} never answered, still in flight when the run ended or timed out: their \
-             connections were held back, and the percentiles they affect are lower bounds",
-            if stuck == 1 {
-                "1 request was".to_string()
-            } else {
-                format!("{} requests were", thousands(stuck as f64))
-            }
-        )
-    } else if errors > 0 {
-        format!("{errors} requests failed or timed out, and time spent on them is not latency")
-    } else if keepalive {
-        "the other connections waited unanswered, as when a server gives each worker one \
-         keep-alive connection at a time, or the generator was slow to send"
-            .to_string()
-    } else {
-        "connections waited in the server's accept backlog, or the generator spent the time \
-         connecting"
-            .to_string()
-    };
-    Some(format!(
-        "Little's law: throughput x mean latency of the answered requests = {in_flight:.1} \
-         requests in flight, but {} connections were offered ({:.0}%): the load did not reach \
-         the server as intended ({cause})",
-        thousands(f64::from(concurrency)),
-        ratio * 100.0
-    ))
 }
 
 /// What the prose needs to know about the sweep beyond one workload's analysis.
@@ -930,23 +885,6 @@ mod tests {
                 "w: no USL fit for 4 series, measured at 3 to 4 levels each: a fit needs at least 6 \
                  measured levels."
             ]
-        );
-    }
-
-    #[test]
-    fn littles_law_warning_names_the_shortfall() {
-        assert!(little_warning(1000.0, 64_000.0, 64, 0, true, 0).is_none());
-        let w = little_warning(1000.0, 10_000.0, 64, 3, true, 0).unwrap();
-        assert!(
-            w.contains("10.0 requests in flight") && w.contains("3 requests failed"),
-            "{w}"
-        );
-        assert!(little_warning(1000.0, 40_000.0, 64, 0, false, 0).is_none());
-        // Stuck connections are named even when Little's law alone would pass.
-        let w = little_warning(77_197.0, 85.0, 64, 0, true, 56).unwrap();
-        assert!(
-            w.contains("56 requests were never answered") && w.contains("64 connections"),
-            "{w}"
         );
     }
 }

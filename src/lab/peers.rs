@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::Context;
 
-use super::spec::Requirement;
+use super::plan::Requirement;
 use crate::usage;
 
 /// The environment variable that forbids installing (a root run then only names what is

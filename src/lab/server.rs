@@ -550,7 +550,7 @@ impl ServerProcess {
             signal_all(&self.strays(), Signal::SIGTERM);
         }
         if !self.wait_group_gone(Duration::from_secs(3), daemonized) {
-            let left = crate::sweep::probe::group_processes(self.pgid).len()
+            let left = crate::lab::probe::group_processes(self.pgid).len()
                 + if daemonized { self.strays().len() } else { 0 };
             self.stop_notes.push(format!(
                 "the server ignored SIGTERM for 3 s: {left} process(es) killed"
@@ -619,7 +619,7 @@ pub fn group_is_empty(pgid: i32) -> bool {
     match killpg(Pid::from_raw(pgid), None) {
         Err(Errno::ESRCH) => true,
         Err(_) => false,
-        Ok(()) => crate::sweep::probe::group_processes(pgid).iter().all(|p| {
+        Ok(()) => crate::lab::probe::group_processes(pgid).iter().all(|p| {
             std::fs::read_to_string(format!("/proc/{}/stat", p.pid))
                 .map(|s| {
                     s.rsplit_once(')')
@@ -751,7 +751,7 @@ mod tests {
             Err(e) => panic!("{e:#}"),
         };
         let pgid = server.pgid();
-        assert!(crate::sweep::probe::group_processes(pgid).len() >= 2);
+        assert!(crate::lab::probe::group_processes(pgid).len() >= 2);
         server.stop();
         assert!(group_is_empty(pgid));
     }

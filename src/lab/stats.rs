@@ -2,14 +2,17 @@
 //! pool size, the sweet spot, and whether the generator rather than the server was the limit.
 //!
 //! Every function here is deterministic, takes numbers (or the plain measurement records of
-//! [`crate::sweep::results`]) and returns numbers; each cites where its rule comes from and is
-//! tested on known data in this file. The words that explain the results are in
-//! [`super::recommend`]; the USL fit is in [`super::usl`].
+//! [`super::results`]) and returns numbers; each cites where its rule comes from and is
+//! tested on known data in this file. The sweep's words and the USL fit are in
+//! `sweep::analysis`.
 
 use std::collections::BTreeSet;
 
+use super::plan::LoadMode;
+use super::results::{PointResult, RunMeasurement, Spread};
+use crate::arch::Arch;
 use crate::load::SATURATED_BUSY_FRACTION;
-use crate::sweep::results::{PointResult, RunMeasurement, Spread};
+use crate::render::units::thousands;
 
 /// Throughputs within this fraction of the best count as "as good" (sweet spot, ties).
 pub const WITHIN_BEST: f64 = 0.05;
@@ -229,10 +232,108 @@ pub fn sweet_spot(series: &[WorkerThroughput]) -> Option<u32> {
         .min()
 }
 
+/// Sets the flags Little's law reads on a measured point: the share of the offered
+/// connections in flight, whether the point was starved, and the warning that says how.
+pub fn mark_point(point: &mut PointResult, mode: LoadMode, keepalive: bool) {
+    // Count mode: every request is answered or fails before the run ends, so waits are in
+    // the percentiles, and connections that finish their share early only thin the tail:
+    // warn only at the looser bound, and never call it starved.
+    let closed = mode == LoadMode::Closed;
+    let keepalive = keepalive && closed;
+    // Little's law needs the throughput of whole cycles where it was counted: a window
+    // that ends mid-cycle undercounts the responses per second, not the requests in flight.
+    let rps = point.cycle_rps.filter(|r| *r > 0.0).unwrap_or(point.rps);
+    point.in_flight_ratio = (point.ok && rps > 0.0)
+        .then(|| requests_in_flight(rps, point.latency_us.mean) / f64::from(point.concurrency));
+    // Requests never answered: in flight when the run ended, or timed out. Only a closed
+    // loop holds a connection's next request back behind them.
+    let stuck = if closed {
+        point.unanswered + point.errors_by_kind.timeout
+    } else {
+        0
+    };
+    point.starved = closed
+        && point.ok
+        && fell_short(
+            rps,
+            point.latency_us.mean,
+            point.concurrency,
+            keepalive,
+            stuck,
+        );
+    point.warnings.retain(|w| !w.starts_with("Little's law"));
+    if mode != LoadMode::Rate {
+        if let Some(w) = little_warning(
+            rps,
+            point.latency_us.mean,
+            point.concurrency,
+            point.errors,
+            keepalive,
+            stuck,
+        ) {
+            point.warnings.push(w);
+        }
+    }
+}
+
+/// The warning behind a `~` mark (see [`fell_short`]): requests that were never
+/// answered (`stuck`), or fewer requests in flight than the closed loop offered.
+pub fn little_warning(
+    rps: f64,
+    mean_latency_us: f64,
+    concurrency: u32,
+    errors: u64,
+    keepalive: bool,
+    stuck: u64,
+) -> Option<String> {
+    if !fell_short(rps, mean_latency_us, concurrency, keepalive, stuck) {
+        return None;
+    }
+    let in_flight = requests_in_flight(rps, mean_latency_us);
+    let ratio = in_flight / f64::from(concurrency);
+    let cause = if stuck > 0 {
+        format!(
+            "{} never answered, still in flight when the run ended or timed out: their \
+             connections were held back, and the percentiles they affect are lower bounds",
+            if stuck == 1 {
+                "1 request was".to_string()
+            } else {
+                format!("{} requests were", thousands(stuck as f64))
+            }
+        )
+    } else if errors > 0 {
+        format!("{errors} requests failed or timed out, and time spent on them is not latency")
+    } else if keepalive {
+        "the other connections waited unanswered, as when a server gives each worker one \
+         keep-alive connection at a time, or the generator was slow to send"
+            .to_string()
+    } else {
+        "connections waited in the server's accept backlog, or the generator spent the time \
+         connecting"
+            .to_string()
+    };
+    Some(format!(
+        "Little's law: throughput x mean latency of the answered requests = {in_flight:.1} \
+         requests in flight, but {} connections were offered ({:.0}%): the load did not reach \
+         the server as intended ({cause})",
+        thousands(f64::from(concurrency)),
+        ratio * 100.0
+    ))
+}
+
+/// How many cores a server architecture can use at most.
+pub fn server_parallelism(arch: &str, cores: f64) -> f64 {
+    if Arch::from_name(arch).is_some_and(Arch::single_threaded) {
+        1.0
+    } else {
+        cores
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::results::PointLatency;
+    use crate::lab::results::PointLatency;
 
     #[test]
     fn median_of_odd_even_and_empty() {
@@ -388,5 +489,22 @@ mod tests {
         assert!(!generator_saturated(0.3, 1, 0.2, 1.0, 2.0, 2.0));
         // Single-threaded server at 90% of its one core is the limit.
         assert!(!generator_saturated(0.95, 1, 0.9, 1.0, 2.0, 1.0));
+    }
+
+    #[test]
+    fn littles_law_warning_names_the_shortfall() {
+        assert!(little_warning(1000.0, 64_000.0, 64, 0, true, 0).is_none());
+        let w = little_warning(1000.0, 10_000.0, 64, 3, true, 0).unwrap();
+        assert!(
+            w.contains("10.0 requests in flight") && w.contains("3 requests failed"),
+            "{w}"
+        );
+        assert!(little_warning(1000.0, 40_000.0, 64, 0, false, 0).is_none());
+        // Stuck connections are named even when Little's law alone would pass.
+        let w = little_warning(77_197.0, 85.0, 64, 0, true, 56).unwrap();
+        assert!(
+            w.contains("56 requests were never answered") && w.contains("64 connections"),
+            "{w}"
+        );
     }
 }

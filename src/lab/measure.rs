@@ -1,0 +1,667 @@
+//! Measuring one point: start the server ([`super::server`]) in a cgroup made for it where
+//! the machine allows ([`super::cgroup`], for its exact CPU), warm up, run the in-process load
+//! engine ([`crate::load::run`]) while [`super::probe`] samples the server's process tree, then
+//! stop the server and everything it forked and remove the cgroup. A point that cannot be
+//! measured (no start, a crash, a port in use, a ready-line timeout) is a failed result with
+//! its reason. The stop flag (SIGINT/SIGTERM) ends the load run early: that point is dropped.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use super::cgroup::{self, CpuMeter, CpuMethod, ServerCgroup};
+use super::plan::{LoadMode, PointPlan, PointSpec, TargetSpec};
+use super::probe::TreeSampler;
+use super::results::{
+    ClientUsage, ErrorCounts, Machine, PointLatency, PointResult, RunMeasurement, ServerUsage,
+};
+use super::server::{free_port, Launch, ReadyLine, ServerProcess};
+use super::stats::{fold_repetitions, generator_saturated, mark_point, server_parallelism};
+use crate::arch::Protocol;
+use crate::load::LatencyKey;
+use crate::load::{self, LoadConfig, LoadReport, Mode, Target};
+
+/// What measuring needs beyond the point itself.
+#[derive(Debug, Clone)]
+pub struct LabOptions {
+    /// The `sweetspot` binary that serves our architectures.
+    pub server_binary: PathBuf,
+    /// Set by a signal handler: finish cleanly as soon as possible.
+    pub stop: Arc<AtomicBool>,
+    /// A directory for scratch files (`{tmp}` in `store`, the peers' sources).
+    pub scratch_dir: PathBuf,
+}
+
+impl LabOptions {
+    /// This binary as the server of our architectures, checked; the stop flag; a scratch
+    /// directory named for `command` and this process, made now. The process becomes the
+    /// subreaper of what its servers fork, so nothing escapes a stop.
+    pub fn here(command: &str, stop: Arc<AtomicBool>) -> anyhow::Result<LabOptions> {
+        super::server::become_subreaper();
+        let options = LabOptions {
+            server_binary: super::server::this_binary()?,
+            stop,
+            scratch_dir: std::env::temp_dir()
+                .join(format!("sweetspot-{command}-{}", std::process::id())),
+        };
+        super::server::check_binary(&options.server_binary)?;
+        std::fs::create_dir_all(&options.scratch_dir)
+            .with_context(|| format!("creating {}", options.scratch_dir.display()))?;
+        Ok(options)
+    }
+}
+
+/// How the server and the generator are pinned to CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pinning {
+    None,
+    /// Server under `taskset -c 0`, generator threads on CPU 1.
+    Taskset,
+    /// Server's tasks pinned after it is ready (no taskset installed).
+    Affinity,
+}
+
+/// Runs every repetition of a point; `None` when interrupted before the point finished.
+fn run_point(
+    plan: &PointPlan,
+    pinning: Pinning,
+    machine: &Machine,
+    options: &LabOptions,
+) -> Option<PointResult> {
+    let (point, setup) = (&plan.point, &plan.setup);
+    let mut result = PointResult {
+        arch: point.target.name().to_string(),
+        workers: point.workers,
+        workload: point.workload.name.clone(),
+        concurrency: point.concurrency,
+        target: match point.target {
+            TargetSpec::Ours { .. } => "sweetspot".into(),
+            TargetSpec::External(_) => "external".into(),
+        },
+        ..Default::default()
+    };
+    let mut runs = Vec::new();
+    for _ in 0..setup.repetitions {
+        match run_once(plan, pinning, options) {
+            Ok(Some((run, reported_workers, notes))) => {
+                for note in notes {
+                    if !result.warnings.contains(&note) {
+                        result.warnings.push(note);
+                    }
+                }
+                // A pool size is part of a series' name only where there is a pool (a
+                // single-threaded or per-connection server reports a meaningless 1 or 0).
+                let pooled =
+                    matches!(&point.target, TargetSpec::Ours { arch, .. } if arch.pooled());
+                if reported_workers.is_some() && pooled {
+                    result.workers = reported_workers;
+                }
+                runs.push(run);
+            }
+            Ok(None) => return None,
+            Err(e) => {
+                if options.stop.load(Ordering::SeqCst) {
+                    return None;
+                }
+                result.ok = false;
+                result.failure = Some(format!("{e:#}"));
+                return Some(result);
+            }
+        }
+    }
+    let (run, spread) = fold_repetitions(&runs)?;
+    result.ok = true;
+    result.requests = run.requests;
+    result.duration_s = run.duration_s;
+    result.rps = run.rps;
+    result.cycle_rps = run.cycle_rps;
+    result.latency_us = run.latency_us;
+    result.errors = run.errors.total();
+    result.errors_by_kind = run.errors;
+    result.unanswered = run.unanswered;
+    result.status = run.status.clone();
+    result.server = run.server;
+    result.client = run.client;
+    result.server_cpu_us_per_request = run.server.cpu_us_per_request(run.requests);
+    warn_if_generator_bound(&mut result, &run, &point.target, machine);
+    if let Some(cause) = result.failure_cause() {
+        result.warnings.push(format!("requests failed: {cause}"));
+    }
+    match setup.mode {
+        LoadMode::Rate => {
+            if run.rate_held == Some(false) {
+                result.warnings.push(format!(
+                    "the generator did not hold the target rate of {} req/s",
+                    setup.rate.unwrap_or(0.0)
+                ));
+            }
+        }
+        // Little's law is checked in `finalize`, which `report` runs again.
+        LoadMode::Closed | LoadMode::Count => {}
+    }
+    result.spread = spread;
+    result.runs = runs;
+    Some(result)
+}
+
+/// Measures one point: a fresh server for each repetition, the load run, the server's and
+/// the generator's CPU, its memory and tasks, nothing left running. `None` when interrupted
+/// (a partial measurement is not a result). The flags read from Little's law (starved, the
+/// in-flight ratio and its warning) are set here, as `sweep`'s analysis sets them again.
+pub fn measure(
+    plan: &PointPlan,
+    pinning: Pinning,
+    machine: &Machine,
+    options: &LabOptions,
+) -> Option<PointResult> {
+    let mut result = run_point(plan, pinning, machine, options)?;
+    mark_point(&mut result, plan.setup.mode, plan.point.workload.keepalive);
+    Some(result)
+}
+
+/// Marks `result` generator-bound, with a warning, when the load generator's threads were as
+/// busy as a core each while the server was not.
+fn warn_if_generator_bound(
+    result: &mut PointResult,
+    run: &RunMeasurement,
+    target: &TargetSpec,
+    machine: &Machine,
+) {
+    let cores = f64::from(machine.cores.max(1));
+    let parallelism = if machine.pinned {
+        1.0
+    } else {
+        match target {
+            TargetSpec::Ours { arch, .. } => server_parallelism(arch.name(), cores),
+            TargetSpec::External(_) => cores,
+        }
+    };
+    // CPU seconds of both sides were measured over the whole load run (connects and drain
+    // included), so their shares of a core are over that window.
+    let window_s = if run.server.window_s > 0.0 {
+        run.server.window_s
+    } else {
+        run.duration_s
+    };
+    result.generator_bound = generator_saturated(
+        run.client.cpu_s,
+        run.client.threads,
+        run.server.cpu_s,
+        window_s,
+        cores,
+        parallelism,
+    );
+    if result.generator_bound && run.server.cpu_unavailable {
+        result.warnings.push(format!(
+            "the load generator used {:.0}% of a core per thread (the server's CPU is not known \
+             here): this throughput may be the generator's limit, not the server's",
+            run.client.cpu_s / window_s / f64::from(run.client.threads.max(1)) * 100.0
+        ));
+    } else if result.generator_bound {
+        result.warnings.push(format!(
+            "the load generator used {:.0}% of a core per thread while the server used {:.0}%: \
+             this throughput is the generator's limit, not the server's",
+            run.client.cpu_s / window_s / f64::from(run.client.threads.max(1)) * 100.0,
+            run.server.cpu_s / window_s * 100.0
+        ));
+    }
+}
+
+/// The URL (with `{port}` filled in) and the server launch for one run.
+fn launch_of(
+    plan: &PointPlan,
+    pinning: Pinning,
+    options: &LabOptions,
+) -> anyhow::Result<(Launch, Option<String>)> {
+    let (point, setup) = (&plan.point, &plan.setup);
+    match &point.target {
+        TargetSpec::Ours { arch, variant } => Ok((
+            Launch::Ours {
+                binary: options.server_binary.clone(),
+                arch: *arch,
+                extra_args: variant.as_ref().map(|v| v.args.clone()).unwrap_or_default(),
+                workers: point.workers,
+                store: setup
+                    .store
+                    .as_ref()
+                    .map(|store| store.replace("{tmp}", &options.scratch_dir.to_string_lossy())),
+                protocol: setup.protocol.as_str(),
+                pin_with_taskset: pinning == Pinning::Taskset,
+            },
+            None,
+        )),
+        TargetSpec::External(ext) => {
+            let port = free_port()?;
+            let url = ext.url.replace("{port}", &port.to_string());
+            let (host, url_port) = host_port_of_url(&url).ok_or_else(|| {
+                anyhow::anyhow!("external {:?}: cannot read host:port from {url}", ext.name)
+            })?;
+            let peers = options.scratch_dir.join("peers");
+            let mut command = ext
+                .command
+                .replace("{port}", &port.to_string())
+                .replace("{peers}", &peers.to_string_lossy());
+            if let Some(workers) = point.workers {
+                command = command.replace("{workers}", &workers.to_string());
+            }
+            Ok((
+                Launch::External {
+                    command,
+                    host,
+                    port: url_port,
+                },
+                Some(url),
+            ))
+        }
+    }
+}
+
+/// `(host, port)` of `scheme://host[:port][/...]`.
+pub fn host_port_of_url(url: &str) -> Option<(String, u16)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split('/').next()?;
+    match authority.rsplit_once(':') {
+        Some((host, port)) if !host.ends_with(']') || authority.starts_with('[') => {
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            Some((host.to_string(), port.parse().ok()?))
+        }
+        _ => {
+            let default = if scheme == "http" { 80 } else { return None };
+            Some((authority.to_string(), default))
+        }
+    }
+}
+
+/// One start-measure-stop cycle. `Ok(None)` when interrupted.
+/// One run of a point: its measurement, the pool size its server reported, and warnings from
+/// stopping it.
+type Once = (RunMeasurement, Option<u32>, Vec<String>);
+
+fn run_once(
+    plan: &PointPlan,
+    pinning: Pinning,
+    options: &LabOptions,
+) -> anyhow::Result<Option<Once>> {
+    let (point, setup) = (&plan.point, &plan.setup);
+    let (launch, external_url) = launch_of(plan, pinning, options)?;
+    let ready_timeout = match &point.target {
+        TargetSpec::External(ext) => ext.ready_timeout.unwrap_or(setup.ready_timeout),
+        TargetSpec::Ours { .. } => setup.ready_timeout,
+    };
+    // Declared before the server so that it is removed after the server is stopped.
+    let server_cgroup = server_cgroup()?;
+    let mut server = ServerProcess::start_in(
+        &launch,
+        Duration::from_secs_f64(ready_timeout),
+        server_cgroup.as_ref().map(|c| c.procs_file()).as_deref(),
+    )?;
+    let meter = match &server_cgroup {
+        Some(cgroup) if server.in_cgroup() => CpuMeter::Cgroup(cgroup),
+        _ => CpuMeter::ProcChildren {
+            pgrp: server.pgid(),
+        },
+    };
+    if pinning == Pinning::Affinity {
+        pin_group_to_cpu0(server.pgid());
+    }
+    let url = point_url(external_url, plan, &server.ready);
+    let target = Target::parse(&url)?;
+    let stop = &*options.stop;
+    warm_up(plan, &target, pinning, stop)?;
+    if stop.load(Ordering::SeqCst) {
+        return Ok(None);
+    }
+    let mode = measured_mode(plan)?;
+    let config = load_config(plan, target, mode, pinning)?;
+    // An external command may start the server elsewhere (`ssh HOST ...`, `srun -w NODE ...`):
+    // then the started process group is not the server, and its CPU is not the server's.
+    let server_here = match &launch {
+        Launch::External { port, .. } => super::probe::listens_on(&server.members(), *port),
+        Launch::Ours { .. } => true,
+    };
+    let cpu_command = (!server_here)
+        .then(|| remote_cpu_command(point, &launch))
+        .flatten();
+    let command_cpu_before = cpu_command.as_deref().map(command_cpu_s).transpose()?;
+    let cpu_before = meter.read();
+    let output_before = server.output_bytes();
+    let window_start = Instant::now();
+    let sampler = TreeSampler::start(server.members(), Duration::from_millis(100));
+    let report = load::run(&config, Some(stop));
+    let cpu = meter.read().since(&cpu_before);
+    let window_s = window_start.elapsed().as_secs_f64();
+    let sample = sampler.finish();
+    if stop.load(Ordering::SeqCst) {
+        server.stop();
+        return Ok(None);
+    }
+    if let Some(status) = server.gone() {
+        anyhow::bail!(
+            "server exited ({status}) during the run{}",
+            server.stderr_note()
+        );
+    }
+    let report = report.context("measuring")?;
+    let reported_workers = server.ready.workers;
+    let output = server.output_bytes() - output_before;
+    server.stop();
+    let mut notes = std::mem::take(&mut server.stop_notes);
+    if output as f64 > FLOOD_BYTES_PER_S * window_s.max(1.0) {
+        notes.insert(
+            0,
+            format!(
+                "the server wrote {:.1} MiB to its stdout and stderr during the run, which the \
+                 runner drained on the machine's CPUs",
+                output as f64 / (1024.0 * 1024.0)
+            ),
+        );
+    }
+    let mut run = measurement_of(&report, &config, cpu, sample);
+    run.server.cpu_method = Some(meter.method());
+    run.server.window_s = window_s;
+    if !server_here {
+        let command_cpu = match (cpu_command.as_deref(), command_cpu_before) {
+            (Some(command), Some(before)) => Some((command_cpu_s(command)? - before).max(0.0)),
+            _ => None,
+        };
+        run.server = ServerUsage {
+            cpu_s: command_cpu.unwrap_or(0.0),
+            cpu_unavailable: command_cpu.is_none(),
+            remote: true,
+            ..ServerUsage::default()
+        };
+    }
+    Ok(Some((run, reported_workers, notes)))
+}
+
+/// Output a server may write during a run, in bytes a second, before its point warns of it
+/// (a request log line per request at 10,000 req/s is about 1 MB/s).
+const FLOOD_BYTES_PER_S: f64 = 4.0 * 1024.0 * 1024.0;
+
+/// The cgroup the server is started in (none: its CPU is read from `/proc`), honouring a
+/// method forced through [`cgroup::METHOD_ENV`]. Bound before the server so that it is
+/// removed after the server is stopped.
+fn server_cgroup() -> anyhow::Result<Option<ServerCgroup>> {
+    let forced = cgroup::forced_method()?;
+    let server_cgroup = match forced {
+        Some(CpuMethod::ProcChildren) => None,
+        _ => ServerCgroup::create(forced),
+    };
+    if let (Some(method), None) = (forced, &server_cgroup) {
+        if method != CpuMethod::ProcChildren {
+            anyhow::bail!(
+                "{}={} asked for, but no such cgroup can be made here",
+                cgroup::METHOD_ENV,
+                method.name()
+            );
+        }
+    }
+    Ok(server_cgroup)
+}
+
+/// The URL a run loads: the external target's base with the workload's route, else the
+/// started server's address from its ready line.
+fn point_url(external_url: Option<String>, plan: &PointPlan, ready: &ReadyLine) -> String {
+    let (point, setup) = (&plan.point, &plan.setup);
+    match external_url {
+        Some(base) => format!("{}{}", base.trim_end_matches('/'), point.workload.route),
+        None => match setup.protocol {
+            Protocol::Echo => format!("tcp://{}:{}", ready.host, ready.port),
+            Protocol::Http => format!(
+                "http://{}:{}{}",
+                ready.host, ready.port, point.workload.route
+            ),
+        },
+    }
+}
+
+/// The unmeasured warm-up run, when the setup asks for one.
+fn warm_up(
+    plan: &PointPlan,
+    target: &Target,
+    pinning: Pinning,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
+    let (point, setup) = (&plan.point, &plan.setup);
+    if setup.warmup <= 0.0 {
+        return Ok(());
+    }
+    let warmup = Mode::Closed {
+        duration: Duration::from_secs_f64(setup.warmup),
+    };
+    let mut config = load_config(plan, target.clone(), warmup, pinning)?;
+    config.connections = setup
+        .warmup_connections
+        .unwrap_or(1)
+        .clamp(1, point.concurrency) as usize;
+    config.threads = config.threads.min(config.connections);
+    load::run(&config, Some(stop)).context("warm-up")?;
+    Ok(())
+}
+
+/// The measured run's load mode (a workload's rate plan: its mean rate, for its duration).
+fn measured_mode(plan: &PointPlan) -> anyhow::Result<Mode> {
+    let (point, setup) = (&plan.point, &plan.setup);
+    let duration_s = setup.duration_of(&point.workload);
+    if let (LoadMode::Rate, Some(plan)) = (
+        setup.mode,
+        point
+            .workload
+            .rate_plan(duration_s)
+            .map_err(anyhow::Error::msg)?,
+    ) {
+        return Ok(Mode::Rate {
+            rate: plan.mean_rate(),
+            duration: plan.duration(),
+        });
+    }
+    Ok(match setup.mode {
+        LoadMode::Closed => Mode::Closed {
+            duration: Duration::from_secs_f64(setup.duration_of(&point.workload)),
+        },
+        LoadMode::Count => Mode::Count {
+            requests: setup.requests.unwrap_or(1),
+        },
+        LoadMode::Rate => Mode::Rate {
+            rate: setup.rate.unwrap_or(1.0),
+            duration: Duration::from_secs_f64(duration_s),
+        },
+    })
+}
+
+/// An external target's `cpu_command` with its port filled in, for a server started
+/// elsewhere (whose CPU the started process group does not hold).
+fn remote_cpu_command(point: &PointSpec, launch: &Launch) -> Option<String> {
+    match (&point.target, launch) {
+        (TargetSpec::External(ext), Launch::External { port, .. }) => ext
+            .cpu_command
+            .as_ref()
+            .map(|c| c.replace("{port}", &port.to_string())),
+        _ => None,
+    }
+}
+
+/// Runs an external target's `cpu_command` and reads the one number it prints (CPU seconds).
+fn command_cpu_s(command: &str) -> anyhow::Result<f64> {
+    let out = std::process::Command::new("sh")
+        .args(["-c", command])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .with_context(|| format!("cpu_command {command:?}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    match text.trim().parse::<f64>() {
+        Ok(v) if out.status.success() && v.is_finite() && v >= 0.0 => Ok(v),
+        _ => anyhow::bail!(
+            "cpu_command {command:?} should print CPU seconds, printed {:?} ({})",
+            text.trim(),
+            out.status
+        ),
+    }
+}
+
+fn load_config(
+    plan: &PointPlan,
+    target: Target,
+    mode: Mode,
+    pinning: Pinning,
+) -> anyhow::Result<LoadConfig> {
+    let (point, setup) = (&plan.point, &plan.setup);
+    let workload = &point.workload;
+    // The list's path-only lines go to the server under test: its host and port, not its path.
+    let authority = match &target {
+        Target::Http {
+            host,
+            port,
+            host_header,
+            tls,
+            ..
+        } => Target::Http {
+            host: host.clone(),
+            port: *port,
+            path_and_query: "/".into(),
+            host_header: host_header.clone(),
+            tls: *tls,
+        },
+        other => other.clone(),
+    };
+    let urls = workload
+        .url_list(Some(&authority))
+        .map_err(anyhow::Error::msg)?;
+    let plan = match mode {
+        Mode::Rate { .. } => workload
+            .rate_plan(setup.duration_of(workload))
+            .map_err(anyhow::Error::msg)?
+            .filter(|p| !p.is_constant()),
+        _ => None,
+    };
+    let mut config = LoadConfig::new(target, point.concurrency as usize, mode);
+    config.urls = urls.map(std::sync::Arc::new);
+    config.plan = plan;
+    config.threads = (setup.load_threads as usize).clamp(1, point.concurrency.max(1) as usize);
+    config.timeout = Duration::from_secs_f64(setup.timeout_of(workload));
+    config.keepalive = workload.keepalive;
+    config.method = workload.method.clone();
+    if matches!(mode, Mode::Closed { .. }) {
+        config.settle = setup.settle.map(Duration::from_secs_f64);
+    }
+    if !workload.body.is_empty() && config.urls.is_none() {
+        config.body = workload.body.clone().into_bytes();
+        config.headers.push((
+            "Content-Type".into(),
+            "application/x-www-form-urlencoded".into(),
+        ));
+    }
+    if let Some(len) = workload.message_len {
+        config.message_len = len;
+    }
+    if pinning != Pinning::None {
+        config.pin_cpus = vec![1];
+    }
+    config.net = setup.net;
+    Ok(config)
+}
+
+/// Turns the load engine's report and the /proc samples into one repetition's record.
+fn measurement_of(
+    report: &LoadReport,
+    config: &LoadConfig,
+    cpu: super::probe::TreeCpu,
+    sample: super::probe::TreeSample,
+) -> RunMeasurement {
+    let l = &report.latency_us;
+    // The mean is the answered requests' (Little's law relates it to throughput); the
+    // percentiles and max include the unanswered ones, flagged as lower bounds.
+    let mut lower_bound = l.lower_bound;
+    lower_bound.remove(LatencyKey::Mean);
+    RunMeasurement {
+        requests: report.requests,
+        duration_s: report.duration_s,
+        rps: report.rps,
+        cycle_rps: report.cycle_rps,
+        latency_us: PointLatency {
+            p50: l.p50,
+            p90: l.p90,
+            p99: l.p99,
+            p999: l.p999,
+            mean: report.latency_answered_us.mean,
+            max: l.max,
+            lower_bound,
+        },
+        errors: ErrorCounts {
+            connect: report.errors.connect,
+            read: report.errors.read,
+            write: report.errors.write,
+            timeout: report.errors.timeout,
+            protocol: report.errors.protocol,
+        },
+        unanswered: report.unanswered,
+        status: report.status.clone(),
+        server: ServerUsage {
+            cpu_s: cpu.total_s(),
+            cpu_user_s: cpu.user_s,
+            cpu_system_s: cpu.system_s,
+            rss_kb: sample.peak_rss_kb,
+            threads: sample.peak_threads,
+            processes: sample.peak_processes,
+            voluntary_switches: sample.voluntary_switches,
+            involuntary_switches: sample.involuntary_switches,
+            cpu_method: None,
+            cpu_unavailable: false,
+            remote: false,
+            window_s: report.duration_s,
+            answered: report.responses_read.max(report.requests + report.drained),
+        },
+        client: ClientUsage {
+            cpu_s: report.client_cpu_s,
+            threads: config.threads.min(config.connections) as u32,
+        },
+        target_rate: report.target_rate,
+        rate_held: report.rate_held,
+        retransmissions: report
+            .net
+            .as_ref()
+            .map(|n| n.retrans_clients + n.retrans_server_side),
+    }
+}
+
+/// Pins every task of a process group to CPU 0 (used when taskset is missing).
+fn pin_group_to_cpu0(pgid: i32) {
+    use nix::sched::{sched_setaffinity, CpuSet};
+    use nix::unistd::Pid;
+    let mut cpu0 = CpuSet::new();
+    if cpu0.set(0).is_err() {
+        return;
+    }
+    for process in super::probe::group_processes(pgid) {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", process.pid)) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            if let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) {
+                let _ = sched_setaffinity(Pid::from_raw(tid), &cpu0);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_host_and_port() {
+        assert_eq!(
+            host_port_of_url("http://127.0.0.1:8080/x"),
+            Some(("127.0.0.1".into(), 8080))
+        );
+        assert_eq!(
+            host_port_of_url("http://localhost"),
+            Some(("localhost".into(), 80))
+        );
+        assert_eq!(host_port_of_url("http://[::1]:9/"), Some(("::1".into(), 9)));
+        assert_eq!(host_port_of_url("tcp://h"), None);
+    }
+}
