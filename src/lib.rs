@@ -18,6 +18,7 @@ pub mod net;
 pub mod os;
 pub mod reclaim;
 pub mod render;
+pub mod search;
 pub mod serve;
 pub mod store;
 pub mod sweep;

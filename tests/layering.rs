@@ -17,7 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["arch", "load"],
     &["serve"],
     &["lab"],
-    &["sweep", "merge"],
+    &["sweep", "merge", "search"],
     &["map"],
     &["tune"],
     &["cli", "main"],

@@ -34,22 +34,17 @@ fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-/// The point files of a run, by name, with their text.
+/// The stored points of a run (`points.jsonl`, a line each), by key, with their text.
 fn point_files(out: &Path) -> BTreeMap<String, String> {
-    std::fs::read_dir(out.join("points"))
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
-                .map(|e| {
-                    (
-                        e.file_name().to_string_lossy().to_string(),
-                        std::fs::read_to_string(e.path()).unwrap(),
-                    )
-                })
-                .collect()
-        })
+    std::fs::read_to_string(out.join("points.jsonl"))
         .unwrap_or_default()
+        .lines()
+        // A line being written as this reads it is not a point yet.
+        .filter_map(|line| {
+            let point: serde_json::Value = serde_json::from_str(line).ok()?;
+            Some((point["key"].as_str()?.to_string(), line.to_string()))
+        })
+        .collect()
 }
 
 #[test]

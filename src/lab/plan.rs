@@ -4,7 +4,7 @@
 //! Every command measures a [`PointPlan`] through [`super::measure`]; `sweep` builds its plans
 //! from an experiment file, `map`, `advise` and `tune` build theirs in code.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::arch::{Arch, Protocol};
 use crate::units::de_opt_seconds;
@@ -363,4 +363,37 @@ impl Setup {
 pub struct PointPlan {
     pub point: PointSpec,
     pub setup: Setup,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ArchList {
+    Names(Vec<String>),
+    Word(String),
+}
+
+/// `archs = ["epoll", ...]` or `archs = "all"`; an unknown name is an error naming the key.
+pub fn de_archs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Arch>, D::Error> {
+    let bad = |what: String| serde::de::Error::custom(format!("archs: {what}"));
+    match ArchList::deserialize(d).map_err(|_| {
+        bad(format!(
+            "expected \"all\" or a list of architectures ({})",
+            Arch::names()
+        ))
+    })? {
+        ArchList::Word(word) if word == "all" => Ok(Arch::all().to_vec()),
+        ArchList::Word(word) => Err(bad(unknown_arch(&word))),
+        ArchList::Names(names) => names
+            .iter()
+            .map(|n| Arch::from_name(n).ok_or_else(|| bad(unknown_arch(n))))
+            .collect(),
+    }
+}
+
+/// The error for an architecture name that is none of ours.
+pub fn unknown_arch(name: &str) -> String {
+    format!(
+        "unknown arch {name:?} (allowed: {}, or \"all\")",
+        Arch::names()
+    )
 }

@@ -324,6 +324,16 @@ impl Machine {
     }
 }
 
+/// `results/NAME-YYYYMMDD-HHMMSS` (UTC), for sweeps and maps alike.
+pub fn default_out_dir(name: &str) -> std::path::PathBuf {
+    let stamp = utc_timestamp()
+        .replace(['-', ':'], "")
+        .replace('T', "-")
+        .trim_end_matches('Z')
+        .to_string();
+    std::path::PathBuf::from("results").join(format!("{name}-{stamp}"))
+}
+
 /// Now as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
 pub fn utc_timestamp() -> String {
     let secs = std::time::SystemTime::now()

@@ -351,7 +351,7 @@ pub fn text(a: &Advice, cores: u32) -> String {
     }
     out.push_str(&format!(
         "  {}\n",
-        super::output::points_sentence(a.points_measured, a.wall_s, a.full_grid_points)
+        crate::search::points_sentence(a.points_measured, a.wall_s, a.full_grid_points)
     ));
     out
 }
@@ -403,7 +403,7 @@ fn winner_text(o: &Outcome) -> String {
     } else if let Some(figure) = o.decided_by.filter(|f| {
         !matches!(
             f,
-            super::rank::Figure::Throughput | super::rank::Figure::Bound
+            crate::search::rank::Figure::Throughput | crate::search::rank::Figure::Bound
         )
     }) {
         out.push_str(&format!(

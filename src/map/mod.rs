@@ -7,9 +7,7 @@
 //! with the rules of thumb measured beside it.
 
 pub mod advise;
-pub mod knob;
 pub mod output;
-pub mod rank;
 pub mod results;
 pub mod run;
 pub mod search;
@@ -101,7 +99,7 @@ pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
             let out = args
                 .out
                 .clone()
-                .unwrap_or_else(|| crate::sweep::default_out_dir(&spec.name));
+                .unwrap_or_else(|| crate::lab::results::default_out_dir(&spec.name));
             if out.join(SPEC_FILE).exists() {
                 return Err(usage(format!(
                     "{} holds a map run already: `sweetspot map --resume {}` continues it",

@@ -136,7 +136,7 @@ pub fn table(results: &MapResults) -> String {
     out.push_str(&format!("\n{}\n", results.summary));
     out.push_str(&format!(
         "\n{}{}\n",
-        points_sentence(
+        crate::search::points_sentence(
             results.points_measured,
             results.wall_s,
             results.full_grid_points
@@ -231,16 +231,6 @@ fn verify_lines(results: &MapResults) -> String {
     out
 }
 
-/// What a search cost against the grid it replaces: "N points measured in T, where the full
-/// grid needs G (x% of it)" (for `map`, `advise` and `tune`).
-pub fn points_sentence(measured: usize, wall_s: f64, grid: usize) -> String {
-    format!(
-        "{measured} points measured in {}, where the full grid needs {grid} ({} of it)",
-        wall_time(wall_s),
-        percent(measured as f64 / grid.max(1) as f64)
-    )
-}
-
 /// `-12%` for a loss of 12%, `+3%` for a gain.
 fn signed_loss(loss: f64) -> String {
     if loss >= 0.0 {
@@ -325,7 +315,7 @@ fn ties_sentence(cells: usize, won: &[(&CellResult, &Outcome)]) -> String {
 fn bound_sentence(won: &[(&CellResult, &Outcome)], round_trip_us: f64) -> Option<String> {
     let at: Vec<String> = won
         .iter()
-        .filter(|(_, o)| o.decided_by == Some(super::rank::Figure::Bound))
+        .filter(|(_, o)| o.decided_by == Some(crate::search::rank::Figure::Bound))
         .map(|(c, o)| format!("{} at {}", o.winner.expect("won").label(), c.cell.key))
         .collect();
     (!at.is_empty()).then(|| {
@@ -347,7 +337,7 @@ fn bound_sentence(won: &[(&CellResult, &Outcome)], round_trip_us: f64) -> Option
 
 /// Where throughput tied and a cost decided.
 fn cost_sentence(won: &[(&CellResult, &Outcome)]) -> Option<String> {
-    use super::rank::Figure;
+    use crate::search::rank::Figure;
     let decided: Vec<String> = won
         .iter()
         .filter_map(|(c, o)| match o.decided_by {
@@ -779,7 +769,7 @@ fn report_html(results: &MapResults, maps: &[(String, String)]) -> String {
     }
     html.push_str(&format!(
         "<p class=\"note\">{}.</p>\n{PAGE_END}",
-        escape(&points_sentence(
+        escape(&crate::search::points_sentence(
             results.points_measured,
             results.wall_s,
             results.full_grid_points
@@ -879,7 +869,7 @@ mod tests {
                     Some((Arch::Prethreaded, Some(8))),
                     &[],
                 );
-                c.outcome.as_mut().unwrap().decided_by = Some(crate::map::rank::Figure::P99);
+                c.outcome.as_mut().unwrap().decided_by = Some(crate::search::rank::Figure::P99);
                 c
             },
             won(&spec, (0.0, 1000, 0.0), Some((Arch::Epoll, None)), &[]),

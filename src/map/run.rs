@@ -8,14 +8,15 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::results::{write_results, CellResult, MapResults, RoundTripAt};
-use super::search::{self, Candidate, Cell, Measure, Outcome, Probe, Sample, Verify};
+use super::search::{self, Candidate, Cell, Outcome, Probe, Verify};
 use super::spec::{CellSpec, MapSpec, WaitMode};
 use super::store::{PointRecord, Store};
 use crate::arch::Arch;
 use crate::lab::plan::{PointPlan, PointSpec, Setup, TargetSpec, Workload};
 use crate::lab::results::{utc_timestamp, Machine};
-use crate::lab::{measure, LabOptions, Pinning};
-use crate::load::LatencyKey;
+use crate::lab::LabOptions;
+use crate::search::live::Origin;
+use crate::search::{sample_of, Measure, Sample};
 
 /// The search's numbers from live servers, or from the store when the point finished before.
 struct Live<'a> {
@@ -27,74 +28,36 @@ struct Live<'a> {
     progress: &'a mut Progress,
 }
 
-impl Measure for Live<'_> {
+impl Measure<Probe> for Live<'_> {
     fn measure(&mut self, probe: &Probe) -> Option<Sample> {
-        let mut record = PointRecord {
-            cell: self.cell.key.clone(),
-            probe: *probe,
-            sample: sample_of(&Default::default(), 1),
-            failure: None,
+        let lab = crate::search::live::Live {
+            options: self.options,
+            machine: self.machine,
         };
-        if let Some(done) = self.store.get(&record.file_name()) {
-            return Some(done.sample);
+        let cores = self.machine.cores;
+        let (spec, cell) = (self.spec, self.cell);
+        let key = PointRecord::key_of(&cell.key, probe);
+        let (record, origin) = lab.point(
+            "map",
+            self.store,
+            &key,
+            || plan_for(spec, cell, cores, probe),
+            |result| PointRecord {
+                cell: cell.key.clone(),
+                probe: *probe,
+                sample: sample_of(&result, cores),
+                // A server that did not run, or requests that failed (statuses, errors): how.
+                failure: result.failure.clone().or_else(|| {
+                    result
+                        .failure_cause()
+                        .map(|cause| format!("requests failed: {cause}"))
+                }),
+            },
+        )?;
+        if origin == Origin::Measured {
+            self.progress.measured();
         }
-        if self.options.stop.load(Ordering::SeqCst) {
-            return None;
-        }
-        let plan = plan_for(self.spec, self.cell, self.machine.cores, probe);
-        let result = measure(&plan, Pinning::None, self.machine, self.options)?;
-        let sample = sample_of(&result, self.machine.cores);
-        record.sample = sample;
-        // A server that did not run, or requests that failed (statuses, errors): how.
-        record.failure = result.failure.clone().or_else(|| {
-            result
-                .failure_cause()
-                .map(|cause| format!("requests failed: {cause}"))
-        });
-        if let Err(e) = self.store.put(record) {
-            eprintln!("map: cannot save a point: {e:#}");
-            self.options.stop.store(true, Ordering::SeqCst);
-            return None;
-        }
-        self.progress.measured();
-        Some(sample)
-    }
-}
-
-/// What the search needs of a measured point: its throughput in whole cycles (where the load
-/// generator counted them), its p99, and what it cost the server. A point whose p99 is a lower
-/// bound, or that left connections unanswered, never meets a p99 bound; nor does one answered
-/// with anything but 2xx, or with more than 1% of its requests failed (fast errors are not
-/// throughput).
-pub fn sample_of(result: &crate::lab::results::PointResult, cores: u32) -> Sample {
-    let answered_ok = result.status.keys().all(|code| code.starts_with('2'));
-    let few_errors = (result.errors as f64) <= 0.01 * (result.requests.max(1) as f64);
-    let known = !result.server.cpu_unavailable && !result.server.remote;
-    let cpu_us = if known {
-        result.server_cpu_us_per_request
-    } else {
-        0.0
-    };
-    // A starved point's whole-cycle figure takes the served connections for all of them.
-    let mut rps = result
-        .cycle_rps
-        .filter(|r| *r > 0.0 && !result.starved)
-        .unwrap_or(result.rps);
-    // No server answers faster than its cores run its CPU per request: a figure above that
-    // is the short window's estimate, and the cores' figure is the better one.
-    if cpu_us > 0.0 {
-        rps = rps.min(f64::from(cores.max(1)) * 1e6 / cpu_us);
-    }
-    Sample {
-        rps,
-        p99_us: result.latency_us.p99,
-        p50_us: result.latency_us.p50,
-        p99_lower_bound: result.latency_us.lower_bound.contains(LatencyKey::P99) || result.starved,
-        ok: result.ok && answered_ok && few_errors,
-        cpu_us,
-        rss_kb: result.server.rss_kb,
-        threads: result.server.threads,
-        processes: result.server.processes,
+        Some(record.sample)
     }
 }
 
@@ -544,7 +507,7 @@ mod tests {
             (async2, None),
         ] {
             store
-                .put(PointRecord {
+                .put_record(PointRecord {
                     cell: "async-r0-c16".into(),
                     probe: Probe {
                         candidate,
@@ -577,7 +540,7 @@ mod tests {
         assert_eq!(store.every_point_failed(), None);
         for workers in [1, 2] {
             store
-                .put(PointRecord {
+                .put_record(PointRecord {
                     cell: "async-r0-c16".into(),
                     probe: Probe {
                         candidate: Candidate {

@@ -11,12 +11,14 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::knob;
-use super::rank::{
+use crate::arch::Arch;
+use crate::search::knob;
+use crate::search::rank::{
     indistinguishable, rank_with, Figure, Level, Tolerance, CPU_TOLERANCE, MEMORY_TOLERANCE,
     P99_TOLERANCE, P99_TOLERANCE_SATURATED, TIE_FRACTION,
 };
-use crate::arch::Arch;
+use crate::search::sample::EDGE_FRACTION;
+use crate::search::{level_of, Measure, Miss, Sample};
 
 /// Repetitions of each point of the full grid (for its count).
 pub const GRID_REPS: u32 = 3;
@@ -47,54 +49,11 @@ const MAX_WINDOW_MS: u32 = 60_000;
 /// apart (50 us of CPU and 5 ms waits at 1,000 connections), and hybrid/2 5.9% under async/2
 /// where 3 s runs put it 4.4% under.
 const CONTESTED_FRACTION: f64 = 0.12;
-/// How near the edge of a clear lead (a throughput [`TIE_FRACTION`] ahead) a dearer candidate
-/// has to be for its loss on cost to be confirmed.
-pub const EDGE_FRACTION: f64 = 0.02;
 /// Runnable threads per core from which a thread-per-connection server starts in a long window
 /// ([`Cell::crowded`]).
 const CROWDED_PER_CORE: f64 = 64.0;
 /// At most this many candidates contest a verdict in longer runs.
 const CONTESTERS: usize = 1;
-
-/// One measurement's outcome.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Sample {
-    /// Throughput, in whole cycles where the load generator counted them.
-    pub rps: f64,
-    pub p99_us: f64,
-    /// The median latency (0: not known).
-    #[serde(default)]
-    pub p50_us: f64,
-    /// The p99 is only a lower bound (requests still unanswered): it never meets a bound.
-    pub p99_lower_bound: bool,
-    /// The point ran (a server that could not start is `false`).
-    pub ok: bool,
-    /// The server's CPU per request (µs), peak RSS (KiB), threads and processes (0: unknown).
-    #[serde(default)]
-    pub cpu_us: f64,
-    #[serde(default)]
-    pub rss_kb: u64,
-    #[serde(default)]
-    pub threads: u64,
-    #[serde(default)]
-    pub processes: u64,
-}
-
-impl Sample {
-    /// The throughput that counts: the point's when its p99 meets the bound, else 0.
-    pub fn score(&self, p99_bound_us: f64) -> f64 {
-        if self.meets(p99_bound_us) {
-            self.rps
-        } else {
-            0.0
-        }
-    }
-
-    /// Whether it ran and its p99 (not a lower bound) meets the bound.
-    pub fn meets(&self, p99_bound_us: f64) -> bool {
-        self.ok && !self.p99_lower_bound && self.p99_us <= p99_bound_us
-    }
-}
 
 /// A server to measure: an architecture and its pool size (`None` for one without a pool).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -119,12 +78,6 @@ pub struct Probe {
     pub candidate: Candidate,
     pub duration_ms: u32,
     pub rep: u32,
-}
-
-/// Where the numbers come from: a live server (or, on resume, the disk; in tests, a curve).
-/// `None`: interrupted.
-pub trait Measure {
-    fn measure(&mut self, probe: &Probe) -> Option<Sample>;
 }
 
 /// One cell's question.
@@ -547,31 +500,6 @@ impl Samples {
     }
 }
 
-/// A level of some samples against a p99 bound.
-pub fn level_of(samples: &[Sample], p99_bound_us: f64) -> Level {
-    let scores: Vec<f64> = samples.iter().map(|s| s.score(p99_bound_us)).collect();
-    let mean = |f: fn(&Sample) -> f64| {
-        if samples.is_empty() {
-            0.0
-        } else {
-            samples.iter().map(f).sum::<f64>() / samples.len() as f64
-        }
-    };
-    let p99s: Vec<f64> = samples.iter().map(|s| s.p99_us).collect();
-    let (_, p99_min, p99_max) = mean_min_max(&p99s);
-    Level {
-        rps: mean_min_max(&scores),
-        p99_us: mean(|s| s.p99_us),
-        p99_range: if samples.len() > 1 {
-            (p99_min, p99_max)
-        } else {
-            (0.0, 0.0)
-        },
-        cpu_us: mean(|s| s.cpu_us),
-        rss_kb: mean(|s| s.rss_kb as f64),
-    }
-}
-
 /// The row of a candidate's samples.
 fn row_of(label: String, samples: &[Sample], p99_bound_us: f64, window_ms: u32) -> CandidateRow {
     let level = level_of(samples, p99_bound_us);
@@ -594,7 +522,7 @@ fn row_of(label: String, samples: &[Sample], p99_bound_us: f64, window_ms: u32) 
 /// A search in progress: the cell, where numbers come from, and what was measured.
 struct Search<'a> {
     cell: &'a Cell,
-    m: &'a mut dyn Measure,
+    m: &'a mut dyn Measure<Probe>,
     samples: Samples,
     asked: BTreeMap<Probe, Sample>,
     /// The candidates the first round left out unmeasured (see [`Search::outclassed`]).
@@ -681,7 +609,7 @@ impl Search<'_> {
     }
 
     /// The ranking of `cs` by their levels, as indices into `cs`.
-    fn rank(&self, cs: &[Candidate]) -> Option<super::rank::Ranking> {
+    fn rank(&self, cs: &[Candidate]) -> Option<crate::search::rank::Ranking> {
         rank_with(
             &cs.iter().map(|c| self.level(*c)).collect::<Vec<_>>(),
             self.cell.p99_tolerance(),
@@ -909,9 +837,9 @@ impl Search<'_> {
     fn confirm(
         &mut self,
         mut field: Vec<Candidate>,
-        ranking: super::rank::Ranking,
+        ranking: crate::search::rank::Ranking,
         final_ms: u32,
-    ) -> Option<(Vec<Candidate>, super::rank::Ranking)> {
+    ) -> Option<(Vec<Candidate>, crate::search::rank::Ranking)> {
         let winner = field[ranking.winner];
         let contesters = self.contesters(winner, self.top(&field));
         if contesters.is_empty() || self.beyond.is_some() {
@@ -995,7 +923,7 @@ impl Search<'_> {
 }
 
 /// Runs the search of one cell. `None` when interrupted.
-pub fn search(cell: &Cell, m: &mut dyn Measure) -> Option<Outcome> {
+pub fn search(cell: &Cell, m: &mut dyn Measure<Probe>) -> Option<Outcome> {
     if let Some(reason) = cell.infeasible() {
         return Some(no_winner(cell, 0, 0, Some(reason), Vec::new()));
     }
@@ -1148,7 +1076,7 @@ fn decisions(
     let w = s.level(winner);
     let w_runs = runs_text(s, winner, None);
     let field_levels: Vec<Level> = field.iter().map(|c| s.level(*c)).collect();
-    let field_why = super::rank::left_by(&field_levels, tolerance);
+    let field_why = crate::search::rank::left_by(&field_levels, tolerance);
     let figure_of = |f: Figure, l: &Level| match f {
         Figure::Throughput | Figure::Bound => format!("{} req/s", thousands(l.rps.0)),
         Figure::P99 => duration_us(l.p99_us),
@@ -1232,7 +1160,7 @@ fn decisions(
                         crate::render::units::duration_us(f64::from(ms) * 1000.0)
                     )
                 } else {
-                    let pair = super::rank::rank_with(&[at, l], tolerance);
+                    let pair = crate::search::rank::rank_with(&[at, l], tolerance);
                     let verdict = match pair.as_ref().map(|r| (r.winner, r.decided_by)) {
                         Some((0, Some(f))) => format!(
                             "{} was ahead on {}: {} against {}",
@@ -1347,55 +1275,6 @@ fn measure_rules(
     Some(rules)
 }
 
-/// Why a candidate's runs miss the p99 bound (its throughput does not count).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Miss {
-    /// Over 1% of its requests failed or timed out (or were answered with non-2xx).
-    Errors,
-    /// Requests left unanswered: its p99 is only a lower bound.
-    Unanswered,
-    /// Its worst p99, µs, over the bound.
-    OverBound(f64),
-}
-
-impl Miss {
-    /// Why `samples` miss the bound; `None`: they meet it (or there are none).
-    pub fn of(samples: &[Sample], p99_bound_us: f64) -> Option<Miss> {
-        if level_of(samples, p99_bound_us).rps.0 > 0.0 || samples.is_empty() {
-            return None;
-        }
-        Some(if samples.iter().any(|x| !x.ok) {
-            Miss::Errors
-        } else if samples.iter().any(|x| x.p99_lower_bound) {
-            Miss::Unanswered
-        } else {
-            Miss::OverBound(samples.iter().map(|x| x.p99_us).fold(0.0, f64::max))
-        })
-    }
-
-    /// In words, for a reader.
-    pub fn text(self, p99_bound_us: f64) -> String {
-        match self {
-            Miss::Errors => "over 1% of its requests failed or timed out".into(),
-            Miss::Unanswered => "requests left unanswered: its p99 is only a lower bound".into(),
-            Miss::OverBound(p99) => format!(
-                "p99 {} over the {} bound",
-                crate::render::units::duration_us(p99),
-                crate::render::units::duration_us(p99_bound_us)
-            ),
-        }
-    }
-
-    /// One letter for a table cell: `x` p99 over the bound, `u` unanswered, `e` errors.
-    pub fn mark(self) -> &'static str {
-        match self {
-            Miss::Errors => "e",
-            Miss::Unanswered => "u",
-            Miss::OverBound(_) => "x",
-        }
-    }
-}
-
 /// The winner architecture's pool, by the knob search ([`knob::search`]) over 1 to the cap, its
 /// own bound the candidate's ([`Cell::candidate_bound_rps`]).
 fn pool_search(s: &mut Search, arch: Arch, ms: u32) -> Option<u32> {
@@ -1448,17 +1327,6 @@ impl knob::Curve for PoolCurve<'_, '_> {
     }
 }
 
-/// (mean, min, max) of some scores; all 0 for none.
-pub fn mean_min_max(xs: &[f64]) -> (f64, f64, f64) {
-    if xs.is_empty() {
-        return (0.0, 0.0, 0.0);
-    }
-    let mean = xs.iter().sum::<f64>() / xs.len() as f64;
-    let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    (mean, min, max)
-}
-
 /// The full measurement a pick is checked against: every architecture at the pool the search
 /// chose for it and at its default pool, each [`VERIFY_MS`] (or three cycles), ranked as the
 /// search ranks.
@@ -1496,7 +1364,7 @@ impl Verify {
 }
 
 /// Measures the verification of `outcome`'s pick in `cell`; `None`: interrupted, or no pick.
-pub fn verify(cell: &Cell, outcome: &Outcome, m: &mut dyn Measure) -> Option<Verify> {
+pub fn verify(cell: &Cell, outcome: &Outcome, m: &mut dyn Measure<Probe>) -> Option<Verify> {
     let pick = outcome.winner?;
     let window = cell.full_window_ms();
     let chosen = |arch: Arch| -> Option<u32> {
@@ -1599,7 +1467,7 @@ mod tests {
         asked: Vec<Probe>,
     }
 
-    impl<F: Fn(Candidate) -> (f64, f64)> Measure for Curve<F> {
+    impl<F: Fn(Candidate) -> (f64, f64)> Measure<Probe> for Curve<F> {
         fn measure(&mut self, probe: &Probe) -> Option<Sample> {
             self.asked.push(*probe);
             let (rps, p99) = (self.f)(probe.candidate);
@@ -1733,7 +1601,7 @@ mod tests {
     #[test]
     fn a_lower_bound_in_a_short_window_is_measured_again_longer() {
         struct Short(Vec<Probe>);
-        impl Measure for Short {
+        impl Measure<Probe> for Short {
             fn measure(&mut self, probe: &Probe) -> Option<Sample> {
                 self.0.push(*probe);
                 Some(Sample {
@@ -1770,7 +1638,7 @@ mod tests {
         assert_eq!(out.winner, None);
         // Requests that timed out (errors over 1%): the bound is missed whatever the window.
         struct TimedOut(Vec<Probe>);
-        impl Measure for TimedOut {
+        impl Measure<Probe> for TimedOut {
             fn measure(&mut self, probe: &Probe) -> Option<Sample> {
                 self.0.push(*probe);
                 Some(Sample {
@@ -1932,7 +1800,7 @@ mod tests {
         // them 3% apart, where the p99 decides: poll. Reactors, 26% under, is not asked
         // again.
         struct Windows(Vec<Probe>);
-        impl Measure for Windows {
+        impl Measure<Probe> for Windows {
             fn measure(&mut self, probe: &Probe) -> Option<Sample> {
                 self.0.push(*probe);
                 let long = probe.duration_ms >= VERIFY_MS;
@@ -1989,7 +1857,7 @@ mod tests {
         // Where the longer runs agree with the short ones, the verdict stands: epoll 8% ahead
         // in every window wins on throughput.
         struct Steady;
-        impl Measure for Steady {
+        impl Measure<Probe> for Steady {
             fn measure(&mut self, probe: &Probe) -> Option<Sample> {
                 Windows(Vec::new()).measure(&Probe {
                     duration_ms: 100,
@@ -2006,7 +1874,7 @@ mod tests {
     /// (req/s, peak RSS in KiB); uring/1 at 500/s, epoll at 600/s.
     struct Pools(Vec<Probe>, fn(u32, bool) -> (f64, u64));
 
-    impl Measure for Pools {
+    impl Measure<Probe> for Pools {
         fn measure(&mut self, probe: &Probe) -> Option<Sample> {
             self.0.push(*probe);
             let long = probe.duration_ms >= VERIFY_MS;
@@ -2153,7 +2021,7 @@ mod tests {
     #[test]
     fn the_first_round_stops_at_a_lean_server_beyond_reach() {
         struct Costly(Vec<Probe>, u64);
-        impl Measure for Costly {
+        impl Measure<Probe> for Costly {
             fn measure(&mut self, probe: &Probe) -> Option<Sample> {
                 self.0.push(*probe);
                 let (rps, p99_us, rss_kb) = match probe.candidate.arch {
@@ -2248,7 +2116,7 @@ mod tests {
     #[test]
     fn the_round_trip_lets_a_server_at_one_connection_be_at_the_bound() {
         struct RoundTrip(Vec<Probe>);
-        impl Measure for RoundTrip {
+        impl Measure<Probe> for RoundTrip {
             fn measure(&mut self, probe: &Probe) -> Option<Sample> {
                 self.0.push(*probe);
                 Some(Sample {

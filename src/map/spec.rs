@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::arch::Arch;
-use crate::sweep::spec::de_archs;
+use crate::lab::plan::de_archs;
 use crate::units::parse_seconds;
 use crate::usage;
 

@@ -1,17 +1,11 @@
-//! Finished points on disk, one file each, written atomically (a temporary file, fsync, rename,
-//! fsync of the directory), so a run killed at any moment (Ctrl-C, kill -9, a reboot) loses no
-//! finished point and leaves no half-written one. `--resume DIR` opens the same store: the search
-//! asks for the same points in the same order, and those on disk are answered from it, so no
-//! finished point is measured twice.
+//! A map's finished points, as [`crate::search::store`] keeps them: a [`PointRecord`] each
+//! (its cell, the probe, the sample, how it failed), so `--resume DIR` answers the search from
+//! the disk and no finished point is measured twice.
 
-use std::collections::BTreeMap;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use super::search::{Probe, Sample};
+use super::search::Probe;
+use crate::search::Sample;
 
 /// One finished point as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -26,107 +20,55 @@ pub struct PointRecord {
 }
 
 impl PointRecord {
-    /// The file name of this point: its cell, candidate, run length and repetition.
-    pub fn file_name(&self) -> String {
-        let label: String = self
-            .probe
+    /// The key of this point: its cell, candidate, run length and repetition.
+    pub fn key(&self) -> String {
+        Self::key_of(&self.cell, &self.probe)
+    }
+
+    /// The key of `probe` in `cell`.
+    pub fn key_of(cell: &str, probe: &Probe) -> String {
+        let label: String = probe
             .candidate
             .label()
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
             .collect();
-        format!(
-            "{}~{label}~{}ms~{}.json",
-            self.cell, self.probe.duration_ms, self.probe.rep
-        )
+        format!("{cell}~{label}~{}ms~{}", probe.duration_ms, probe.rep)
     }
 }
 
-/// The points of one run, in `DIR/points/`.
-pub struct Store {
-    dir: PathBuf,
-    records: BTreeMap<String, PointRecord>,
-}
+/// The points of a map or advise run, in `DIR/points.jsonl`, each under its [`PointRecord::key`].
+pub type Store = crate::search::store::Store<PointRecord>;
 
 impl Store {
-    /// Opens (creating) `out/points` and reads every finished point in it. Temporary files of
-    /// a write that was cut short are removed.
-    pub fn open(out: &Path) -> anyhow::Result<Store> {
-        let dir = out.join("points");
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let mut records = BTreeMap::new();
-        for entry in std::fs::read_dir(&dir)?.flatten() {
-            let path = entry.path();
-            let name = entry.file_name().to_string_lossy().to_string();
-            if name.ends_with(".tmp") {
-                let _ = std::fs::remove_file(&path);
-                continue;
-            }
-            if !name.ends_with(".json") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let record: PointRecord = serde_json::from_str(&text)
-                .with_context(|| format!("parsing {}", path.display()))?;
-            records.insert(name, record);
-        }
-        Ok(Store { dir, records })
+    /// Stores a finished point under its key.
+    pub fn put_record(&mut self, record: PointRecord) -> anyhow::Result<()> {
+        self.put(&record.key(), record)
     }
 
-    /// The stored sample of a point, if it finished before.
-    pub fn get(&self, record_name: &str) -> Option<&PointRecord> {
-        self.records.get(record_name)
-    }
-
-    /// Writes a finished point atomically and keeps it.
-    pub fn put(&mut self, record: PointRecord) -> anyhow::Result<()> {
-        let name = record.file_name();
-        let path = self.dir.join(&name);
-        let tmp = self.dir.join(format!("{name}.tmp"));
-        let text = serde_json::to_string_pretty(&record)?;
-        {
-            let mut file = std::fs::File::create(&tmp)
-                .with_context(|| format!("writing {}", tmp.display()))?;
-            file.write_all(text.as_bytes())?;
-            file.sync_all()?;
-        }
-        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
-        if let Ok(dir) = std::fs::File::open(&self.dir) {
-            let _ = dir.sync_all();
-        }
-        self.records.insert(name, record);
-        Ok(())
-    }
-
-    /// Every stored point of a cell, in file-name order.
+    /// Every stored point of a cell, in key order.
     pub fn of_cell(&self, cell: &str) -> Vec<&PointRecord> {
-        self.records.values().filter(|r| r.cell == cell).collect()
-    }
-
-    pub fn len(&self) -> usize {
-        self.records.len()
+        self.iter()
+            .map(|(_, r)| r)
+            .filter(|r| r.cell == cell)
+            .collect()
     }
 
     /// `every point failed (N); the first: CELL LABEL: FAILURE` when every stored point
     /// failed (its server did not run, or its requests failed), else `None`.
     pub fn every_point_failed(&self) -> Option<String> {
-        if self.records.is_empty() || self.records.values().any(|r| r.failure.is_none()) {
+        if self.is_empty() || self.iter().any(|(_, r)| r.failure.is_none()) {
             return None;
         }
-        let first = self.records.values().next()?;
+        let (_, first) = self.iter().next()?;
         let failure = first.failure.as_deref()?;
         Some(format!(
             "every point failed ({}); the first: {} {}: {}",
-            self.records.len(),
+            self.len(),
             first.cell,
             first.probe.candidate.label(),
             failure.lines().next().unwrap_or(failure)
         ))
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.records.is_empty()
     }
 }
 
@@ -163,21 +105,21 @@ mod tests {
     }
 
     #[test]
-    fn points_survive_a_reopen_and_a_torn_write_is_dropped() {
+    fn points_survive_a_reopen_and_are_found_by_cell() {
         let dir = std::env::temp_dir().join(format!("sweetspot-store-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
         let mut store = Store::open(&dir).unwrap();
-        store.put(record(0)).unwrap();
-        store.put(record(1)).unwrap();
-        std::fs::write(dir.join("points/x.json.tmp"), "{\"cell\": \"half").unwrap();
+        store.put_record(record(0)).unwrap();
+        store.put_record(record(1)).unwrap();
         let again = Store::open(&dir).unwrap();
         assert_eq!(again.len(), 2);
         assert_eq!(
-            again.get("async-r10-c16~prethreaded-8~200ms~1.json"),
+            again.get("async-r10-c16~prethreaded-8~200ms~1"),
             Some(&record(1))
         );
-        assert!(!dir.join("points/x.json.tmp").exists());
         assert_eq!(again.of_cell("async-r10-c16").len(), 2);
+        assert_eq!(again.of_cell("async-r10-c64").len(), 0);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -84,7 +84,7 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
     let out_dir = args
         .out
         .clone()
-        .unwrap_or_else(|| default_out_dir(&experiment.name));
+        .unwrap_or_else(|| crate::lab::results::default_out_dir(&experiment.name));
     let most = experiment.max_connections();
     crate::os::check_file_limit(u64::from(most), &format!("concurrency = {most}"))?;
     let versions =
@@ -151,16 +151,6 @@ fn experiment_of(args: &SweepArgs) -> anyhow::Result<Experiment> {
     }
     experiment.net = crate::net::net_option(args.net.as_deref(), experiment.net.take())?;
     Ok(experiment)
-}
-
-/// `results/NAME-YYYYMMDD-HHMMSS` (UTC), for sweeps and maps alike.
-pub fn default_out_dir(name: &str) -> PathBuf {
-    let stamp = results::utc_timestamp()
-        .replace(['-', ':'], "")
-        .replace('T', "-")
-        .trim_end_matches('Z')
-        .to_string();
-    PathBuf::from("results").join(format!("{name}-{stamp}"))
 }
 
 /// A sweep whose every point failed is a failed command, with the first point's reason.

@@ -16,8 +16,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 pub use crate::arch::{Arch, Protocol};
 pub use crate::lab::plan::{
-    check_path_list, sleep_ms_of_route, stand_in_server, ExternalTarget, LoadMode, PointSpec,
-    Requirement, Setup, TargetSpec, Variant, Workload,
+    check_path_list, de_archs, sleep_ms_of_route, stand_in_server, unknown_arch, ExternalTarget,
+    LoadMode, PointSpec, Requirement, Setup, TargetSpec, Variant, Workload,
 };
 use crate::units::{de_opt_seconds, de_seconds};
 use crate::usage;
@@ -354,31 +354,6 @@ fn default_ready_timeout() -> f64 {
     10.0
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum ArchList {
-    Names(Vec<String>),
-    Word(String),
-}
-
-/// `archs = ["epoll", ...]` or `archs = "all"`; an unknown name is an error naming the key.
-pub fn de_archs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Arch>, D::Error> {
-    let bad = |what: String| serde::de::Error::custom(format!("archs: {what}"));
-    match ArchList::deserialize(d).map_err(|_| {
-        bad(format!(
-            "expected \"all\" or a list of architectures ({})",
-            Arch::names()
-        ))
-    })? {
-        ArchList::Word(word) if word == "all" => Ok(Arch::all().to_vec()),
-        ArchList::Word(word) => Err(bad(unknown_arch(&word))),
-        ArchList::Names(names) => names
-            .iter()
-            .map(|n| Arch::from_name(n).ok_or_else(|| bad(unknown_arch(n))))
-            .collect(),
-    }
-}
-
 /// `max_concurrency = { iterative = 200 }`, keyed by architecture.
 fn de_max_concurrency<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<Arch, u32>, D::Error> {
     BTreeMap::<String, u32>::deserialize(d)?
@@ -391,13 +366,6 @@ fn de_max_concurrency<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<Arch, 
             ))),
         })
         .collect()
-}
-
-fn unknown_arch(name: &str) -> String {
-    format!(
-        "unknown arch {name:?} (allowed: {}, or \"all\")",
-        Arch::names()
-    )
 }
 
 impl Experiment {

@@ -11,7 +11,6 @@
 pub mod output;
 pub mod search;
 pub mod spec;
-pub mod store;
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -24,12 +23,15 @@ use crate::lab::plan::{
     ExternalTarget, LoadMode, PointPlan, PointSpec, Setup, TargetSpec, Workload,
 };
 use crate::lab::results::{utc_timestamp, Machine};
-use crate::lab::{measure, LabOptions, Pinning};
-use crate::map::rank::Level;
-use crate::map::run::sample_of;
-use crate::map::search::Sample;
+use crate::lab::LabOptions;
+use crate::lab::PointResult;
+use crate::search::live::Origin;
+use crate::search::rank::Level;
+use crate::search::sample_of;
+use crate::search::store::Store;
+use crate::search::Sample;
 use crate::usage;
-use search::{Measure, Measured};
+use search::{Measure, Measured, Run};
 use spec::Knob;
 
 /// Flags of `sweetspot tune`.
@@ -163,8 +165,8 @@ pub struct ConfigRow {
 
 impl ConfigRow {
     /// Why this configuration misses the p99 bound, when it does.
-    pub fn miss(&self, p99_bound_us: f64) -> Option<crate::map::search::Miss> {
-        crate::map::search::Miss::of(&self.samples, p99_bound_us)
+    pub fn miss(&self, p99_bound_us: f64) -> Option<crate::search::Miss> {
+        crate::search::Miss::of(&self.samples, p99_bound_us)
     }
 }
 
@@ -233,7 +235,7 @@ struct Live<'a> {
     /// The last point's full result (the profile reads its mean latency).
     last: Option<crate::lab::results::PointResult>,
     /// Finished points, on disk (answered from there on `--resume`).
-    store: store::Store,
+    store: Store<PointResult>,
     /// How each configuration's requests failed, where over 1% did.
     causes: std::collections::BTreeMap<Vec<u32>, String>,
 }
@@ -274,24 +276,23 @@ impl Live<'_> {
     }
 }
 
-impl Measure for Live<'_> {
-    fn measure(&mut self, values: &[u32], rep: u32) -> Option<Sample> {
-        if self.options.stop.load(Ordering::SeqCst) {
+impl Measure<Run> for Live<'_> {
+    fn measure(&mut self, run: &Run) -> Option<Sample> {
+        let (values, rep) = (&run.values[..], run.rep);
+        let lab = crate::search::live::Live {
+            options: self.options,
+            machine: self.machine,
+        };
+        if lab.stopped() {
             return None;
         }
-        let key = store::key(values, self.concurrency, self.closed, rep);
-        let (result, saved) = match self.store.get(&key) {
-            Some(result) => (result.clone(), " (saved)"),
-            None => {
-                let plan = self.plan(values);
-                let result = measure(&plan, Pinning::None, self.machine, self.options)?;
-                if let Err(e) = self.store.put(&key, &result) {
-                    eprintln!("tune: saving a point: {e:#}");
-                    self.options.stop.store(true, Ordering::SeqCst);
-                    return None;
-                }
-                (result, "")
-            }
+        let key = run.key(self.concurrency, self.closed);
+        let plan = self.plan(values);
+        let (result, origin) = lab.point("tune", &mut self.store, &key, || plan, |r| r)?;
+        let saved = if origin == Origin::Saved {
+            " (saved)"
+        } else {
+            ""
         };
         let sample = sample_of(&result, self.machine.cores.max(1));
         self.done += 1;
@@ -366,7 +367,7 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         .urls
         .as_deref()
         .map(|file| {
-            crate::sweep::spec::check_path_list(file).map_err(usage)?;
+            crate::lab::plan::check_path_list(file).map_err(usage)?;
             std::path::absolute(file)
                 .map(|p| p.display().to_string())
                 .map_err(|e| usage(format!("--urls {}: {e}", file.display())))
@@ -384,7 +385,7 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
     let out = args
         .out
         .clone()
-        .unwrap_or_else(|| crate::sweep::default_out_dir("tune"));
+        .unwrap_or_else(|| crate::lab::results::default_out_dir("tune"));
     std::fs::create_dir_all(&out).map_err(|e| usage(format!("--out {}: {e}", out.display())))?;
     if args.resume.is_none() {
         if out.join(ARGS_FILE).exists() {
@@ -403,7 +404,7 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         std::fs::write(out.join(ARGS_FILE), serde_json::to_string_pretty(&saved)?)
             .with_context(|| format!("writing {}", out.join(ARGS_FILE).display()))?;
     }
-    let store = store::Store::open(&out)?;
+    let store = Store::open(&out)?;
     let options = LabOptions::here("tune", crate::os::stop_on_signals()?)?;
     if args.cmd.contains("{peers}") {
         crate::lab::peers::write_files(&options.scratch_dir)?;
@@ -472,7 +473,7 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
             let _ = std::fs::remove_dir_all(&options.scratch_dir);
             // Nothing ran: no run to resume.
             let _ = std::fs::remove_file(out.join(ARGS_FILE));
-            let _ = std::fs::remove_file(out.join(store::POINTS_FILE));
+            let _ = std::fs::remove_file(out.join(crate::search::store::POINTS_FILE));
             return Err(usage(format!(
                 "the server at {} did not run: {}",
                 spec::label(&knobs, &start),
@@ -525,7 +526,7 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         .map(|(values, samples)| ConfigRow {
             values: values.clone(),
             label: spec::label(&knobs, values),
-            level: crate::map::search::level_of(samples, p99_bound_us),
+            level: crate::search::level_of(samples, p99_bound_us),
             samples: samples.clone(),
         })
         .collect();
@@ -614,7 +615,7 @@ fn profile(live: &mut Live, at: &[u32], cores: u32) -> Option<Profile> {
     let concurrency = live.concurrency;
     live.concurrency = 1;
     live.closed = true;
-    let sample = live.measure(at, 0);
+    let sample = live.measure(&Run::new(at, 0));
     live.concurrency = concurrency;
     live.closed = false;
     let sample = sample?;
@@ -675,8 +676,8 @@ pub fn rule_configs(
 
 /// Measures the rules' configurations beside the pick. Then the closest call of "the smallest
 /// within 5% of the best": a configuration measured (by the search or for a rule) that beats
-/// the pick by more than [`crate::map::knob::WITHIN_BEST`] less
-/// [`crate::map::search::EDGE_FRACTION`] in its runs so far is measured again with the pick,
+/// the pick by more than [`crate::search::knob::WITHIN_BEST`] less
+/// [`crate::search::sample::EDGE_FRACTION`] in its runs so far is measured again with the pick,
 /// three runs each, and becomes the pick (`adopted_from`) if it still beats it by more than
 /// `WITHIN_BEST`. Single runs of Puma's workers=5 threads=8 read 931 req/s beside the pick
 /// workers=2 threads=8's 889, 4.7% apart; three runs each of the full grid put them 7% apart.
@@ -689,10 +690,10 @@ fn rules(
     cores: u32,
     p99_bound_us: f64,
     measured: &mut Measured,
-    m: &mut dyn Measure,
+    m: &mut dyn Measure<Run>,
 ) -> Option<Vec<RuleResult>> {
-    use crate::map::knob::WITHIN_BEST;
-    use crate::map::search::{level_of, EDGE_FRACTION};
+    use crate::search::knob::WITHIN_BEST;
+    use crate::search::{level_of, sample::EDGE_FRACTION};
     let configs = rule_configs(knobs, &found.pick, default, profile.map(|p| p.goetz), cores);
     for (_, values) in &configs {
         measured.level(m, values, 1, p99_bound_us)?;
@@ -728,7 +729,7 @@ fn rules(
         let missed_because = measured
             .samples
             .get(&values)
-            .and_then(|samples| crate::map::search::Miss::of(samples, p99_bound_us))
+            .and_then(|samples| crate::search::Miss::of(samples, p99_bound_us))
             .map(|miss| miss.text(p99_bound_us));
         out.push(RuleResult {
             missed_because,
@@ -753,8 +754,9 @@ mod tests {
     /// Throughput by configuration, every run the same.
     struct Flat(fn(u32) -> f64);
 
-    impl Measure for Flat {
-        fn measure(&mut self, values: &[u32], _: u32) -> Option<Sample> {
+    impl Measure<Run> for Flat {
+        fn measure(&mut self, run: &Run) -> Option<Sample> {
+            let values = &run.values[..];
             Some(Sample {
                 rps: (self.0)(values[0]),
                 p99_us: 1000.0,
@@ -774,7 +776,7 @@ mod tests {
     /// with a 1 s p99 bound: the pick after the rules, what was measured, and the rules'
     /// results.
     fn rules_beside_two(
-        m: &mut dyn Measure,
+        m: &mut dyn Measure<Run>,
         searched: &[u32],
     ) -> (search::Found, Measured, Vec<RuleResult>) {
         let knobs = spec::knobs_of(
@@ -822,15 +824,16 @@ mod tests {
     #[test]
     fn a_close_call_against_the_pick_is_measured_again_and_decided_on_three_runs() {
         struct Runs(fn(u32, u32) -> f64);
-        impl Measure for Runs {
-            fn measure(&mut self, values: &[u32], rep: u32) -> Option<Sample> {
-                let mut s = Flat(|_| 0.0).measure(values, rep)?;
+        impl Measure<Run> for Runs {
+            fn measure(&mut self, run: &Run) -> Option<Sample> {
+                let (values, rep) = (&run.values[..], run.rep);
+                let mut s = Flat(|_| 0.0).measure(&Run::new(values, rep))?;
                 s.rps = (self.0)(values[0], rep);
                 Some(s)
             }
         }
         // The search measured 4 once beside its pick, 2.
-        let run = |m: &mut dyn Measure| {
+        let run = |m: &mut dyn Measure<Run>| {
             let (found, measured, _) = rules_beside_two(m, &[4]);
             (found, measured)
         };
@@ -858,8 +861,9 @@ mod tests {
     #[test]
     fn a_rule_that_misses_the_bound_says_why() {
         struct Starved;
-        impl Measure for Starved {
-            fn measure(&mut self, values: &[u32], _: u32) -> Option<Sample> {
+        impl Measure<Run> for Starved {
+            fn measure(&mut self, run: &Run) -> Option<Sample> {
+                let values = &run.values[..];
                 Some(Sample {
                     rps: 500.0,
                     p99_us: 1000.0,

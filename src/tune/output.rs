@@ -6,11 +6,11 @@ use std::collections::BTreeSet;
 
 use super::spec::label;
 use super::TuneResults;
-use crate::map::output::points_sentence;
-use crate::map::search::Miss;
 use crate::render::html::{escape, page_start, PAGE_END};
 use crate::render::svg::{heat_map, HeatCell};
 use crate::render::units::{duration_us, percent, thousands};
+use crate::search::points_sentence;
+use crate::search::Miss;
 
 /// The results in words and tables.
 pub fn text(r: &TuneResults) -> String {

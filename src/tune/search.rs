@@ -1,5 +1,5 @@
 //! The search over a server's own knobs: each knob in turn by the map's knob search
-//! ([`crate::map::knob::search`]: doubling, golden section in log space, noise gating), the
+//! ([`crate::search::knob::search`]: doubling, golden section in log space, noise gating), the
 //! others held where the last search left them, until a pass over the knobs changes nothing
 //! (coordinate search, at most [`MAX_PASSES`] passes; the last knob, threads, first: it adds
 //! concurrency where it costs least). Coordinate search rather than
@@ -14,20 +14,44 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::spec::Knob;
-use crate::map::knob::{self, WITHIN_BEST};
-use crate::map::rank::{indistinguishable, rank, Level};
-use crate::map::search::{level_of, Sample};
+use crate::search::knob::{self, WITHIN_BEST};
+use crate::search::rank::{indistinguishable, rank, Level};
+use crate::search::{level_of, Sample};
 
 /// At most this many passes over the knobs.
 pub const MAX_PASSES: usize = 3;
 /// Repetitions of each configuration of the full grid.
 pub const GRID_REPS: u32 = 3;
 
-/// Where the numbers come from: a live server (in tests, a surface). `None`: interrupted.
-pub trait Measure {
-    fn measure(&mut self, values: &[u32], rep: u32) -> Option<Sample>;
+pub use crate::search::Measure;
+
+/// One run a tune measures: the knobs' values and the repetition. The numbers come through
+/// [`Measure`]: a live server (in tests, a surface).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    pub values: Vec<u32>,
+    pub rep: u32,
 }
 
+impl Run {
+    pub fn new(values: &[u32], rep: u32) -> Run {
+        Run {
+            values: values.to_vec(),
+            rep,
+        }
+    }
+
+    /// What names the run in the store: the values, the connections, the loop, the repetition.
+    pub fn key(&self, concurrency: u32, closed: bool) -> String {
+        let values: Vec<String> = self.values.iter().map(u32::to_string).collect();
+        format!(
+            "{}|c{concurrency}|{}|r{}",
+            values.join(","),
+            if closed { "closed" } else { "run" },
+            self.rep
+        )
+    }
+}
 /// What was measured, by configuration.
 #[derive(Default)]
 pub struct Measured {
@@ -38,7 +62,7 @@ impl Measured {
     /// The level of `values` over its first `reps` repetitions, measuring those missing.
     pub fn level(
         &mut self,
-        m: &mut dyn Measure,
+        m: &mut dyn Measure<Run>,
         values: &[u32],
         reps: u32,
         p99_bound_us: f64,
@@ -48,7 +72,7 @@ impl Measured {
             if have >= reps {
                 break;
             }
-            let sample = m.measure(values, have)?;
+            let sample = m.measure(&Run::new(values, have))?;
             self.samples
                 .entry(values.to_vec())
                 .or_default()
@@ -69,7 +93,7 @@ impl Measured {
 /// One knob's line through a configuration, as the knob search sees it.
 struct Line<'a> {
     measured: &'a mut Measured,
-    m: &'a mut dyn Measure,
+    m: &'a mut dyn Measure<Run>,
     at: Vec<u32>,
     axis: usize,
     p99_bound_us: f64,
@@ -135,7 +159,7 @@ pub fn search(
     start: &[u32],
     p99_bound_us: f64,
     measured: &mut Measured,
-    m: &mut dyn Measure,
+    m: &mut dyn Measure<Run>,
 ) -> Option<Found> {
     let mut at: Vec<u32> = start
         .iter()
@@ -222,14 +246,14 @@ pub fn check_against_grid(
     pick: &[u32],
     p99_bound_us: f64,
     first_rep: u32,
-    m: &mut dyn Measure,
+    m: &mut dyn Measure<Run>,
 ) -> Option<GridCheck> {
     let configs = grid(knobs);
     let mut levels = Vec::new();
     for c in &configs {
         let mut samples = Vec::new();
         for rep in 0..GRID_REPS {
-            samples.push(m.measure(c, first_rep + rep)?);
+            samples.push(m.measure(&Run::new(c, first_rep + rep))?);
         }
         levels.push(level_of(&samples, p99_bound_us));
     }
@@ -258,8 +282,9 @@ mod tests {
     /// A surface: throughput and p99 by configuration; deterministic noise by repetition.
     struct Surface<F: Fn(&[u32]) -> (f64, f64)>(F, Vec<(Vec<u32>, u32)>);
 
-    impl<F: Fn(&[u32]) -> (f64, f64)> Measure for Surface<F> {
-        fn measure(&mut self, values: &[u32], rep: u32) -> Option<Sample> {
+    impl<F: Fn(&[u32]) -> (f64, f64)> Measure<Run> for Surface<F> {
+        fn measure(&mut self, run: &Run) -> Option<Sample> {
+            let (values, rep) = (&run.values[..], run.rep);
             self.1.push((values.to_vec(), rep));
             let (rps, p99_us) = (self.0)(values);
             Some(Sample {

@@ -1,10 +1,9 @@
-//! A tune run's finished points on disk, for `tune --resume DIR`: one JSON line each in
-//! `DIR/points.jsonl`, appended and synced as each point finishes, so an interrupted run
-//! (Ctrl-C, kill -9) loses no finished point. A last line cut short by a kill is dropped when
-//! the file is read, and the file cut back to the last whole line. The search asks for the same
-//! points in the same order, and those on disk are answered from them, so no finished point is
-//! measured twice. (The map's store keeps a file per point named by architecture and pool; a
-//! tune point is named by its knobs' values, so it has its own.)
+//! A run's finished points on disk, for `map`, `advise` and `tune --resume DIR`: one JSON line
+//! each in `DIR/points.jsonl`, appended and synced as each point finishes, so an interrupted
+//! run (Ctrl-C, kill -9) loses no finished point. A last line cut short by a kill is dropped
+//! when the file is read, and the file cut back to the last whole line. The search asks for
+//! the same points in the same order, and those on disk are answered from them, so no
+//! finished point is measured twice. Each command stores its own record under its own key.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -12,39 +11,29 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use anyhow::Context;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-
-use crate::lab::results::PointResult;
 
 /// The file the points are in, inside the run's directory.
 pub const POINTS_FILE: &str = "points.jsonl";
 
 /// One finished point as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Record {
+struct Record<T> {
     key: String,
-    result: PointResult,
-}
-
-/// What names a point: the knobs' values, the connections, the loop and the repetition.
-pub fn key(values: &[u32], concurrency: u32, closed: bool, rep: u32) -> String {
-    let values: Vec<String> = values.iter().map(u32::to_string).collect();
-    format!(
-        "{}|c{concurrency}|{}|r{rep}",
-        values.join(","),
-        if closed { "closed" } else { "run" }
-    )
+    point: T,
 }
 
 /// The points of one run.
-pub struct Store {
+pub struct Store<T> {
     file: File,
-    records: BTreeMap<String, PointResult>,
+    records: BTreeMap<String, T>,
 }
 
-impl Store {
+impl<T: Serialize + DeserializeOwned> Store<T> {
     /// Opens (creating) `dir/points.jsonl` and reads every whole point in it.
-    pub fn open(dir: &Path) -> anyhow::Result<Store> {
+    pub fn open(dir: &Path) -> anyhow::Result<Store<T>> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let path = dir.join(POINTS_FILE);
         let mut file = OpenOptions::new()
             .read(true)
@@ -61,9 +50,9 @@ impl Store {
             if !line.ends_with(b"\n") {
                 break;
             }
-            match serde_json::from_slice::<Record>(line) {
+            match serde_json::from_slice::<Record<T>>(line) {
                 Ok(r) => {
-                    records.insert(r.key, r.result);
+                    records.insert(r.key, r.point);
                 }
                 Err(_) => break,
             }
@@ -79,22 +68,27 @@ impl Store {
     }
 
     /// The point stored under `key`, if it finished.
-    pub fn get(&self, key: &str) -> Option<&PointResult> {
+    pub fn get(&self, key: &str) -> Option<&T> {
         self.records.get(key)
     }
 
     /// Stores a finished point, on disk before this returns.
-    pub fn put(&mut self, key: &str, result: &PointResult) -> anyhow::Result<()> {
+    pub fn put(&mut self, key: &str, point: T) -> anyhow::Result<()> {
         let record = Record {
             key: key.to_string(),
-            result: result.clone(),
+            point,
         };
         let mut line = serde_json::to_vec(&record)?;
         line.push(b'\n');
         self.file.write_all(&line)?;
         self.file.sync_data()?;
-        self.records.insert(record.key, record.result);
+        self.records.insert(record.key, record.point);
         Ok(())
+    }
+
+    /// Every stored point with its key, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &T)> {
+        self.records.iter()
     }
 
     /// How many points are stored.
@@ -111,43 +105,44 @@ impl Store {
 mod tests {
     use super::*;
 
-    fn result(rps: f64) -> PointResult {
-        PointResult {
-            rps,
-            ok: true,
-            ..PointResult::default()
-        }
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    struct Point {
+        rps: f64,
+    }
+
+    fn result(rps: f64) -> Point {
+        Point { rps }
     }
 
     #[test]
     fn points_survive_a_reopen_and_a_torn_line_is_dropped() {
-        let dir = std::env::temp_dir().join(format!("sweetspot-tune-store-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("sweetspot-search-store-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let (a, b) = (key(&[2, 3], 16, false, 0), key(&[2, 3], 1, true, 0));
-        assert_ne!(a, b);
+        let (a, b) = ("2,3|c16|run|r0", "2,3|c1|closed|r0");
         {
-            let mut store = Store::open(&dir).unwrap();
+            let mut store = Store::<Point>::open(&dir).unwrap();
             assert!(store.is_empty());
-            store.put(&a, &result(100.0)).unwrap();
-            store.put(&b, &result(7.0)).unwrap();
+            store.put(a, result(100.0)).unwrap();
+            store.put(b, result(7.0)).unwrap();
         }
         // A kill in the middle of a third line.
         let path = dir.join(POINTS_FILE);
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
-        f.write_all(b"{\"key\":\"4|c16|run|r0\",\"resu").unwrap();
+        f.write_all(b"{\"key\":\"4|c16|run|r0\",\"poi").unwrap();
         drop(f);
-        let mut store = Store::open(&dir).unwrap();
+        let mut store = Store::<Point>::open(&dir).unwrap();
         assert_eq!(store.len(), 2);
-        assert_eq!(store.get(&a).unwrap().rps, 100.0);
-        assert_eq!(store.get(&b).unwrap().rps, 7.0);
+        assert_eq!(store.get(a).unwrap().rps, 100.0);
+        assert_eq!(store.get(b).unwrap().rps, 7.0);
         // The torn line is gone: the next point lands on a line of its own.
-        let c = key(&[4], 16, false, 0);
-        store.put(&c, &result(50.0)).unwrap();
+        let c = "4|c16|run|r0";
+        store.put(c, result(50.0)).unwrap();
         drop(store);
-        let store = Store::open(&dir).unwrap();
+        let store = Store::<Point>::open(&dir).unwrap();
         assert_eq!(store.len(), 3);
-        assert_eq!(store.get(&c).unwrap().rps, 50.0);
+        assert_eq!(store.get(c).unwrap().rps, 50.0);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,0 +1,32 @@
+//! The search kernel `map`, `advise` and `tune` share: what a measured point is to a search
+//! ([`sample`]: samples, levels, misses), the one-knob search ([`knob`]: doubling, golden
+//! section in log space, noise gating), the ranking and its rule ([`rank`]), the [`Measure`]
+//! trait the searches take their numbers through, the resumable [`store`] of finished points
+//! and the live adapter ([`live`]) that answers a point from the store or measures it in the
+//! lab. Written here, not taken from a crate: the search over live servers is the product.
+
+pub mod knob;
+pub mod live;
+pub mod rank;
+pub mod sample;
+pub mod store;
+
+pub use rank::Level;
+pub use sample::{level_of, sample_of, Miss, Sample};
+
+/// Where a search's numbers come from: a live server (or, on resume, the disk; in tests, a
+/// synthetic curve), for one point `P` of the search's own kind (a map's candidate and run
+/// length, a tune's knob values). `None`: interrupted.
+pub trait Measure<P: ?Sized> {
+    fn measure(&mut self, point: &P) -> Option<Sample>;
+}
+
+/// What a search cost against the grid it replaces: "N points measured in T, where the full
+/// grid needs G (x% of it)" (for `map`, `advise` and `tune`).
+pub fn points_sentence(measured: usize, wall_s: f64, grid: usize) -> String {
+    format!(
+        "{measured} points measured in {}, where the full grid needs {grid} ({} of it)",
+        crate::render::units::wall_time(wall_s),
+        crate::render::units::percent(measured as f64 / grid.max(1) as f64)
+    )
+}
