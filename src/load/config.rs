@@ -1,19 +1,19 @@
 //! The flags of `sweetspot load` turned once into a validated [`LoadConfig`].
 //!
-//! Two stages, as ripgrep does: clap parses the raw [`LoadArgs`]; [`LoadConfig::from_args`]
+//! Two stages, as ripgrep does: clap parses the raw [`LoadArgs`] ([`super::args`]); [`LoadConfig::from_args`]
 //! parses their text (durations, headers, the body file) and hands the result to
 //! [`LoadConfig::validate`], the one place every limit is checked, with one set of messages
 //! naming the flag. A config built in code (the sweep's, the tests') goes through the same
-//! `validate` when it is run. [`RunOptions`] holds what a run needs beyond the engine: its
-//! segment of a distributed run, its start time and its interval log.
+//! `validate` when it is run. What a run needs beyond the engine is in
+//! [`super::run_options`].
 
 use crate::units::parse_duration;
 use std::time::Duration;
 
-use crate::load::scaleout::segment;
+pub use crate::load::args::Engine;
+use crate::load::args::LoadArgs;
 use crate::load::source::plan::RatePlan;
 use crate::load::source::request::{self, is_token_byte, parse_header};
-use crate::load::stats::series;
 use crate::load::target::Target;
 use crate::net::NetSpec;
 use crate::usage;
@@ -22,301 +22,11 @@ const MAX_CONNECTIONS: u64 = 1_000_000;
 const MAX_THREADS: u64 = 1024;
 const MAX_REQUESTS: u64 = 1_000_000_000_000;
 const MAX_RATE: f64 = 100_000_000.0;
-const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
 const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 const MAX_PIPELINE: u64 = 1024;
 const MAX_MESSAGE_BYTES: u64 = 1 << 20;
 const DEFAULT_DURATION: Duration = Duration::from_secs(10);
-
-/// Flags of `sweetspot load`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct LoadArgs {
-    /// http://HOST:PORT/PATH, https://HOST:PORT/PATH (TLS) or tcp://HOST:PORT (echo protocol).
-    /// With --urls: optional, the http(s)://HOST:PORT of the file's path-only lines (no path).
-    #[arg(required_unless_present = "urls")]
-    pub target: Option<String>,
-    /// Send the requests of FILE, one per line, round robin on every connection: connection i
-    /// starts at line i mod n. A line: `[METHOD] URL [@BODYFILE] [H:Name: value]...`, the URL
-    /// a /path or http(s)://HOST:PORT/path (one scheme and host:port per file), METHOD GET if left out,
-    /// BODYFILE relative to FILE's directory; blank lines and `#` comments are skipped. Counts
-    /// and percentiles per line in the report (see the README).
-    #[arg(long, value_name = "FILE")]
-    pub urls: Option<std::path::PathBuf>,
-    /// Connections to keep open.
-    #[arg(short = 'c', long = "connections", default_value_t = 10)]
-    pub connections: u64,
-    /// Threads, each an event loop over its share of the connections [default: one per core].
-    #[arg(short = 't', long = "threads")]
-    pub threads: Option<u64>,
-    /// How long to run (e.g. 10s, 500ms, 2m) [default: 10s].
-    #[arg(short = 'd', long = "duration", conflicts_with = "requests")]
-    pub duration: Option<String>,
-    /// Send exactly this many requests in total, then stop.
-    #[arg(short = 'n', long = "requests")]
-    pub requests: Option<u64>,
-    /// Rate in requests/s over all connections, latency from intended send times: a number
-    /// (constant, over -d), FROM..TO (a linear ramp over -d, e.g. 100..5000) or steps
-    /// RATE@DUR,... (e.g. 1000@10s,2000@10s,4000@10s; a step may be FROM..TO@DUR; the run lasts
-    /// their sum, so -d is not needed). Plans report each step (a ramp: 10 slices) and whether
-    /// it held.
-    #[arg(
-        short = 'R',
-        long = "rate",
-        value_name = "RATE|FROM..TO|RATE@DUR,...",
-        conflicts_with = "requests",
-        allow_negative_numbers = true
-    )]
-    pub rate: Option<String>,
-    /// A request without a complete response after this long is a timeout.
-    #[arg(long, default_value = "2s")]
-    pub timeout: String,
-    /// Open a new connection for every request (https://: with its own TLS handshake, which
-    /// the report measures apart, with its share of the time waited).
-    #[arg(long)]
-    pub no_keepalive: bool,
-    /// https:// only: accept any certificate (self-signed, expired, another host's).
-    #[arg(short = 'k', long, conflicts_with = "cacert")]
-    pub insecure: bool,
-    /// https:// only: trust the CA certificates in this PEM file instead of the built-in
-    /// (Mozilla) roots.
-    #[arg(long, value_name = "FILE")]
-    pub cacert: Option<std::path::PathBuf>,
-    /// HTTP method.
-    #[arg(short = 'm', long = "method", default_value = "GET")]
-    pub method: String,
-    /// An extra request header "Name: value" (repeatable).
-    #[arg(short = 'H', long = "header")]
-    pub headers: Vec<String>,
-    /// Request body; @PATH reads it from a file.
-    #[arg(long)]
-    pub body: Option<String>,
-    /// Requests sent back to back on a connection before waiting for their responses.
-    #[arg(long, default_value_t = 1)]
-    pub pipeline: u64,
-    /// Bytes per echo query (tcp:// targets), the last one a newline.
-    #[arg(long = "message", value_name = "BYTES", default_value_t = 64)]
-    pub message: u64,
-    /// Write the report as JSON to PATH, or to stdout with "-".
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<String>,
-    /// How each thread waits and moves bytes: epoll (wrk's exact closed loop: one send and
-    /// one read per request; speaks https://) or uring (io_uring, less CPU per request: sends
-    /// submitted together per turn, receives completed into buffers, and under closed-loop load
-    /// a wait gathers most connections' responses for up to --gather; latency ends at the
-    /// kernel's arrival timestamp, and the report says how long responses waited and how many
-    /// requests the server had at once; http:// and tcp:// only).
-    #[arg(long, value_enum, default_value_t = Engine::Epoll)]
-    pub engine: Engine,
-    /// --engine uring: how long a wait may gather responses before handling them (e.g. 100us,
-    /// 1ms; 0 for none: one wakeup per response, as wrk) [default: 100us]. Longer saves CPU and
-    /// holds each connection's next request longer; the report says how long responses waited.
-    #[arg(long, value_name = "DURATION")]
-    pub gather: Option<String>,
-    /// Pin load threads to these CPUs, round robin (e.g. --pin 1 or --pin 0,1).
-    #[arg(long = "pin", value_name = "CPUS", value_delimiter = ',')]
-    pub pin: Vec<usize>,
-    /// Rate mode (-R): requests that fall due within DURATION of the first one due go out
-    /// together at its end, one wakeup for all of them, as wrk2 sends on its timer tick, when
-    /// a thread has at least two sends due per DURATION on average (fewer: each goes at its
-    /// own time), cut to 20 sends' worth at high rates (bigger bursts queue at the server);
-    /// 0: never, a timer armed per request [default: 1ms]. Latency is still
-    /// measured from each request's intended time, so the lateness is inside it: at most
-    /// DURATION, recorded in the report as `slack_us`. Over plain TCP with the epoll engine
-    /// a response ends at the kernel's stamp of its arrival, and a thread naps a quarter of
-    /// DURATION (at most 250us) between polls to read several at once (`stamps` in the report).
-    #[arg(long, value_name = "DURATION", requires = "rate")]
-    pub slack: Option<String>,
-    /// No human summary (JSON only, if asked for).
-    #[arg(short = 'q', long)]
-    pub quiet: bool,
-    /// Be worker I of N of a distributed run: take this worker's share of -c and of -R or -n
-    /// (shares add up exactly); merge the workers' JSON with `sweetspot merge`.
-    #[arg(long, value_name = "I/N")]
-    pub segment: Option<String>,
-    /// Wait until this wall-clock time (Unix seconds), then start; a late worker says by how much.
-    #[arg(long, value_name = "UNIX_TIME", conflicts_with = "start_in")]
-    pub start_at: Option<String>,
-    /// Wait this long (e.g. 5s), then start.
-    #[arg(long, value_name = "DURATION")]
-    pub start_in: Option<String>,
-    /// Write an HdrHistogram interval log (one histogram per interval, see --interval) to PATH.
-    #[arg(long, value_name = "PATH")]
-    pub hlog: Option<std::path::PathBuf>,
-    /// The time series' interval (at least 100ms): --json gets a "series" of one point per
-    /// interval, and --csv, --html and --hlog are written per interval [default: 1s].
-    #[arg(long, value_name = "DURATION")]
-    pub interval: Option<String>,
-    /// Write the time series as CSV to PATH: a header line, then one line per interval
-    /// (responses, errors by kind, p50/p90/p99/max latency).
-    #[arg(long, value_name = "PATH")]
-    pub csv: Option<std::path::PathBuf>,
-    /// Write one self-contained HTML page to PATH: latency (p50, p99, max) and throughput
-    /// (responses/s, errors/s) over time.
-    #[arg(long, value_name = "PATH")]
-    pub html: Option<std::path::PathBuf>,
-    /// Closed loop: open the measured window (-d long) only once every connection has been
-    /// answered once, or after DURATION whatever is still unanswered; connecting and the first
-    /// requests are not measured. The report's `cycle_rps` counts whole cycles either way.
-    #[arg(long, value_name = "DURATION", conflicts_with_all = ["requests", "rate"])]
-    pub settle: Option<String>,
-    /// Put a network path between the clients and the server (as root): the clients run in a
-    /// network namespace of their own and reach the server, on this machine's loopback, over
-    /// a path of this round trip, jitter, each connection's own link rate and loss, both ways:
-    /// rtt=50ms[,jitter=5ms][,rate=10mbit][,loss=0.5%]. The report gives the path, the
-    /// packets it carried and lost, and the TCP retransmissions on each side.
-    #[arg(long, value_name = "PATH")]
-    pub net: Option<String>,
-}
-
-/// Options of one run beyond what the engine needs: its place in a distributed run, when to
-/// start, and the interval log.
-#[derive(Debug, Clone, Default)]
-pub struct RunOptions {
-    pub segment: Option<SegmentRun>,
-    /// Start at this wall-clock time.
-    pub start_at: Option<std::time::SystemTime>,
-    pub hlog: Option<std::path::PathBuf>,
-    /// Record the time series with this interval (the report's `series`); `--hlog` records
-    /// it too, at 1 s when this is None.
-    pub series: Option<Duration>,
-}
-
-/// A segment of a distributed run: its description, and the whole run's connection count and
-/// rate, which the engine uses so the segment's connections keep their global send phases.
-#[derive(Debug, Clone)]
-pub struct SegmentRun {
-    pub info: segment::SegmentInfo,
-    pub first_connection: usize,
-    /// Rate mode with a plan: the whole run's plan (this worker's, in its config, is its share).
-    pub whole_plan: Option<RatePlan>,
-}
-
-impl RunOptions {
-    /// Validates the scale-out flags and narrows `config` (the whole run) to this segment.
-    pub fn from_args(args: &LoadArgs, config: &mut LoadConfig) -> anyhow::Result<RunOptions> {
-        let start_at = match (&args.start_at, &args.start_in) {
-            (Some(at), _) => Some(segment::parse_start_at(at).map_err(usage)?),
-            (None, Some(text)) => {
-                let wait = parse_duration(text).map_err(|e| usage(format!("--start-in: {e}")))?;
-                if wait > MAX_DURATION {
-                    return Err(usage("--start-in must be at most 7 days"));
-                }
-                Some(std::time::SystemTime::now() + wait)
-            }
-            (None, None) => None,
-        };
-        let segment = match &args.segment {
-            None => None,
-            Some(text) => {
-                let seg = segment::Segment::parse(text).map_err(usage)?;
-                Some(narrow_to_segment(config, seg)?)
-            }
-        };
-        let series = series_interval(args, config)?;
-        Ok(RunOptions {
-            segment,
-            start_at,
-            hlog: args.hlog.clone(),
-            series,
-        })
-    }
-}
-
-/// The time series' interval when an output needs the series (`--json`, `--csv`, `--html`,
-/// `--hlog`) or `--interval` is given; checked against its limits.
-fn series_interval(args: &LoadArgs, config: &LoadConfig) -> anyhow::Result<Option<Duration>> {
-    let wanted = args.interval.is_some()
-        || args.json.is_some()
-        || args.csv.is_some()
-        || args.html.is_some()
-        || args.hlog.is_some();
-    if !wanted {
-        return Ok(None);
-    }
-    let interval = match &args.interval {
-        Some(text) => parse_duration(text).map_err(|e| usage(format!("--interval: {e}")))?,
-        None => series::DEFAULT_INTERVAL,
-    };
-    if interval < series::MIN_INTERVAL || interval > series::MAX_INTERVAL {
-        return Err(usage(format!(
-            "--interval must be between {}ms and 1h",
-            series::MIN_INTERVAL.as_millis()
-        )));
-    }
-    if let Some(duration) = config.mode.duration() {
-        if series::interval_count(duration, interval) > series::MAX_INTERVALS {
-            return Err(usage(format!(
-                "--interval {} makes more than {} intervals of -d {}; choose a longer one",
-                args.interval.as_deref().unwrap_or("1s"),
-                series::MAX_INTERVALS,
-                args.duration.as_deref().unwrap_or("10s"),
-            )));
-        }
-    }
-    Ok(Some(interval))
-}
-
-/// Narrows a whole-run config to segment `seg`: its share of the connections and of `-n`, and
-/// in rate mode of the rate (`R * c_I / C`, so the rates add up to `R`).
-pub fn narrow_to_segment(
-    config: &mut LoadConfig,
-    seg: segment::Segment,
-) -> anyhow::Result<SegmentRun> {
-    let total_connections = config.connections as u64;
-    let connections = seg.share(total_connections);
-    if connections == 0 {
-        return Err(usage(format!(
-            "--segment {}/{}: -c {total_connections} leaves this worker no connection (use -c {} or more)",
-            seg.index, seg.count, seg.count
-        )));
-    }
-    let whole_plan = config.plan.clone();
-    let share = connections as f64 / total_connections as f64;
-    if let Some(plan) = &mut config.plan {
-        *plan = plan.scaled(share);
-    }
-    let (total_rate, total_requests, requests) = match &mut config.mode {
-        Mode::Rate { rate, .. } => {
-            let total = *rate;
-            *rate = match &config.plan {
-                Some(plan) => plan.mean_rate(),
-                None => total * share,
-            };
-            (Some(total), None, None)
-        }
-        Mode::Count { requests } => {
-            let total = *requests;
-            let mine = seg.share(total);
-            if mine == 0 {
-                return Err(usage(format!(
-                    "--segment {}/{}: -n {total} leaves this worker no request (use -n {} or more)",
-                    seg.index, seg.count, seg.count
-                )));
-            }
-            *requests = mine;
-            (None, Some(total), Some(mine))
-        }
-        Mode::Closed { .. } => (None, None, None),
-    };
-    config.connections = connections as usize;
-    config.threads = config.threads.min(config.connections);
-    Ok(SegmentRun {
-        info: segment::SegmentInfo {
-            index: seg.index,
-            count: seg.count,
-            connections,
-            total_connections,
-            total_rate,
-            total_requests,
-            requests,
-            host: segment::host_name(),
-            cores: default_threads(),
-            plan: whole_plan.as_ref().map(|p| p.to_string()),
-        },
-        first_connection: seg.first(total_connections) as usize,
-        whole_plan,
-    })
-}
 
 /// How long a wait gathers responses by default (`--gather`). Under closed-loop or count load a
 /// wait gathers a batch (the ring engine's batch size) for up to this window, then returns with what has come
@@ -356,26 +66,6 @@ pub struct TlsOptions {
     pub insecure: bool,
     /// Trust the CA certificates in this PEM file instead of the built-in roots.
     pub cacert: Option<std::path::PathBuf>,
-}
-
-/// How the engine's threads wait for their sockets and move bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Engine {
-    /// epoll through mio.
-    #[default]
-    Epoll,
-    /// io_uring.
-    Uring,
-}
-
-impl Engine {
-    pub fn name(self) -> &'static str {
-        match self {
-            Engine::Epoll => "epoll",
-            Engine::Uring => "uring",
-        }
-    }
 }
 
 /// How a run decides what to send and when to stop.
@@ -782,7 +472,7 @@ impl LoadConfig {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use clap::Parser;
 
@@ -792,7 +482,7 @@ mod tests {
         args: LoadArgs,
     }
 
-    fn config(line: &str) -> anyhow::Result<LoadConfig> {
+    pub(crate) fn config(line: &str) -> anyhow::Result<LoadConfig> {
         let argv = std::iter::once("load").chain(line.split_whitespace());
         let cli = Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!("{e}"))?;
         LoadConfig::from_args(&cli.args)
@@ -1019,23 +709,5 @@ mod tests {
         built.set_plan(ramp.plan.clone().unwrap());
         built.validate().unwrap();
         assert_eq!(built.mode, ramp.mode);
-    }
-
-    #[test]
-    fn a_segment_takes_its_share_of_every_step() {
-        let mut c = config("http://h/ -c 4 -R 200@1s,400@1s").unwrap();
-        let seg = narrow_to_segment(&mut c, segment::Segment { index: 1, count: 4 }).unwrap();
-        assert_eq!(c.plan.as_ref().unwrap().to_string(), "50@1s,100@1s");
-        assert_eq!(
-            c.mode,
-            Mode::Rate {
-                rate: 75.0,
-                duration: Duration::from_secs(2)
-            }
-        );
-        assert_eq!(seg.info.total_rate, Some(300.0));
-        assert_eq!(seg.info.plan.as_deref(), Some("200@1s,400@1s"));
-        assert_eq!(seg.whole_plan.unwrap().to_string(), "200@1s,400@1s");
-        c.validate().unwrap();
     }
 }

@@ -6,10 +6,12 @@
 //! command line's output. The tree follows a run: [`source`] and [`config`], the [`engine`],
 //! [`stats`], [`output`], and [`scaleout`] for distributed runs.
 
+pub mod args;
 pub mod config;
 pub mod engine;
 pub mod error;
 pub mod output;
+pub mod run_options;
 pub mod scaleout;
 pub mod source;
 pub mod stats;
@@ -20,12 +22,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-pub use config::{
-    default_threads, narrow_to_segment, Engine, LoadArgs, LoadConfig, Mode, RunOptions, SegmentRun,
-    TlsOptions,
-};
+pub use args::LoadArgs;
+pub use config::{default_threads, Engine, LoadConfig, Mode, TlsOptions};
 pub use error::{FailureKind, FramingError};
 pub use output::report::LoadReport;
+pub use run_options::{narrow_to_segment, RunOptions, SegmentRun};
 pub use source::plan::RatePlan;
 pub use source::urls::{read_url_file, UrlList};
 pub use stats::{ErrorCounts, LatencyKey, LatencySummary, LowerBounds, SATURATED_BUSY_FRACTION};

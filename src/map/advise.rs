@@ -15,7 +15,9 @@ use super::spec::{work_route, CellSpec, MapSpec, WaitMode};
 use super::store::Store;
 use crate::arch::Arch;
 use crate::lab::probe::{sum_cpu, Members};
+use crate::lab::Machine;
 use crate::render::units::{duration_us, percent, thousands, wall_time};
+use crate::search::flags::SearchFlags;
 use crate::units::duration_ms;
 use crate::usage;
 
@@ -45,12 +47,6 @@ pub struct AdviseArgs {
     /// The wait blocks the thread that runs the request (a synchronous driver).
     #[arg(long)]
     pub blocking_wait: bool,
-    /// Concurrent users (connections, closed loop).
-    #[arg(long)]
-    pub concurrency: u32,
-    /// The p99 a recommendation must meet.
-    #[arg(long, default_value = "1s")]
-    pub p99: String,
     /// Candidate architectures, comma-separated [default: all].
     #[arg(long, value_delimiter = ',')]
     pub archs: Vec<String>,
@@ -60,21 +56,14 @@ pub struct AdviseArgs {
     /// The running server's process id (its descendants count too).
     #[arg(long)]
     pub pid: Option<i32>,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
-    /// Check the answer against a full measurement of the same workload: every architecture
-    /// at the pool the search chose for it and at its default, 3 s each (or three cycles),
-    /// ranked the same way; says whether the pick is inside the best's spread.
-    #[arg(long)]
-    pub verify: bool,
     /// Where the points go [default: a temporary directory, removed after].
     #[arg(short, long)]
     pub out: Option<PathBuf>,
-    /// Clients across a network path, as root: rtt=50ms[,jitter=5ms][,rate=10mbit][,loss=0.5%]
-    /// (see `load --net`); every cycle, and the bound, then hold the round trip.
-    #[arg(long, value_name = "PATH")]
-    pub net: Option<String>,
+    /// The connections, the bound, the path (every cycle, and the bound, then hold its round
+    /// trip); `--verify` measures every architecture at the pool the search chose for it and
+    /// at its default, 3 s each (or three cycles), ranked the same way.
+    #[command(flatten)]
+    pub search: SearchFlags,
 }
 
 /// A running server's profile, and what of it was measured.
@@ -152,121 +141,91 @@ fn workload_of(args: &AdviseArgs) -> anyhow::Result<(f64, f64, Option<Profile>)>
     Ok((cpu_us, wait_ms, profile))
 }
 
-/// Runs `sweetspot advise`.
+/// `advise`'s arguments, checked: the one cell to search, and how to answer.
+pub struct AdviseConfig {
+    pub spec: MapSpec,
+    pub cell: CellSpec,
+    pub profile: Option<Profile>,
+    pub dist: String,
+    pub cv: Option<f64>,
+    pub json: bool,
+    /// Where the points go; `None`: a temporary directory, removed after.
+    pub out: Option<PathBuf>,
+}
+
+impl AdviseConfig {
+    /// Checks every flag (a usage error, exit 2, names the flag) and profiles the running
+    /// server of `--from`.
+    pub fn from_args(args: &AdviseArgs) -> anyhow::Result<AdviseConfig> {
+        let p99_bound_ms = args.search.p99_bound_ms()?;
+        let archs = archs_of(args)?;
+        let concurrency = args.search.concurrency()?;
+        if !["const", "exp", "lognormal"].contains(&args.dist.as_str()) {
+            return Err(usage(format!(
+                "--dist {:?}: const, exp or lognormal",
+                args.dist
+            )));
+        }
+        let (cpu_us, wait_ms, profile) = workload_of(args)?;
+        let wait = if args.blocking_wait {
+            WaitMode::Blocking
+        } else {
+            WaitMode::Async
+        };
+        // /work takes whole microseconds of CPU and of wait.
+        let cpu_us = cpu_us.round();
+        let wait_ms = (wait_ms * 1000.0).round() / 1000.0;
+        let route = work_route(cpu_us, wait_ms, wait, Some(args.dist.as_str()), args.cv);
+        let spec = MapSpec {
+            name: "advise".into(),
+            description: String::new(),
+            archs,
+            cpu_us: vec![cpu_us],
+            ratios: vec![wait_ms * 1000.0 / cpu_us],
+            concurrency: vec![concurrency],
+            waits: vec![wait],
+            dist: (args.dist != "const").then(|| args.dist.clone()),
+            cv: args.cv,
+            p99_bound_ms,
+            base: "200ms".into(),
+            rounds: 3,
+            max_pool: concurrency.clamp(1024, 4096),
+            warmup: "0s".into(),
+            verify: args.search.verify,
+            net: args.search.net()?,
+            rtt_ms: Vec::new(),
+        };
+        let rtt_ms = spec.rtts()[0];
+        let cell = CellSpec {
+            wait,
+            ratio: spec.ratios[0],
+            concurrency,
+            cpu_us,
+            wait_ms,
+            rtt_ms,
+            net: spec.net_at(rtt_ms),
+            route,
+            key: "advise".into(),
+        };
+        Ok(AdviseConfig {
+            spec,
+            cell,
+            profile,
+            dist: args.dist.clone(),
+            cv: args.cv,
+            json: args.search.json,
+            out: args.out.clone(),
+        })
+    }
+}
+
+/// Runs `sweetspot advise`: the flags to a config, the search, the answer.
 pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let p99_bound_ms = duration_ms("p99", &args.p99)?;
-    let archs = archs_of(&args)?;
-    if !(1..=10_000).contains(&args.concurrency) {
-        return Err(usage("--concurrency: from 1 to 10000"));
-    }
-    if !["const", "exp", "lognormal"].contains(&args.dist.as_str()) {
-        return Err(usage(format!(
-            "--dist {:?}: const, exp or lognormal",
-            args.dist
-        )));
-    }
-    let (cpu_us, wait_ms, profile) = workload_of(&args)?;
-    let wait = if args.blocking_wait {
-        WaitMode::Blocking
-    } else {
-        WaitMode::Async
-    };
-    // /work takes whole microseconds of CPU and of wait.
-    let cpu_us = cpu_us.round();
-    let wait_ms = (wait_ms * 1000.0).round() / 1000.0;
-    let route = work_route(cpu_us, wait_ms, wait, Some(args.dist.as_str()), args.cv);
-    let spec = MapSpec {
-        name: "advise".into(),
-        description: String::new(),
-        archs,
-        cpu_us: vec![cpu_us],
-        ratios: vec![wait_ms * 1000.0 / cpu_us],
-        concurrency: vec![args.concurrency],
-        waits: vec![wait],
-        dist: (args.dist != "const").then(|| args.dist.clone()),
-        cv: args.cv,
-        p99_bound_ms,
-        base: "200ms".into(),
-        rounds: 3,
-        max_pool: args.concurrency.clamp(1024, 4096),
-        warmup: "0s".into(),
-        verify: args.verify,
-        net: crate::net::net_option(args.net.as_deref(), None)?,
-        rtt_ms: Vec::new(),
-    };
-    let rtt_ms = spec.rtts()[0];
-    let cell = CellSpec {
-        wait,
-        ratio: spec.ratios[0],
-        concurrency: args.concurrency,
-        cpu_us,
-        wait_ms,
-        rtt_ms,
-        net: spec.net_at(rtt_ms),
-        route: route.clone(),
-        key: "advise".into(),
-    };
-    crate::os::check_file_limit(
-        u64::from(args.concurrency),
-        &format!("concurrency = {}", args.concurrency),
-    )?;
-    let scratch = args.out.clone().unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("sweetspot-advise-{}", std::process::id()))
-    });
-    let options = super::lab_options()?;
-    let mut store = Store::open(&scratch)?;
+    let config = AdviseConfig::from_args(&args)?;
     let machine = crate::lab::results::Machine::detect();
+    let (advice, every_point_failed) = advise(&config, &machine)?;
     let cores = machine.cores.max(1);
-    let mut progress = Progress::new(1, store.len(), false);
-    let outcome = round_trip(
-        &spec,
-        cpu_us,
-        rtt_ms,
-        &options,
-        &machine,
-        &mut store,
-        &mut progress,
-    )
-    .and_then(|round_trip| {
-        search_cell(
-            &spec,
-            &cell,
-            round_trip,
-            &options,
-            &machine,
-            &mut store,
-            &mut progress,
-        )
-    });
-    progress.finish();
-    let _ = std::fs::remove_dir_all(&options.scratch_dir);
-    let points = store.len();
-    let every_point_failed = store.every_point_failed();
-    if args.out.is_none() {
-        let _ = std::fs::remove_dir_all(&scratch);
-    }
-    let Some((outcome, verify)) = outcome else {
-        anyhow::bail!("interrupted");
-    };
-    let advice = Advice {
-        cpu_us,
-        wait_ms,
-        dist: args.dist.clone(),
-        cv: args.cv,
-        wait,
-        concurrency: args.concurrency,
-        p99_bound_ms,
-        route,
-        profile,
-        full_grid_points: cell_of(&spec, &cell, cores, &[]).full_grid_points(),
-        outcome,
-        points_measured: points,
-        wall_s: started.elapsed().as_secs_f64(),
-        verify,
-        net: crate::net::spec_of(spec.net.as_deref()).map(|n| n.describe()),
-    };
-    if args.json {
+    if config.json {
         crate::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&advice)?))?;
     } else {
         crate::print_stdout(&text(&advice, cores))?;
@@ -275,6 +234,68 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
         anyhow::bail!("{cause}");
     }
     Ok(())
+}
+
+/// Searches the config's cell on live servers: the advice, and the cause when every point
+/// failed. An error when interrupted.
+fn advise(config: &AdviseConfig, machine: &Machine) -> anyhow::Result<(Advice, Option<String>)> {
+    let started = Instant::now();
+    let (spec, cell) = (&config.spec, &config.cell);
+    let scratch = config.out.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("sweetspot-advise-{}", std::process::id()))
+    });
+    let options = super::lab_options()?;
+    let mut store = Store::open(&scratch)?;
+    let cores = machine.cores.max(1);
+    let mut progress = Progress::new(1, store.len(), false);
+    let outcome = round_trip(
+        spec,
+        cell.cpu_us,
+        cell.rtt_ms,
+        &options,
+        machine,
+        &mut store,
+        &mut progress,
+    )
+    .and_then(|round_trip| {
+        search_cell(
+            spec,
+            cell,
+            round_trip,
+            &options,
+            machine,
+            &mut store,
+            &mut progress,
+        )
+    });
+    progress.finish();
+    let _ = std::fs::remove_dir_all(&options.scratch_dir);
+    let points = store.len();
+    let every_point_failed = store.every_point_failed();
+    if config.out.is_none() {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+    let Some((outcome, verify)) = outcome else {
+        anyhow::bail!("interrupted");
+    };
+    let advice = Advice {
+        cpu_us: cell.cpu_us,
+        wait_ms: cell.wait_ms,
+        dist: config.dist.clone(),
+        cv: config.cv,
+        wait: cell.wait,
+        concurrency: cell.concurrency,
+        p99_bound_ms: spec.p99_bound_ms,
+        route: cell.route.clone(),
+        profile: config.profile.clone(),
+        full_grid_points: cell_of(spec, cell, cores, &[]).full_grid_points(),
+        outcome,
+        points_measured: points,
+        wall_s: started.elapsed().as_secs_f64(),
+        verify,
+        net: crate::net::spec_of(spec.net.as_deref()).map(|n| n.describe()),
+    };
+    Ok((advice, every_point_failed))
 }
 
 /// The advice in words.

@@ -5,6 +5,7 @@
 //! and the live adapter ([`live`]) that answers a point from the store or measures it in the
 //! lab. Written here, not taken from a crate: the search over live servers is the product.
 
+pub mod flags;
 pub mod knob;
 pub mod live;
 pub mod rank;

@@ -25,6 +25,7 @@ use crate::lab::plan::{
 use crate::lab::results::{utc_timestamp, Machine};
 use crate::lab::LabOptions;
 use crate::lab::PointResult;
+use crate::search::flags::SearchFlags;
 use crate::search::live::Origin;
 use crate::search::rank::Level;
 use crate::search::sample_of;
@@ -70,14 +71,6 @@ pub struct TuneArgs {
         hide_default_value = true
     )]
     pub url: String,
-    /// Concurrent connections (closed loop).
-    #[arg(
-        long,
-        required_unless_present = "resume",
-        default_value_t = 0,
-        hide_default_value = true
-    )]
-    pub concurrency: u32,
     /// A fixed rate, requests a second, instead of the closed loop (the p99 then decides).
     #[arg(long, conflicts_with = "plan")]
     pub rate: Option<f64>,
@@ -91,9 +84,6 @@ pub struct TuneArgs {
     /// names the warm-up's request and the port's ready check).
     #[arg(long)]
     pub urls: Option<PathBuf>,
-    /// The p99 a configuration must meet.
-    #[arg(long, default_value = "1s")]
-    pub p99: String,
     /// The range of {workers}, e.g. 1..16.
     #[arg(long)]
     pub workers: Option<String>,
@@ -115,26 +105,19 @@ pub struct TuneArgs {
     /// Seconds to wait for the server to open its port.
     #[arg(long, default_value = "30s")]
     pub ready_timeout: String,
-    /// Also measure every configuration of the ranges, 3 times each, and say whether the pick
-    /// is inside the grid best's spread.
-    #[arg(long)]
-    pub verify: bool,
     /// Output directory [default: results/tune-<timestamp>].
     #[arg(short, long)]
     pub out: Option<PathBuf>,
-    /// Print the results as JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
-    /// A network path between the load generator and the server, as root:
-    /// rtt=50ms[,jitter=5ms][,rate=10mbit][,loss=0.5%] (see `load --net`).
-    #[arg(long, value_name = "PATH")]
-    #[serde(default)]
-    pub net: Option<String>,
     /// Finish an interrupted run in DIR (its own arguments, saved there; points already
     /// measured are not measured again).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["cmd", "url", "concurrency", "out"])]
     #[serde(skip)]
     pub resume: Option<PathBuf>,
+    /// The connections, the bound, the path; `--verify` measures every configuration of the
+    /// ranges 3 times.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub search: SearchFlags,
 }
 
 /// The file a run's arguments are saved in, inside its directory (for `--resume`).
@@ -212,28 +195,130 @@ pub struct TuneResults {
     pub verify: Option<search::GridCheck>,
 }
 
+/// `tune`'s arguments, checked once: the knobs, the URL, the load, the bound and where the
+/// results go. Nothing runs before it is whole.
+pub struct TuneConfig {
+    /// The arguments as given (saved in the run's directory, for `--resume`).
+    pub args: TuneArgs,
+    pub knobs: Vec<Knob>,
+    /// `--url`'s scheme and authority, and its path.
+    pub base: String,
+    pub route: String,
+    pub concurrency: u32,
+    pub p99_bound_ms: f64,
+    pub duration_s: f64,
+    pub warmup_s: f64,
+    pub ready_s: f64,
+    /// `--plan`'s mean rate (the setup's `rate`; the plan itself is the workload's).
+    pub plan_rate: Option<f64>,
+    /// `--urls`, made absolute.
+    pub urls: Option<String>,
+    /// `--default`'s values.
+    pub default: Option<Vec<u32>>,
+    pub out: PathBuf,
+    /// The wall time the run this one resumes had taken.
+    pub previous_wall_s: f64,
+}
+
+impl TuneConfig {
+    /// Checks every flag (a usage error, exit 2, names the flag); `--resume DIR` reads the
+    /// arguments saved there.
+    pub fn from_args(args: TuneArgs) -> anyhow::Result<TuneConfig> {
+        let (args, previous_wall_s) = match &args.resume {
+            Some(dir) => resume_from(dir)?,
+            None => (args, 0.0),
+        };
+        let knobs = spec::knobs_of(
+            &args.cmd,
+            args.workers.as_deref(),
+            args.threads.as_deref(),
+            &args.knob,
+        )?;
+        let (base, route) = spec::split_url(&args.url)?;
+        args.search.net()?;
+        let p99_bound_ms = args.search.p99_bound_ms()?;
+        let duration_s = crate::units::duration_ms("duration", &args.duration)? / 1000.0;
+        if !(0.1..=600.0).contains(&duration_s) {
+            return Err(usage("--duration: from 100ms to 10m"));
+        }
+        let warmup_s = crate::units::duration_ms("warmup", &args.warmup)? / 1000.0;
+        let ready_s = crate::units::duration_ms("ready-timeout", &args.ready_timeout)? / 1000.0;
+        let concurrency = args.search.concurrency()?;
+        if args.rate.is_some_and(|r| !(r > 0.0 && r <= 10_000_000.0)) {
+            return Err(usage("--rate: above 0, up to 10,000,000 a second"));
+        }
+        let plan_rate = args
+            .plan
+            .as_deref()
+            .map(|text| {
+                let whole = std::time::Duration::from_secs_f64(duration_s);
+                crate::load::RatePlan::parse(text, None, whole)
+                    .map(|p| p.mean_rate())
+                    .map_err(|e| usage(format!("--plan {}: {e}", text.trim())))
+            })
+            .transpose()?;
+        let urls = args
+            .urls
+            .as_deref()
+            .map(|file| {
+                crate::lab::plan::check_path_list(file).map_err(usage)?;
+                std::path::absolute(file)
+                    .map(|p| p.display().to_string())
+                    .map_err(|e| usage(format!("--urls {}: {e}", file.display())))
+            })
+            .transpose()?;
+        let default = args
+            .default
+            .as_deref()
+            .map(|d| spec::parse_default(d, &knobs))
+            .transpose()?;
+        let out = args
+            .out
+            .clone()
+            .unwrap_or_else(|| crate::lab::results::default_out_dir("tune"));
+        Ok(TuneConfig {
+            args,
+            knobs,
+            base,
+            route,
+            concurrency,
+            p99_bound_ms,
+            duration_s,
+            warmup_s,
+            ready_s,
+            plan_rate,
+            urls,
+            default,
+            out,
+            previous_wall_s,
+        })
+    }
+
+    /// The configuration measured first: `--default`, or each knob's lowest, in its range.
+    fn start(&self) -> Vec<u32> {
+        let start = self
+            .default
+            .clone()
+            .unwrap_or_else(|| self.knobs.iter().map(|k| k.lo).collect());
+        start
+            .iter()
+            .zip(&self.knobs)
+            .map(|(v, k)| (*v).clamp(k.lo, k.hi))
+            .collect()
+    }
+}
+
 /// The user's server at one configuration, measured live.
 struct Live<'a> {
-    args: &'a TuneArgs,
-    knobs: &'a [Knob],
-    base: String,
-    route: String,
-    /// `--plan`'s mean rate (the experiment's `rate`; the plan itself is the workload's).
-    plan_rate: Option<f64>,
-    /// `--urls`, made absolute.
-    urls: Option<String>,
-    /// The closed loop whatever --rate or --plan say (the profile at one connection).
-    closed: bool,
-    p99_bound_ms: f64,
-    duration_s: f64,
-    warmup_s: f64,
-    ready_s: f64,
+    config: &'a TuneConfig,
+    /// The connections and the loop of the points measured now (the profile's: one, closed).
     concurrency: u32,
+    closed: bool,
     machine: &'a Machine,
     options: &'a LabOptions,
     done: usize,
     /// The last point's full result (the profile reads its mean latency).
-    last: Option<crate::lab::results::PointResult>,
+    last: Option<PointResult>,
     /// Finished points, on disk (answered from there on `--resume`).
     store: Store<PointResult>,
     /// How each configuration's requests failed, where over 1% did.
@@ -244,21 +329,22 @@ impl Live<'_> {
     /// The point one configuration is: the user's command with the knobs' values, its URL
     /// and request, the load (closed loop, or --rate / --plan), the path.
     fn plan(&self, values: &[u32]) -> PointPlan {
-        let mut setup = Setup::closed(self.duration_s, self.warmup_s);
-        if let Some(rate) = self.args.rate.or(self.plan_rate).filter(|_| !self.closed) {
+        let c = self.config;
+        let mut setup = Setup::closed(c.duration_s, c.warmup_s);
+        if let Some(rate) = c.args.rate.or(c.plan_rate).filter(|_| !self.closed) {
             setup.mode = LoadMode::Rate;
             setup.rate = Some(rate);
         }
-        setup.timeout = (self.p99_bound_ms / 1000.0 * 2.0).max(2.0);
-        setup.net = crate::net::spec_of(self.args.net.as_deref());
-        let mut workload = Workload::get("tune", &self.route);
-        workload.plan = self.args.plan.clone().filter(|_| !self.closed);
-        workload.urls = self.urls.clone();
+        setup.timeout = (c.p99_bound_ms / 1000.0 * 2.0).max(2.0);
+        setup.net = crate::net::spec_of(c.args.search.net.as_deref());
+        let mut workload = Workload::get("tune", &c.route);
+        workload.plan = c.args.plan.clone().filter(|_| !self.closed);
+        workload.urls = c.urls.clone();
         let server = ExternalTarget {
             name: "tune".into(),
-            command: spec::command_at(&self.args.cmd, self.knobs, values),
-            url: self.base.clone(),
-            ready_timeout: Some(self.ready_s),
+            command: spec::command_at(&c.args.cmd, &c.knobs, values),
+            url: c.base.clone(),
+            ready_timeout: Some(c.ready_s),
             workloads: None,
             cpu_command: None,
             workers: Vec::new(),
@@ -313,7 +399,7 @@ impl Measure<Run> for Live<'_> {
         }
         eprintln!(
             "tune: {} #{}: {:.1} req/s, p99 {}{failure}{saved}",
-            spec::label(self.knobs, values),
+            spec::label(&self.config.knobs, values),
             rep + 1,
             sample.rps,
             crate::render::units::duration_us(sample.p99_us),
@@ -323,107 +409,18 @@ impl Measure<Run> for Live<'_> {
     }
 }
 
-/// Runs `sweetspot tune`.
+/// Runs `sweetspot tune`: the flags to a config, the measurement, the results written.
 pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    let (args, previous_wall_s) = match &args.resume {
-        Some(dir) => resume_from(dir)?,
-        None => (args, 0.0),
-    };
-    let knobs = spec::knobs_of(
-        &args.cmd,
-        args.workers.as_deref(),
-        args.threads.as_deref(),
-        &args.knob,
-    )?;
-    let (base, route) = spec::split_url(&args.url)?;
-    crate::net::net_option(args.net.as_deref(), None)?;
-    let p99_bound_ms = crate::units::duration_ms("p99", &args.p99)?;
-    let duration_s = crate::units::duration_ms("duration", &args.duration)? / 1000.0;
-    if !(0.1..=600.0).contains(&duration_s) {
-        return Err(usage("--duration: from 100ms to 10m"));
-    }
-    if p99_bound_ms <= 0.0 {
-        return Err(usage("--p99: above 0"));
-    }
-    let warmup_s = crate::units::duration_ms("warmup", &args.warmup)? / 1000.0;
-    let ready_s = crate::units::duration_ms("ready-timeout", &args.ready_timeout)? / 1000.0;
-    if !(1..=10_000).contains(&args.concurrency) {
-        return Err(usage("--concurrency: from 1 to 10000"));
-    }
-    if args.rate.is_some_and(|r| !(r > 0.0 && r <= 10_000_000.0)) {
-        return Err(usage("--rate: above 0, up to 10,000,000 a second"));
-    }
-    let plan_rate = args
-        .plan
-        .as_deref()
-        .map(|text| {
-            crate::load::RatePlan::parse(text, None, std::time::Duration::from_secs_f64(duration_s))
-                .map(|p| p.mean_rate())
-                .map_err(|e| usage(format!("--plan {}: {e}", text.trim())))
-        })
-        .transpose()?;
-    let urls = args
-        .urls
-        .as_deref()
-        .map(|file| {
-            crate::lab::plan::check_path_list(file).map_err(usage)?;
-            std::path::absolute(file)
-                .map(|p| p.display().to_string())
-                .map_err(|e| usage(format!("--urls {}: {e}", file.display())))
-        })
-        .transpose()?;
-    let default = args
-        .default
-        .as_deref()
-        .map(|d| spec::parse_default(d, &knobs))
-        .transpose()?;
-    crate::os::check_file_limit(
-        u64::from(args.concurrency),
-        &format!("concurrency = {}", args.concurrency),
-    )?;
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| crate::lab::results::default_out_dir("tune"));
-    std::fs::create_dir_all(&out).map_err(|e| usage(format!("--out {}: {e}", out.display())))?;
-    if args.resume.is_none() {
-        if out.join(ARGS_FILE).exists() {
-            return Err(usage(format!(
-                "{} holds a tune run already: `sweetspot tune --resume {}` continues it",
-                out.display(),
-                out.display()
-            )));
-        }
-        // Saved as they will be read back: the output directory and the URL list absolute.
-        let saved = TuneArgs {
-            out: Some(std::path::absolute(&out)?),
-            urls: urls.clone().map(PathBuf::from),
-            ..args.clone()
-        };
-        std::fs::write(out.join(ARGS_FILE), serde_json::to_string_pretty(&saved)?)
-            .with_context(|| format!("writing {}", out.join(ARGS_FILE).display()))?;
-    }
-    let store = Store::open(&out)?;
+    let config = TuneConfig::from_args(args)?;
+    prepare_out(&config)?;
+    let store = Store::open(&config.out)?;
     let options = LabOptions::here("tune", crate::os::stop_on_signals()?)?;
-    if args.cmd.contains("{peers}") {
-        crate::lab::peers::write_files(&options.scratch_dir)?;
-    }
     let machine = Machine::detect();
-    let cores = machine.cores.max(1);
     let mut live = Live {
-        args: &args,
-        knobs: &knobs,
-        base,
-        route,
-        plan_rate,
-        urls,
+        config: &config,
+        concurrency: config.concurrency,
         closed: false,
-        p99_bound_ms,
-        duration_s,
-        warmup_s,
-        ready_s,
-        concurrency: args.concurrency,
         machine: &machine,
         options: &options,
         done: 0,
@@ -431,30 +428,74 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         store,
         causes: Default::default(),
     };
-    // The first configuration is checked before the search: a command that never opens its
-    // port is one line, not a search of failures.
-    let start: Vec<u32> = default
-        .clone()
-        .unwrap_or_else(|| knobs.iter().map(|k| k.lo).collect());
-    let start: Vec<u32> = start
-        .iter()
-        .zip(&knobs)
-        .map(|(v, k)| (*v).clamp(k.lo, k.hi))
-        .collect();
-    let p99_bound_us = p99_bound_ms * 1000.0;
+    let outcome = if config.args.cmd.contains("{peers}") {
+        crate::lab::peers::write_files(&options.scratch_dir).map(|_| ())
+    } else {
+        Ok(())
+    }
+    .and_then(|()| tune(&config, &mut live));
+    let _ = std::fs::remove_dir_all(&options.scratch_dir);
+    let mut results = outcome?;
+    results.wall_s = config.previous_wall_s + started.elapsed().as_secs_f64();
+    write(&config, &results)?;
+    let out = config.out.display();
+    if let Some(cause) = every_configuration_failed(&results, &live.causes) {
+        anyhow::bail!("{cause}; results in {out}");
+    }
+    if results.interrupted {
+        anyhow::bail!(
+            "interrupted: {} points saved; `sweetspot tune --resume {out}` continues",
+            live.store.len(),
+        );
+    }
+    Ok(())
+}
+
+/// Makes the run's directory and saves its arguments there, as they will be read back (the
+/// directory and the URL list absolute); a new run in a directory that holds one is refused.
+fn prepare_out(config: &TuneConfig) -> anyhow::Result<()> {
+    let out = &config.out;
+    std::fs::create_dir_all(out).map_err(|e| usage(format!("--out {}: {e}", out.display())))?;
+    if config.args.resume.is_some() {
+        return Ok(());
+    }
+    if out.join(ARGS_FILE).exists() {
+        return Err(usage(format!(
+            "{} holds a tune run already: `sweetspot tune --resume {}` continues it",
+            out.display(),
+            out.display()
+        )));
+    }
+    let saved = TuneArgs {
+        out: Some(std::path::absolute(out)?),
+        urls: config.urls.clone().map(PathBuf::from),
+        ..config.args.clone()
+    };
+    std::fs::write(out.join(ARGS_FILE), serde_json::to_string_pretty(&saved)?)
+        .with_context(|| format!("writing {}", out.join(ARGS_FILE).display()))
+}
+
+/// The measurement: the first configuration (a command that never opens its port is one
+/// line, not a search of failures), the search, the profile and the rules beside its pick,
+/// and with `--verify` the full grid.
+fn tune(config: &TuneConfig, live: &mut Live) -> anyhow::Result<TuneResults> {
+    let (knobs, args) = (&config.knobs, &config.args);
+    let cores = live.machine.cores.max(1);
+    let start = config.start();
+    let p99_bound_us = config.p99_bound_ms * 1000.0;
     let mut measured = Measured::default();
     let mut results = TuneResults {
         version: 1,
         command: args.cmd.clone(),
         url: args.url.clone(),
         knobs: knobs.clone(),
-        concurrency: args.concurrency,
+        concurrency: config.concurrency,
         rate: args.rate,
         plan: args.plan.clone(),
-        urls: live.urls.clone(),
-        p99_bound_ms,
-        duration_s,
-        machine: machine.clone(),
+        urls: config.urls.clone(),
+        p99_bound_ms: config.p99_bound_ms,
+        duration_s: config.duration_s,
+        machine: live.machine.clone(),
         started: utc_timestamp(),
         wall_s: 0.0,
         interrupted: false,
@@ -462,41 +503,40 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         passes: 0,
         measured: Vec::new(),
         points_measured: 0,
-        grid_points: search::grid_points(&knobs),
+        grid_points: search::grid_points(knobs),
         profile: None,
         rules: Vec::new(),
         verify: None,
     };
-    let first = measured.level(&mut live, &start, 1, p99_bound_us);
+    let first = measured.level(live, &start, 1, p99_bound_us);
     if let (Some(_), Some(r)) = (&first, &live.last) {
         if let Some(failure) = r.failure.as_deref().filter(|_| !r.ok) {
-            let _ = std::fs::remove_dir_all(&options.scratch_dir);
             // Nothing ran: no run to resume.
-            let _ = std::fs::remove_file(out.join(ARGS_FILE));
-            let _ = std::fs::remove_file(out.join(crate::search::store::POINTS_FILE));
+            let _ = std::fs::remove_file(config.out.join(ARGS_FILE));
+            let _ = std::fs::remove_file(config.out.join(crate::search::store::POINTS_FILE));
             return Err(usage(format!(
                 "the server at {} did not run: {}",
-                spec::label(&knobs, &start),
+                spec::label(knobs, &start),
                 failure.lines().next().unwrap_or(failure)
             )));
         }
     }
     let mut found =
-        first.and_then(|_| search::search(&knobs, &start, p99_bound_us, &mut measured, &mut live));
+        first.and_then(|_| search::search(knobs, &start, p99_bound_us, &mut measured, live));
     if let Some(found) = found.as_mut() {
         results.passes = found.passes;
-        results.profile = profile(&mut live, &start, cores);
-        results.rules = rules(
-            &knobs,
+        results.profile = profile(live, &start, cores);
+        let beside = rules(
+            knobs,
             found,
-            default.as_deref(),
+            config.default.as_deref(),
             results.profile.as_ref(),
             cores,
             p99_bound_us,
             &mut measured,
-            &mut live,
-        )
-        .unwrap_or_default();
+            live,
+        );
+        results.rules = beside.unwrap_or_default();
         // A rule that missed for failed requests says how they failed.
         for rule in &mut results.rules {
             if let (Some(why), Some(cause)) =
@@ -506,58 +546,50 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
             }
         }
     }
-    results.pick = found.clone();
     // The search's points, the rules' and the profile's; not the grid's.
     results.points_measured = live.done;
-    if args.verify {
-        if let Some(found) = &found {
-            eprintln!(
-                "tune: verifying against the full grid: {} points",
-                results.grid_points
-            );
-            results.verify =
-                search::check_against_grid(&knobs, &found.pick, p99_bound_us, 100, &mut live);
-        }
+    if let Some(found) = found.as_ref().filter(|_| args.search.verify) {
+        eprintln!(
+            "tune: verifying against the full grid: {} points",
+            results.grid_points
+        );
+        results.verify = search::check_against_grid(knobs, &found.pick, p99_bound_us, 100, live);
     }
-    results.interrupted = options.stop.load(Ordering::SeqCst) || found.is_none();
+    results.pick = found;
+    results.interrupted = live.options.stop.load(Ordering::SeqCst) || results.pick.is_none();
     results.measured = measured
         .samples
         .iter()
         .map(|(values, samples)| ConfigRow {
             values: values.clone(),
-            label: spec::label(&knobs, values),
+            label: spec::label(knobs, values),
             level: crate::search::level_of(samples, p99_bound_us),
             samples: samples.clone(),
         })
         .collect();
-    results.wall_s = previous_wall_s + started.elapsed().as_secs_f64();
-    let _ = std::fs::remove_dir_all(&options.scratch_dir);
+    Ok(results)
+}
+
+/// `results.json`, `tune.md`, `tune.svg` and `report.html` in the run's directory, and the
+/// results on stdout (text, or JSON with `--json`).
+fn write(config: &TuneConfig, results: &TuneResults) -> anyhow::Result<()> {
+    let out = &config.out;
     std::fs::write(
         out.join("results.json"),
-        serde_json::to_string_pretty(&results)?,
+        serde_json::to_string_pretty(results)?,
     )?;
-    std::fs::write(out.join("tune.md"), output::text(&results))?;
-    let svg = output::heat_map_svg(&results)?;
+    std::fs::write(out.join("tune.md"), output::text(results))?;
+    let svg = output::heat_map_svg(results)?;
     std::fs::write(out.join("tune.svg"), &svg)?;
-    std::fs::write(out.join("report.html"), output::report_html(&results, &svg))?;
-    if args.json {
-        crate::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&results)?))?;
+    std::fs::write(out.join("report.html"), output::report_html(results, &svg))?;
+    if config.args.search.json {
+        crate::print_stdout(&format!("{}\n", serde_json::to_string_pretty(results)?))?;
     } else {
-        crate::print_stdout(&output::text(&results))?;
+        crate::print_stdout(&output::text(results))?;
         crate::print_stdout(&format!(
             "\nWrote results.json, tune.md, tune.svg and report.html to {}\n",
             out.display()
         ))?;
-    }
-    if let Some(cause) = every_configuration_failed(&results, &live.causes) {
-        anyhow::bail!("{cause}; results in {}", out.display());
-    }
-    if results.interrupted {
-        anyhow::bail!(
-            "interrupted: {} points saved; `sweetspot tune --resume {}` continues",
-            live.store.len(),
-            out.display()
-        );
     }
     Ok(())
 }

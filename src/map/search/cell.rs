@@ -1,0 +1,381 @@
+//! A cell of the map as its search sees it: the [`Cell`] (architectures, connections, CPU and
+//! wait per request, the bound) with its physical bounds and windows, and the [`Candidate`]s
+//! and [`Probe`]s the search measures.
+
+use serde::{Deserialize, Serialize};
+
+use super::*;
+use crate::arch::Arch;
+use crate::search::rank::{Tolerance, P99_TOLERANCE, P99_TOLERANCE_SATURATED};
+
+/// A server to measure: an architecture and its pool size (`None` for one without a pool).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Candidate {
+    pub arch: Arch,
+    pub workers: Option<u32>,
+}
+
+impl Candidate {
+    /// `arch` or `arch/W`.
+    pub fn label(&self) -> String {
+        match self.workers {
+            Some(w) => format!("{}/{w}", self.arch.name()),
+            None => self.arch.name().to_string(),
+        }
+    }
+}
+
+/// One measurement asked for: a candidate, for `duration_ms`, repetition `rep`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Probe {
+    pub candidate: Candidate,
+    pub duration_ms: u32,
+    pub rep: u32,
+}
+
+/// One cell's question.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    pub archs: Vec<Arch>,
+    pub concurrency: u32,
+    pub cores: u32,
+    pub cpu_us: f64,
+    pub wait_ms: f64,
+    /// The wait blocks the thread that runs the request.
+    pub blocking: bool,
+    pub p99_bound_us: f64,
+    /// The first round's run length at least; each round doubles it.
+    pub base_ms: u32,
+    /// At most this many rounds of halving.
+    pub rounds: u32,
+    /// The largest pool tried.
+    pub max_pool: u32,
+    /// Pool sizes measured beside the sweet spot (Goetz's, `2n+1`, the default), by name.
+    pub rules: Vec<(String, u32)>,
+    /// The round trip at one connection on this machine beyond the request's C, µs (0: not
+    /// measured; see `map::run::round_trip`): what every cycle of a closed loop adds to
+    /// `C + W`, whatever the server.
+    pub round_trip_us: f64,
+    /// How far the machine alone stretches a one-connection p99 beyond its median on the
+    /// leanest server, µs (0: not measured; see `map::run::round_trip`): two p99s closer
+    /// than this cannot be told apart here, however short they are.
+    pub p99_jitter_us: f64,
+    /// A network path's round trip between the clients and the server, µs (0: loopback):
+    /// part of every cycle, so of the bound, `N / (C + W + RTT)`.
+    pub path_rtt_us: f64,
+}
+
+impl Cell {
+    /// Goetz's pool, `cores x (1 + W/C)`, rounded, within `1..=cap`.
+    pub fn goetz(&self) -> u32 {
+        let c = self.cpu_us.max(1.0) / 1000.0;
+        let n = f64::from(self.cores) * (1.0 + self.wait_ms / c);
+        (n.round() as u32).clamp(1, self.pool_cap())
+    }
+
+    /// The largest pool worth trying: no more workers than connections (at most that many
+    /// requests are in flight), nor than `max_pool`.
+    pub fn pool_cap(&self) -> u32 {
+        self.max_pool.min(self.concurrency.max(1)).max(1)
+    }
+
+    /// The pool sizes of the full grid for a pooled architecture: 1, 2, 4, ... up to the cap.
+    pub fn grid_pools(&self) -> Vec<u32> {
+        let cap = self.pool_cap();
+        let mut pools: Vec<u32> = std::iter::successors(Some(1u32), |p| p.checked_mul(2))
+            .take_while(|&p| p < cap)
+            .collect();
+        pools.push(cap);
+        pools
+    }
+
+    /// How many points the full grid needs: every architecture at every grid pool, each
+    /// [`GRID_REPS`] times.
+    pub fn full_grid_points(&self) -> usize {
+        let per_rep: usize = self
+            .archs
+            .iter()
+            .map(|a| {
+                if a.pooled() {
+                    self.grid_pools().len()
+                } else {
+                    1
+                }
+            })
+            .sum();
+        per_rep * GRID_REPS as usize
+    }
+
+    /// The physical bound on throughput, requests a second: `min(cores / C, N / (C + W))`,
+    /// the cores' capacity and the closed loop's (each connection has one request at a time;
+    /// across a network path each cycle holds its round trip too).
+    pub fn bound_rps(&self) -> f64 {
+        let (cores, closed_loop) = self.capacities(0.0);
+        cores.min(closed_loop)
+    }
+
+    /// The cores' capacity `cores / C` and the closed loop's `N / (C + W + extra)`, requests a
+    /// second, with each cycle lengthened by `extra_us`.
+    pub(super) fn capacities(&self, extra_us: f64) -> (f64, f64) {
+        let c_s = self.cpu_us.max(1.0) / 1e6;
+        let cycle_s = c_s + self.wait_ms / 1000.0 + (self.path_rtt_us + extra_us.max(0.0)) / 1e6;
+        (
+            f64::from(self.cores) / c_s,
+            f64::from(self.concurrency) / cycle_s,
+        )
+    }
+
+    /// Whether the cores are what bounds the cell (`cores / C <= N / (C + W)`): every request
+    /// queues for them, and its p99 is the queueing order of the moment.
+    pub fn saturated(&self) -> bool {
+        let (cores, closed_loop) = self.capacities(0.0);
+        cores <= closed_loop
+    }
+
+    /// How far apart two p99s may be and still be as good, in this cell: a fraction of the
+    /// lower, and never less than the machine's jitter.
+    pub fn p99_tolerance(&self) -> Tolerance {
+        Tolerance {
+            fraction: if self.saturated() {
+                P99_TOLERANCE_SATURATED
+            } else {
+                P99_TOLERANCE
+            },
+            floor: self.p99_jitter_us,
+        }
+    }
+
+    /// What a closed loop can reach on this machine: the physical bound with each
+    /// connection's cycle lengthened by the machine's round trip,
+    /// `min(cores / C, N / (C + W + rt))`. A server at it is as fast as any can be here; at one
+    /// connection and 1 ms of CPU the round trip alone keeps every server 5 to 9% under the
+    /// bound.
+    pub fn reach_rps(&self) -> f64 {
+        // The round trip measured at one connection holds the path's already.
+        let (cores, closed_loop) = self.capacities(self.round_trip_us - self.path_rtt_us);
+        cores.min(closed_loop)
+    }
+
+    /// A candidate's own bound: with a blocking wait, only `P` threads can wait at once, which
+    /// adds `P / (C + W)` (P: its pool, one a connection, or one thread for a single loop).
+    /// Its threads run at most `min(P, cores) / C` requests a second on the cores, too (a
+    /// single loop uses one core however many there are).
+    pub fn candidate_bound_rps(&self, c: Candidate) -> f64 {
+        let threads = self.threads_of(c);
+        let c_s = self.cpu_us.max(1.0) / 1e6;
+        let cores = self
+            .bound_rps()
+            .min(f64::from(threads.min(self.cores)) / c_s);
+        if !self.blocking {
+            return cores;
+        }
+        let cycle_s = c_s + self.wait_ms / 1000.0;
+        cores.min(f64::from(threads) / cycle_s)
+    }
+
+    /// Whether a candidate with a thread or process per connection keeps at least
+    /// [`CROWDED_PER_CORE`] of them runnable per core (`N x C / (C + W)`): the scheduler then
+    /// leaves some connection unanswered through a short window. Seen here in every such case
+    /// of `map` (256 connections at W/C 0 and 1: forking, threaded, prethreaded/256 and
+    /// preforked/256 each had a p99 that was a lower bound at three cycles), and in none with
+    /// fewer (64 connections, or W/C 10).
+    pub fn crowded(&self, c: Candidate) -> bool {
+        let per_connection = match c.arch {
+            Arch::Forking | Arch::Threaded => c.workers.is_none(),
+            a if holds_connections(a) => c.workers >= Some(self.concurrency),
+            _ => false,
+        };
+        let runnable = f64::from(self.concurrency) * self.cpu_us
+            / (self.cpu_us + self.wait_ms * 1000.0).max(1.0);
+        per_connection && runnable >= CROWDED_PER_CORE * f64::from(self.cores)
+    }
+
+    /// The threads that run a candidate's requests (and wait in them, where waits block): its
+    /// pool, one a connection, or one for a single loop.
+    pub(super) fn threads_of(&self, c: Candidate) -> u32 {
+        match c.workers {
+            Some(w) => w,
+            None if matches!(c.arch, Arch::Forking | Arch::Threaded) => self.concurrency,
+            None => 1,
+        }
+    }
+
+    /// What a candidate's shape costs before it is measured, processes then threads: the
+    /// halving measures the leanest first, so that one reaching the bound early is also the
+    /// cheapest there is ([`Search::beyond_reach`]).
+    pub(super) fn footprint(&self, c: Candidate) -> (u32, u32) {
+        let threads = self.threads_of(c);
+        // A forking server's workers are children of a parent process.
+        let processes = if c.arch.forks() { threads + 1 } else { 1 };
+        (processes, threads)
+    }
+
+    /// The lowest latency a closed loop at its reach allows, in µs: one cycle (Little's law:
+    /// N connections over [`Cell::reach_rps`]), no less than the request's own C + W and the
+    /// round trip.
+    pub fn latency_floor_us(&self) -> f64 {
+        f64::from(self.concurrency) / self.reach_rps() * 1e6
+    }
+
+    /// One connection's cycle at the bound, in ms: its request's CPU and wait, or its turn
+    /// behind every connection's CPU on the cores, whichever is longer (Little's law).
+    pub fn cycle_ms(&self) -> f64 {
+        f64::from(self.concurrency) / self.bound_rps() * 1000.0
+    }
+
+    /// The window of a full measurement, as verification runs it and a close verdict is
+    /// confirmed in: [`VERIFY_MS`], or three cycles if longer.
+    pub fn full_window_ms(&self) -> u32 {
+        window_ms(f64::from(VERIFY_MS).max(FIRST_ROUND_CYCLES * self.cycle_ms()))
+    }
+
+    /// An architecture's default pool here (as `serve` starts it on this many cores), within
+    /// the map's largest pool.
+    pub fn default_pool(&self, arch: Arch) -> u32 {
+        (arch.default_workers(self.cores as usize) as u32).clamp(1, self.max_pool)
+    }
+
+    /// The first round's run length: `base_ms`, or three cycles if longer.
+    pub fn first_window_ms(&self) -> u32 {
+        window_ms(f64::from(self.base_ms).max(FIRST_ROUND_CYCLES * self.cycle_ms()))
+    }
+
+    /// Why no server can meet the p99 bound in this cell, if none can: the mean latency of
+    /// a closed loop is at least `N x C / cores` plus the wait (Little's law), and a p99 is
+    /// no lower than the mean of a constant workload.
+    pub fn infeasible(&self) -> Option<String> {
+        let floor_us = f64::from(self.concurrency) * self.cpu_us / f64::from(self.cores.max(1))
+            + self.wait_ms * 1000.0;
+        (floor_us > self.p99_bound_us).then(|| {
+            format!(
+                "no server can meet the p99 bound: {} connections x {} us of CPU on {} cores \
+                 is a mean latency of at least {:.0} ms (Little's law)",
+                self.concurrency,
+                self.cpu_us,
+                self.cores,
+                floor_us / 1000.0
+            )
+        })
+    }
+
+    /// The pool an architecture starts from: a pool whose workers each hold a connection for
+    /// as long as it lives (preforked, prethreaded) at the cap, as keep-alive clients need; any
+    /// other pool at Goetz's size where waits block its threads, else at a thread a core (its
+    /// threads only run CPU work then; more only contend). `None` without a pool.
+    pub fn start_pool(&self, arch: Arch) -> Option<u32> {
+        arch.pooled().then(|| {
+            if holds_connections(arch) {
+                self.pool_cap()
+            } else if self.blocking {
+                self.goetz()
+            } else {
+                self.cores.clamp(1, self.pool_cap())
+            }
+        })
+    }
+
+    /// Each architecture at its starting pool.
+    pub(super) fn all_starting(&self) -> Vec<Candidate> {
+        self.archs
+            .iter()
+            .map(|&arch| Candidate {
+                arch,
+                workers: self.start_pool(arch),
+            })
+            .collect()
+    }
+
+    /// The candidates the halving starts from: each architecture at its starting pool, but
+    /// for those that starve connections by their shape ([`Cell::starving`]).
+    pub fn starting_candidates(&self) -> Vec<Candidate> {
+        self.all_starting()
+            .into_iter()
+            .filter(|c| !starves_by_shape(*c, self.concurrency))
+            .collect()
+    }
+
+    /// The architectures left out of the search because they leave keep-alive connections
+    /// unanswered by their shape, whatever the run (so their p99 is only a lower bound and
+    /// never meets a bound): one thread serving one connection at a time to more than one,
+    /// a pool of connection-holding workers capped below the connections.
+    pub fn starving(&self) -> Vec<Candidate> {
+        self.all_starting()
+            .into_iter()
+            .filter(|c| starves_by_shape(*c, self.concurrency))
+            .collect()
+    }
+}
+
+/// Whether each worker of the architecture's pool holds one keep-alive connection for as long
+/// as it lives: a smaller pool than the connections starves the rest, whatever the window.
+pub(super) fn holds_connections(arch: Arch) -> bool {
+    matches!(arch, Arch::Prethreaded | Arch::Preforked)
+}
+
+/// Whether a candidate leaves keep-alive connections unanswered by its shape, however long it
+/// runs: a pool of connection-holding workers smaller than the connections, or one thread
+/// serving one connection at a time to more than one.
+pub(super) fn starves_by_shape(c: Candidate, concurrency: u32) -> bool {
+    (holds_connections(c.arch) && c.workers < Some(concurrency))
+        || (c.arch == Arch::Iterative && concurrency > 1)
+}
+
+pub(super) fn window_ms(ms: f64) -> u32 {
+    (ms.ceil() as u32).clamp(10, MAX_WINDOW_MS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+
+    #[test]
+    pub(super) fn a_cell_no_server_can_meet_is_answered_without_measuring() {
+        let mut c = cell(&[Arch::Epoll], 4096);
+        c.cpu_us = 2000.0;
+        let mut curve = Curve {
+            f: |_| (1.0, 1.0),
+            asked: Vec::new(),
+        };
+        let out = search(&c, &mut curve).unwrap();
+        assert!(curve.asked.is_empty());
+        assert_eq!(out.winner, None);
+        assert!(out.infeasible.unwrap().contains("Little's law"));
+    }
+
+    #[test]
+    pub(super) fn bounds_of_cells_and_of_candidates_under_blocking_waits() {
+        let mut c = cell(&[Arch::Prethreaded], 256);
+        assert_eq!(c.bound_rps(), 2000.0);
+        c.blocking = true;
+        let pool = |w| Candidate {
+            arch: Arch::Prethreaded,
+            workers: Some(w),
+        };
+        // 8 threads waiting 11 ms each: 727/s.
+        assert!((c.candidate_bound_rps(pool(8)) - 8.0 / 0.011).abs() < 1e-6);
+        let epoll = Candidate {
+            arch: Arch::Epoll,
+            workers: None,
+        };
+        assert!((c.candidate_bound_rps(epoll) - 1.0 / 0.011).abs() < 1e-6);
+        let threaded = Candidate {
+            arch: Arch::Threaded,
+            workers: None,
+        };
+        assert_eq!(c.candidate_bound_rps(threaded), 2000.0);
+        // 256 connections at 2,000/s: a cycle is 128 ms; three of them open the search.
+        assert_eq!(c.cycle_ms(), 128.0);
+        assert_eq!(c.first_window_ms(), 384);
+    }
+
+    #[test]
+    pub(super) fn the_grid_and_the_caps() {
+        let c = cell(&[Arch::Prethreaded, Arch::Epoll], 100);
+        assert_eq!(c.grid_pools(), vec![1, 2, 4, 8, 16, 32, 64, 100]);
+        assert_eq!(c.full_grid_points(), (8 + 1) * 3);
+        assert_eq!(c.goetz(), 22);
+        assert_eq!(cell(&[Arch::Epoll], 1).pool_cap(), 1);
+        assert_eq!(cell(&[Arch::Epoll], 1).grid_pools(), vec![1]);
+    }
+}

@@ -1,0 +1,702 @@
+//! The adaptive search of one cell of the map: the architecture and pool size with the most
+//! throughput whose p99 meets the bound, ranked by cost among the indistinguishable
+//! ([`super::rank`]), without measuring the full grid. Architectures by successive halving
+//! (stopped early once the leader reaches the cell's physical bound); the winner's pool by
+//! bracketing on a doubling scale, then a golden-section search in log space with noise gating.
+//! Written here, not taken from a crate: the search over live servers is the product. Pure:
+//! every number comes from a [`Measure`], so it is tested on synthetic curves, and a resumed
+//! run replays it exactly.
+
+use std::collections::BTreeMap;
+
+use crate::arch::Arch;
+use crate::search::knob;
+use crate::search::rank::{
+    indistinguishable, rank_with, Figure, Level, Tolerance, CPU_TOLERANCE, MEMORY_TOLERANCE,
+    P99_TOLERANCE, TIE_FRACTION,
+};
+use crate::search::sample::EDGE_FRACTION;
+use crate::search::{level_of, Measure, Miss, Sample};
+
+mod cell;
+mod outcome;
+#[cfg(test)]
+mod testing;
+mod verify;
+
+use cell::{holds_connections, starves_by_shape, window_ms};
+pub use cell::{Candidate, Cell, Probe};
+use outcome::{decisions, labels, no_winner, row_of, rows};
+pub use outcome::{CandidateRow, Outcome, RuleOutcome};
+pub use verify::{verify, Verify};
+
+/// Repetitions of each point of the full grid (for its count).
+pub const GRID_REPS: u32 = 3;
+/// A server within this fraction of what the machine allows is at the bound: it may end a
+/// search early ([`Search::beyond_reach`]), so it is held closer than two throughputs are to
+/// tie (a server 5% under it was 5% under three others here, at 16 connections and 100 ms).
+const AT_BOUND_FRACTION: f64 = 0.03;
+/// A window shorter than this many cycles of every connection may end before a slow
+/// request's answer: a p99 that is then a lower bound is measured again, longer.
+const LOWER_BOUND_CYCLES: f64 = 10.0;
+/// The first round's window holds at least this many cycles of every connection.
+const FIRST_ROUND_CYCLES: f64 = 3.0;
+/// A window shorter than this many of a candidate's own cycles is measured again, longer.
+const OWN_CYCLES: f64 = 2.0;
+/// Verification runs each candidate this long (or three cycles, if longer), twice for the
+/// pick and those close to the best.
+pub const VERIFY_MS: u32 = 3000;
+/// The repetition numbers verification's probes carry (this and the next), apart from the
+/// search's own.
+const VERIFY_REP: u32 = 9;
+/// At most this many candidates run a second time in the halving's last round.
+const SECOND_RUNS: usize = 2;
+/// The longest window the search asks for.
+const MAX_WINDOW_MS: u32 = 60_000;
+/// A verdict this close is confirmed in longer runs before it stands: another architecture, or
+/// a cheaper pool of the winner's, this far or less under the winner's throughput. The
+/// search's short windows put uring/4 7 to 11% over uring/2 where 3 s runs put them 3 to 5%
+/// apart (50 us of CPU and 5 ms waits at 1,000 connections), and hybrid/2 5.9% under async/2
+/// where 3 s runs put it 4.4% under.
+const CONTESTED_FRACTION: f64 = 0.12;
+/// Runnable threads per core from which a thread-per-connection server starts in a long window
+/// ([`Cell::crowded`]).
+const CROWDED_PER_CORE: f64 = 64.0;
+/// At most this many candidates contest a verdict in longer runs.
+const CONTESTERS: usize = 1;
+
+/// Per candidate and run length: its samples.
+#[derive(Default)]
+struct Samples(BTreeMap<(Candidate, u32), Vec<Sample>>);
+
+impl Samples {
+    fn at(&self, c: Candidate, ms: u32) -> &[Sample] {
+        self.0.get(&(c, ms)).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// The candidate's samples at its longest run length.
+    fn longest(&self, c: Candidate) -> &[Sample] {
+        self.longest_ms(c).map_or(&[], |ms| self.at(c, ms))
+    }
+
+    /// The candidate's longest run length.
+    fn longest_ms(&self, c: Candidate) -> Option<u32> {
+        self.0
+            .keys()
+            .filter(|(k, _)| *k == c)
+            .map(|(_, ms)| *ms)
+            .max()
+    }
+}
+
+/// A search in progress: the cell, where numbers come from, and what was measured.
+struct Search<'a> {
+    cell: &'a Cell,
+    m: &'a mut dyn Measure<Probe>,
+    samples: Samples,
+    asked: BTreeMap<Probe, Sample>,
+    /// The candidates the first round left out unmeasured (see [`Search::outclassed`]).
+    outclassed: Vec<Candidate>,
+    /// The candidate the first round stopped at, beyond reach of the rest
+    /// ([`Search::beyond_reach`]), and the rest, left unmeasured.
+    beyond: Option<Candidate>,
+    unneeded: Vec<Candidate>,
+}
+
+impl Search<'_> {
+    /// Measures `c` for `ms` (repetition `rep`) and files the sample under `ms`. A p99 that is
+    /// a lower bound, or a window of fewer than two of the candidate's own cycles, in a window
+    /// of fewer than ten of the bound's cycles is measured again in one of ten cycles (a short
+    /// window, not the server, cut it off), unless the candidate's pool starves connections by
+    /// its shape, or the sample failed (errors over 1%: requests that took longer than the
+    /// load's timeout, above any p99 bound, however long the window). It goes straight to ten:
+    /// each step between costs a whole probe (a server started, every connection made and
+    /// settled), the longest of them most of it.
+    fn run(&mut self, c: Candidate, ms: u32, rep: u32) -> Option<Sample> {
+        let ten_cycles = window_ms(LOWER_BOUND_CYCLES * self.cell.cycle_ms());
+        let starves = starves_by_shape(c, self.cell.concurrency);
+        // A crowded run queue ([`Cell::crowded`]) starts in the ten cycles a short window would
+        // be lengthened to: the short one would be a probe spent for nothing.
+        let first = if self.cell.crowded(c) && ten_cycles >= ms + ms / 2 && !starves {
+            ten_cycles
+        } else {
+            ms
+        };
+        let mut sample = self.probe(c, first, rep)?;
+        // Only a window at least half as long again tells more than the one before; a sample
+        // with errors over 1% (requests that timed out, after every connection settled) missed
+        // the bound whatever the window, and one that failed has nothing to lengthen.
+        if sample.ok
+            && first == ms
+            && (sample.p99_lower_bound || self.too_short(&sample, ms))
+            && ten_cycles >= ms + ms / 2
+            && !starves
+        {
+            sample = self.probe(c, ten_cycles, rep)?;
+        }
+        self.samples.0.entry((c, ms)).or_default().push(sample);
+        Some(sample)
+    }
+
+    /// Whether a window held fewer than two of the candidate's own cycles (N over its
+    /// throughput): a server much slower than the bound needs a longer window for whole
+    /// cycles of every connection. (Three of the bound's cycles open the search; a server
+    /// near the bound is not measured again for missing it by a little.)
+    fn too_short(&self, sample: &Sample, window_ms: u32) -> bool {
+        sample.ok
+            && sample.rps > 0.0
+            && f64::from(window_ms)
+                < OWN_CYCLES * f64::from(self.cell.concurrency) / sample.rps * 1000.0
+    }
+
+    /// One measurement, asked of the source once (a lengthened window may be one a later
+    /// round asks for).
+    fn probe(&mut self, candidate: Candidate, duration_ms: u32, rep: u32) -> Option<Sample> {
+        let probe = Probe {
+            candidate,
+            duration_ms,
+            rep,
+        };
+        if let Some(sample) = self.asked.get(&probe) {
+            return Some(*sample);
+        }
+        let sample = self.m.measure(&probe)?;
+        self.asked.insert(probe, sample);
+        Some(sample)
+    }
+
+    fn level(&self, c: Candidate) -> Level {
+        level_of(self.samples.longest(c), self.cell.p99_bound_us)
+    }
+
+    fn level_at(&self, c: Candidate, ms: u32) -> Level {
+        level_of(self.samples.at(c, ms), self.cell.p99_bound_us)
+    }
+
+    /// Sorts by throughput that counts, best first.
+    fn sort(&self, cs: &mut [Candidate]) {
+        cs.sort_by(|a, b| self.level(*b).rps.0.total_cmp(&self.level(*a).rps.0));
+    }
+
+    /// The ranking of `cs` by their levels, as indices into `cs`.
+    fn rank(&self, cs: &[Candidate]) -> Option<crate::search::rank::Ranking> {
+        rank_with(
+            &cs.iter().map(|c| self.level(*c)).collect::<Vec<_>>(),
+            self.cell.p99_tolerance(),
+        )
+    }
+
+    /// Successive halving: every candidate, the better half kept (and any indistinguishable
+    /// from the leader), runs doubled; stops after `rounds`, at two candidates, or once the
+    /// leader is within its spread of the physical bound. The first round stops at the first
+    /// candidate beyond reach of the rest ([`Search::beyond_reach`]). Returns the finalists,
+    /// the rounds run and the final run length.
+    fn halving(&mut self) -> Option<(Vec<Candidate>, u32, u32)> {
+        let mut alive = self.cell.starting_candidates();
+        // The highest own bound first, so that those that cannot reach it are seen to be;
+        // among equal bounds the leanest shape first.
+        let cell = self.cell;
+        alive.sort_by_key(|c| cell.footprint(*c));
+        alive.sort_by(|a, b| {
+            cell.candidate_bound_rps(*b)
+                .total_cmp(&cell.candidate_bound_rps(*a))
+        });
+        let mut ms = self.cell.first_window_ms();
+        let mut rounds = 0;
+        loop {
+            rounds += 1;
+            for (i, c) in alive.clone().into_iter().enumerate() {
+                if rounds == 1 && self.is_outclassed(c) {
+                    self.outclassed.push(c);
+                    continue;
+                }
+                self.run(c, ms, 0)?;
+                if rounds == 1 && self.beyond_reach(c) {
+                    self.beyond = Some(c);
+                    self.unneeded = alive[i + 1..].to_vec();
+                    return Some((vec![c], rounds, ms));
+                }
+            }
+            alive.retain(|c| !self.outclassed.contains(c));
+            self.sort(&mut alive);
+            let leader = self.level(alive[0]).rps;
+            let keep = alive.len().div_ceil(2);
+            let mut next = alive.clone();
+            let rest = next.split_off(keep);
+            next.extend(
+                rest.into_iter()
+                    .filter(|c| leader.0 > 0.0 && indistinguishable(leader, self.level(*c).rps)),
+            );
+            // Nothing more to learn from longer runs: the leader is at the bound, or every
+            // candidate kept is already indistinguishable from it.
+            let settled = self.at_bound(alive[0])
+                || next
+                    .iter()
+                    .all(|c| indistinguishable(leader, self.level(*c).rps));
+            if rounds >= self.cell.rounds || alive.len() <= 2 || settled {
+                self.second_runs(&mut alive, ms)?;
+                return Some((alive, rounds, ms));
+            }
+            alive = next;
+            ms = window_ms(f64::from(ms) * 2.0);
+        }
+    }
+
+    /// Whether a candidate cannot reach what another already did: its own bound (one thread,
+    /// or its pool, waiting on a blocking wait) is clearly below the best measured throughput
+    /// that met the p99 bound. Measuring it would not change the verdict.
+    fn is_outclassed(&self, c: Candidate) -> bool {
+        let best = self
+            .samples
+            .0
+            .keys()
+            .map(|(k, _)| self.level(*k).rps.0)
+            .fold(0.0, f64::max)
+            // A measurement may pass the cell's bound by its noise; the bound is what counts.
+            .min(self.cell.bound_rps());
+        self.cell.candidate_bound_rps(c) < best * (1.0 - TIE_FRACTION)
+    }
+
+    /// Whether nothing left to measure could beat `c` by a figure the ranking tells apart:
+    /// its throughput reached the cell's bound (none passes it), its p99 is within
+    /// [`P99_TOLERANCE`] (or the machine's jitter) of the floor a closed loop at the bound
+    /// allows (Little's law), and
+    /// its CPU per request and memory are within their tolerances of the least measured
+    /// in the cell, where a single-threaded server, the leanest shape there is, was measured.
+    /// Candidates run leanest first, so the first to pass is also the cheapest.
+    fn beyond_reach(&self, c: Candidate) -> bool {
+        let l = self.level(c);
+        let p99_tolerance = Tolerance {
+            fraction: P99_TOLERANCE,
+            floor: self.cell.p99_jitter_us,
+        };
+        if !self.at_bound(c) || !p99_tolerance.allows(l.p99_us, self.cell.latency_floor_us()) {
+            return false;
+        }
+        let measured: Vec<(Candidate, Level)> = self
+            .samples
+            .0
+            .keys()
+            .map(|(k, _)| (*k, self.level(*k)))
+            .collect();
+        if !measured.iter().any(|(k, _)| k.arch.single_threaded()) {
+            return false;
+        }
+        let least = |f: fn(&Level) -> f64| {
+            measured
+                .iter()
+                .map(|(_, l)| f(l))
+                .filter(|v| *v > 0.0)
+                .fold(f64::INFINITY, f64::min)
+        };
+        // An unmeasured figure (0) cannot tell candidates apart in the ranking either.
+        let within = |v: f64, least: f64, tolerance: f64| v <= least * (1.0 + tolerance);
+        (l.cpu_us <= 0.0 || within(l.cpu_us, least(|l| l.cpu_us), CPU_TOLERANCE))
+            && (l.rss_kb <= 0.0 || within(l.rss_kb, least(|l| l.rss_kb), MEMORY_TOLERANCE))
+    }
+
+    /// Whether a candidate's throughput reached what the machine allows ([`Cell::reach_rps`])
+    /// within [`AT_BOUND_FRACTION`].
+    fn at_bound(&self, c: Candidate) -> bool {
+        let l = self.level(c).rps;
+        l.0 > 0.0 && l.2.max(l.0) >= self.cell.reach_rps() * (1.0 - AT_BOUND_FRACTION)
+    }
+
+    /// The candidates whose verdict against `winner` a longer run could turn
+    /// ([`CONTESTED_FRACTION`]), closest first. `top` (the field's most throughput) draws the
+    /// line of the contenders, [`TIE_FRACTION`] under it: in question are those under the line
+    /// by at most [`CONTESTED_FRACTION`] that would beat the winner on cost at equal throughput
+    /// (all three of hybrid/2, uring/2 and reactors/2 within 6% at 64 connections and 1 ms: a
+    /// 300 ms run put hybrid/2, the lowest p99, 5.6% under uring/2, where 3 s runs put it 4.9%
+    /// under), and, where the winner is the top, any other architecture as close (short runs put
+    /// prethreaded/8 6% over hybrid/2 where 3 s runs put hybrid/2 6% over prethreaded/8, 500 us
+    /// and 5 ms at 8 connections). The top, when it is not the winner, is in question with
+    /// them, and alone when it leads the winner by within [`EDGE_FRACTION`] of a clear lead.
+    fn contesters(&self, winner: Candidate, top: Candidate) -> Vec<Candidate> {
+        let (w, t) = (self.level(winner), self.level(top));
+        if w.rps.0 <= 0.0 || t.rps.0 <= 0.0 {
+            return Vec::new();
+        }
+        let mut out: Vec<(f64, Candidate)> = Vec::new();
+        for c in self.samples.0.keys().map(|(c, _)| *c) {
+            let l = self.level(c);
+            if c == winner || c == top || l.rps.0 <= 0.0 || out.iter().any(|(_, o)| *o == c) {
+                continue;
+            }
+            let gap = (l.rps.0 - t.rps.0) / t.rps.0;
+            let cheaper = {
+                let tied = Level { rps: w.rps, ..l };
+                rank_with(&[w, tied], self.cell.p99_tolerance())
+                    .is_some_and(|r| r.winner == 1 && r.ties.is_empty())
+            };
+            if (cheaper || (winner == top && c.arch != winner.arch))
+                && !indistinguishable(t.rps, l.rps)
+                && gap >= -CONTESTED_FRACTION
+            {
+                out.push((gap.abs(), c));
+            }
+        }
+        out.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut out: Vec<Candidate> = out.into_iter().take(CONTESTERS).map(|(_, c)| c).collect();
+        if let Some(pool) = self.default_pool(winner, t.rps) {
+            if !out.contains(&pool) {
+                out.push(pool);
+            }
+        }
+        // (A larger pool of the winner's own architecture this close is its plateau: the pool
+        // search already took the smallest as good.)
+        let lead = (t.rps.0 - w.rps.0) / w.rps.0;
+        let near_lead = top.arch != winner.arch && lead > TIE_FRACTION - EDGE_FRACTION;
+        if top != winner && (!out.is_empty() || near_lead) {
+            out.insert(0, top);
+        }
+        out
+    }
+
+    /// The winner's architecture at its default pool, when the winner's pool is larger and the
+    /// default's own bound could tie it, and it was not measured clearly out of contention
+    /// (more than [`CONTESTED_FRACTION`] under the contenders' line drawn from `top`): a pool
+    /// other than the default is recommended only where it beats the default in long runs
+    /// ([`Search::over_default`]). Short windows part pools that long ones tie (300 ms runs
+    /// put uring/3 7% over uring/2, 3 s ones 3.4%, at 50 us and 5 ms over 1,000 connections;
+    /// uring/2 then won on memory by 25.1% against a 25% tolerance).
+    fn default_pool(&self, winner: Candidate, top: (f64, f64, f64)) -> Option<Candidate> {
+        let default = Candidate {
+            arch: winner.arch,
+            workers: Some(self.cell.default_pool(winner.arch)),
+        };
+        let w = self.level(winner).rps.0;
+        let measured = self.level(default).rps;
+        (winner.workers > default.workers
+            && self.cell.candidate_bound_rps(default) >= w * (1.0 - TIE_FRACTION)
+            && (measured.0 <= 0.0 || (measured.0 - top.0) / top.0 >= -CONTESTED_FRACTION))
+            .then_some(default)
+    }
+
+    /// Of `pool` and its architecture's `default` pool, both run long, the one to recommend:
+    /// `pool` only where it leads the default by more than [`TIE_FRACTION`] and, beyond it,
+    /// more than the two runs' own spread (at least [`EDGE_FRACTION`]): a lead further runs
+    /// will not read as a tie. Two 3 s runs of uring/2 read 27,922 and 28,788 req/s, and two
+    /// more 28,627 and 29,646, so uring/4's 7.6% lead over the first two was 2.6% over the
+    /// next (50 us and 5 ms at 1,000 connections). Or `pool` where it costs less at equal
+    /// throughput; the default otherwise.
+    fn over_default(&self, pool: Candidate, default: Candidate) -> Candidate {
+        let (p, d) = (self.level(pool), self.level(default));
+        if p.rps.0 <= 0.0 || d.rps.0 <= 0.0 {
+            return if p.rps.0 > 0.0 { pool } else { default };
+        }
+        let width = |l: &Level| l.rps.2 - l.rps.1;
+        let beyond = (EDGE_FRACTION * d.rps.0).max(width(&p) + width(&d));
+        let clear_lead =
+            p.rps.0 - d.rps.0 > TIE_FRACTION * d.rps.0 + beyond && !indistinguishable(p.rps, d.rps);
+        let tied = Level { rps: p.rps, ..d };
+        let cheaper = rank_with(&[p, tied], self.cell.p99_tolerance())
+            .is_some_and(|r| r.winner == 0 && r.ties.is_empty());
+        if clear_lead || cheaper {
+            pool
+        } else {
+            default
+        }
+    }
+
+    /// A close verdict confirmed: the winner and its [`Search::contesters`] run once more in
+    /// the window verification uses ([`Cell::full_window_ms`]; a 1.5 s one still put uring/3
+    /// 5.7% over uring/2 where 3 s ones put them within 5%), twice where one run each leaves it
+    /// contested, and the field, with them in it, ranked again on those runs. Short windows
+    /// order close servers wrongly more often than they misread their throughput.
+    fn confirm(
+        &mut self,
+        mut field: Vec<Candidate>,
+        ranking: crate::search::rank::Ranking,
+        final_ms: u32,
+    ) -> Option<(Vec<Candidate>, crate::search::rank::Ranking)> {
+        let winner = field[ranking.winner];
+        let contesters = self.contesters(winner, self.top(&field));
+        if contesters.is_empty() || self.beyond.is_some() {
+            return Some((field, ranking));
+        }
+        let ms = self.cell.full_window_ms().max(final_ms * 2);
+        let before = field.clone();
+        for c in std::iter::once(winner).chain(contesters.iter().copied()) {
+            self.run(c, ms, 0)?;
+        }
+        // Still contested after one longer run each (one run's noise is a few %): a second
+        // run of each still in question, whose spread then counts as well.
+        let mut all = field.clone();
+        all.extend(contesters.iter().copied());
+        let still: Vec<Candidate> = self
+            .contesters(winner, self.top(&all))
+            .into_iter()
+            .filter(|c| contesters.contains(c))
+            .collect();
+        if !still.is_empty() {
+            for c in std::iter::once(winner).chain(still) {
+                self.run(c, ms, 1)?;
+            }
+        }
+        // The winner's own pools first, as the knob search chooses: of those as good as their
+        // best, the smallest. Then the field, each architecture once, ranked again.
+        let mut pools = vec![winner];
+        pools.extend(contesters.iter().filter(|c| c.arch == winner.arch));
+        if let Some(r) = self.rank(&pools) {
+            let pool = std::iter::once(r.winner)
+                .chain(r.ties)
+                .map(|i| pools[i])
+                .min_by_key(|c| c.workers)
+                .expect("the winner is there");
+            let default = Candidate {
+                arch: winner.arch,
+                workers: Some(self.cell.default_pool(winner.arch)),
+            };
+            field[ranking.winner] = if contesters.contains(&default) && pool != default {
+                self.over_default(pool, default)
+            } else {
+                pool
+            };
+        }
+        for c in contesters.iter().filter(|c| c.arch != winner.arch) {
+            if !field.contains(c) {
+                field.push(*c);
+            }
+        }
+        // None of the field met the bound as measured last: the verdict stands as it was
+        // (the rows show the runs).
+        match self.rank(&field) {
+            Some(r) => Some((field, r)),
+            None => Some((before, ranking)),
+        }
+    }
+
+    /// The candidate of `cs` with the most throughput that counts.
+    fn top(&self, cs: &[Candidate]) -> Candidate {
+        *cs.iter()
+            .max_by(|a, b| self.level(**a).rps.0.total_cmp(&self.level(**b).rps.0))
+            .expect("a ranked field is not empty")
+    }
+
+    /// A second run of the leader and of the few closest to it (within 10%), for their
+    /// spread and their costs.
+    fn second_runs(&mut self, alive: &mut [Candidate], ms: u32) -> Option<()> {
+        let top = self.level(alive[0]).rps.0;
+        let close: Vec<Candidate> = alive
+            .iter()
+            .copied()
+            .filter(|c| top > 0.0 && self.level(*c).rps.0 >= top * 0.9)
+            .take(SECOND_RUNS)
+            .collect();
+        for c in close {
+            self.run(c, ms, 1)?;
+        }
+        self.sort(alive);
+        Some(())
+    }
+}
+
+/// Runs the search of one cell. `None` when interrupted.
+pub fn search(cell: &Cell, m: &mut dyn Measure<Probe>) -> Option<Outcome> {
+    if let Some(reason) = cell.infeasible() {
+        return Some(no_winner(cell, 0, 0, Some(reason), Vec::new()));
+    }
+    let mut s = Search {
+        cell,
+        m,
+        samples: Samples::default(),
+        asked: BTreeMap::new(),
+        outclassed: Vec::new(),
+        beyond: None,
+        unneeded: Vec::new(),
+    };
+    if cell.starting_candidates().is_empty() {
+        return Some(no_winner(cell, 0, 0, None, Vec::new()));
+    }
+    let (finalists, rounds, final_ms) = s.halving()?;
+    let Some(first) = s.rank(&finalists) else {
+        let rows = rows(&s, &finalists);
+        let mut out = no_winner(cell, rounds, final_ms, None, rows);
+        out.outclassed = labels(&s.outclassed);
+        return Some(out);
+    };
+    // The verdict among the finalists, each pooled one at its own pool: whenever a pooled
+    // architecture whose pool was not searched yet leads, its pool is searched and the field
+    // ranked again.
+    let mut field = finalists.clone();
+    let mut ranking = first;
+    let mut searched = Vec::new();
+    loop {
+        let leader = field[ranking.winner];
+        // A pick beyond reach needs no pool search either: no pool of it can pass it.
+        if !leader.arch.pooled()
+            || holds_connections(leader.arch)
+            || searched.contains(&leader.arch)
+            || s.beyond.is_some()
+        {
+            break;
+        }
+        searched.push(leader.arch);
+        let pool = pool_search(&mut s, leader.arch, final_ms)?;
+        field[ranking.winner] = Candidate {
+            arch: leader.arch,
+            workers: Some(pool),
+        };
+        ranking = s.rank(&field)?;
+    }
+    let (field, ranking) = s.confirm(field, ranking, final_ms)?;
+    let winner = field[ranking.winner];
+    let level = s.level(winner);
+    let runner_up = field
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != ranking.winner)
+        .map(|(_, c)| *c)
+        .max_by(|a, b| s.level(*a).rps.0.total_cmp(&s.level(*b).rps.0))
+        .filter(|c| s.level(*c).rps.0 > 0.0);
+    let rules = measure_rules(&mut s, winner, final_ms, level.rps.0)?;
+    let tied: Vec<Candidate> = ranking.ties.iter().map(|&i| field[i]).collect();
+    // Every candidate measured in the halving and for the verdict, then the rules' pools.
+    let mut shown = vec![winner];
+    shown.extend(field.iter().copied());
+    shown.extend(cell.starting_candidates());
+    shown.extend(rules_candidates(cell, winner));
+    Some(Outcome {
+        winner: Some(winner),
+        rps: level.rps.0,
+        p99_us: level.p99_us,
+        ties: labels(&tied),
+        decided_by: if s.beyond.is_some() {
+            Some(Figure::Bound)
+        } else {
+            ranking.decided_by
+        },
+        runner_up: runner_up.map(|c| c.label()),
+        margin: runner_up.map(|r| (level.rps.0 - s.level(r).rps.0) / level.rps.0),
+        rules,
+        rounds,
+        final_ms,
+        bound_rps: cell.bound_rps(),
+        infeasible: None,
+        candidates: rows(&s, &shown),
+        starving: labels(&cell.starving()),
+        outclassed: labels(&s.outclassed),
+        unneeded: labels(&s.unneeded),
+        decisions: decisions(&s, final_ms, &field, winner, &tied, &shown),
+    })
+}
+
+/// The rules' pools on the winner's architecture.
+fn rules_candidates(cell: &Cell, winner: Candidate) -> Vec<Candidate> {
+    if !winner.arch.pooled() {
+        return Vec::new();
+    }
+    cell.rules
+        .iter()
+        .map(|(_, w)| Candidate {
+            arch: winner.arch,
+            workers: Some((*w).clamp(1, cell.pool_cap())),
+        })
+        .collect()
+}
+
+/// Measures each rule's pool on the winner's architecture (where not measured yet) and what
+/// it loses against the winner's `best` throughput. A rule's pool not yet measured whose own
+/// bound ([`Cell::candidate_bound_rps`]) is clearly under `best` is not measured, as the
+/// halving leaves such a candidate out: its throughput is at most that bound, and it loses at
+/// least the difference (two threads waiting 100 ms at a time serve at most 20 requests a
+/// second, where the sweet spot served 1,790).
+fn measure_rules(
+    s: &mut Search,
+    winner: Candidate,
+    ms: u32,
+    best: f64,
+) -> Option<Vec<RuleOutcome>> {
+    let mut rules = Vec::new();
+    let names: Vec<String> = s.cell.rules.iter().map(|(n, _)| n.clone()).collect();
+    for (rule, c) in names.into_iter().zip(rules_candidates(s.cell, winner)) {
+        if s.samples.at(c, ms).is_empty() {
+            let own_bound = s.cell.candidate_bound_rps(c);
+            if own_bound < best * (1.0 - TIE_FRACTION) {
+                rules.push(RuleOutcome {
+                    rule,
+                    workers: c.workers.unwrap_or(0),
+                    rps: own_bound,
+                    p99_us: 0.0,
+                    meets_bound: true,
+                    rps_loss: (best - own_bound) / best,
+                    missed_because: None,
+                    measured: false,
+                });
+                continue;
+            }
+            s.run(c, ms, 0)?;
+        }
+        let last = *s.samples.at(c, ms).last().expect("measured");
+        let mean = s.level_at(c, ms).rps.0;
+        let missed_because = Miss::of(s.samples.at(c, ms), s.cell.p99_bound_us)
+            .map(|miss| miss.text(s.cell.p99_bound_us));
+        rules.push(RuleOutcome {
+            rule,
+            workers: c.workers.unwrap_or(0),
+            rps: last.rps,
+            p99_us: last.p99_us,
+            meets_bound: mean > 0.0,
+            rps_loss: (best - mean) / best,
+            missed_because,
+            measured: true,
+        });
+    }
+    Some(rules)
+}
+
+/// The winner architecture's pool, by the knob search ([`knob::search`]) over 1 to the cap, its
+/// own bound the candidate's ([`Cell::candidate_bound_rps`]).
+fn pool_search(s: &mut Search, arch: Arch, ms: u32) -> Option<u32> {
+    let cap = s.cell.pool_cap();
+    knob::search(&mut PoolCurve { s, arch, ms }, 1, cap)
+}
+
+/// An architecture's pools at one run length, as the knob search sees them.
+struct PoolCurve<'s, 'a> {
+    s: &'s mut Search<'a>,
+    arch: Arch,
+    ms: u32,
+}
+
+impl PoolCurve<'_, '_> {
+    fn cand(&self, w: u32) -> Candidate {
+        Candidate {
+            arch: self.arch,
+            workers: Some(w),
+        }
+    }
+}
+
+impl knob::Curve for PoolCurve<'_, '_> {
+    fn level(&mut self, w: u32, reps: u32) -> Option<Level> {
+        let c = self.cand(w);
+        while (self.s.samples.at(c, self.ms).len() as u32) < reps {
+            let rep = self.s.samples.at(c, self.ms).len() as u32;
+            self.s.run(c, self.ms, rep)?;
+        }
+        Some(self.s.level_at(c, self.ms))
+    }
+
+    fn reps(&self, w: u32) -> u32 {
+        self.s.samples.at(self.cand(w), self.ms).len() as u32
+    }
+
+    fn measured(&self) -> Vec<u32> {
+        self.s
+            .samples
+            .0
+            .keys()
+            .filter(|(c, m)| c.arch == self.arch && *m == self.ms)
+            .filter_map(|(c, _)| c.workers)
+            .collect()
+    }
+
+    fn own_bound(&self, w: u32) -> f64 {
+        self.s.cell.candidate_bound_rps(self.cand(w))
+    }
+}
+
+#[cfg(test)]
+mod tests;
