@@ -14,6 +14,7 @@ pub use crate::load::args::Engine;
 use crate::load::args::LoadArgs;
 use crate::load::source::plan::RatePlan;
 use crate::load::source::request::{self, is_token_byte, parse_header};
+use crate::load::source::urls::UrlList;
 use crate::load::target::Target;
 use crate::net::NetSpec;
 use crate::usage;
@@ -152,6 +153,58 @@ pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// The target and the URL list: `TARGET`, or `--urls FILE` (its path-only lines for TARGET).
+fn target_of(args: &LoadArgs) -> anyhow::Result<(Target, Option<std::sync::Arc<UrlList>>)> {
+    Ok(match (&args.target, &args.urls) {
+        (target, Some(file)) => {
+            if args.method != "GET" || args.body.is_some() {
+                return Err(usage(
+                    "-m and --body do not apply with --urls (each line gives its own)",
+                ));
+            }
+            let target = target.as_deref().map(Target::parse).transpose()?;
+            let list =
+                crate::load::source::urls::read_url_file(file, target.as_ref()).map_err(usage)?;
+            (list.target(), Some(std::sync::Arc::new(list)))
+        }
+        (Some(target), None) => (Target::parse(target)?, None),
+        (None, None) => {
+            return Err(usage(
+                "load needs a TARGET (http://HOST:PORT/PATH or tcp://HOST:PORT) or --urls FILE",
+            ))
+        }
+    })
+}
+
+/// The mode of `-n`, `-R` (a rate or a plan) and `-d`, and the plan when it is not constant.
+fn mode_of(args: &LoadArgs) -> anyhow::Result<(Mode, Option<RatePlan>)> {
+    let given_duration = match &args.duration {
+        Some(text) => Some(parse_duration(text).map_err(|e| usage(format!("-d: {e}")))?),
+        None => None,
+    };
+    let duration = given_duration.unwrap_or(DEFAULT_DURATION);
+    let mut plan = None;
+    let mode = match (args.requests, &args.rate) {
+        (Some(requests), _) => Mode::Count { requests },
+        // A plain number is a constant rate, checked by `validate` like one built in code.
+        (None, Some(text)) => match text.trim().parse::<f64>() {
+            Ok(rate) => Mode::Rate { rate, duration },
+            Err(_) => {
+                let parsed = RatePlan::parse(text, given_duration, DEFAULT_DURATION)
+                    .map_err(|e| usage(format!("-R {}: {e}", text.trim())))?;
+                let mode = Mode::Rate {
+                    rate: parsed.mean_rate(),
+                    duration: parsed.duration(),
+                };
+                plan = (!parsed.is_constant()).then_some(parsed);
+                mode
+            }
+        },
+        (None, None) => Mode::Closed { duration },
+    };
+    Ok((mode, plan))
+}
+
 impl LoadConfig {
     /// Rate mode: the slack a thread holding `connections` of `total` batches its sends with
     /// (its share of the rate is its share of the connections); zero in the other modes.
@@ -218,52 +271,12 @@ impl LoadConfig {
     /// Parses command-line flags into a config and validates it; every problem is a usage
     /// error (exit 2) in one line naming the flag.
     pub fn from_args(args: &LoadArgs) -> anyhow::Result<LoadConfig> {
-        let (target, urls) =
-            match (&args.target, &args.urls) {
-                (target, Some(file)) => {
-                    if args.method != "GET" || args.body.is_some() {
-                        return Err(usage(
-                            "-m and --body do not apply with --urls (each line gives its own)",
-                        ));
-                    }
-                    let target = target.as_deref().map(Target::parse).transpose()?;
-                    let list = crate::load::source::urls::read_url_file(file, target.as_ref())
-                        .map_err(usage)?;
-                    (list.target(), Some(std::sync::Arc::new(list)))
-                }
-                (Some(target), None) => (Target::parse(target)?, None),
-                (None, None) => return Err(usage(
-                    "load needs a TARGET (http://HOST:PORT/PATH or tcp://HOST:PORT) or --urls FILE",
-                )),
-            };
+        let (target, urls) = target_of(args)?;
         let method = match &urls {
             Some(list) => list.framing_method().to_string(),
             None => args.method.clone(),
         };
-        let given_duration = match &args.duration {
-            Some(text) => Some(parse_duration(text).map_err(|e| usage(format!("-d: {e}")))?),
-            None => None,
-        };
-        let duration = given_duration.unwrap_or(DEFAULT_DURATION);
-        let mut plan = None;
-        let mode = match (args.requests, &args.rate) {
-            (Some(requests), _) => Mode::Count { requests },
-            // A plain number is a constant rate, checked by `validate` like one built in code.
-            (None, Some(text)) => match text.trim().parse::<f64>() {
-                Ok(rate) => Mode::Rate { rate, duration },
-                Err(_) => {
-                    let parsed = RatePlan::parse(text, given_duration, DEFAULT_DURATION)
-                        .map_err(|e| usage(format!("-R {}: {e}", text.trim())))?;
-                    let mode = Mode::Rate {
-                        rate: parsed.mean_rate(),
-                        duration: parsed.duration(),
-                    };
-                    plan = (!parsed.is_constant()).then_some(parsed);
-                    mode
-                }
-            },
-            (None, None) => Mode::Closed { duration },
-        };
+        let (mode, plan) = mode_of(args)?;
         let timeout =
             parse_duration(&args.timeout).map_err(|e| usage(format!("--timeout: {e}")))?;
         let headers = args

@@ -473,22 +473,12 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
                 .map_err(|e| usage(format!("{flag}: cannot create {}: {e}", path.display())))?;
         }
     }
-    let json_to_stdout = args.json.as_deref() == Some("-");
     let live = (std::io::stderr().is_terminal() && !args.quiet)
         .then(|| output::progress::LiveProgress::new(&config));
     let stop = crate::os::stop_on_signals()?;
     let report = run_observed(&config, Some(&stop), live.as_ref(), &options)?;
-    if !args.quiet {
-        let summary = output::human::render(&report, &config);
-        if json_to_stdout {
-            eprint!("{summary}");
-        } else {
-            crate::print_stdout(&summary)?;
-        }
-    }
-    if let Some(dest) = &args.json {
-        crate::render::json::write(&report, dest)?;
-    }
+    let summary = (!args.quiet).then(|| output::human::render(&report, &config));
+    crate::render::json::write_results(summary.as_deref(), args.json.as_deref(), &report)?;
     if let Some(path) = &args.csv {
         std::fs::write(path, output::timeseries::csv(&report.series))
             .with_context(|| format!("--csv: cannot write {}", path.display()))?;

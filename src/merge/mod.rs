@@ -523,18 +523,8 @@ pub fn run_merge(args: MergeArgs) -> anyhow::Result<()> {
         .map(|p| read_input(p))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let merged = combine(&inputs).map_err(usage)?;
-    let to_stdout = args.json.as_deref() == Some("-");
-    if !args.quiet {
-        let text = render(&merged);
-        if to_stdout {
-            eprint!("{text}");
-        } else {
-            crate::print_stdout(&text)?;
-        }
-    }
-    if let Some(dest) = &args.json {
-        crate::render::json::write(&merged, dest)?;
-    }
+    let summary = (!args.quiet).then(|| render(&merged));
+    crate::render::json::write_results(summary.as_deref(), args.json.as_deref(), &merged)?;
     if let Some(path) = &args.html {
         std::fs::write(path, html::render(&merged))
             .with_context(|| format!("cannot write {}", path.display()))?;

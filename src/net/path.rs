@@ -86,6 +86,47 @@ fn effective_caps(status: &str) -> Option<u64> {
 pub const NOT_PERMITTED: &str =
     "--net needs CAP_NET_ADMIN and CAP_SYS_ADMIN (run as root) to make a network namespace and TUN devices";
 
+/// The namespace's ends wired: the two TUN devices made, the client's moved into the
+/// namespace `name`, both addressed and up, the server's end routing loopback; the namespace's
+/// handle and the two devices (they vanish with their descriptors).
+fn wire(
+    name: &str,
+    client_if: &str,
+    server_if: &str,
+    near_end: Ipv4Addr,
+    client_addr: Ipv4Addr,
+) -> anyhow::Result<(File, std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    let server_tun = crate::sys::open_tun(server_if)
+        .with_context(|| format!("making the TUN device {server_if}"))?;
+    let client_tun = crate::sys::open_tun(client_if)
+        .with_context(|| format!("making the TUN device {client_if}"))?;
+    run("ip", &["link", "set", client_if, "netns", name])?;
+    let near = near_end.to_string();
+    let client = client_addr.to_string();
+    run(
+        "ip",
+        &["addr", "add", &near, "peer", &client, "dev", server_if],
+    )?;
+    run("ip", &["link", "set", server_if, "up"])?;
+    // Packets for 127.0.0.1 arriving on the device, and the server's answers from it,
+    // are routed (the kernel drops both as martians otherwise).
+    for (key, value) in [("route_localnet", "1"), ("rp_filter", "0")] {
+        let file = format!("/proc/sys/net/ipv4/conf/{server_if}/{key}");
+        std::fs::write(&file, value).with_context(|| format!("writing {file}"))?;
+    }
+    let in_ns = |args: &[&str]| {
+        let mut all = vec!["-n", name];
+        all.extend_from_slice(args);
+        run("ip", &all)
+    };
+    in_ns(&["addr", "add", &client, "peer", &near, "dev", client_if])?;
+    in_ns(&["link", "set", client_if, "up"])?;
+    in_ns(&["link", "set", "lo", "up"])?;
+    in_ns(&["route", "add", "default", "dev", client_if])?;
+    let namespace = File::open(PathBuf::from("/run/netns").join(name))?;
+    Ok((namespace, client_tun, server_tun))
+}
+
 impl NetPath {
     /// Makes a path whose near end stands for `server` (an IPv4 address of this machine,
     /// 127.0.0.1 for a server on loopback) and starts its relay.
@@ -104,37 +145,7 @@ impl NetPath {
             }
         };
         // From here on a failure deletes the namespace (the devices go with their descriptors).
-        let made = (|| -> anyhow::Result<(File, std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
-            let server_tun = crate::sys::open_tun(&server_if)
-                .with_context(|| format!("making the TUN device {server_if}"))?;
-            let client_tun = crate::sys::open_tun(&client_if)
-                .with_context(|| format!("making the TUN device {client_if}"))?;
-            run("ip", &["link", "set", &client_if, "netns", &name])?;
-            let near = near_end.to_string();
-            let client = client_addr.to_string();
-            run(
-                "ip",
-                &["addr", "add", &near, "peer", &client, "dev", &server_if],
-            )?;
-            run("ip", &["link", "set", &server_if, "up"])?;
-            // Packets for 127.0.0.1 arriving on the device, and the server's answers from it,
-            // are routed (the kernel drops both as martians otherwise).
-            for (key, value) in [("route_localnet", "1"), ("rp_filter", "0")] {
-                let file = format!("/proc/sys/net/ipv4/conf/{server_if}/{key}");
-                std::fs::write(&file, value).with_context(|| format!("writing {file}"))?;
-            }
-            let in_ns = |args: &[&str]| {
-                let mut all = vec!["-n", name.as_str()];
-                all.extend_from_slice(args);
-                run("ip", &all)
-            };
-            in_ns(&["addr", "add", &client, "peer", &near, "dev", &client_if])?;
-            in_ns(&["link", "set", &client_if, "up"])?;
-            in_ns(&["link", "set", "lo", "up"])?;
-            in_ns(&["route", "add", "default", "dev", &client_if])?;
-            let namespace = File::open(PathBuf::from("/run/netns").join(&name))?;
-            Ok((namespace, client_tun, server_tun))
-        })();
+        let made = wire(&name, &client_if, &server_if, near_end, client_addr);
         drop(subnet_lock);
         let (namespace, client_tun, server_tun) = match made {
             Ok(made) => made,

@@ -44,6 +44,26 @@ pub fn write<T: Serialize>(value: &T, dest: &str) -> anyhow::Result<()> {
     write_file(Path::new(dest), &text)
 }
 
+/// A command's results where they go: its summary on stdout (on stderr when `--json -`
+/// takes stdout; none with `--quiet`: `summary` is `None`), then `value` as JSON to `json`.
+pub fn write_results<T: Serialize>(
+    summary: Option<&str>,
+    json: Option<&str>,
+    value: &T,
+) -> anyhow::Result<()> {
+    if let Some(summary) = summary {
+        if json == Some("-") {
+            eprint!("{summary}");
+        } else {
+            crate::print_stdout(summary)?;
+        }
+    }
+    if let Some(dest) = json {
+        write(value, dest)?;
+    }
+    Ok(())
+}
+
 /// Writes `text` to `path` whole: into `path.partial`, then renamed over `path`.
 pub fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
     let mut partial = path.as_os_str().to_owned();

@@ -64,6 +64,81 @@ fn best_of(values: &[(u32, f64)]) -> f64 {
 /// memory), the smallest of those. `None`: interrupted.
 pub fn search(curve: &mut dyn Curve, lo: u32, cap: u32) -> Option<u32> {
     let lo = lo.max(1).min(cap);
+    let scale = Scale { lo, cap };
+    let (floor, best_w, best) = double(curve, scale)?;
+    // The knee: the smallest value of the doubling scale within WITHIN_BEST of the best (the
+    // best itself may sit far out on a plateau). Golden section in log2 space around it.
+    let knee = measured(curve)?
+        .into_iter()
+        .filter(|(w, l)| scale.on(*w) && *l >= best * (1.0 - WITHIN_BEST))
+        .map(|(w, _)| w)
+        .min()
+        .unwrap_or(best_w);
+    let (mut a, mut b) = (
+        f64::from((knee / 2).max(floor)).log2(),
+        f64::from((knee * 2).min(cap)).log2(),
+    );
+    // No value whose own bound is below WITHIN_BEST of the best can be as good: the section
+    // starts at the smallest that can, where that is above the knee's half. That one is the
+    // knee (nothing left to narrow) when it is the knee already or measures within WITHIN_BEST
+    // of the best. (Own bounds not known, as for `tune`: nothing to start from.)
+    let target = best * (1.0 - WITHIN_BEST);
+    if best > 0.0 && curve.own_bound(lo).is_finite() {
+        let can = f64::from(smallest_reaching(curve, lo, knee, target)).log2();
+        if can >= f64::from(knee).log2()
+            || (can > a && curve.level(scale.at(can), 1)?.rps.0 >= target)
+        {
+            (a, b) = (can, can);
+        }
+        a = a.max(can);
+    }
+    // A plateau (every doubling measured past the knee within FLAT times WITHIN_BEST of the
+    // best): the smallest value as good as the best lies between the section's start and the
+    // knee, and a bisection in log2 space finds it in about half the values a golden section
+    // would measure (blocking pools at 256 connections here: 4 against 7 and their repeats). A
+    // peak is left to the golden section, which looks past the knee for it.
+    let flat = measured(curve)?
+        .iter()
+        .filter(|(w, _)| scale.on(*w) && *w > knee)
+        .all(|(_, l)| *l >= best * (1.0 - FLAT * WITHIN_BEST));
+    if flat && best > 0.0 && scale.at(a) < knee && a < b {
+        let above = f64::from(bisect(curve, scale.at(a), knee, scale)?).log2();
+        (a, b) = (above, above);
+    }
+    golden_section(curve, a, b, scale)?;
+    cheapest_near_best(curve, best_w)
+}
+
+/// The values a search takes: `lo..=cap`, and the doubling scale from `lo`.
+#[derive(Clone, Copy)]
+struct Scale {
+    lo: u32,
+    cap: u32,
+}
+
+impl Scale {
+    /// The value at `t` in log2 space.
+    fn at(self, t: f64) -> u32 {
+        (2f64.powf(t).round() as u32).clamp(self.lo, self.cap)
+    }
+
+    /// Whether `w` is on the doubling scale from `lo` (or is the cap).
+    fn on(self, w: u32) -> bool {
+        w == self.cap || (w / self.lo).is_power_of_two() && w.is_multiple_of(self.lo)
+    }
+}
+
+/// Down to adjacent values, or values within WITHIN_BEST of each other: a value that much off
+/// the best is within the best's spread (below the knee, throughput grows at most in
+/// proportion to a pool).
+fn resolved(lo: u32, hi: u32) -> bool {
+    hi - lo <= 1 || f64::from(hi) <= f64::from(lo) * (1.0 + WITHIN_BEST)
+}
+
+/// The doubling from `lo`: the value it started at past those whose own bound cannot come
+/// within WITHIN_BEST of what was reached (the floor), the best value and its throughput.
+fn double(curve: &mut dyn Curve, scale: Scale) -> Option<(u32, u32, f64)> {
+    let Scale { lo, cap } = scale;
     let reached = best_of(&measured(curve)?);
     let own = |curve: &dyn Curve, w: u32| curve.own_bound(w);
     let mut w = lo;
@@ -92,76 +167,42 @@ pub fn search(curve: &mut dyn Curve, lo: u32, cap: u32) -> Option<u32> {
             }
         }
     }
-    // The knee: the smallest value of the doubling scale within WITHIN_BEST of the best (the
-    // best itself may sit far out on a plateau). Golden section in log2 space around it.
-    let on_scale = |w: u32| w == cap || (w / lo).is_power_of_two() && w.is_multiple_of(lo);
-    let knee = measured(curve)?
-        .into_iter()
-        .filter(|(w, l)| on_scale(*w) && *l >= best * (1.0 - WITHIN_BEST))
-        .map(|(w, _)| w)
-        .min()
-        .unwrap_or(best_w);
-    let (mut a, mut b) = (
-        f64::from((knee / 2).max(floor)).log2(),
-        f64::from((knee * 2).min(cap)).log2(),
-    );
+    Some((floor, best_w, best))
+}
+
+/// On a plateau: the smallest value in `below..=above` within WITHIN_BEST of the best, by
+/// bisection in log2 space (a value within a run's noise of that line measured once more).
+fn bisect(curve: &mut dyn Curve, below: u32, above: u32, scale: Scale) -> Option<u32> {
+    let (mut below, mut above) = (below, above);
+    while !resolved(below, above) {
+        let mid = scale.at((f64::from(below).log2() + f64::from(above).log2()) / 2.0);
+        if mid <= below || mid >= above {
+            break;
+        }
+        let line = best_of(&measured(curve)?) * (1.0 - WITHIN_BEST);
+        let mut l = curve.level(mid, 1)?.rps.0;
+        if (l - line).abs() < NEAR_LINE * line {
+            l = curve.level(mid, 2)?.rps.0;
+        }
+        if l >= line {
+            above = mid;
+        } else {
+            below = mid;
+        }
+    }
+    Some(above)
+}
+
+/// A golden-section search between `a` and `b` in log2 space, close calls measured again
+/// unless both are on the plateau; ties go to the smaller value.
+fn golden_section(curve: &mut dyn Curve, a: f64, b: f64, scale: Scale) -> Option<()> {
     const PHI: f64 = 0.618_033_988_749_895;
-    let value_at = |t: f64| (2f64.powf(t).round() as u32).clamp(lo, cap);
-    // No value whose own bound is below WITHIN_BEST of the best can be as good: the section
-    // starts at the smallest that can, where that is above the knee's half. That one is the
-    // knee (nothing left to narrow) when it is the knee already or measures within WITHIN_BEST
-    // of the best. (Own bounds not known, as for `tune`: nothing to start from.)
-    let target = best * (1.0 - WITHIN_BEST);
-    if best > 0.0 && curve.own_bound(lo).is_finite() {
-        let can = f64::from(smallest_reaching(curve, lo, knee, target)).log2();
-        if can >= f64::from(knee).log2()
-            || (can > a && curve.level(value_at(can), 1)?.rps.0 >= target)
-        {
-            (a, b) = (can, can);
-        }
-        a = a.max(can);
-    }
-    // Down to adjacent values, or values within WITHIN_BEST of each other: a value that much
-    // off the best is within the best's spread (below the knee, throughput grows at most in
-    // proportion to a pool).
-    let resolved =
-        |lo: u32, hi: u32| hi - lo <= 1 || f64::from(hi) <= f64::from(lo) * (1.0 + WITHIN_BEST);
-    // A plateau (every doubling measured past the knee within FLAT times WITHIN_BEST of the
-    // best):
-    // the smallest value as good as the best lies between the section's start and the knee, and
-    // a bisection in log2 space finds it in about half the values a golden section would
-    // measure (blocking pools at 256 connections here: 4 against 7 and their repeats). A peak
-    // is left to the golden section, which looks past the knee for it.
-    let flat = measured(curve)?
-        .iter()
-        .filter(|(w, _)| on_scale(*w) && *w > knee)
-        .all(|(_, l)| *l >= best * (1.0 - FLAT * WITHIN_BEST));
-    if flat && best > 0.0 && value_at(a) < knee && a < b {
-        let (mut below, mut above) = (value_at(a), knee);
-        while !resolved(below, above) {
-            let mid = value_at((f64::from(below).log2() + f64::from(above).log2()) / 2.0);
-            if mid <= below || mid >= above {
-                break;
-            }
-            let line = best_of(&measured(curve)?) * (1.0 - WITHIN_BEST);
-            let mut l = curve.level(mid, 1)?.rps.0;
-            // Within a run's noise of the line: measured once more before it is placed.
-            if (l - line).abs() < NEAR_LINE * line {
-                l = curve.level(mid, 2)?.rps.0;
-            }
-            if l >= line {
-                above = mid;
-            } else {
-                below = mid;
-            }
-        }
-        (a, b) = (f64::from(above).log2(), f64::from(above).log2());
-    }
+    let (mut a, mut b) = (a, b);
     let mut steps = 0;
-    while !resolved(value_at(a), value_at(b)) && steps < 12 {
+    while !resolved(scale.at(a), scale.at(b)) && steps < 12 {
         steps += 1;
         let (x1, x2) = (b - PHI * (b - a), a + PHI * (b - a));
-        let (p1, p2) = (value_at(x1), value_at(x2));
+        let (p1, p2) = (scale.at(x1), scale.at(x2));
         if p1 == p2 {
             break;
         }
@@ -178,16 +219,19 @@ pub fn search(curve: &mut dyn Curve, lo: u32, cap: u32) -> Option<u32> {
             l2 = curve.level(p2, rep + 1)?.rps;
             rep += 1;
         }
-        // Ties go to the smaller value.
         if l1.0 >= l2.0 * (1.0 - WITHIN_BEST / 2.0) {
             b = x2;
         } else {
             a = x1;
         }
     }
-    // The best value and the smallest within twice WITHIN_BEST of it measured once more (a
-    // single run's noise is about WITHIN_BEST); of those within WITHIN_BEST of the best mean,
-    // the cheapest (p99, then CPU per request, then memory), and the smallest of those.
+    Some(())
+}
+
+/// The best value and the smallest within twice WITHIN_BEST of it measured once more (a
+/// single run's noise is about WITHIN_BEST); of those within WITHIN_BEST of the best mean,
+/// the cheapest (p99, then CPU per request, then memory), and the smallest of those.
+fn cheapest_near_best(curve: &mut dyn Curve, best_w: u32) -> Option<u32> {
     let all = measured(curve)?;
     let top = best_of(&all);
     let close = all

@@ -195,24 +195,21 @@ pub struct TuneResults {
     pub verify: Option<search::GridCheck>,
 }
 
-/// `tune`'s arguments, checked once: the knobs, the URL, the load, the bound and where the
-/// results go. Nothing runs before it is whole.
+/// `tune`'s arguments, checked once: the knobs, the server, the load each configuration
+/// gets, the bound and where the results go. Nothing runs before it is whole.
 pub struct TuneConfig {
     /// The arguments as given (saved in the run's directory, for `--resume`).
     pub args: TuneArgs,
     pub knobs: Vec<Knob>,
-    /// `--url`'s scheme and authority, and its path.
-    pub base: String,
-    pub route: String,
+    /// The server at its knobs' values (`{knob}`s unfilled): `--cmd`, `--url`'s base.
+    pub server: ExternalTarget,
+    /// The load: the closed loop, or `--rate` (`--plan`'s mean rate); the window, the
+    /// warm-up, the timeout, the path; and the request (`--url`'s path, `--plan`, `--urls`
+    /// made absolute).
+    pub setup: Setup,
+    pub workload: Workload,
     pub concurrency: u32,
     pub p99_bound_ms: f64,
-    pub duration_s: f64,
-    pub warmup_s: f64,
-    pub ready_s: f64,
-    /// `--plan`'s mean rate (the setup's `rate`; the plan itself is the workload's).
-    pub plan_rate: Option<f64>,
-    /// `--urls`, made absolute.
-    pub urls: Option<String>,
     /// `--default`'s values.
     pub default: Option<Vec<u32>>,
     pub out: PathBuf,
@@ -276,18 +273,34 @@ impl TuneConfig {
             .out
             .clone()
             .unwrap_or_else(|| crate::lab::results::default_out_dir("tune"));
+        let mut setup = Setup::closed(duration_s, warmup_s);
+        if let Some(rate) = args.rate.or(plan_rate) {
+            setup.mode = LoadMode::Rate;
+            setup.rate = Some(rate);
+        }
+        setup.timeout = (p99_bound_ms / 1000.0 * 2.0).max(2.0);
+        setup.net = crate::net::spec_of(args.search.net.as_deref());
+        let mut workload = Workload::get("tune", &route);
+        workload.plan = args.plan.clone();
+        workload.urls = urls;
+        let server = ExternalTarget {
+            name: "tune".into(),
+            command: args.cmd.clone(),
+            url: base,
+            ready_timeout: Some(ready_s),
+            workloads: None,
+            cpu_command: None,
+            workers: Vec::new(),
+            threads: Vec::new(),
+        };
         Ok(TuneConfig {
             args,
             knobs,
-            base,
-            route,
+            server,
+            setup,
+            workload,
             concurrency,
             p99_bound_ms,
-            duration_s,
-            warmup_s,
-            ready_s,
-            plan_rate,
-            urls,
             default,
             out,
             previous_wall_s,
@@ -327,28 +340,16 @@ struct Live<'a> {
 
 impl Live<'_> {
     /// The point one configuration is: the user's command with the knobs' values, its URL
-    /// and request, the load (closed loop, or --rate / --plan), the path.
+    /// and request, the load (the closed loop at one connection for the profile).
     fn plan(&self, values: &[u32]) -> PointPlan {
         let c = self.config;
-        let mut setup = Setup::closed(c.duration_s, c.warmup_s);
-        if let Some(rate) = c.args.rate.or(c.plan_rate).filter(|_| !self.closed) {
-            setup.mode = LoadMode::Rate;
-            setup.rate = Some(rate);
+        let (mut setup, mut workload) = (c.setup.clone(), c.workload.clone());
+        if self.closed {
+            (setup.mode, setup.rate, workload.plan) = (LoadMode::Closed, None, None);
         }
-        setup.timeout = (c.p99_bound_ms / 1000.0 * 2.0).max(2.0);
-        setup.net = crate::net::spec_of(c.args.search.net.as_deref());
-        let mut workload = Workload::get("tune", &c.route);
-        workload.plan = c.args.plan.clone().filter(|_| !self.closed);
-        workload.urls = c.urls.clone();
         let server = ExternalTarget {
-            name: "tune".into(),
-            command: spec::command_at(&c.args.cmd, &c.knobs, values),
-            url: c.base.clone(),
-            ready_timeout: Some(c.ready_s),
-            workloads: None,
-            cpu_command: None,
-            workers: Vec::new(),
-            threads: Vec::new(),
+            command: spec::command_at(&c.server.command, &c.knobs, values),
+            ..c.server.clone()
         };
         PointPlan {
             point: PointSpec {
@@ -468,7 +469,7 @@ fn prepare_out(config: &TuneConfig) -> anyhow::Result<()> {
     }
     let saved = TuneArgs {
         out: Some(std::path::absolute(out)?),
-        urls: config.urls.clone().map(PathBuf::from),
+        urls: config.workload.urls.clone().map(PathBuf::from),
         ..config.args.clone()
     };
     std::fs::write(out.join(ARGS_FILE), serde_json::to_string_pretty(&saved)?)
@@ -492,9 +493,9 @@ fn tune(config: &TuneConfig, live: &mut Live) -> anyhow::Result<TuneResults> {
         concurrency: config.concurrency,
         rate: args.rate,
         plan: args.plan.clone(),
-        urls: config.urls.clone(),
+        urls: config.workload.urls.clone(),
         p99_bound_ms: config.p99_bound_ms,
-        duration_s: config.duration_s,
+        duration_s: config.setup.duration,
         machine: live.machine.clone(),
         started: utc_timestamp(),
         wall_s: 0.0,

@@ -333,31 +333,7 @@ impl<'p, 'a> Worker<'p, 'a> {
                 }
                 break;
             }
-            let mut wake = (now + MAX_POLL_WAIT).min(sweep.next());
-            if let (None, Some(settle)) = (self.window_start, self.plan.settle) {
-                wake = wake.min(now + SETTLE_LOOK).min(settle.limit());
-            }
-            match (drain_until, self.deadline()) {
-                (Some(until), _) => wake = wake.min(until),
-                (None, Some(deadline)) => wake = wake.min(deadline),
-                (None, None) => {}
-            }
-            if let Some(at) = self.wakeups.earliest() {
-                // Rate mode's slack: a send due later goes out at the end of its slack, with
-                // every other send due by then, in one wakeup (its lateness is measured);
-                // only while the server keeps up (no more unanswered than a batch): one with
-                // requests queued gets the next as intended, not in bursts that queue more.
-                let keeping_up = self.recorder.outstanding() <= MAX_BATCH as u64;
-                let at = if at > now && keeping_up {
-                    at + self.slack
-                } else {
-                    at
-                };
-                wake = wake.min(at);
-                if let Some(timer) = self.precise_timer.as_mut() {
-                    timer.arm(at, now);
-                }
-            }
+            let wake = self.next_wake(now, sweep.next(), drain_until);
             let wait = wake.saturating_duration_since(now);
             match self.driver {
                 Driver::Epoll(_) => {
@@ -389,6 +365,43 @@ impl<'p, 'a> Worker<'p, 'a> {
         self.censor(end, window_end);
         completed.store(self.recorder.responses(), Ordering::Relaxed);
         Ok(())
+    }
+
+    /// When the loop must wake next: the timeout sweep, the settle's look, the drain's or the
+    /// run's end, and the earliest send due (rate mode, its slack added while the server keeps
+    /// up), the precise timer armed for it.
+    fn next_wake(
+        &mut self,
+        now: Instant,
+        sweep_next: Instant,
+        drain_until: Option<Instant>,
+    ) -> Instant {
+        let mut wake = (now + MAX_POLL_WAIT).min(sweep_next);
+        if let (None, Some(settle)) = (self.window_start, self.plan.settle) {
+            wake = wake.min(now + SETTLE_LOOK).min(settle.limit());
+        }
+        match (drain_until, self.deadline()) {
+            (Some(until), _) => wake = wake.min(until),
+            (None, Some(deadline)) => wake = wake.min(deadline),
+            (None, None) => {}
+        }
+        if let Some(at) = self.wakeups.earliest() {
+            // Rate mode's slack: a send due later goes out at the end of its slack, with
+            // every other send due by then, in one wakeup (its lateness is measured);
+            // only while the server keeps up (no more unanswered than a batch): one with
+            // requests queued gets the next as intended, not in bursts that queue more.
+            let keeping_up = self.recorder.outstanding() <= MAX_BATCH as u64;
+            let at = if at > now && keeping_up {
+                at + self.slack
+            } else {
+                at
+            };
+            wake = wake.min(at);
+            if let Some(timer) = self.precise_timer.as_mut() {
+                timer.arm(at, now);
+            }
+        }
+        wake
     }
 
     /// Waits for readiness (napping first when `nap`, see `NAP`) and handles the events;

@@ -238,37 +238,8 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         }
     };
     let rate_mode = matches!(config.mode, Mode::Rate { .. });
-    let (target_rate, achieved_rate, rate_held) = match config.mode {
-        Mode::Rate { rate, .. } => {
-            let achieved = per_second(merged.sent);
-            (
-                Some(rate),
-                Some(achieved),
-                Some(achieved >= rate * RATE_HELD_FRACTION),
-            )
-        }
-        _ => (None, None, None),
-    };
-    let (latency_us, latency) = censored_view(
-        &merged.latency,
-        &merged.censored,
-        if rate_mode {
-            LatencyView::RateCorrected
-        } else {
-            LatencyView::ClosedLoop
-        },
-        merged.errors.timeout,
-        config.timeout,
-    );
-    let uncorrected = merged.latency_uncorrected.as_ref().map(|h| {
-        censored_view(
-            h,
-            &merged.censored,
-            LatencyView::RateUncorrected,
-            merged.errors.timeout,
-            config.timeout,
-        )
-    });
+    let (target_rate, achieved_rate, rate_held) = rate_figures(config, merged);
+    let ((latency_us, latency), uncorrected) = latency_views(config, merged);
     LoadReport {
         requests: merged.requests,
         duration_s,
@@ -310,14 +281,7 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         engine: config.engine.name().to_string(),
         uring: (config.engine == crate::load::Engine::Uring)
             .then(|| uring_report(config, threads, merged)),
-        stamps: (config.engine == crate::load::Engine::Epoll
-            && rate_mode
-            && !config.target.is_tls())
-        .then(|| StampReport {
-            stamped: merged.hold.count,
-            hold_mean_us: merged.hold.mean_us(),
-            hold_max_us: merged.hold.max.as_secs_f64() * 1e6,
-        }),
+        stamps: stamp_report(config, merged),
         segment: None,
         started_at_unix_s: 0.0,
         ended_at_unix_s: 0.0,
@@ -336,6 +300,74 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         series: Vec::new(),
         tls: config.target.is_tls().then(|| tls_report(merged)),
     }
+}
+
+/// Rate mode: the rate asked for, the rate sent, and whether it was held.
+fn rate_figures(
+    config: &LoadConfig,
+    merged: &ThreadStats,
+) -> (Option<f64>, Option<f64>, Option<bool>) {
+    let duration_s = merged.elapsed.as_secs_f64();
+    match config.mode {
+        Mode::Rate { rate, .. } => {
+            let achieved = if duration_s > 0.0 {
+                merged.sent as f64 / duration_s
+            } else {
+                0.0
+            };
+            (
+                Some(rate),
+                Some(achieved),
+                Some(achieved >= rate * RATE_HELD_FRACTION),
+            )
+        }
+        _ => (None, None, None),
+    }
+}
+
+/// A latency summary and the histogram it describes.
+type View = (LatencySummary, LatencyHistogram);
+
+/// The latency as reported, with its histogram (censored requests included; a closed loop's
+/// with the requests they held back), and rate mode's uncorrected view beside it.
+fn latency_views(config: &LoadConfig, merged: &ThreadStats) -> (View, Option<View>) {
+    let rate_mode = matches!(config.mode, Mode::Rate { .. });
+    let view = if rate_mode {
+        LatencyView::RateCorrected
+    } else {
+        LatencyView::ClosedLoop
+    };
+    let timeouts = merged.errors.timeout;
+    let corrected = censored_view(
+        &merged.latency,
+        &merged.censored,
+        view,
+        timeouts,
+        config.timeout,
+    );
+    let uncorrected = merged.latency_uncorrected.as_ref().map(|h| {
+        censored_view(
+            h,
+            &merged.censored,
+            LatencyView::RateUncorrected,
+            timeouts,
+            config.timeout,
+        )
+    });
+    (corrected, uncorrected)
+}
+
+/// Rate mode over plain TCP with the epoll driver: how long the kernel-stamped responses
+/// waited to be read.
+fn stamp_report(config: &LoadConfig, merged: &ThreadStats) -> Option<StampReport> {
+    let stamped = config.engine == crate::load::Engine::Epoll
+        && matches!(config.mode, Mode::Rate { .. })
+        && !config.target.is_tls();
+    stamped.then(|| StampReport {
+        stamped: merged.hold.count,
+        hold_mean_us: merged.hold.mean_us(),
+        hold_max_us: merged.hold.max.as_secs_f64() * 1e6,
+    })
 }
 
 /// The io_uring driver's waits: its smallest share of connections decides whether it gathers.

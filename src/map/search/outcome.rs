@@ -201,12 +201,6 @@ pub(super) fn decisions(
     let w_runs = runs_text(s, winner, None);
     let field_levels: Vec<Level> = field.iter().map(|c| s.level(*c)).collect();
     let field_why = crate::search::rank::left_by(&field_levels, tolerance);
-    let figure_of = |f: Figure, l: &Level| match f {
-        Figure::Throughput | Figure::Bound => format!("{} req/s", thousands(l.rps.0)),
-        Figure::P99 => duration_us(l.p99_us),
-        Figure::Cpu => format!("{} CPU a request", duration_us(l.cpu_us)),
-        Figure::Memory => format!("{:.1} MiB", l.rss_kb / 1024.0),
-    };
     let mut seen = std::collections::BTreeSet::new();
     let mut out = Vec::new();
     for &c in shown {
@@ -274,54 +268,68 @@ pub(super) fn decisions(
                 ),
                 None => "its p99 missed the bound in the verdict's runs".to_string(),
             },
-            None => {
-                let ms = s.samples.longest_ms(c).unwrap_or(0);
-                let at = s.level_at(winner, ms);
-                if s.samples.at(winner, ms).is_empty() || at.rps.0 <= 0.0 {
-                    format!(
-                        "it was not measured in the verdict's runs, and {} not in its {} ones",
-                        winner.label(),
-                        crate::render::units::duration_us(f64::from(ms) * 1000.0)
-                    )
-                } else {
-                    let pair = crate::search::rank::rank_with(&[at, l], tolerance);
-                    let verdict = match pair.as_ref().map(|r| (r.winner, r.decided_by)) {
-                        Some((0, Some(f))) => format!(
-                            "{} was ahead on {}: {} against {}",
-                            winner.label(),
-                            f.name(),
-                            figure_of(f, &at),
-                            figure_of(f, &l)
-                        ),
-                        Some((0, None)) | Some((1, None))
-                            if c.arch == winner.arch && c.workers > winner.workers =>
-                        {
-                            "the two were indistinguishable there, and of pools as good as the \
-                             best the smallest is kept"
-                                .to_string()
-                        }
-                        Some((0, None)) | Some((1, None)) => {
-                            "the two were indistinguishable there".to_string()
-                        }
-                        _ => format!(
-                            "{} was ahead there; the search kept {} on longer runs",
-                            c.label(),
-                            winner.label()
-                        ),
-                    };
-                    format!(
-                        "at its run length {} measured {} req/s, p99 {} ({}): {verdict}",
-                        winner.label(),
-                        thousands(at.rps.0),
-                        duration_us(at.p99_us),
-                        runs_text(s, winner, Some(ms)),
-                    )
-                }
-            }
+            None => why_before_the_verdict(s, c, winner),
         };
         out.push(format!("{head}: {why}."));
     }
     out
+}
+
+/// A figure of a level, in words: `1,234 req/s`, `12.0 ms`.
+fn figure_of(f: Figure, l: &Level) -> String {
+    use crate::render::units::{duration_us, thousands};
+    match f {
+        Figure::Throughput | Figure::Bound => format!("{} req/s", thousands(l.rps.0)),
+        Figure::P99 => duration_us(l.p99_us),
+        Figure::Cpu => format!("{} CPU a request", duration_us(l.cpu_us)),
+        Figure::Memory => format!("{:.1} MiB", l.rss_kb / 1024.0),
+    }
+}
+
+/// Why `c`, measured only before the verdict, lost to `winner`: the two compared at `c`'s
+/// longest run length, as the search compared them.
+fn why_before_the_verdict(s: &Search, c: Candidate, winner: Candidate) -> String {
+    use crate::render::units::{duration_us, thousands};
+    let l = s.level(c);
+    let ms = s.samples.longest_ms(c).unwrap_or(0);
+    let at = s.level_at(winner, ms);
+    if s.samples.at(winner, ms).is_empty() || at.rps.0 <= 0.0 {
+        return format!(
+            "it was not measured in the verdict's runs, and {} not in its {} ones",
+            winner.label(),
+            duration_us(f64::from(ms) * 1000.0)
+        );
+    }
+    let pair = crate::search::rank::rank_with(&[at, l], s.cell.p99_tolerance());
+    let verdict = match pair.as_ref().map(|r| (r.winner, r.decided_by)) {
+        Some((0, Some(f))) => format!(
+            "{} was ahead on {}: {} against {}",
+            winner.label(),
+            f.name(),
+            figure_of(f, &at),
+            figure_of(f, &l)
+        ),
+        Some((0, None)) | Some((1, None))
+            if c.arch == winner.arch && c.workers > winner.workers =>
+        {
+            "the two were indistinguishable there, and of pools as good as the best the \
+             smallest is kept"
+                .to_string()
+        }
+        Some((0, None)) | Some((1, None)) => "the two were indistinguishable there".to_string(),
+        _ => format!(
+            "{} was ahead there; the search kept {} on longer runs",
+            c.label(),
+            winner.label()
+        ),
+    };
+    format!(
+        "at its run length {} measured {} req/s, p99 {} ({}): {verdict}",
+        winner.label(),
+        thousands(at.rps.0),
+        duration_us(at.p99_us),
+        runs_text(s, winner, Some(ms)),
+    )
 }
 
 /// `2 runs of 3.0 s` for a candidate's longest runs, or those of length `ms`.
