@@ -8,12 +8,10 @@
 //! costs a lock, a heap push and a channel, and a system call only when it is the earliest:
 //! the event loops' own shape. Written here because tokio has no timer finer than its tick.
 //!
-//! Every other wait of the architecture (a connection's idle and request deadlines, a stalled
-//! write, the accept loop's look at the stop flag) is a [`Deadline`] here too, so tokio's own
-//! timer stays empty: with any timer in it, each worker that runs out of work parks in
-//! `epoll_wait` with a timeout, which arms and cancels a kernel hrtimer every time (0.97 of each
-//! a request at one connection, where hyper, with no timer, arms none). A timerfd costs an arm
-//! only when the earliest deadline changes.
+//! Every other wait (idle and request deadlines, a stalled write, the accept loop's look at
+//! the stop flag) is a [`Deadline`] here too, so tokio's timer stays empty: with any timer in
+//! it, a worker out of work parks in `epoll_wait` with a timeout, arming and cancelling a kernel
+//! hrtimer every time (0.97 of each a request at one connection, where hyper arms none).
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;

@@ -262,6 +262,20 @@ mod tests {
 
     const SECOND: Duration = Duration::from_secs(1);
 
+    /// Every figure from the median up, and the mean, are lower bounds.
+    fn assert_bounds_from_p50_up(s: &LatencySummary) {
+        for key in [
+            LatencyKey::P50,
+            LatencyKey::P90,
+            LatencyKey::P99,
+            LatencyKey::P999,
+            LatencyKey::Max,
+            LatencyKey::Mean,
+        ] {
+            assert!(s.lower_bound.contains(key), "{key:?}: {:?}", s.lower_bound);
+        }
+    }
+
     /// 1000 answered requests of 1..=1000 µs.
     fn answered_1_to_1000() -> LatencyHistogram {
         let mut h = LatencyHistogram::new();
@@ -356,16 +370,7 @@ mod tests {
             s.p99
         );
         assert!(s.p50 > 400_000.0, "{}", s.p50);
-        for key in [
-            LatencyKey::P50,
-            LatencyKey::P90,
-            LatencyKey::P99,
-            LatencyKey::P999,
-            LatencyKey::Max,
-            LatencyKey::Mean,
-        ] {
-            assert!(s.lower_bound.contains(key), "{key:?}: {:?}", s.lower_bound);
-        }
+        assert_bounds_from_p50_up(&s);
         // The fastest answer (40 µs) is below every bound (the fill stops at 50 µs): exact.
         assert!(!s.lower_bound.contains(LatencyKey::Min));
         assert_eq!(s.min, 40.0);
@@ -429,16 +434,7 @@ mod tests {
         // p99 is near the timeout now, and only a lower bound; so is p50.
         assert!(s.p99 >= 980_000.0, "{}", s.p99);
         assert!(s.max >= 999_000.0, "{}", s.max);
-        for key in [
-            LatencyKey::P50,
-            LatencyKey::P90,
-            LatencyKey::P99,
-            LatencyKey::P999,
-            LatencyKey::Max,
-            LatencyKey::Mean,
-        ] {
-            assert!(s.lower_bound.contains(key), "{key:?}: {:?}", s.lower_bound);
-        }
+        assert_bounds_from_p50_up(&s);
         // The fastest answer (1 µs) is below the fill: exact.
         assert!(!s.lower_bound.contains(LatencyKey::Min));
         // Without a timeout nothing changes.

@@ -311,14 +311,7 @@ pub fn render_table(steps: &[StepReport]) -> String {
         "step", "window", "target/s", "achieved/s", "requests", "errors", "p50", "p99", "max"
     );
     for s in steps {
-        let l = &s.latency_us;
-        let figure = |key: LatencyKey| {
-            if l.count == 0 && l.lower_bound.is_empty() {
-                "-".to_string()
-            } else {
-                l.figure(key)
-            }
-        };
+        let figure = |key: LatencyKey| s.latency_us.cell(key);
         let _ = writeln!(
             out,
             "    {:>4} {:>13} {:>10.1} {:>10.1} {:>9} {:>7} {:>10} {:>10} {:>10}  {}",

@@ -165,6 +165,15 @@ impl LatencySummary {
     pub fn figure(&self, key: LatencyKey) -> String {
         crate::render::latency_figure(self.get(key), self.lower_bound.contains(key))
     }
+
+    /// The figure for a table's cell: `-` where nothing was measured (no sample, no bound).
+    pub fn cell(&self, key: LatencyKey) -> String {
+        if self.count == 0 && self.lower_bound.is_empty() {
+            "-".to_string()
+        } else {
+            self.figure(key)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -346,14 +346,7 @@ pub fn render_table(urls: &[UrlReport]) -> String {
         "line: request", "requests", "bad status", "errors", "p50", "p90", "p99", "max"
     );
     for u in urls {
-        let l = &u.latency_us;
-        let figure = |key: LatencyKey| {
-            if l.count == 0 {
-                "-".to_string()
-            } else {
-                l.figure(key)
-            }
-        };
+        let figure = |key: LatencyKey| u.latency_us.cell(key);
         let _ = writeln!(
             out,
             "    {:<width$} {:>9} {:>10} {:>7} {:>10} {:>10} {:>10} {:>10}",

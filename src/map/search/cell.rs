@@ -333,10 +333,7 @@ mod tests {
     pub(super) fn a_cell_no_server_can_meet_is_answered_without_measuring() {
         let mut c = cell(&[Arch::Epoll], 4096);
         c.cpu_us = 2000.0;
-        let mut curve = Curve {
-            f: |_| (1.0, 1.0),
-            asked: Vec::new(),
-        };
+        let mut curve = synthetic(|_| (1.0, 1.0));
         let out = search(&c, &mut curve).unwrap();
         assert!(curve.asked.is_empty());
         assert_eq!(out.winner, None);

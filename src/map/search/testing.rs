@@ -58,3 +58,11 @@ pub fn cell(archs: &[Arch], concurrency: u32) -> Cell {
 pub fn plateau(w: u32, knee: u32, top: f64) -> f64 {
     top * (f64::from(w.min(knee)) / f64::from(knee))
 }
+
+/// A synthetic server of `f`, nothing asked yet.
+pub fn synthetic<F: Fn(Candidate) -> (f64, f64)>(f: F) -> Curve<F> {
+    Curve {
+        f,
+        asked: Vec::new(),
+    }
+}

@@ -6,15 +6,12 @@ use std::collections::BTreeSet;
 
 #[test]
 fn halving_keeps_the_best_architecture_and_the_pool_is_the_plateau_start() {
-    let mut curve = Curve {
-        f: |c: Candidate| match c.arch {
-            Arch::Hybrid => (plateau(c.workers.unwrap(), 24, 1500.0), 30_000.0),
-            Arch::Epoll => (180.0, 50_000.0),
-            Arch::Async => (plateau(c.workers.unwrap(), 2, 190.0), 40_000.0),
-            _ => (100.0, 60_000.0),
-        },
-        asked: Vec::new(),
-    };
+    let mut curve = synthetic(|c: Candidate| match c.arch {
+        Arch::Hybrid => (plateau(c.workers.unwrap(), 24, 1500.0), 30_000.0),
+        Arch::Epoll => (180.0, 50_000.0),
+        Arch::Async => (plateau(c.workers.unwrap(), 2, 190.0), 40_000.0),
+        _ => (100.0, 60_000.0),
+    });
     // Blocking waits: pools start at Goetz's 22.
     let mut c = cell(&[Arch::Epoll, Arch::Hybrid, Arch::Async, Arch::Poll], 64);
     c.blocking = true;
@@ -54,13 +51,10 @@ fn halving_keeps_the_best_architecture_and_the_pool_is_the_plateau_start() {
 
 #[test]
 fn a_p99_over_the_bound_or_a_lower_bound_never_wins() {
-    let mut curve = Curve {
-        f: |c: Candidate| match c.arch {
-            Arch::Epoll => (5000.0, 500_000.0),
-            _ => (1000.0, 10_000.0),
-        },
-        asked: Vec::new(),
-    };
+    let mut curve = synthetic(|c: Candidate| match c.arch {
+        Arch::Epoll => (5000.0, 500_000.0),
+        _ => (1000.0, 10_000.0),
+    });
     let out = search(&cell(&[Arch::Epoll, Arch::Poll], 8), &mut curve).unwrap();
     assert_eq!(out.winner.unwrap().arch, Arch::Poll);
     let lower = Sample {
@@ -75,10 +69,7 @@ fn a_p99_over_the_bound_or_a_lower_bound_never_wins() {
         processes: 0,
     };
     assert_eq!(lower.score(100.0), 0.0);
-    let mut none = Curve {
-        f: |_| (1000.0, 900_000.0),
-        asked: Vec::new(),
-    };
+    let mut none = synthetic(|_| (1000.0, 900_000.0));
     let out = search(&cell(&[Arch::Epoll, Arch::Poll], 8), &mut none).unwrap();
     assert_eq!(out.winner, None);
     assert_eq!(out.candidates.len(), 2);
@@ -164,14 +155,11 @@ fn a_lower_bound_in_a_short_window_is_measured_again_longer() {
 
 #[test]
 fn indistinguishable_throughput_is_decided_by_cost_or_named_a_tie() {
-    let mut curve = Curve {
-        f: |c: Candidate| match c.arch {
-            Arch::Epoll => (1000.0, 1000.0),
-            Arch::Poll => (990.0, 1000.0),
-            _ => (400.0, 1000.0),
-        },
-        asked: Vec::new(),
-    };
+    let mut curve = synthetic(|c: Candidate| match c.arch {
+        Arch::Epoll => (1000.0, 1000.0),
+        Arch::Poll => (990.0, 1000.0),
+        _ => (400.0, 1000.0),
+    });
     // 16 connections: the bound (1,454/s) is out of a single loop's reach (1,000/s).
     let out = search(
         &cell(&[Arch::Epoll, Arch::Poll, Arch::Iterative], 16),
@@ -194,14 +182,11 @@ fn indistinguishable_throughput_is_decided_by_cost_or_named_a_tie() {
     // Nothing shown beats the winner on a figure: nothing to explain.
     assert!(out.decisions.is_empty(), "{:?}", out.decisions);
     // The same throughput, a third of the p99: the p99 decides.
-    let mut curve = Curve {
-        f: |c: Candidate| match c.arch {
-            Arch::Epoll => (1000.0, 30_000.0),
-            Arch::Poll => (995.0, 10_000.0),
-            _ => (400.0, 1000.0),
-        },
-        asked: Vec::new(),
-    };
+    let mut curve = synthetic(|c: Candidate| match c.arch {
+        Arch::Epoll => (1000.0, 30_000.0),
+        Arch::Poll => (995.0, 10_000.0),
+        _ => (400.0, 1000.0),
+    });
     let out = search(
         &cell(&[Arch::Epoll, Arch::Poll, Arch::Iterative], 16),
         &mut curve,
@@ -261,13 +246,10 @@ fn a_crowded_thread_per_connection_server_starts_in_a_long_window() {
     assert!(!few.crowded(forking));
     // The crowded ones are asked for ten cycles at once (256 / 2,000/s = 128 ms a cycle:
     // 1,280 ms), the rest for the first window; nothing is asked twice.
-    let mut curve = Curve {
-        f: |c: Candidate| match c.arch {
-            Arch::Reactors => (1900.0, 100_000.0),
-            _ => (1700.0, 200_000.0),
-        },
-        asked: Vec::new(),
-    };
+    let mut curve = synthetic(|c: Candidate| match c.arch {
+        Arch::Reactors => (1900.0, 100_000.0),
+        _ => (1700.0, 200_000.0),
+    });
     search(&c, &mut curve).unwrap();
     let first: Vec<(String, u32)> = curve
         .asked
@@ -479,13 +461,10 @@ fn a_pool_over_the_default_is_recommended_only_where_long_runs_say_so() {
 fn halving_stops_once_the_leader_reaches_the_bound() {
     // 16 connections, 1 ms + 10 ms: the bound is 1,454/s; threaded and forking reach it,
     // with a p99 (30 ms) well over the floor (one cycle at the bound, 11 ms).
-    let mut curve = Curve {
-        f: |c: Candidate| match c.arch {
-            Arch::Threaded | Arch::Forking => (1450.0, 30_000.0),
-            _ => (700.0, 30_000.0),
-        },
-        asked: Vec::new(),
-    };
+    let mut curve = synthetic(|c: Candidate| match c.arch {
+        Arch::Threaded | Arch::Forking => (1450.0, 30_000.0),
+        _ => (700.0, 30_000.0),
+    });
     let archs = [
         Arch::Epoll,
         Arch::Poll,
@@ -650,13 +629,10 @@ fn the_round_trip_lets_a_server_at_one_connection_be_at_the_bound() {
 /// starts at the doubling whose successor's own bound can reach what the pool reached.
 #[test]
 fn candidates_below_what_another_reached_are_not_measured() {
-    let mut curve = Curve {
-        f: |c: Candidate| match c.arch {
-            Arch::Hybrid => (plateau(c.workers.unwrap(), 20, 1800.0), 30_000.0),
-            _ => (85.0, 60_000.0),
-        },
-        asked: Vec::new(),
-    };
+    let mut curve = synthetic(|c: Candidate| match c.arch {
+        Arch::Hybrid => (plateau(c.workers.unwrap(), 20, 1800.0), 30_000.0),
+        _ => (85.0, 60_000.0),
+    });
     // 1 ms + 10 ms blocking at 64 connections: a single loop's own bound is 91/s.
     let mut c = cell(&[Arch::Poll, Arch::Hybrid, Arch::Epoll], 64);
     c.blocking = true;
@@ -681,10 +657,7 @@ fn candidates_below_what_another_reached_are_not_measured() {
     assert!((19..=20).contains(&w), "{w}");
     // Async waits: every candidate's own bound is the cell's; nothing is left out.
     c.blocking = false;
-    let mut curve = Curve {
-        f: curve.f,
-        asked: Vec::new(),
-    };
+    let mut curve = synthetic(curve.f);
     let out = search(&c, &mut curve).unwrap();
     assert!(out.outclassed.is_empty());
     assert!(curve.asked.iter().any(|p| p.candidate.arch == Arch::Poll));
@@ -695,10 +668,7 @@ fn close_pools_are_measured_again_before_they_are_compared() {
     assert!(knob::gated((100.0, 100.0, 100.0), (101.0, 101.0, 101.0)));
     assert!(!knob::gated((100.0, 100.0, 100.0), (120.0, 120.0, 120.0)));
     assert!(!knob::gated((100.0, 99.0, 101.0), (110.0, 109.0, 111.0)));
-    let mut curve = Curve {
-        f: |c: Candidate| (plateau(c.workers.unwrap(), 6, 1000.0), 1000.0),
-        asked: Vec::new(),
-    };
+    let mut curve = synthetic(|c: Candidate| (plateau(c.workers.unwrap(), 6, 1000.0), 1000.0));
     let out = search(&cell(&[Arch::Reactors], 64), &mut curve).unwrap();
     // Both of a pair on the plateau: the smaller goes on, neither measured a third time.
     assert!(
@@ -709,21 +679,18 @@ fn close_pools_are_measured_again_before_they_are_compared() {
     assert_eq!(out.winner.unwrap().workers, Some(6));
     // Below the plateau, 7 (947/s) and 9 (1,000/s) are within 6% of each other (three
     // times an unknown spread): both are measured again before they are compared.
-    let mut curve = Curve {
-        f: |c: Candidate| {
-            let w = c.workers.unwrap();
-            let rps = match w {
-                1 => 500.0,
-                2 => 800.0,
-                3..=7 => 940.0 + f64::from(w),
-                // A peak, not a plateau: the golden section, not a bisection.
-                8..=12 => 1000.0,
-                _ => 850.0,
-            };
-            (rps, 1000.0)
-        },
-        asked: Vec::new(),
-    };
+    let mut curve = synthetic(|c: Candidate| {
+        let w = c.workers.unwrap();
+        let rps = match w {
+            1 => 500.0,
+            2 => 800.0,
+            3..=7 => 940.0 + f64::from(w),
+            // A peak, not a plateau: the golden section, not a bisection.
+            8..=12 => 1000.0,
+            _ => 850.0,
+        };
+        (rps, 1000.0)
+    });
     let out = search(&cell(&[Arch::Reactors], 64), &mut curve).unwrap();
     let again = |w: u32| {
         curve
