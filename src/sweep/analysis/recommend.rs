@@ -303,27 +303,26 @@ fn explain_by_throughput(
 ) {
     let bound_ms = thousands(ctx.p99_bound_ms);
     let who = series_label(&best.arch, best.workers);
-    let mut line = format!(
+    let line = format!(
         "{name}: {who}: {} req/s at {} connections with p99 {} (bound {bound_ms} ms)",
         thousands(best.rps),
         thousands(f64::from(best.concurrency)),
         duration_us(best.p99_us)
     );
-    push_ties(&mut line, "within", &best.ties);
-    out.summary.push(line);
-    let mut reason = format!(
+    let reason = format!(
         "For {name}, pick {who}: it had the highest throughput of the architectures whose \
          p99 stayed under {bound_ms} ms with under {} errors.",
         percent(MAX_ERROR_RATE)
     );
-    if let Some(second) = best.ranking.get(1) {
-        reason.push_str(&format!(
-            " Next was {} at {} req/s ({}).",
+    let next = |second: &RankedArch| {
+        format!(
+            "{} at {} req/s ({})",
             second.arch,
             thousands(second.rps),
             signed_percent(second.rps / best.rps - 1.0)
-        ));
-    }
+        )
+    };
+    let mut reason = verdict(out, line, ("within", &best.ties), reason, best, next);
     let winner = &best.ranking[0];
     if best.repetitions > 1 && winner.rps_min < winner.rps_max {
         reason.push_str(&format!(
@@ -458,16 +457,14 @@ fn explain_by_latency(name: &str, best: &BestChoice, ctx: &ProseContext, out: &m
             best.repetitions
         )
     };
-    let mut line = format!(
+    let line = format!(
         "{name}: {head}: p99 {} at {} connections, ranked by p99 since every candidate delivered \
          the offered {offered} req/s (bound {} ms)",
         duration_us(best.p99_us),
         thousands(f64::from(best.concurrency)),
         thousands(ctx.p99_bound_ms)
     );
-    push_ties(&mut line, "p99 within", &best.ties);
-    out.summary.push(line);
-    let mut reason = format!(
+    let reason = format!(
         "For {name}, pick {who}: every architecture whose p99 stayed under {} ms delivered the \
          offered {offered} req/s (within {}), so throughput cannot tell them apart; ranked by p99, \
          then by server CPU per request, {who} had the lowest p99, {} at {} connections.",
@@ -476,15 +473,34 @@ fn explain_by_latency(name: &str, best: &BestChoice, ctx: &ProseContext, out: &m
         duration_us(best.p99_us),
         thousands(f64::from(best.concurrency))
     );
-    if let Some(second) = best.ranking.get(1) {
-        reason.push_str(&format!(
-            " Next was {} with p99 {} ({}).",
+    let next = |second: &RankedArch| {
+        format!(
+            "{} with p99 {} ({})",
             second.arch,
             duration_us(second.p99_us),
             signed_percent(second.p99_us / best.p99_us - 1.0)
-        ));
-    }
+        )
+    };
+    let reason = verdict(out, line, ("p99 within", &best.ties), reason, best, next);
     out.details.push(reason);
+}
+
+/// A verdict's summary line, with the ties named (`within` says in what), pushed; its reason
+/// with the runner-up (`next` names it) after it, returned for what follows.
+fn verdict(
+    out: &mut Recommendation,
+    mut line: String,
+    (within, ties): (&str, &[String]),
+    mut reason: String,
+    best: &BestChoice,
+    next: impl Fn(&RankedArch) -> String,
+) -> String {
+    push_ties(&mut line, within, ties);
+    out.summary.push(line);
+    if let Some(second) = best.ranking.get(1) {
+        reason.push_str(&format!(" Next was {}.", next(second)));
+    }
+    reason
 }
 
 /// The winner's throughput overlaps others' over the repetitions: no winner is named.
