@@ -1442,3 +1442,63 @@ version = "echo thing 1.2.3"
     assert!(point["requests"].as_u64().unwrap() > 0, "{point}");
     assert_eq!(point["status"]["200"], point["requests"], "{point}");
 }
+
+/// Every point says what limited it, with figures that agree with its measurement: `/fib` on
+/// one thread is its core, 16 connections of a 20 ms wait are the offered load, and four
+/// workers holding keep-alive connections starve the other twelve.
+#[test]
+fn every_point_names_its_limit_with_the_measured_figures() {
+    let _timing = common::timing_lock();
+    let tmp = TempDir::new("sweep-limits");
+    let (_, out) = sweep_ok(
+        tmp.path(),
+        "limits.toml",
+        r#"
+name = "limits"
+archs = ["epoll", "prethreaded"]
+workers = [4]
+concurrency = [16]
+duration = "1s"
+[[workload]]
+name = "fib"
+route = "/fib?n=25"
+[[workload]]
+name = "sleep"
+route = "/sleep?ms=20"
+"#,
+    );
+    let results = read_json(&out.join("results.json"));
+    let points = results["points"].as_array().unwrap();
+    assert_eq!(points.len(), 4);
+    let kind = |arch: &str, workload: &str| {
+        let p = points
+            .iter()
+            .find(|p| p["arch"] == arch && p["workload"] == workload)
+            .unwrap();
+        (
+            p["limit"]["kind"].as_str().unwrap().to_string(),
+            p["limit"]["evidence"].as_str().unwrap().to_string(),
+            p.clone(),
+        )
+    };
+    let (k, evidence, p) = kind("epoll", "fib");
+    assert_eq!(k, "cores", "{evidence}");
+    let used = p["server"]["cpu_s"].as_f64().unwrap() / p["server"]["window_s"].as_f64().unwrap();
+    assert!(
+        evidence.starts_with(&format!("the server used {used:.2} of the 1.0 cores it could")),
+        "{used}: {evidence}"
+    );
+    let (k, evidence, p) = kind("epoll", "sleep");
+    assert_eq!(k, "wait", "{evidence}");
+    let rps = p["cycle_rps"].as_f64().unwrap_or(p["rps"].as_f64().unwrap());
+    assert!(
+        evidence.starts_with(&format!("{} req/s is ", rps.round() as u64)),
+        "{rps}: {evidence}"
+    );
+    let (k, evidence, _) = kind("prethreaded", "sleep");
+    assert_eq!(k, "starved", "{evidence}");
+    assert!(
+        evidence.starts_with("4 workers each hold one keep-alive connection, of 16"),
+        "{evidence}"
+    );
+}

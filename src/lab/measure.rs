@@ -159,6 +159,8 @@ pub fn measure(
 ) -> Option<PointResult> {
     let mut result = run_point(plan, pinning, machine, options)?;
     mark_point(&mut result, plan.setup.mode, plan.point.workload.keepalive);
+    let shape = super::limit::Shape::of(plan, machine.cores);
+    result.limit = Some(super::limit::limit_of(&result, &shape));
     Some(result)
 }
 
@@ -608,6 +610,13 @@ fn measurement_of(
             processes: sample.peak_processes,
             voluntary_switches: sample.voluntary_switches,
             involuntary_switches: sample.involuntary_switches,
+            tasks_running: sample.tasks.running,
+            tasks_sleeping: sample.tasks.sleeping,
+            tasks_blocked: sample.tasks.blocked,
+            runqueue_wait_s: sample.runqueue_wait_s,
+            busiest_running_threads: sample.busiest.running_threads,
+            busiest_cpu_s: sample.busiest.cpu_s,
+            cores_allowed: sample.cores_allowed,
             cpu_method: None,
             cpu_unavailable: false,
             remote: false,

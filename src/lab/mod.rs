@@ -7,6 +7,7 @@
 //! theirs in code.
 
 pub mod cgroup;
+pub mod limit;
 pub mod measure;
 pub mod peers;
 pub mod plan;

@@ -336,17 +336,88 @@ pub struct TreeSample {
     pub voluntary_switches: u64,
     pub involuntary_switches: u64,
     pub samples: u64,
+    /// Tasks by state, averaged over the samples: running or runnable (`R`), sleeping (`S`,
+    /// `I`), blocked in the kernel (`D`).
+    pub tasks: TaskStates,
+    /// Seconds the tree's tasks waited on a run queue for a CPU in the window, and ran (the
+    /// scheduler's own counts, `/proc/PID/task/TID/schedstat`; live tasks only).
+    pub runqueue_wait_s: f64,
+    pub run_s: f64,
+    /// The process that ran most in the window: its running or runnable threads (mean) and
+    /// the CPU seconds it ran; what tells a runtime lock (one core used by a process whose
+    /// threads all want one) from a pool.
+    pub busiest: BusiestProcess,
+    /// The CPUs the server's first process may run on (its affinity); 0 when not read.
+    pub cores_allowed: u32,
+}
+
+/// Mean tasks in each state over a window's samples.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TaskStates {
+    pub running: f64,
+    pub sleeping: f64,
+    pub blocked: f64,
+}
+
+/// See [`TreeSample::busiest`].
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct BusiestProcess {
+    pub running_threads: f64,
+    pub cpu_s: f64,
+}
+
+/// The state letter of a `/proc/.../status` file's `State:` line (`R`, `S`, `D`, ...).
+pub fn state_of(status: &str) -> Option<char> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("State:"))
+        .and_then(|v| v.trim().chars().next())
+}
+
+/// The run time and the run-queue wait of `/proc/PID/task/TID/schedstat`, nanoseconds.
+pub fn parse_run_and_wait(text: &str) -> Option<(u64, u64)> {
+    let mut fields = text.split_whitespace();
+    let run = fields.next()?.parse().ok()?;
+    let wait = fields.next()?.parse().ok()?;
+    Some((run, wait))
+}
+
+/// How many CPUs a `Cpus_allowed_list` names (`0-1,3` is 3).
+pub fn cpus_in_list(list: &str) -> u32 {
+    list.trim()
+        .split(',')
+        .filter(|part| !part.is_empty())
+        .map(|part| match part.split_once('-') {
+            Some((a, b)) => match (a.trim().parse::<u32>(), b.trim().parse::<u32>()) {
+                (Ok(a), Ok(b)) if b >= a => b - a + 1,
+                _ => 0,
+            },
+            None => u32::from(part.trim().parse::<u32>().is_ok()),
+        })
+        .sum()
 }
 
 /// (voluntary, involuntary) context switches of one task.
 type SwitchCounts = (u64, u64);
 
+/// One task's counts when first and last seen in the window.
+#[derive(Clone, Copy, Default)]
+struct TaskCounts {
+    switches: SwitchCounts,
+    /// Run and run-queue wait, nanoseconds.
+    sched: (u64, u64),
+}
+
 #[derive(Default)]
 struct SamplerState {
     sample: TreeSample,
-    /// Context switches per task: (first seen, last seen), so a task's switches count from the
-    /// window's start (or its birth) to its last sighting.
-    switches: HashMap<i32, (SwitchCounts, SwitchCounts)>,
+    /// Counts per task: (first seen, last seen) and its process, so a task's counts run from
+    /// the window's start (or its birth) to its last sighting.
+    tasks: HashMap<i32, (TaskCounts, TaskCounts, i32)>,
+    /// Per process: its running or runnable threads summed over the samples.
+    running_of: HashMap<i32, u64>,
+    /// Summed over the samples: tasks running, sleeping, blocked.
+    states: (u64, u64, u64),
     first_pass_done: bool,
 }
 
@@ -359,34 +430,15 @@ impl SamplerState {
             let dir = format!("/proc/{}", process.pid);
             if let Ok(status) = std::fs::read_to_string(format!("{dir}/status")) {
                 rss += status_field(&status, "VmRSS").unwrap_or(0);
+                if self.sample.cores_allowed == 0 {
+                    self.sample.cores_allowed = status
+                        .lines()
+                        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                        .map_or(0, cpus_in_list);
+                }
             }
             threads += process.num_threads;
-            let Ok(tasks) = std::fs::read_dir(format!("{dir}/task")) else {
-                continue;
-            };
-            for task in tasks.flatten() {
-                let Some(tid) = task
-                    .file_name()
-                    .to_str()
-                    .and_then(|n| n.parse::<i32>().ok())
-                else {
-                    continue;
-                };
-                let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
-                    continue;
-                };
-                let now = (
-                    status_field(&status, "voluntary_ctxt_switches").unwrap_or(0),
-                    status_field(&status, "nonvoluntary_ctxt_switches").unwrap_or(0),
-                );
-                // Tasks present at the first pass start the window; later ones are born inside
-                // it, so all their switches belong to it.
-                let start = if self.first_pass_done { (0, 0) } else { now };
-                self.switches
-                    .entry(tid)
-                    .and_modify(|(_, last)| *last = now)
-                    .or_insert((start, now));
-            }
+            self.sample_tasks(process.pid, &dir);
         }
         self.first_pass_done = true;
         let s = &mut self.sample;
@@ -394,16 +446,91 @@ impl SamplerState {
         s.peak_rss_kb = s.peak_rss_kb.max(rss);
         s.peak_threads = s.peak_threads.max(threads);
         s.peak_processes = s.peak_processes.max(processes.len() as u64);
-        s.voluntary_switches = self
-            .switches
-            .values()
-            .map(|(a, b)| b.0.saturating_sub(a.0))
-            .sum();
-        s.involuntary_switches = self
-            .switches
-            .values()
-            .map(|(a, b)| b.1.saturating_sub(a.1))
-            .sum();
+        self.summarize();
+    }
+
+    /// Reads every task of process `pid`: its state, switches and scheduler counts.
+    fn sample_tasks(&mut self, pid: i32, dir: &str) {
+        let Ok(tasks) = std::fs::read_dir(format!("{dir}/task")) else {
+            return;
+        };
+        for task in tasks.flatten() {
+            let Some(tid) = task
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+                continue;
+            };
+            match state_of(&status) {
+                Some('R') => {
+                    self.states.0 += 1;
+                    *self.running_of.entry(pid).or_default() += 1;
+                }
+                Some('D') => self.states.2 += 1,
+                Some(_) => self.states.1 += 1,
+                None => {}
+            }
+            let now = TaskCounts {
+                switches: (
+                    status_field(&status, "voluntary_ctxt_switches").unwrap_or(0),
+                    status_field(&status, "nonvoluntary_ctxt_switches").unwrap_or(0),
+                ),
+                sched: std::fs::read_to_string(task.path().join("schedstat"))
+                    .ok()
+                    .and_then(|t| parse_run_and_wait(&t))
+                    .unwrap_or_default(),
+            };
+            // Tasks present at the first pass start the window; later ones are born inside
+            // it, so all their counts belong to it.
+            let start = if self.first_pass_done {
+                TaskCounts::default()
+            } else {
+                now
+            };
+            self.tasks
+                .entry(tid)
+                .and_modify(|(_, last, _)| *last = now)
+                .or_insert((start, now, pid));
+        }
+    }
+
+    /// The window's counts from the per-task first and last sightings.
+    fn summarize(&mut self) {
+        let delta = |f: fn(&TaskCounts) -> u64| -> u64 {
+            self.tasks
+                .values()
+                .map(|(a, b, _)| f(b).saturating_sub(f(a)))
+                .sum()
+        };
+        let voluntary = delta(|c| c.switches.0);
+        let involuntary = delta(|c| c.switches.1);
+        let run_ns = delta(|c| c.sched.0);
+        let wait_ns = delta(|c| c.sched.1);
+        let mut run_of: HashMap<i32, u64> = HashMap::new();
+        for (a, b, pid) in self.tasks.values() {
+            *run_of.entry(*pid).or_default() += b.sched.0.saturating_sub(a.sched.0);
+        }
+        let s = &mut self.sample;
+        let n = s.samples.max(1) as f64;
+        s.voluntary_switches = voluntary;
+        s.involuntary_switches = involuntary;
+        s.run_s = run_ns as f64 / 1e9;
+        s.runqueue_wait_s = wait_ns as f64 / 1e9;
+        s.tasks = TaskStates {
+            running: self.states.0 as f64 / n,
+            sleeping: self.states.1 as f64 / n,
+            blocked: self.states.2 as f64 / n,
+        };
+        if let Some((pid, ns)) = run_of.iter().max_by_key(|(_, ns)| **ns) {
+            s.busiest = BusiestProcess {
+                running_threads: self.running_of.get(pid).copied().unwrap_or(0) as f64 / n,
+                cpu_s: *ns as f64 / 1e9,
+            };
+        }
     }
 }
 
@@ -629,5 +756,23 @@ mod tests {
         let sample = sampler.finish();
         assert!(sample.peak_rss_kb > 0 && sample.peak_threads >= 1 && sample.peak_processes >= 1);
         assert!(own_cpu_s() > 0.0);
+    }
+
+    #[test]
+    fn task_states_scheduler_counts_and_cpu_lists_parse() {
+        let status = "Name:\tpython3\nUmask:\t0022\nState:\tR (running)\nTgid:\t42\n";
+        assert_eq!(state_of(status), Some('R'));
+        assert_eq!(state_of("State:\tD (disk sleep)\n"), Some('D'));
+        assert_eq!(state_of("Name:\tx\n"), None);
+        assert_eq!(
+            parse_run_and_wait("1187654321 2345678 301\n"),
+            Some((1_187_654_321, 2_345_678))
+        );
+        assert_eq!(parse_run_and_wait("12\n"), None);
+        assert_eq!(cpus_in_list("0-1\n"), 2);
+        assert_eq!(cpus_in_list("0-1,3,5-7"), 6);
+        assert_eq!(cpus_in_list("0"), 1);
+        assert_eq!(cpus_in_list(""), 0);
+        assert_eq!(cpus_in_list("3-1"), 0);
     }
 }

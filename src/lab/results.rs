@@ -69,6 +69,27 @@ pub struct ServerUsage {
     /// of its drain. 0 in results from before it was recorded.
     #[serde(default)]
     pub answered: u64,
+    /// The server's tasks by state, averaged over the window's samples: running or runnable,
+    /// sleeping, blocked in the kernel (0 in results from before they were recorded).
+    #[serde(default)]
+    pub tasks_running: f64,
+    #[serde(default)]
+    pub tasks_sleeping: f64,
+    #[serde(default)]
+    pub tasks_blocked: f64,
+    /// Seconds the server's tasks waited on a run queue for a CPU in the window (the
+    /// scheduler's `schedstat`; live tasks only).
+    #[serde(default)]
+    pub runqueue_wait_s: f64,
+    /// The process that ran most in the window: its running or runnable threads (mean) and
+    /// the CPU seconds it ran.
+    #[serde(default)]
+    pub busiest_running_threads: f64,
+    #[serde(default)]
+    pub busiest_cpu_s: f64,
+    /// The CPUs the server may run on (its affinity); 0 when not known.
+    #[serde(default)]
+    pub cores_allowed: u32,
 }
 
 impl ServerUsage {
@@ -195,6 +216,9 @@ pub struct PointResult {
     pub warnings: Vec<String>,
     pub spread: Spread,
     pub runs: Vec<RunMeasurement>,
+    /// What limited the point, and the figures that show it (see [`super::limit`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<super::limit::Limit>,
 }
 
 impl PointResult {

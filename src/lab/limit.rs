@@ -1,0 +1,503 @@
+//! What limited a point, with the figures that show it: the server's cores, its pool, a
+//! runtime lock, the offered load's own wait, connections its shape leaves unanswered, failed
+//! requests, or the lab itself (the load generator). A pure function of the measured point and
+//! the server's shape ([`Shape`]), so every rule is tested on known figures; the thresholds
+//! and the measurement behind each are in docs/DESIGN.md. A point no rule explains says so,
+//! with its figures, rather than take the nearest name.
+
+use serde::{Deserialize, Serialize};
+
+use super::plan::{PointPlan, TargetSpec};
+use super::results::PointResult;
+use super::stats::requests_in_flight;
+use crate::arch::Arch;
+use crate::render::units::thousands;
+
+/// A share of the cores the server may use at or above which its cores are its limit.
+pub const CORES_BUSY: f64 = 0.9;
+/// Requests in the server within this fraction of its pool: every worker was held.
+pub const POOL_HELD: f64 = 0.2;
+/// Throughput within this fraction of N / (C + W + RTT): the offered load set the pace.
+pub const WAIT_REACHED: f64 = 0.1;
+/// Under this share of its cores the server counts as idle between requests.
+pub const IDLE_BELOW: f64 = 0.5;
+/// A runtime lock: the busiest process has more than this many threads running or runnable
+/// on average while it uses about one core ([`LOCK_CORE`]) and cores are free.
+pub const LOCK_THREADS: f64 = 1.5;
+pub const LOCK_CORE: (f64, f64) = (0.75, 1.15);
+
+/// A share as a whole percentage: `92%`.
+fn pct(share: f64) -> String {
+    format!("{:.0}%", share * 100.0)
+}
+
+/// What set a point's figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LimitKind {
+    Cores,
+    Pool,
+    Lock,
+    Wait,
+    Starved,
+    Errors,
+    /// The load generator saturated: the figure is the lab's, not the server's.
+    Generator,
+    /// No rule explains it; the evidence gives the figures.
+    Unexplained,
+}
+
+impl LimitKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LimitKind::Cores => "cores",
+            LimitKind::Pool => "pool",
+            LimitKind::Lock => "lock",
+            LimitKind::Wait => "wait",
+            LimitKind::Starved => "starved",
+            LimitKind::Errors => "errors",
+            LimitKind::Generator => "generator",
+            LimitKind::Unexplained => "unexplained",
+        }
+    }
+
+    /// Whether the lab, not the server, set the figure (such a point is never a winner).
+    pub fn is_lab(self) -> bool {
+        matches!(self, LimitKind::Generator)
+    }
+}
+
+/// A point's limit: its kind, and one sentence with the figures that show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Limit {
+    pub kind: LimitKind,
+    pub evidence: String,
+}
+
+/// What the rules need to know of the server and the load beyond the measured point.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shape {
+    /// Workers that each hold a request while it runs (a pool of threads or processes).
+    pub pool: Option<u32>,
+    /// Each worker holds one keep-alive connection for as long as it lives.
+    pub holds_connections: bool,
+    /// The cores the architecture can use at most (1 for one thread), before its affinity.
+    pub parallelism: f64,
+    /// The wait a request asks for, and the path's round trip, ms.
+    pub wait_ms: f64,
+    pub rtt_ms: f64,
+    /// The closed loop (the connections set the load).
+    pub closed: bool,
+    /// The machine's cores.
+    pub cores: u32,
+}
+
+impl Shape {
+    /// The shape of a plan's server on a machine of `cores` cores.
+    pub fn of(plan: &PointPlan, cores: u32) -> Shape {
+        let arch = match &plan.point.target {
+            TargetSpec::Ours { arch, .. } => Some(*arch),
+            TargetSpec::External(_) => None,
+        };
+        let pool = match arch {
+            Some(Arch::Prethreaded | Arch::Preforked | Arch::Hybrid) => {
+                Some(plan.point.workers.unwrap_or(0)).filter(|w| *w > 0)
+            }
+            _ => None,
+        };
+        Shape {
+            pool,
+            holds_connections: matches!(arch, Some(Arch::Prethreaded | Arch::Preforked)),
+            parallelism: super::stats::server_parallelism(
+                arch.map_or("", Arch::name),
+                f64::from(cores.max(1)),
+            ),
+            wait_ms: plan.point.workload.wait_ms(),
+            rtt_ms: plan.setup.net.map_or(0.0, |n| n.rtt_us as f64 / 1000.0),
+            closed: plan.setup.mode == super::plan::LoadMode::Closed,
+            cores: cores.max(1),
+        }
+    }
+}
+
+/// What limited `p`, a point measured on a server of `shape`.
+pub fn limit_of(p: &PointResult, shape: &Shape) -> Limit {
+    let limit = |kind, evidence: String| Limit { kind, evidence };
+    if !p.ok {
+        let failure = p.failure.as_deref().unwrap_or("it did not run");
+        let first = failure.lines().next().unwrap_or(failure);
+        return limit(LimitKind::Errors, format!("the point failed: {first}"));
+    }
+    if let Some(cause) = p.failure_cause() {
+        return limit(LimitKind::Errors, format!("requests failed: {cause}"));
+    }
+    let f = Figures::of(p, shape);
+    if p.generator_bound {
+        return limit(
+            LimitKind::Generator,
+            format!(
+                "the load generator used {} of a core per thread while the server used {} of \
+                 its {:.1} cores: the figure is the lab's, not the server's",
+                pct(f.client_per_thread),
+                pct(f.used / f.room.max(0.01)),
+                f.room
+            ),
+        );
+    }
+    if let Some(found) = starved(p, shape, &f).or_else(|| cores(&f)) {
+        return found;
+    }
+    lock(p, &f)
+        .or_else(|| pool(p, shape, &f))
+        .or_else(|| wait(p, shape, &f))
+        .unwrap_or_else(|| {
+            limit(
+                LimitKind::Unexplained,
+                format!(
+                    "no rule fits: the server used {:.2} of {:.1} cores, held {:.1} requests \
+                     of {} connections, its tasks waited {} µs a request for a CPU",
+                    f.used,
+                    f.room,
+                    f.in_server,
+                    p.concurrency,
+                    thousands(f.runqueue_us)
+                ),
+            )
+        })
+}
+
+/// The figures the rules read.
+struct Figures {
+    /// Cores the server used, and those it could have: its parallelism within its affinity,
+    /// less what the load generator took where they share the machine.
+    used: f64,
+    room: f64,
+    /// Requests in the server by Little's law.
+    in_server: f64,
+    client_per_thread: f64,
+    runqueue_us: f64,
+}
+
+impl Figures {
+    fn of(p: &PointResult, shape: &Shape) -> Figures {
+        let s = &p.server;
+        let window = if s.window_s > 0.0 {
+            s.window_s
+        } else {
+            p.duration_s
+        };
+        let window = window.max(1e-9);
+        let allowed = match s.cores_allowed {
+            0 => f64::from(shape.cores),
+            n => f64::from(n),
+        };
+        let client = p.client.cpu_s / window;
+        let room = shape
+            .parallelism
+            .min(allowed)
+            .min((allowed - client).max(0.5));
+        let rps = p.cycle_rps.filter(|r| *r > 0.0).unwrap_or(p.rps);
+        Figures {
+            used: s.cpu_s / window,
+            room,
+            in_server: requests_in_flight(rps, p.latency_us.mean),
+            client_per_thread: client / f64::from(p.client.threads.max(1)),
+            runqueue_us: s.runqueue_wait_s * 1e6 / s.answered.max(p.requests).max(1) as f64,
+        }
+    }
+}
+
+/// Connections left unanswered by the server's shape: a pool of connection-holding workers
+/// smaller than the connections, or one thread serving one connection at a time.
+fn starved(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
+    if !p.starved {
+        return None;
+    }
+    let stuck = p.unanswered + p.errors_by_kind.timeout;
+    let never = match stuck {
+        0 => String::new(),
+        1 => ", 1 request never answered".to_string(),
+        n => format!(", {} requests never answered", thousands(n as f64)),
+    };
+    let evidence = match shape
+        .pool
+        .filter(|w| shape.holds_connections && *w < p.concurrency)
+    {
+        Some(w) => format!(
+            "{w} workers each hold one keep-alive connection, of {} connections offered: \
+             {:.1} requests in the server by Little's law{never}",
+            p.concurrency, f.in_server
+        ),
+        None => format!(
+            "{:.1} requests in the server by Little's law, of {} connections offered{never}",
+            f.in_server, p.concurrency
+        ),
+    };
+    Some(Limit {
+        kind: LimitKind::Starved,
+        evidence,
+    })
+}
+
+/// The cores: the server used at least [`CORES_BUSY`] of those it could.
+fn cores(f: &Figures) -> Option<Limit> {
+    (f.used >= CORES_BUSY * f.room).then(|| Limit {
+        kind: LimitKind::Cores,
+        evidence: format!(
+            "the server used {:.2} of the {:.1} cores it could ({}); its tasks waited {} µs a \
+             request for a CPU",
+            f.used,
+            f.room,
+            pct(f.used / f.room),
+            thousands(f.runqueue_us)
+        ),
+    })
+}
+
+/// A runtime lock: the busiest process's threads wanted more than one core, it used about
+/// one, and cores were free.
+fn lock(p: &PointResult, f: &Figures) -> Option<Limit> {
+    let s = &p.server;
+    let window = s.window_s.max(p.duration_s).max(1e-9);
+    let process_cores = s.busiest_cpu_s / window;
+    let one_core = (LOCK_CORE.0..=LOCK_CORE.1).contains(&process_cores);
+    (s.busiest_running_threads > LOCK_THREADS && one_core && f.used < CORES_BUSY * f.room).then(
+        || Limit {
+            kind: LimitKind::Lock,
+            evidence: format!(
+                "{:.1} threads of one process were running or runnable on average while it \
+                 used {process_cores:.2} of a core, with {:.1} of {:.1} cores used: a lock \
+                 lets one thread run at a time",
+                s.busiest_running_threads, f.used, f.room
+            ),
+        },
+    )
+}
+
+/// The pool: every worker held a request (requests in the server about the pool) and fewer
+/// workers than connections.
+fn pool(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
+    let w = shape.pool?;
+    let held = (f.in_server - f64::from(w)).abs() <= POOL_HELD * f64::from(w);
+    (shape.closed && w < p.concurrency && held).then(|| Limit {
+        kind: LimitKind::Pool,
+        evidence: format!(
+            "{:.1} requests in the server, its pool of {w}, of {} connections offered: each \
+             request waited for a worker, with {:.2} of {:.1} cores used",
+            f.in_server, p.concurrency, f.used, f.room
+        ),
+    })
+}
+
+/// The offered load: throughput within [`WAIT_REACHED`] of N / (C + W + RTT) with the server
+/// idle in between.
+fn wait(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
+    if !shape.closed {
+        return None;
+    }
+    let cycle_ms = p.server.cpu_us_per_request(p.requests) / 1000.0 + shape.wait_ms + shape.rtt_ms;
+    let bound = f64::from(p.concurrency) * 1000.0 / cycle_ms.max(1e-6);
+    let rps = p.cycle_rps.filter(|r| *r > 0.0).unwrap_or(p.rps);
+    let reached = rps >= (1.0 - WAIT_REACHED) * bound;
+    (reached && f.used < IDLE_BELOW * f.room).then(|| Limit {
+        kind: LimitKind::Wait,
+        evidence: format!(
+            "{} req/s is {} of N/(C+W{}) = {} req/s for {} connections: the load offered set \
+             the pace, the server busy {:.2} of {:.1} cores",
+            thousands(rps),
+            pct(rps / bound),
+            if shape.rtt_ms > 0.0 { "+RTT" } else { "" },
+            thousands(bound),
+            p.concurrency,
+            f.used,
+            f.room
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::results::{ClientUsage, PointLatency, ServerUsage};
+
+    fn shape() -> Shape {
+        Shape {
+            pool: None,
+            holds_connections: false,
+            parallelism: 2.0,
+            wait_ms: 0.0,
+            rtt_ms: 0.0,
+            closed: true,
+            cores: 2,
+        }
+    }
+
+    /// A point over 1 s: `rps`, a mean latency, the server's CPU seconds.
+    fn point(concurrency: u32, rps: f64, mean_us: f64, server_cpu_s: f64) -> PointResult {
+        let mut p = PointResult {
+            ok: true,
+            concurrency,
+            rps,
+            requests: rps as u64,
+            duration_s: 1.0,
+            latency_us: PointLatency {
+                mean: mean_us,
+                ..Default::default()
+            },
+            server: ServerUsage {
+                cpu_s: server_cpu_s,
+                window_s: 1.0,
+                answered: rps as u64,
+                cores_allowed: 2,
+                ..Default::default()
+            },
+            client: ClientUsage {
+                cpu_s: 0.2,
+                threads: 1,
+            },
+            ..Default::default()
+        };
+        p.status.insert("200".into(), rps as u64);
+        p
+    }
+
+    #[test]
+    fn a_server_using_its_cores_is_cores_bound() {
+        // fib on prethreaded/4: 1.65 cores of the 1.8 left by the generator.
+        let l = limit_of(&point(16, 9_849.0, 1_600.0, 1.65), &shape());
+        assert_eq!(l.kind, LimitKind::Cores, "{l:?}");
+        assert!(
+            l.evidence
+                .starts_with("the server used 1.65 of the 1.8 cores it could (92%)"),
+            "{}",
+            l.evidence
+        );
+        // One thread: its one core is the bound.
+        let single = Shape {
+            parallelism: 1.0,
+            ..shape()
+        };
+        let l = limit_of(&point(16, 5_316.0, 3_000.0, 0.99), &single);
+        assert_eq!(l.kind, LimitKind::Cores, "{l:?}");
+        assert!(
+            l.evidence.contains("0.99 of the 1.0 cores"),
+            "{}",
+            l.evidence
+        );
+    }
+
+    #[test]
+    fn an_idle_server_at_n_over_the_cycle_is_the_offered_wait() {
+        // 16 connections of a 20 ms wait: at most 16 / 20.02 ms = 799 req/s.
+        let s = Shape {
+            wait_ms: 20.0,
+            ..shape()
+        };
+        let l = limit_of(&point(16, 768.0, 20_800.0, 0.02), &s);
+        assert_eq!(l.kind, LimitKind::Wait, "{l:?}");
+        assert!(
+            l.evidence
+                .starts_with("768 req/s is 96% of N/(C+W) = 799 req/s"),
+            "{}",
+            l.evidence
+        );
+    }
+
+    #[test]
+    fn a_held_pool_under_the_connections_is_the_pool() {
+        // prethreaded/4, a connection per request: 4 requests in the server of 64 offered.
+        let s = Shape {
+            pool: Some(4),
+            holds_connections: true,
+            wait_ms: 20.0,
+            ..shape()
+        };
+        let l = limit_of(&point(64, 196.0, 20_400.0, 0.02), &s);
+        assert_eq!(l.kind, LimitKind::Pool, "{l:?}");
+        assert!(
+            l.evidence
+                .starts_with("4.0 requests in the server, its pool of 4, of 64"),
+            "{}",
+            l.evidence
+        );
+        // With keep-alive the same pool leaves the other connections unanswered.
+        let mut p = point(64, 196.0, 20_400.0, 0.02);
+        p.starved = true;
+        let l = limit_of(&p, &s);
+        assert_eq!(l.kind, LimitKind::Starved, "{l:?}");
+        assert_eq!(
+            l.evidence,
+            "4 workers each hold one keep-alive connection, of 64 connections offered: 4.0 \
+             requests in the server by Little's law"
+        );
+        p.unanswered = 60;
+        let l = limit_of(&p, &s);
+        assert!(
+            l.evidence.ends_with(", 60 requests never answered"),
+            "{}",
+            l.evidence
+        );
+    }
+
+    #[test]
+    fn threads_waiting_on_one_core_of_a_process_are_a_lock() {
+        // Puma-like: one process, eight threads runnable, one core used of two.
+        let mut p = point(16, 470.0, 34_000.0, 1.0);
+        p.server.busiest_running_threads = 7.6;
+        p.server.busiest_cpu_s = 0.98;
+        let l = limit_of(&p, &shape());
+        assert_eq!(l.kind, LimitKind::Lock, "{l:?}");
+        assert!(
+            l.evidence.starts_with("7.6 threads of one process"),
+            "{}",
+            l.evidence
+        );
+        // The same threads spread over both cores: not a lock.
+        p.server.cpu_s = 1.7;
+        p.server.busiest_cpu_s = 1.7;
+        assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Cores);
+    }
+
+    #[test]
+    fn the_lab_and_failures_come_first() {
+        let mut p = point(16, 80_000.0, 190.0, 0.5);
+        p.generator_bound = true;
+        p.client.cpu_s = 0.97;
+        let l = limit_of(&p, &shape());
+        assert_eq!(l.kind, LimitKind::Generator, "{l:?}");
+        assert!(l.kind.is_lab());
+        assert!(
+            l.evidence
+                .starts_with("the load generator used 97% of a core per thread"),
+            "{}",
+            l.evidence
+        );
+        p.status.insert("500".into(), 5_000);
+        assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Errors);
+        let failed = PointResult {
+            ok: false,
+            failure: Some("server exited (signal 9)\nmore".into()),
+            ..Default::default()
+        };
+        let l = limit_of(&failed, &shape());
+        assert_eq!(l.evidence, "the point failed: server exited (signal 9)");
+    }
+
+    #[test]
+    fn a_point_no_rule_fits_says_so_with_its_figures() {
+        // Half the cores, far from the wait's bound, no pool, no lock.
+        let s = Shape {
+            wait_ms: 1.0,
+            ..shape()
+        };
+        let l = limit_of(&point(64, 2_000.0, 30_000.0, 0.9), &s);
+        assert_eq!(l.kind, LimitKind::Unexplained, "{l:?}");
+        assert!(
+            l.evidence.starts_with(
+                "no rule fits: the server used 0.90 of 1.8 cores, held 60.0 requests of 64"
+            ),
+            "{}",
+            l.evidence
+        );
+    }
+}
