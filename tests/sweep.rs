@@ -1485,12 +1485,16 @@ route = "/sleep?ms=20"
     assert_eq!(k, "cores", "{evidence}");
     let used = p["server"]["cpu_s"].as_f64().unwrap() / p["server"]["window_s"].as_f64().unwrap();
     assert!(
-        evidence.starts_with(&format!("the server used {used:.2} of the 1.0 cores it could")),
+        evidence.starts_with(&format!(
+            "the server used {used:.2} of the 1.0 cores it could"
+        )),
         "{used}: {evidence}"
     );
     let (k, evidence, p) = kind("epoll", "sleep");
     assert_eq!(k, "wait", "{evidence}");
-    let rps = p["cycle_rps"].as_f64().unwrap_or(p["rps"].as_f64().unwrap());
+    let rps = p["cycle_rps"]
+        .as_f64()
+        .unwrap_or(p["rps"].as_f64().unwrap());
     assert!(
         evidence.starts_with(&format!("{} req/s is ", rps.round() as u64)),
         "{rps}: {evidence}"
@@ -1501,4 +1505,52 @@ route = "/sleep?ms=20"
         evidence.starts_with("4 workers each hold one keep-alive connection, of 16"),
         "{evidence}"
     );
+}
+
+/// A Python server of one process and eight threads on CPU work takes turns on one core under
+/// its interpreter lock: the point says `lock`; two processes use both cores: `cores`.
+#[test]
+fn threads_taking_turns_under_a_runtime_lock_are_named_a_lock() {
+    let _timing = common::timing_lock();
+    let tmp = TempDir::new("sweep-lock");
+    let knobs = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/peers/knobs.py");
+    let (_, out) = sweep_ok(
+        tmp.path(),
+        "lock.toml",
+        &format!(
+            r#"
+name = "lock"
+concurrency = [16]
+duration = "1500ms"
+[[workload]]
+name = "cpu"
+route = "/work?cpu_us=2000"
+[[external]]
+name = "py"
+command = "exec python3 {} --procs {{workers}} --threads 8 --port {{port}}"
+url = "http://127.0.0.1:{{port}}"
+workers = [1, 2]
+"#,
+            knobs.display()
+        ),
+    );
+    let results = read_json(&out.join("results.json"));
+    let points = results["points"].as_array().unwrap();
+    let of = |workers: u64| {
+        let p = points.iter().find(|p| p["workers"] == workers).unwrap();
+        (p["limit"]["kind"].as_str().unwrap().to_string(), p.clone())
+    };
+    let (kind, p) = of(1);
+    assert_eq!(kind, "lock", "{}", p["limit"]);
+    let sharing = p["server"]["busiest_threads_sharing"].as_f64().unwrap();
+    assert!(sharing > 4.0, "{sharing}");
+    let evidence = p["limit"]["evidence"].as_str().unwrap();
+    assert!(
+        evidence.contains(&format!("was shared by {sharing:.1} threads")),
+        "{sharing}: {evidence}"
+    );
+    if std::thread::available_parallelism().unwrap().get() >= 2 {
+        let (kind, p) = of(2);
+        assert_eq!(kind, "cores", "{}", p["limit"]);
+    }
 }

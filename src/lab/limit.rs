@@ -21,10 +21,13 @@ pub const POOL_HELD: f64 = 0.2;
 pub const WAIT_REACHED: f64 = 0.1;
 /// Under this share of its cores the server counts as idle between requests.
 pub const IDLE_BELOW: f64 = 0.5;
-/// A runtime lock: the busiest process has more than this many threads running or runnable
-/// on average while it uses about one core ([`LOCK_CORE`]) and cores are free.
-pub const LOCK_THREADS: f64 = 1.5;
+/// A runtime lock: the busiest process's CPU is spread over more than this many threads
+/// taking turns (the inverse Simpson index of their shares) while it uses about one core
+/// ([`LOCK_CORE`]) and cores are free. One thread doing the work (an event loop) is about 1.
+pub const LOCK_THREADS: f64 = 1.8;
 pub const LOCK_CORE: (f64, f64) = (0.75, 1.15);
+/// One thread did a process's work when its CPU was spread over at most this many threads.
+pub const ONE_THREAD: f64 = 1.3;
 
 /// A share as a whole percentage: `92%`.
 fn pct(share: f64) -> String {
@@ -144,7 +147,7 @@ pub fn limit_of(p: &PointResult, shape: &Shape) -> Limit {
             ),
         );
     }
-    if let Some(found) = starved(p, shape, &f).or_else(|| cores(&f)) {
+    if let Some(found) = starved(p, shape, &f).or_else(|| cores(p, &f)) {
         return found;
     }
     lock(p, &f)
@@ -239,36 +242,50 @@ fn starved(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
     })
 }
 
-/// The cores: the server used at least [`CORES_BUSY`] of those it could.
-fn cores(f: &Figures) -> Option<Limit> {
-    (f.used >= CORES_BUSY * f.room).then(|| Limit {
+/// The cores: the server used at least [`CORES_BUSY`] of those it could, or one thread did
+/// its work at about a core (an event loop: its one core is its bound, whatever is free).
+fn cores(p: &PointResult, f: &Figures) -> Option<Limit> {
+    if f.used >= CORES_BUSY * f.room {
+        return Some(Limit {
+            kind: LimitKind::Cores,
+            evidence: format!(
+                "the server used {:.2} of the {:.1} cores it could ({}); its tasks waited {} µs \
+                 a request for a CPU",
+                f.used,
+                f.room,
+                pct(f.used / f.room),
+                thousands(f.runqueue_us)
+            ),
+        });
+    }
+    let s = &p.server;
+    let process_cores = s.busiest_cpu_s / s.window_s.max(p.duration_s).max(1e-9);
+    let one_thread = s.busiest_threads_sharing > 0.0 && s.busiest_threads_sharing <= ONE_THREAD;
+    (one_thread && process_cores >= CORES_BUSY).then(|| Limit {
         kind: LimitKind::Cores,
         evidence: format!(
-            "the server used {:.2} of the {:.1} cores it could ({}); its tasks waited {} µs a \
-             request for a CPU",
-            f.used,
-            f.room,
-            pct(f.used / f.room),
-            thousands(f.runqueue_us)
+            "one thread did the work at {process_cores:.2} of a core (its process's CPU over \
+             {:.1} threads), with {:.2} of {:.1} cores used: its one core is the bound",
+            s.busiest_threads_sharing, f.used, f.room
         ),
     })
 }
 
-/// A runtime lock: the busiest process's threads wanted more than one core, it used about
-/// one, and cores were free.
+/// A runtime lock: the busiest process's CPU was spread over several threads taking turns,
+/// it used about one core, and cores were free.
 fn lock(p: &PointResult, f: &Figures) -> Option<Limit> {
     let s = &p.server;
     let window = s.window_s.max(p.duration_s).max(1e-9);
     let process_cores = s.busiest_cpu_s / window;
     let one_core = (LOCK_CORE.0..=LOCK_CORE.1).contains(&process_cores);
-    (s.busiest_running_threads > LOCK_THREADS && one_core && f.used < CORES_BUSY * f.room).then(
+    (s.busiest_threads_sharing > LOCK_THREADS && one_core && f.used < CORES_BUSY * f.room).then(
         || Limit {
             kind: LimitKind::Lock,
             evidence: format!(
-                "{:.1} threads of one process were running or runnable on average while it \
-                 used {process_cores:.2} of a core, with {:.1} of {:.1} cores used: a lock \
-                 lets one thread run at a time",
-                s.busiest_running_threads, f.used, f.room
+                "one process's {process_cores:.2} of a core was shared by {:.1} threads taking \
+                 turns ({:.1} running or runnable on average), with {:.2} of {:.1} cores used: \
+                 a lock lets one thread run at a time",
+                s.busiest_threads_sharing, s.busiest_running_threads, f.used, f.room
             ),
         },
     )
@@ -441,17 +458,30 @@ mod tests {
 
     #[test]
     fn threads_waiting_on_one_core_of_a_process_are_a_lock() {
-        // Puma-like: one process, eight threads runnable, one core used of two.
+        // Puma-like: one process whose one core eight threads take turns on, of two cores.
         let mut p = point(16, 470.0, 34_000.0, 1.0);
-        p.server.busiest_running_threads = 7.6;
+        p.server.busiest_running_threads = 1.6;
+        p.server.busiest_threads_sharing = 7.6;
         p.server.busiest_cpu_s = 0.98;
         let l = limit_of(&p, &shape());
         assert_eq!(l.kind, LimitKind::Lock, "{l:?}");
         assert!(
-            l.evidence.starts_with("7.6 threads of one process"),
+            l.evidence
+                .starts_with("one process's 0.98 of a core was shared by 7.6 threads"),
             "{}",
             l.evidence
         );
+        // One thread doing the work (an event loop at one core): its core, not a lock.
+        p.server.busiest_threads_sharing = 1.1;
+        let l = limit_of(&p, &shape());
+        assert_eq!(l.kind, LimitKind::Cores, "{l:?}");
+        assert!(
+            l.evidence
+                .starts_with("one thread did the work at 0.98 of a core"),
+            "{}",
+            l.evidence
+        );
+        p.server.busiest_threads_sharing = 7.6;
         // The same threads spread over both cores: not a lock.
         p.server.cpu_s = 1.7;
         p.server.busiest_cpu_s = 1.7;

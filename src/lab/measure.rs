@@ -616,6 +616,7 @@ fn measurement_of(
             runqueue_wait_s: sample.runqueue_wait_s,
             busiest_running_threads: sample.busiest.running_threads,
             busiest_cpu_s: sample.busiest.cpu_s,
+            busiest_threads_sharing: sample.busiest.threads_sharing,
             cores_allowed: sample.cores_allowed,
             cpu_method: None,
             cpu_unavailable: false,

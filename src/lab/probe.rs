@@ -364,6 +364,22 @@ pub struct TaskStates {
 pub struct BusiestProcess {
     pub running_threads: f64,
     pub cpu_s: f64,
+    /// Over how many threads its CPU was spread: the inverse Simpson index of the threads'
+    /// shares of it (1 for one thread doing all the work, 8 for eight equal turns).
+    pub threads_sharing: f64,
+}
+
+/// The inverse Simpson index of some amounts: 1 / sum of the squared shares (0 for none).
+pub fn effective_count(amounts: &[u64]) -> f64 {
+    let total: u64 = amounts.iter().sum();
+    if total == 0 {
+        return 0.0;
+    }
+    let squares: f64 = amounts
+        .iter()
+        .map(|a| (*a as f64 / total as f64).powi(2))
+        .sum();
+    1.0 / squares
 }
 
 /// The state letter of a `/proc/.../status` file's `State:` line (`R`, `S`, `D`, ...).
@@ -526,9 +542,16 @@ impl SamplerState {
             blocked: self.states.2 as f64 / n,
         };
         if let Some((pid, ns)) = run_of.iter().max_by_key(|(_, ns)| **ns) {
+            let runs: Vec<u64> = self
+                .tasks
+                .values()
+                .filter(|(_, _, p)| p == pid)
+                .map(|(a, b, _)| b.sched.0.saturating_sub(a.sched.0))
+                .collect();
             s.busiest = BusiestProcess {
                 running_threads: self.running_of.get(pid).copied().unwrap_or(0) as f64 / n,
                 cpu_s: *ns as f64 / 1e9,
+                threads_sharing: effective_count(&runs),
             };
         }
     }
@@ -774,5 +797,9 @@ mod tests {
         assert_eq!(cpus_in_list("0"), 1);
         assert_eq!(cpus_in_list(""), 0);
         assert_eq!(cpus_in_list("3-1"), 0);
+        assert_eq!(effective_count(&[]), 0.0);
+        assert_eq!(effective_count(&[5, 0, 0]), 1.0);
+        assert_eq!(effective_count(&[3; 8]), 8.0);
+        assert!((effective_count(&[90, 5, 5]) - 1.227).abs() < 0.001);
     }
 }

@@ -87,6 +87,10 @@ pub struct ServerUsage {
     pub busiest_running_threads: f64,
     #[serde(default)]
     pub busiest_cpu_s: f64,
+    /// Over how many of its threads that process's CPU was spread (the inverse Simpson index
+    /// of their shares: 1 for one thread doing the work, 8 for eight equal turns).
+    #[serde(default)]
+    pub busiest_threads_sharing: f64,
     /// The CPUs the server may run on (its affinity); 0 when not known.
     #[serde(default)]
     pub cores_allowed: u32,
