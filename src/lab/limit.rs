@@ -26,6 +26,8 @@ pub const IDLE_BELOW: f64 = 0.5;
 /// ([`LOCK_CORE`]) and cores are free. One thread doing the work (an event loop) is about 1.
 pub const LOCK_THREADS: f64 = 1.8;
 pub const LOCK_CORE: (f64, f64) = (0.75, 1.15);
+/// ... and at least this much of a core stood idle on the machine.
+pub const LOCK_FREE: f64 = 0.5;
 /// One thread did a process's work when its CPU was spread over at most this many threads.
 pub const ONE_THREAD: f64 = 1.3;
 
@@ -179,6 +181,11 @@ struct Figures {
     in_server: f64,
     client_per_thread: f64,
     runqueue_us: f64,
+    /// The CPUs the server may use, the load generator's cores, and the whole machine's
+    /// busy cores (the server's own figure where that was not read).
+    allowed: f64,
+    client: f64,
+    machine_busy: f64,
 }
 
 impl Figures {
@@ -206,6 +213,13 @@ impl Figures {
             in_server: requests_in_flight(rps, p.latency_us.mean),
             client_per_thread: client / f64::from(p.client.threads.max(1)),
             runqueue_us: s.runqueue_wait_s * 1e6 / s.answered.max(p.requests).max(1) as f64,
+            allowed,
+            client,
+            machine_busy: if s.machine_busy_cores > 0.0 {
+                s.machine_busy_cores
+            } else {
+                s.cpu_s / window + client
+            },
         }
     }
 }
@@ -259,6 +273,20 @@ fn cores(p: &PointResult, f: &Figures) -> Option<Limit> {
         });
     }
     let s = &p.server;
+    if f.machine_busy >= CORES_BUSY * f.allowed && f.used >= IDLE_BELOW * f.room {
+        return Some(Limit {
+            kind: LimitKind::Cores,
+            evidence: format!(
+                "the machine's {:.0} cores were {} busy (the server {:.2} of them, the load \
+                 generator {:.2}); its tasks waited {} µs a request for a CPU",
+                f.allowed,
+                pct(f.machine_busy / f.allowed),
+                f.used,
+                f.client,
+                thousands(f.runqueue_us)
+            ),
+        });
+    }
     let process_cores = s.busiest_cpu_s / s.window_s.max(p.duration_s).max(1e-9);
     let one_thread = s.busiest_threads_sharing > 0.0 && s.busiest_threads_sharing <= ONE_THREAD;
     (one_thread && process_cores >= CORES_BUSY).then(|| Limit {
@@ -278,17 +306,16 @@ fn lock(p: &PointResult, f: &Figures) -> Option<Limit> {
     let window = s.window_s.max(p.duration_s).max(1e-9);
     let process_cores = s.busiest_cpu_s / window;
     let one_core = (LOCK_CORE.0..=LOCK_CORE.1).contains(&process_cores);
-    (s.busiest_threads_sharing > LOCK_THREADS && one_core && f.used < CORES_BUSY * f.room).then(
-        || Limit {
-            kind: LimitKind::Lock,
-            evidence: format!(
-                "one process's {process_cores:.2} of a core was shared by {:.1} threads taking \
+    let free = f.allowed - f.machine_busy.max(f.used + f.client) >= LOCK_FREE;
+    (s.busiest_threads_sharing > LOCK_THREADS && one_core && free).then(|| Limit {
+        kind: LimitKind::Lock,
+        evidence: format!(
+            "one process's {process_cores:.2} of a core was shared by {:.1} threads taking \
                  turns ({:.1} running or runnable on average), with {:.2} of {:.1} cores used: \
                  a lock lets one thread run at a time",
-                s.busiest_threads_sharing, s.busiest_running_threads, f.used, f.room
-            ),
-        },
-    )
+            s.busiest_threads_sharing, s.busiest_running_threads, f.used, f.room
+        ),
+    })
 }
 
 /// The pool: every worker held a request (requests in the server about the pool) and fewer
@@ -337,6 +364,19 @@ mod tests {
     use super::*;
     use crate::lab::results::{ClientUsage, PointLatency, ServerUsage};
 
+    /// Asserts the limit's kind and how its evidence begins.
+    fn says(l: Limit, kind: LimitKind, start: &str) -> Limit {
+        assert_eq!(l.kind, kind, "{l:?}");
+        assert!(l.evidence.starts_with(start), "{}", l.evidence);
+        l
+    }
+
+    /// Asserts the limit's kind and a part of its evidence.
+    fn mentions(l: Limit, kind: LimitKind, part: &str) {
+        assert_eq!(l.kind, kind, "{l:?}");
+        assert!(l.evidence.contains(part), "{}", l.evidence);
+    }
+
     fn shape() -> Shape {
         Shape {
             pool: None,
@@ -381,26 +421,41 @@ mod tests {
     #[test]
     fn a_server_using_its_cores_is_cores_bound() {
         // fib on prethreaded/4: 1.65 cores of the 1.8 left by the generator.
-        let l = limit_of(&point(16, 9_849.0, 1_600.0, 1.65), &shape());
-        assert_eq!(l.kind, LimitKind::Cores, "{l:?}");
-        assert!(
-            l.evidence
-                .starts_with("the server used 1.65 of the 1.8 cores it could (92%)"),
-            "{}",
-            l.evidence
+        says(
+            limit_of(&point(16, 9_849.0, 1_600.0, 1.65), &shape()),
+            LimitKind::Cores,
+            "the server used 1.65 of the 1.8 cores it could (92%)",
         );
         // One thread: its one core is the bound.
         let single = Shape {
             parallelism: 1.0,
             ..shape()
         };
-        let l = limit_of(&point(16, 5_316.0, 3_000.0, 0.99), &single);
-        assert_eq!(l.kind, LimitKind::Cores, "{l:?}");
-        assert!(
-            l.evidence.contains("0.99 of the 1.0 cores"),
-            "{}",
-            l.evidence
+        mentions(
+            limit_of(&point(16, 5_316.0, 3_000.0, 0.99), &single),
+            LimitKind::Cores,
+            "0.99 of the 1.0 cores",
         );
+    }
+
+    #[test]
+    fn a_saturated_machine_is_the_cores_whoever_used_them() {
+        // Two GIL-bound processes at 0.86 of a core each while other work fills the rest.
+        let mut p = point(16, 850.0, 18_000.0, 1.72);
+        p.server.busiest_threads_sharing = 8.2;
+        p.server.busiest_cpu_s = 0.89;
+        p.server.machine_busy_cores = 1.96;
+        p.client.cpu_s = 0.05;
+        says(
+            limit_of(&p, &shape()),
+            LimitKind::Cores,
+            "the machine's 2 cores were 98% busy (the server 1.72 of them, the load generator 0.05)",
+        );
+        // The same processes with the machine's other core idle: each one's lock.
+        p.server.machine_busy_cores = 1.0;
+        p.server.cpu_s = 0.95;
+        p.server.busiest_cpu_s = 0.95;
+        assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Lock);
     }
 
     #[test]
@@ -410,13 +465,10 @@ mod tests {
             wait_ms: 20.0,
             ..shape()
         };
-        let l = limit_of(&point(16, 768.0, 20_800.0, 0.02), &s);
-        assert_eq!(l.kind, LimitKind::Wait, "{l:?}");
-        assert!(
-            l.evidence
-                .starts_with("768 req/s is 96% of N/(C+W) = 799 req/s"),
-            "{}",
-            l.evidence
+        says(
+            limit_of(&point(16, 768.0, 20_800.0, 0.02), &s),
+            LimitKind::Wait,
+            "768 req/s is 96% of N/(C+W) = 799 req/s",
         );
     }
 
@@ -429,13 +481,10 @@ mod tests {
             wait_ms: 20.0,
             ..shape()
         };
-        let l = limit_of(&point(64, 196.0, 20_400.0, 0.02), &s);
-        assert_eq!(l.kind, LimitKind::Pool, "{l:?}");
-        assert!(
-            l.evidence
-                .starts_with("4.0 requests in the server, its pool of 4, of 64"),
-            "{}",
-            l.evidence
+        says(
+            limit_of(&point(64, 196.0, 20_400.0, 0.02), &s),
+            LimitKind::Pool,
+            "4.0 requests in the server, its pool of 4, of 64",
         );
         // With keep-alive the same pool leaves the other connections unanswered.
         let mut p = point(64, 196.0, 20_400.0, 0.02);
@@ -463,23 +512,17 @@ mod tests {
         p.server.busiest_running_threads = 1.6;
         p.server.busiest_threads_sharing = 7.6;
         p.server.busiest_cpu_s = 0.98;
-        let l = limit_of(&p, &shape());
-        assert_eq!(l.kind, LimitKind::Lock, "{l:?}");
-        assert!(
-            l.evidence
-                .starts_with("one process's 0.98 of a core was shared by 7.6 threads"),
-            "{}",
-            l.evidence
+        says(
+            limit_of(&p, &shape()),
+            LimitKind::Lock,
+            "one process's 0.98 of a core was shared by 7.6 threads",
         );
         // One thread doing the work (an event loop at one core): its core, not a lock.
         p.server.busiest_threads_sharing = 1.1;
-        let l = limit_of(&p, &shape());
-        assert_eq!(l.kind, LimitKind::Cores, "{l:?}");
-        assert!(
-            l.evidence
-                .starts_with("one thread did the work at 0.98 of a core"),
-            "{}",
-            l.evidence
+        says(
+            limit_of(&p, &shape()),
+            LimitKind::Cores,
+            "one thread did the work at 0.98 of a core",
         );
         p.server.busiest_threads_sharing = 7.6;
         // The same threads spread over both cores: not a lock.
@@ -493,15 +536,12 @@ mod tests {
         let mut p = point(16, 80_000.0, 190.0, 0.5);
         p.generator_bound = true;
         p.client.cpu_s = 0.97;
-        let l = limit_of(&p, &shape());
-        assert_eq!(l.kind, LimitKind::Generator, "{l:?}");
-        assert!(l.kind.is_lab());
-        assert!(
-            l.evidence
-                .starts_with("the load generator used 97% of a core per thread"),
-            "{}",
-            l.evidence
+        let l = says(
+            limit_of(&p, &shape()),
+            LimitKind::Generator,
+            "the load generator used 97% of a core per thread",
         );
+        assert!(l.kind.is_lab());
         p.status.insert("500".into(), 5_000);
         assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Errors);
         let failed = PointResult {
@@ -520,14 +560,10 @@ mod tests {
             wait_ms: 1.0,
             ..shape()
         };
-        let l = limit_of(&point(64, 2_000.0, 30_000.0, 0.9), &s);
-        assert_eq!(l.kind, LimitKind::Unexplained, "{l:?}");
-        assert!(
-            l.evidence.starts_with(
-                "no rule fits: the server used 0.90 of 1.8 cores, held 60.0 requests of 64"
-            ),
-            "{}",
-            l.evidence
+        says(
+            limit_of(&point(64, 2_000.0, 30_000.0, 0.9), &s),
+            LimitKind::Unexplained,
+            "no rule fits: the server used 0.90 of 1.8 cores, held 60.0 requests of 64",
         );
     }
 }

@@ -331,10 +331,12 @@ fn run_once(
     let cpu_before = meter.read();
     let output_before = server.output_bytes();
     let window_start = Instant::now();
+    let machine_before = super::probe::machine_cpu();
     let sampler = TreeSampler::start(server.members(), Duration::from_millis(100));
     let report = load::run(&config, Some(stop));
     let cpu = meter.read().since(&cpu_before);
     let window_s = window_start.elapsed().as_secs_f64();
+    let machine_after = super::probe::machine_cpu();
     let sample = sampler.finish();
     if stop.load(Ordering::SeqCst) {
         server.stop();
@@ -364,6 +366,10 @@ fn run_once(
     let mut run = measurement_of(&report, &config, cpu, sample);
     run.server.cpu_method = Some(meter.method());
     run.server.window_s = window_s;
+    if let (Some(before), Some(after)) = (machine_before, machine_after) {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        run.server.machine_busy_cores = super::probe::machine_busy_cores(before, after, cores);
+    }
     if !server_here {
         let command_cpu = match (cpu_command.as_deref(), command_cpu_before) {
             (Some(command), Some(before)) => Some((command_cpu_s(command)? - before).max(0.0)),
@@ -618,6 +624,7 @@ fn measurement_of(
             busiest_cpu_s: sample.busiest.cpu_s,
             busiest_threads_sharing: sample.busiest.threads_sharing,
             cores_allowed: sample.cores_allowed,
+            machine_busy_cores: 0.0,
             cpu_method: None,
             cpu_unavailable: false,
             remote: false,

@@ -382,6 +382,33 @@ pub fn effective_count(amounts: &[u64]) -> f64 {
     1.0 / squares
 }
 
+/// The machine's CPU time so far, from the first line of `/proc/stat`: (busy, total) in
+/// clock ticks, busy being all but idle and iowait.
+pub fn parse_machine_cpu(text: &str) -> Option<(u64, u64)> {
+    let line = text.lines().next()?.strip_prefix("cpu ")?;
+    let ticks: Vec<u64> = line
+        .split_whitespace()
+        .map(|t| t.parse().ok())
+        .collect::<Option<_>>()?;
+    let total: u64 = ticks.iter().take(8).sum();
+    let idle = ticks.get(3)? + ticks.get(4).copied().unwrap_or(0);
+    Some((total - idle, total))
+}
+
+/// The machine's CPU time so far (see [`parse_machine_cpu`]).
+pub fn machine_cpu() -> Option<(u64, u64)> {
+    parse_machine_cpu(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+/// Cores the whole machine kept busy between two readings of [`machine_cpu`].
+pub fn machine_busy_cores(before: (u64, u64), after: (u64, u64), cores: u32) -> f64 {
+    let total = after.1.saturating_sub(before.1);
+    if total == 0 {
+        return 0.0;
+    }
+    after.0.saturating_sub(before.0) as f64 / total as f64 * f64::from(cores)
+}
+
 /// The state letter of a `/proc/.../status` file's `State:` line (`R`, `S`, `D`, ...).
 pub fn state_of(status: &str) -> Option<char> {
     status
@@ -797,6 +824,10 @@ mod tests {
         assert_eq!(cpus_in_list("0"), 1);
         assert_eq!(cpus_in_list(""), 0);
         assert_eq!(cpus_in_list("3-1"), 0);
+        let stat = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 50 0 25 400 25 0 0 0 0 0\n";
+        assert_eq!(parse_machine_cpu(stat), Some((150, 1000)));
+        assert_eq!(parse_machine_cpu("intr 1 2\n"), None);
+        assert_eq!(machine_busy_cores((150, 1000), (1050, 2000), 2), 1.8);
         assert_eq!(effective_count(&[]), 0.0);
         assert_eq!(effective_count(&[5, 0, 0]), 1.0);
         assert_eq!(effective_count(&[3; 8]), 8.0);

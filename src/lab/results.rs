@@ -94,6 +94,10 @@ pub struct ServerUsage {
     /// The CPUs the server may run on (its affinity); 0 when not known.
     #[serde(default)]
     pub cores_allowed: u32,
+    /// Cores the whole machine kept busy over the window (`/proc/stat`): the server, the
+    /// load generator, the lab and anything else running.
+    #[serde(default)]
+    pub machine_busy_cores: f64,
 }
 
 impl ServerUsage {

@@ -428,6 +428,7 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
         header.push("spread req/s".into());
         header.push("spread p99".into());
     }
+    header.push("limit".into());
     let rows = points
         .iter()
         .map(|p| {
@@ -450,10 +451,12 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
                     row.extend(["-".to_string(), "-".to_string()]);
                 }
             }
+            row.push(limit_cell(p));
             row
         })
         .collect();
     let mut notes = mark_notes(points);
+    notes.extend(limit_notes(points, include_concurrency));
     notes.push(
         "CPU percentages are of one core over the measured time; server figures cover the whole \
          process tree; context switches of tasks that lived between two samples are missed"
@@ -465,6 +468,36 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
         rows,
         notes,
     }
+}
+
+/// What limited a point, in a word (`lab: generator` where the lab set the figure).
+fn limit_cell(p: &PointResult) -> String {
+    match &p.limit {
+        Some(l) if l.kind.is_lab() => format!("lab: {}", l.kind.name()),
+        Some(l) => l.kind.name().to_string(),
+        None => "-".into(),
+    }
+}
+
+/// Each point's limit with its evidence, a line each.
+fn limit_notes(points: &[&PointResult], include_concurrency: bool) -> Vec<String> {
+    points
+        .iter()
+        .filter_map(|p| {
+            let l = p.limit.as_ref()?;
+            let at = if include_concurrency {
+                format!(" at {}", thousands(f64::from(p.concurrency)))
+            } else {
+                String::new()
+            };
+            Some(format!(
+                "{}{at}: {}: {}",
+                series_label(&p.arch, p.workers),
+                l.kind.name(),
+                l.evidence
+            ))
+        })
+        .collect()
 }
 
 /// A measured point's cells from req/s to the context switches.
