@@ -1505,6 +1505,35 @@ route = "/sleep?ms=20"
         evidence.starts_with("4 workers each hold one keep-alive connection, of 16"),
         "{evidence}"
     );
+    // A connection per request: the 64 connections queue for the 4 workers.
+    let tmp = TempDir::new("sweep-limits-pool");
+    let (_, out) = sweep_ok(
+        tmp.path(),
+        "pool.toml",
+        r#"
+name = "pool"
+archs = ["prethreaded"]
+workers = [4]
+concurrency = [64]
+duration = "1500ms"
+[[workload]]
+name = "sleep"
+route = "/sleep?ms=20"
+keepalive = false
+"#,
+    );
+    let results = read_json(&out.join("results.json"));
+    let p = &results["points"][0];
+    let evidence = p["limit"]["evidence"].as_str().unwrap();
+    assert_eq!(p["limit"]["kind"], "pool", "{evidence}");
+    let rps = p["cycle_rps"]
+        .as_f64()
+        .unwrap_or(p["rps"].as_f64().unwrap());
+    assert!(
+        evidence.starts_with(&format!("{} req/s is ", rps.round() as u64)),
+        "{rps}: {evidence}"
+    );
+    assert!(evidence.contains("of its pool's 4 / 20."), "{evidence}");
 }
 
 /// A Python server of one process and eight threads on CPU work takes turns on one core under

@@ -15,8 +15,9 @@ use crate::render::units::thousands;
 
 /// A share of the cores the server may use at or above which its cores are its limit.
 pub const CORES_BUSY: f64 = 0.9;
-/// Requests in the server within this fraction of its pool: every worker was held.
-pub const POOL_HELD: f64 = 0.2;
+/// Throughput within this fraction of the pool's own bound, W / (C + W + RTT): every worker
+/// was held.
+pub const POOL_HELD: f64 = 0.1;
 /// Throughput within this fraction of N / (C + W + RTT): the offered load set the pace.
 pub const WAIT_REACHED: f64 = 0.1;
 /// Under this share of its cores the server counts as idle between requests.
@@ -318,19 +319,36 @@ fn lock(p: &PointResult, f: &Figures) -> Option<Limit> {
     })
 }
 
-/// The pool: every worker held a request (requests in the server about the pool) and fewer
-/// workers than connections.
+/// The pool: fewer request-holding workers than connections, and throughput at the pool's own
+/// bound, W / (C + W + RTT): each worker served one request at a time and the rest queued.
 fn pool(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
     let w = shape.pool?;
-    let held = (f.in_server - f64::from(w)).abs() <= POOL_HELD * f64::from(w);
-    (shape.closed && w < p.concurrency && held).then(|| Limit {
+    let cycle_ms = cycle_ms(p, shape);
+    let bound = f64::from(w) * 1000.0 / cycle_ms.max(1e-6);
+    let rps = p.cycle_rps.filter(|r| *r > 0.0).unwrap_or(p.rps);
+    let held = rps >= (1.0 - POOL_HELD) * bound;
+    (shape.closed && w < p.concurrency && held && f.used < IDLE_BELOW * f.room).then(|| Limit {
         kind: LimitKind::Pool,
         evidence: format!(
-            "{:.1} requests in the server, its pool of {w}, of {} connections offered: each \
-             request waited for a worker, with {:.2} of {:.1} cores used",
-            f.in_server, p.concurrency, f.used, f.room
+            "{} req/s is {} of its pool's {w} / {} = {} req/s: each worker served one request \
+             at a time, {:.1} requests in the server of {} connections, {:.2} of {:.1} cores \
+             used",
+            thousands(rps),
+            pct(rps / bound),
+            crate::render::units::duration_us(cycle_ms * 1000.0),
+            thousands(bound),
+            f.in_server,
+            p.concurrency,
+            f.used,
+            f.room
         ),
     })
+}
+
+/// A request's cycle in ms: the server's CPU per request, the wait it asks for, the path's
+/// round trip.
+fn cycle_ms(p: &PointResult, shape: &Shape) -> f64 {
+    p.server.cpu_us_per_request(p.requests) / 1000.0 + shape.wait_ms + shape.rtt_ms
 }
 
 /// The offered load: throughput within [`WAIT_REACHED`] of N / (C + W + RTT) with the server
@@ -339,8 +357,7 @@ fn wait(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
     if !shape.closed {
         return None;
     }
-    let cycle_ms = p.server.cpu_us_per_request(p.requests) / 1000.0 + shape.wait_ms + shape.rtt_ms;
-    let bound = f64::from(p.concurrency) * 1000.0 / cycle_ms.max(1e-6);
+    let bound = f64::from(p.concurrency) * 1000.0 / cycle_ms(p, shape).max(1e-6);
     let rps = p.cycle_rps.filter(|r| *r > 0.0).unwrap_or(p.rps);
     let reached = rps >= (1.0 - WAIT_REACHED) * bound;
     (reached && f.used < IDLE_BELOW * f.room).then(|| Limit {
@@ -474,7 +491,8 @@ mod tests {
 
     #[test]
     fn a_held_pool_under_the_connections_is_the_pool() {
-        // prethreaded/4, a connection per request: 4 requests in the server of 64 offered.
+        // prethreaded/4, a connection per request: 64 connections queue for 4 workers (the
+        // mean latency holds the queue), 102 us of CPU and 20 ms of wait a request.
         let s = Shape {
             pool: Some(4),
             holds_connections: true,
@@ -482,9 +500,15 @@ mod tests {
             ..shape()
         };
         says(
-            limit_of(&point(64, 196.0, 20_400.0, 0.02), &s),
+            limit_of(&point(64, 196.0, 326_000.0, 0.02), &s),
             LimitKind::Pool,
-            "4.0 requests in the server, its pool of 4, of 64",
+            "196 req/s is 99% of its pool's 4 / 20.1 ms = 199 req/s: each worker served one \
+             request at a time, 63.9 requests in the server of 64 connections",
+        );
+        // Half the pool's bound: something else held it back, not the pool.
+        assert_ne!(
+            limit_of(&point(64, 100.0, 326_000.0, 0.02), &s).kind,
+            LimitKind::Pool
         );
         // With keep-alive the same pool leaves the other connections unanswered.
         let mut p = point(64, 196.0, 20_400.0, 0.02);
