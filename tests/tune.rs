@@ -404,3 +404,70 @@ fn tune_on_a_url_that_answers_404_fails_naming_it() {
         "{rules:?}"
     );
 }
+
+/// A Python server of one process and eight threads on CPU work takes turns on one core under
+/// its interpreter lock: the point says `lock`; two processes use both cores: `cores`.
+#[test]
+fn threads_taking_turns_under_a_runtime_lock_are_named_a_lock() {
+    assert!(python(), "the tests need python3");
+    // Alone on the cores (every test here takes the timing lock): other work on the machine
+    // would take the core the lock leaves idle.
+    let _timing = timing_lock();
+    let tmp = TempDir::new("sweep-lock");
+    let knobs = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/peers/knobs.py");
+    let experiment = tmp.path().join("lock.toml");
+    std::fs::write(
+        &experiment,
+        format!(
+            r#"
+name = "lock"
+concurrency = [16]
+duration = "1500ms"
+[[workload]]
+name = "cpu"
+route = "/work?cpu_us=2000"
+[[external]]
+name = "py"
+command = "exec python3 {} --procs {{workers}} --threads 8 --port {{port}}"
+url = "http://127.0.0.1:{{port}}"
+workers = [1, 2]
+"#,
+            knobs.display()
+        ),
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let run = Command::new(BIN)
+        .args([
+            "sweep",
+            experiment.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let results = read_json(&out.join("results.json"));
+    let points = results["points"].as_array().unwrap();
+    let of = |workers: u64| {
+        let p = points.iter().find(|p| p["workers"] == workers).unwrap();
+        (p["limit"]["kind"].as_str().unwrap().to_string(), p.clone())
+    };
+    let (kind, p) = of(1);
+    assert_eq!(kind, "lock", "{}", p["limit"]);
+    let sharing = p["server"]["busiest_threads_sharing"].as_f64().unwrap();
+    assert!(sharing > 4.0, "{sharing}");
+    let evidence = p["limit"]["evidence"].as_str().unwrap();
+    assert!(
+        evidence.contains(&format!("was shared by {sharing:.1} threads")),
+        "{sharing}: {evidence}"
+    );
+    if std::thread::available_parallelism().unwrap().get() >= 2 {
+        let (kind, p) = of(2);
+        assert_eq!(kind, "cores", "{}", p["limit"]);
+    }
+}
