@@ -178,8 +178,11 @@ struct Figures {
     /// less what the load generator took where they share the machine.
     used: f64,
     room: f64,
-    /// Requests in the server by Little's law.
+    /// Throughput in whole cycles where counted, and the requests in the server by Little's law.
+    rps: f64,
     in_server: f64,
+    /// Cores the busiest process used.
+    process_cores: f64,
     client_per_thread: f64,
     runqueue_us: f64,
     /// The CPUs the server may use, the load generator's cores, and the whole machine's
@@ -192,26 +195,23 @@ struct Figures {
 impl Figures {
     fn of(p: &PointResult, shape: &Shape) -> Figures {
         let s = &p.server;
-        let window = if s.window_s > 0.0 {
-            s.window_s
-        } else {
-            p.duration_s
-        };
-        let window = window.max(1e-9);
+        let share = |cpu_s: f64| s.busy(cpu_s, p.duration_s).unwrap_or(0.0);
         let allowed = match s.cores_allowed {
             0 => f64::from(shape.cores),
             n => f64::from(n),
         };
-        let client = p.client.cpu_s / window;
+        let (used, client) = (share(s.cpu_s), share(p.client.cpu_s));
         let room = shape
             .parallelism
             .min(allowed)
             .min((allowed - client).max(0.5));
-        let rps = p.cycle_rps.filter(|r| *r > 0.0).unwrap_or(p.rps);
+        let rps = p.whole_cycle_rps();
         Figures {
-            used: s.cpu_s / window,
+            used,
             room,
+            rps,
             in_server: requests_in_flight(rps, p.latency_us.mean),
+            process_cores: share(s.busiest_cpu_s),
             client_per_thread: client / f64::from(p.client.threads.max(1)),
             runqueue_us: s.runqueue_wait_s * 1e6 / s.answered.max(p.requests).max(1) as f64,
             allowed,
@@ -219,7 +219,7 @@ impl Figures {
             machine_busy: if s.machine_busy_cores > 0.0 {
                 s.machine_busy_cores
             } else {
-                s.cpu_s / window + client
+                used + client
             },
         }
     }
@@ -288,7 +288,7 @@ fn cores(p: &PointResult, f: &Figures) -> Option<Limit> {
             ),
         });
     }
-    let process_cores = s.busiest_cpu_s / s.window_s.max(p.duration_s).max(1e-9);
+    let process_cores = f.process_cores;
     let one_thread = s.busiest_threads_sharing > 0.0 && s.busiest_threads_sharing <= ONE_THREAD;
     (one_thread && process_cores >= CORES_BUSY).then(|| Limit {
         kind: LimitKind::Cores,
@@ -304,8 +304,7 @@ fn cores(p: &PointResult, f: &Figures) -> Option<Limit> {
 /// it used about one core, and cores were free.
 fn lock(p: &PointResult, f: &Figures) -> Option<Limit> {
     let s = &p.server;
-    let window = s.window_s.max(p.duration_s).max(1e-9);
-    let process_cores = s.busiest_cpu_s / window;
+    let process_cores = f.process_cores;
     let one_core = (LOCK_CORE.0..=LOCK_CORE.1).contains(&process_cores);
     let free = f.allowed - f.machine_busy.max(f.used + f.client) >= LOCK_FREE;
     (s.busiest_threads_sharing > LOCK_THREADS && one_core && free).then(|| Limit {
@@ -325,7 +324,7 @@ fn pool(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
     let w = shape.pool?;
     let cycle_ms = cycle_ms(p, shape);
     let bound = f64::from(w) * 1000.0 / cycle_ms.max(1e-6);
-    let rps = p.cycle_rps.filter(|r| *r > 0.0).unwrap_or(p.rps);
+    let rps = f.rps;
     let held = rps >= (1.0 - POOL_HELD) * bound;
     (shape.closed && w < p.concurrency && held && f.used < IDLE_BELOW * f.room).then(|| Limit {
         kind: LimitKind::Pool,
@@ -358,7 +357,7 @@ fn wait(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
         return None;
     }
     let bound = f64::from(p.concurrency) * 1000.0 / cycle_ms(p, shape).max(1e-6);
-    let rps = p.cycle_rps.filter(|r| *r > 0.0).unwrap_or(p.rps);
+    let rps = f.rps;
     let reached = rps >= (1.0 - WAIT_REACHED) * bound;
     (reached && f.used < IDLE_BELOW * f.room).then(|| Limit {
         kind: LimitKind::Wait,

@@ -230,6 +230,12 @@ pub struct PointResult {
 }
 
 impl PointResult {
+    /// Throughput in whole cycles where the load generator counted them (a window that ends
+    /// mid-cycle undercounts responses, not requests in flight), else the window's.
+    pub fn whole_cycle_rps(&self) -> f64 {
+        self.cycle_rps.filter(|r| *r > 0.0).unwrap_or(self.rps)
+    }
+
     /// The series this point belongs to in tables and plots: the arch, plus the worker count
     /// when the experiment swept workers for it.
     pub fn series_key(&self) -> (String, Option<u32>) {

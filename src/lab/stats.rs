@@ -242,7 +242,7 @@ pub fn mark_point(point: &mut PointResult, mode: LoadMode, keepalive: bool) {
     let keepalive = keepalive && closed;
     // Little's law needs the throughput of whole cycles where it was counted: a window
     // that ends mid-cycle undercounts the responses per second, not the requests in flight.
-    let rps = point.cycle_rps.filter(|r| *r > 0.0).unwrap_or(point.rps);
+    let rps = point.whole_cycle_rps();
     point.in_flight_ratio = (point.ok && rps > 0.0)
         .then(|| requests_in_flight(rps, point.latency_us.mean) / f64::from(point.concurrency));
     // Requests never answered: in flight when the run ended, or timed out. Only a closed

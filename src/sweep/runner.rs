@@ -60,8 +60,6 @@ pub fn run_experiment(
             );
         }
     }
-    std::fs::create_dir_all(&options.lab.scratch_dir)
-        .with_context(|| format!("creating {}", options.lab.scratch_dir.display()))?;
     if experiment
         .external
         .iter()
