@@ -570,3 +570,63 @@ fn an_interrupted_run_removes_its_path_and_only_root_makes_one() {
         assert!(stderr.contains("--net needs CAP_NET_ADMIN"), "{stderr}");
     }
 }
+
+/// A 1 mbit/s link sets the pace of a 64 KiB page whatever the server: 16 connections each
+/// wait 525 ms for a response to cross. Every point says `path` with the figures, none is a
+/// winner, and the relay reports how late it wrote what it carried.
+#[test]
+fn a_link_that_sets_the_pace_is_the_paths_limit_and_never_a_winner() {
+    root();
+    let _timing = timing_lock();
+    let dir = TempDir::new("net-path-limit");
+    let file = dir.path().join("slow.toml");
+    std::fs::write(
+        &file,
+        "name = \"slow\"\narchs = [\"epoll\", \"threaded\"]\nconcurrency = [16]\n\
+         duration = \"2s\"\nwarmup = \"200ms\"\nsettle = \"5s\"\ntimeout = \"10s\"\n\
+         p99_bound_ms = 5000\nnet = \"rate=1mbit\"\n\
+         [[workload]]\nname = \"page\"\nroute = \"/page64k.html\"\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let (code, stdout, stderr, _) = sweetspot(&[
+        "sweep",
+        file.to_str().unwrap(),
+        "--plain",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    for p in results["points"].as_array().unwrap() {
+        let evidence = p["limit"]["evidence"].as_str().unwrap();
+        assert_eq!(p["limit"]["kind"], "path", "{evidence}");
+        let rps = p["cycle_rps"]
+            .as_f64()
+            .unwrap_or(p["rps"].as_f64().unwrap());
+        let net = &p["net"];
+        let bytes = net["response_bytes"].as_f64().unwrap();
+        assert!((65_536.0..66_500.0).contains(&bytes), "{net}");
+        let transfer = net["transfer_ms"].as_f64().unwrap();
+        assert!((bytes * 8.0 / 1000.0 - transfer).abs() < 0.01, "{net}");
+        assert!(net["written"].as_u64().unwrap() > 1000, "{net}");
+        assert!(net["relay_cpu_s"].as_f64().unwrap() > 0.0, "{net}");
+        assert!(
+            evidence.starts_with(&format!("{rps:.1} req/s is "))
+                || evidence.starts_with(&format!("{} req/s is ", rps.round())),
+            "{rps}: {evidence}"
+        );
+        assert!(
+            evidence.contains(&format!("takes {transfer:.1} ms on its 1 mbit/s link")),
+            "{evidence}"
+        );
+    }
+    assert!(stdout.contains("page: no architecture met p99"), "{stdout}");
+    let md = std::fs::read_to_string(out.join("table.md")).unwrap();
+    assert!(md.contains("lab: path"), "{md}");
+    assert!(
+        md.contains("was not a candidate: at every level the lab's path set its figures"),
+        "{md}"
+    );
+}

@@ -1535,3 +1535,68 @@ keepalive = false
     );
     assert!(evidence.contains("of its pool's 4 / 20."), "{evidence}");
 }
+
+/// A CPU quota (`cpus = 0.5`, as a container's `--cpus`): two reactor threads on `/fib` want
+/// two cores and get half of one; the point says `quota`, with the throttling the kernel
+/// counted. A quota the machine cannot give is one readable line, exit 2.
+#[test]
+fn a_server_under_a_half_core_quota_is_named_quota_with_its_throttling() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "the quota test runs as root (the cgroup v1 cpu controller), as CI does"
+    );
+    let _timing = common::timing_lock();
+    let tmp = TempDir::new("sweep-quota");
+    let (_, out) = sweep_ok(
+        tmp.path(),
+        "quota.toml",
+        r#"
+name = "quota"
+archs = ["reactors"]
+workers = [2]
+concurrency = [8]
+duration = "1500ms"
+warmup = "300ms"
+cpus = 0.5
+[[workload]]
+name = "fib"
+route = "/fib?n=25"
+"#,
+    );
+    let results = read_json(&out.join("results.json"));
+    let p = &results["points"][0];
+    let evidence = p["limit"]["evidence"].as_str().unwrap();
+    assert_eq!(p["limit"]["kind"], "quota", "{evidence}");
+    let s = &p["server"];
+    let used = s["cpu_s"].as_f64().unwrap() / s["window_s"].as_f64().unwrap();
+    // Half a core, whatever two threads wanted.
+    assert!((0.4..0.56).contains(&used), "{used}");
+    assert_eq!(s["quota_cores"], 0.5);
+    let (periods, throttled) = (
+        s["quota_periods"].as_u64().unwrap(),
+        s["throttled_periods"].as_u64().unwrap(),
+    );
+    assert!(periods >= 10 && throttled * 2 >= periods, "{s}");
+    assert!(
+        evidence.starts_with(&format!(
+            "the server used {used:.2} of its 0.5 cores of CPU quota and was throttled in {:.0}% \
+             of {periods} periods of 100 ms",
+            throttled as f64 * 100.0 / periods as f64
+        )),
+        "{evidence}"
+    );
+    let (mut command, _) = sweep_command(
+        tmp.path(),
+        "bad.toml",
+        "name = \"q\"\narchs = [\"epoll\"]\nconcurrency = [1]\ncpus = 0\n\
+         [[workload]]\nname = \"h\"\nroute = \"/hello\"\n",
+    );
+    let run = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("cpus = 0: from 0.01 to 1024 cores"),
+        "{stderr}"
+    );
+}

@@ -241,16 +241,7 @@ impl ServerCgroup {
                     ),
                     CpuMethod::ProcChildren => return None,
                 };
-                let parent = mount
-                    .mount_point
-                    .join(path_below_root(&own_path, &mount.root)?);
-                crate::reclaim::reclaim_named_cgroups(&parent).say("a dead run left");
-                let run = crate::reclaim::current();
-                let (token, n) = crate::reclaim::next_name(run);
-                let dir = parent.join(format!("{}{token}-{n}", crate::reclaim::PREFIX));
-                let recorded =
-                    run.map(|r| r.record(crate::reclaim::Kind::Cgroup, &dir.display().to_string()));
-                std::fs::create_dir(&dir).ok()?;
+                let (dir, recorded) = named_cgroup(mount, &own_path)?;
                 let cgroup = ServerCgroup {
                     dir,
                     method,
@@ -286,6 +277,123 @@ impl ServerCgroup {
             CpuMethod::CgroupV2 => parse_v2_cpu_stat(&read("cpu.stat")?),
             CpuMethod::ProcChildren => None,
         }
+    }
+}
+
+/// A new cgroup of this run below the runner's own in `mount`'s hierarchy, recorded so that a
+/// guard or the next run removes it if this run dies.
+fn named_cgroup(
+    mount: &CgroupMount,
+    own_path: &str,
+) -> Option<(PathBuf, Option<crate::reclaim::Entry>)> {
+    let parent = mount
+        .mount_point
+        .join(path_below_root(own_path, &mount.root)?);
+    crate::reclaim::reclaim_named_cgroups(&parent).say("a dead run left");
+    let run = crate::reclaim::current();
+    let (token, n) = crate::reclaim::next_name(run);
+    let dir = parent.join(format!("{}{token}-{n}", crate::reclaim::PREFIX));
+    let recorded = run.map(|r| r.record(crate::reclaim::Kind::Cgroup, &dir.display().to_string()));
+    std::fs::create_dir(&dir).ok()?;
+    Some((dir, recorded))
+}
+
+/// The CFS period a quota is given in, µs (the kernel's default).
+pub const QUOTA_PERIOD_US: u64 = 100_000;
+
+/// A CPU quota for a server (`cpus = 0.5`): a cgroup in the v1 `cpu` hierarchy whose CFS
+/// bandwidth lets its tasks run `cpus` x the period in each 100 ms period, as a container's
+/// `--cpus` does. Removed (its tasks killed) when dropped, like [`ServerCgroup`].
+#[derive(Debug)]
+pub struct QuotaCgroup {
+    dir: PathBuf,
+    _recorded: Option<crate::reclaim::Entry>,
+}
+
+/// The throttling counters of a quota's cgroup (`cpu.stat`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Throttling {
+    pub periods: u64,
+    pub throttled_periods: u64,
+    pub throttled_s: f64,
+}
+
+impl Throttling {
+    /// The counters of v1's `cpu.stat` (`nr_periods`, `nr_throttled`, `throttled_time` ns).
+    pub fn parse(text: &str) -> Option<Throttling> {
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+        };
+        Some(Throttling {
+            periods: field("nr_periods ")?,
+            throttled_periods: field("nr_throttled ")?,
+            throttled_s: field("throttled_time ")? as f64 / 1e9,
+        })
+    }
+
+    /// The counters between `before` and now.
+    pub fn since(&self, before: &Throttling) -> Throttling {
+        Throttling {
+            periods: self.periods.saturating_sub(before.periods),
+            throttled_periods: self
+                .throttled_periods
+                .saturating_sub(before.throttled_periods),
+            throttled_s: (self.throttled_s - before.throttled_s).max(0.0),
+        }
+    }
+}
+
+impl QuotaCgroup {
+    /// A cgroup that holds its tasks to `cores` of CPU; an error that says why where the
+    /// machine has no writable v1 `cpu` hierarchy (not root, or cgroup v2 only).
+    pub fn create(cores: f64) -> anyhow::Result<QuotaCgroup> {
+        let no = |why: &str| {
+            anyhow::anyhow!(
+                "cpus = {cores}: a CPU quota needs a writable cgroup v1 cpu controller ({why})"
+            )
+        };
+        let mountinfo =
+            std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| no(&e.to_string()))?;
+        let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| no(&e.to_string()))?;
+        let mounts = parse_mountinfo(&mountinfo);
+        let mount = mounts
+            .iter()
+            .find(|m| m.fs_type == "cgroup" && m.options.split(',').any(|o| o == "cpu"))
+            .ok_or_else(|| no("none is mounted"))?;
+        let own_path =
+            own_cgroup_path(&own, Some("cpu")).ok_or_else(|| no("this process is in none"))?;
+        let (dir, recorded) =
+            named_cgroup(mount, &own_path).ok_or_else(|| no("cannot make one: run as root"))?;
+        let cgroup = QuotaCgroup {
+            dir,
+            _recorded: recorded,
+        };
+        let quota = ((cores * QUOTA_PERIOD_US as f64).round() as u64).max(1000);
+        let write = |name: &str, value: u64| {
+            std::fs::write(cgroup.dir.join(name), value.to_string())
+                .map_err(|e| no(&format!("{name}: {e}")))
+        };
+        write("cpu.cfs_period_us", QUOTA_PERIOD_US)?;
+        write("cpu.cfs_quota_us", quota)?;
+        Ok(cgroup)
+    }
+
+    /// The file a process writes `0` to, to move itself into this cgroup.
+    pub fn procs_file(&self) -> PathBuf {
+        self.dir.join("cgroup.procs")
+    }
+
+    /// The throttling so far.
+    pub fn throttling(&self) -> Option<Throttling> {
+        Throttling::parse(&std::fs::read_to_string(self.dir.join("cpu.stat")).ok()?)
+    }
+}
+
+impl Drop for QuotaCgroup {
+    fn drop(&mut self) {
+        crate::reclaim::kill_cgroup_tree(&self.dir);
+        crate::reclaim::remove_cgroup_tree(&self.dir);
     }
 }
 

@@ -27,10 +27,22 @@ pub const IDLE_BELOW: f64 = 0.5;
 /// ([`LOCK_CORE`]) and cores are free. One thread doing the work (an event loop) is about 1.
 pub const LOCK_THREADS: f64 = 1.8;
 pub const LOCK_CORE: (f64, f64) = (0.75, 1.15);
-/// ... and at least this much of a core stood idle on the machine.
+/// ... and at least this much of a core stood idle on the machine, while the requests
+/// queued in the server: at least this share of the connections' requests in it (Little's
+/// law), not in the load generator.
 pub const LOCK_FREE: f64 = 0.5;
+pub const LOCK_QUEUED: f64 = 0.9;
 /// One thread did a process's work when its CPU was spread over at most this many threads.
 pub const ONE_THREAD: f64 = 1.3;
+/// The path's relay, not the path it stands for, set the figures when at least this share of
+/// the packets it wrote left more than 1 ms after they were due ([`crate::net::relay::LATE`]),
+/// or it dropped at least this share for want of room (beyond the path's own `loss`).
+pub const PATH_LATE: f64 = 0.01;
+pub const PATH_DROPPED: f64 = 0.001;
+/// A CPU quota held the server when it ran out in at least this share of the periods...
+pub const THROTTLED_PERIODS: f64 = 0.1;
+/// ... while the server used at least this share of the quota.
+pub const QUOTA_USED: f64 = 0.8;
 
 /// A share as a whole percentage: `92%`.
 fn pct(share: f64) -> String {
@@ -42,6 +54,8 @@ fn pct(share: f64) -> String {
 #[serde(rename_all = "lowercase")]
 pub enum LimitKind {
     Cores,
+    /// A CPU quota (`cpus`) throttled the server.
+    Quota,
     Pool,
     Lock,
     Wait,
@@ -49,6 +63,8 @@ pub enum LimitKind {
     Errors,
     /// The load generator saturated: the figure is the lab's, not the server's.
     Generator,
+    /// The `--net` path's relay was late or dropped packets: the figure is the lab's.
+    Path,
     /// No rule explains it; the evidence gives the figures.
     Unexplained,
 }
@@ -57,19 +73,21 @@ impl LimitKind {
     pub fn name(self) -> &'static str {
         match self {
             LimitKind::Cores => "cores",
+            LimitKind::Quota => "quota",
             LimitKind::Pool => "pool",
             LimitKind::Lock => "lock",
             LimitKind::Wait => "wait",
             LimitKind::Starved => "starved",
             LimitKind::Errors => "errors",
             LimitKind::Generator => "generator",
+            LimitKind::Path => "path",
             LimitKind::Unexplained => "unexplained",
         }
     }
 
     /// Whether the lab, not the server, set the figure (such a point is never a winner).
     pub fn is_lab(self) -> bool {
-        matches!(self, LimitKind::Generator)
+        matches!(self, LimitKind::Generator | LimitKind::Path)
     }
 }
 
@@ -134,6 +152,9 @@ pub fn limit_of(p: &PointResult, shape: &Shape) -> Limit {
         let first = failure.lines().next().unwrap_or(failure);
         return limit(LimitKind::Errors, format!("the point failed: {first}"));
     }
+    if let Some(found) = path(p) {
+        return found;
+    }
     if let Some(cause) = p.failure_cause() {
         return limit(LimitKind::Errors, format!("requests failed: {cause}"));
     }
@@ -150,7 +171,11 @@ pub fn limit_of(p: &PointResult, shape: &Shape) -> Limit {
             ),
         );
     }
-    if let Some(found) = starved(p, shape, &f).or_else(|| cores(p, &f)) {
+    if let Some(found) = starved(p, shape, &f)
+        .or_else(|| path_bound(p, shape, &f))
+        .or_else(|| quota(p, &f))
+        .or_else(|| cores(p, &f))
+    {
         return found;
     }
     lock(p, &f)
@@ -161,12 +186,17 @@ pub fn limit_of(p: &PointResult, shape: &Shape) -> Limit {
                 LimitKind::Unexplained,
                 format!(
                     "no rule fits: the server used {:.2} of {:.1} cores, held {:.1} requests \
-                     of {} connections, its tasks waited {} µs a request for a CPU",
+                     of {} connections, its tasks waited {} µs a request for a CPU; the load \
+                     generator used {:.2} cores ({} thread(s)), the machine {:.2} of {:.0}",
                     f.used,
                     f.room,
                     f.in_server,
                     p.concurrency,
-                    thousands(f.runqueue_us)
+                    thousands(f.runqueue_us),
+                    f.client,
+                    p.client.threads,
+                    f.machine_busy,
+                    f.allowed
                 ),
             )
         })
@@ -201,10 +231,13 @@ impl Figures {
             n => f64::from(n),
         };
         let (used, client) = (share(s.cpu_s), share(p.client.cpu_s));
-        let room = shape
+        let mut room = shape
             .parallelism
             .min(allowed)
             .min((allowed - client).max(0.5));
+        if s.quota_cores > 0.0 {
+            room = room.min(s.quota_cores);
+        }
         let rps = p.whole_cycle_rps();
         Figures {
             used,
@@ -223,6 +256,58 @@ impl Figures {
             },
         }
     }
+}
+
+/// The path as asked for: throughput within [`WAIT_REACHED`] of N / (C + W + RTT + T), T the
+/// mean response's time on one connection's link at the path's rate, with the server idle:
+/// the link set the pace, as the wait does, whatever the server.
+fn path_bound(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
+    let n = p.net.as_ref()?;
+    if !shape.closed || n.transfer_ms <= 0.0 {
+        return None;
+    }
+    let cycle_ms = cycle_ms(p, shape) + n.transfer_ms;
+    let bound = f64::from(p.concurrency) * 1000.0 / cycle_ms.max(1e-6);
+    let rps = f.rps;
+    (rps >= (1.0 - WAIT_REACHED) * bound && f.used < IDLE_BELOW * f.room).then(|| Limit {
+        kind: LimitKind::Path,
+        evidence: format!(
+            "{} req/s is {} of N/(C+W+RTT+T) = {} req/s for {} connections: each response of \
+             {} bytes takes {} on its {} link, so the path set the pace, the server busy {:.2} \
+             of {:.1} cores: the figure is the path's, not the server's",
+            thousands(rps),
+            pct(rps / bound),
+            thousands(bound),
+            p.concurrency,
+            thousands(n.response_bytes),
+            crate::render::units::duration_us(n.transfer_ms * 1000.0),
+            crate::net::rate_text(n.spec.rate_bps.unwrap_or(0)),
+            f.used,
+            f.room
+        ),
+    })
+}
+
+/// The path's relay: packets written late against when the path was due to deliver them, or
+/// dropped for want of room, beyond [`PATH_LATE`] or [`PATH_DROPPED`].
+fn path(p: &PointResult) -> Option<Limit> {
+    let n = p.net.as_ref()?;
+    let late = n.late_packets as f64 / n.written.max(1) as f64;
+    let dropped = n.overflowed as f64 / n.packets.max(1) as f64;
+    (late >= PATH_LATE || dropped >= PATH_DROPPED).then(|| Limit {
+        kind: LimitKind::Path,
+        evidence: format!(
+            "the path's relay wrote {} of {} packets more than 1 ms after they were due (mean \
+             {} late, max {}) and dropped {} for want of room, using {:.2} s of CPU: the \
+             figure is the lab's, not the server's",
+            pct(late),
+            thousands(n.written as f64),
+            crate::render::units::duration_us(n.late_mean_us),
+            crate::render::units::duration_us(n.late_max_us),
+            thousands(n.overflowed as f64),
+            n.relay_cpu_s
+        ),
+    })
 }
 
 /// Connections left unanswered by the server's shape: a pool of connection-holding workers
@@ -254,6 +339,30 @@ fn starved(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
     Some(Limit {
         kind: LimitKind::Starved,
         evidence,
+    })
+}
+
+/// A CPU quota: the server's quota ran out in at least [`THROTTLED_PERIODS`] of the periods
+/// while it used at least [`QUOTA_USED`] of it.
+fn quota(p: &PointResult, f: &Figures) -> Option<Limit> {
+    let s = &p.server;
+    if s.quota_cores <= 0.0 || s.quota_periods == 0 {
+        return None;
+    }
+    let throttled = s.throttled_periods as f64 / s.quota_periods as f64;
+    (throttled >= THROTTLED_PERIODS && f.used >= QUOTA_USED * s.quota_cores).then(|| Limit {
+        kind: LimitKind::Quota,
+        evidence: format!(
+            "the server used {:.2} of its {} cores of CPU quota and was throttled in {} of {} \
+             periods of {} ms ({:.2} s throttled over its CPUs in a {:.2} s window)",
+            f.used,
+            s.quota_cores,
+            pct(throttled),
+            thousands(s.quota_periods as f64),
+            super::cgroup::QUOTA_PERIOD_US / 1000,
+            s.throttled_s,
+            p.duration_s
+        ),
     })
 }
 
@@ -307,7 +416,8 @@ fn lock(p: &PointResult, f: &Figures) -> Option<Limit> {
     let process_cores = f.process_cores;
     let one_core = (LOCK_CORE.0..=LOCK_CORE.1).contains(&process_cores);
     let free = f.allowed - f.machine_busy.max(f.used + f.client) >= LOCK_FREE;
-    (s.busiest_threads_sharing > LOCK_THREADS && one_core && free).then(|| Limit {
+    let queued = f.in_server >= LOCK_QUEUED * f64::from(p.concurrency);
+    (s.busiest_threads_sharing > LOCK_THREADS && one_core && free && queued).then(|| Limit {
         kind: LimitKind::Lock,
         evidence: format!(
             "one process's {process_cores:.2} of a core was shared by {:.1} threads taking \
@@ -379,6 +489,7 @@ fn wait(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
 mod tests {
     use super::*;
     use crate::lab::results::{ClientUsage, PointLatency, ServerUsage};
+    use crate::load::output::report::NetReport;
 
     /// Asserts the limit's kind and how its evidence begins.
     fn says(l: Limit, kind: LimitKind, start: &str) -> Limit {
@@ -452,6 +563,89 @@ mod tests {
             LimitKind::Cores,
             "0.99 of the 1.0 cores",
         );
+    }
+
+    #[test]
+    fn a_server_throttled_by_its_quota_is_the_quota() {
+        // Half a core of quota, used to the full and throttled in 9 periods of 10.
+        let mut p = point(16, 2_400.0, 6_600.0, 0.49);
+        p.server.quota_cores = 0.5;
+        p.server.quota_periods = 10;
+        p.server.throttled_periods = 9;
+        p.server.throttled_s = 0.45;
+        says(
+            limit_of(&p, &shape()),
+            LimitKind::Quota,
+            "the server used 0.49 of its 0.5 cores of CPU quota and was throttled in 90% of 10 \
+             periods of 100 ms (0.45 s throttled over its CPUs in a 1.00 s window)",
+        );
+        // Rarely throttled: the quota did not hold it.
+        p.server.throttled_periods = 0;
+        assert_ne!(limit_of(&p, &shape()).kind, LimitKind::Quota);
+    }
+
+    /// A path's report: `packets` carried, `late` written more than 1 ms late, `dropped` for
+    /// want of room, a response of `bytes` taking `transfer_ms` on its link.
+    fn across(late: u64, dropped: u64, bytes: f64, transfer_ms: f64) -> NetReport {
+        NetReport {
+            path: "rtt 100 ms, 5 mbit/s a connection each way".into(),
+            spec: crate::net::NetSpec {
+                rtt_us: 100_000,
+                jitter_us: 0,
+                rate_bps: Some(5_000_000),
+                loss_pct: 0.0,
+            },
+            packets: 100_000,
+            lost: 0,
+            overflowed: dropped,
+            retrans_clients: 0,
+            retrans_server_side: 0,
+            written: 100_000 - dropped,
+            late_mean_us: 4_000.0,
+            late_max_us: 90_000.0,
+            late_packets: late,
+            relay_cpu_s: 1.9,
+            response_bytes: bytes,
+            transfer_ms,
+        }
+    }
+
+    #[test]
+    fn a_late_relay_or_a_link_that_sets_the_pace_is_the_path() {
+        // 1,024 clients: the relay wrote 12% of the packets late, the figure is the lab's.
+        let mut p = point(1024, 1_200.0, 800_000.0, 0.6);
+        p.net = Some(across(12_000, 0, 65_677.0, 105.0));
+        let l = says(
+            limit_of(&p, &shape()),
+            LimitKind::Path,
+            "the path's relay wrote 12% of 100,000 packets more than 1 ms after they were due",
+        );
+        assert!(l.kind.is_lab());
+        // Drops for want of room count too, before the failures they cause.
+        p.net = Some(across(0, 500, 65_677.0, 105.0));
+        p.errors_by_kind.timeout = 100;
+        p.errors = 100;
+        mentions(
+            limit_of(&p, &shape()),
+            LimitKind::Path,
+            "dropped 500 for want of room",
+        );
+        // An on-time relay on a 1 mbit/s link: 16 connections of 525 ms responses.
+        let mut p = point(16, 29.3, 546_000.0, 0.001);
+        let mut n = across(0, 0, 65_677.0, 525.4);
+        n.spec.rtt_us = 0;
+        n.spec.rate_bps = Some(1_000_000);
+        p.net = Some(n);
+        says(
+            limit_of(&p, &shape()),
+            LimitKind::Path,
+            "29.3 req/s is 96% of N/(C+W+RTT+T) = 30.5 req/s for 16 connections: each response \
+             of 65,677 bytes takes 525.4 ms on its 1 mbit/s link",
+        );
+        // The same path with the server far from it: not the path.
+        p.rps = 10.0;
+        p.requests = 10;
+        assert_ne!(limit_of(&p, &shape()).kind, LimitKind::Path);
     }
 
     #[test]
@@ -547,6 +741,13 @@ mod tests {
             LimitKind::Cores,
             "one thread did the work at 0.98 of a core",
         );
+        // Two runtime threads sharing 0.82 of a core while a third of the connections' time
+        // went to the load generator (44 requests in the server of 64): no lock held them.
+        let mut q = point(64, 107_864.0, 408.0, 0.82);
+        q.server.busiest_threads_sharing = 2.0;
+        q.server.busiest_cpu_s = 0.83;
+        q.server.machine_busy_cores = 1.49;
+        assert_eq!(limit_of(&q, &shape()).kind, LimitKind::Unexplained);
         p.server.busiest_threads_sharing = 7.6;
         // The same threads spread over both cores: not a lock.
         p.server.cpu_s = 1.7;

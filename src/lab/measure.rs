@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::cgroup::{self, CpuMeter, CpuMethod, ServerCgroup};
+use super::cgroup::{self, CpuMeter, CpuMethod, QuotaCgroup, ServerCgroup};
 use super::plan::{LoadMode, PointPlan, PointSpec, TargetSpec};
 use super::probe::TreeSampler;
 use super::results::{
@@ -125,6 +125,7 @@ fn run_point(
     result.status = run.status.clone();
     result.server = run.server;
     result.client = run.client;
+    result.net = run.net.clone();
     result.server_cpu_us_per_request = run.server.cpu_us_per_request(run.requests);
     warn_if_generator_bound(&mut result, &run, &point.target, machine);
     if let Some(cause) = result.failure_cause() {
@@ -293,12 +294,14 @@ fn run_once(
         TargetSpec::External(ext) => ext.ready_timeout.unwrap_or(setup.ready_timeout),
         TargetSpec::Ours { .. } => setup.ready_timeout,
     };
-    // Declared before the server so that it is removed after the server is stopped.
+    // Declared before the server so that they are removed after the server is stopped.
     let server_cgroup = server_cgroup()?;
+    let quota = setup.cpus.map(QuotaCgroup::create).transpose()?;
     let mut server = ServerProcess::start_in(
         &launch,
         Duration::from_secs_f64(ready_timeout),
         server_cgroup.as_ref().map(|c| c.procs_file()).as_deref(),
+        quota.as_ref().map(|q| q.procs_file()).as_deref(),
     )?;
     let meter = match &server_cgroup {
         Some(cgroup) if server.in_cgroup() => CpuMeter::Cgroup(cgroup),
@@ -329,12 +332,14 @@ fn run_once(
         .flatten();
     let command_cpu_before = cpu_command.as_deref().map(command_cpu_s).transpose()?;
     let cpu_before = meter.read();
+    let throttled_before = quota.as_ref().and_then(QuotaCgroup::throttling);
     let output_before = server.output_bytes();
     let window_start = Instant::now();
     let machine_before = super::probe::machine_cpu();
     let sampler = TreeSampler::start(server.members(), Duration::from_millis(100));
     let report = load::run(&config, Some(stop));
     let cpu = meter.read().since(&cpu_before);
+    let throttled = quota.as_ref().and_then(QuotaCgroup::throttling);
     let window_s = window_start.elapsed().as_secs_f64();
     let machine_after = super::probe::machine_cpu();
     let sample = sampler.finish();
@@ -366,6 +371,13 @@ fn run_once(
     let mut run = measurement_of(&report, &config, cpu, sample);
     run.server.cpu_method = Some(meter.method());
     run.server.window_s = window_s;
+    if let (Some(cores), Some(before), Some(after)) = (setup.cpus, throttled_before, throttled) {
+        let t = after.since(&before);
+        run.server.quota_cores = cores;
+        run.server.quota_periods = t.periods;
+        run.server.throttled_periods = t.throttled_periods;
+        run.server.throttled_s = t.throttled_s;
+    }
     if let (Some(before), Some(after)) = (machine_before, machine_after) {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         run.server.machine_busy_cores = super::probe::machine_busy_cores(before, after, cores);
@@ -630,6 +642,7 @@ fn measurement_of(
             remote: false,
             window_s: report.duration_s,
             answered: report.responses_read.max(report.requests + report.drained),
+            ..ServerUsage::default()
         },
         client: ClientUsage {
             cpu_s: report.client_cpu_s,
@@ -641,6 +654,7 @@ fn measurement_of(
             .net
             .as_ref()
             .map(|n| n.retrans_clients + n.retrans_server_side),
+        net: report.net.clone(),
     }
 }
 

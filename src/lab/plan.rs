@@ -323,6 +323,9 @@ pub struct Setup {
     pub ready_timeout: f64,
     /// A network path between the generator and the server.
     pub net: Option<crate::net::NetSpec>,
+    /// A CPU quota for the server, in cores (a container's `--cpus`): CFS bandwidth over
+    /// 100 ms periods.
+    pub cpus: Option<f64>,
 }
 
 impl Setup {
@@ -344,6 +347,7 @@ impl Setup {
             protocol: Protocol::Http,
             ready_timeout: 10.0,
             net: None,
+            cpus: None,
         }
     }
 

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::cgroup::CpuMethod;
+use crate::load::output::report::NetReport;
 use crate::load::LowerBounds;
 
 /// Latency percentiles of a point, microseconds.
@@ -98,6 +99,16 @@ pub struct ServerUsage {
     /// load generator, the lab and anything else running.
     #[serde(default)]
     pub machine_busy_cores: f64,
+    /// Under a CPU quota (`cpus`): the quota in cores, and over the window the CFS periods,
+    /// those in which the quota ran out (the server throttled), and the time throttled.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub quota_cores: f64,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub quota_periods: u64,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub throttled_periods: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub throttled_s: f64,
 }
 
 impl ServerUsage {
@@ -127,6 +138,14 @@ impl ServerUsage {
         };
         (window > 0.0).then(|| cpu / window)
     }
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+fn is_zero_u64(x: &u64) -> bool {
+    *x == 0
 }
 
 /// What the load generator cost.
@@ -163,6 +182,9 @@ pub struct RunMeasurement {
     /// and on the server's side.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retransmissions: Option<u64>,
+    /// Across a network path: what the path and its relay did (lateness, drops, CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<NetReport>,
 }
 
 /// Min and max over the repetitions of a point.
@@ -227,6 +249,9 @@ pub struct PointResult {
     /// What limited the point, and the figures that show it (see [`super::limit`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<super::limit::Limit>,
+    /// Across a network path: what the path and its relay did in the median run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<NetReport>,
 }
 
 impl PointResult {

@@ -248,22 +248,32 @@ impl ServerProcess {
     /// Starts a server and waits (at most `ready_timeout`) until it is ready. On failure the
     /// error says why (exit status and the end of its stderr) and nothing is left running.
     pub fn start(launch: &Launch, ready_timeout: Duration) -> anyhow::Result<ServerProcess> {
-        Self::start_in(launch, ready_timeout, None)
+        Self::start_in(launch, ready_timeout, None, None)
     }
 
     /// [`ServerProcess::start`], with the server moved into a cgroup before it execs (by
     /// writing to `cgroup_procs`, that cgroup's `cgroup.procs`), so everything it ever runs is
     /// charged to the cgroup. If the server cannot be spawned into the cgroup it is spawned
-    /// without; [`ServerProcess::in_cgroup`] says which happened.
+    /// without; [`ServerProcess::in_cgroup`] says which happened. With `quota_procs` (a CPU
+    /// quota's cgroup in another hierarchy) it joins that one too, or does not start.
     pub fn start_in(
         launch: &Launch,
         ready_timeout: Duration,
         cgroup_procs: Option<&Path>,
+        quota_procs: Option<&Path>,
     ) -> anyhow::Result<ServerProcess> {
+        let command_of = || -> anyhow::Result<std::process::Command> {
+            let mut command = command_for(launch);
+            if let Some(quota) = quota_procs {
+                crate::sys::join_cgroup_before_exec(&mut command, quota)
+                    .with_context(|| format!("joining the CPU quota's {}", quota.display()))?;
+            }
+            Ok(command)
+        };
         let mut in_cgroup = false;
         let mut spawned = None;
         if let Some(procs) = cgroup_procs {
-            let mut command = command_for(launch);
+            let mut command = command_of()?;
             if crate::sys::join_cgroup_before_exec(&mut command, procs).is_ok() {
                 if let Ok(child) = command.spawn() {
                     in_cgroup = true;
@@ -274,7 +284,7 @@ impl ServerProcess {
         let mut child = match spawned {
             Some(child) => child,
             None => {
-                let mut command = command_for(launch);
+                let mut command = command_of()?;
                 command
                     .spawn()
                     .with_context(|| format!("starting {command:?}"))?

@@ -74,6 +74,13 @@ fn run_observed(
     let mut report = report?;
     let after = path.retransmissions();
     let (packets, lost, overflowed) = path.packets();
+    let c = path.counts();
+    let load = |n: &std::sync::atomic::AtomicU64| n.load(std::sync::atomic::Ordering::Relaxed);
+    let written = load(&c.written);
+    let response_bytes = report.bytes_read as f64 / report.responses_read.max(1) as f64;
+    let transfer_ms = spec
+        .rate_bps
+        .map_or(0.0, |bps| response_bytes * 8.0 * 1000.0 / bps.max(1) as f64);
     report.net = Some(output::report::NetReport {
         path: spec.describe(),
         spec,
@@ -82,6 +89,13 @@ fn run_observed(
         overflowed,
         retrans_clients: after.0.saturating_sub(before.0),
         retrans_server_side: after.1.saturating_sub(before.1),
+        written,
+        late_mean_us: load(&c.late_ns) as f64 / 1000.0 / written.max(1) as f64,
+        late_max_us: load(&c.late_max_ns) as f64 / 1000.0,
+        late_packets: load(&c.late_packets),
+        relay_cpu_s: load(&c.cpu_ns) as f64 / 1e9,
+        response_bytes,
+        transfer_ms,
     });
     Ok(report)
 }

@@ -416,6 +416,13 @@ fn winner_text(o: &Outcome) -> String {
         ))
         .unwrap_or_default()
     );
+    if let Some(l) = row.and_then(|r| r.limit.as_ref()) {
+        out.push_str(&format!(
+            "  what limited it: {}: {}\n",
+            l.kind.name(),
+            l.evidence
+        ));
+    }
     if !o.ties.is_empty() {
         out.push_str(&format!(
             "  indistinguishable from it on throughput, p99, CPU and memory: {}\n",
@@ -498,6 +505,13 @@ fn rules_text(a: &Advice, cores: u32) -> String {
             thousands(r.rps),
             duration_us(r.p99_us)
         ));
+        if let Some(l) = &r.limit {
+            out.push_str(&format!(
+                "      what limited it: {}: {}\n",
+                l.kind.name(),
+                l.evidence
+            ));
+        }
     }
     out
 }

@@ -4,6 +4,7 @@
 //! several, label = the pool and the share of the physical bound), and `report.html` with the
 //! heat maps and every cell's candidates as HTML tables.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -271,6 +272,8 @@ pub fn summary(results: &MapResults) -> String {
     parts.extend(blocking_sentence(&won));
     parts.extend(event_loop_sentence(&won));
     parts.extend(rules_sentence(&won));
+    parts.extend(limit_sentence(&won));
+    parts.extend(lab_sentence(results));
     parts.extend(rtt_sentence(results));
     let shares: Vec<f64> = won.iter().filter_map(|(_, o)| o.of_bound()).collect();
     if !shares.is_empty() {
@@ -289,6 +292,64 @@ pub fn summary(results: &MapResults) -> String {
         ));
     }
     parts.join(" ")
+}
+
+/// What limited the winners, and where that changes across the cells: `What limited the
+/// winners: the wait in 6 cells (at 16 to 64 connections); cores in 3 (at 256 to 1,024).`
+fn limit_sentence(won: &[(&CellResult, &Outcome)]) -> Option<String> {
+    let mut by_kind: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+    for (c, o) in won {
+        if let Some(l) = o.winner_row().and_then(|r| r.limit.as_ref()) {
+            by_kind
+                .entry(l.kind.name())
+                .or_default()
+                .push(c.cell.concurrency);
+        }
+    }
+    let mut kinds: Vec<(&str, Vec<u32>)> = by_kind.into_iter().collect();
+    kinds.sort_by_key(|(_, at)| (*at.iter().min().unwrap_or(&0), std::cmp::Reverse(at.len())));
+    let each: Vec<String> = kinds
+        .iter()
+        .map(|(kind, at)| {
+            let (low, high) = (at.iter().min().unwrap_or(&0), at.iter().max().unwrap_or(&0));
+            let range = if low == high {
+                format!("at {}", thousands(f64::from(*low)))
+            } else {
+                format!(
+                    "at {} to {}",
+                    thousands(f64::from(*low)),
+                    thousands(f64::from(*high))
+                )
+            };
+            let cells = if at.len() == 1 { "cell" } else { "cells" };
+            format!("{kind} in {} {cells} ({range} connections)", at.len())
+        })
+        .collect();
+    (!each.is_empty()).then(|| format!("What limited the winners: {}.", each.join("; ")))
+}
+
+/// How many points the lab, not the server, limited (never counted for a winner).
+fn lab_sentence(results: &MapResults) -> Option<String> {
+    let points: Vec<&crate::search::Sample> = results
+        .cells
+        .iter()
+        .flat_map(|c| c.points.iter().map(|p| &p.sample))
+        .collect();
+    let lab: BTreeSet<&str> = points
+        .iter()
+        .filter_map(|s| s.lab())
+        .map(crate::lab::limit::LimitKind::name)
+        .collect();
+    let n = points.iter().filter(|s| s.lab().is_some()).count();
+    (n > 0).then(|| {
+        format!(
+            "{} of the {} points measured were the lab's limit ({}), not the server's: none of \
+             them counted.",
+            thousands(n as f64),
+            thousands(points.len() as f64),
+            lab.into_iter().collect::<Vec<_>>().join(", ")
+        )
+    })
 }
 
 /// Where the architecture stops mattering.

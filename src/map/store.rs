@@ -99,6 +99,7 @@ mod tests {
                 rss_kb: 8192,
                 threads: 3,
                 processes: 1,
+                limit: None,
             },
             failure: None,
         }

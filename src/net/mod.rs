@@ -176,7 +176,8 @@ impl NetSpec {
     }
 }
 
-fn rate_text(bps: u64) -> String {
+/// A link rate in words: `5 mbit/s`.
+pub fn rate_text(bps: u64) -> String {
     if bps >= 1_000_000_000 && bps.is_multiple_of(1_000_000_000) {
         format!("{} gbit/s", bps / 1_000_000_000)
     } else if bps >= 1_000_000 && bps.is_multiple_of(1_000_000) {

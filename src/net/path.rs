@@ -262,6 +262,11 @@ impl NetPath {
         )
     }
 
+    /// The relay's own counts so far: lateness, writes and its threads' CPU.
+    pub fn counts(&self) -> &Counts {
+        &self.counts
+    }
+
     /// Whether the relay still runs both ways (it stops only when asked, or on a device
     /// error).
     pub fn relaying(&self) -> bool {

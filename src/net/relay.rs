@@ -28,12 +28,42 @@ const PACKET_MAX: usize = 65_536;
 /// How long the relay sleeps with nothing held, between looks at its stop flag.
 const IDLE: Duration = Duration::from_millis(50);
 
-/// What the path did, counted as it ran.
+/// A packet written this long after its due time was late: the relay, not the path it
+/// stands for, held it.
+pub const LATE: Duration = Duration::from_millis(1);
+
+/// What the path did, counted as it ran: packets taken, lost to `loss`, dropped for a full
+/// queue or a device without room; of those written, how late against their due time (the
+/// sum, the largest, and how many by more than [`LATE`]); and the relay threads' CPU.
 #[derive(Debug, Default)]
 pub struct Counts {
     pub packets: AtomicU64,
     pub lost: AtomicU64,
     pub overflowed: AtomicU64,
+    pub written: AtomicU64,
+    pub late_ns: AtomicU64,
+    pub late_max_ns: AtomicU64,
+    pub late_packets: AtomicU64,
+    pub cpu_ns: AtomicU64,
+}
+
+impl Counts {
+    fn wrote(&self, late: Duration) {
+        let ns = late.as_nanos().min(u128::from(u64::MAX)) as u64;
+        self.written.fetch_add(1, Ordering::Relaxed);
+        self.late_ns.fetch_add(ns, Ordering::Relaxed);
+        self.late_max_ns.fetch_max(ns, Ordering::Relaxed);
+        if late > LATE {
+            self.late_packets.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The calling thread's CPU time, ns.
+fn thread_cpu_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).map_or(0, |t| {
+        t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+    })
 }
 
 /// How the relay sees the two ends: the path's near end (the address the clients connect
@@ -129,16 +159,19 @@ impl Direction {
 
     /// Writes every packet due by `now` to `to`. A write the device refuses for want of room
     /// drops the packet, as a full link would; any other error ends the path with it.
-    fn release(&mut self, now: Instant, to: &OwnedFd) -> io::Result<()> {
+    /// Each packet written counts its lateness against its due time; one the device had no
+    /// room for counts as overflowed.
+    fn release(&mut self, now: Instant, to: &OwnedFd, counts: &Counts) -> io::Result<()> {
         use nix::errno::Errno;
         while self.held.peek().is_some_and(|h| h.out <= now) {
             let h = self.held.pop().expect("peeked");
             self.held_bytes -= h.bytes.len();
             match nix::unistd::write(to, &h.bytes) {
-                Ok(_)
-                | Err(
-                    Errno::EAGAIN | Errno::ENOBUFS | Errno::ENOMEM | Errno::EINTR | Errno::EINVAL,
-                ) => {}
+                Ok(_) => counts.wrote(Instant::now().saturating_duration_since(h.out)),
+                Err(Errno::EAGAIN | Errno::ENOBUFS | Errno::ENOMEM) => {
+                    counts.overflowed.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(Errno::EINTR | Errno::EINVAL) => {}
                 Err(e) => return Err(io::Error::from(e)),
             }
         }
@@ -182,7 +215,16 @@ pub fn run(
     };
     let mut buf = vec![0u8; PACKET_MAX];
     let mut seq = 0u64;
+    let mut cpu_counted = thread_cpu_ns();
+    let mut cpu_read = Instant::now();
     while !stop.load(Ordering::Relaxed) {
+        if cpu_read.elapsed() >= CPU_EVERY {
+            let cpu = thread_cpu_ns();
+            counts
+                .cpu_ns
+                .fetch_add(cpu.saturating_sub(cpu_counted), Ordering::Relaxed);
+            (cpu_counted, cpu_read) = (cpu, Instant::now());
+        }
         let now = Instant::now();
         let wait = dir
             .next_out()
@@ -206,7 +248,10 @@ pub fn run(
                 Err(e) => return Err(e.into()),
             }
         }
-        dir.release(Instant::now(), &to)?;
+        dir.release(Instant::now(), &to, &counts)?;
     }
     Ok(())
 }
+
+/// How often a relay thread adds its CPU time to the counts.
+const CPU_EVERY: Duration = Duration::from_millis(50);

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::rank::Level;
+use crate::lab::limit::{Limit, LimitKind};
 use crate::lab::results::PointResult;
 use crate::load::LatencyKey;
 use crate::render::units::duration_us;
@@ -14,7 +15,7 @@ use crate::render::units::duration_us;
 pub const EDGE_FRACTION: f64 = 0.02;
 
 /// One measurement's outcome.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     /// Throughput, in whole cycles where the load generator counted them.
     pub rps: f64,
@@ -35,6 +36,9 @@ pub struct Sample {
     pub threads: u64,
     #[serde(default)]
     pub processes: u64,
+    /// What limited the point, with its evidence (`None`: not judged, as in older stores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<Limit>,
 }
 
 impl Sample {
@@ -47,9 +51,16 @@ impl Sample {
         }
     }
 
-    /// Whether it ran and its p99 (not a lower bound) meets the bound.
+    /// Whether it ran, the lab did not set its figures, and its p99 (not a lower bound)
+    /// meets the bound.
     pub fn meets(&self, p99_bound_us: f64) -> bool {
-        self.ok && !self.p99_lower_bound && self.p99_us <= p99_bound_us
+        self.ok && !self.p99_lower_bound && self.p99_us <= p99_bound_us && self.lab().is_none()
+    }
+
+    /// The lab's limit (the load generator, the path) where it, not the server, set the
+    /// figures: such a sample never counts.
+    pub fn lab(&self) -> Option<LimitKind> {
+        self.limit.as_ref().map(|l| l.kind).filter(|k| k.is_lab())
     }
 }
 
@@ -87,6 +98,8 @@ pub enum Miss {
     Unanswered,
     /// Its worst p99, µs, over the bound.
     OverBound(f64),
+    /// The lab (the load generator, the path), not the server, set its figures.
+    Lab(LimitKind),
 }
 
 impl Miss {
@@ -97,6 +110,8 @@ impl Miss {
         }
         Some(if samples.iter().any(|x| !x.ok) {
             Miss::Errors
+        } else if let Some(kind) = samples.iter().find_map(Sample::lab) {
+            Miss::Lab(kind)
         } else if samples.iter().any(|x| x.p99_lower_bound) {
             Miss::Unanswered
         } else {
@@ -114,15 +129,21 @@ impl Miss {
                 duration_us(p99),
                 duration_us(p99_bound_us)
             ),
+            Miss::Lab(kind) => format!(
+                "the lab's {} set its figures, not the server: it cannot be judged",
+                kind.name()
+            ),
         }
     }
 
-    /// One letter for a table cell: `x` p99 over the bound, `u` unanswered, `e` errors.
+    /// One letter for a table cell: `x` p99 over the bound, `u` unanswered, `e` errors, `l`
+    /// the lab's limit.
     pub fn mark(self) -> &'static str {
         match self {
             Miss::Errors => "e",
             Miss::Unanswered => "u",
             Miss::OverBound(_) => "x",
+            Miss::Lab(_) => "l",
         }
     }
 }
@@ -172,5 +193,6 @@ pub fn sample_of(result: &PointResult, cores: u32) -> Sample {
         rss_kb: result.server.rss_kb,
         threads: result.server.threads,
         processes: result.server.processes,
+        limit: result.limit.clone(),
     }
 }

@@ -330,6 +330,10 @@ pub struct Experiment {
     /// `rtt=50ms[,jitter=5ms][,rate=10mbit][,loss=0.5%]` (see [`crate::net`]; needs root).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub net: Option<String>,
+    /// A CPU quota for every server, in cores (`cpus = 0.5`: half a core, as a container's
+    /// `--cpus`; needs root and the cgroup v1 cpu controller).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
 }
 
 fn default_duration() -> f64 {
@@ -437,6 +441,11 @@ impl Experiment {
 
     /// The load: its times, its mode's own key, the counts.
     fn check_load(&self) -> Result<(), String> {
+        if let Some(cpus) = self.cpus {
+            if !(0.01..=1024.0).contains(&cpus) {
+                return Err(format!("cpus = {cpus}: from 0.01 to 1024 cores"));
+            }
+        }
         if let Some(text) = &self.net {
             crate::net::check_key(text)?;
         }
@@ -692,6 +701,7 @@ impl Experiment {
             protocol: self.protocol,
             ready_timeout: self.ready_timeout,
             net: self.net_spec(),
+            cpus: self.cpus,
         }
     }
 

@@ -399,11 +399,15 @@ impl Measure<Run> for Live<'_> {
             self.causes.insert(values.to_vec(), cause);
         }
         eprintln!(
-            "tune: {} #{}: {:.1} req/s, p99 {}{failure}{saved}",
+            "tune: {} #{}: {:.1} req/s, p99 {}{}{failure}{saved}",
             spec::label(&self.config.knobs, values),
             rep + 1,
             sample.rps,
             crate::render::units::duration_us(sample.p99_us),
+            match &sample.limit {
+                Some(l) => format!(", limit {}", l.kind.name()),
+                None => String::new(),
+            },
         );
         self.last = Some(result);
         Some(sample)
@@ -800,6 +804,7 @@ mod tests {
                 rss_kb: 1000,
                 threads: 1,
                 processes: 1,
+                limit: None,
             })
         }
     }
@@ -907,6 +912,7 @@ mod tests {
                     rss_kb: 1000,
                     threads: 1,
                     processes: 1,
+                    limit: None,
                 })
             }
         }

@@ -32,6 +32,13 @@ pub fn text(r: &TuneResults) -> String {
     );
     out.push_str(&headline(r));
     out.push('\n');
+    if let Some(l) = r.pick.as_ref().and_then(|p| limit_at(r, &p.pick)) {
+        out.push_str(&format!(
+            "  what limited it: {}: {}\n",
+            l.kind.name(),
+            l.evidence
+        ));
+    }
     match &r.pick {
         Some(p) if p.level.rps.0 > 0.0 => {
             out.push_str(&format!(
@@ -77,10 +84,41 @@ pub fn text(r: &TuneResults) -> String {
             ));
         }
     }
+    let limits: Vec<String> = r
+        .rules
+        .iter()
+        .filter_map(|rule| {
+            let l = limit_at(r, &rule.values)?;
+            Some(format!(
+                "- {} ({}): {}: {}",
+                rule.rule,
+                label(&r.knobs, &rule.values),
+                l.kind.name(),
+                l.evidence
+            ))
+        })
+        .collect();
+    if !limits.is_empty() {
+        out.push_str(&format!(
+            "\nWhat limited each rule's configuration:\n{}\n",
+            limits.join("\n")
+        ));
+    }
     for line in notes(r) {
         out.push_str(&format!("\n{line}\n"));
     }
     out
+}
+
+/// What limited the last run of the configuration `values`, where it was measured.
+pub fn limit_at<'r>(r: &'r TuneResults, values: &[u32]) -> Option<&'r crate::lab::limit::Limit> {
+    r.measured
+        .iter()
+        .find(|c| c.values == values)?
+        .samples
+        .last()?
+        .limit
+        .as_ref()
 }
 
 /// The pick in one line (or why there is none).
@@ -246,6 +284,7 @@ pub fn heat_map_svg(r: &TuneResults) -> anyhow::Result<String> {
                     match c.miss(r.p99_bound_ms * 1000.0) {
                         Some(Miss::Unanswered) => "unanswered".into(),
                         Some(Miss::Errors) => "errors".into(),
+                        Some(Miss::Lab(kind)) => format!("lab: {}", kind.name()),
                         _ => "misses p99".into(),
                     }
                 } else {

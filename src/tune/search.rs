@@ -297,6 +297,7 @@ mod tests {
                 rss_kb: 10_000 + 5_000 * u64::from(values[0]),
                 threads: 1,
                 processes: 1,
+                limit: None,
             })
         }
     }

@@ -69,6 +69,12 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
             net.retrans_clients,
             net.retrans_server_side
         );
+        let _ = writeln!(
+            out,
+            "Relay:        {} packets written {:.0} µs late on average (max {:.0} µs), {} more \
+             than 1 ms late; its threads used {:.2} s of CPU",
+            net.written, net.late_mean_us, net.late_max_us, net.late_packets, net.relay_cpu_s
+        );
     }
     out
 }

@@ -38,6 +38,25 @@ pub struct NetReport {
     /// stack, where the server is, in the same time.
     pub retrans_clients: u64,
     pub retrans_server_side: u64,
+    /// The relay itself: packets it wrote, their mean and largest lateness against when the
+    /// path was due to deliver them (µs), how many were more than 1 ms late, and the CPU its
+    /// two threads used (s). A late relay, not the path it stands for, set the figures.
+    #[serde(default)]
+    pub written: u64,
+    #[serde(default)]
+    pub late_mean_us: f64,
+    #[serde(default)]
+    pub late_max_us: f64,
+    #[serde(default)]
+    pub late_packets: u64,
+    #[serde(default)]
+    pub relay_cpu_s: f64,
+    /// The mean response's bytes (headers and body), and the time it takes on one
+    /// connection's link at the path's rate, ms (0: unshaped).
+    #[serde(default)]
+    pub response_bytes: f64,
+    #[serde(default)]
+    pub transfer_ms: f64,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]

@@ -134,7 +134,11 @@ impl Search<'_> {
         {
             sample = self.probe(c, ten_cycles, rep)?;
         }
-        self.samples.0.entry((c, ms)).or_default().push(sample);
+        self.samples
+            .0
+            .entry((c, ms))
+            .or_default()
+            .push(sample.clone());
         Some(sample)
     }
 
@@ -158,10 +162,10 @@ impl Search<'_> {
             rep,
         };
         if let Some(sample) = self.asked.get(&probe) {
-            return Some(*sample);
+            return Some(sample.clone());
         }
         let sample = self.m.measure(&probe)?;
-        self.asked.insert(probe, sample);
+        self.asked.insert(probe, sample.clone());
         Some(sample)
     }
 
@@ -623,12 +627,13 @@ fn measure_rules(
                     rps_loss: (best - own_bound) / best,
                     missed_because: None,
                     measured: false,
+                    limit: None,
                 });
                 continue;
             }
             s.run(c, ms, 0)?;
         }
-        let last = *s.samples.at(c, ms).last().expect("measured");
+        let last = s.samples.at(c, ms).last().expect("measured").clone();
         let mean = s.level_at(c, ms).rps.0;
         let missed_because = Miss::of(s.samples.at(c, ms), s.cell.p99_bound_us)
             .map(|miss| miss.text(s.cell.p99_bound_us));
@@ -641,6 +646,7 @@ fn measure_rules(
             rps_loss: (best - mean) / best,
             missed_because,
             measured: true,
+            limit: last.limit,
         });
     }
     Some(rules)

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::*;
+use crate::lab::limit::Limit;
 use crate::search::rank::{Figure, Level};
 use crate::search::{level_of, Sample};
 
@@ -25,6 +26,9 @@ pub struct RuleOutcome {
     /// is that bound (at most what it would serve) and `rps_loss` the least it loses.
     #[serde(default = "yes")]
     pub measured: bool,
+    /// What limited its last run, with the evidence (`None`: not measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<Limit>,
 }
 
 pub(super) fn yes() -> bool {
@@ -50,6 +54,9 @@ pub struct CandidateRow {
     pub window_ms: u32,
     #[serde(default)]
     pub runs: u32,
+    /// What limited its last run, with the evidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<Limit>,
 }
 
 /// What the search found for one cell.
@@ -133,6 +140,7 @@ pub(super) fn row_of(
         rss_kb: level.rss_kb,
         threads: last.map_or(0, |s| s.threads),
         processes: last.map_or(0, |s| s.processes),
+        limit: last.and_then(|s| s.limit.clone()),
     }
 }
 

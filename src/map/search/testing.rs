@@ -32,6 +32,7 @@ pub fn sample(rps: f64, p99_us: f64) -> Sample {
         rss_kb: 8000,
         threads: 2,
         processes: 1,
+        limit: None,
     }
 }
 

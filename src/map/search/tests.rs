@@ -67,6 +67,7 @@ fn a_p99_over_the_bound_or_a_lower_bound_never_wins() {
         rss_kb: 0,
         threads: 0,
         processes: 0,
+        limit: None,
     };
     assert_eq!(lower.score(100.0), 0.0);
     let mut none = synthetic(|_| (1000.0, 900_000.0));
@@ -94,6 +95,7 @@ fn a_lower_bound_in_a_short_window_is_measured_again_longer() {
                 rss_kb: 100,
                 threads: 1,
                 processes: 1,
+                limit: None,
             })
         }
     }
@@ -130,6 +132,7 @@ fn a_lower_bound_in_a_short_window_is_measured_again_longer() {
                 rss_kb: 100,
                 threads: 1,
                 processes: 1,
+                limit: None,
             })
         }
     }
@@ -506,6 +509,7 @@ fn the_first_round_stops_at_a_lean_server_beyond_reach() {
                 rss_kb,
                 threads: 2,
                 processes: 1,
+                limit: None,
             })
         }
     }
@@ -552,6 +556,7 @@ fn a_miss_says_why() {
         rss_kb: 0,
         threads: 1,
         processes: 1,
+        limit: None,
     };
     let bound = 1_000_000.0;
     assert_eq!(Miss::of(&[], bound), None);
@@ -596,6 +601,7 @@ fn the_round_trip_lets_a_server_at_one_connection_be_at_the_bound() {
                 rss_kb: 4_000,
                 threads: 1,
                 processes: 1,
+                limit: None,
             })
         }
     }

@@ -68,6 +68,12 @@ pub struct RankedArch {
     pub p99_us: f64,
     #[serde(default)]
     pub cpu_us_per_request: f64,
+    /// The connections of the point that represents it.
+    #[serde(default)]
+    pub concurrency: u32,
+    /// What limited that point, with its evidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<crate::lab::limit::Limit>,
 }
 
 /// A sweet spot found over worker counts.

@@ -14,6 +14,7 @@ use super::findings::{
 use super::series_label;
 use super::stats::{ranges_overlap, rps_range, MAX_ERROR_RATE, WITHIN_BEST};
 use super::usl::{UslLimit, MIN_LEVELS};
+use crate::lab::limit::LimitKind;
 use crate::load::LatencyKey;
 use crate::render::latency_figure;
 use crate::render::units::{duration_us, percent, thousands};
@@ -61,6 +62,7 @@ pub fn best_choice(
             && p.latency_us.p99 <= p99_bound_us
             && p.error_rate() <= MAX_ERROR_RATE
             && !p.starved
+            && lab_limit(p).is_none()
     };
     let candidates: Vec<&PointResult> = usable.iter().copied().filter(|p| meets(p)).collect();
     let by_latency = offered_rps.filter(|&offered| {
@@ -123,6 +125,12 @@ pub fn best_choice(
         },
         offered_rps: by_latency,
     })
+}
+
+/// The lab's limit (the load generator, the path) where it, not the server, set a point's
+/// figures: such a point is never a candidate.
+pub fn lab_limit(p: &PointResult) -> Option<LimitKind> {
+    p.limit.as_ref().map(|l| l.kind).filter(|k| k.is_lab())
 }
 
 /// No point met the bound: the lowest p99, preferring points whose percentiles cover every
@@ -202,6 +210,8 @@ fn ranked_arch(arch: &str, p: &PointResult) -> RankedArch {
         rps_max,
         p99_us: p.latency_us.p99,
         cpu_us_per_request: p.server_cpu_us_per_request,
+        concurrency: p.concurrency,
+        limit: p.limit.clone(),
     }
 }
 
@@ -214,15 +224,32 @@ fn exclusion_reason(mine: &[&PointResult]) -> String {
     if ok.iter().all(|p| p.error_rate() > MAX_ERROR_RATE) {
         return "errors at every level".to_string();
     }
-    let clean: Vec<&PointResult> = ok
+    let served: Vec<&PointResult> = ok
         .iter()
         .copied()
         .filter(|p| p.error_rate() <= MAX_ERROR_RATE && !p.starved)
         .collect();
-    if clean.is_empty() {
+    if served.is_empty() {
         return "at every level some connections waited unanswered (Little's law), so its \
                 percentiles leave out the slowest requests"
             .to_string();
+    }
+    let clean: Vec<&PointResult> = served
+        .iter()
+        .copied()
+        .filter(|p| lab_limit(p).is_none())
+        .collect();
+    if clean.is_empty() {
+        let kinds: BTreeSet<&str> = served
+            .iter()
+            .filter_map(|p| lab_limit(p))
+            .map(LimitKind::name)
+            .collect();
+        return format!(
+            "at every level the lab's {} set its figures, not the server (see each point's \
+             limit): measure it with more load threads or a machine of its own",
+            kinds.into_iter().collect::<Vec<_>>().join(" and ")
+        );
     }
     let exact: Vec<&PointResult> = clean
         .iter()
@@ -497,10 +524,39 @@ fn verdict(
 ) -> String {
     push_ties(&mut line, within, ties);
     out.summary.push(line);
+    if let Some(limit) = best.ranking.first().and_then(|w| w.limit.as_ref()) {
+        reason.push_str(&format!(
+            " What limited it: {}: {}.",
+            limit.kind.name(),
+            limit.evidence
+        ));
+    }
     if let Some(second) = best.ranking.get(1) {
         reason.push_str(&format!(" Next was {}.", next(second)));
     }
+    if let Some(held) = held_back(best.ranking.get(1..).unwrap_or(&[])) {
+        reason.push_str(&format!(" {held}"));
+    }
     reason
+}
+
+/// What held each runner-up back, at the point that represents it: `What held the others
+/// back: epoll at 64, cores (...); poll at 64, cores (...).`
+fn held_back(others: &[RankedArch]) -> Option<String> {
+    let each: Vec<String> = others
+        .iter()
+        .filter_map(|r| {
+            let l = r.limit.as_ref()?;
+            Some(format!(
+                "{} at {}, {} ({})",
+                r.arch,
+                thousands(f64::from(r.concurrency)),
+                l.kind.name(),
+                l.evidence
+            ))
+        })
+        .collect();
+    (!each.is_empty()).then(|| format!("What held the others back: {}.", each.join("; ")))
 }
 
 /// The winner's throughput overlaps others' over the repetitions: no winner is named.
@@ -533,13 +589,20 @@ fn explain_indistinguishable(
             )
         })
         .collect();
-    out.details.push(format!(
+    let mut reason = format!(
         "For {name}, no single winner: over {} repetitions the throughputs overlapped ({}), so \
          the differences are inside the spread. Prefer the simpler or cheaper one, or measure \
          with more repetitions.",
         best.repetitions,
         ranges.join("; ")
-    ));
+    );
+    if let Some(held) = held_back(&best.ranking) {
+        reason.push_str(&format!(
+            " {}",
+            held.replace("held the others back", "limited each")
+        ));
+    }
+    out.details.push(reason);
 }
 
 fn explain_usl(w: &WorkloadAnalysis, out: &mut Recommendation) {
@@ -764,6 +827,67 @@ mod tests {
             "{:?}",
             best.excluded
         );
+    }
+
+    fn limited(mut p: PointResult, kind: LimitKind, evidence: &str) -> PointResult {
+        p.limit = Some(crate::lab::limit::Limit {
+            kind,
+            evidence: evidence.into(),
+        });
+        p
+    }
+
+    #[test]
+    fn the_labs_limit_never_wins_and_the_verdict_says_what_limited_each() {
+        // The fastest point was the load generator's figure: never a candidate.
+        let lab = limited(
+            point("uring", None, 64, 170_000.0, 2.0),
+            LimitKind::Generator,
+            "the load generator used 98% of a core per thread",
+        );
+        let a = limited(
+            point("epoll", None, 64, 160_000.0, 2.0),
+            LimitKind::Cores,
+            "the server used 0.98 of the 1.0 cores it could (98%)",
+        );
+        let b = limited(
+            point("reactors", None, 64, 120_000.0, 3.0),
+            LimitKind::Unexplained,
+            "no rule fits",
+        );
+        let best = best_within_bound(&[&lab, &a, &b], 100_000.0).unwrap();
+        assert_eq!(best.arch, "epoll");
+        assert_eq!(
+            best.excluded,
+            vec![(
+                "uring".to_string(),
+                "at every level the lab's generator set its figures, not the server (see each \
+                 point's limit): measure it with more load threads or a machine of its own"
+                    .to_string()
+            )]
+        );
+        let mut out = Recommendation::default();
+        explain(&analysis_of(Some(best)), &CTX, &mut out);
+        let text = out.details.join(" ");
+        assert!(
+            text.contains(
+                "What limited it: cores: the server used 0.98 of the 1.0 cores it could (98%). \
+                 Next was reactors"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("What held the others back: reactors at 64, unexplained (no rule fits)."),
+            "{text}"
+        );
+        // The same for the map and tune's samples: a lab-limited sample never meets a bound.
+        let sample = crate::search::sample_of(&lab, 2);
+        assert!(!sample.meets(100_000.0));
+        assert_eq!(
+            crate::search::Miss::of(&[sample], 100_000.0),
+            Some(crate::search::Miss::Lab(LimitKind::Generator))
+        );
+        assert!(crate::search::sample_of(&a, 2).meets(100_000.0));
     }
 
     #[test]

@@ -46,7 +46,7 @@ fn table_html(table: &Table) -> String {
         let _ = write!(out, "<th>{}</th>", escape(h));
     }
     out.push_str("</tr>\n");
-    for row in &table.rows {
+    for (r, row) in table.rows.iter().enumerate() {
         out.push_str("<tr>");
         for (i, cell) in row.iter().enumerate() {
             let class = if cell == "failed" {
@@ -56,7 +56,11 @@ fn table_html(table: &Table) -> String {
             } else {
                 ""
             };
-            let _ = write!(out, "<td{class}>{}</td>", escape(cell));
+            let title = match table.hovers.get(&(r, i)) {
+                Some(text) => format!(" title=\"{}\"", escape(text)),
+                None => String::new(),
+            };
+            let _ = write!(out, "<td{class}{title}>{}</td>", escape(cell));
         }
         out.push_str("</tr>\n");
     }
@@ -321,6 +325,25 @@ mod tests {
         assert!(html.contains("under 1% errors") && html.contains("within 5% of the best"));
         // The p99 plot inlined with its lower-bound legend.
         assert!(html.contains(crate::sweep::output::svg::LOWER_BOUND_LABEL));
+    }
+
+    #[test]
+    fn each_points_limit_is_a_word_with_its_evidence_on_hover_and_in_the_notes() {
+        let mut results = small_sweep();
+        results.points[0].limit = Some(crate::lab::limit::Limit {
+            kind: crate::lab::limit::LimitKind::Generator,
+            evidence: "the load generator used 97% of a core <per> thread".into(),
+        });
+        finalize(&mut results);
+        let html = render(&results).unwrap();
+        assert!(
+            html.contains(
+                "<td class=\"num\" title=\"the load generator used 97% of a core &lt;per&gt; \
+                 thread\">lab: generator</td>"
+            ),
+            "{html}"
+        );
+        assert!(html.contains(": generator: the load generator used 97% of a core &lt;per&gt;"));
     }
 
     #[test]

@@ -147,6 +147,7 @@ mod tests {
             header: vec!["a".into(), "b|c".into()],
             rows: vec![vec!["1".into(), "2".into()]],
             notes: vec!["n".into()],
+            hovers: Default::default(),
         };
         let md = table_markdown(&table);
         assert!(md.contains("| a | b\\|c |\n|:--|--:|\n| 1 | 2 |\n"), "{md}");

@@ -13,7 +13,7 @@ pub mod markdown;
 pub mod svg;
 pub mod terminal;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::analysis::recommend::usl_series_name;
@@ -79,6 +79,8 @@ pub struct Table {
     pub header: Vec<String>,
     pub rows: Vec<Vec<String>>,
     pub notes: Vec<String>,
+    /// Text shown on hover over a cell (row, column), in the HTML report.
+    pub hovers: BTreeMap<(usize, usize), String>,
 }
 
 /// The series of a workload in the order the experiment lists them: (arch, workers).
@@ -293,6 +295,7 @@ pub fn workload_tables(results: &SweepResults, workload: &str) -> Vec<Table> {
                 header,
                 rows,
                 notes: mark_notes(&points),
+                hovers: BTreeMap::new(),
             });
         }
     }
@@ -394,6 +397,7 @@ fn usl_table(results: &SweepResults, workload: &str) -> Option<Table> {
         .into_iter()
         .chain((!unfitted.is_empty()).then_some(unfitted_line))
         .collect(),
+        hovers: BTreeMap::new(),
     })
 }
 
@@ -457,6 +461,12 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
         .collect();
     let mut notes = mark_notes(points);
     notes.extend(limit_notes(points, include_concurrency));
+    let column = header.len() - 1;
+    let hovers = points
+        .iter()
+        .enumerate()
+        .filter_map(|(row, p)| Some(((row, column), p.limit.as_ref()?.evidence.clone())))
+        .collect();
     notes.push(
         "CPU percentages are of one core over the measured time; server figures cover the whole \
          process tree; context switches of tasks that lived between two samples are missed"
@@ -467,6 +477,7 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
         header,
         rows,
         notes,
+        hovers,
     }
 }
 

@@ -203,6 +203,7 @@ mod tests {
             header: vec!["c".into(), "epoll".into()],
             rows: vec![vec!["1000".into(), "2,100".into()]],
             notes: vec![],
+            hovers: Default::default(),
         };
         assert_eq!(table_text(&table), "t\n  c     epoll\n  1000  2,100\n");
     }
