@@ -489,7 +489,7 @@ fn wait(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
 mod tests {
     use super::*;
     use crate::lab::results::{ClientUsage, PointLatency, ServerUsage};
-    use crate::load::output::report::NetReport;
+    use crate::load::NetReport;
 
     /// Asserts the limit's kind and how its evidence begins.
     fn says(l: Limit, kind: LimitKind, start: &str) -> Limit {

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::cgroup::CpuMethod;
-use crate::load::output::report::NetReport;
 use crate::load::LowerBounds;
+use crate::load::NetReport;
 
 /// Latency percentiles of a point, microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]

@@ -25,7 +25,7 @@ use anyhow::Context;
 pub use args::LoadArgs;
 pub use config::{default_threads, Engine, LoadConfig, Mode, TlsOptions};
 pub use error::{FailureKind, FramingError};
-pub use output::report::LoadReport;
+pub use output::report::{LoadReport, NetReport};
 pub use run_options::{narrow_to_segment, RunOptions, SegmentRun};
 pub use source::plan::RatePlan;
 pub use source::urls::{read_url_file, UrlList};

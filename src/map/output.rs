@@ -913,6 +913,59 @@ mod tests {
         r
     }
 
+    /// `c` with its winner's row, limited by `kind`.
+    fn limited_by(mut c: CellResult, kind: crate::lab::limit::LimitKind) -> CellResult {
+        let o = c.outcome.as_mut().unwrap();
+        o.candidates.push(CandidateRow {
+            label: o.winner.unwrap().label(),
+            rps: (100.0, 100.0, 100.0),
+            measured_rps: 100.0,
+            p99_us: 1000.0,
+            p99_lower_bound: false,
+            cpu_us: 0.0,
+            rss_kb: 0.0,
+            threads: 1,
+            processes: 1,
+            window_ms: 300,
+            runs: 1,
+            limit: Some(crate::lab::limit::Limit {
+                kind,
+                evidence: String::new(),
+            }),
+        });
+        c
+    }
+
+    #[test]
+    fn the_paragraph_says_which_limit_held_the_winners_at_which_connections() {
+        use crate::lab::limit::LimitKind;
+        let spec = MapSpec::from_toml(
+            "name='m'\ncpu_us=1000\nratios=[0]\nconcurrency=[16, 256, 1000]\n",
+            "t",
+        )
+        .unwrap();
+        let epoll = Some((Arch::Epoll, None));
+        let cells = vec![
+            limited_by(won(&spec, (0.0, 16, 0.0), epoll, &[]), LimitKind::Wait),
+            limited_by(won(&spec, (0.0, 256, 0.0), epoll, &[]), LimitKind::Cores),
+            limited_by(won(&spec, (0.0, 1000, 0.0), epoll, &[]), LimitKind::Cores),
+        ];
+        let r = results(spec, cells);
+        let won: Vec<(&CellResult, &Outcome)> = r
+            .cells
+            .iter()
+            .map(|c| (c, c.outcome.as_ref().unwrap()))
+            .collect();
+        assert_eq!(
+            limit_sentence(&won).as_deref(),
+            Some(
+                "What limited the winners: wait in 1 cell (at 16 connections); cores in 2 cells \
+                 (at 256 to 1,000 connections)."
+            )
+        );
+        assert!(summary(&r).contains("What limited the winners: wait in 1 cell"));
+    }
+
     #[test]
     fn a_map_of_round_trips_has_a_map_per_round_trip_and_says_where_the_winner_changes() {
         let spec = MapSpec::from_toml(

@@ -220,7 +220,7 @@ fn table(r: &TuneResults) -> String {
     let rows: BTreeSet<u32> = r.measured.iter().map(|c| c.values[0]).collect();
     let cols: BTreeSet<u32> = r.measured.iter().map(|c| c.values[1]).collect();
     let mut out = format!(
-        "req/s by {} (rows) and {} (columns); *: the pick, -: not measured; missing the p99 bound: x p99 over it, u requests left unanswered, e over 1% errors\n| {} \\ {} |",
+        "req/s by {} (rows) and {} (columns); *: the pick, -: not measured; missing the p99 bound: x p99 over it, u requests left unanswered, e over 1% errors, l the lab (generator or path) set the figure\n| {} \\ {} |",
         r.knobs[0].name, r.knobs[1].name, r.knobs[0].name, r.knobs[1].name
     );
     for c in &cols {

@@ -127,6 +127,14 @@ pub fn method_text(results: &SweepResults) -> Vec<String> {
             spec.describe()
         ));
     }
+    if let Some(cpus) = results.experiment.cpus {
+        paragraphs.push(format!(
+            "Every server ran under a CPU quota of {cpus} cores (`cpus`): a cgroup whose CFS \
+             bandwidth let its tasks run {cpus} x 100 ms in each 100 ms period, as a \
+             container's --cpus does. Each point records the periods and those in which the \
+             quota ran out (throttled)."
+        ));
+    }
     let cpu = cpu_methods_text(results);
     paragraphs.push(format!(
         "Server CPU is the user+system time of the whole server over the measured window, {cpu}; \
