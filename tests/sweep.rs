@@ -1600,3 +1600,80 @@ route = "/fib?n=25"
         "{stderr}"
     );
 }
+
+/// The lab's own limit: the server pinned to CPU 0, the one load thread to CPU 1, and CPU 1
+/// shared with a busy loop. The generator gets half its core and waits for the rest; the
+/// server, alone on its core, idles between requests. The point says `generator` with both
+/// figures, marks itself as the lab's, and is not a candidate.
+#[test]
+fn a_generator_whose_core_is_shared_is_the_labs_limit_and_never_a_winner() {
+    let _timing = common::timing_lock();
+    let mut hog = Command::new("taskset")
+        .args(["-c", "1", "sh", "-c", "while :; do :; done"])
+        .spawn()
+        .expect("taskset");
+    let tmp = TempDir::new("sweep-generator");
+    let (mut command, out) = sweep_command(
+        tmp.path(),
+        "generator.toml",
+        r#"
+name = "generator"
+archs = ["epoll"]
+concurrency = [16]
+duration = "1500ms"
+warmup = "300ms"
+load_threads = 1
+[[workload]]
+name = "hello"
+route = "/hello"
+"#,
+    );
+    let run = command
+        .args(["--pin", "--plain"])
+        .output()
+        .expect("running sweetspot");
+    hog.kill().unwrap();
+    hog.wait().unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let results = read_json(&out.join("results.json"));
+    let p = &results["points"][0];
+    let evidence = p["limit"]["evidence"].as_str().unwrap();
+    assert_eq!(p["limit"]["kind"], "generator", "{evidence}");
+    let window = p["server"]["window_s"].as_f64().unwrap();
+    let ran = p["client"]["cpu_s"].as_f64().unwrap() / window;
+    let waited = p["client"]["wait_s"].as_f64().unwrap() / window;
+    // Half a core each way, give or take the scheduler's slices.
+    assert!((0.25..0.8).contains(&ran) && waited > 0.2, "{ran} {waited}");
+    assert!(
+        evidence.starts_with(&format!(
+            "the load generator used {:.0}% of a core per thread and waited {:.0}% of one for a \
+             CPU (its core shared) while the server used ",
+            ran * 100.0,
+            waited * 100.0
+        )),
+        "{evidence}"
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("0 errors, limit lab: generator"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("hello: no architecture met p99 <= 100 ms; lowest p99 was epoll (")
+            && stdout.contains("); the lab, not the server, set the figures of epoll"),
+        "{stdout}"
+    );
+    let md = std::fs::read_to_string(out.join("table.md")).unwrap();
+    assert!(md.contains("| lab: generator |"), "{md}");
+    assert!(
+        md.contains(
+            "epoll was not a candidate: at every level the lab's generator set its figures"
+        ),
+        "{md}"
+    );
+}

@@ -34,10 +34,13 @@ pub const LOCK_FREE: f64 = 0.5;
 pub const LOCK_QUEUED: f64 = 0.9;
 /// One thread did a process's work when its CPU was spread over at most this many threads.
 pub const ONE_THREAD: f64 = 1.3;
-/// The path's relay, not the path it stands for, set the figures when at least this share of
-/// the packets it wrote left more than 1 ms after they were due ([`crate::net::relay::LATE`]),
-/// or it dropped at least this share for want of room (beyond the path's own `loss`).
-pub const PATH_LATE: f64 = 0.01;
+/// The path's relay, not the path it stands for, set the figures when the packets it wrote
+/// left on average at least this share of the round trip after they were due (and at least
+/// [`PATH_LATE_MIN_US`]: its poll wakes in whole milliseconds, so a fraction of one is its
+/// resolution, not a distortion), or it dropped at least [`PATH_DROPPED`] of them for want of
+/// room (beyond the path's own `loss`).
+pub const PATH_LATE: f64 = 0.05;
+pub const PATH_LATE_MIN_US: f64 = 1000.0;
 pub const PATH_DROPPED: f64 = 0.001;
 /// A CPU quota held the server when it ran out in at least this share of the periods...
 pub const THROTTLED_PERIODS: f64 = 0.1;
@@ -160,11 +163,19 @@ pub fn limit_of(p: &PointResult, shape: &Shape) -> Limit {
     }
     let f = Figures::of(p, shape);
     if p.generator_bound {
+        let waited = match p.client.wait_s {
+            w if w > 0.0 => format!(
+                " and waited {} of one for a CPU (its core shared)",
+                pct(p.server.busy(w, p.duration_s).unwrap_or(0.0)
+                    / f64::from(p.client.threads.max(1)))
+            ),
+            _ => String::new(),
+        };
         return limit(
             LimitKind::Generator,
             format!(
-                "the load generator used {} of a core per thread while the server used {} of \
-                 its {:.1} cores: the figure is the lab's, not the server's",
+                "the load generator used {} of a core per thread{waited} while the server used \
+                 {} of its {:.1} cores: the figure is the lab's, not the server's",
                 pct(f.client_per_thread),
                 pct(f.used / f.room.max(0.01)),
                 f.room
@@ -179,7 +190,9 @@ pub fn limit_of(p: &PointResult, shape: &Shape) -> Limit {
         return found;
     }
     lock(p, &f)
+        .or_else(|| queued_for_cores(p, &f))
         .or_else(|| pool(p, shape, &f))
+        .or_else(|| held(p, shape, &f))
         .or_else(|| wait(p, shape, &f))
         .unwrap_or_else(|| {
             limit(
@@ -231,10 +244,17 @@ impl Figures {
             n => f64::from(n),
         };
         let (used, client) = (share(s.cpu_s), share(p.client.cpu_s));
+        // Pinned apart from the generator (fewer CPUs allowed than the machine has), the
+        // server does not share its cores with it.
+        let shared = if allowed < f64::from(shape.cores) {
+            0.0
+        } else {
+            client
+        };
         let mut room = shape
             .parallelism
             .min(allowed)
-            .min((allowed - client).max(0.5));
+            .min((allowed - shared).max(0.5));
         if s.quota_cores > 0.0 {
             room = room.min(s.quota_cores);
         }
@@ -259,11 +279,13 @@ impl Figures {
 }
 
 /// The path as asked for: throughput within [`WAIT_REACHED`] of N / (C + W + RTT + T), T the
-/// mean response's time on one connection's link at the path's rate, with the server idle:
-/// the link set the pace, as the wait does, whatever the server.
+/// mean response's time on one connection's link at the path's rate and at least the rest of
+/// the cycle, with the server idle: the link set the pace, whatever the server.
 fn path_bound(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
     let n = p.net.as_ref()?;
-    if !shape.closed || n.transfer_ms <= 0.0 {
+    // The link sets the pace where a response's time on it is at least the rest of the cycle
+    // (a round trip alone is the offered load's own wait, judged as `wait`).
+    if !shape.closed || n.transfer_ms <= 0.0 || n.transfer_ms < cycle_ms(p, shape) {
         return None;
     }
     let cycle_ms = cycle_ms(p, shape) + n.transfer_ms;
@@ -294,16 +316,27 @@ fn path(p: &PointResult) -> Option<Limit> {
     let n = p.net.as_ref()?;
     let late = n.late_packets as f64 / n.written.max(1) as f64;
     let dropped = n.overflowed as f64 / n.packets.max(1) as f64;
-    (late >= PATH_LATE || dropped >= PATH_DROPPED).then(|| Limit {
+    let rtt_us = n.spec.rtt_us as f64;
+    let budget_us = (PATH_LATE * rtt_us).max(PATH_LATE_MIN_US);
+    (n.late_mean_us >= budget_us || dropped >= PATH_DROPPED).then(|| Limit {
         kind: LimitKind::Path,
         evidence: format!(
-            "the path's relay wrote {} of {} packets more than 1 ms after they were due (mean \
-             {} late, max {}) and dropped {} for want of room, using {:.2} s of CPU: the \
+            "the path's relay wrote its {} packets {} late on average{} (max {}; {} of them \
+             more than 1 ms late) and dropped {} for want of room, using {:.2} s of CPU: the \
              figure is the lab's, not the server's",
-            pct(late),
             thousands(n.written as f64),
             crate::render::units::duration_us(n.late_mean_us),
+            if rtt_us > 0.0 {
+                format!(
+                    " ({} of the {} round trip)",
+                    pct(n.late_mean_us / rtt_us),
+                    crate::render::units::duration_us(rtt_us)
+                )
+            } else {
+                String::new()
+            },
             crate::render::units::duration_us(n.late_max_us),
+            pct(late),
             thousands(n.overflowed as f64),
             n.relay_cpu_s
         ),
@@ -454,6 +487,58 @@ fn pool(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
     })
 }
 
+/// The cores as a queue: the server's tasks waited longer for a CPU than they ran, with the
+/// server using at least half its cores (the rest lost to switching among many processes,
+/// and to the generator's share of the machine).
+fn queued_for_cores(p: &PointResult, f: &Figures) -> Option<Limit> {
+    let cpu_us = p.server.cpu_us_per_request(p.requests);
+    (cpu_us > 0.0 && f.runqueue_us >= cpu_us && f.used >= IDLE_BELOW * f.room).then(|| Limit {
+        kind: LimitKind::Cores,
+        evidence: format!(
+            "its tasks waited {} µs a request for a CPU, longer than the {} µs they ran: they \
+             queued for the cores, {:.2} of {:.1} used",
+            thousands(f.runqueue_us),
+            thousands(cpu_us),
+            f.used,
+            f.room
+        ),
+    })
+}
+
+/// A pool the lab was not told of (an external server's threads or processes): throughput
+/// times the cycle (Little's law) says how many requests were served at once, fewer than
+/// the connections while the rest queued in the server, each held through its wait with the
+/// server idle.
+fn held(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
+    if shape.pool.is_some() || !shape.closed {
+        return None;
+    }
+    let cycle_ms = cycle_ms(p, shape);
+    let waits_ms = shape.wait_ms + shape.rtt_ms;
+    // Queued connections cycle slower than the window is long: whole cycles undercount them,
+    // the window's responses do not.
+    let rps = f.rps.max(p.rps);
+    let serving = rps * cycle_ms / 1000.0;
+    let n = f64::from(p.concurrency);
+    let queued = f.in_server >= LOCK_QUEUED * n;
+    let fewer = serving <= (1.0 - POOL_HELD) * n;
+    (waits_ms * 2.0 >= cycle_ms && queued && fewer && f.used < IDLE_BELOW * f.room).then(|| Limit {
+        kind: LimitKind::Pool,
+        evidence: format!(
+            "{} req/s of {} cycles is {serving:.1} requests served at once, while {:.1} of \
+                 {} connections' requests were in the server (Little's law): a pool of about \
+                 {:.0} held through each wait, {:.2} of {:.1} cores used",
+            thousands(rps),
+            crate::render::units::duration_us(cycle_ms * 1000.0),
+            f.in_server,
+            p.concurrency,
+            serving.round().max(1.0),
+            f.used,
+            f.room
+        ),
+    })
+}
+
 /// A request's cycle in ms: the server's CPU per request, the wait it asks for, the path's
 /// round trip.
 fn cycle_ms(p: &PointResult, shape: &Shape) -> f64 {
@@ -538,6 +623,7 @@ mod tests {
             client: ClientUsage {
                 cpu_s: 0.2,
                 threads: 1,
+                wait_s: 0.0,
             },
             ..Default::default()
         };
@@ -562,6 +648,37 @@ mod tests {
             limit_of(&point(16, 5_316.0, 3_000.0, 0.99), &single),
             LimitKind::Cores,
             "0.99 of the 1.0 cores",
+        );
+    }
+
+    #[test]
+    fn an_unknown_pool_is_found_by_littles_law_and_a_cpu_queue_is_the_cores() {
+        // Puma, one thread, 20 ms waits at 16 connections: one request at a time.
+        let s = Shape {
+            wait_ms: 20.0,
+            ..shape()
+        };
+        let mut p = point(16, 48.0, 333_000.0, 0.012);
+        says(
+            limit_of(&p, &s),
+            LimitKind::Pool,
+            "48 req/s of 20.2 ms cycles is 1.0 requests served at once, while 16.0 of 16 \
+             connections' requests were in the server (Little's law): a pool of about 1",
+        );
+        // Served as many at once as connections: the wait, not a pool.
+        p.rps = 780.0;
+        p.requests = 780;
+        p.latency_us.mean = 20_500.0;
+        assert_eq!(limit_of(&p, &s).kind, LimitKind::Wait);
+        // Sixteen processes on 2 ms of CPU waiting 6.8 ms each for a CPU: the cores.
+        let mut p = point(16, 869.0, 18_400.0, 1.61);
+        p.client.cpu_s = 0.05;
+        p.server.machine_busy_cores = 1.7;
+        p.server.runqueue_wait_s = 869.0 * 0.0068;
+        says(
+            limit_of(&p, &shape()),
+            LimitKind::Cores,
+            "its tasks waited 6,800 µs a request for a CPU, longer than the 1,853 µs they ran",
         );
     }
 
@@ -601,7 +718,7 @@ mod tests {
             retrans_clients: 0,
             retrans_server_side: 0,
             written: 100_000 - dropped,
-            late_mean_us: 4_000.0,
+            late_mean_us: 300.0,
             late_max_us: 90_000.0,
             late_packets: late,
             relay_cpu_s: 1.9,
@@ -612,15 +729,22 @@ mod tests {
 
     #[test]
     fn a_late_relay_or_a_link_that_sets_the_pace_is_the_path() {
-        // 1,024 clients: the relay wrote 12% of the packets late, the figure is the lab's.
+        // 1,024 clients: the relay wrote its packets 8 ms late on average, 8% of the round
+        // trip: the figure is the lab's.
         let mut p = point(1024, 1_200.0, 800_000.0, 0.6);
-        p.net = Some(across(12_000, 0, 65_677.0, 105.0));
+        let mut n = across(78_000, 0, 65_677.0, 105.0);
+        n.late_mean_us = 8_000.0;
+        p.net = Some(n);
         let l = says(
             limit_of(&p, &shape()),
             LimitKind::Path,
-            "the path's relay wrote 12% of 100,000 packets more than 1 ms after they were due",
+            "the path's relay wrote its 100,000 packets 8.0 ms late on average (8% of the \
+             100.0 ms round trip) (max 90.0 ms; 78% of them more than 1 ms late)",
         );
         assert!(l.kind.is_lab());
+        // Half a millisecond late on average (its poll's resolution): not the path.
+        p.net.as_mut().unwrap().late_mean_us = 500.0;
+        assert_ne!(limit_of(&p, &shape()).kind, LimitKind::Path);
         // Drops for want of room count too, before the failures they cause.
         p.net = Some(across(0, 500, 65_677.0, 105.0));
         p.errors_by_kind.timeout = 100;
@@ -642,6 +766,16 @@ mod tests {
             "29.3 req/s is 96% of N/(C+W+RTT+T) = 30.5 req/s for 16 connections: each response \
              of 65,677 bytes takes 525.4 ms on its 1 mbit/s link",
         );
+        // A small response across the same path's round trip: the wait, not the link.
+        let mut q = point(1024, 10_107.0, 100_300.0, 0.26);
+        let mut n = across(0, 0, 180.0, 0.3);
+        n.late_mean_us = 365.0;
+        q.net = Some(n);
+        let rtt = Shape {
+            rtt_ms: 100.0,
+            ..shape()
+        };
+        assert_eq!(limit_of(&q, &rtt).kind, LimitKind::Wait);
         // The same path with the server far from it: not the path.
         p.rps = 10.0;
         p.requests = 10;

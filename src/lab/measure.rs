@@ -189,8 +189,9 @@ fn warn_if_generator_bound(
     } else {
         run.duration_s
     };
+    // A generator thread that waited for its core wanted it as much as one that ran on it.
     result.generator_bound = generator_saturated(
-        run.client.cpu_s,
+        run.client.cpu_s + run.client.wait_s,
         run.client.threads,
         run.server.cpu_s,
         window_s,
@@ -647,6 +648,7 @@ fn measurement_of(
         client: ClientUsage {
             cpu_s: report.client_cpu_s,
             threads: config.threads.min(config.connections) as u32,
+            wait_s: report.client_wait_s,
         },
         target_rate: report.target_rate,
         rate_held: report.rate_held,

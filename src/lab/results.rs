@@ -153,6 +153,9 @@ fn is_zero_u64(x: &u64) -> bool {
 pub struct ClientUsage {
     pub cpu_s: f64,
     pub threads: u32,
+    /// Time its threads waited for a CPU (a core shared with other work).
+    #[serde(default)]
+    pub wait_s: f64,
 }
 
 /// One measured repetition of a point.

@@ -204,10 +204,13 @@ impl Progress {
                     p.latency_us.lower_bound.contains(LatencyKey::P99)
                 ),
                 p.errors,
-                if p.generator_bound {
-                    ", generator-bound"
-                } else {
-                    ""
+                match &p.limit {
+                    Some(l) => format!(
+                        ", limit {}{}",
+                        if l.kind.is_lab() { "lab: " } else { "" },
+                        l.kind.name()
+                    ),
+                    None => String::new(),
                 }
             )
         } else {

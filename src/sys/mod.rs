@@ -450,6 +450,15 @@ pub fn thread_cpu_seconds() -> f64 {
     }
 }
 
+/// Seconds the calling thread has waited on a run queue for a CPU (the scheduler's
+/// `schedstat`, second field); 0 where the kernel does not keep it.
+pub fn thread_runqueue_wait_seconds() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0.0, |ns| ns as f64 / 1e9)
+}
+
 /// Pins the calling thread to one CPU; a failure only loses the pinning.
 pub fn pin_current_thread(cpu: usize) {
     use nix::sched::{sched_setaffinity, CpuSet};

@@ -229,7 +229,7 @@ mod tests {
         assert!(!conn.partial_head.is_empty());
         assert!(!conn.frame(b, &mut recorder, now).unwrap().close);
         assert!(conn.in_flight.is_empty() && conn.partial_head.is_empty());
-        let stats = recorder.finish(Duration::from_secs(1), 0.0);
+        let stats = recorder.finish(Duration::from_secs(1), 0.0, 0.0);
         assert_eq!(stats.requests, 2);
         // One more response than was asked for is a protocol failure.
         let mut recorder = Recorder::new(now, Duration::from_secs(1), false);

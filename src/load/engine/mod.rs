@@ -172,9 +172,11 @@ pub fn run_worker(
             )));
     }
     let result = worker.run(completed);
-    let stats = worker
-        .recorder
-        .finish(worker.elapsed, crate::sys::thread_cpu_seconds());
+    let stats = worker.recorder.finish(
+        worker.elapsed,
+        crate::sys::thread_cpu_seconds(),
+        crate::sys::thread_runqueue_wait_seconds(),
+    );
     result?;
     Ok(stats)
 }

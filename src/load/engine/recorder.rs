@@ -352,13 +352,15 @@ impl Recorder {
     }
 
     /// The end of the worker's run: its measured window was `elapsed` long, and it used
-    /// `cpu_s` of CPU. The interval views flush their last interval.
-    pub fn finish(mut self, elapsed: Duration, cpu_s: f64) -> ThreadStats {
+    /// `cpu_s` of CPU and waited `wait_s` for one. The interval views flush their last
+    /// interval.
+    pub fn finish(mut self, elapsed: Duration, cpu_s: f64, wait_s: f64) -> ThreadStats {
         if let Some(intervals) = self.stats.intervals.take() {
             intervals.finish();
         }
         self.stats.elapsed = elapsed;
         self.stats.cpu_s = cpu_s;
+        self.stats.wait_s = wait_s;
         self.stats
     }
 }
@@ -385,7 +387,7 @@ mod tests {
         let ms = Duration::from_millis;
         let mut r = Recorder::new(t, ms(100), true);
         r.response(request(t, t + ms(10)), 200, t + ms(30));
-        let stats = r.finish(ms(1000), 0.0);
+        let stats = r.finish(ms(1000), 0.0, 0.0);
         assert_eq!(stats.requests, 1);
         let corrected = stats.latency.value_at_quantile(1.0);
         assert!((29_900..=30_100).contains(&corrected), "{corrected}");
@@ -396,7 +398,7 @@ mod tests {
 
         let mut r = Recorder::new(t, ms(100), false);
         r.response(request(t, t), 200, t + ms(100));
-        let stats = r.finish(ms(1), 0.0);
+        let stats = r.finish(ms(1), 0.0, 0.0);
         assert_eq!(stats.requests, 0);
         assert_eq!(stats.latency.len(), 0);
         assert_eq!(stats.errors.timeout, 1);
@@ -411,7 +413,7 @@ mod tests {
         r.start_drain();
         assert!(r.draining());
         r.response(request(t, t), 200, t + ms(2));
-        let stats = r.finish(ms(1), 0.0);
+        let stats = r.finish(ms(1), 0.0, 0.0);
         assert_eq!((stats.requests, stats.drained), (1, 1));
         assert_eq!(stats.latency.len(), 2);
     }
@@ -432,7 +434,7 @@ mod tests {
             t + ms(50),
             0,
         );
-        let stats = r.finish(ms(50), 0.0);
+        let stats = r.finish(ms(50), 0.0, 0.0);
         assert_eq!((stats.unanswered, stats.unsent), (1, 3));
         assert_eq!(
             stats.censored,
@@ -473,7 +475,7 @@ mod tests {
         r.response(sent(1100), 200, at(1130));
         r.start_drain();
         r.response(sent(1990), 200, at(2050)); // the drain: a sample of the last interval
-        let stats = r.finish(MS(2000), 0.0);
+        let stats = r.finish(MS(2000), 0.0, 0.0);
         assert_eq!((stats.requests, stats.drained), (2, 1));
         let (points, censored) = collector.finish(MS(2000), None, &mut |_| Ok(())).unwrap();
         assert!(censored.is_none());

@@ -385,6 +385,7 @@ mod tests {
             bytes_written: 0,
             per_second: vec![97.0],
             client_cpu_s: 0.1,
+            client_wait_s: 0.0,
             target_rate: None,
             rate_held: None,
             achieved_rate: None,

@@ -108,6 +108,10 @@ pub struct LoadReport {
     pub per_second: Vec<f64>,
     /// CPU time the load threads used (user + system), to spot a saturated generator.
     pub client_cpu_s: f64,
+    /// Time the load threads waited on a run queue for a CPU (`schedstat`): a generator whose
+    /// core is shared with other work is late without being busy.
+    #[serde(default)]
+    pub client_wait_s: f64,
     /// Rate mode only: the requested rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_rate: Option<f64>,
@@ -277,6 +281,7 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         bytes_written: merged.bytes_written,
         per_second: per_second_rates(&merged.completed_per_second, duration_s),
         client_cpu_s: merged.cpu_s,
+        client_wait_s: merged.wait_s,
         target_rate,
         rate_held,
         achieved_rate,

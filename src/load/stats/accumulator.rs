@@ -77,8 +77,9 @@ pub struct ThreadStats {
     pub bytes_written: u64,
     /// Complete responses in each second of the run, by second index.
     pub completed_per_second: Vec<u64>,
-    /// CPU time (user + system) the thread used.
+    /// CPU time (user + system) the thread used, and the time it waited for a CPU.
     pub cpu_s: f64,
+    pub wait_s: f64,
     /// When the thread's work ended, from the start of the run.
     pub elapsed: Duration,
     /// The time series (and `--hlog`) only: hands this thread's intervals to the collector.
@@ -149,6 +150,7 @@ impl ThreadStats {
             bytes_written: 0,
             completed_per_second: Vec::with_capacity(64),
             cpu_s: 0.0,
+            wait_s: 0.0,
             elapsed: Duration::ZERO,
             intervals: None,
             urls: None,
@@ -224,6 +226,7 @@ impl ThreadStats {
             *mine += theirs;
         }
         self.cpu_s += other.cpu_s;
+        self.wait_s += other.wait_s;
         self.elapsed = self.elapsed.max(other.elapsed);
         match (&mut self.urls, &other.urls) {
             (Some(mine), Some(theirs)) => mine.merge(theirs),

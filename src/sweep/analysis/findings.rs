@@ -175,6 +175,9 @@ pub struct Analysis {
     pub warnings: Vec<String>,
     pub failed_points: usize,
     pub generator_bound_points: usize,
+    /// Points whose limit was the lab's (the load generator, the `--net` path): never a winner.
+    #[serde(default)]
+    pub lab_limited_points: usize,
 }
 
 /// The recommendation in plain words.

@@ -59,6 +59,11 @@ pub fn analyze(results: &SweepResults) -> (Analysis, Recommendation) {
         p99_bound_ms: experiment.p99_bound_ms,
         failed_points: results.points.iter().filter(|p| !p.ok).count(),
         generator_bound_points: results.points.iter().filter(|p| p.generator_bound).count(),
+        lab_limited_points: results
+            .points
+            .iter()
+            .filter(|p| recommend::lab_limit(p).is_some())
+            .count(),
         ..Default::default()
     };
     for p in &results.points {
@@ -143,6 +148,15 @@ pub fn analyze(results: &SweepResults) -> (Analysis, Recommendation) {
             "{} point(s) were limited by the load generator, not the server: their throughput is \
              a lower bound (try `pin = true`, more load threads, or a second machine).",
             analysis.generator_bound_points
+        ));
+    }
+    if analysis.lab_limited_points > 0 {
+        let n = analysis.lab_limited_points;
+        recommendation.details.push(format!(
+            "{n} of {} point(s) were the lab's limit (the load generator or the network path \
+             set the figure, see each point's limit), not the server's: none of them is a \
+             candidate.",
+            results.points.len()
         ));
     }
     (analysis, recommendation)

@@ -127,6 +127,9 @@ pub fn best_choice(
     })
 }
 
+/// How the reason an architecture is not a candidate begins when the lab set its figures.
+const LAB_REASON: &str = "at every level the lab's ";
+
 /// The lab's limit (the load generator, the path) where it, not the server, set a point's
 /// figures: such a point is never a candidate.
 pub fn lab_limit(p: &PointResult) -> Option<LimitKind> {
@@ -246,8 +249,8 @@ fn exclusion_reason(mine: &[&PointResult]) -> String {
             .map(LimitKind::name)
             .collect();
         return format!(
-            "at every level the lab's {} set its figures, not the server (see each point's \
-             limit): measure it with more load threads or a machine of its own",
+            "{LAB_REASON}{} set its figures, not the server (see each point's limit): measure \
+             it with more load threads or a machine of its own",
             kinds.into_iter().collect::<Vec<_>>().join(" and ")
         );
     }
@@ -290,8 +293,21 @@ pub fn explain(w: &WorkloadAnalysis, ctx: &ProseContext, out: &mut Recommendatio
         }
         Some(best) if best.within_bound => explain_by_throughput(name, best, ctx, out),
         Some(best) => {
+            let lab: Vec<&str> = best
+                .excluded
+                .iter()
+                .filter(|(_, why)| why.starts_with(LAB_REASON))
+                .map(|(arch, _)| arch.as_str())
+                .collect();
+            let lab = match lab.as_slice() {
+                [] => String::new(),
+                archs => format!(
+                    "; the lab, not the server, set the figures of {}",
+                    archs.join(", ")
+                ),
+            };
             out.summary.push(format!(
-                "{name}: no architecture met p99 <= {bound_ms} ms; lowest p99 was {} ({})",
+                "{name}: no architecture met p99 <= {bound_ms} ms; lowest p99 was {} ({}){lab}",
                 series_label(&best.arch, best.workers),
                 latency_figure(best.p99_us, best.p99_lower_bound)
             ));

@@ -74,12 +74,12 @@ pub fn summary(results: &SweepResults) -> String {
         let _ = writeln!(out, "  {line}");
     }
     let a = &results.analysis;
-    if a.failed_points > 0 || a.generator_bound_points > 0 || !a.warnings.is_empty() {
+    if a.failed_points > 0 || a.lab_limited_points > 0 || !a.warnings.is_empty() {
         let _ = writeln!(
             out,
-            "  ({} failed, {} generator-bound, {} warnings: see report.html)",
+            "  ({} failed, {} limited by the lab (generator, path), {} warnings: see report.html)",
             a.failed_points,
-            a.generator_bound_points,
+            a.lab_limited_points,
             a.warnings.len()
         );
     }
