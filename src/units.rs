@@ -1,5 +1,5 @@
 //! Units read from the command line and from experiment files: durations written as `1.5`,
-//! `200ms`, `2s`, `1m`, `500us`, one parser for every command and file.
+//! `200ms`, `2s`, `1m`, `500us`, one parser for every command and file; sizes as `64M`.
 
 use std::time::Duration;
 
@@ -78,9 +78,43 @@ pub fn duration_ms(flag: &str, text: &str) -> anyhow::Result<f64> {
         })
 }
 
+/// Parses a size in bytes: `65536`, `512K`, `64M`, `2G` (powers of 1,024, as a container's
+/// `--memory` reads them; `KiB`, `MiB`, `GiB` and `KB`, `MB`, `GB` the same).
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid size {text:?} (try 64M, 512K, 2G)"))?;
+    let scale: u64 = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        other => return Err(format!("unknown unit {other:?} in {text:?} (use K, M, G)")),
+    };
+    let bytes = value * scale as f64;
+    (bytes.is_finite() && bytes < u64::MAX as f64)
+        .then_some(bytes as u64)
+        .ok_or_else(|| format!("size {text:?} out of range"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_read_in_powers_of_1024() {
+        assert_eq!(parse_bytes("65536"), Ok(65_536));
+        assert_eq!(parse_bytes("512K"), Ok(512 << 10));
+        assert_eq!(parse_bytes("64M"), Ok(64 << 20));
+        assert_eq!(parse_bytes("1.5GiB"), Ok(3 << 29));
+        assert!(parse_bytes("64Q").unwrap_err().contains("unknown unit"));
+        assert!(parse_bytes("M").unwrap_err().contains("invalid size"));
+    }
 
     #[test]
     fn parses_durations() {

@@ -1677,3 +1677,82 @@ route = "/hello"
         "{md}"
     );
 }
+
+/// A memory limit (`memory = "12M"`, as a container's `--memory`): a process per connection
+/// for 128 connections that each wait 100 ms holds more than 12 MiB, so the server's tasks
+/// reach the limit; the point says `memory` with what the cgroup counted, before the
+/// failures that follow from it.
+#[test]
+fn a_server_at_its_memory_limit_is_named_memory() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "the memory test runs as root (the cgroup v1 memory controller), as CI does"
+    );
+    let _timing = common::timing_lock();
+    let tmp = TempDir::new("sweep-memory");
+    let (mut command, out) = sweep_command(
+        tmp.path(),
+        "memory.toml",
+        r#"
+name = "memory"
+archs = ["forking"]
+concurrency = [128]
+duration = "1s"
+warmup = "200ms"
+timeout = "2s"
+memory = "12M"
+[[workload]]
+name = "sleep"
+route = "/sleep?ms=100"
+"#,
+    );
+    let run = command.output().expect("running sweetspot");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    // Every point failed (the OOM killer took the server) is exit 1 with the cause.
+    assert!(
+        run.status.success()
+            || (run.status.code() == Some(1) && stderr.contains("the OOM killer killed it")),
+        "{stderr}"
+    );
+    let results = read_json(&out.join("results.json"));
+    let p = &results["points"][0];
+    let evidence = p["limit"]["evidence"].as_str().unwrap_or_default();
+    assert_eq!(p["limit"]["kind"], "memory", "{p}");
+    if p["ok"] == false {
+        // The OOM killer took the server itself: the point failed, and says why.
+        assert!(
+            evidence.starts_with(
+                "the point failed: server exited (signal: 9 (SIGKILL)) during \
+                 the run: the OOM killer killed it at its 12 MiB memory limit"
+            ),
+            "{evidence}"
+        );
+    } else {
+        let s = &p["server"];
+        assert_eq!(s["memory_limit_bytes"], 12 << 20);
+        let peak = s["memory_peak_bytes"].as_u64().unwrap();
+        assert!(peak as f64 >= 0.95 * f64::from(12 << 20), "{s}");
+        let kills = s["oom_kills"].as_u64().unwrap_or(0);
+        assert!(
+            evidence.starts_with(&format!(
+                "the server reached its 12 MiB memory limit (peak {:.1} MiB): ",
+                peak as f64 / f64::from(1u32 << 20)
+            )) && evidence.ends_with(&format!("the OOM killer killed {kills} of its processes")),
+            "{evidence}"
+        );
+    }
+    let (mut command, _) = sweep_command(
+        tmp.path(),
+        "bad.toml",
+        "name = \"m\"\narchs = [\"epoll\"]\nconcurrency = [1]\nmemory = \"12Q\"\n\
+         [[workload]]\nname = \"h\"\nroute = \"/hello\"\n",
+    );
+    let run = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("memory = \"12Q\": unknown unit"),
+        "{stderr}"
+    );
+}

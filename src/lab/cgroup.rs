@@ -301,11 +301,13 @@ fn named_cgroup(
 /// The CFS period a quota is given in, µs (the kernel's default).
 pub const QUOTA_PERIOD_US: u64 = 100_000;
 
-/// A CPU quota for a server (`cpus = 0.5`): a cgroup in the v1 `cpu` hierarchy whose CFS
-/// bandwidth lets its tasks run `cpus` x the period in each 100 ms period, as a container's
-/// `--cpus` does. Removed (its tasks killed) when dropped, like [`ServerCgroup`].
+/// A budget for a server, as a container's `--cpus` or `--memory`: a cgroup in the v1 `cpu`
+/// hierarchy whose CFS bandwidth lets its tasks run `cpus` x the period in each 100 ms period
+/// ([`BudgetCgroup::cpu_quota`]), or in the v1 `memory` hierarchy with a limit on what its
+/// tasks may hold ([`BudgetCgroup::memory_limit`]). The server joins it before it execs.
+/// Removed (its tasks killed) when dropped, like [`ServerCgroup`].
 #[derive(Debug)]
-pub struct QuotaCgroup {
+pub struct BudgetCgroup {
     dir: PathBuf,
     _recorded: Option<crate::reclaim::Entry>,
 }
@@ -321,14 +323,10 @@ pub struct Throttling {
 impl Throttling {
     /// The counters of v1's `cpu.stat` (`nr_periods`, `nr_throttled`, `throttled_time` ns).
     pub fn parse(text: &str) -> Option<Throttling> {
-        let field = |name: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
-        };
         Some(Throttling {
-            periods: field("nr_periods ")?,
-            throttled_periods: field("nr_throttled ")?,
-            throttled_s: field("throttled_time ")? as f64 / 1e9,
+            periods: stat_field(text, "nr_periods")?,
+            throttled_periods: stat_field(text, "nr_throttled")?,
+            throttled_s: stat_field(text, "throttled_time")? as f64 / 1e9,
         })
     }
 
@@ -344,38 +342,81 @@ impl Throttling {
     }
 }
 
-impl QuotaCgroup {
-    /// A cgroup that holds its tasks to `cores` of CPU; an error that says why where the
-    /// machine has no writable v1 `cpu` hierarchy (not root, or cgroup v2 only).
-    pub fn create(cores: f64) -> anyhow::Result<QuotaCgroup> {
+/// What a memory budget's cgroup counted: the most its tasks held, how often they reached
+/// the limit (and the kernel reclaimed or failed them), and how many the OOM killer took.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct MemoryUse {
+    pub peak_bytes: u64,
+    pub limit_hits: u64,
+    pub oom_kills: u64,
+}
+
+/// `name value` in a cgroup's key-value file.
+fn stat_field(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (key, value) = l.split_once(' ')?;
+        (key == name).then(|| value.trim().parse().ok())?
+    })
+}
+
+impl BudgetCgroup {
+    /// A cgroup in the v1 hierarchy of `controller` with each of `limits` (file, value)
+    /// written; an error, naming `what` was asked, that says why where it cannot be made.
+    fn create(
+        controller: &str,
+        what: &str,
+        limits: &[(&str, u64)],
+    ) -> anyhow::Result<BudgetCgroup> {
         let no = |why: &str| {
-            anyhow::anyhow!(
-                "cpus = {cores}: a CPU quota needs a writable cgroup v1 cpu controller ({why})"
-            )
+            anyhow::anyhow!("{what}: needs a writable cgroup v1 {controller} controller ({why})")
         };
-        let mountinfo =
-            std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| no(&e.to_string()))?;
-        let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| no(&e.to_string()))?;
+        let read = |path: &str| std::fs::read_to_string(path).map_err(|e| no(&e.to_string()));
+        let (mountinfo, own) = (read("/proc/self/mountinfo")?, read("/proc/self/cgroup")?);
         let mounts = parse_mountinfo(&mountinfo);
         let mount = mounts
             .iter()
-            .find(|m| m.fs_type == "cgroup" && m.options.split(',').any(|o| o == "cpu"))
+            .find(|m| m.fs_type == "cgroup" && m.options.split(',').any(|o| o == controller))
             .ok_or_else(|| no("none is mounted"))?;
         let own_path =
-            own_cgroup_path(&own, Some("cpu")).ok_or_else(|| no("this process is in none"))?;
+            own_cgroup_path(&own, Some(controller)).ok_or_else(|| no("this process is in none"))?;
         let (dir, recorded) =
             named_cgroup(mount, &own_path).ok_or_else(|| no("cannot make one: run as root"))?;
-        let cgroup = QuotaCgroup {
+        let cgroup = BudgetCgroup {
             dir,
             _recorded: recorded,
         };
+        for (file, value) in limits {
+            std::fs::write(cgroup.dir.join(file), value.to_string())
+                .map_err(|e| no(&format!("{file}: {e}")))?;
+        }
+        Ok(cgroup)
+    }
+
+    /// `cores` of CPU (`cpus = 0.5`): a CFS quota over 100 ms periods.
+    pub fn cpu_quota(cores: f64) -> anyhow::Result<BudgetCgroup> {
         let quota = ((cores * QUOTA_PERIOD_US as f64).round() as u64).max(1000);
-        let write = |name: &str, value: u64| {
-            std::fs::write(cgroup.dir.join(name), value.to_string())
-                .map_err(|e| no(&format!("{name}: {e}")))
-        };
-        write("cpu.cfs_period_us", QUOTA_PERIOD_US)?;
-        write("cpu.cfs_quota_us", quota)?;
+        Self::create(
+            "cpu",
+            &format!("cpus = {cores}"),
+            &[
+                ("cpu.cfs_period_us", QUOTA_PERIOD_US),
+                ("cpu.cfs_quota_us", quota),
+            ],
+        )
+    }
+
+    /// `bytes` of memory (`memory = "64M"`), swap included where the kernel counts it.
+    pub fn memory_limit(bytes: u64) -> anyhow::Result<BudgetCgroup> {
+        let cgroup = Self::create(
+            "memory",
+            &format!("memory = {bytes} bytes"),
+            &[("memory.limit_in_bytes", bytes)],
+        )?;
+        // Without swap accounting the file is absent: the limit above is the whole budget.
+        let _ = std::fs::write(
+            cgroup.dir.join("memory.memsw.limit_in_bytes"),
+            bytes.to_string(),
+        );
         Ok(cgroup)
     }
 
@@ -384,13 +425,30 @@ impl QuotaCgroup {
         self.dir.join("cgroup.procs")
     }
 
-    /// The throttling so far.
+    fn read(&self, name: &str) -> Option<String> {
+        std::fs::read_to_string(self.dir.join(name)).ok()
+    }
+
+    /// A CPU quota's throttling so far.
     pub fn throttling(&self) -> Option<Throttling> {
-        Throttling::parse(&std::fs::read_to_string(self.dir.join("cpu.stat")).ok()?)
+        Throttling::parse(&self.read("cpu.stat")?)
+    }
+
+    /// A memory budget's use so far.
+    pub fn memory(&self) -> Option<MemoryUse> {
+        let number = |name: &str| self.read(name)?.trim().parse::<u64>().ok();
+        Some(MemoryUse {
+            peak_bytes: number("memory.max_usage_in_bytes")?,
+            limit_hits: number("memory.failcnt")?,
+            oom_kills: self
+                .read("memory.oom_control")
+                .and_then(|t| stat_field(&t, "oom_kill"))
+                .unwrap_or(0),
+        })
     }
 }
 
-impl Drop for QuotaCgroup {
+impl Drop for BudgetCgroup {
     fn drop(&mut self) {
         crate::reclaim::kill_cgroup_tree(&self.dir);
         crate::reclaim::remove_cgroup_tree(&self.dir);

@@ -42,6 +42,12 @@ pub const ONE_THREAD: f64 = 1.3;
 pub const PATH_LATE: f64 = 0.05;
 pub const PATH_LATE_MIN_US: f64 = 1000.0;
 pub const PATH_DROPPED: f64 = 0.001;
+/// How a failure caused by a memory limit says so (the lab writes it, the rules read it).
+pub const OOM_KILLED: &str = "the OOM killer killed it";
+
+/// A memory limit held the server when its tasks reached it at least this many times in the
+/// window (each a reclaim, or an allocation refused).
+pub const MEMORY_HITS: u64 = 10;
 /// A CPU quota held the server when it ran out in at least this share of the periods...
 pub const THROTTLED_PERIODS: f64 = 0.1;
 /// ... while the server used at least this share of the quota.
@@ -59,6 +65,9 @@ pub enum LimitKind {
     Cores,
     /// A CPU quota (`cpus`) throttled the server.
     Quota,
+    /// A memory limit (`memory`): the server's tasks reached it (reclaimed, refused or
+    /// killed).
+    Memory,
     Pool,
     Lock,
     Wait,
@@ -77,6 +86,7 @@ impl LimitKind {
         match self {
             LimitKind::Cores => "cores",
             LimitKind::Quota => "quota",
+            LimitKind::Memory => "memory",
             LimitKind::Pool => "pool",
             LimitKind::Lock => "lock",
             LimitKind::Wait => "wait",
@@ -153,9 +163,14 @@ pub fn limit_of(p: &PointResult, shape: &Shape) -> Limit {
     if !p.ok {
         let failure = p.failure.as_deref().unwrap_or("it did not run");
         let first = failure.lines().next().unwrap_or(failure);
-        return limit(LimitKind::Errors, format!("the point failed: {first}"));
+        let kind = if first.contains(OOM_KILLED) {
+            LimitKind::Memory
+        } else {
+            LimitKind::Errors
+        };
+        return limit(kind, format!("the point failed: {first}"));
     }
-    if let Some(found) = path(p) {
+    if let Some(found) = path(p).or_else(|| memory(p)) {
         return found;
     }
     if let Some(cause) = p.failure_cause() {
@@ -276,6 +291,28 @@ impl Figures {
             },
         }
     }
+}
+
+/// A memory limit: the OOM killer took one of the server's processes in the window, or its
+/// tasks reached the limit at least [`MEMORY_HITS`] times while holding within 5% of it.
+fn memory(p: &PointResult) -> Option<Limit> {
+    let s = &p.server;
+    if s.memory_limit_bytes == 0 {
+        return None;
+    }
+    let mib = |b: u64| b as f64 / f64::from(1u32 << 20);
+    let full = s.memory_peak_bytes as f64 >= 0.95 * s.memory_limit_bytes as f64;
+    (s.oom_kills > 0 || (s.memory_limit_hits >= MEMORY_HITS && full)).then(|| Limit {
+        kind: LimitKind::Memory,
+        evidence: format!(
+            "the server reached its {:.0} MiB memory limit (peak {:.1} MiB): {} times in the \
+             window, and the OOM killer killed {} of its processes",
+            mib(s.memory_limit_bytes),
+            mib(s.memory_peak_bytes),
+            thousands(s.memory_limit_hits as f64),
+            s.oom_kills
+        ),
+    })
 }
 
 /// The path as asked for: throughput within [`WAIT_REACHED`] of N / (C + W + RTT + T), T the
@@ -680,6 +717,41 @@ mod tests {
             LimitKind::Cores,
             "its tasks waited 6,800 µs a request for a CPU, longer than the 1,853 µs they ran",
         );
+    }
+
+    #[test]
+    fn a_server_at_its_memory_limit_is_the_memory_before_its_failures() {
+        let mut p = point(64, 800.0, 80_000.0, 0.3);
+        p.server.memory_limit_bytes = 32 << 20;
+        p.server.memory_peak_bytes = 32 << 20;
+        p.server.memory_limit_hits = 4_321;
+        p.server.oom_kills = 3;
+        p.errors_by_kind.read = 200;
+        p.errors = 200;
+        says(
+            limit_of(&p, &shape()),
+            LimitKind::Memory,
+            "the server reached its 32 MiB memory limit (peak 32.0 MiB): 4,321 times in the \
+             window, and the OOM killer killed 3 of its processes",
+        );
+        // Killed at it: the point failed, and says why.
+        let failed = PointResult {
+            ok: false,
+            failure: Some(format!(
+                "server exited (signal: 9 (SIGKILL)) during the run: {OOM_KILLED} at its 32 MiB \
+                 memory limit"
+            )),
+            ..Default::default()
+        };
+        mentions(
+            limit_of(&failed, &shape()),
+            LimitKind::Memory,
+            "at its 32 MiB memory limit",
+        );
+        // Far under its limit: its failures are its own.
+        p.server.memory_peak_bytes = 8 << 20;
+        p.server.oom_kills = 0;
+        assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Errors);
     }
 
     #[test]

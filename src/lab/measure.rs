@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::cgroup::{self, CpuMeter, CpuMethod, QuotaCgroup, ServerCgroup};
+use super::cgroup::{self, BudgetCgroup, CpuMeter, CpuMethod, ServerCgroup};
 use super::plan::{LoadMode, PointPlan, PointSpec, TargetSpec};
 use super::probe::TreeSampler;
 use super::results::{
@@ -297,12 +297,18 @@ fn run_once(
     };
     // Declared before the server so that they are removed after the server is stopped.
     let server_cgroup = server_cgroup()?;
-    let quota = setup.cpus.map(QuotaCgroup::create).transpose()?;
+    let quota = setup.cpus.map(BudgetCgroup::cpu_quota).transpose()?;
+    let memory = setup.memory.map(BudgetCgroup::memory_limit).transpose()?;
+    let budgets: Vec<_> = quota
+        .iter()
+        .chain(memory.iter())
+        .map(BudgetCgroup::procs_file)
+        .collect();
     let mut server = ServerProcess::start_in(
         &launch,
         Duration::from_secs_f64(ready_timeout),
         server_cgroup.as_ref().map(|c| c.procs_file()).as_deref(),
-        quota.as_ref().map(|q| q.procs_file()).as_deref(),
+        &budgets,
     )?;
     let meter = match &server_cgroup {
         Some(cgroup) if server.in_cgroup() => CpuMeter::Cgroup(cgroup),
@@ -333,14 +339,16 @@ fn run_once(
         .flatten();
     let command_cpu_before = cpu_command.as_deref().map(command_cpu_s).transpose()?;
     let cpu_before = meter.read();
-    let throttled_before = quota.as_ref().and_then(QuotaCgroup::throttling);
+    let throttled_before = quota.as_ref().and_then(BudgetCgroup::throttling);
+    let memory_before = memory.as_ref().and_then(BudgetCgroup::memory);
     let output_before = server.output_bytes();
     let window_start = Instant::now();
     let machine_before = super::probe::machine_cpu();
     let sampler = TreeSampler::start(server.members(), Duration::from_millis(100));
     let report = load::run(&config, Some(stop));
     let cpu = meter.read().since(&cpu_before);
-    let throttled = quota.as_ref().and_then(QuotaCgroup::throttling);
+    let throttled = quota.as_ref().and_then(BudgetCgroup::throttling);
+    let memory_used = memory.as_ref().and_then(BudgetCgroup::memory);
     let window_s = window_start.elapsed().as_secs_f64();
     let machine_after = super::probe::machine_cpu();
     let sample = sampler.finish();
@@ -349,8 +357,18 @@ fn run_once(
         return Ok(None);
     }
     if let Some(status) = server.gone() {
+        let killed = match (setup.memory, memory_before, memory_used) {
+            (Some(limit), Some(before), Some(after)) if after.oom_kills > before.oom_kills => {
+                format!(
+                    ": {} at its {:.0} MiB memory limit",
+                    super::limit::OOM_KILLED,
+                    limit as f64 / f64::from(1u32 << 20)
+                )
+            }
+            _ => String::new(),
+        };
         anyhow::bail!(
-            "server exited ({status}) during the run{}",
+            "server exited ({status}) during the run{killed}{}",
             server.stderr_note()
         );
     }
@@ -378,6 +396,12 @@ fn run_once(
         run.server.quota_periods = t.periods;
         run.server.throttled_periods = t.throttled_periods;
         run.server.throttled_s = t.throttled_s;
+    }
+    if let (Some(limit), Some(before), Some(after)) = (setup.memory, memory_before, memory_used) {
+        run.server.memory_limit_bytes = limit;
+        run.server.memory_peak_bytes = after.peak_bytes;
+        run.server.memory_limit_hits = after.limit_hits.saturating_sub(before.limit_hits);
+        run.server.oom_kills = after.oom_kills.saturating_sub(before.oom_kills);
     }
     if let (Some(before), Some(after)) = (machine_before, machine_after) {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);

@@ -326,6 +326,8 @@ pub struct Setup {
     /// A CPU quota for the server, in cores (a container's `--cpus`): CFS bandwidth over
     /// 100 ms periods.
     pub cpus: Option<f64>,
+    /// A memory limit for the server, in bytes (a container's `--memory`).
+    pub memory: Option<u64>,
 }
 
 impl Setup {
@@ -348,6 +350,7 @@ impl Setup {
             ready_timeout: 10.0,
             net: None,
             cpus: None,
+            memory: None,
         }
     }
 

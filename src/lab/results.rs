@@ -109,6 +109,17 @@ pub struct ServerUsage {
     pub throttled_periods: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub throttled_s: f64,
+    /// Under a memory limit (`memory`): the limit, the most the server's tasks held (from its
+    /// start), and over the window how often they reached the limit and how many processes
+    /// the OOM killer took.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub memory_limit_bytes: u64,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub memory_peak_bytes: u64,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub memory_limit_hits: u64,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub oom_kills: u64,
 }
 
 impl ServerUsage {

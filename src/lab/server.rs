@@ -248,25 +248,26 @@ impl ServerProcess {
     /// Starts a server and waits (at most `ready_timeout`) until it is ready. On failure the
     /// error says why (exit status and the end of its stderr) and nothing is left running.
     pub fn start(launch: &Launch, ready_timeout: Duration) -> anyhow::Result<ServerProcess> {
-        Self::start_in(launch, ready_timeout, None, None)
+        Self::start_in(launch, ready_timeout, None, &[])
     }
 
     /// [`ServerProcess::start`], with the server moved into a cgroup before it execs (by
     /// writing to `cgroup_procs`, that cgroup's `cgroup.procs`), so everything it ever runs is
     /// charged to the cgroup. If the server cannot be spawned into the cgroup it is spawned
-    /// without; [`ServerProcess::in_cgroup`] says which happened. With `quota_procs` (a CPU
-    /// quota's cgroup in another hierarchy) it joins that one too, or does not start.
+    /// without; [`ServerProcess::in_cgroup`] says which happened. With `budgets` (the
+    /// `cgroup.procs` of a CPU quota's or a memory limit's cgroup, in other hierarchies) it
+    /// joins those too, or does not start.
     pub fn start_in(
         launch: &Launch,
         ready_timeout: Duration,
         cgroup_procs: Option<&Path>,
-        quota_procs: Option<&Path>,
+        budgets: &[std::path::PathBuf],
     ) -> anyhow::Result<ServerProcess> {
         let command_of = || -> anyhow::Result<std::process::Command> {
             let mut command = command_for(launch);
-            if let Some(quota) = quota_procs {
-                crate::sys::join_cgroup_before_exec(&mut command, quota)
-                    .with_context(|| format!("joining the CPU quota's {}", quota.display()))?;
+            for budget in budgets {
+                crate::sys::join_cgroup_before_exec(&mut command, budget)
+                    .with_context(|| format!("joining the budget's {}", budget.display()))?;
             }
             Ok(command)
         };

@@ -334,6 +334,10 @@ pub struct Experiment {
     /// `--cpus`; needs root and the cgroup v1 cpu controller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<f64>,
+    /// A memory limit for every server (`memory = "64M"`, as a container's `--memory`; needs
+    /// root and the cgroup v1 memory controller).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
 }
 
 fn default_duration() -> f64 {
@@ -441,6 +445,13 @@ impl Experiment {
 
     /// The load: its times, its mode's own key, the counts.
     fn check_load(&self) -> Result<(), String> {
+        if let Some(memory) = &self.memory {
+            let bytes = crate::units::parse_bytes(memory)
+                .map_err(|e| format!("memory = {memory:?}: {e}"))?;
+            if bytes < 4 << 20 {
+                return Err(format!("memory = {memory:?}: at least 4M"));
+            }
+        }
         if let Some(cpus) = self.cpus {
             if !(0.01..=1024.0).contains(&cpus) {
                 return Err(format!("cpus = {cpus}: from 0.01 to 1024 cores"));
@@ -702,6 +713,10 @@ impl Experiment {
             ready_timeout: self.ready_timeout,
             net: self.net_spec(),
             cpus: self.cpus,
+            memory: self
+                .memory
+                .as_deref()
+                .and_then(|m| crate::units::parse_bytes(m).ok()),
         }
     }
 

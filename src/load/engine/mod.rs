@@ -790,10 +790,13 @@ impl<'p, 'a> Worker<'p, 'a> {
                 Err(_) => return self.fail(slot, FailureKind::Read),
             };
             // The monotonic clock, read when the bytes are in hand: the send times are on it
-            // too. Where the kernel stamped them, when they reached the socket.
+            // too. Where the kernel stamped them, when they reached the socket. The wall clock
+            // is read first: a gap between the two reads (a preemption) then makes the arrival
+            // later, never earlier, than it was, and no latency shorter than the server took.
+            let wall = stamp.map(|_| ring::wall_clock());
             let mut now = Instant::now();
-            if stamp.is_some() {
-                let at = ring::arrival(stamp, now, ring::wall_clock());
+            if let Some(wall) = wall {
+                let at = ring::arrival(stamp, now, wall);
                 self.recorder.held(now - at);
                 now = at;
             }

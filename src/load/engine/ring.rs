@@ -232,8 +232,11 @@ impl Worker<'_, '_> {
                 received.extend_from_slice(bytes);
                 receipts.push((received.len(), stamp));
             });
-        // Both clocks read together, once: each stamp's age is taken against this moment.
-        let (mono, wall) = (Instant::now(), wall_clock());
+        // Both clocks read together, once: each stamp's age is taken against this moment. The
+        // wall clock first: a gap between the reads makes arrivals later, never earlier (a
+        // latency under what the server took was seen when the monotonic clock came first).
+        let wall = wall_clock();
+        let mono = Instant::now();
         let (mut from, mut receipt) = (0, 0);
         for completion in completions.drain(..) {
             let data = completion.buffered.then(|| {

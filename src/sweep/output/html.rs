@@ -135,6 +135,14 @@ pub fn method_text(results: &SweepResults) -> Vec<String> {
              quota ran out (throttled)."
         ));
     }
+    if let Some(memory) = &results.experiment.memory {
+        paragraphs.push(format!(
+            "Every server ran under a memory limit of {memory} (`memory`): a cgroup of the v1 \
+             memory controller, as a container's --memory. Each point records the most its \
+             tasks held, how often they reached the limit, and the processes the OOM killer \
+             took."
+        ));
+    }
     let cpu = cpu_methods_text(results);
     paragraphs.push(format!(
         "Server CPU is the user+system time of the whole server over the measured window, {cpu}; \

@@ -424,6 +424,7 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
         "threads",
         "procs",
         "ctx sw (vol/invol)",
+        "ctx sw/req",
     ] {
         header.push(h.into());
     }
@@ -553,6 +554,14 @@ fn measurement_cells(p: &PointResult) -> Vec<String> {
             thousands(p.server.voluntary_switches as f64),
             thousands(p.server.involuntary_switches as f64)
         )),
+        remote({
+            let per = |n: u64| n as f64 / p.server.answered.max(p.requests).max(1) as f64;
+            format!(
+                "{:.2}/{:.2}",
+                per(p.server.voluntary_switches),
+                per(p.server.involuntary_switches)
+            )
+        }),
     ]);
     cells
 }
