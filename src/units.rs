@@ -5,17 +5,22 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-/// Parses `10s`, `500ms`, `250us`, `2m`, `1h`, `1.5s`; a bare number means seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
+/// `1.5ms` as (1.5, "ms"): the number before the first character that is neither a digit nor
+/// a point, and the unit after it; `None` where the number does not parse.
+fn number_and_unit(text: &str) -> Option<(f64, &str)> {
     let split = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("invalid duration {text:?} (try 10s, 500ms, 2m)"))?;
-    let seconds = match unit.trim() {
+    Some((number.parse().ok()?, unit.trim()))
+}
+
+/// Parses `10s`, `500ms`, `250us`, `2m`, `1h`, `1.5s`; a bare number means seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (value, unit) = number_and_unit(text)
+        .ok_or_else(|| format!("invalid duration {text:?} (try 10s, 500ms, 2m)"))?;
+    let seconds = match unit {
         "" | "s" | "sec" | "secs" => value,
         "ms" => value / 1e3,
         "us" | "µs" => value / 1e6,
@@ -82,14 +87,9 @@ pub fn duration_ms(flag: &str, text: &str) -> anyhow::Result<f64> {
 /// `--memory` reads them; `KiB`, `MiB`, `GiB` and `KB`, `MB`, `GB` the same).
 pub fn parse_bytes(text: &str) -> Result<u64, String> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("invalid size {text:?} (try 64M, 512K, 2G)"))?;
-    let scale: u64 = match unit.trim().to_ascii_uppercase().as_str() {
+    let (value, unit) = number_and_unit(text)
+        .ok_or_else(|| format!("invalid size {text:?} (try 64M, 512K, 2G)"))?;
+    let scale: u64 = match unit.to_ascii_uppercase().as_str() {
         "" | "B" => 1,
         "K" | "KB" | "KIB" => 1 << 10,
         "M" | "MB" | "MIB" => 1 << 20,
