@@ -368,6 +368,9 @@ fn rate_mode_at_twice_capacity_shows_the_stall_only_in_corrected_latency(engine:
     assert_eq!(report.rate_held, Some(false));
     let achieved = report.achieved_rate.unwrap();
     assert!((80.0..130.0).contains(&achieved), "achieved {achieved}/s");
+    // Sends waited for busy connections: late by the backlog, as the corrected latency says.
+    let late = report.send_late_mean_us.unwrap();
+    assert!(late > 100_000.0, "sent {late} us late");
     assert_eq!(report.errors.total(), 0, "{:?}", report.errors);
 }
 
@@ -386,6 +389,9 @@ fn rate_mode_below_capacity_holds_the_rate(engine: Engine) {
     assert_eq!(report.rate_held, Some(true), "{report:?}");
     let corrected = report.latency_us;
     assert!(corrected.p50 < 30_000.0, "p50 {} ms", ms(corrected.p50));
+    // A free connection for every send: late by the generator's own wakeups alone.
+    let late = report.send_late_mean_us.unwrap();
+    assert!((0.0..5_000.0).contains(&late), "sent {late} us late");
     // Each connection sends every 100 ms: 2 s at 100/s is about 200 requests.
     assert!((180..=210).contains(&report.requests_sent), "{report:?}");
 }

@@ -622,7 +622,11 @@ fn a_link_that_sets_the_pace_is_the_paths_limit_and_never_a_winner() {
             "{evidence}"
         );
     }
-    assert!(stdout.contains("page: no architecture met p99"), "{stdout}");
+    assert!(
+        stdout.contains("page: no architecture met p99")
+            && stdout.contains("; the lab, not the server, set the figures of epoll, threaded"),
+        "{stdout}"
+    );
     let md = std::fs::read_to_string(out.join("table.md")).unwrap();
     assert!(md.contains("lab: path"), "{md}");
     assert!(

@@ -661,6 +661,7 @@ mod tests {
                 cpu_s: 0.2,
                 threads: 1,
                 wait_s: 0.0,
+                send_late_us: None,
             },
             ..Default::default()
         };

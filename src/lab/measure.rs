@@ -673,6 +673,7 @@ fn measurement_of(
             cpu_s: report.client_cpu_s,
             threads: config.threads.min(config.connections) as u32,
             wait_s: report.client_wait_s,
+            send_late_us: report.send_late_mean_us,
         },
         target_rate: report.target_rate,
         rate_held: report.rate_held,

@@ -179,6 +179,9 @@ impl Recorder {
             if let Some(uncorrected) = stats.latency_uncorrected.as_mut() {
                 uncorrected.record(service_time);
             }
+            stats.send_late_ns += micros(request.sent.saturating_duration_since(request.intended))
+                .saturating_mul(1000);
+            stats.send_late_count += 1;
         }
         if self.draining {
             stats.drained += 1;

@@ -216,6 +216,13 @@ fn rates(out: &mut String, report: &LoadReport) {
                 .map(|us| format!(" (slack {us} us)"))
                 .unwrap_or_default()
         );
+        if let Some(late) = report.send_late_mean_us {
+            let _ = writeln!(
+                out,
+                "Send late:    {late:.0} us after the intended time on average (the generator's \
+                 own lateness, or a connection still waiting on the server)"
+            );
+        }
     }
 }
 
@@ -386,6 +393,7 @@ mod tests {
             per_second: vec![97.0],
             client_cpu_s: 0.1,
             client_wait_s: 0.0,
+            send_late_mean_us: None,
             target_rate: None,
             rate_held: None,
             achieved_rate: None,

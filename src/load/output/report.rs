@@ -112,6 +112,10 @@ pub struct LoadReport {
     /// core is shared with other work is late without being busy.
     #[serde(default)]
     pub client_wait_s: f64,
+    /// Rate mode: how late the answered requests were sent after their intended time, on
+    /// average (µs): the generator's own lateness, or a connection still busy (a slow server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_late_mean_us: Option<f64>,
     /// Rate mode only: the requested rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_rate: Option<f64>,
@@ -282,6 +286,8 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         per_second: per_second_rates(&merged.completed_per_second, duration_s),
         client_cpu_s: merged.cpu_s,
         client_wait_s: merged.wait_s,
+        send_late_mean_us: (merged.send_late_count > 0)
+            .then(|| merged.send_late_ns as f64 / 1000.0 / merged.send_late_count as f64),
         target_rate,
         rate_held,
         achieved_rate,

@@ -80,6 +80,10 @@ pub struct ThreadStats {
     /// CPU time (user + system) the thread used, and the time it waited for a CPU.
     pub cpu_s: f64,
     pub wait_s: f64,
+    /// Rate mode: the answered requests' send lateness (sent after intended), summed, and
+    /// how many.
+    pub send_late_ns: u64,
+    pub send_late_count: u64,
     /// When the thread's work ended, from the start of the run.
     pub elapsed: Duration,
     /// The time series (and `--hlog`) only: hands this thread's intervals to the collector.
@@ -151,6 +155,8 @@ impl ThreadStats {
             completed_per_second: Vec::with_capacity(64),
             cpu_s: 0.0,
             wait_s: 0.0,
+            send_late_ns: 0,
+            send_late_count: 0,
             elapsed: Duration::ZERO,
             intervals: None,
             urls: None,
@@ -227,6 +233,8 @@ impl ThreadStats {
         }
         self.cpu_s += other.cpu_s;
         self.wait_s += other.wait_s;
+        self.send_late_ns += other.send_late_ns;
+        self.send_late_count += other.send_late_count;
         self.elapsed = self.elapsed.max(other.elapsed);
         match (&mut self.urls, &other.urls) {
             (Some(mine), Some(theirs)) => mine.merge(theirs),

@@ -224,26 +224,10 @@ fn exclusion_reason(mine: &[&PointResult]) -> String {
     if ok.is_empty() {
         return "every point failed".to_string();
     }
-    if ok.iter().all(|p| p.error_rate() > MAX_ERROR_RATE) {
-        return "errors at every level".to_string();
-    }
-    let served: Vec<&PointResult> = ok
-        .iter()
-        .copied()
-        .filter(|p| p.error_rate() <= MAX_ERROR_RATE && !p.starved)
-        .collect();
-    if served.is_empty() {
-        return "at every level some connections waited unanswered (Little's law), so its \
-                percentiles leave out the slowest requests"
-            .to_string();
-    }
-    let clean: Vec<&PointResult> = served
-        .iter()
-        .copied()
-        .filter(|p| lab_limit(p).is_none())
-        .collect();
-    if clean.is_empty() {
-        let kinds: BTreeSet<&str> = served
+    // The lab's limit first: where the generator or the path set the figures, the errors and
+    // the unanswered requests are theirs too.
+    if ok.iter().all(|p| lab_limit(p).is_some()) {
+        let kinds: BTreeSet<&str> = ok
             .iter()
             .filter_map(|p| lab_limit(p))
             .map(LimitKind::name)
@@ -253,6 +237,19 @@ fn exclusion_reason(mine: &[&PointResult]) -> String {
              it with more load threads or a machine of its own",
             kinds.into_iter().collect::<Vec<_>>().join(" and ")
         );
+    }
+    if ok.iter().all(|p| p.error_rate() > MAX_ERROR_RATE) {
+        return "errors at every level".to_string();
+    }
+    let clean: Vec<&PointResult> = ok
+        .iter()
+        .copied()
+        .filter(|p| p.error_rate() <= MAX_ERROR_RATE && !p.starved && lab_limit(p).is_none())
+        .collect();
+    if clean.is_empty() {
+        return "at every level some connections waited unanswered (Little's law), so its \
+                percentiles leave out the slowest requests"
+            .to_string();
     }
     let exact: Vec<&PointResult> = clean
         .iter()
