@@ -1602,16 +1602,21 @@ route = "/fib?n=25"
 }
 
 /// The lab's own limit: the server pinned to CPU 0, the one load thread to CPU 1, and CPU 1
-/// shared with a busy loop. The generator gets half its core and waits for the rest; the
+/// shared with two busy loops. The generator gets a third of its core and waits for the rest; the
 /// server, alone on its core, idles between requests. The point says `generator` with both
 /// figures, marks itself as the lab's, and is not a candidate.
 #[test]
 fn a_generator_whose_core_is_shared_is_the_labs_limit_and_never_a_winner() {
     let _timing = common::timing_lock();
-    let mut hog = Command::new("taskset")
-        .args(["-c", "1", "sh", "-c", "while :; do :; done"])
-        .spawn()
-        .expect("taskset");
+    // Two busy loops: the generator gets about a third of its core and waits for the rest.
+    let mut hogs: Vec<_> = (0..2)
+        .map(|_| {
+            Command::new("taskset")
+                .args(["-c", "1", "sh", "-c", "while :; do :; done"])
+                .spawn()
+                .expect("taskset")
+        })
+        .collect();
     let tmp = TempDir::new("sweep-generator");
     let (mut command, out) = sweep_command(
         tmp.path(),
@@ -1619,7 +1624,7 @@ fn a_generator_whose_core_is_shared_is_the_labs_limit_and_never_a_winner() {
         r#"
 name = "generator"
 archs = ["epoll"]
-concurrency = [16]
+concurrency = [64]
 duration = "1500ms"
 warmup = "300ms"
 load_threads = 1
@@ -1632,8 +1637,10 @@ route = "/hello"
         .args(["--pin", "--plain"])
         .output()
         .expect("running sweetspot");
-    hog.kill().unwrap();
-    hog.wait().unwrap();
+    for hog in &mut hogs {
+        hog.kill().unwrap();
+        hog.wait().unwrap();
+    }
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(
         run.status.success(),
@@ -1647,8 +1654,8 @@ route = "/hello"
     let window = p["server"]["window_s"].as_f64().unwrap();
     let ran = p["client"]["cpu_s"].as_f64().unwrap() / window;
     let waited = p["client"]["wait_s"].as_f64().unwrap() / window;
-    // Half a core each way, give or take the scheduler's slices.
-    assert!((0.25..0.8).contains(&ran) && waited > 0.2, "{ran} {waited}");
+    // A share of the core, and a wait for the rest, give or take the scheduler's slices.
+    assert!((0.1..0.8).contains(&ran) && waited > 0.2, "{ran} {waited}");
     assert!(
         evidence.starts_with(&format!(
             "the load generator used {:.0}% of a core per thread and waited {:.0}% of one for a \
