@@ -43,6 +43,17 @@ fn sweep_ok(dir: &Path, file: &str, toml: &str) -> (Output, PathBuf) {
     (run, out)
 }
 
+/// Runs a sweep of the experiment `toml` that must be refused: exit 2 with one line, which
+/// it returns.
+fn refused_file(dir: &Path, toml: &str) -> String {
+    let (mut command, _) = sweep_command(dir, "bad.toml", toml);
+    let run = command.output().expect("running sweetspot");
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    stderr
+}
+
 fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -526,12 +537,8 @@ fn a_pool_placeholder_and_its_values_go_together() {
              route = \"/\"\n[[external]]\nname = \"e\"\nurl = \"http://127.0.0.1:{{port}}\"\n\
              {external}\n"
         );
-        let (mut command, _) = sweep_command(tmp.path(), "bad.toml", &text);
-        let run = command.output().unwrap();
-        let stderr = String::from_utf8_lossy(&run.stderr);
-        assert_eq!(run.status.code(), Some(2), "{external}: {stderr}");
+        let stderr = refused_file(tmp.path(), &text);
         assert!(stderr.contains(said), "{external}: {stderr}");
-        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     }
 }
 
@@ -1585,16 +1592,11 @@ route = "/fib?n=25"
         )),
         "{evidence}"
     );
-    let (mut command, _) = sweep_command(
+    let stderr = refused_file(
         tmp.path(),
-        "bad.toml",
         "name = \"q\"\narchs = [\"epoll\"]\nconcurrency = [1]\ncpus = 0\n\
          [[workload]]\nname = \"h\"\nroute = \"/hello\"\n",
     );
-    let run = command.output().unwrap();
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert_eq!(run.status.code(), Some(2), "{stderr}");
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(
         stderr.contains("cpus = 0: from 0.01 to 1024 cores"),
         "{stderr}"
@@ -1748,16 +1750,11 @@ route = "/sleep?ms=100"
             "{evidence}"
         );
     }
-    let (mut command, _) = sweep_command(
+    let stderr = refused_file(
         tmp.path(),
-        "bad.toml",
         "name = \"m\"\narchs = [\"epoll\"]\nconcurrency = [1]\nmemory = \"12Q\"\n\
          [[workload]]\nname = \"h\"\nroute = \"/hello\"\n",
     );
-    let run = command.output().unwrap();
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert_eq!(run.status.code(), Some(2), "{stderr}");
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(
         stderr.contains("memory = \"12Q\": unknown unit"),
         "{stderr}"
