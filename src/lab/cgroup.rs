@@ -230,9 +230,7 @@ impl ServerCgroup {
             .find_map(|method| {
                 let (mount, own_path) = match method {
                     CpuMethod::CgroupV1Cpuacct => (
-                        mounts.iter().find(|m| {
-                            m.fs_type == "cgroup" && m.options.split(',').any(|o| o == "cpuacct")
-                        })?,
+                        v1_mount(&mounts, "cpuacct")?,
                         own_cgroup_path(&own, Some("cpuacct"))?,
                     ),
                     CpuMethod::CgroupV2 => (
@@ -278,6 +276,13 @@ impl ServerCgroup {
             CpuMethod::ProcChildren => None,
         }
     }
+}
+
+/// The v1 hierarchy that has `controller` among its mount options.
+fn v1_mount<'m>(mounts: &'m [CgroupMount], controller: &str) -> Option<&'m CgroupMount> {
+    mounts
+        .iter()
+        .find(|m| m.fs_type == "cgroup" && m.options.split(',').any(|o| o == controller))
 }
 
 /// A new cgroup of this run below the runner's own in `mount`'s hierarchy, recorded so that a
@@ -373,10 +378,7 @@ impl BudgetCgroup {
         let read = |path: &str| std::fs::read_to_string(path).map_err(|e| no(&e.to_string()));
         let (mountinfo, own) = (read("/proc/self/mountinfo")?, read("/proc/self/cgroup")?);
         let mounts = parse_mountinfo(&mountinfo);
-        let mount = mounts
-            .iter()
-            .find(|m| m.fs_type == "cgroup" && m.options.split(',').any(|o| o == controller))
-            .ok_or_else(|| no("none is mounted"))?;
+        let mount = v1_mount(&mounts, controller).ok_or_else(|| no("none is mounted"))?;
         let own_path =
             own_cgroup_path(&own, Some(controller)).ok_or_else(|| no("this process is in none"))?;
         let (dir, recorded) =

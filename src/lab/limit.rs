@@ -111,6 +111,13 @@ pub struct Limit {
     pub evidence: String,
 }
 
+impl Limit {
+    /// The kind where the lab (the load generator, the path), not the server, set the figures.
+    pub fn lab(&self) -> Option<LimitKind> {
+        Some(self.kind).filter(|k| k.is_lab())
+    }
+}
+
 /// What the rules need to know of the server and the load beyond the measured point.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Shape {

@@ -60,7 +60,7 @@ impl Sample {
     /// The lab's limit (the load generator, the path) where it, not the server, set the
     /// figures: such a sample never counts.
     pub fn lab(&self) -> Option<LimitKind> {
-        self.limit.as_ref().map(|l| l.kind).filter(|k| k.is_lab())
+        self.limit.as_ref().and_then(Limit::lab)
     }
 }
 

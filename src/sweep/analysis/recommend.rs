@@ -133,7 +133,7 @@ const LAB_REASON: &str = "at every level the lab's ";
 /// The lab's limit (the load generator, the path) where it, not the server, set a point's
 /// figures: such a point is never a candidate.
 pub fn lab_limit(p: &PointResult) -> Option<LimitKind> {
-    p.limit.as_ref().map(|l| l.kind).filter(|k| k.is_lab())
+    p.limit.as_ref().and_then(crate::lab::limit::Limit::lab)
 }
 
 /// No point met the bound: the lowest p99, preferring points whose percentiles cover every
