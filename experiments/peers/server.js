@@ -2,6 +2,8 @@
 //
 //   node server.js http PORT          one process, one event loop
 //   node server.js cluster PORT N     N processes (node:cluster), each a loop, sharing the port
+//   node server.js cluster PORT       as many as os.availableParallelism(), Node's own idiom
+//                                     (the CPUs this process may run on; not a CPU quota)
 //   node server.js pool PORT N        one loop, and /fib on a pool of N worker threads
 //
 // Routes: /hello, /fib?n=N (naive recursion, N <= 40), /sleep?ms=M (a timer of the loop).
@@ -22,7 +24,7 @@ if (!isMainThread) {
 
 const [mode, portText, countText] = process.argv.slice(2);
 const port = Number(portText);
-const count = Number(countText || 1);
+const count = Number(countText || (mode === 'cluster' ? require('node:os').availableParallelism() : 1));
 
 // A fixed pool of worker threads; a job waits in a queue for a free one.
 function makePool(size) {

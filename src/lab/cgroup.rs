@@ -370,7 +370,7 @@ impl BudgetCgroup {
     fn create(
         controller: &str,
         what: &str,
-        limits: &[(&str, u64)],
+        limits: &[(&str, String)],
     ) -> anyhow::Result<BudgetCgroup> {
         let no = |why: &str| {
             anyhow::anyhow!("{what}: needs a writable cgroup v1 {controller} controller ({why})")
@@ -388,7 +388,7 @@ impl BudgetCgroup {
             _recorded: recorded,
         };
         for (file, value) in limits {
-            std::fs::write(cgroup.dir.join(file), value.to_string())
+            std::fs::write(cgroup.dir.join(file), value)
                 .map_err(|e| no(&format!("{file}: {e}")))?;
         }
         Ok(cgroup)
@@ -401,9 +401,29 @@ impl BudgetCgroup {
             "cpu",
             &format!("cpus = {cores}"),
             &[
-                ("cpu.cfs_period_us", QUOTA_PERIOD_US),
-                ("cpu.cfs_quota_us", quota),
+                ("cpu.cfs_period_us", QUOTA_PERIOD_US.to_string()),
+                ("cpu.cfs_quota_us", quota.to_string()),
             ],
+        )
+    }
+
+    /// The CPUs `cpus` only (`cpuset = "0"`), on the memory nodes of the runner's own set.
+    pub fn cpuset(cpus: &[usize]) -> anyhow::Result<BudgetCgroup> {
+        let list = super::budget::list_text(cpus);
+        let mems = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines().find_map(|l| {
+                    l.strip_prefix("Mems_allowed_list:")
+                        .map(|v| v.trim().to_string())
+                })
+            })
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| "0".into());
+        Self::create(
+            "cpuset",
+            &format!("cpuset = {list:?}"),
+            &[("cpuset.cpus", list.clone()), ("cpuset.mems", mems)],
         )
     }
 
@@ -412,7 +432,7 @@ impl BudgetCgroup {
         let cgroup = Self::create(
             "memory",
             &format!("memory = {bytes} bytes"),
-            &[("memory.limit_in_bytes", bytes)],
+            &[("memory.limit_in_bytes", bytes.to_string())],
         )?;
         // Without swap accounting the file is absent: the limit above is the whole budget.
         let _ = std::fs::write(

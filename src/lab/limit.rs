@@ -430,16 +430,24 @@ fn quota(p: &PointResult, f: &Figures) -> Option<Limit> {
     (throttled >= THROTTLED_PERIODS && f.used >= QUOTA_USED * s.quota_cores).then(|| Limit {
         kind: LimitKind::Quota,
         evidence: format!(
-            "the server used {:.2} of its {} cores of CPU quota and was throttled in {} of {} \
+            "the server used {:.2} of its {} of CPU quota and was throttled in {} of {} \
              periods of {} ms ({:.2} s throttled over its CPUs in a {:.2} s window)",
             f.used,
-            s.quota_cores,
+            super::budget::cores_words(s.quota_cores),
             pct(throttled),
             thousands(s.quota_periods as f64),
             super::cgroup::QUOTA_PERIOD_US / 1000,
             s.throttled_s,
             p.duration_s
-        ),
+        ) + &if super::budget::is_oversized(p) {
+            format!(
+                "; it sees {} CPUs and ran more than its quota at once (sized for more CPUs \
+                 than it may use)",
+                s.cores_allowed
+            )
+        } else {
+            String::new()
+        },
     })
 }
 

@@ -233,7 +233,7 @@ fn launch_of(
                     .as_ref()
                     .map(|store| store.replace("{tmp}", &options.scratch_dir.to_string_lossy())),
                 protocol: setup.protocol.as_str(),
-                pin_with_taskset: pinning == Pinning::Taskset,
+                pin_with_taskset: pinning == Pinning::Taskset && setup.cpuset.is_none(),
             },
             None,
         )),
@@ -299,9 +299,15 @@ fn run_once(
     let server_cgroup = server_cgroup()?;
     let quota = setup.cpus.map(BudgetCgroup::cpu_quota).transpose()?;
     let memory = setup.memory.map(BudgetCgroup::memory_limit).transpose()?;
+    let cpuset = setup
+        .cpuset
+        .as_deref()
+        .map(BudgetCgroup::cpuset)
+        .transpose()?;
     let budgets: Vec<_> = quota
         .iter()
         .chain(memory.iter())
+        .chain(cpuset.iter())
         .map(BudgetCgroup::procs_file)
         .collect();
     let mut server = ServerProcess::start_in(
@@ -316,7 +322,8 @@ fn run_once(
             pgrp: server.pgid(),
         },
     };
-    if pinning == Pinning::Affinity {
+    // A cpuset is the server's own pinning.
+    if pinning == Pinning::Affinity && setup.cpuset.is_none() {
         pin_group_to_cpu0(server.pgid());
     }
     let url = point_url(external_url, plan, &server.ready);

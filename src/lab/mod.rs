@@ -6,6 +6,7 @@
 //! reads an experiment file: `sweep` turns one into plans, `map`, `advise` and `tune` build
 //! theirs in code.
 
+pub mod budget;
 pub mod cgroup;
 pub mod limit;
 pub mod measure;

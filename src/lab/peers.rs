@@ -32,6 +32,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../experiments/peers/PoolServer.java"),
     ),
     (
+        "server.go",
+        include_str!("../../experiments/peers/server.go"),
+    ),
+    (
         "apache.sh",
         include_str!("../../experiments/peers/apache.sh"),
     ),

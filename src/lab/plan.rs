@@ -293,6 +293,47 @@ pub struct PointSpec {
     pub workers: Option<u32>,
     pub workload: Workload,
     pub concurrency: u32,
+    /// A CPU quota of this point's own, in cores, in place of the setup's (an axis of quotas:
+    /// the series is named for it, `NAME@0.5cpu`).
+    pub cpus: Option<f64>,
+}
+
+impl PointSpec {
+    /// This point under a quota of `cpus` cores, as a series of its own (`NAME@0.5cpu`).
+    pub fn under_quota(&self, cpus: f64) -> PointSpec {
+        let name = super::budget::series_name(self.target.name(), cpus);
+        let target = match &self.target {
+            TargetSpec::Ours { arch, variant } => TargetSpec::Ours {
+                arch: *arch,
+                variant: Some(Variant {
+                    name,
+                    arch: *arch,
+                    args: variant.as_ref().map(|v| v.args.clone()).unwrap_or_default(),
+                }),
+            },
+            TargetSpec::External(ext) => TargetSpec::External(ExternalTarget {
+                name,
+                ..ext.clone()
+            }),
+        };
+        PointSpec {
+            target,
+            cpus: Some(cpus),
+            ..self.clone()
+        }
+    }
+
+    /// The point's plan: `setup`, under the point's own quota where it has one.
+    pub fn plan(&self, setup: &Setup) -> PointPlan {
+        let mut setup = setup.clone();
+        if let Some(cpus) = self.cpus {
+            setup.cpus = Some(cpus);
+        }
+        PointPlan {
+            point: self.clone(),
+            setup,
+        }
+    }
 }
 
 /// How a point is loaded and run, beyond what it measures: the load shape, the window, the
@@ -326,6 +367,8 @@ pub struct Setup {
     /// A CPU quota for the server, in cores (a container's `--cpus`): CFS bandwidth over
     /// 100 ms periods.
     pub cpus: Option<f64>,
+    /// The CPUs the server may run on (a container's `--cpuset-cpus`).
+    pub cpuset: Option<Vec<usize>>,
     /// A memory limit for the server, in bytes (a container's `--memory`).
     pub memory: Option<u64>,
 }
@@ -350,6 +393,7 @@ impl Setup {
             ready_timeout: 10.0,
             net: None,
             cpus: None,
+            cpuset: None,
             memory: None,
         }
     }

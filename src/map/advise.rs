@@ -102,6 +102,15 @@ pub struct Advice {
     /// `--net`: the network path between the clients and the servers, in words.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub net: Option<String>,
+    /// The cores of CPU the servers could use (`--cpus` within `--cpuset`, else the
+    /// machine's), and the whole cores they sized themselves for.
+    pub cores: f64,
+    pub whole_cores: u32,
+    /// `--cpus` and `--cpuset`, as given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpuset: Option<String>,
 }
 
 /// The candidate architectures: `--archs`, or every one.
@@ -194,6 +203,8 @@ impl AdviseConfig {
             verify: args.search.verify,
             net: args.search.net()?,
             rtt_ms: Vec::new(),
+            cpus: args.search.budget.checked()?.0,
+            cpuset: args.search.budget.cpuset.clone(),
         };
         let rtt_ms = spec.rtts()[0];
         let cell = CellSpec {
@@ -224,11 +235,10 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
     let config = AdviseConfig::from_args(&args)?;
     let machine = crate::lab::results::Machine::detect();
     let (advice, every_point_failed) = advise(&config, &machine)?;
-    let cores = machine.cores.max(1);
     if config.json {
         crate::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&advice)?))?;
     } else {
-        crate::print_stdout(&text(&advice, cores))?;
+        crate::print_stdout(&text(&advice))?;
     }
     if let Some(cause) = every_point_failed {
         anyhow::bail!("{cause}");
@@ -294,12 +304,16 @@ fn advise(config: &AdviseConfig, machine: &Machine) -> anyhow::Result<(Advice, O
         wall_s: started.elapsed().as_secs_f64(),
         verify,
         net: crate::net::spec_of(spec.net.as_deref()).map(|n| n.describe()),
+        cores: spec.budget(cores),
+        whole_cores: spec.whole_cores(cores),
+        cpus: spec.cpus,
+        cpuset: spec.cpuset.clone(),
     };
     Ok((advice, every_point_failed))
 }
 
 /// The advice in words.
-pub fn text(a: &Advice, cores: u32) -> String {
+pub fn text(a: &Advice) -> String {
     let mut out = String::new();
     if let Some(p) = &a.profile {
         out.push_str(&format!(
@@ -327,8 +341,12 @@ pub fn text(a: &Advice, cores: u32) -> String {
     if let Some(net) = &a.net {
         out.push_str(&format!("  across a network path: {net}\n"));
     }
+    if let Some(budget) = budget_words(a) {
+        out.push_str(&format!("  the servers' CPU budget: {budget}\n"));
+    }
     out.push_str(&format!(
-        "  the physical bound: min({cores} cores / {}, {} connections / {}{}) = {} req/s\n",
+        "  the physical bound: min({} cores / {}, {} connections / {}{}) = {} req/s\n",
+        crate::lab::budget::cpus_text(a.cores),
         duration_us(a.cpu_us),
         a.concurrency,
         duration_us(a.cpu_us + a.wait_ms * 1000.0),
@@ -359,11 +377,11 @@ pub fn text(a: &Advice, cores: u32) -> String {
         ));
     }
     match o.winner {
-        None => out.push_str(&no_winner_text(a, cores)),
+        None => out.push_str(&no_winner_text(a)),
         Some(w) => {
             out.push_str(&winner_text(o));
             if w.arch.pooled() {
-                out.push_str(&rules_text(a, cores));
+                out.push_str(&rules_text(a));
             }
         }
     }
@@ -377,12 +395,27 @@ pub fn text(a: &Advice, cores: u32) -> String {
     out
 }
 
+/// `--cpus` and `--cpuset` in words, when either was given.
+fn budget_words(a: &Advice) -> Option<String> {
+    let quota = a.cpus.map(|q| {
+        format!(
+            "a quota of {} cores (the bound's), their defaults sized for {}",
+            crate::lab::budget::cpus_text(q),
+            a.whole_cores
+        )
+    });
+    let set = a.cpuset.as_ref().map(|s| format!("CPUs {s} only"));
+    let words: Vec<String> = quota.into_iter().chain(set).collect();
+    (!words.is_empty()).then(|| words.join(", on "))
+}
+
 /// Why nothing was recommended.
-fn no_winner_text(a: &Advice, cores: u32) -> String {
+fn no_winner_text(a: &Advice) -> String {
     let mut out = String::from("  no architecture met the p99 bound at this concurrency\n");
     // Little's law: the cores cap throughput at cores / CPU, so N users wait at least
     // N / that on average.
-    let cap_rps = f64::from(cores) * 1e6 / a.cpu_us;
+    let cores = crate::lab::budget::cpus_text(a.cores);
+    let cap_rps = a.cores * 1e6 / a.cpu_us;
     let floor_us = f64::from(a.concurrency) / cap_rps * 1e6 + a.wait_ms * 1000.0;
     if floor_us > a.p99_bound_ms * 1000.0 {
         out.push_str(&format!(
@@ -461,8 +494,8 @@ fn winner_text(o: &Outcome) -> String {
 }
 
 /// The rules of thumb measured on the winner's architecture, and what each loses.
-fn rules_text(a: &Advice, cores: u32) -> String {
-    let o = &a.outcome;
+fn rules_text(a: &Advice) -> String {
+    let (o, cores) = (&a.outcome, crate::lab::budget::cpus_text(a.cores));
     let w = o.winner.expect("a winner");
     let mut out = format!("  the rules of thumb, measured on {}:\n", w.arch.name());
     for r in &o.rules {
@@ -472,7 +505,7 @@ fn rules_text(a: &Advice, cores: u32) -> String {
                 duration_us(a.wait_ms * 1000.0),
                 duration_us(a.cpu_us)
             ),
-            "2n+1" => format!("2n+1, 2 x {cores} + 1"),
+            "2n+1" => format!("2n+1, 2 x {} + 1", a.whole_cores),
             _ => format!("{}'s default", w.arch.name()),
         };
         if !r.measured {

@@ -49,6 +49,10 @@ pub struct MapArgs {
     /// With a map's `rtt_ms` list, the path without its rtt (e.g. `rate=5mbit`).
     #[arg(long, value_name = "PATH", conflicts_with = "resume")]
     pub net: Option<String>,
+    /// The servers' CPU budget (overrides the file's `cpus` and `cpuset`): each cell's bound
+    /// and default pools follow it.
+    #[command(flatten)]
+    pub budget: crate::lab::budget::BudgetFlags,
 }
 
 fn map_help() -> String {
@@ -79,7 +83,9 @@ architecture at its chosen pool and its default for 3 s each, and say whether th
 inside the best's spread by the same ranking), net (a network path, as `--net`; root) and \
 rtt_ms (round trips in ms, as a list: each a map of its own across `net`'s path at that round \
 trip, 0 with no other setting being loopback; the round trip at one connection is measured \
-for each, and the summary says where the winner changes with it).",
+for each, and the summary says where the winner changes with it), cpus (a CPU quota in cores, \
+as `--cpus`; root) and cpuset (as `--cpuset`; root): the bound, min(Q/C, N/(C+W)), and the \
+default pools then follow the budget.",
         presets.join(", ")
     )
 }
@@ -91,6 +97,9 @@ pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
         None => {
             let mut spec = MapSpec::load(&args.map)?;
             spec.net = crate::net::net_option(args.net.as_deref(), spec.net.take())?;
+            let (cpus, _) = args.budget.checked()?;
+            spec.cpus = cpus.or(spec.cpus);
+            spec.cpuset = args.budget.cpuset.clone().or(spec.cpuset.take());
             spec.check_net()
                 .map_err(|msg| usage(format!("{}: {msg}", args.map)))?;
             if spec.has_path() {

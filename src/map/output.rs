@@ -275,6 +275,7 @@ pub fn summary(results: &MapResults) -> String {
     parts.extend(limit_sentence(&won));
     parts.extend(lab_sentence(results));
     parts.extend(rtt_sentence(results));
+    parts.extend(budget_sentence(results));
     let shares: Vec<f64> = won.iter().filter_map(|(_, o)| o.of_bound()).collect();
     if !shares.is_empty() {
         let mean = shares.iter().sum::<f64>() / shares.len() as f64;
@@ -292,6 +293,32 @@ pub fn summary(results: &MapResults) -> String {
         ));
     }
     parts.join(" ")
+}
+
+/// The servers' CPU budget, when the map had one: what the bound and the pools followed.
+fn budget_sentence(results: &MapResults) -> Option<String> {
+    let spec = &results.spec;
+    if spec.cpus.is_none() && spec.cpuset.is_none() {
+        return None;
+    }
+    let cores = results.machine.cores.max(1);
+    let mut what = Vec::new();
+    if let Some(q) = spec.cpus {
+        what.push(format!(
+            "a CPU quota of {} cores",
+            crate::lab::budget::cpus_text(q)
+        ));
+    }
+    if let Some(set) = &spec.cpuset {
+        what.push(format!("CPUs {set} only"));
+    }
+    Some(format!(
+        "Every server ran under {}: each cell's bound counts {} cores, and the default pools \
+         and 2n+1 were sized for {}.",
+        what.join(" on "),
+        crate::lab::budget::cpus_text(spec.budget(cores)),
+        spec.whole_cores(cores)
+    ))
 }
 
 /// What limited the winners, and where that changes across the cells: `What limited the

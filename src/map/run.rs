@@ -36,6 +36,7 @@ impl Measure<Probe> for Live<'_> {
         };
         let cores = self.machine.cores;
         let (spec, cell) = (self.spec, self.cell);
+        let whole = spec.whole_cores(cores);
         let key = PointRecord::key_of(&cell.key, probe);
         let (record, origin) = lab.point(
             "map",
@@ -45,7 +46,7 @@ impl Measure<Probe> for Live<'_> {
             |result| PointRecord {
                 cell: cell.key.clone(),
                 probe: *probe,
-                sample: sample_of(&result, cores),
+                sample: sample_of(&result, whole),
                 // A server that did not run, or requests that failed (statuses, errors): how.
                 failure: result.failure.clone().or_else(|| {
                     result
@@ -72,6 +73,8 @@ fn plan_for(spec: &MapSpec, cell: &CellSpec, cores: u32, probe: &Probe) -> Point
     setup.timeout = (spec.p99_bound_ms / 1000.0 * 2.0).max(2.0);
     setup.settle = Some(settle_s);
     setup.net = cell.net_spec();
+    setup.cpus = spec.cpus;
+    setup.cpuset = spec.cpuset_cpus();
     PointPlan {
         point: PointSpec {
             target: TargetSpec::Ours {
@@ -81,17 +84,19 @@ fn plan_for(spec: &MapSpec, cell: &CellSpec, cores: u32, probe: &Probe) -> Point
             workers: probe.candidate.workers,
             workload: Workload::get("cell", &cell.route),
             concurrency: cell.concurrency,
+            cpus: None,
         },
         setup,
     }
 }
 
-/// The search's view of a cell.
+/// The search's view of a cell on a machine of `cores` CPUs, under the map's budget.
 pub fn cell_of(spec: &MapSpec, cell: &CellSpec, cores: u32, rules: &[(String, u32)]) -> Cell {
     Cell {
         archs: spec.archs.clone(),
         concurrency: cell.concurrency,
-        cores: cores.max(1),
+        cores: spec.whole_cores(cores.max(1)),
+        budget: spec.budget(cores.max(1)),
         cpu_us: cell.cpu_us,
         wait_ms: cell.wait_ms,
         blocking: cell.wait == WaitMode::Blocking,
@@ -323,8 +328,11 @@ pub fn search_cell(
     // with them; the second run's points up to the rules come from the store, not a server.
     let mut outcome = search::search(&probe_cell, &mut live)?;
     if let Some(winner) = outcome.winner.filter(|w| w.arch.pooled()) {
-        let default_pool = winner.arch.default_workers(cores as usize).max(1) as u32;
-        let rules = rules_for(cores, probe_cell.goetz(), default_pool);
+        let default_pool = winner
+            .arch
+            .default_workers(probe_cell.cores as usize)
+            .max(1) as u32;
+        let rules = rules_for(probe_cell.cores, probe_cell.goetz(), default_pool);
         let rules_cell = Cell {
             rules,
             ..probe_cell.clone()

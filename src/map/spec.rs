@@ -97,6 +97,13 @@ pub struct MapSpec {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub rtt_ms: Vec<f64>,
+    /// A CPU quota for every server, in cores (as `--cpus`; root): the bound and the default
+    /// pools follow it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    /// The CPUs every server may run on (as `--cpuset`; root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpuset: Option<String>,
 }
 
 /// The `/work` route of a workload: whole microseconds of CPU, the wait in whole milliseconds
@@ -187,6 +194,35 @@ impl CellSpec {
 }
 
 impl MapSpec {
+    /// The set of `cpuset`, as a list of CPUs (checked when the spec was read).
+    pub fn cpuset_cpus(&self) -> Option<Vec<usize>> {
+        self.cpuset.as_deref().and_then(|list| {
+            crate::lab::budget::parse_cpuset(list, &crate::sys::usable_cpus()).ok()
+        })
+    }
+
+    /// `cpus` and `cpuset`, checked (again after the flags replaced them).
+    pub fn check_budget(&self) -> Result<(), String> {
+        if let Some(q) = self.cpus {
+            crate::lab::budget::check_cpus(q).map_err(|e| format!("cpus = {e}"))?;
+        }
+        if let Some(list) = &self.cpuset {
+            crate::lab::budget::parse_cpuset(list, &crate::sys::usable_cpus())
+                .map_err(|e| format!("cpuset = {list:?}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// The cores of CPU a server may use here (the budget's, else the machine's `cores`).
+    pub fn budget(&self, cores: u32) -> f64 {
+        crate::lab::budget::budget_cores(self.cpus, self.cpuset_cpus().as_deref(), cores)
+    }
+
+    /// The whole cores a server sizes itself for here (see [`crate::lab::budget::whole_cores`]).
+    pub fn whole_cores(&self, cores: u32) -> u32 {
+        crate::lab::budget::whole_cores(self.cpus, self.cpuset_cpus().as_deref(), cores)
+    }
+
     /// A preset by name, or a TOML file.
     pub fn load(name_or_path: &str) -> anyhow::Result<MapSpec> {
         if let Some((_, text)) = PRESETS.iter().find(|(n, _)| *n == name_or_path) {
@@ -273,6 +309,7 @@ impl MapSpec {
 
     fn check(&self) -> Result<(), String> {
         self.check_net()?;
+        self.check_budget()?;
         if self.archs.is_empty() {
             return Err("archs: none given".into());
         }

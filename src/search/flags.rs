@@ -31,6 +31,10 @@ pub struct SearchFlags {
     #[arg(long, value_name = "PATH")]
     #[serde(default)]
     pub net: Option<String>,
+    /// The server's CPU budget.
+    #[command(flatten)]
+    #[serde(default)]
+    pub budget: crate::lab::budget::BudgetFlags,
 }
 
 impl SearchFlags {

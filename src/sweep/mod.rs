@@ -53,6 +53,9 @@ pub struct SweepArgs {
     /// rtt=50ms[,jitter=5ms][,rate=10mbit][,loss=0.5%] (see `load --net`).
     #[arg(long, value_name = "PATH")]
     pub net: Option<String>,
+    /// The server's CPU budget (overrides the file's `cpus` and `cpuset`).
+    #[command(flatten)]
+    pub budget: crate::lab::budget::BudgetFlags,
 }
 
 /// The text after `sweep --help`'s options: the presets and the architectures, from the
@@ -150,6 +153,13 @@ fn experiment_of(args: &SweepArgs) -> anyhow::Result<Experiment> {
         experiment.repetitions = repetitions;
     }
     experiment.net = crate::net::net_option(args.net.as_deref(), experiment.net.take())?;
+    let (cpus, _) = args.budget.checked()?;
+    if let Some(cpus) = cpus {
+        experiment.cpus = vec![cpus];
+    }
+    if let Some(cpuset) = &args.budget.cpuset {
+        experiment.cpuset = Some(cpuset.clone());
+    }
     Ok(experiment)
 }
 

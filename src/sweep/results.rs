@@ -58,9 +58,19 @@ impl SweepResults {
         serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
     }
 
-    /// The machine's cores as the analysis sees them.
+    /// The cores the servers could use, as the analysis sees them: the machine's, or the
+    /// experiment's budget where it gave one quota or a set of CPUs (an axis of quotas has no
+    /// one budget: the machine's).
     pub fn cores(&self) -> f64 {
-        f64::from(self.machine.cores.max(1))
+        let e = &self.experiment;
+        let cpuset = e.cpuset.as_deref().and_then(|list| {
+            crate::lab::budget::parse_cpuset(list, &(0..4096).collect::<Vec<_>>()).ok()
+        });
+        let quota = match e.cpus[..] {
+            [one] => Some(one),
+            _ => None,
+        };
+        crate::lab::budget::budget_cores(quota, cpuset.as_deref(), self.machine.cores.max(1))
     }
 }
 

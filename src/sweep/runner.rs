@@ -19,7 +19,7 @@ use super::results::{utc_timestamp, Machine, PointResult, SweepResults};
 use super::spec::{Experiment, PointSpec};
 use crate::lab::cgroup::{self, CpuMethod, ServerCgroup};
 use crate::lab::server::taskset_available;
-use crate::lab::{measure, LabOptions, Pinning, PointPlan};
+use crate::lab::{measure, LabOptions, Pinning};
 use crate::load::LatencyKey;
 
 /// How to run an experiment, beyond the experiment itself.
@@ -106,10 +106,7 @@ fn run_plan(
             break;
         }
         progress.starting(index, point);
-        let plan = PointPlan {
-            point: point.clone(),
-            setup: setup.clone(),
-        };
+        let plan = point.plan(&setup);
         let Some(result) = measure(&plan, pinning, &results.machine, &options.lab) else {
             break; // interrupted mid-point: the partial measurement is not a result
         };

@@ -38,6 +38,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("puma", include_str!("../../experiments/puma.toml")),
     ("node", include_str!("../../experiments/node.toml")),
     ("java", include_str!("../../experiments/java.toml")),
+    ("go", include_str!("../../experiments/go.toml")),
     ("apache", include_str!("../../experiments/apache.toml")),
     (
         "cpu-bound",
@@ -331,9 +332,18 @@ pub struct Experiment {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub net: Option<String>,
     /// A CPU quota for every server, in cores (`cpus = 0.5`: half a core, as a container's
-    /// `--cpus`; needs root and the cgroup v1 cpu controller).
+    /// `--cpus`; needs root and the cgroup v1 cpu controller). A list (`cpus = [0.5, 1, 2]`)
+    /// is an axis: every server runs once per quota, each a series of its own (`NAME@0.5cpu`).
+    #[serde(
+        default,
+        deserialize_with = "crate::lab::budget::de_cpus",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub cpus: Vec<f64>,
+    /// The CPUs every server may run on (`cpuset = "0"`, as a container's `--cpuset-cpus`;
+    /// needs root and the cgroup v1 cpuset controller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpus: Option<f64>,
+    pub cpuset: Option<String>,
     /// A memory limit for every server (`memory = "64M"`, as a container's `--memory`; needs
     /// root and the cgroup v1 memory controller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -452,10 +462,10 @@ impl Experiment {
                 return Err(format!("memory = {memory:?}: at least 4M"));
             }
         }
-        if let Some(cpus) = self.cpus {
-            if !(0.01..=1024.0).contains(&cpus) {
-                return Err(format!("cpus = {cpus}: from 0.01 to 1024 cores"));
-            }
+        crate::lab::budget::check_cpus_axis("cpus", &self.cpus)?;
+        if let Some(list) = &self.cpuset {
+            crate::lab::budget::parse_cpuset(list, &crate::sys::usable_cpus())
+                .map_err(|e| format!("cpuset = {list:?}: {e}"))?;
         }
         if let Some(text) = &self.net {
             crate::net::check_key(text)?;
@@ -621,8 +631,20 @@ impl Experiment {
             .unwrap_or(1)
     }
 
-    /// Expands the grid into the points to run, in run order.
+    /// Expands the grid into the points to run, in run order: with an axis of quotas
+    /// (`cpus = [0.5, 1]`), every point once per quota, each server a series of its own.
     pub fn points(&self) -> Vec<PointSpec> {
+        let points = self.points_of_one_budget();
+        if self.cpus.len() < 2 {
+            return points;
+        }
+        self.cpus
+            .iter()
+            .flat_map(|&q| points.iter().map(move |p| p.under_quota(q)))
+            .collect()
+    }
+
+    fn points_of_one_budget(&self) -> Vec<PointSpec> {
         let mut points = Vec::new();
         for workload in &self.workloads {
             let levels = workload.concurrency.as_ref().unwrap_or(&self.concurrency);
@@ -658,6 +680,7 @@ impl Experiment {
                             workers,
                             workload: workload.clone(),
                             concurrency,
+                            cpus: None,
                         });
                     }
                 }
@@ -687,6 +710,7 @@ impl Experiment {
                             workers,
                             workload: workload.clone(),
                             concurrency,
+                            cpus: None,
                         });
                     }
                 }
@@ -712,7 +736,13 @@ impl Experiment {
             protocol: self.protocol,
             ready_timeout: self.ready_timeout,
             net: self.net_spec(),
-            cpus: self.cpus,
+            cpus: match self.cpus[..] {
+                [one] => Some(one),
+                _ => None,
+            },
+            cpuset: self.cpuset.as_deref().and_then(|list| {
+                crate::lab::budget::parse_cpuset(list, &crate::sys::usable_cpus()).ok()
+            }),
             memory: self
                 .memory
                 .as_deref()

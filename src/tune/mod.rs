@@ -193,6 +193,16 @@ pub struct TuneResults {
     pub profile: Option<Profile>,
     pub rules: Vec<RuleResult>,
     pub verify: Option<search::GridCheck>,
+    /// `--cpus` and `--cpuset`, as given: the server's budget; Goetz's pool counts its cores
+    /// and 2n+1 the whole cores it allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpuset: Option<String>,
+    /// Configurations that sized the server for more CPUs than its quota let it use, each
+    /// beside the best that did not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub oversized: Vec<crate::lab::budget::Oversized>,
 }
 
 /// `tune`'s arguments, checked once: the knobs, the server, the load each configuration
@@ -280,6 +290,7 @@ impl TuneConfig {
         }
         setup.timeout = (p99_bound_ms / 1000.0 * 2.0).max(2.0);
         setup.net = crate::net::spec_of(args.search.net.as_deref());
+        (setup.cpus, setup.cpuset) = args.search.budget.checked()?;
         let mut workload = Workload::get("tune", &route);
         workload.plan = args.plan.clone();
         workload.urls = urls;
@@ -357,6 +368,7 @@ impl Live<'_> {
                 workers: None,
                 workload,
                 concurrency: self.concurrency,
+                cpus: None,
             },
             setup,
         }
@@ -485,7 +497,10 @@ fn prepare_out(config: &TuneConfig) -> anyhow::Result<()> {
 /// and with `--verify` the full grid.
 fn tune(config: &TuneConfig, live: &mut Live) -> anyhow::Result<TuneResults> {
     let (knobs, args) = (&config.knobs, &config.args);
-    let cores = live.machine.cores.max(1);
+    let cpuset = config.setup.cpuset.as_deref();
+    let machine_cores = live.machine.cores.max(1);
+    let budget = crate::lab::budget::budget_cores(config.setup.cpus, cpuset, machine_cores);
+    let cores = crate::lab::budget::whole_cores(config.setup.cpus, cpuset, machine_cores);
     let start = config.start();
     let p99_bound_us = config.p99_bound_ms * 1000.0;
     let mut measured = Measured::default();
@@ -512,6 +527,9 @@ fn tune(config: &TuneConfig, live: &mut Live) -> anyhow::Result<TuneResults> {
         profile: None,
         rules: Vec::new(),
         verify: None,
+        cpus: config.setup.cpus,
+        cpuset: args.search.budget.cpuset.clone(),
+        oversized: Vec::new(),
     };
     let first = measured.level(live, &start, 1, p99_bound_us);
     if let (Some(_), Some(r)) = (&first, &live.last) {
@@ -530,7 +548,7 @@ fn tune(config: &TuneConfig, live: &mut Live) -> anyhow::Result<TuneResults> {
         first.and_then(|_| search::search(knobs, &start, p99_bound_us, &mut measured, live));
     if let Some(found) = found.as_mut() {
         results.passes = found.passes;
-        results.profile = profile(live, &start, cores);
+        results.profile = profile(live, &start, budget);
         let beside = rules(
             knobs,
             found,
@@ -562,6 +580,33 @@ fn tune(config: &TuneConfig, live: &mut Live) -> anyhow::Result<TuneResults> {
     }
     results.pick = found;
     results.interrupted = live.options.stop.load(Ordering::SeqCst) || results.pick.is_none();
+    // Each point named for its configuration (its key starts with the knobs' values).
+    let labelled: Vec<PointResult> = live
+        .store
+        .iter()
+        .map(|(key, p)| {
+            let values: Vec<u32> = key
+                .split('|')
+                .next()
+                .unwrap_or_default()
+                .split(',')
+                .filter_map(|v| v.parse().ok())
+                .collect();
+            PointResult {
+                arch: spec::label(knobs, &values),
+                ..p.clone()
+            }
+        })
+        .collect();
+    let points: Vec<&PointResult> = labelled.iter().collect();
+    results.oversized = crate::lab::budget::oversized(&points, |p| p.arch.clone());
+    // One line a configuration and load: its repetitions say the same.
+    results
+        .oversized
+        .sort_by(|a, b| (&a.series, a.concurrency).cmp(&(&b.series, b.concurrency)));
+    results
+        .oversized
+        .dedup_by(|a, b| (&a.series, a.concurrency) == (&b.series, b.concurrency));
     results.measured = measured
         .samples
         .iter()
@@ -648,7 +693,7 @@ fn resume_from(dir: &std::path::Path) -> anyhow::Result<(TuneArgs, f64)> {
 /// The server at one connection, in a closed loop (a rate at one connection would queue its
 /// requests behind each other): its CPU per request and its mean latency, whose difference
 /// is its wait; Goetz's pool, `cores x (1 + W/C)`.
-fn profile(live: &mut Live, at: &[u32], cores: u32) -> Option<Profile> {
+fn profile(live: &mut Live, at: &[u32], cores: f64) -> Option<Profile> {
     let concurrency = live.concurrency;
     live.concurrency = 1;
     live.closed = true;
@@ -666,7 +711,7 @@ fn profile(live: &mut Live, at: &[u32], cores: u32) -> Option<Profile> {
         return None;
     }
     let wait_ms = (mean_ms - cpu_us / 1000.0).max(0.0);
-    let goetz = (f64::from(cores) * (1.0 + wait_ms * 1000.0 / cpu_us)).round() as u32;
+    let goetz = (cores * (1.0 + wait_ms * 1000.0 / cpu_us)).round() as u32;
     Some(Profile {
         values: at.to_vec(),
         cpu_us,

@@ -147,6 +147,45 @@ fn headline(r: &TuneResults) -> String {
 /// check: a line each, for the text and the report.
 fn notes(r: &TuneResults) -> Vec<String> {
     let mut out = Vec::new();
+    if r.cpus.is_some() || r.cpuset.is_some() {
+        let cores = r.machine.cores.max(1);
+        let set = r
+            .cpuset
+            .as_deref()
+            .and_then(|l| crate::lab::budget::parse_cpuset(l, &(0..4096).collect::<Vec<_>>()).ok());
+        let mut what: Vec<String> = r
+            .cpus
+            .map(|q| {
+                format!(
+                    "a CPU quota of {} (--cpus)",
+                    crate::lab::budget::cores_words(q)
+                )
+            })
+            .into_iter()
+            .collect();
+        what.extend(
+            r.cpuset
+                .as_ref()
+                .map(|l| format!("CPUs {l} only (--cpuset)")),
+        );
+        out.push(format!(
+            "The server ran under {}, the load generator outside it: Goetz's pool counts {}, \
+             and 2n+1 takes n = {}.",
+            what.join(" on "),
+            crate::lab::budget::cores_words(crate::lab::budget::budget_cores(
+                r.cpus,
+                set.as_deref(),
+                cores
+            )),
+            crate::lab::budget::whole_cores(r.cpus, set.as_deref(), cores)
+        ));
+    }
+    for o in &r.oversized {
+        out.push(format!(
+            "Sized for more CPUs than its quota: {}.",
+            o.sentence()
+        ));
+    }
     if let Some(p) = &r.profile {
         out.push(format!(
             "Profile at one connection ({}): {} of CPU a request, mean latency {}, so a wait of {}: Goetz's pool {} requests at once.",

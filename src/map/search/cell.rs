@@ -38,7 +38,11 @@ pub struct Probe {
 pub struct Cell {
     pub archs: Vec<Arch>,
     pub concurrency: u32,
+    /// The whole cores a server sizes itself for (its CPUs, or a quota rounded down): the
+    /// default pools and the rules of thumb.
     pub cores: u32,
+    /// The cores of CPU the server may use (a quota, `--cpus`, may be fractional): the bound.
+    pub budget: f64,
     pub cpu_us: f64,
     pub wait_ms: f64,
     /// The wait blocks the thread that runs the request.
@@ -69,7 +73,7 @@ impl Cell {
     /// Goetz's pool, `cores x (1 + W/C)`, rounded, within `1..=cap`.
     pub fn goetz(&self) -> u32 {
         let c = self.cpu_us.max(1.0) / 1000.0;
-        let n = f64::from(self.cores) * (1.0 + self.wait_ms / c);
+        let n = self.budget * (1.0 + self.wait_ms / c);
         (n.round() as u32).clamp(1, self.pool_cap())
     }
 
@@ -119,10 +123,7 @@ impl Cell {
     pub(super) fn capacities(&self, extra_us: f64) -> (f64, f64) {
         let c_s = self.cpu_us.max(1.0) / 1e6;
         let cycle_s = c_s + self.wait_ms / 1000.0 + (self.path_rtt_us + extra_us.max(0.0)) / 1e6;
-        (
-            f64::from(self.cores) / c_s,
-            f64::from(self.concurrency) / cycle_s,
-        )
+        (self.budget / c_s, f64::from(self.concurrency) / cycle_s)
     }
 
     /// Whether the cores are what bounds the cell (`cores / C <= N / (C + W)`): every request
@@ -165,7 +166,7 @@ impl Cell {
         let c_s = self.cpu_us.max(1.0) / 1e6;
         let cores = self
             .bound_rps()
-            .min(f64::from(threads.min(self.cores)) / c_s);
+            .min(f64::from(threads).min(self.budget) / c_s);
         if !self.blocking {
             return cores;
         }
@@ -244,7 +245,7 @@ impl Cell {
     /// a closed loop is at least `N x C / cores` plus the wait (Little's law), and a p99 is
     /// no lower than the mean of a constant workload.
     pub fn infeasible(&self) -> Option<String> {
-        let floor_us = f64::from(self.concurrency) * self.cpu_us / f64::from(self.cores.max(1))
+        let floor_us = f64::from(self.concurrency) * self.cpu_us / self.budget.max(0.01)
             + self.wait_ms * 1000.0;
         (floor_us > self.p99_bound_us).then(|| {
             format!(
@@ -252,7 +253,7 @@ impl Cell {
                  is a mean latency of at least {:.0} ms (Little's law)",
                 self.concurrency,
                 self.cpu_us,
-                self.cores,
+                crate::lab::budget::cpus_text(self.budget),
                 floor_us / 1000.0
             )
         })

@@ -41,6 +41,7 @@ pub fn cell(archs: &[Arch], concurrency: u32) -> Cell {
         archs: archs.to_vec(),
         concurrency,
         cores: 2,
+        budget: 2.0,
         cpu_us: 1000.0,
         wait_ms: 10.0,
         blocking: false,

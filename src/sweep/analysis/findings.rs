@@ -178,6 +178,10 @@ pub struct Analysis {
     /// Points whose limit was the lab's (the load generator, the `--net` path): never a winner.
     #[serde(default)]
     pub lab_limited_points: usize,
+    /// Servers that sized themselves for more CPUs than their quota let them use, each beside
+    /// a right-sized run of the same case.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub oversized: Vec<crate::lab::budget::Oversized>,
 }
 
 /// The recommendation in plain words.

@@ -150,6 +150,14 @@ pub fn analyze(results: &SweepResults) -> (Analysis, Recommendation) {
             analysis.generator_bound_points
         ));
     }
+    let all: Vec<&PointResult> = results.points.iter().collect();
+    analysis.oversized = crate::lab::budget::oversized(&all, |p| series_label(&p.arch, p.workers));
+    for o in &analysis.oversized {
+        recommendation.details.push(format!(
+            "Sized for more CPUs than its quota: {}.",
+            o.sentence()
+        ));
+    }
     if analysis.lab_limited_points > 0 {
         let n = analysis.lab_limited_points;
         recommendation.details.push(format!(

@@ -127,12 +127,30 @@ pub fn method_text(results: &SweepResults) -> Vec<String> {
             spec.describe()
         ));
     }
-    if let Some(cpus) = results.experiment.cpus {
-        paragraphs.push(format!(
+    match results.experiment.cpus[..] {
+        [] => {}
+        [cpus] => paragraphs.push(format!(
             "Every server ran under a CPU quota of {cpus} cores (`cpus`): a cgroup whose CFS \
              bandwidth let its tasks run {cpus} x 100 ms in each 100 ms period, as a \
              container's --cpus does. Each point records the periods and those in which the \
              quota ran out (throttled)."
+        )),
+        ref axis => paragraphs.push(format!(
+            "Every server ran once under each CPU quota of {} cores (`cpus`), each a series \
+             of its own named for its quota (`NAME@0.5cpu`): a cgroup whose CFS bandwidth let \
+             its tasks run the quota x 100 ms in each 100 ms period, as a container's --cpus \
+             does. Each point records the periods and those in which the quota ran out \
+             (throttled).",
+            axis.iter()
+                .map(|&q| crate::lab::budget::cpus_text(q))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+    if let Some(cpuset) = &results.experiment.cpuset {
+        paragraphs.push(format!(
+            "Every server ran on CPUs {cpuset} only (`cpuset`, a cgroup's cpuset, as a \
+             container's --cpuset-cpus does)."
         ));
     }
     if let Some(memory) = &results.experiment.memory {

@@ -74,6 +74,13 @@ pub fn summary(results: &SweepResults) -> String {
         let _ = writeln!(out, "  {line}");
     }
     let a = &results.analysis;
+    for o in &a.oversized {
+        let _ = writeln!(
+            out,
+            "  sized for more CPUs than its quota: {}",
+            o.sentence()
+        );
+    }
     if a.failed_points > 0 || a.lab_limited_points > 0 || !a.warnings.is_empty() {
         let _ = writeln!(
             out,

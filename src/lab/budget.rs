@@ -1,0 +1,361 @@
+//! A server's CPU budget, as a container gives one: a CFS quota in cores (`--cpus 0.5`, a
+//! container's `--cpus`) and a set of CPUs it may run on (`--cpuset 0`, a container's
+//! `--cpuset-cpus`). The flags are declared once here for `sweep`, `map`, `advise` and `tune`;
+//! their checks are pure functions. The lab puts the server, with every process it starts, in
+//! a cgroup of the budget ([`super::cgroup::BudgetCgroup`]); the load generator stays outside.
+
+use serde::{Deserialize, Serialize};
+
+use super::results::PointResult;
+use crate::usage;
+
+/// The least and the most cores a quota may give.
+pub const MIN_CPUS: f64 = 0.01;
+pub const MAX_CPUS: f64 = 1024.0;
+
+/// `--cpus` and `--cpuset`, as every measuring command takes them.
+#[derive(Debug, Clone, Default, PartialEq, clap::Args, Serialize, Deserialize)]
+pub struct BudgetFlags {
+    /// A CPU quota for the server, in cores (fractional: 0.5 is half a core), as a container's
+    /// --cpus: a CFS quota of Q x 100 ms in every 100 ms period, on the server and every
+    /// process it starts; the load generator stays outside it. Each point records its throttled
+    /// periods. Needs root (a writable cgroup v1 cpu controller).
+    #[arg(long, value_name = "Q")]
+    #[serde(default)]
+    pub cpus: Option<f64>,
+    /// The CPUs the server may run on, as a container's --cpuset-cpus: `0`, `0-1`, `0,2-3`.
+    /// Needs root (a writable cgroup v1 cpuset controller).
+    #[arg(long, value_name = "LIST")]
+    #[serde(default)]
+    pub cpuset: Option<String>,
+}
+
+impl BudgetFlags {
+    /// The flags, checked: the quota in range, the set's CPUs on this machine.
+    pub fn checked(&self) -> anyhow::Result<(Option<f64>, Option<Vec<usize>>)> {
+        let cpus = self
+            .cpus
+            .map(|q| check_cpus(q).map_err(|e| usage(format!("--cpus {e}"))))
+            .transpose()?;
+        let cpuset = self
+            .cpuset
+            .as_deref()
+            .map(|list| {
+                parse_cpuset(list, &crate::sys::usable_cpus())
+                    .map_err(|e| usage(format!("--cpuset {list:?}: {e}")))
+            })
+            .transpose()?;
+        Ok((cpus, cpuset))
+    }
+}
+
+/// A quota in cores, from [`MIN_CPUS`] to [`MAX_CPUS`].
+pub fn check_cpus(cpus: f64) -> Result<f64, String> {
+    if (MIN_CPUS..=MAX_CPUS).contains(&cpus) {
+        Ok(cpus)
+    } else {
+        Err(format!("{cpus}: from {MIN_CPUS} to {MAX_CPUS:.0} cores"))
+    }
+}
+
+/// A CPU list as the kernel writes one (`0`, `0-1`, `0,2-3`), each CPU among `usable` (the
+/// CPUs this process may run on), in order and without repeats.
+pub fn parse_cpuset(text: &str, usable: &[usize]) -> Result<Vec<usize>, String> {
+    let mut cpus = std::collections::BTreeSet::new();
+    for part in text.split(',').map(str::trim) {
+        let number = |s: &str| {
+            s.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("{part:?} is not a CPU or a range of CPUs (as in 0-1,3)"))
+        };
+        let (low, high) = match part.split_once('-') {
+            Some((a, b)) => (number(a)?, number(b)?),
+            None => (number(part)?, number(part)?),
+        };
+        if low > high {
+            return Err(format!("{part:?}: the range runs backwards"));
+        }
+        cpus.extend(low..=high);
+    }
+    if let Some(cpu) = cpus.iter().find(|c| !usable.contains(c)) {
+        return Err(format!("no CPU {cpu} here (CPUs {})", list_text(usable)));
+    }
+    Ok(cpus.into_iter().collect())
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(f64),
+    Many(Vec<f64>),
+}
+
+/// `cpus = 0.5` or `cpus = [0.5, 1, 2]` (an axis: every server once per quota).
+pub fn de_cpus<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+    match OneOrMany::deserialize(d)
+        .map_err(|_| serde::de::Error::custom("cpus: a number of cores or a list of them"))?
+    {
+        OneOrMany::One(q) => Ok(vec![q]),
+        OneOrMany::Many(list) => Ok(list),
+    }
+}
+
+/// Cores in words: `1 core`, `0.5 cores`, `2 cores`.
+pub fn cores_words(cores: f64) -> String {
+    let n = cpus_text(cores);
+    if n == "1" {
+        "1 core".into()
+    } else {
+        format!("{n} cores")
+    }
+}
+
+/// An axis of quotas, checked: each in range, none twice, at least one.
+pub fn check_cpus_axis(key: &str, list: &[f64]) -> Result<(), String> {
+    for (i, &q) in list.iter().enumerate() {
+        check_cpus(q).map_err(|e| format!("{key} = {e}"))?;
+        if list[..i].contains(&q) {
+            return Err(format!("{key}: {} is listed twice", cpus_text(q)));
+        }
+    }
+    Ok(())
+}
+
+/// The name of a series under one quota of an axis: `threaded@0.5cpu`.
+pub fn series_name(name: &str, cpus: f64) -> String {
+    format!("{name}@{}cpu", cpus_text(cpus))
+}
+
+/// CPUs as the kernel lists them: `0-3,6`.
+pub fn list_text(cpus: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j == i {
+            cpus[i].to_string()
+        } else {
+            format!("{}-{}", cpus[i], cpus[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+/// The cores a server may use under a budget: the quota where there is one, never more than
+/// its CPUs (the set, else `machine_cores`).
+pub fn budget_cores(cpus: Option<f64>, cpuset: Option<&[usize]>, machine_cores: u32) -> f64 {
+    let cores = cpuset.map_or(f64::from(machine_cores), |s| s.len() as f64);
+    cpus.map_or(cores, |q| q.min(cores))
+}
+
+/// The whole cores a runtime that honours its budget sizes itself for (as Rust's standard
+/// library does for our server, and Go 1.25 does): the quota rounded down, at least 1, never
+/// more than its CPUs.
+pub fn whole_cores(cpus: Option<f64>, cpuset: Option<&[usize]>, machine_cores: u32) -> u32 {
+    let set = cpuset.map_or(machine_cores, |s| s.len() as u32).max(1);
+    cpus.map_or(set, |q| (q.floor() as u32).clamp(1, set))
+}
+
+/// A quota's value in a name or a sentence: `0.5`, `1`, `2`.
+pub fn cpus_text(cpus: f64) -> String {
+    let text = format!("{cpus:.2}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// The share of a quota's periods throttled from which a server that sees more CPUs than its
+/// quota is said to have sized itself for them (twice the quota limit's
+/// [`super::limit::THROTTLED_PERIODS`]: a server that runs out now and then is not yet one).
+pub const OVERSIZED_THROTTLED: f64 = 0.2;
+
+/// The throttled time, summed over the CPUs, as a share of the window, from which a server
+/// is said to have sized itself for more: a quarter of a CPU stood still on average. A
+/// single-process runtime's helper threads (Node's, the JVM's collector) overrun a quota of
+/// one core now and then, for a few ms a period (0.04 of the window here); a pool of two
+/// busy processes under it stands still half of each period on both CPUs (1.0).
+pub const OVERSIZED_THROTTLED_CPUS: f64 = 0.25;
+
+/// Under a quota under one core, the mean running or runnable tasks from which the server ran
+/// more than one thing at once (one thread alone is throttled by such a quota too).
+pub const OVERSIZED_RUNNING: f64 = 1.5;
+
+/// A server that sized itself for more CPUs than its quota lets it use: it sees `cpus_seen`
+/// (its affinity), ran more than `quota` at once, and was throttled; beside it, the best
+/// point of the same workload, connections and quota that was not (a right-sized run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Oversized {
+    pub series: String,
+    pub workload: String,
+    pub concurrency: u32,
+    pub cpus_seen: u32,
+    pub quota: f64,
+    /// Of the periods in the window, those in which the quota ran out.
+    pub throttled_share: f64,
+    /// Throttled time (summed over the CPUs its tasks waited on) per answered request, ms.
+    pub throttled_ms_per_request: f64,
+    pub rps: f64,
+    pub p99_us: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub right_sized: Option<RightSized>,
+}
+
+/// The run an [`Oversized`] one is set against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RightSized {
+    pub series: String,
+    pub rps: f64,
+    pub p99_us: f64,
+    pub throttled_share: f64,
+}
+
+fn throttled_share(p: &PointResult) -> f64 {
+    let s = &p.server;
+    if s.quota_periods == 0 {
+        0.0
+    } else {
+        s.throttled_periods as f64 / s.quota_periods as f64
+    }
+}
+
+/// Whether a point's server saw more CPUs than its quota and ran more than the quota at once,
+/// throttled in at least [`OVERSIZED_THROTTLED`] of the periods and for at least
+/// [`OVERSIZED_THROTTLED_CPUS`] of the window. Over one core, throttling
+/// alone shows it (one thread cannot use more than a core); under one, the tasks running at
+/// once must show it too ([`OVERSIZED_RUNNING`]).
+pub fn is_oversized(p: &PointResult) -> bool {
+    let s = &p.server;
+    let window = if s.window_s > 0.0 {
+        s.window_s
+    } else {
+        p.duration_s
+    };
+    p.ok && s.quota_cores > 0.0
+        && window > 0.0
+        && f64::from(s.cores_allowed) > s.quota_cores
+        && throttled_share(p) >= OVERSIZED_THROTTLED
+        && s.throttled_s / window >= OVERSIZED_THROTTLED_CPUS
+        && (s.quota_cores >= 1.0 || s.tasks_running >= OVERSIZED_RUNNING)
+}
+
+/// Every oversized point of `points`, each beside the best right-sized point of the same
+/// workload, connections and quota (`label` names a point's series).
+pub fn oversized(
+    points: &[&PointResult],
+    label: impl Fn(&PointResult) -> String,
+) -> Vec<Oversized> {
+    points
+        .iter()
+        .filter(|p| is_oversized(p))
+        .map(|p| {
+            let right_sized = points
+                .iter()
+                .filter(|q| {
+                    q.ok && q.rps > 0.0
+                        && q.workload == p.workload
+                        && q.concurrency == p.concurrency
+                        && q.server.quota_cores == p.server.quota_cores
+                        && !is_oversized(q)
+                })
+                .max_by(|a, b| a.rps.total_cmp(&b.rps))
+                .map(|q| RightSized {
+                    series: label(q),
+                    rps: q.rps,
+                    p99_us: q.latency_us.p99,
+                    throttled_share: throttled_share(q),
+                });
+            let answered = p.server.answered.max(p.requests).max(1);
+            Oversized {
+                series: label(p),
+                workload: p.workload.clone(),
+                concurrency: p.concurrency,
+                cpus_seen: p.server.cores_allowed,
+                quota: p.server.quota_cores,
+                throttled_share: throttled_share(p),
+                throttled_ms_per_request: p.server.throttled_s * 1e3 / answered as f64,
+                rps: p.rps,
+                p99_us: p.latency_us.p99,
+                right_sized,
+            }
+        })
+        .collect()
+}
+
+impl Oversized {
+    /// In words: `node-auto sees 2 CPUs under a quota of 1 core and ran more than 1 at once:
+    /// throttled in 84% of periods, 0.31 ms a request; 4,120 req/s, p99 38 ms, against
+    /// node-1's 4,980 req/s, p99 2.1 ms (right-sized: throttled in 0%).`
+    pub fn sentence(&self) -> String {
+        let q = cpus_text(self.quota);
+        let mut text = format!(
+            "{} ({}, {} connections) sees {} CPUs under a quota of {} and ran more than \
+             {q} at once: throttled in {:.0}% of periods, {:.2} ms a request; {} req/s, p99 {}",
+            self.series,
+            self.workload,
+            self.concurrency,
+            self.cpus_seen,
+            cores_words(self.quota),
+            self.throttled_share * 100.0,
+            self.throttled_ms_per_request,
+            crate::render::units::thousands(self.rps),
+            crate::render::units::duration_us(self.p99_us),
+        );
+        match &self.right_sized {
+            Some(r) => text.push_str(&format!(
+                ", against {}'s {} req/s, p99 {} (right-sized: throttled in {:.0}% of periods)",
+                r.series,
+                crate::render::units::thousands(r.rps),
+                crate::render::units::duration_us(r.p99_us),
+                r.throttled_share * 100.0
+            )),
+            None => text.push_str(" (no right-sized run of the same case to set it against)"),
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cpu_list_is_read_as_the_kernel_writes_it() {
+        let here = [0, 1, 2, 3];
+        assert_eq!(parse_cpuset("0", &here), Ok(vec![0]));
+        assert_eq!(parse_cpuset("0-1", &here), Ok(vec![0, 1]));
+        assert_eq!(parse_cpuset("3,0-1,1", &here), Ok(vec![0, 1, 3]));
+        assert_eq!(
+            parse_cpuset("4", &here).unwrap_err(),
+            "no CPU 4 here (CPUs 0-3)"
+        );
+        assert!(parse_cpuset("1-0", &here)
+            .unwrap_err()
+            .contains("backwards"));
+        assert!(parse_cpuset("", &here).unwrap_err().contains("not a CPU"));
+        assert!(parse_cpuset("a", &here).unwrap_err().contains("not a CPU"));
+        assert_eq!(list_text(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+        assert_eq!(list_text(&[]), "");
+    }
+
+    #[test]
+    fn the_budget_is_the_quota_within_the_set() {
+        assert_eq!(budget_cores(None, None, 2), 2.0);
+        assert_eq!(budget_cores(Some(0.5), None, 2), 0.5);
+        assert_eq!(budget_cores(Some(4.0), None, 2), 2.0);
+        assert_eq!(budget_cores(Some(1.5), Some(&[1]), 2), 1.0);
+        assert_eq!(budget_cores(None, Some(&[0, 1]), 2), 2.0);
+        assert_eq!(whole_cores(None, None, 2), 2);
+        assert_eq!(whole_cores(Some(0.5), None, 2), 1);
+        assert_eq!(whole_cores(Some(1.5), None, 2), 1);
+        assert_eq!(whole_cores(Some(8.0), None, 2), 2);
+        assert_eq!(whole_cores(None, Some(&[1]), 2), 1);
+        assert_eq!(check_cpus(0.5), Ok(0.5));
+        assert!(check_cpus(0.0).is_err());
+        assert!(check_cpus(2000.0).is_err());
+        assert_eq!(cpus_text(0.5), "0.5");
+        assert_eq!(cpus_text(1.0), "1");
+        assert_eq!(cpus_text(0.25), "0.25");
+    }
+}
