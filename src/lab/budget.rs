@@ -236,7 +236,7 @@ pub fn is_oversized(p: &PointResult) -> bool {
         && window > 0.0
         && f64::from(s.cores_allowed) > s.quota_cores
         && throttled_share(p) >= OVERSIZED_THROTTLED
-        && s.throttled_s / window >= OVERSIZED_THROTTLED_CPUS
+        && s.throttled_s / window / f64::from(s.replicas.max(1)) >= OVERSIZED_THROTTLED_CPUS
         && (s.quota_cores >= 1.0 || s.tasks_running >= OVERSIZED_RUNNING)
 }
 

@@ -347,6 +347,16 @@ impl Throttling {
     }
 }
 
+impl std::iter::Sum for Throttling {
+    fn sum<I: Iterator<Item = Throttling>>(iter: I) -> Throttling {
+        iter.fold(Throttling::default(), |a, b| Throttling {
+            periods: a.periods + b.periods,
+            throttled_periods: a.throttled_periods + b.throttled_periods,
+            throttled_s: a.throttled_s + b.throttled_s,
+        })
+    }
+}
+
 /// What a memory budget's cgroup counted: the most its tasks held, how often they reached
 /// the limit (and the kernel reclaimed or failed them), and how many the OOM killer took.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -354,6 +364,16 @@ pub struct MemoryUse {
     pub peak_bytes: u64,
     pub limit_hits: u64,
     pub oom_kills: u64,
+}
+
+impl std::iter::Sum for MemoryUse {
+    fn sum<I: Iterator<Item = MemoryUse>>(iter: I) -> MemoryUse {
+        iter.fold(MemoryUse::default(), |a, b| MemoryUse {
+            peak_bytes: a.peak_bytes + b.peak_bytes,
+            limit_hits: a.limit_hits + b.limit_hits,
+            oom_kills: a.oom_kills + b.oom_kills,
+        })
+    }
 }
 
 /// `name value` in a cgroup's key-value file.

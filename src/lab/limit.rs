@@ -152,10 +152,12 @@ impl Shape {
         Shape {
             pool,
             holds_connections: matches!(arch, Some(Arch::Prethreaded | Arch::Preforked)),
-            parallelism: super::stats::server_parallelism(
+            // Replicas each bring their own loops and pools, within the machine's cores.
+            parallelism: (super::stats::server_parallelism(
                 arch.map_or("", Arch::name),
                 f64::from(cores.max(1)),
-            ),
+            ) * f64::from(plan.setup.replicas.max(1)))
+            .min(f64::from(cores.max(1))),
             wait_ms: plan.point.workload.wait_ms(),
             rtt_ms: plan.setup.net.map_or(0.0, |n| n.rtt_us as f64 / 1000.0),
             closed: plan.setup.mode == super::plan::LoadMode::Closed,
@@ -278,7 +280,7 @@ impl Figures {
             .min(allowed)
             .min((allowed - shared).max(0.5));
         if s.quota_cores > 0.0 {
-            room = room.min(s.quota_cores);
+            room = room.min(s.quota_total());
         }
         let rps = p.whole_cycle_rps();
         Figures {
@@ -427,13 +429,21 @@ fn quota(p: &PointResult, f: &Figures) -> Option<Limit> {
         return None;
     }
     let throttled = s.throttled_periods as f64 / s.quota_periods as f64;
-    (throttled >= THROTTLED_PERIODS && f.used >= QUOTA_USED * s.quota_cores).then(|| Limit {
+    (throttled >= THROTTLED_PERIODS && f.used >= QUOTA_USED * s.quota_total()).then(|| Limit {
         kind: LimitKind::Quota,
         evidence: format!(
             "the server used {:.2} of its {} of CPU quota and was throttled in {} of {} \
              periods of {} ms ({:.2} s throttled over its CPUs in a {:.2} s window)",
             f.used,
-            super::budget::cores_words(s.quota_cores),
+            if s.replicas > 1 {
+                format!(
+                    "{} replicas' {} each",
+                    s.replicas,
+                    super::budget::cores_words(s.quota_cores)
+                )
+            } else {
+                super::budget::cores_words(s.quota_cores)
+            },
             pct(throttled),
             thousands(s.quota_periods as f64),
             super::cgroup::QUOTA_PERIOD_US / 1000,

@@ -297,44 +297,61 @@ fn run_once(
     };
     // Declared before the server so that they are removed after the server is stopped.
     let server_cgroup = server_cgroup()?;
-    let quota = setup.cpus.map(BudgetCgroup::cpu_quota).transpose()?;
-    let memory = setup.memory.map(BudgetCgroup::memory_limit).transpose()?;
-    let cpuset = setup
-        .cpuset
-        .as_deref()
-        .map(BudgetCgroup::cpuset)
-        .transpose()?;
-    let budgets: Vec<_> = quota
-        .iter()
-        .chain(memory.iter())
-        .chain(cpuset.iter())
-        .map(BudgetCgroup::procs_file)
-        .collect();
+    let budgets = Budgets::new(setup)?;
     let mut server = ServerProcess::start_in(
         &launch,
         Duration::from_secs_f64(ready_timeout),
         server_cgroup.as_ref().map(|c| c.procs_file()).as_deref(),
-        &budgets,
+        &budgets.procs_files(),
     )?;
+    // The other replicas, each on its own port with budgets of its own, in the same cgroup
+    // (measured together); stopped before their budgets are removed (fields drop in order).
+    let mut replicas: Vec<(ServerProcess, Budgets, Launch)> = Vec::new();
+    if setup.replicas > 1 && server_cgroup.is_none() {
+        anyhow::bail!(
+            "replicas = {}: the replicas are measured together in a cgroup, and none can be \
+             made here (run as root)",
+            setup.replicas
+        );
+    }
+    for _ in 1..setup.replicas {
+        let (launch, _) = launch_of(plan, pinning, options)?;
+        let budgets = Budgets::new(setup)?;
+        let replica = ServerProcess::start_in(
+            &launch,
+            Duration::from_secs_f64(ready_timeout),
+            server_cgroup.as_ref().map(|c| c.procs_file()).as_deref(),
+            &budgets.procs_files(),
+        )?;
+        replicas.push((replica, budgets, launch));
+    }
     let meter = match &server_cgroup {
         Some(cgroup) if server.in_cgroup() => CpuMeter::Cgroup(cgroup),
         _ => CpuMeter::ProcChildren {
             pgrp: server.pgid(),
         },
     };
-    // A cpuset is the server's own pinning.
     if pinning == Pinning::Affinity && setup.cpuset.is_none() {
+        // A cpuset is the server's own pinning.
         pin_group_to_cpu0(server.pgid());
+        for (replica, _, _) in &replicas {
+            pin_group_to_cpu0(replica.pgid());
+        }
     }
     let url = point_url(external_url, plan, &server.ready);
     let target = Target::parse(&url)?;
+    let replica_addrs = replicas
+        .iter()
+        .map(|(r, _, launch)| replica_addr(r, launch))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let stop = &*options.stop;
-    warm_up(plan, &target, pinning, stop)?;
+    warm_up(plan, &target, &replica_addrs, pinning, stop)?;
     if stop.load(Ordering::SeqCst) {
         return Ok(None);
     }
     let mode = measured_mode(plan)?;
-    let config = load_config(plan, target, mode, pinning)?;
+    let mut config = load_config(plan, target, mode, pinning)?;
+    config.replicas = replica_addrs;
     // An external command may start the server elsewhere (`ssh HOST ...`, `srun -w NODE ...`):
     // then the started process group is not the server, and its CPU is not the server's.
     let server_here = match &launch {
@@ -346,22 +363,52 @@ fn run_once(
         .flatten();
     let command_cpu_before = cpu_command.as_deref().map(command_cpu_s).transpose()?;
     let cpu_before = meter.read();
-    let throttled_before = quota.as_ref().and_then(BudgetCgroup::throttling);
-    let memory_before = memory.as_ref().and_then(BudgetCgroup::memory);
+    let every_budget: Vec<&Budgets> = std::iter::once(&budgets)
+        .chain(replicas.iter().map(|(_, b, _)| b))
+        .collect();
+    let throttled_before = Budgets::throttling_of(&every_budget);
+    let memory_before = Budgets::memory_of(&every_budget);
     let output_before = server.output_bytes();
     let window_start = Instant::now();
     let machine_before = super::probe::machine_cpu();
     let sampler = TreeSampler::start(server.members(), Duration::from_millis(100));
+    // Replicas: how many connections each holds, counted by the kernel halfway through.
+    let connection_count = (setup.replicas > 1).then(|| {
+        let ports: Vec<u16> = std::iter::once(config.target.port())
+            .chain(config.replicas.iter().map(|a| a.port()))
+            .collect();
+        let halfway = Duration::from_secs_f64(setup.duration_of(&point.workload) / 2.0);
+        std::thread::spawn(move || {
+            std::thread::sleep(halfway);
+            ports
+                .into_iter()
+                .map(super::probe::established_to)
+                .collect::<Vec<u32>>()
+        })
+    });
     let report = load::run(&config, Some(stop));
     let cpu = meter.read().since(&cpu_before);
-    let throttled = quota.as_ref().and_then(BudgetCgroup::throttling);
-    let memory_used = memory.as_ref().and_then(BudgetCgroup::memory);
+    let throttled = Budgets::throttling_of(&every_budget);
+    let memory_used = Budgets::memory_of(&every_budget);
     let window_s = window_start.elapsed().as_secs_f64();
+    let replica_connections = connection_count
+        .and_then(|counter| counter.join().ok())
+        .unwrap_or_default();
     let machine_after = super::probe::machine_cpu();
     let sample = sampler.finish();
     if stop.load(Ordering::SeqCst) {
         server.stop();
         return Ok(None);
+    }
+    for (i, (replica, _, _)) in replicas.iter_mut().enumerate() {
+        if let Some(status) = replica.gone() {
+            anyhow::bail!(
+                "replica {} of {} exited ({status}) during the run{}",
+                i + 2,
+                setup.replicas,
+                replica.stderr_note()
+            );
+        }
     }
     if let Some(status) = server.gone() {
         let killed = match (setup.memory, memory_before, memory_used) {
@@ -384,6 +431,10 @@ fn run_once(
     let output = server.output_bytes() - output_before;
     server.stop();
     let mut notes = std::mem::take(&mut server.stop_notes);
+    for (replica, _, _) in &mut replicas {
+        replica.stop();
+        notes.append(&mut replica.stop_notes);
+    }
     if output as f64 > FLOOD_BYTES_PER_S * window_s.max(1.0) {
         notes.insert(
             0,
@@ -397,6 +448,10 @@ fn run_once(
     let mut run = measurement_of(&report, &config, cpu, sample);
     run.server.cpu_method = Some(meter.method());
     run.server.window_s = window_s;
+    if setup.replicas > 1 {
+        run.server.replicas = setup.replicas;
+        run.replica_connections = replica_connections;
+    }
     if let (Some(cores), Some(before), Some(after)) = (setup.cpus, throttled_before, throttled) {
         let t = after.since(&before);
         run.server.quota_cores = cores;
@@ -427,6 +482,61 @@ fn run_once(
         };
     }
     Ok(Some((run, reported_workers, notes)))
+}
+
+/// A replica's address: its ready line's (ours), or the port its command was given.
+fn replica_addr(server: &ServerProcess, launch: &Launch) -> anyhow::Result<std::net::SocketAddr> {
+    let (host, port) = match launch {
+        Launch::External { host, port, .. } => (host.clone(), *port),
+        Launch::Ours { .. } => (server.ready.host.clone(), server.ready.port),
+    };
+    std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port))?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("replica at {host}:{port}: no address"))
+}
+
+/// The budget cgroups of one copy of the server (a container's limits): its CPU quota, its
+/// memory limit, its CPUs, those the setup asks for. Each replica has its own.
+struct Budgets {
+    quota: Option<BudgetCgroup>,
+    memory: Option<BudgetCgroup>,
+    cpuset: Option<BudgetCgroup>,
+}
+
+impl Budgets {
+    fn new(setup: &super::plan::Setup) -> anyhow::Result<Budgets> {
+        Ok(Budgets {
+            quota: setup.cpus.map(BudgetCgroup::cpu_quota).transpose()?,
+            memory: setup.memory.map(BudgetCgroup::memory_limit).transpose()?,
+            cpuset: setup
+                .cpuset
+                .as_deref()
+                .map(BudgetCgroup::cpuset)
+                .transpose()?,
+        })
+    }
+
+    fn procs_files(&self) -> Vec<std::path::PathBuf> {
+        [&self.quota, &self.memory, &self.cpuset]
+            .into_iter()
+            .flatten()
+            .map(BudgetCgroup::procs_file)
+            .collect()
+    }
+
+    /// The quotas' counters summed over the copies (`None` without a quota).
+    fn throttling_of(all: &[&Budgets]) -> Option<cgroup::Throttling> {
+        all.iter()
+            .map(|b| b.quota.as_ref().and_then(BudgetCgroup::throttling))
+            .sum()
+    }
+
+    /// The memory budgets' counts summed over the copies (`None` without a limit).
+    fn memory_of(all: &[&Budgets]) -> Option<cgroup::MemoryUse> {
+        all.iter()
+            .map(|b| b.memory.as_ref().and_then(BudgetCgroup::memory))
+            .sum()
+    }
 }
 
 /// Output a server may write during a run, in bytes a second, before its point warns of it
@@ -474,6 +584,7 @@ fn point_url(external_url: Option<String>, plan: &PointPlan, ready: &ReadyLine) 
 fn warm_up(
     plan: &PointPlan,
     target: &Target,
+    replicas: &[std::net::SocketAddr],
     pinning: Pinning,
     stop: &AtomicBool,
 ) -> anyhow::Result<()> {
@@ -485,10 +596,10 @@ fn warm_up(
         duration: Duration::from_secs_f64(setup.warmup),
     };
     let mut config = load_config(plan, target.clone(), warmup, pinning)?;
-    config.connections = setup
-        .warmup_connections
-        .unwrap_or(1)
-        .clamp(1, point.concurrency) as usize;
+    config.connections = (setup.warmup_connections.unwrap_or(1) as usize)
+        .max(1 + replicas.len())
+        .min(point.concurrency.max(1) as usize);
+    config.replicas = replicas.to_vec();
     config.threads = config.threads.min(config.connections);
     load::run(&config, Some(stop)).context("warm-up")?;
     Ok(())
@@ -689,6 +800,7 @@ fn measurement_of(
             .as_ref()
             .map(|n| n.retrans_clients + n.retrans_server_side),
         net: report.net.clone(),
+        replica_connections: Vec::new(),
     }
 }
 

@@ -217,6 +217,14 @@ pub struct ExternalTarget {
     /// `--threads`): each value is a series of its own, `NAME-tT`.
     #[serde(default)]
     pub threads: Vec<u32>,
+    /// This server's own CPU quota, in cores, in place of the experiment's `cpus` (with
+    /// `replicas`, each copy's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    /// Copies of this server side by side, each on its own port (`{port}`) with its own
+    /// budget, the connections spread over them in turn, as a Service over its pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u32>,
 }
 
 impl ExternalTarget {
@@ -323,9 +331,14 @@ impl PointSpec {
         }
     }
 
-    /// The point's plan: `setup`, under the point's own quota where it has one.
+    /// The point's plan: `setup`, under the point's own quota where it has one (an axis's,
+    /// else its server's), and its server's replicas.
     pub fn plan(&self, setup: &Setup) -> PointPlan {
         let mut setup = setup.clone();
+        if let TargetSpec::External(ext) = &self.target {
+            setup.cpus = ext.cpus.or(setup.cpus);
+            setup.replicas = ext.replicas.unwrap_or(setup.replicas);
+        }
         if let Some(cpus) = self.cpus {
             setup.cpus = Some(cpus);
         }
@@ -369,6 +382,9 @@ pub struct Setup {
     pub cpus: Option<f64>,
     /// The CPUs the server may run on (a container's `--cpuset-cpus`).
     pub cpuset: Option<Vec<usize>>,
+    /// Copies of the server, each on its own port in budgets of its own (the quota is each
+    /// one's), the connections spread over them in turn (1: the server alone).
+    pub replicas: u32,
     /// A memory limit for the server, in bytes (a container's `--memory`).
     pub memory: Option<u64>,
 }
@@ -394,6 +410,7 @@ impl Setup {
             net: None,
             cpus: None,
             cpuset: None,
+            replicas: 1,
             memory: None,
         }
     }

@@ -301,6 +301,31 @@ pub fn listening_inodes(table: &str, port: u16) -> Vec<u64> {
         .collect()
 }
 
+/// The connections established to `port` here: the server's ends of them, whose local port
+/// it is (`/proc/net/tcp` and `tcp6`).
+pub fn established_to(port: u16) -> u32 {
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|t| std::fs::read_to_string(t).ok())
+        .map(|text| established_in(&text, port))
+        .sum()
+}
+
+/// In a `/proc/net/tcp` table, the established sockets whose local port is `port`.
+pub fn established_in(table: &str, port: u16) -> u32 {
+    const ESTABLISHED: &str = "01";
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let local = fields.get(1).and_then(|f| f.rsplit_once(':'));
+            fields.get(3) == Some(&ESTABLISHED)
+                && local.and_then(|(_, p)| u16::from_str_radix(p, 16).ok()) == Some(port)
+        })
+        .count() as u32
+}
+
 /// Whether a process of group `pgrp` holds a socket listening on `port` here. When it does
 /// not, the server that answers on that port is not the started command's process tree (it
 /// runs on another machine, or was detached into a process group of its own), so the group's

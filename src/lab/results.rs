@@ -120,9 +120,20 @@ pub struct ServerUsage {
     pub memory_limit_hits: u64,
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub oom_kills: u64,
+    /// Copies of the server run side by side (`replicas`), each on its own port with its own
+    /// budget, the connections spread over them in turn; the figures above are their sums
+    /// (the quota is each one's; the connections each held are the run's
+    /// `replica_connections`).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub replicas: u32,
 }
 
 impl ServerUsage {
+    /// The CPU quota of all the server's copies together, in cores (0 without a quota).
+    pub fn quota_total(&self) -> f64 {
+        self.quota_cores * f64::from(self.replicas.max(1))
+    }
+
     /// CPU microseconds per request: the CPU over the requests answered while it was measured
     /// (`answered`; `requests` for results that lack it). Dividing by the measured window's
     /// responses alone would charge the drain's work to them.
@@ -156,6 +167,10 @@ fn is_zero(x: &f64) -> bool {
 }
 
 fn is_zero_u64(x: &u64) -> bool {
+    *x == 0
+}
+
+fn is_zero_u32(x: &u32) -> bool {
     *x == 0
 }
 
@@ -202,6 +217,10 @@ pub struct RunMeasurement {
     /// Across a network path: what the path and its relay did (lateness, drops, CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub net: Option<NetReport>,
+    /// With replicas: the connections each held halfway through the window (the kernel's
+    /// count of established sockets on each one's port), in replica order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replica_connections: Vec<u32>,
 }
 
 /// Min and max over the repetitions of a point.

@@ -120,6 +120,10 @@ pub struct LoadConfig {
     pub message_len: usize,
     /// CPUs to pin load threads to, round robin; empty: no pinning.
     pub pin_cpus: Vec<usize>,
+    /// The addresses of the server's replicas beside the target's (none: the target alone),
+    /// each its own copy on its own port: connection `i` goes to the `i mod (1 + R)`-th of
+    /// the target and these, as a Service spreads connections over its pods. The lab's.
+    pub replicas: Vec<std::net::SocketAddr>,
     pub engine: Engine,
     /// `--engine uring`: how long a wait may gather responses (zero: it does not).
     pub gather: Duration,
@@ -239,6 +243,7 @@ impl LoadConfig {
             pipeline: 1,
             message_len: 64,
             pin_cpus: Vec::new(),
+            replicas: Vec::new(),
             engine: Engine::Epoll,
             gather: DEFAULT_GATHER,
             urls: None,
@@ -312,6 +317,7 @@ impl LoadConfig {
             pipeline: size(args.pipeline),
             message_len: size(args.message),
             pin_cpus: args.pin.clone(),
+            replicas: Vec::new(),
             engine: args.engine,
             gather: gather_of(args)?,
             urls,

@@ -146,7 +146,9 @@ fn run_from_here(
     };
     let plan = RunPlan {
         config: engine_config,
-        addr: target.addr,
+        addrs: std::iter::once(target.addr)
+            .chain(config.replicas.iter().copied())
+            .collect(),
         request: &target.request,
         start,
         deadline: config

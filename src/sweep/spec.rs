@@ -39,6 +39,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("node", include_str!("../../experiments/node.toml")),
     ("java", include_str!("../../experiments/java.toml")),
     ("go", include_str!("../../experiments/go.toml")),
+    ("shape", include_str!("../../experiments/shape.toml")),
     ("apache", include_str!("../../experiments/apache.toml")),
     (
         "cpu-bound",
@@ -49,6 +50,9 @@ pub const PRESETS: &[(&str, &str)] = &[
         include_str!("../../experiments/slow-clients.toml"),
     ),
 ];
+
+/// Copies of a server a point may run side by side (`replicas`).
+pub const MAX_REPLICAS: u64 = 64;
 
 /// Seconds a point may measure (`duration`): a day.
 pub const MAX_DURATION_S: f64 = 86_400.0;
@@ -344,6 +348,11 @@ pub struct Experiment {
     /// needs root and the cgroup v1 cpuset controller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpuset: Option<String>,
+    /// Copies of every server side by side, each on its own port with its own budget (`cpus`
+    /// is each one's), the connections spread over them in turn; an `[[external]]`'s own
+    /// `replicas` (and `cpus`) take its place. Needs root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u32>,
     /// A memory limit for every server (`memory = "64M"`, as a container's `--memory`; needs
     /// root and the cgroup v1 memory controller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -463,6 +472,9 @@ impl Experiment {
             }
         }
         crate::lab::budget::check_cpus_axis("cpus", &self.cpus)?;
+        if let Some(r) = self.replicas {
+            int_in("replicas", u64::from(r), 1, MAX_REPLICAS)?;
+        }
         if let Some(list) = &self.cpuset {
             crate::lab::budget::parse_cpuset(list, &crate::sys::usable_cpus())
                 .map_err(|e| format!("cpuset = {list:?}: {e}"))?;
@@ -617,6 +629,21 @@ impl Experiment {
             }
             ext.check_pool(&self.workers)
                 .map_err(|e| format!("external {:?}: {e}", ext.name))?;
+            if let Some(q) = ext.cpus {
+                crate::lab::budget::check_cpus(q)
+                    .map_err(|e| format!("external {:?}: cpus = {e}", ext.name))?;
+                if self.cpus.len() > 1 {
+                    return Err(format!(
+                        "external {:?}: cpus of its own and the experiment's axis of cpus: \
+                         give one",
+                        ext.name
+                    ));
+                }
+            }
+            if let Some(r) = ext.replicas {
+                int_in("replicas", u64::from(r), 1, MAX_REPLICAS)
+                    .map_err(|e| format!("external {:?}: {e}", ext.name))?;
+            }
         }
         Ok(())
     }
@@ -740,6 +767,7 @@ impl Experiment {
                 [one] => Some(one),
                 _ => None,
             },
+            replicas: self.replicas.unwrap_or(1),
             cpuset: self.cpuset.as_deref().and_then(|list| {
                 crate::lab::budget::parse_cpuset(list, &crate::sys::usable_cpus()).ok()
             }),

@@ -93,6 +93,12 @@ pub struct TuneArgs {
     /// Another knob: NAME=A..B for {knob:NAME}.
     #[arg(long)]
     pub knob: Vec<String>,
+    /// Run R copies of the server side by side, each on its own port ({port}) in a budget of
+    /// its own (--cpus is each one's), the connections spread over them in turn, as a
+    /// Kubernetes Service spreads them over its pods. Needs root.
+    #[arg(long, default_value_t = 1, value_name = "R")]
+    #[serde(default = "one")]
+    pub replicas: u32,
     /// The server's own default, measured beside the pick: e.g. workers=2,threads=3.
     #[arg(long)]
     pub default: Option<String>,
@@ -118,6 +124,10 @@ pub struct TuneArgs {
     #[command(flatten)]
     #[serde(flatten)]
     pub search: SearchFlags,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// The file a run's arguments are saved in, inside its directory (for `--resume`).
@@ -291,6 +301,7 @@ impl TuneConfig {
         setup.timeout = (p99_bound_ms / 1000.0 * 2.0).max(2.0);
         setup.net = crate::net::spec_of(args.search.net.as_deref());
         (setup.cpus, setup.cpuset) = args.search.budget.checked()?;
+        setup.replicas = args.replicas;
         let mut workload = Workload::get("tune", &route);
         workload.plan = args.plan.clone();
         workload.urls = urls;
@@ -303,6 +314,8 @@ impl TuneConfig {
             cpu_command: None,
             workers: Vec::new(),
             threads: Vec::new(),
+            cpus: None,
+            replicas: None,
         };
         Ok(TuneConfig {
             args,

@@ -80,7 +80,9 @@ const SETTLE_LOOK: Duration = Duration::from_millis(2);
 /// What every worker of one run shares (read-only, except the atomics).
 pub struct RunPlan<'a> {
     pub config: &'a LoadConfig,
-    pub addr: SocketAddr,
+    /// The target's address, then its replicas' ([`LoadConfig::replicas`]): connection `i`
+    /// connects to the `i mod len`-th.
+    pub addrs: Vec<SocketAddr>,
     /// The requests, serialized once (one, or the lines of `--urls`).
     pub request: &'a RequestSet,
     pub start: Instant,
@@ -192,6 +194,8 @@ enum Driver {
 
 struct Worker<'p, 'a> {
     plan: &'p RunPlan<'a>,
+    /// The run-wide index of this worker's first connection.
+    first_connection: usize,
     driver: Driver,
     connections: Vec<Connection>,
     read_buffer: Vec<u8>,
@@ -256,6 +260,7 @@ impl<'p, 'a> Worker<'p, 'a> {
         };
         Ok(Worker {
             plan,
+            first_connection: share.first_connection,
             driver,
             connections,
             read_buffer: vec![0; READ_BUFFER_BYTES],
@@ -573,8 +578,9 @@ impl<'p, 'a> Worker<'p, 'a> {
     }
 
     fn open_transport(&mut self, slot: usize) -> io::Result<Transport> {
+        let addrs = &self.plan.addrs;
         let mut stream = Transport::connect(
-            self.plan.addr,
+            addrs[(self.first_connection + slot) % addrs.len()],
             self.plan.config.keepalive,
             self.plan.tls.as_ref(),
         )?;

@@ -299,11 +299,97 @@ pub fn workload_tables(results: &SweepResults, workload: &str) -> Vec<Table> {
             });
         }
     }
+    if let Some(table) = budget_table(workload, &points) {
+        tables.push(table);
+    }
     tables.push(details_table(workload, &points, levels.len() > 1));
     if let Some(table) = usl_table(results, workload) {
         tables.push(table);
     }
     tables
+}
+
+/// The title's end of the table of budgets, which the terminal shows beside the headline.
+pub const BUDGET_TITLE: &str = ": under each budget";
+
+/// Where points ran under a quota or as replicas: each point's shape (copies x cores), what it
+/// delivered, its memory (all copies together), how often its quota ran out, and the
+/// connections each copy held.
+fn budget_table(workload: &str, points: &[&PointResult]) -> Option<Table> {
+    if !points
+        .iter()
+        .any(|p| p.server.quota_cores > 0.0 || p.server.replicas > 1)
+    {
+        return None;
+    }
+    let header = [
+        "arch",
+        "conns",
+        "shape",
+        "req/s",
+        "p99",
+        "server CPU",
+        "throttled",
+        "RSS",
+        "connections each",
+    ]
+    .map(String::from)
+    .to_vec();
+    let rows = points
+        .iter()
+        .map(|p| {
+            let s = &p.server;
+            let copies = s.replicas.max(1);
+            let shape = if s.quota_cores > 0.0 {
+                format!(
+                    "{copies} x {}",
+                    crate::lab::budget::cores_words(s.quota_cores)
+                )
+            } else {
+                format!("{copies} x the machine")
+            };
+            let throttled = if s.quota_periods > 0 {
+                percent(s.throttled_periods as f64 / s.quota_periods as f64)
+            } else {
+                "-".into()
+            };
+            let each = p
+                .runs
+                .first()
+                .filter(|r| !r.replica_connections.is_empty())
+                .map(|r| {
+                    r.replica_connections
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(" / ")
+                })
+                .unwrap_or_else(|| "-".into());
+            vec![
+                series_label(&p.arch, p.workers),
+                thousands(f64::from(p.concurrency)),
+                shape,
+                rps_cell(p),
+                p99_cell(p),
+                percent(s.cpu_s / s.window_s.max(p.duration_s).max(1e-9)),
+                throttled,
+                format!("{:.1} MB", s.rss_kb as f64 / 1024.0),
+                each,
+            ]
+        })
+        .collect();
+    Some(Table {
+        title: format!("{workload}{BUDGET_TITLE}"),
+        header,
+        rows,
+        notes: vec![
+            "shape: copies x each one's CPU quota; throttled: the share of 100 ms periods in \
+             which a quota ran out; RSS: all copies together; connections each: held by each \
+             copy halfway through"
+                .into(),
+        ],
+        hovers: BTreeMap::new(),
+    })
 }
 
 /// The USL fits of a workload's series, and the series that were too short to fit.

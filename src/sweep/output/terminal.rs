@@ -100,11 +100,15 @@ fn headline_tables(results: &SweepResults, out: &mut String) -> Vec<String> {
     let mut marks: Vec<String> = Vec::new();
     for workload in &results.experiment.workloads {
         let tables = workload_tables(results, &workload.name);
-        let headline = match tables.first() {
-            Some(first) if first.title.ends_with(": requests/second") => &tables[..2],
-            Some(_) => &tables[..1],
-            None => &[],
+        // The grid of throughput and p99, else the first table; under budgets, theirs too.
+        let is_budget = |t: &&Table| t.title.ends_with(super::BUDGET_TITLE);
+        let mut headline: Vec<&Table> = match tables.first() {
+            Some(first) if first.title.ends_with(": requests/second") => {
+                tables[..2].iter().collect()
+            }
+            _ => tables.iter().filter(|t| !is_budget(t)).take(1).collect(),
         };
+        headline.extend(tables.iter().find(is_budget));
         for table in headline {
             let mut table = table.clone();
             if table.header.len() > 12 {
