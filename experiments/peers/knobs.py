@@ -8,6 +8,9 @@ Python code: threads help waits, processes help CPU.
   GET /hello                      200 "Hello, World!"
   GET /work?cpu_us=C&wait_ms=W    waits W ms, then spins C us of this thread's own CPU time
 
+--procs 0 starts one a CPU as os.cpu_count() counts them (the machine's, whatever CPU quota
+the process runs under), as servers sized by "workers = CPUs" do.
+
 HTTP/1.1 keep-alive, GET only; anything else is 404. Standard library only."""
 
 import argparse
@@ -118,13 +121,14 @@ def dispatch(conn, buffers, sel, jobs):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--procs", type=int, default=1)
+    p.add_argument("--procs", type=int, default=1, help="0: os.cpu_count()")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--port", type=int, required=True)
     args = p.parse_args()
     parent = os.getpid()
     children = []
-    for _ in range(args.procs):
+    procs = args.procs if args.procs > 0 else os.cpu_count()
+    for _ in range(procs):
         pid = os.fork()
         if pid == 0:
             listener = socket.socket()

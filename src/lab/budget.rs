@@ -241,7 +241,8 @@ pub fn is_oversized(p: &PointResult) -> bool {
 }
 
 /// Every oversized point of `points`, each beside the best right-sized point of the same
-/// workload, connections and quota (`label` names a point's series).
+/// workload, connections and quota: the most throughput, then the lower p99 (`label` names a
+/// point's series).
 pub fn oversized(
     points: &[&PointResult],
     label: impl Fn(&PointResult) -> String,
@@ -259,7 +260,11 @@ pub fn oversized(
                         && q.server.quota_cores == p.server.quota_cores
                         && !is_oversized(q)
                 })
-                .max_by(|a, b| a.rps.total_cmp(&b.rps))
+                .max_by(|a, b| {
+                    a.rps
+                        .total_cmp(&b.rps)
+                        .then(b.latency_us.p99.total_cmp(&a.latency_us.p99))
+                })
                 .map(|q| RightSized {
                     series: label(q),
                     rps: q.rps,
@@ -337,6 +342,69 @@ mod tests {
         assert!(parse_cpuset("a", &here).unwrap_err().contains("not a CPU"));
         assert_eq!(list_text(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
         assert_eq!(list_text(&[]), "");
+    }
+
+    /// A point under a quota of `quota` cores on `seen` CPUs, throttled in `share` of 20
+    /// periods for `throttled_s` of a 2 s window.
+    fn point(arch: &str, quota: f64, seen: u32, share: f64, throttled_s: f64) -> PointResult {
+        let mut p = PointResult {
+            arch: arch.into(),
+            workload: "cpu".into(),
+            concurrency: 8,
+            ok: true,
+            rps: 500.0,
+            requests: 1000,
+            duration_s: 2.0,
+            ..PointResult::default()
+        };
+        p.latency_us.p99 = 30_000.0 * (1.0 + share);
+        let s = &mut p.server;
+        (s.quota_cores, s.cores_allowed, s.window_s) = (quota, seen, 2.0);
+        (s.quota_periods, s.throttled_periods) = (20, (share * 20.0) as u64);
+        (s.throttled_s, s.tasks_running, s.answered) = (throttled_s, 1.8, 1000);
+        p
+    }
+
+    #[test]
+    fn a_server_that_ran_more_than_its_quota_at_once_is_oversized() {
+        // Two busy processes under a quota of 1: throttled in every period, a CPU's worth of
+        // the window standing still.
+        let two = point("py-cpus", 1.0, 2, 1.0, 2.0);
+        // One process whose helper threads overran now and then: 70% of periods, 0.08 s.
+        let one = point("py-1", 1.0, 2, 0.7, 0.08);
+        // One CPU seen: nothing to size for beyond it.
+        let pinned = point("pinned", 1.0, 1, 1.0, 2.0);
+        assert!(is_oversized(&two));
+        assert!(!is_oversized(&one));
+        assert!(!is_oversized(&pinned));
+        // Under half a core one thread alone is throttled too: only tasks at once show more.
+        let mut alone = point("alone", 0.5, 2, 1.0, 1.0);
+        alone.server.tasks_running = 1.0;
+        assert!(!is_oversized(&alone));
+        alone.server.tasks_running = 2.0;
+        assert!(is_oversized(&alone));
+        let found = oversized(&[&two, &one, &pinned], |p| p.arch.clone());
+        assert_eq!(found.len(), 1);
+        let o = &found[0];
+        assert_eq!(
+            (o.series.as_str(), o.cpus_seen, o.quota),
+            ("py-cpus", 2, 1.0)
+        );
+        assert_eq!(o.throttled_ms_per_request, 2.0);
+        // The right-sized run is the best not oversized of the same case (pinned is not).
+        let r = o.right_sized.as_ref().unwrap();
+        assert_eq!((r.series.as_str(), r.throttled_share), ("py-1", 0.7));
+        assert_eq!(
+            o.sentence(),
+            "py-cpus (cpu, 8 connections) sees 2 CPUs under a quota of 1 core and ran more \
+             than 1 at once: throttled in 100% of periods, 2.00 ms a request; 500 req/s, p99 \
+             60.0 ms, against py-1's 500 req/s, p99 51.0 ms (right-sized: throttled in 70% of \
+             periods)"
+        );
+        // Replicas: the throttled time is each copy's share.
+        let mut two_copies = point("copies", 1.0, 2, 1.0, 0.8);
+        two_copies.server.replicas = 2;
+        assert!(!is_oversized(&two_copies));
     }
 
     #[test]

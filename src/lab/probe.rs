@@ -723,6 +723,14 @@ mod tests {
         assert_eq!(listening_inodes(table, 8080), vec![4242]);
         assert_eq!(listening_inodes(table, 80), vec![77]);
         assert!(listening_inodes(table, 81).is_empty());
+        // The server's end of a connection to 8080 (local 8080, established); not the
+        // listener, nor a client's end whose remote port is 8080.
+        let with_client = format!(
+            "{table}   3: 0100007F:D431 0100007F:1F90 01 00000000:00000000 00:00000000 00000000     0        0 4444 1 0 20 4 30 10 -1\n"
+        );
+        assert_eq!(established_in(&with_client, 8080), 1);
+        assert_eq!(established_in(&with_client, 80), 0);
+        assert_eq!(established_in(&with_client, 0xD431), 1);
     }
 
     #[test]

@@ -203,7 +203,7 @@ impl AdviseConfig {
             verify: args.search.verify,
             net: args.search.net()?,
             rtt_ms: Vec::new(),
-            cpus: args.search.budget.checked()?.0,
+            cpus: args.search.budget.checked()?.0.into_iter().collect(),
             cpuset: args.search.budget.cpuset.clone(),
         };
         let rtt_ms = spec.rtts()[0];
@@ -215,6 +215,7 @@ impl AdviseConfig {
             wait_ms,
             rtt_ms,
             net: spec.net_at(rtt_ms),
+            cpus: spec.cpus.first().copied(),
             route,
             key: "advise".into(),
         };
@@ -304,9 +305,9 @@ fn advise(config: &AdviseConfig, machine: &Machine) -> anyhow::Result<(Advice, O
         wall_s: started.elapsed().as_secs_f64(),
         verify,
         net: crate::net::spec_of(spec.net.as_deref()).map(|n| n.describe()),
-        cores: spec.budget(cores),
-        whole_cores: spec.whole_cores(cores),
-        cpus: spec.cpus,
+        cores: spec.budget(cell.cpus, cores),
+        whole_cores: spec.whole_cores(cell.cpus, cores),
+        cpus: cell.cpus,
         cpuset: spec.cpuset.clone(),
     };
     Ok((advice, every_point_failed))

@@ -98,7 +98,9 @@ pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
             let mut spec = MapSpec::load(&args.map)?;
             spec.net = crate::net::net_option(args.net.as_deref(), spec.net.take())?;
             let (cpus, _) = args.budget.checked()?;
-            spec.cpus = cpus.or(spec.cpus);
+            if let Some(cpus) = cpus {
+                spec.cpus = vec![cpus];
+            }
             spec.cpuset = args.budget.cpuset.clone().or(spec.cpuset.take());
             spec.check_net()
                 .map_err(|msg| usage(format!("{}: {msg}", args.map)))?;

@@ -47,11 +47,21 @@ fn of_bound(o: &Outcome) -> String {
         .unwrap_or_default()
 }
 
-/// One map of a run: a wait mode, a CPU and a path's round trip (ms).
-type MapKey = (WaitMode, f64, f64);
+/// One map of a run: a wait mode, a CPU, a path's round trip (ms) and a quota (cores).
+type MapKey = (WaitMode, f64, f64, Option<f64>);
 
 fn map_key(c: &CellResult) -> MapKey {
-    (c.cell.wait, c.cell.cpu_us, c.cell.rtt_ms)
+    (c.cell.wait, c.cell.cpu_us, c.cell.rtt_ms, c.cell.cpus)
+}
+
+/// `, under a quota of 0.5 cores` for a map of several quotas.
+fn cpus_words(results: &MapResults, cpus: Option<f64>) -> String {
+    match cpus {
+        Some(q) if results.spec.cpus.len() > 1 => {
+            format!(", under a quota of {}", crate::lab::budget::cores_words(q))
+        }
+        _ => String::new(),
+    }
 }
 
 /// The maps a run has: each wait mode at each CPU at each round trip, in order.
@@ -102,11 +112,12 @@ pub fn table(results: &MapResults) -> String {
     );
     for map in maps(results) {
         out.push_str(&format!(
-            "\n{} us of CPU, {} waits{} (rows: wait/CPU; columns: connections; each: the winner, \
-             its req/s, its share of {}, the figure that decided)\n",
+            "\n{} us of CPU, {} waits{}{} (rows: wait/CPU; columns: connections; each: the \
+             winner, its req/s, its share of {}, the figure that decided)\n",
             map.1,
             map.0.name(),
             rtt_words(results, map.2),
+            cpus_words(results, map.3),
             if spec.has_path() {
                 "min(cores/C, N/(C+W+RTT))"
             } else {
@@ -276,6 +287,7 @@ pub fn summary(results: &MapResults) -> String {
     parts.extend(lab_sentence(results));
     parts.extend(rtt_sentence(results));
     parts.extend(budget_sentence(results));
+    parts.extend(cpus_sentence(results));
     let shares: Vec<f64> = won.iter().filter_map(|(_, o)| o.of_bound()).collect();
     if !shares.is_empty() {
         let mean = shares.iter().sum::<f64>() / shares.len() as f64;
@@ -298,27 +310,37 @@ pub fn summary(results: &MapResults) -> String {
 /// The servers' CPU budget, when the map had one: what the bound and the pools followed.
 fn budget_sentence(results: &MapResults) -> Option<String> {
     let spec = &results.spec;
-    if spec.cpus.is_none() && spec.cpuset.is_none() {
+    if spec.cpus.is_empty() && spec.cpuset.is_none() {
         return None;
     }
     let cores = results.machine.cores.max(1);
-    let mut what = Vec::new();
-    if let Some(q) = spec.cpus {
-        what.push(format!(
-            "a CPU quota of {} cores",
-            crate::lab::budget::cpus_text(q)
-        ));
-    }
-    if let Some(set) = &spec.cpuset {
-        what.push(format!("CPUs {set} only"));
-    }
-    Some(format!(
-        "Every server ran under {}: each cell's bound counts {} cores, and the default pools \
-         and 2n+1 were sized for {}.",
-        what.join(" on "),
-        crate::lab::budget::cpus_text(spec.budget(cores)),
-        spec.whole_cores(cores)
-    ))
+    let set = spec.cpuset.as_ref().map(|s| format!(" on CPUs {s} only"));
+    let under = |q: Option<f64>| match q {
+        Some(q) => format!("a CPU quota of {}", crate::lab::budget::cores_words(q)),
+        None => "the machine's CPUs".into(),
+    };
+    let sentences: Vec<String> = spec
+        .quotas()
+        .into_iter()
+        .map(|q| {
+            format!(
+                "{}{}: each cell's bound counts {} cores, and the default pools and 2n+1 were \
+                 sized for {}",
+                under(q),
+                set.clone().unwrap_or_default(),
+                crate::lab::budget::cpus_text(spec.budget(q, cores)),
+                spec.whole_cores(q, cores)
+            )
+        })
+        .collect();
+    Some(if sentences.len() == 1 {
+        format!("Every server ran under {}.", sentences[0])
+    } else {
+        format!(
+            "Each map ran under its own budget, {}.",
+            sentences.join("; ")
+        )
+    })
 }
 
 /// What limited the winners, and where that changes across the cells: `What limited the
@@ -532,6 +554,94 @@ fn verdict_words(c: &CellResult) -> String {
 /// against the same workload and concurrency at the map's shortest round trip. A change is a
 /// winner that is not among the other's winner and ties, or the same architecture's pool
 /// more than doubled or halved.
+/// Whether a cell's verdict differs from another's: another architecture that did not tie
+/// there, a pool more than twice apart, or a winner on one side only (`None`: neither has one).
+fn winner_changed(o: &Outcome, b: &Outcome) -> Option<bool> {
+    match (o.winner, b.winner) {
+        (Some(w), Some(bw)) => {
+            let other_arch = !verdict_archs(b).contains(&w.arch.name().to_string())
+                && !verdict_archs(o).contains(&bw.arch.name().to_string());
+            let pool_moved = w.arch == bw.arch
+                && matches!((w.workers, bw.workers), (Some(p), Some(q)) if p > 2 * q || q > 2 * p);
+            Some(other_arch || pool_moved)
+        }
+        // A winner on one side only.
+        (Some(_), None) | (None, Some(_)) => Some(true),
+        (None, None) => None,
+    }
+}
+
+/// With several quotas (`cpus` a list): where a smaller quota changes the winner of the same
+/// cell under the largest.
+fn cpus_sentence(results: &MapResults) -> Option<String> {
+    let spec = &results.spec;
+    if spec.cpus.len() < 2 {
+        return None;
+    }
+    let largest = spec.cpus.iter().copied().fold(0.0, f64::max);
+    let same = |a: &CellResult, b: &CellResult| {
+        (
+            a.cell.wait,
+            a.cell.cpu_us,
+            a.cell.rtt_ms,
+            a.cell.ratio,
+            a.cell.concurrency,
+        ) == (
+            b.cell.wait,
+            b.cell.cpu_us,
+            b.cell.rtt_ms,
+            b.cell.ratio,
+            b.cell.concurrency,
+        )
+    };
+    let (mut compared, mut changed) = (0, Vec::new());
+    for c in results
+        .cells
+        .iter()
+        .filter(|c| c.cell.cpus != Some(largest))
+    {
+        let Some(base) = results
+            .cells
+            .iter()
+            .find(|b| b.cell.cpus == Some(largest) && same(b, c))
+        else {
+            continue;
+        };
+        let (Some(o), Some(b)) = (c.outcome.as_ref(), base.outcome.as_ref()) else {
+            continue;
+        };
+        let Some(changed_here) = winner_changed(o, b) else {
+            continue;
+        };
+        compared += 1;
+        if changed_here {
+            changed.push(format!(
+                "{}: {} under {}, {} under {}",
+                c.cell.key,
+                verdict_words(base),
+                crate::lab::budget::cores_words(largest),
+                verdict_words(c),
+                crate::lab::budget::cores_words(c.cell.cpus.unwrap_or(largest))
+            ));
+        }
+    }
+    (compared > 0).then(|| {
+        if changed.is_empty() {
+            format!(
+                "The quota changes no winner: in {compared} cells the winner under {} wins (or \
+                 ties) under less too.",
+                crate::lab::budget::cores_words(largest)
+            )
+        } else {
+            format!(
+                "A smaller quota changes the winner in {} of {compared} cells: {}.",
+                changed.len(),
+                changed.join("; ")
+            )
+        }
+    })
+}
+
 fn rtt_sentence(results: &MapResults) -> Option<String> {
     let spec = &results.spec;
     if spec.rtt_ms.len() < 2 {
@@ -551,19 +661,7 @@ fn rtt_sentence(results: &MapResults) -> Option<String> {
         let (Some(o), Some(b)) = (c.outcome.as_ref(), base.outcome.as_ref()) else {
             continue;
         };
-        let change = match (o.winner, b.winner) {
-            (Some(w), Some(bw)) => {
-                let other_arch = !verdict_archs(b).contains(&w.arch.name().to_string())
-                    && !verdict_archs(o).contains(&bw.arch.name().to_string());
-                let pool_moved = w.arch == bw.arch
-                    && matches!((w.workers, bw.workers), (Some(p), Some(q)) if p > 2 * q || q > 2 * p);
-                Some(other_arch || pool_moved)
-            }
-            // A winner on one side only.
-            (Some(_), None) | (None, Some(_)) => Some(true),
-            (None, None) => None,
-        };
-        let Some(changed_here) = change else {
+        let Some(changed_here) = winner_changed(o, b) else {
             continue;
         };
         compared += 1;
@@ -644,11 +742,12 @@ pub fn heat_maps(results: &MapResults) -> anyhow::Result<Vec<(String, String)>> 
             });
         }
         let title = format!(
-            "{}: the winner per cell, {} us CPU, {} waits{} (grey: any of several)",
+            "{}: the winner per cell, {} us CPU, {} waits{}{} (grey: any of several)",
             spec.name,
             map.1,
             map.0.name(),
-            rtt_words(results, map.2)
+            rtt_words(results, map.2),
+            cpus_words(results, map.3)
         );
         let svg = heat_map(
             &title,
@@ -664,7 +763,12 @@ pub fn heat_maps(results: &MapResults) -> anyhow::Result<Vec<(String, String)>> 
         } else {
             String::new()
         };
-        let name = format!("map-{}{cpu}{}.svg", map.0.name(), spec.rtt_suffix(map.2));
+        let name = format!(
+            "map-{}{cpu}{}{}.svg",
+            map.0.name(),
+            spec.rtt_suffix(map.2),
+            spec.cpus_suffix(map.3)
+        );
         out.push((name, svg));
     }
     Ok(out)

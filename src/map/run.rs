@@ -36,7 +36,7 @@ impl Measure<Probe> for Live<'_> {
         };
         let cores = self.machine.cores;
         let (spec, cell) = (self.spec, self.cell);
-        let whole = spec.whole_cores(cores);
+        let whole = spec.whole_cores(cell.cpus, cores);
         let key = PointRecord::key_of(&cell.key, probe);
         let (record, origin) = lab.point(
             "map",
@@ -73,7 +73,7 @@ fn plan_for(spec: &MapSpec, cell: &CellSpec, cores: u32, probe: &Probe) -> Point
     setup.timeout = (spec.p99_bound_ms / 1000.0 * 2.0).max(2.0);
     setup.settle = Some(settle_s);
     setup.net = cell.net_spec();
-    setup.cpus = spec.cpus;
+    setup.cpus = cell.cpus;
     setup.cpuset = spec.cpuset_cpus();
     PointPlan {
         point: PointSpec {
@@ -95,8 +95,9 @@ pub fn cell_of(spec: &MapSpec, cell: &CellSpec, cores: u32, rules: &[(String, u3
     Cell {
         archs: spec.archs.clone(),
         concurrency: cell.concurrency,
-        cores: spec.whole_cores(cores.max(1)),
-        budget: spec.budget(cores.max(1)),
+        cores: spec.whole_cores(cell.cpus, cores.max(1)),
+        budget: spec.budget(cell.cpus, cores.max(1)),
+        quota: cell.cpus.is_some(),
         cpu_us: cell.cpu_us,
         wait_ms: cell.wait_ms,
         blocking: cell.wait == WaitMode::Blocking,
@@ -258,6 +259,8 @@ pub fn round_trip(
         wait_ms: 0.0,
         rtt_ms,
         net: spec.net_at(rtt_ms),
+        // The machine's own round trip: outside any quota.
+        cpus: None,
         route: super::spec::work_route(cpu_us, 0.0, WaitMode::Async, None, None),
         key: round_trip_key(spec, cpu_us, rtt_ms),
     };

@@ -98,9 +98,13 @@ pub struct MapSpec {
     )]
     pub rtt_ms: Vec<f64>,
     /// A CPU quota for every server, in cores (as `--cpus`; root): the bound and the default
-    /// pools follow it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpus: Option<f64>,
+    /// pools follow it. A list is an axis, as `rtt_ms` is: each quota a map of its own.
+    #[serde(
+        default,
+        deserialize_with = "crate::lab::budget::de_cpus",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub cpus: Vec<f64>,
     /// The CPUs every server may run on (as `--cpuset`; root).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpuset: Option<String>,
@@ -180,6 +184,9 @@ pub struct CellSpec {
     /// The cell's network path (`net` at the cell's round trip), if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub net: Option<String>,
+    /// The servers' CPU quota in this cell, in cores (the map's `cpus`), if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
     /// The request every measurement of the cell sends.
     pub route: String,
     /// A name for its points on disk: `async-r10-c64`.
@@ -203,9 +210,7 @@ impl MapSpec {
 
     /// `cpus` and `cpuset`, checked (again after the flags replaced them).
     pub fn check_budget(&self) -> Result<(), String> {
-        if let Some(q) = self.cpus {
-            crate::lab::budget::check_cpus(q).map_err(|e| format!("cpus = {e}"))?;
-        }
+        crate::lab::budget::check_cpus_axis("cpus", &self.cpus)?;
         if let Some(list) = &self.cpuset {
             crate::lab::budget::parse_cpuset(list, &crate::sys::usable_cpus())
                 .map_err(|e| format!("cpuset = {list:?}: {e}"))?;
@@ -213,14 +218,35 @@ impl MapSpec {
         Ok(())
     }
 
-    /// The cores of CPU a server may use here (the budget's, else the machine's `cores`).
-    pub fn budget(&self, cores: u32) -> f64 {
-        crate::lab::budget::budget_cores(self.cpus, self.cpuset_cpus().as_deref(), cores)
+    /// The cores of CPU a server may use under a quota of `cpus` (a cell's) within the map's
+    /// set, on a machine of `cores`.
+    pub fn budget(&self, cpus: Option<f64>, cores: u32) -> f64 {
+        crate::lab::budget::budget_cores(cpus, self.cpuset_cpus().as_deref(), cores)
     }
 
-    /// The whole cores a server sizes itself for here (see [`crate::lab::budget::whole_cores`]).
-    pub fn whole_cores(&self, cores: u32) -> u32 {
-        crate::lab::budget::whole_cores(self.cpus, self.cpuset_cpus().as_deref(), cores)
+    /// The whole cores a server sizes itself for there (see
+    /// [`crate::lab::budget::whole_cores`]).
+    pub fn whole_cores(&self, cpus: Option<f64>, cores: u32) -> u32 {
+        crate::lab::budget::whole_cores(cpus, self.cpuset_cpus().as_deref(), cores)
+    }
+
+    /// The quotas the map has: each of `cpus`, or none.
+    pub fn quotas(&self) -> Vec<Option<f64>> {
+        if self.cpus.is_empty() {
+            vec![None]
+        } else {
+            self.cpus.iter().copied().map(Some).collect()
+        }
+    }
+
+    /// The suffix of a key under a quota: `-cpus0.5` when the map has several, else none.
+    pub fn cpus_suffix(&self, cpus: Option<f64>) -> String {
+        match cpus {
+            Some(q) if self.cpus.len() > 1 => {
+                format!("-cpus{}", crate::lab::budget::cpus_text(q))
+            }
+            _ => String::new(),
+        }
     }
 
     /// A preset by name, or a TOML file.
@@ -392,9 +418,14 @@ impl MapSpec {
         for &wait in &self.waits {
             for &cpu_us in &self.cpu_us {
                 for rtt_ms in self.rtts() {
-                    for &ratio in &self.ratios {
-                        for &concurrency in &self.concurrency {
-                            cells.push(self.cell(wait, cpu_us, rtt_ms, ratio, concurrency));
+                    for cpus in self.quotas() {
+                        for &ratio in &self.ratios {
+                            for &concurrency in &self.concurrency {
+                                let mut cell = self.cell(wait, cpu_us, rtt_ms, ratio, concurrency);
+                                cell.cpus = cpus;
+                                cell.key = format!("{}{}", cell.key, self.cpus_suffix(cpus));
+                                cells.push(cell);
+                            }
                         }
                     }
                 }
@@ -437,6 +468,7 @@ impl MapSpec {
             wait_ms,
             rtt_ms,
             net: self.net_at(rtt_ms),
+            cpus: None,
             route,
             key: format!(
                 "{}{cpu}{}-r{ratio}-c{concurrency}",

@@ -913,6 +913,48 @@ mod tests {
     }
 
     #[test]
+    fn an_axis_of_quotas_makes_a_series_of_each_server_per_quota() {
+        let e = Experiment::from_toml(
+            "name = \"a\"\narchs = [\"epoll\"]\nconcurrency = [1, 4]\ncpus = [0.5, 2]\n\
+             [[workload]]\nname = \"h\"\nroute = \"/hello\"\n\
+             [[external]]\nname = \"x\"\ncommand = \"x {port}\"\nurl = \"http://127.0.0.1:{port}\"\n",
+            "test",
+        )
+        .unwrap();
+        let points = e.points();
+        let named: Vec<(String, Option<f64>, u32)> = points
+            .iter()
+            .map(|p| (p.target.name().to_string(), p.cpus, p.concurrency))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("epoll@0.5cpu".to_string(), Some(0.5), 1),
+                ("epoll@0.5cpu".to_string(), Some(0.5), 4),
+                ("x@0.5cpu".to_string(), Some(0.5), 1),
+                ("x@0.5cpu".to_string(), Some(0.5), 4),
+                ("epoll@2cpu".to_string(), Some(2.0), 1),
+                ("epoll@2cpu".to_string(), Some(2.0), 4),
+                ("x@2cpu".to_string(), Some(2.0), 1),
+                ("x@2cpu".to_string(), Some(2.0), 4),
+            ]
+        );
+        // Each point's plan carries its quota; the experiment's setup has none of its own.
+        assert_eq!(e.setup().cpus, None);
+        assert_eq!(points[0].plan(&e.setup()).setup.cpus, Some(0.5));
+        assert_eq!(points[7].plan(&e.setup()).setup.cpus, Some(2.0));
+        // One value is the setup's, and no series is renamed.
+        let one = Experiment::from_toml(
+            "name = \"a\"\narchs = [\"epoll\"]\nconcurrency = [1]\ncpus = 0.5\nreplicas = 2\n\
+             [[workload]]\nname = \"h\"\nroute = \"/hello\"\n",
+            "test",
+        )
+        .unwrap();
+        assert_eq!(one.points()[0].target.name(), "epoll");
+        assert_eq!((one.setup().cpus, one.setup().replicas), (Some(0.5), 2));
+    }
+
+    #[test]
     fn variants_are_series_of_their_own_after_the_plain_archs() {
         let text = r#"
             name = "v"

@@ -209,6 +209,9 @@ pub struct TuneResults {
     pub cpus: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpuset: Option<String>,
+    /// `--replicas`: copies of the server side by side, each in its own budget.
+    #[serde(default = "one")]
+    pub replicas: u32,
     /// Configurations that sized the server for more CPUs than its quota let it use, each
     /// beside the best that did not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -301,6 +304,9 @@ impl TuneConfig {
         setup.timeout = (p99_bound_ms / 1000.0 * 2.0).max(2.0);
         setup.net = crate::net::spec_of(args.search.net.as_deref());
         (setup.cpus, setup.cpuset) = args.search.budget.checked()?;
+        if !(1..=64).contains(&args.replicas) {
+            return Err(usage(format!("--replicas {}: from 1 to 64", args.replicas)));
+        }
         setup.replicas = args.replicas;
         let mut workload = Workload::get("tune", &route);
         workload.plan = args.plan.clone();
@@ -542,6 +548,7 @@ fn tune(config: &TuneConfig, live: &mut Live) -> anyhow::Result<TuneResults> {
         verify: None,
         cpus: config.setup.cpus,
         cpuset: args.search.budget.cpuset.clone(),
+        replicas: args.replicas,
         oversized: Vec::new(),
     };
     let first = measured.level(live, &start, 1, p99_bound_us);

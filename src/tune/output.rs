@@ -147,6 +147,18 @@ fn headline(r: &TuneResults) -> String {
 /// check: a line each, for the text and the report.
 fn notes(r: &TuneResults) -> Vec<String> {
     let mut out = Vec::new();
+    if r.replicas > 1 {
+        out.push(format!(
+            "{} copies of the server ran side by side, each on its own port{}, the connections \
+             spread over them in turn; the figures are theirs together.",
+            r.replicas,
+            if r.cpus.is_some() || r.cpuset.is_some() {
+                " in a budget of its own (below)"
+            } else {
+                ""
+            }
+        ));
+    }
     if r.cpus.is_some() || r.cpuset.is_some() {
         let cores = r.machine.cores.max(1);
         let set = r

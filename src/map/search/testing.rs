@@ -42,6 +42,7 @@ pub fn cell(archs: &[Arch], concurrency: u32) -> Cell {
         concurrency,
         cores: 2,
         budget: 2.0,
+        quota: false,
         cpu_us: 1000.0,
         wait_ms: 10.0,
         blocking: false,
