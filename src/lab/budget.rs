@@ -241,8 +241,8 @@ pub fn is_oversized(p: &PointResult) -> bool {
 }
 
 /// Every oversized point of `points`, each beside the best right-sized point of the same
-/// workload, connections and quota: the most throughput, then the lower p99 (`label` names a
-/// point's series).
+/// workload, connections and quota (of the same server at another pool where there is one):
+/// the most throughput, then the lower p99 (`label` names a point's series).
 pub fn oversized(
     points: &[&PointResult],
     label: impl Fn(&PointResult) -> String,
@@ -251,7 +251,7 @@ pub fn oversized(
         .iter()
         .filter(|p| is_oversized(p))
         .map(|p| {
-            let right_sized = points
+            let right: Vec<&&PointResult> = points
                 .iter()
                 .filter(|q| {
                     q.ok && q.rps > 0.0
@@ -260,6 +260,12 @@ pub fn oversized(
                         && q.server.quota_cores == p.server.quota_cores
                         && !is_oversized(q)
                 })
+                .collect();
+            // The same server at another pool where there is one, else any.
+            let same: Vec<&&PointResult> =
+                right.iter().copied().filter(|q| q.arch == p.arch).collect();
+            let right_sized = if same.is_empty() { right } else { same }
+                .into_iter()
                 .max_by(|a, b| {
                     a.rps
                         .total_cmp(&b.rps)
@@ -283,6 +289,37 @@ pub fn oversized(
                 rps: p.rps,
                 p99_us: p.latency_us.p99,
                 right_sized,
+            }
+        })
+        .collect()
+}
+
+/// One line a series: its worst point (the highest p99 against its right-sized run's), and
+/// how many more of its points were oversized.
+pub fn oversized_lines(all: &[Oversized]) -> Vec<String> {
+    let mut series: Vec<&str> = Vec::new();
+    for o in all {
+        if !series.contains(&o.series.as_str()) {
+            series.push(&o.series);
+        }
+    }
+    let cost = |o: &Oversized| {
+        o.right_sized
+            .as_ref()
+            .map_or(1.0, |r| o.p99_us / r.p99_us.max(1.0))
+    };
+    series
+        .into_iter()
+        .map(|name| {
+            let of: Vec<&Oversized> = all.iter().filter(|o| o.series == name).collect();
+            let worst = of
+                .iter()
+                .max_by(|a, b| cost(a).total_cmp(&cost(b)))
+                .expect("a series has a point");
+            match of.len() - 1 {
+                0 => worst.sentence(),
+                1 => format!("{} (and 1 more of its points)", worst.sentence()),
+                n => format!("{} (and {n} more of its points)", worst.sentence()),
             }
         })
         .collect()
@@ -401,6 +438,22 @@ mod tests {
              60.0 ms, against py-1's 500 req/s, p99 51.0 ms (right-sized: throttled in 70% of \
              periods)"
         );
+        // One line a series, its worst point first.
+        let mut again = o.clone();
+        (again.concurrency, again.p99_us) = (64, 52_000.0);
+        assert_eq!(
+            oversized_lines(&[o.clone(), again]),
+            [format!("{} (and 1 more of its points)", o.sentence())]
+        );
+        // The same server at a smaller pool is its right-sized run before any other.
+        let (mut big, mut small) = (two.clone(), one.clone());
+        (big.arch, big.workers, small.arch, small.workers) =
+            ("py".into(), Some(2), "py".into(), Some(1));
+        small.rps = 400.0;
+        let found = oversized(&[&big, &small, &one], |p| {
+            format!("{}/{:?}", p.arch, p.workers)
+        });
+        assert_eq!(found[0].right_sized.as_ref().unwrap().series, "py/Some(1)");
         // Replicas: the throttled time is each copy's share.
         let mut two_copies = point("copies", 1.0, 2, 1.0, 0.8);
         two_copies.server.replicas = 2;

@@ -451,8 +451,7 @@ fn quota(p: &PointResult, f: &Figures) -> Option<Limit> {
             p.duration_s
         ) + &if super::budget::is_oversized(p) {
             format!(
-                "; it sees {} CPUs and ran more than its quota at once (sized for more CPUs \
-                 than it may use)",
+                "; it sees {} CPUs and ran more than its quota at once",
                 s.cores_allowed
             )
         } else {

@@ -193,10 +193,7 @@ fn notes(r: &TuneResults) -> Vec<String> {
         ));
     }
     for o in &r.oversized {
-        out.push(format!(
-            "Sized for more CPUs than its quota: {}.",
-            o.sentence()
-        ));
+        out.push(format!("Over its quota at once: {}.", o.sentence()));
     }
     if let Some(p) = &r.profile {
         out.push(format!(

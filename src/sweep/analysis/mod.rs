@@ -152,11 +152,10 @@ pub fn analyze(results: &SweepResults) -> (Analysis, Recommendation) {
     }
     let all: Vec<&PointResult> = results.points.iter().collect();
     analysis.oversized = crate::lab::budget::oversized(&all, |p| series_label(&p.arch, p.workers));
-    for o in &analysis.oversized {
-        recommendation.details.push(format!(
-            "Sized for more CPUs than its quota: {}.",
-            o.sentence()
-        ));
+    for line in crate::lab::budget::oversized_lines(&analysis.oversized) {
+        recommendation
+            .details
+            .push(format!("Over its quota at once: {line}."));
     }
     if analysis.lab_limited_points > 0 {
         let n = analysis.lab_limited_points;

@@ -371,7 +371,10 @@ fn budget_table(workload: &str, points: &[&PointResult]) -> Option<Table> {
                 shape,
                 rps_cell(p),
                 p99_cell(p),
-                percent(s.cpu_s / s.window_s.max(p.duration_s).max(1e-9)),
+                format!(
+                    "{:.2} cores",
+                    s.cpu_s / s.window_s.max(p.duration_s).max(1e-9)
+                ),
                 throttled,
                 format!("{:.1} MB", s.rss_kb as f64 / 1024.0),
                 each,

@@ -74,12 +74,8 @@ pub fn summary(results: &SweepResults) -> String {
         let _ = writeln!(out, "  {line}");
     }
     let a = &results.analysis;
-    for o in &a.oversized {
-        let _ = writeln!(
-            out,
-            "  sized for more CPUs than its quota: {}",
-            o.sentence()
-        );
+    for line in crate::lab::budget::oversized_lines(&a.oversized) {
+        let _ = writeln!(out, "  over its quota at once: {line}");
     }
     if a.failed_points > 0 || a.lab_limited_points > 0 || !a.warnings.is_empty() {
         let _ = writeln!(
@@ -108,7 +104,20 @@ fn headline_tables(results: &SweepResults, out: &mut String) -> Vec<String> {
             }
             _ => tables.iter().filter(|t| !is_budget(t)).take(1).collect(),
         };
-        headline.extend(tables.iter().find(is_budget));
+        // The budgets' table where the shapes differ (replicas, an axis of quotas, a quota of
+        // an external's own); one quota for all is said in the method and each point's limit.
+        let shapes = |t: &Table| {
+            let column = t.header.iter().position(|h| h == "shape");
+            let mut seen: Vec<&String> = t
+                .rows
+                .iter()
+                .filter_map(|r| column.and_then(|c| r.get(c)))
+                .collect();
+            seen.sort();
+            seen.dedup();
+            seen.len()
+        };
+        headline.extend(tables.iter().find(|t| is_budget(t) && shapes(t) > 1));
         for table in headline {
             let mut table = table.clone();
             if table.header.len() > 12 {
