@@ -216,6 +216,23 @@ route = "/hello"
     );
     let whole = read_json(&out.join("results.json"));
     assert_eq!(whole["points"][0]["workers"], 4 * machine_cores());
+    // Under --cpus 1 on this 2-core machine: one core's worth, 4.
+    let (_, out) = sweep(
+        &tmp.path().join("one"),
+        r#"
+name = "one"
+archs = ["prethreaded"]
+concurrency = [4]
+duration = "500ms"
+warmup = "100ms"
+[[workload]]
+name = "hello"
+route = "/hello"
+"#,
+        &["--cpus", "1"],
+    );
+    let one = read_json(&out.join("results.json"));
+    assert_eq!(one["points"][0]["workers"], 4);
 }
 
 /// `--cpuset 1`: the server may run on CPU 1 only (its affinity says one CPU), and our async
@@ -332,7 +349,7 @@ fn replicas_share_the_connections_evenly_each_in_its_own_budget() {
     root();
     let _timing = timing_lock();
     let tmp = TempDir::new("budget-replicas");
-    let (run, out) = sweep(
+    let (_, out) = sweep(
         tmp.path(),
         r#"
 name = "replicas"
@@ -364,8 +381,10 @@ route = "/work?cpu_us=300"
     // Two loops, one a replica: more than the one core one loop could use.
     assert!(cores_used(p) > 1.2, "{}", cores_used(p));
     assert_eq!(p["errors"], 0);
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(stdout.contains("2 x 1 core"), "{stdout}");
+    let table = std::fs::read_to_string(out.join("table.md")).unwrap();
+    assert!(table.contains("| 2 x 1 core |"), "{table}");
+    let each_text = format!("| {} / {} |", each[0], each[1]);
+    assert!(table.contains(&each_text), "{table}");
 }
 
 /// Go's net/http server (experiments/peers/server.go) serves every route; `tune` over its

@@ -330,6 +330,7 @@ fn budget_table(workload: &str, points: &[&PointResult]) -> Option<Table> {
         "p99",
         "server CPU",
         "throttled",
+        "throttled/req",
         "RSS",
         "connections each",
     ]
@@ -348,10 +349,13 @@ fn budget_table(workload: &str, points: &[&PointResult]) -> Option<Table> {
             } else {
                 format!("{copies} x the machine")
             };
-            let throttled = if s.quota_periods > 0 {
-                percent(s.throttled_periods as f64 / s.quota_periods as f64)
+            let (throttled, per_request) = if s.quota_periods > 0 {
+                (
+                    percent(s.throttled_periods as f64 / s.quota_periods as f64),
+                    duration_us(s.throttled_s * 1e6 / s.answered.max(p.requests).max(1) as f64),
+                )
             } else {
-                "-".into()
+                ("-".into(), "-".into())
             };
             let each = p
                 .runs
@@ -376,6 +380,7 @@ fn budget_table(workload: &str, points: &[&PointResult]) -> Option<Table> {
                     s.cpu_s / s.window_s.max(p.duration_s).max(1e-9)
                 ),
                 throttled,
+                per_request,
                 format!("{:.1} MB", s.rss_kb as f64 / 1024.0),
                 each,
             ]
@@ -387,7 +392,8 @@ fn budget_table(workload: &str, points: &[&PointResult]) -> Option<Table> {
         rows,
         notes: vec![
             "shape: copies x each one's CPU quota; throttled: the share of 100 ms periods in \
-             which a quota ran out; RSS: all copies together; connections each: held by each \
+             which a quota ran out, and per request the time its tasks stood still for it \
+             (summed over the CPUs); RSS: all copies together; connections each: held by each \
              copy halfway through"
                 .into(),
         ],
