@@ -67,6 +67,23 @@ fn refused(args: &[&str]) -> String {
     stderr
 }
 
+/// A budget test's start: as root, the machine to itself (the timing lock), a scratch
+/// directory.
+fn start(tag: &str) -> (std::sync::MutexGuard<'static, ()>, TempDir) {
+    root();
+    (timing_lock(), TempDir::new(tag))
+}
+
+/// An experiment of one workload (`route`) over `archs` at `concurrency`, measured for
+/// `duration` after 300 ms of warm-up, with `extra` keys.
+fn experiment(archs: &str, concurrency: u32, duration: &str, extra: &str, route: &str) -> String {
+    format!(
+        "name = \"budget\"\narchs = [{archs}]\nconcurrency = [{concurrency}]\n\
+         duration = \"{duration}\"\nwarmup = \"300ms\"\n{extra}\n\
+         [[workload]]\nname = \"w\"\nroute = \"{route}\"\n"
+    )
+}
+
 fn machine_cores() -> usize {
     std::thread::available_parallelism().unwrap().get()
 }
@@ -83,9 +100,7 @@ fn cores_used(p: &serde_json::Value) -> f64 {
 /// the limit's room). Under one core, the loop's one thread is never throttled.
 #[test]
 fn an_axis_of_quotas_gives_each_its_own_series_with_its_throttling() {
-    root();
-    let _timing = timing_lock();
-    let tmp = TempDir::new("budget-axis");
+    let (_timing, tmp) = start("budget-axis");
     let (_, out) = sweep(
         tmp.path(),
         r#"
@@ -155,21 +170,10 @@ route = "/fib?n=25"
 /// not the machine's cores), as the server's own ready line reports it.
 #[test]
 fn a_quota_flag_halves_the_bound_and_our_defaults_follow_it() {
-    root();
-    let _timing = timing_lock();
-    let tmp = TempDir::new("budget-flag");
+    let (_timing, tmp) = start("budget-flag");
     let (run, out) = sweep(
         tmp.path(),
-        r#"
-name = "flag"
-archs = ["prethreaded"]
-concurrency = [4]
-duration = "1500ms"
-warmup = "300ms"
-[[workload]]
-name = "fib"
-route = "/fib?n=25"
-"#,
+        &experiment("\"prethreaded\"", 4, "1500ms", "", "/fib?n=25"),
         &["--cpus", "0.5"],
     );
     let results = read_json(&out.join("results.json"));
@@ -195,23 +199,14 @@ route = "/fib?n=25"
     );
     // One shape for every point: its table is in the files, not on the terminal.
     let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(!stdout.contains("fib: under each budget"), "{stdout}");
+    assert!(!stdout.contains("w: under each budget"), "{stdout}");
     let table = std::fs::read_to_string(out.join("table.md")).unwrap();
-    assert!(table.contains("fib: under each budget"), "{table}");
+    assert!(table.contains("w: under each budget"), "{table}");
     assert!(table.contains("1 x 0.5 cores"), "{table}");
 
     let (_, out) = sweep(
         &tmp.path().join("whole"),
-        r#"
-name = "whole"
-archs = ["prethreaded"]
-concurrency = [8]
-duration = "500ms"
-warmup = "100ms"
-[[workload]]
-name = "hello"
-route = "/hello"
-"#,
+        &experiment("\"prethreaded\"", 8, "500ms", "", "/hello"),
         &[],
     );
     let whole = read_json(&out.join("results.json"));
@@ -219,16 +214,7 @@ route = "/hello"
     // Under --cpus 1 on this 2-core machine: one core's worth, 4.
     let (_, out) = sweep(
         &tmp.path().join("one"),
-        r#"
-name = "one"
-archs = ["prethreaded"]
-concurrency = [4]
-duration = "500ms"
-warmup = "100ms"
-[[workload]]
-name = "hello"
-route = "/hello"
-"#,
+        &experiment("\"prethreaded\"", 4, "500ms", "", "/hello"),
         &["--cpus", "1"],
     );
     let one = read_json(&out.join("results.json"));
@@ -239,22 +225,11 @@ route = "/hello"
 /// runtime's default sizes itself for it.
 #[test]
 fn a_cpuset_is_the_servers_only_cpus() {
-    root();
-    let _timing = timing_lock();
-    let tmp = TempDir::new("budget-cpuset");
+    let (_timing, tmp) = start("budget-cpuset");
     std::fs::create_dir_all(tmp.path()).unwrap();
     let (_, out) = sweep(
         tmp.path(),
-        r#"
-name = "set"
-archs = ["async"]
-concurrency = [4]
-duration = "800ms"
-warmup = "100ms"
-[[workload]]
-name = "fib"
-route = "/fib?n=22"
-"#,
+        &experiment("\"async\"", 4, "800ms", "", "/fib?n=22"),
         &["--cpuset", "1"],
     );
     let results = read_json(&out.join("results.json"));
@@ -346,23 +321,16 @@ url = "http://127.0.0.1:{port}"
 /// counts them), and together they use up to two cores where one copy's loop uses one.
 #[test]
 fn replicas_share_the_connections_evenly_each_in_its_own_budget() {
-    root();
-    let _timing = timing_lock();
-    let tmp = TempDir::new("budget-replicas");
+    let (_timing, tmp) = start("budget-replicas");
     let (_, out) = sweep(
         tmp.path(),
-        r#"
-name = "replicas"
-archs = ["epoll"]
-concurrency = [32]
-duration = "2s"
-warmup = "300ms"
-replicas = 2
-cpus = 1
-[[workload]]
-name = "cpu"
-route = "/work?cpu_us=300"
-"#,
+        &experiment(
+            "\"epoll\"",
+            32,
+            "2s",
+            "replicas = 2\ncpus = 1",
+            "/work?cpu_us=300",
+        ),
         &[],
     );
     let results = read_json(&out.join("results.json"));
@@ -592,9 +560,7 @@ fn bad_budgets_are_one_line_and_exit_2() {
 /// per quota, each cell bounded by its own.
 #[test]
 fn a_map_under_a_quota_bounds_each_cell_by_it() {
-    root();
-    let _timing = timing_lock();
-    let tmp = TempDir::new("budget-map");
+    let (_timing, tmp) = start("budget-map");
     std::fs::create_dir_all(tmp.path()).unwrap();
     let map = |extra: &str, flags: &[&str], name: &str| {
         let file = tmp.path().join(format!("{name}.toml"));

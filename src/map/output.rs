@@ -550,10 +550,6 @@ fn verdict_words(c: &CellResult) -> String {
     }
 }
 
-/// Where a path's round trip changes the winner, for a map of several round trips: each cell
-/// against the same workload and concurrency at the map's shortest round trip. A change is a
-/// winner that is not among the other's winner and ties, or the same architecture's pool
-/// more than doubled or halved.
 /// Whether a cell's verdict differs from another's: another architecture that did not tie
 /// there, a pool more than twice apart, or a winner on one side only (`None`: neither has one).
 fn winner_changed(o: &Outcome, b: &Outcome) -> Option<bool> {
@@ -571,39 +567,22 @@ fn winner_changed(o: &Outcome, b: &Outcome) -> Option<bool> {
     }
 }
 
-/// With several quotas (`cpus` a list): where a smaller quota changes the winner of the same
-/// cell under the largest.
-fn cpus_sentence(results: &MapResults) -> Option<String> {
-    let spec = &results.spec;
-    if spec.cpus.len() < 2 {
-        return None;
-    }
-    let largest = spec.cpus.iter().copied().fold(0.0, f64::max);
-    let same = |a: &CellResult, b: &CellResult| {
-        (
-            a.cell.wait,
-            a.cell.cpu_us,
-            a.cell.rtt_ms,
-            a.cell.ratio,
-            a.cell.concurrency,
-        ) == (
-            b.cell.wait,
-            b.cell.cpu_us,
-            b.cell.rtt_ms,
-            b.cell.ratio,
-            b.cell.concurrency,
-        )
-    };
+/// Each cell that is not a base (`is_base`) against its base (the base cell of the same wait,
+/// CPU, ratio and connections that `same` accepts): how many could be compared, and a phrase
+/// (`describe(base, cell)`) for each whose winner changed.
+fn changes_against(
+    results: &MapResults,
+    is_base: impl Fn(&CellResult) -> bool,
+    same: impl Fn(&CellResult, &CellResult) -> bool,
+    describe: impl Fn(&CellResult, &CellResult) -> String,
+) -> (usize, Vec<String>) {
+    let shape = |c: &CellResult| (c.cell.wait, c.cell.cpu_us, c.cell.ratio, c.cell.concurrency);
     let (mut compared, mut changed) = (0, Vec::new());
-    for c in results
-        .cells
-        .iter()
-        .filter(|c| c.cell.cpus != Some(largest))
-    {
+    for c in results.cells.iter().filter(|c| !is_base(c)) {
         let Some(base) = results
             .cells
             .iter()
-            .find(|b| b.cell.cpus == Some(largest) && same(b, c))
+            .find(|b| is_base(b) && shape(b) == shape(c) && same(b, c))
         else {
             continue;
         };
@@ -615,22 +594,42 @@ fn cpus_sentence(results: &MapResults) -> Option<String> {
         };
         compared += 1;
         if changed_here {
-            changed.push(format!(
+            changed.push(describe(base, c));
+        }
+    }
+    (compared, changed)
+}
+
+/// With several quotas (`cpus` a list): where a smaller quota changes the winner of the same
+/// cell under the largest.
+fn cpus_sentence(results: &MapResults) -> Option<String> {
+    let spec = &results.spec;
+    if spec.cpus.len() < 2 {
+        return None;
+    }
+    let largest = spec.cpus.iter().copied().fold(0.0, f64::max);
+    let words = crate::lab::budget::cores_words;
+    let (compared, changed) = changes_against(
+        results,
+        |c| c.cell.cpus == Some(largest),
+        |b, c| b.cell.rtt_ms == c.cell.rtt_ms,
+        |base, c| {
+            format!(
                 "{}: {} under {}, {} under {}",
                 c.cell.key,
                 verdict_words(base),
-                crate::lab::budget::cores_words(largest),
+                words(largest),
                 verdict_words(c),
-                crate::lab::budget::cores_words(c.cell.cpus.unwrap_or(largest))
-            ));
-        }
-    }
+                words(c.cell.cpus.unwrap_or(largest))
+            )
+        },
+    );
     (compared > 0).then(|| {
         if changed.is_empty() {
             format!(
                 "The quota changes no winner: in {compared} cells the winner under {} wins (or \
                  ties) under less too.",
-                crate::lab::budget::cores_words(largest)
+                words(largest)
             )
         } else {
             format!(
@@ -642,39 +641,30 @@ fn cpus_sentence(results: &MapResults) -> Option<String> {
     })
 }
 
+/// Where a path's round trip changes the winner, for a map of several round trips: each cell
+/// against the same workload and concurrency at the map's shortest round trip. A change is a
+/// winner that is not among the other's winner and ties, or the same architecture's pool
+/// more than doubled or halved.
 fn rtt_sentence(results: &MapResults) -> Option<String> {
     let spec = &results.spec;
     if spec.rtt_ms.len() < 2 {
         return None;
     }
     let shortest = spec.rtt_ms.iter().copied().fold(f64::INFINITY, f64::min);
-    let mut changed = Vec::new();
-    let mut compared = 0;
-    for c in results.cells.iter().filter(|c| c.cell.rtt_ms != shortest) {
-        let Some(base) = results.cells.iter().find(|b| {
-            b.cell.rtt_ms == shortest
-                && (b.cell.wait, b.cell.cpu_us, b.cell.ratio, b.cell.concurrency)
-                    == (c.cell.wait, c.cell.cpu_us, c.cell.ratio, c.cell.concurrency)
-        }) else {
-            continue;
-        };
-        let (Some(o), Some(b)) = (c.outcome.as_ref(), base.outcome.as_ref()) else {
-            continue;
-        };
-        let Some(changed_here) = winner_changed(o, b) else {
-            continue;
-        };
-        compared += 1;
-        if changed_here {
-            changed.push(format!(
+    let (compared, changed) = changes_against(
+        results,
+        |c| c.cell.rtt_ms == shortest,
+        |b, c| b.cell.cpus == c.cell.cpus,
+        |base, c| {
+            format!(
                 "{}: {} at {shortest} ms, {} at {} ms",
                 c.cell.key,
                 verdict_words(base),
                 verdict_words(c),
                 c.cell.rtt_ms
-            ));
-        }
-    }
+            )
+        },
+    );
     (compared > 0).then(|| {
         if changed.is_empty() {
             format!(
