@@ -294,4 +294,56 @@ mod tests {
         let alone = jittery.departure(&mut FlowState::new(t0), t0, 100, 0.0);
         close(alone - t0, ms(20.0));
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+            /// Whatever the bytes (an IPv4 version nibble or not, any header length, cut
+            /// anywhere), reading and rewriting never panic; what is not IPv4 is left alone.
+            #[test]
+            fn random_bytes_never_panic(
+                mut bytes in prop::collection::vec(any::<u8>(), 0..80),
+                v4 in any::<bool>(),
+                to in any::<[u8; 4]>(),
+            ) {
+                if v4 && !bytes.is_empty() {
+                    bytes[0] = (bytes[0] & 0x0f) | 0x40;
+                }
+                let before = bytes.clone();
+                let _ = ports(&bytes);
+                let ipv4 = header(&bytes).is_some();
+                let rewritten = rewrite(&mut bytes, Field::Src, Ipv4Addr::from(to));
+                prop_assert_eq!(rewritten, ipv4);
+                if !ipv4 {
+                    prop_assert_eq!(bytes, before);
+                }
+            }
+
+            /// A TCP packet rewritten to another address has both checksums right, and
+            /// rewritten back is the packet it was, byte for byte.
+            #[test]
+            fn rewriting_and_back_restores_the_packet(
+                src in any::<[u8; 4]>(),
+                dst in any::<[u8; 4]>(),
+                to in any::<[u8; 4]>(),
+                ports in any::<(u16, u16)>(),
+                payload in prop::collection::vec(any::<u8>(), 0..64),
+                dst_field in any::<bool>(),
+            ) {
+                let (src, dst, to) = (Ipv4Addr::from(src), Ipv4Addr::from(dst), Ipv4Addr::from(to));
+                let original = tcp_packet(src, ports.0, dst, ports.1, &payload);
+                let (field, was) = if dst_field { (Field::Dst, dst) } else { (Field::Src, src) };
+                let mut p = original.clone();
+                prop_assert!(rewrite(&mut p, field, to));
+                prop_assert_eq!(checksum(&p[..20]), 0);
+                prop_assert_eq!(u16::from_be_bytes([p[36], p[37]]), tcp_checksum(&p));
+                prop_assert!(rewrite(&mut p, field, was));
+                prop_assert_eq!(p, original);
+            }
+        }
+    }
 }
