@@ -198,6 +198,10 @@ pub struct Oversized {
     pub throttled_ms_per_request: f64,
     pub rps: f64,
     pub p99_us: f64,
+    /// Its load did not reach the server as intended (`~`): its p99 leaves waits out and is
+    /// not the quota's cost.
+    #[serde(default)]
+    pub starved: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub right_sized: Option<RightSized>,
 }
@@ -288,14 +292,15 @@ pub fn oversized(
                 throttled_ms_per_request: p.server.throttled_s * 1e3 / answered as f64,
                 rps: p.rps,
                 p99_us: p.latency_us.p99,
+                starved: p.starved,
                 right_sized,
             }
         })
         .collect()
 }
 
-/// One line a series: its worst point (the highest p99 against its right-sized run's), and
-/// how many more of its points were oversized.
+/// One line a series: its worst point (the highest p99 against its right-sized run's, a
+/// starved point's last), and how many more of its points were oversized.
 pub fn oversized_lines(all: &[Oversized]) -> Vec<String> {
     let mut series: Vec<&str> = Vec::new();
     for o in all {
@@ -304,9 +309,15 @@ pub fn oversized_lines(all: &[Oversized]) -> Vec<String> {
         }
     }
     let cost = |o: &Oversized| {
-        o.right_sized
+        let ratio = o
+            .right_sized
             .as_ref()
-            .map_or(1.0, |r| o.p99_us / r.p99_us.max(1.0))
+            .map_or(1.0, |r| o.p99_us / r.p99_us.max(1.0));
+        if o.starved {
+            -1.0 / ratio
+        } else {
+            ratio
+        }
     };
     series
         .into_iter()
@@ -353,6 +364,12 @@ impl Oversized {
                 r.throttled_share * 100.0
             )),
             None => text.push_str(" (no right-sized run of the same case to set it against)"),
+        }
+        if self.starved {
+            text.push_str(
+                "; its load did not reach it as intended (~): its p99 leaves waits out and is \
+                 not the quota's cost alone",
+            );
         }
         text
     }
@@ -442,8 +459,15 @@ mod tests {
         let mut again = o.clone();
         (again.concurrency, again.p99_us) = (64, 52_000.0);
         assert_eq!(
-            oversized_lines(&[o.clone(), again]),
+            oversized_lines(&[o.clone(), again.clone()]),
             [format!("{} (and 1 more of its points)", o.sentence())]
+        );
+        // A starved point's p99 is not the quota's cost: the other speaks for the series.
+        let mut starved = o.clone();
+        (starved.starved, starved.p99_us) = (true, 600_000.0);
+        assert_eq!(
+            oversized_lines(&[starved, again.clone()]),
+            [format!("{} (and 1 more of its points)", again.sentence())]
         );
         // The same server at a smaller pool is its right-sized run before any other.
         let (mut big, mut small) = (two.clone(), one.clone());

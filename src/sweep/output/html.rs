@@ -130,10 +130,11 @@ pub fn method_text(results: &SweepResults) -> Vec<String> {
     match results.experiment.cpus[..] {
         [] => {}
         [cpus] => paragraphs.push(format!(
-            "Every server ran under a CPU quota of {cpus} cores (`cpus`): a cgroup whose CFS \
+            "Every server ran under a CPU quota of {} (`cpus`): a cgroup whose CFS \
              bandwidth let its tasks run {cpus} x 100 ms in each 100 ms period, as a \
              container's --cpus does. Each point records the periods and those in which the \
-             quota ran out (throttled)."
+             quota ran out (throttled).",
+            crate::lab::budget::cores_words(cpus)
         )),
         ref axis => paragraphs.push(format!(
             "Every server ran once under each CPU quota of {} cores (`cpus`), each a series \
