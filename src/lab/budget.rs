@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 use super::results::PointResult;
 use crate::usage;
 
+/// Copies of a server a point may run side by side (`replicas`, `--replicas`).
+pub const MAX_REPLICAS: u32 = 64;
+
 /// The least and the most cores a quota may give.
 pub const MIN_CPUS: f64 = 0.01;
 pub const MAX_CPUS: f64 = 1024.0;
@@ -47,6 +50,27 @@ impl BudgetFlags {
             .transpose()?;
         Ok((cpus, cpuset))
     }
+
+    /// The flags, checked, in place of a file's `cpus` and `cpuset` where given.
+    pub fn apply(&self, cpus: &mut Vec<f64>, cpuset: &mut Option<String>) -> anyhow::Result<()> {
+        if let Some(q) = self.checked()?.0 {
+            *cpus = vec![q];
+        }
+        if let Some(list) = &self.cpuset {
+            *cpuset = Some(list.clone());
+        }
+        Ok(())
+    }
+}
+
+/// A file's `cpus` (one quota or an axis) and `cpuset`, checked.
+pub fn check_keys(cpus: &[f64], cpuset: Option<&str>) -> Result<(), String> {
+    check_cpus_axis("cpus", cpus)?;
+    if let Some(list) = cpuset {
+        parse_cpuset(list, &crate::sys::usable_cpus())
+            .map_err(|e| format!("cpuset = {list:?}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// A quota in cores, from [`MIN_CPUS`] to [`MAX_CPUS`].
@@ -61,6 +85,16 @@ pub fn check_cpus(cpus: f64) -> Result<f64, String> {
 /// A CPU list as the kernel writes one (`0`, `0-1`, `0,2-3`), each CPU among `usable` (the
 /// CPUs this process may run on), in order and without repeats.
 pub fn parse_cpuset(text: &str, usable: &[usize]) -> Result<Vec<usize>, String> {
+    let cpus = cpu_list(text)?;
+    if let Some(cpu) = cpus.iter().find(|c| !usable.contains(c)) {
+        return Err(format!("no CPU {cpu} here (CPUs {})", list_text(usable)));
+    }
+    Ok(cpus)
+}
+
+/// The CPUs of a list as the kernel writes one, in order and without repeats, whatever the
+/// machine: a list checked when it was given, or one a results file recorded.
+pub fn cpu_list(text: &str) -> Result<Vec<usize>, String> {
     let mut cpus = std::collections::BTreeSet::new();
     for part in text.split(',').map(str::trim) {
         let number = |s: &str| {
@@ -76,9 +110,6 @@ pub fn parse_cpuset(text: &str, usable: &[usize]) -> Result<Vec<usize>, String> 
             return Err(format!("{part:?}: the range runs backwards"));
         }
         cpus.extend(low..=high);
-    }
-    if let Some(cpu) = cpus.iter().find(|c| !usable.contains(c)) {
-        return Err(format!("no CPU {cpu} here (CPUs {})", list_text(usable)));
     }
     Ok(cpus.into_iter().collect())
 }

@@ -297,16 +297,6 @@ fn run_once(
     };
     // Declared before the server so that they are removed after the server is stopped.
     let server_cgroup = server_cgroup()?;
-    let budgets = Budgets::new(setup)?;
-    let mut server = ServerProcess::start_in(
-        &launch,
-        Duration::from_secs_f64(ready_timeout),
-        server_cgroup.as_ref().map(|c| c.procs_file()).as_deref(),
-        &budgets.procs_files(),
-    )?;
-    // The other replicas, each on its own port with budgets of its own, in the same cgroup
-    // (measured together); stopped before their budgets are removed (fields drop in order).
-    let mut replicas: Vec<(ServerProcess, Budgets, Launch)> = Vec::new();
     if setup.replicas > 1 && server_cgroup.is_none() {
         anyhow::bail!(
             "replicas = {}: the replicas are measured together in a cgroup, and none can be \
@@ -314,16 +304,24 @@ fn run_once(
             setup.replicas
         );
     }
-    for _ in 1..setup.replicas {
-        let (launch, _) = launch_of(plan, pinning, options)?;
-        let budgets = Budgets::new(setup)?;
-        let replica = ServerProcess::start_in(
-            &launch,
+    // One copy of the server in the run's cgroup and budgets of its own.
+    let start = |launch: &Launch, budgets: &Budgets| {
+        ServerProcess::start_in(
+            launch,
             Duration::from_secs_f64(ready_timeout),
             server_cgroup.as_ref().map(|c| c.procs_file()).as_deref(),
             &budgets.procs_files(),
-        )?;
-        replicas.push((replica, budgets, launch));
+        )
+    };
+    let budgets = Budgets::new(setup)?;
+    let mut server = start(&launch, &budgets)?;
+    // The other replicas, each on its own port with budgets of its own, measured together;
+    // stopped before their budgets are removed (a tuple's fields drop in order).
+    let mut replicas: Vec<(ServerProcess, Budgets, Launch)> = Vec::new();
+    for _ in 1..setup.replicas {
+        let (launch, _) = launch_of(plan, pinning, options)?;
+        let budgets = Budgets::new(setup)?;
+        replicas.push((start(&launch, &budgets)?, budgets, launch));
     }
     let meter = match &server_cgroup {
         Some(cgroup) if server.in_cgroup() => CpuMeter::Cgroup(cgroup),

@@ -97,11 +97,7 @@ pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
         None => {
             let mut spec = MapSpec::load(&args.map)?;
             spec.net = crate::net::net_option(args.net.as_deref(), spec.net.take())?;
-            let (cpus, _) = args.budget.checked()?;
-            if let Some(cpus) = cpus {
-                spec.cpus = vec![cpus];
-            }
-            spec.cpuset = args.budget.cpuset.clone().or(spec.cpuset.take());
+            args.budget.apply(&mut spec.cpus, &mut spec.cpuset)?;
             spec.check_net()
                 .map_err(|msg| usage(format!("{}: {msg}", args.map)))?;
             if spec.has_path() {

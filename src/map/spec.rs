@@ -203,19 +203,9 @@ impl CellSpec {
 impl MapSpec {
     /// The set of `cpuset`, as a list of CPUs (checked when the spec was read).
     pub fn cpuset_cpus(&self) -> Option<Vec<usize>> {
-        self.cpuset.as_deref().and_then(|list| {
-            crate::lab::budget::parse_cpuset(list, &crate::sys::usable_cpus()).ok()
-        })
-    }
-
-    /// `cpus` and `cpuset`, checked (again after the flags replaced them).
-    pub fn check_budget(&self) -> Result<(), String> {
-        crate::lab::budget::check_cpus_axis("cpus", &self.cpus)?;
-        if let Some(list) = &self.cpuset {
-            crate::lab::budget::parse_cpuset(list, &crate::sys::usable_cpus())
-                .map_err(|e| format!("cpuset = {list:?}: {e}"))?;
-        }
-        Ok(())
+        self.cpuset
+            .as_deref()
+            .and_then(|list| crate::lab::budget::cpu_list(list).ok())
     }
 
     /// The cores of CPU a server may use under a quota of `cpus` (a cell's) within the map's
@@ -335,7 +325,7 @@ impl MapSpec {
 
     fn check(&self) -> Result<(), String> {
         self.check_net()?;
-        self.check_budget()?;
+        crate::lab::budget::check_keys(&self.cpus, self.cpuset.as_deref())?;
         if self.archs.is_empty() {
             return Err("archs: none given".into());
         }

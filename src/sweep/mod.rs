@@ -153,13 +153,8 @@ fn experiment_of(args: &SweepArgs) -> anyhow::Result<Experiment> {
         experiment.repetitions = repetitions;
     }
     experiment.net = crate::net::net_option(args.net.as_deref(), experiment.net.take())?;
-    let (cpus, _) = args.budget.checked()?;
-    if let Some(cpus) = cpus {
-        experiment.cpus = vec![cpus];
-    }
-    if let Some(cpuset) = &args.budget.cpuset {
-        experiment.cpuset = Some(cpuset.clone());
-    }
+    args.budget
+        .apply(&mut experiment.cpus, &mut experiment.cpuset)?;
     Ok(experiment)
 }
 

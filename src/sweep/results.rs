@@ -63,9 +63,10 @@ impl SweepResults {
     /// one budget: the machine's).
     pub fn cores(&self) -> f64 {
         let e = &self.experiment;
-        let cpuset = e.cpuset.as_deref().and_then(|list| {
-            crate::lab::budget::parse_cpuset(list, &(0..4096).collect::<Vec<_>>()).ok()
-        });
+        let cpuset = e
+            .cpuset
+            .as_deref()
+            .and_then(|list| crate::lab::budget::cpu_list(list).ok());
         let quota = match e.cpus[..] {
             [one] => Some(one),
             _ => None,

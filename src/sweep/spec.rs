@@ -15,6 +15,7 @@ use std::path::Path;
 use serde::{Deserialize, Deserializer, Serialize};
 
 pub use crate::arch::{Arch, Protocol};
+use crate::lab::budget::MAX_REPLICAS;
 pub use crate::lab::plan::{
     check_path_list, de_archs, sleep_ms_of_route, stand_in_server, unknown_arch, ExternalTarget,
     LoadMode, PointSpec, Requirement, Setup, TargetSpec, Variant, Workload,
@@ -50,9 +51,6 @@ pub const PRESETS: &[(&str, &str)] = &[
         include_str!("../../experiments/slow-clients.toml"),
     ),
 ];
-
-/// Copies of a server a point may run side by side (`replicas`).
-pub const MAX_REPLICAS: u64 = 64;
 
 /// Seconds a point may measure (`duration`): a day.
 pub const MAX_DURATION_S: f64 = 86_400.0;
@@ -471,13 +469,9 @@ impl Experiment {
                 return Err(format!("memory = {memory:?}: at least 4M"));
             }
         }
-        crate::lab::budget::check_cpus_axis("cpus", &self.cpus)?;
+        crate::lab::budget::check_keys(&self.cpus, self.cpuset.as_deref())?;
         if let Some(r) = self.replicas {
-            int_in("replicas", u64::from(r), 1, MAX_REPLICAS)?;
-        }
-        if let Some(list) = &self.cpuset {
-            crate::lab::budget::parse_cpuset(list, &crate::sys::usable_cpus())
-                .map_err(|e| format!("cpuset = {list:?}: {e}"))?;
+            int_in("replicas", u64::from(r), 1, u64::from(MAX_REPLICAS))?;
         }
         if let Some(text) = &self.net {
             crate::net::check_key(text)?;
@@ -641,7 +635,7 @@ impl Experiment {
                 }
             }
             if let Some(r) = ext.replicas {
-                int_in("replicas", u64::from(r), 1, MAX_REPLICAS)
+                int_in("replicas", u64::from(r), 1, u64::from(MAX_REPLICAS))
                     .map_err(|e| format!("external {:?}: {e}", ext.name))?;
             }
         }
@@ -768,9 +762,10 @@ impl Experiment {
                 _ => None,
             },
             replicas: self.replicas.unwrap_or(1),
-            cpuset: self.cpuset.as_deref().and_then(|list| {
-                crate::lab::budget::parse_cpuset(list, &crate::sys::usable_cpus()).ok()
-            }),
+            cpuset: self
+                .cpuset
+                .as_deref()
+                .and_then(|list| crate::lab::budget::cpu_list(list).ok()),
             memory: self
                 .memory
                 .as_deref()

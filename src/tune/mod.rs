@@ -209,6 +209,12 @@ pub struct TuneResults {
     pub cpus: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpuset: Option<String>,
+    /// The cores of CPU the server could use (the quota within the set, else the machine's),
+    /// which Goetz's pool counted, and the whole cores 2n+1 took for n.
+    #[serde(default)]
+    pub cores: f64,
+    #[serde(default)]
+    pub whole_cores: u32,
     /// `--replicas`: copies of the server side by side, each in its own budget.
     #[serde(default = "one")]
     pub replicas: u32,
@@ -304,8 +310,12 @@ impl TuneConfig {
         setup.timeout = (p99_bound_ms / 1000.0 * 2.0).max(2.0);
         setup.net = crate::net::spec_of(args.search.net.as_deref());
         (setup.cpus, setup.cpuset) = args.search.budget.checked()?;
-        if !(1..=64).contains(&args.replicas) {
-            return Err(usage(format!("--replicas {}: from 1 to 64", args.replicas)));
+        let most = crate::lab::budget::MAX_REPLICAS;
+        if !(1..=most).contains(&args.replicas) {
+            return Err(usage(format!(
+                "--replicas {}: from 1 to {most}",
+                args.replicas
+            )));
         }
         setup.replicas = args.replicas;
         let mut workload = Workload::get("tune", &route);
@@ -548,6 +558,8 @@ fn tune(config: &TuneConfig, live: &mut Live) -> anyhow::Result<TuneResults> {
         verify: None,
         cpus: config.setup.cpus,
         cpuset: args.search.budget.cpuset.clone(),
+        cores: budget,
+        whole_cores: cores,
         replicas: args.replicas,
         oversized: Vec::new(),
     };
@@ -604,18 +616,9 @@ fn tune(config: &TuneConfig, live: &mut Live) -> anyhow::Result<TuneResults> {
     let labelled: Vec<PointResult> = live
         .store
         .iter()
-        .map(|(key, p)| {
-            let values: Vec<u32> = key
-                .split('|')
-                .next()
-                .unwrap_or_default()
-                .split(',')
-                .filter_map(|v| v.parse().ok())
-                .collect();
-            PointResult {
-                arch: spec::label(knobs, &values),
-                ..p.clone()
-            }
+        .map(|(key, p)| PointResult {
+            arch: spec::label(knobs, &Run::values_of_key(key)),
+            ..p.clone()
         })
         .collect();
     let points: Vec<&PointResult> = labelled.iter().collect();

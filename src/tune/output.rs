@@ -160,11 +160,6 @@ fn notes(r: &TuneResults) -> Vec<String> {
         ));
     }
     if r.cpus.is_some() || r.cpuset.is_some() {
-        let cores = r.machine.cores.max(1);
-        let set = r
-            .cpuset
-            .as_deref()
-            .and_then(|l| crate::lab::budget::parse_cpuset(l, &(0..4096).collect::<Vec<_>>()).ok());
         let mut what: Vec<String> = r
             .cpus
             .map(|q| {
@@ -184,16 +179,12 @@ fn notes(r: &TuneResults) -> Vec<String> {
             "The server ran under {}, the load generator outside it: Goetz's pool counts {}, \
              and 2n+1 takes n = {}.",
             what.join(" on "),
-            crate::lab::budget::cores_words(crate::lab::budget::budget_cores(
-                r.cpus,
-                set.as_deref(),
-                cores
-            )),
-            crate::lab::budget::whole_cores(r.cpus, set.as_deref(), cores)
+            crate::lab::budget::cores_words(r.cores),
+            r.whole_cores
         ));
     }
-    for o in &r.oversized {
-        out.push(format!("Over its quota at once: {}.", o.sentence()));
+    for line in crate::lab::budget::oversized_lines(&r.oversized) {
+        out.push(format!("Over its quota at once: {line}."));
     }
     if let Some(p) = &r.profile {
         out.push(format!(

@@ -51,6 +51,12 @@ impl Run {
             self.rep
         )
     }
+
+    /// The knobs' values of a store key [`Run::key`] made.
+    pub fn values_of_key(key: &str) -> Vec<u32> {
+        let values = key.split('|').next().unwrap_or_default();
+        values.split(',').filter_map(|v| v.parse().ok()).collect()
+    }
 }
 /// What was measured, by configuration.
 #[derive(Default)]
