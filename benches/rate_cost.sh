@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Rate mode's CPU per request against the closed loop's, with and without the send slack,
-# beside autocannon and h2load at the same rates. The logic is benches/rate_cost.py.
+# Rate mode's accuracy and CPU per request: the default (each send at its own time) beside
+# the batching slacks, autocannon and h2load, and the floor of a timed wakeup. The logic is
+# benches/rate_cost.py.
 #
 # Usage: benches/rate_cost.sh [SECONDS] [ROUNDS]   (default 4 and 3; output:
 # benches/rate_cost.txt). Installs nginx and h2load from Debian's packages and autocannon from

@@ -170,6 +170,120 @@ fn a_path_holds_a_connection_to_its_rate() {
     );
 }
 
+/// `rtt=50ms,jitter=20ms` at one connection: every round trip within 50 ± 10 ms (and the
+/// server's microseconds), spread over it (the middle 90% over more than 10 ms), and the path
+/// says ± 10 ms.
+#[test]
+fn a_round_trip_spreads_over_its_jitter_and_the_path_says_so() {
+    root();
+    let _timing = timing_lock();
+    let server = Server::start(&["--arch", "epoll"]);
+    let report = load_json(&[
+        &server.url("/hello"),
+        "-c",
+        "1",
+        "-d",
+        "3s",
+        "--net",
+        "rtt=50ms,jitter=20ms",
+    ]);
+    assert_eq!(report["net"]["path"], "rtt 50.0 ms ± 10.0 ms");
+    let l = &report["latency_us"];
+    let (min, max) = (l["min"].as_f64().unwrap(), l["max"].as_f64().unwrap());
+    assert!(min >= 40_000.0 && max <= 63_000.0, "{l}");
+    let h = sweetspot::load::stats::LatencyHistogram::decode(report["histogram"].as_str().unwrap())
+        .unwrap();
+    let spread = h.value_at_quantile(0.95) - h.value_at_quantile(0.05);
+    assert!(spread > 10_000, "p5 to p95: {spread} us");
+    assert_eq!(errors(&report), 0, "{report}");
+}
+
+/// Four connections downloading 128 KiB after 128 KiB: on `bottleneck=10mbit` they share one
+/// link, 2.5 Mbit/s each (± 0.5); on `rate=10mbit` each has its own, about 10 each (a round
+/// trip between responses: 9.1 here).
+#[test]
+fn connections_share_a_bottleneck_and_each_has_its_own_link() {
+    root();
+    let _timing = timing_lock();
+    let (_dir, server) = file_server("net-share", "q.bin", vec![b'q'; 128 << 10]);
+    for (path, each) in [
+        ("rtt=10ms,bottleneck=10mbit", 2.0..=3.0),
+        ("rtt=10ms,rate=10mbit", 8.5..=10.5),
+    ] {
+        let report = load_json(&[&server.url("/q.bin"), "-c", "4", "-d", "5s", "--net", path]);
+        let flows = &report["net"]["flows"];
+        assert_eq!(flows["flows"], 4, "{path}: {flows}");
+        for key in ["min_mbit", "max_mbit"] {
+            let mbit = flows[key].as_f64().unwrap();
+            assert!(each.contains(&mbit), "{path}: {key} {mbit}");
+        }
+        assert_eq!(
+            report["net"]["queue_dropped"], 0,
+            "{path}: {}",
+            report["net"]
+        );
+        assert_eq!(errors(&report), 0, "{report}");
+    }
+}
+
+/// One connection downloading 1 MiB after 1 MiB through a 10 mbit/s bottleneck whose queue
+/// holds 20 packets, while another asks for /hello: the full queue drops packets (counted
+/// apart from `loss`, and retransmitted by the server, as the path sees), no packet waits
+/// longer than 20 packets' time on the wire (24 ms), and a /hello takes no more than its round
+/// trip and that queue (34 ms) at the median. The same path with the default queue (1,000
+/// packets) drops none, and its packets wait longer.
+#[test]
+fn a_full_queue_drops_its_tail_and_bounds_the_wait() {
+    root();
+    let _timing = timing_lock();
+    let (dir, server) = file_server("net-queue", "mib.bin", vec![b'm'; 1 << 20]);
+    let mut list = String::from("/mib.bin\n");
+    for _ in 0..40 {
+        list.push_str("/hello\n");
+    }
+    let urls = dir.path().join("urls.txt");
+    std::fs::write(&urls, list).unwrap();
+    let run = |path: &str| {
+        load_json(&[
+            &server.url(""),
+            "--urls",
+            urls.to_str().unwrap(),
+            "-c",
+            "2",
+            "-d",
+            "5s",
+            "--net",
+            path,
+        ])
+    };
+    let report = run("rtt=10ms,bottleneck=10mbit,queue=20");
+    let net = &report["net"];
+    let dropped = net["queue_dropped"].as_u64().unwrap();
+    assert!(dropped > 0, "{net}");
+    assert_eq!(net["lost"], 0, "{net}");
+    assert!(net["retrans_server_side"].as_u64().unwrap() > 0, "{net}");
+    let waited = net["queued_max_us"].as_f64().unwrap();
+    assert!((20_000.0..=24_200.0).contains(&waited), "{waited} us");
+    let hellos: Vec<f64> = report["urls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["url"] == "/hello" && u["requests"].as_u64().unwrap() > 0)
+        .map(|u| u["latency_us"]["p50"].as_f64().unwrap())
+        .collect();
+    assert!(hellos.len() > 10, "{hellos:?}");
+    let mut sorted = hellos.clone();
+    sorted.sort_by(f64::total_cmp);
+    assert!(sorted[sorted.len() / 2] <= 37_000.0, "{hellos:?}");
+    let deep = run("rtt=10ms,bottleneck=10mbit");
+    assert_eq!(deep["net"]["queue_dropped"], 0, "{}", deep["net"]);
+    assert!(
+        deep["net"]["queued_max_us"].as_f64().unwrap() > waited,
+        "{}",
+        deep["net"]
+    );
+}
+
 /// With 1% of the packets lost each way, TCP retransmits them and every request completes.
 #[test]
 fn a_lossy_path_is_retransmitted_across() {
@@ -305,7 +419,7 @@ fn a_sweep_runs_across_the_path_its_file_names() {
     std::fs::write(
         &file,
         "name = \"wan\"\narchs = [\"epoll\", \"threaded\"]\nconcurrency = [4]\n\
-         duration = \"1s\"\nwarmup = \"200ms\"\nnet = \"rtt=20ms\"\n\
+         duration = \"1s\"\nwarmup = \"200ms\"\nnet = \"rtt=20ms\"\npin = true\n\
          [[workload]]\nname = \"hello\"\nroute = \"/hello\"\n",
     )
     .unwrap();
@@ -339,6 +453,13 @@ fn a_sweep_runs_across_the_path_its_file_names() {
         for run in p["runs"].as_array().unwrap() {
             assert_eq!(run["retransmissions"], 0, "{run}");
         }
+        // The relay ran beside the generator, on CPU 1, off the server's CPU 0, and measured
+        // itself: every packet written, none dropped.
+        let net = &p["net"];
+        assert_eq!(net["relay_cpus"], serde_json::json!([1]), "{net}");
+        assert!(net["written"].as_u64().unwrap() > 0, "{net}");
+        assert_eq!(net["overflowed"], 0, "{net}");
+        assert_eq!(net["device_dropped"], 0, "{net}");
     }
     let (results, html) = sweep("loopback", &["--net", "none"]);
     assert!(results["experiment"].get("net").is_none());

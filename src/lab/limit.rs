@@ -41,6 +41,10 @@ pub const ONE_THREAD: f64 = 1.3;
 /// room (beyond the path's own `loss`).
 pub const PATH_LATE: f64 = 0.05;
 pub const PATH_LATE_MIN_US: f64 = 1000.0;
+/// ... or the slowest 1% of its packets were at least this share of the round trip late (and
+/// at least [`PATH_LATE_P99_MIN_US`]).
+pub const PATH_LATE_P99: f64 = 0.25;
+pub const PATH_LATE_P99_MIN_US: f64 = 5000.0;
 pub const PATH_DROPPED: f64 = 0.001;
 /// How a failure caused by a memory limit says so (the lab writes it, the rules read it).
 pub const OOM_KILLED: &str = "the OOM killer killed it";
@@ -208,6 +212,7 @@ pub fn limit_of(p: &PointResult, shape: &Shape) -> Limit {
     }
     if let Some(found) = starved(p, shape, &f)
         .or_else(|| path_bound(p, shape, &f))
+        .or_else(|| bottleneck_bound(p, &f))
         .or_else(|| quota(p, &f))
         .or_else(|| cores(p, &f))
     {
@@ -356,20 +361,53 @@ fn path_bound(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
     })
 }
 
-/// The path's relay: packets written late against when the path was due to deliver them, or
-/// dropped for want of room, beyond [`PATH_LATE`] or [`PATH_DROPPED`].
+/// The shared bottleneck as asked for: responses a second within [`WAIT_REACHED`] of what
+/// its rate carries (B / the mean response's bits), with the server idle: the bottleneck all
+/// connections share set the pace, whatever the server.
+fn bottleneck_bound(p: &PointResult, f: &Figures) -> Option<Limit> {
+    let n = p.net.as_ref()?;
+    let bps = n.spec.bottleneck_bps? as f64;
+    if n.response_bytes <= 0.0 {
+        return None;
+    }
+    let bound = bps / (n.response_bytes * 8.0);
+    let rps = f.rps;
+    (rps >= (1.0 - WAIT_REACHED) * bound && f.used < IDLE_BELOW * f.room).then(|| Limit {
+        kind: LimitKind::Path,
+        evidence: format!(
+            "{} req/s of {} bytes is {} of the {} bottleneck's {} req/s, shared by {} \
+             connections, the server busy {:.2} of {:.1} cores (a full queue dropped {} \
+             packets): the figure is the path's, not the server's",
+            thousands(rps),
+            thousands(n.response_bytes),
+            pct(rps / bound),
+            crate::net::rate_text(bps as u64),
+            thousands(bound),
+            p.concurrency,
+            f.used,
+            f.room,
+            thousands(n.queue_dropped as f64)
+        ),
+    })
+}
+
+/// The path's relay: packets written late against when the path was due to deliver them
+/// (on average, or the slowest 1%), or dropped for want of room in the relay or at its devices,
+/// beyond [`PATH_LATE`] or [`PATH_DROPPED`].
 fn path(p: &PointResult) -> Option<Limit> {
     let n = p.net.as_ref()?;
     let late = n.late_packets as f64 / n.written.max(1) as f64;
-    let dropped = n.overflowed as f64 / n.packets.max(1) as f64;
+    let dropped = (n.overflowed + n.device_dropped) as f64 / n.packets.max(1) as f64;
     let rtt_us = n.spec.rtt_us as f64;
     let budget_us = (PATH_LATE * rtt_us).max(PATH_LATE_MIN_US);
-    (n.late_mean_us >= budget_us || dropped >= PATH_DROPPED).then(|| Limit {
+    let tail_budget_us = (PATH_LATE_P99 * rtt_us).max(PATH_LATE_P99_MIN_US);
+    let late_tail = n.late_p99_us >= tail_budget_us;
+    (n.late_mean_us >= budget_us || late_tail || dropped >= PATH_DROPPED).then(|| Limit {
         kind: LimitKind::Path,
         evidence: format!(
-            "the path's relay wrote its {} packets {} late on average{} (max {}; {} of them \
-             more than 1 ms late) and dropped {} for want of room, using {:.2} s of CPU: the \
-             figure is the lab's, not the server's",
+            "the path's relay wrote its {} packets {} late on average{} (p99 {}, max {}; {} of \
+             them more than 1 ms late) and dropped {} for want of room ({} at its devices), \
+             using {:.2} s of CPU: the figure is the lab's, not the server's",
             thousands(n.written as f64),
             crate::render::units::duration_us(n.late_mean_us),
             if rtt_us > 0.0 {
@@ -381,9 +419,11 @@ fn path(p: &PointResult) -> Option<Limit> {
             } else {
                 String::new()
             },
+            crate::render::units::duration_us(n.late_p99_us),
             crate::render::units::duration_us(n.late_max_us),
             pct(late),
-            thousands(n.overflowed as f64),
+            thousands((n.overflowed + n.device_dropped) as f64),
+            thousands(n.device_dropped as f64),
             n.relay_cpu_s
         ),
     })
@@ -805,22 +845,20 @@ mod tests {
             path: "rtt 100 ms, 5 mbit/s a connection each way".into(),
             spec: crate::net::NetSpec {
                 rtt_us: 100_000,
-                jitter_us: 0,
                 rate_bps: Some(5_000_000),
-                loss_pct: 0.0,
+                ..crate::net::NetSpec::default()
             },
             packets: 100_000,
-            lost: 0,
             overflowed: dropped,
-            retrans_clients: 0,
-            retrans_server_side: 0,
             written: 100_000 - dropped,
             late_mean_us: 300.0,
             late_max_us: 90_000.0,
+            late_p99_us: 2_000.0,
             late_packets: late,
             relay_cpu_s: 1.9,
             response_bytes: bytes,
             transfer_ms,
+            ..NetReport::default()
         }
     }
 
@@ -836,12 +874,24 @@ mod tests {
             limit_of(&p, &shape()),
             LimitKind::Path,
             "the path's relay wrote its 100,000 packets 8.0 ms late on average (8% of the \
-             100.0 ms round trip) (max 90.0 ms; 78% of them more than 1 ms late)",
+             100.0 ms round trip) (p99 2.0 ms, max 90.0 ms; 78% of them more than 1 ms late)",
         );
         assert!(l.kind.is_lab());
         // Half a millisecond late on average (its poll's resolution): not the path.
         p.net.as_mut().unwrap().late_mean_us = 500.0;
         assert_ne!(limit_of(&p, &shape()).kind, LimitKind::Path);
+        // ... unless its slowest 1% were a quarter of the round trip late.
+        p.net.as_mut().unwrap().late_p99_us = 25_000.0;
+        mentions(limit_of(&p, &shape()), LimitKind::Path, "(p99 25.0 ms");
+        p.net.as_mut().unwrap().late_p99_us = 24_000.0;
+        assert_ne!(limit_of(&p, &shape()).kind, LimitKind::Path);
+        // Drops at its devices (the kernel's, a relay too slow to read them) are its own.
+        p.net.as_mut().unwrap().device_dropped = 200;
+        mentions(
+            limit_of(&p, &shape()),
+            LimitKind::Path,
+            "dropped 200 for want of room (200 at its devices)",
+        );
         // Drops for want of room count too, before the failures they cause.
         p.net = Some(across(0, 500, 65_677.0, 105.0));
         p.errors_by_kind.timeout = 100;
@@ -876,6 +926,24 @@ mod tests {
         // The same path with the server far from it: not the path.
         p.rps = 10.0;
         p.requests = 10;
+        assert_ne!(limit_of(&p, &shape()).kind, LimitKind::Path);
+        // A 10 mbit/s bottleneck all 16 share, full: 18.2 responses of 65,677 bytes a second
+        // is 95% of the 19.0 it carries, the server idle.
+        let mut p = point(16, 18.2, 880_000.0, 0.001);
+        let mut n = across(0, 0, 65_677.0, 0.0);
+        n.spec.rate_bps = None;
+        n.spec.bottleneck_bps = Some(10_000_000);
+        n.queue_dropped = 340;
+        p.net = Some(n);
+        says(
+            limit_of(&p, &shape()),
+            LimitKind::Path,
+            "18.2 req/s of 65,677 bytes is 96% of the 10 mbit/s bottleneck's 19.0 req/s, shared \
+             by 16 connections",
+        );
+        // Half of it: not the bottleneck.
+        p.rps = 9.0;
+        p.requests = 9;
         assert_ne!(limit_of(&p, &shape()).kind, LimitKind::Path);
     }
 

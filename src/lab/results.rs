@@ -182,7 +182,8 @@ pub struct ClientUsage {
     /// Time its threads waited for a CPU (a core shared with other work).
     #[serde(default)]
     pub wait_s: f64,
-    /// Rate mode: how late it sent the answered requests after their intended time, mean µs.
+    /// Rate mode: how late it sent the answered requests after they could go (its own
+    /// lateness, in no latency), mean µs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_late_us: Option<f64>,
 }

@@ -88,15 +88,15 @@ pub struct LoadArgs {
     /// Pin load threads to these CPUs, round robin (e.g. --pin 1 or --pin 0,1).
     #[arg(long = "pin", value_name = "CPUS", value_delimiter = ',')]
     pub pin: Vec<usize>,
-    /// Rate mode (-R): requests that fall due within DURATION of the first one due go out
+    /// Rate mode (-R): let requests that fall due within DURATION of the first one due go out
     /// together at its end, one wakeup for all of them, as wrk2 sends on its timer tick, when
-    /// a thread has at least two sends due per DURATION on average (fewer: each goes at its
-    /// own time), cut to 20 sends' worth at high rates (bigger bursts queue at the server);
-    /// 0: never, a timer armed per request [default: 1ms]. Latency is still
-    /// measured from each request's intended time, so the lateness is inside it: at most
-    /// DURATION, recorded in the report as `slack_us`. Over plain TCP with the epoll engine
-    /// a response ends at the kernel's stamp of its arrival, and a thread naps a quarter of
-    /// DURATION (at most 250us) between polls to read several at once (`stamps` in the report).
+    /// a thread has at least two sends due per DURATION on average, cut to 20 sends' worth at
+    /// high rates [default: 0, every request at its own time]. Cheaper per request, but the
+    /// server gets bursts, and a burst queues there: at 20,000/s a 1ms slack raised nginx's
+    /// p50 by 30-40us. The lateness the generator chose is in no latency (it is reported as
+    /// "send late"); a wait for a connection still busy with the server is. Over plain TCP
+    /// with the epoll engine a response ends at the kernel's stamp of its arrival, and a
+    /// thread naps a quarter of DURATION (at most 250us) between polls to read several at once.
     #[arg(long, value_name = "DURATION", requires = "rate")]
     pub slack: Option<String>,
     /// No human summary (JSON only, if asked for).
@@ -134,9 +134,12 @@ pub struct LoadArgs {
     pub settle: Option<String>,
     /// Put a network path between the clients and the server (as root): the clients run in a
     /// network namespace of their own and reach the server, on this machine's loopback, over
-    /// a path of this round trip, jitter, each connection's own link rate and loss, both ways:
-    /// rtt=50ms[,jitter=5ms][,rate=10mbit][,loss=0.5%]. The report gives the path, the
-    /// packets it carried and lost, and the TCP retransmissions on each side.
+    /// rtt=50ms[,jitter=5ms][,rate=10mbit][,bottleneck=100mbit][,queue=N][,loss=0.5%]: the
+    /// round trip (jitter: the width of its spread, rtt ± jitter/2), each connection's own
+    /// link, a link all share, the packets each queue holds (default 1000, tail drop) and the
+    /// loss, both ways. The report gives the path, what it carried, lost and dropped, the TCP
+    /// retransmissions seen on it, what each connection got, and its relay's lateness, drops
+    /// and CPU (the relay runs on the --pin CPUs).
     #[arg(long, value_name = "PATH")]
     pub net: Option<String>,
 }

@@ -36,8 +36,14 @@ const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 /// stamp (its age on the realtime clock subtracted from the monotonic clock read at the same
 /// moment); only a connection's next request waits, up to the window. Rate mode never gathers.
 pub const DEFAULT_GATHER: Duration = Duration::from_micros(100);
-/// How late a rate-mode send may go out to share a wakeup with others (`--slack`).
-pub const DEFAULT_SLACK: Duration = Duration::from_millis(1);
+/// How late a rate-mode send may go out to share a wakeup with others (`--slack`): none by
+/// default, every send at its own time. Sends that share a wakeup reach the server as a burst
+/// and queue there: with the lateness left out of the latency (see `InFlight`), a 1 ms slack
+/// still raised nginx's p50 by 30 to 40 us at 2,000 and 20,000 req/s (benches/rate_cost.txt),
+/// the burst's queue, not the generator's lateness. A send at its own time costs a timer
+/// wakeup, which on this VM is itself 26 us of CPU (benches/rate_cost.txt, the floor):
+/// precision is the default, the cheaper bursts a choice.
+pub const DEFAULT_SLACK: Duration = Duration::ZERO;
 /// `--slack` may not be longer than this.
 pub const MAX_SLACK: Duration = Duration::from_millis(10);
 
@@ -522,10 +528,12 @@ pub(crate) mod tests {
         assert_eq!(batch_slack(Duration::ZERO, 1e6), Duration::ZERO);
         // 20,000/s over 2 threads: 10,000 each, 10 sends per ms.
         let c = config("-R 20000 -c 50 -t 2 -d 1s http://127.0.0.1:1/").unwrap();
-        assert_eq!(c.slack, DEFAULT_SLACK);
+        assert_eq!(c.slack, Duration::ZERO);
+        assert_eq!(c.effective_slack(), Duration::ZERO);
+        let c = config("-R 20000 -c 50 -t 2 --slack 1ms -d 1s http://127.0.0.1:1/").unwrap();
         assert_eq!(c.effective_slack(), ms(1));
         // 100/s: one send every 20 ms per thread, each at its own time.
-        let c = config("-R 100 -c 4 -t 2 -d 1s http://127.0.0.1:1/").unwrap();
+        let c = config("-R 100 -c 4 -t 2 --slack 1ms -d 1s http://127.0.0.1:1/").unwrap();
         assert_eq!(c.effective_slack(), Duration::ZERO);
         let c = config("-R 20000 -c 50 --slack 250us -d 1s http://127.0.0.1:1/").unwrap();
         assert_eq!(c.slack, Duration::from_micros(250));

@@ -66,14 +66,13 @@ fn run_observed(
     };
     config.validate()?;
     let server = net_server(&config.target)?;
-    let mut path = crate::net::NetPath::create(spec, server)?;
-    let before = path.retransmissions();
+    let mut path = crate::net::NetPath::create(spec, server, &config.pin_cpus)?;
+    let drops_before = path.device_drops();
     let near_end = path.near_end;
     let report = path.inside(|| run_from_here(config, stop, progress, options, Some(near_end)))?;
     path.check()?;
     let mut report = report?;
-    let after = path.retransmissions();
-    let (packets, lost, overflowed) = path.packets();
+    let device_dropped = path.device_drops().saturating_sub(drops_before);
     let c = path.counts();
     let load = |n: &std::sync::atomic::AtomicU64| n.load(std::sync::atomic::Ordering::Relaxed);
     let written = load(&c.written);
@@ -81,19 +80,30 @@ fn run_observed(
     let transfer_ms = spec
         .rate_bps
         .map_or(0.0, |bps| response_bytes * 8.0 * 1000.0 / bps.max(1) as f64);
+    let toward_clients: Vec<u64> = c
+        .flow_bytes
+        .lock()
+        .map(|flows| flows.values().map(|b| b[1]).filter(|b| *b > 0).collect())
+        .unwrap_or_default();
     report.net = Some(output::report::NetReport {
         path: spec.describe(),
         spec,
-        packets,
-        lost,
-        overflowed,
-        retrans_clients: after.0.saturating_sub(before.0),
-        retrans_server_side: after.1.saturating_sub(before.1),
+        packets: load(&c.packets),
+        lost: load(&c.lost),
+        queue_dropped: load(&c.queue_dropped),
+        queued_max_us: load(&c.queued_max_ns) as f64 / 1000.0,
+        overflowed: load(&c.overflowed),
+        device_dropped,
+        retrans_clients: load(&c.retrans_up),
+        retrans_server_side: load(&c.retrans_down),
         written,
         late_mean_us: load(&c.late_ns) as f64 / 1000.0 / written.max(1) as f64,
         late_max_us: load(&c.late_max_ns) as f64 / 1000.0,
         late_packets: load(&c.late_packets),
+        late_p99_us: c.late_p99_us(),
         relay_cpu_s: load(&c.cpu_ns) as f64 / 1e9,
+        relay_cpus: path.relay_cpus.clone(),
+        flows: output::report::FlowShares::of(&toward_clients, report.duration_s),
         response_bytes,
         transfer_ms,
     });

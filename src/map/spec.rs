@@ -535,9 +535,9 @@ mod tests {
             crate::net::spec_of(cells[7].net.as_deref()).unwrap(),
             crate::net::NetSpec {
                 rtt_us: 100_000,
-                jitter_us: 0,
                 rate_bps: Some(5_000_000),
-                loss_pct: 0.5
+                loss_pct: 0.5,
+                ..crate::net::NetSpec::default()
             }
         );
         assert_eq!(cells[7].rtt_ms, 100.0);

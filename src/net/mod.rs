@@ -1,9 +1,10 @@
 //! `--net`: a real network path between the load generator and the server. The clients run in a
 //! network namespace of their own, whose only way out is a TUN device; the path is a thread
 //! here ([`relay`]) that carries every packet between it and a TUN device in the server's
-//! namespace, holding it for the delay (with jitter), each connection's link rate and a loss,
-//! in both directions ([`packet`]). The server runs where it always does: the path's near end
-//! stands for its loopback address. [`path`] makes and removes the namespace and devices.
+//! namespace, holding it for the delay (with jitter), a bottleneck all connections share, each
+//! connection's own link and a loss, in both directions ([`packet`]). The server runs where it
+//! always does: the path's near end stands for its loopback address. [`path`] makes and
+//! removes the namespace and devices.
 
 pub mod packet;
 pub mod path;
@@ -15,52 +16,65 @@ use serde::{Deserialize, Serialize};
 
 pub use path::{clean_stale, NetPath, PREFIX};
 
-/// The path asked for with `--net rtt=50ms[,jitter=5ms][,rate=10mbit][,loss=0.5%]`.
+/// The settings `--net` takes, for its messages.
+const SETTINGS: &str = "rtt, jitter, rate, bottleneck, queue, loss";
+/// A queue's length by default, packets: Linux's `txqueuelen`.
+pub const DEFAULT_QUEUE: u32 = 1000;
+/// A queue's length at most, packets.
+pub const MAX_QUEUE: u32 = 100_000;
+
+/// The path asked for with
+/// `--net rtt=50ms[,jitter=5ms][,rate=10mbit][,bottleneck=100mbit][,queue=100][,loss=0.5%]`.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct NetSpec {
     /// Round-trip time added to the path: half on each direction.
     pub rtt_us: u64,
-    /// Jitter of the round trip (half on each direction), uniform around it.
+    /// The width of the round trip's spread: a round trip is `rtt ± jitter / 2`, uniform
+    /// (the one-way delay toward the clients varies, the other is fixed).
     #[serde(default)]
     pub jitter_us: u64,
-    /// Each connection's link rate in each direction, bits a second (`None`: unshaped).
+    /// Each connection's own link rate in each direction, bits a second (`None`: unshaped).
     #[serde(default)]
     pub rate_bps: Option<u64>,
+    /// A link all connections share in each direction, bits a second (`None`: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bottleneck_bps: Option<u64>,
+    /// The packets each queue in front of a rate holds (the bottleneck's, each link's);
+    /// `None`: [`DEFAULT_QUEUE`]. A packet that finds it full is dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<u32>,
     /// Packets lost on each direction, percent.
     #[serde(default)]
     pub loss_pct: f64,
 }
 
 impl NetSpec {
-    /// Parses `rtt=50ms[,jitter=5ms][,rate=10mbit][,loss=0.5%]` (any of them; rtt 0 when not
-    /// given): one line saying what is wrong otherwise.
+    /// Parses `rtt=50ms[,jitter=5ms][,rate=10mbit][,bottleneck=100mbit][,queue=100]
+    /// [,loss=0.5%]` (any of them; rtt 0 when not given): one line saying what is wrong
+    /// otherwise.
     pub fn parse(text: &str) -> Result<NetSpec, String> {
-        let mut spec = NetSpec {
-            rtt_us: 0,
-            jitter_us: 0,
-            rate_bps: None,
-            loss_pct: 0.0,
-        };
+        let mut spec = NetSpec::default();
         let mut any = false;
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (key, value) = part
                 .split_once('=')
-                .ok_or_else(|| format!("{part:?}: want KEY=VALUE (rtt, jitter, rate, loss)"))?;
+                .ok_or_else(|| format!("{part:?}: want KEY=VALUE ({SETTINGS})"))?;
             any = true;
             match key.trim() {
                 "rtt" => spec.rtt_us = micros(value)?,
                 "jitter" => spec.jitter_us = micros(value)?,
                 "rate" => spec.rate_bps = Some(bits_per_second(value)?),
+                "bottleneck" => spec.bottleneck_bps = Some(bits_per_second(value)?),
+                "queue" => spec.queue = Some(packets(value)?),
                 "loss" => spec.loss_pct = percent(value)?,
-                other => {
-                    return Err(format!(
-                        "{other:?}: not a path setting (rtt, jitter, rate, loss)"
-                    ))
-                }
+                other => return Err(format!("{other:?}: not a path setting ({SETTINGS})")),
             }
         }
         if !any {
             return Err("a path like rtt=50ms[,jitter=5ms][,rate=10mbit][,loss=0.5%]".into());
+        }
+        if spec.queue.is_some() && spec.rate_bps.is_none() && spec.bottleneck_bps.is_none() {
+            return Err("queue: a queue waits for a rate (rate= or bottleneck=)".into());
         }
         if spec.rtt_us > 10_000_000 {
             return Err("rtt: at most 10s".into());
@@ -87,6 +101,12 @@ impl NetSpec {
         if let Some(bps) = self.rate_bps {
             parts.push(format!("rate={bps}bit"));
         }
+        if let Some(bps) = self.bottleneck_bps {
+            parts.push(format!("bottleneck={bps}bit"));
+        }
+        if let Some(queue) = self.queue {
+            parts.push(format!("queue={queue}"));
+        }
         if self.loss_pct > 0.0 {
             parts.push(format!("loss={}%", self.loss_pct));
         }
@@ -103,18 +123,28 @@ impl NetSpec {
         )
     }
 
-    /// What [`NetSpec::describe`] says after the round trip: ` ± 5 ms, 10 mbit/s a
+    /// What [`NetSpec::describe`] says after the round trip: ` ± 2.5 ms, 10 mbit/s a
     /// connection each way, 0.5% loss each way` (empty for a path of delay alone).
     pub fn describe_links(&self) -> String {
         let mut out = String::new();
         if self.jitter_us > 0 {
             out.push_str(&format!(
                 " ± {}",
-                crate::render::units::duration_us(self.jitter_us as f64)
+                crate::render::units::duration_us(self.jitter_us as f64 / 2.0)
             ));
         }
+        let queue = match self.queue {
+            Some(n) => format!(" (queue {n})"),
+            None => String::new(),
+        };
         if let Some(bps) = self.rate_bps {
-            out.push_str(&format!(", {} a connection each way", rate_text(bps)));
+            out.push_str(&format!(
+                ", {} a connection each way{queue}",
+                rate_text(bps)
+            ));
+        }
+        if let Some(bps) = self.bottleneck_bps {
+            out.push_str(&format!(", {} shared each way{queue}", rate_text(bps)));
         }
         if self.loss_pct > 0.0 {
             out.push_str(&format!(", {}% loss each way", self.loss_pct));
@@ -161,13 +191,30 @@ pub fn require_permitted() -> anyhow::Result<()> {
 }
 
 impl NetSpec {
-    /// One direction's link: half the round trip, half its jitter, and the rate.
-    pub fn link(&self) -> packet::Link {
+    /// One direction's link: half the round trip, the whole jitter toward the clients (none
+    /// toward the server, so that a round trip spreads evenly over `rtt ± jitter / 2`, as
+    /// the path says), the rate and its queue.
+    pub fn link(&self, toward_server: bool) -> packet::Link {
         packet::Link {
             delay: Duration::from_micros(self.rtt_us / 2),
-            jitter: Duration::from_micros(self.jitter_us / 2),
+            jitter: if toward_server {
+                Duration::ZERO
+            } else {
+                Duration::from_micros(self.jitter_us)
+            },
             rate_bps: self.rate_bps,
+            queue: self.queue_len(),
         }
+    }
+
+    /// The packets each queue holds.
+    pub fn queue_len(&self) -> usize {
+        self.queue.unwrap_or(DEFAULT_QUEUE) as usize
+    }
+
+    /// The bottleneck all connections share, each way: (its rate, its queue).
+    pub fn bottleneck(&self) -> Option<(u64, usize)> {
+        self.bottleneck_bps.map(|bps| (bps, self.queue_len()))
     }
 
     /// The share of packets lost on each direction.
@@ -236,6 +283,15 @@ fn bits_per_second(value: &str) -> Result<u64, String> {
     Ok(bps.round() as u64)
 }
 
+/// `100`: packets in a queue, from 1 to [`MAX_QUEUE`].
+fn packets(value: &str) -> Result<u32, String> {
+    let value = value.trim();
+    match value.parse::<u32>() {
+        Ok(n) if (1..=MAX_QUEUE).contains(&n) => Ok(n),
+        _ => Err(format!("{value:?}: a queue of 1 to {MAX_QUEUE} packets")),
+    }
+}
+
 /// `0.5%` (or `0.5`): percent, below 100.
 fn percent(value: &str) -> Result<f64, String> {
     let value = value.trim();
@@ -264,7 +320,8 @@ mod tests {
                 rtt_us: 50_000,
                 jitter_us: 5_000,
                 rate_bps: Some(10_000_000),
-                loss_pct: 0.5
+                loss_pct: 0.5,
+                ..NetSpec::default()
             }
         );
         assert!(
@@ -272,9 +329,25 @@ mod tests {
             "{}",
             s.describe()
         );
+        // ± half the jitter: the round trip spreads over the jitter's width.
+        assert!(
+            s.describe().starts_with("rtt 50.0 ms ± 2.5 ms"),
+            "{}",
+            s.describe()
+        );
         let plain = NetSpec::parse("rtt=100ms").unwrap();
-        assert_eq!(plain.link().delay, Duration::from_millis(50));
-        assert_eq!(s.link().jitter, Duration::from_micros(2500));
+        assert_eq!(plain.link(true).delay, Duration::from_millis(50));
+        assert_eq!(s.link(false).jitter, Duration::from_micros(5000));
+        assert_eq!(s.link(true).jitter, Duration::ZERO);
+        assert_eq!(s.link(true).queue, DEFAULT_QUEUE as usize);
+        let shared = NetSpec::parse("rtt=10ms,bottleneck=10mbit,queue=20").unwrap();
+        assert_eq!(shared.bottleneck(), Some((10_000_000, 20)));
+        assert_eq!(shared.link(true).rate_bps, None);
+        assert_eq!(
+            shared.describe(),
+            "rtt 10.0 ms, 10 mbit/s shared each way (queue 20)"
+        );
+        assert_eq!(NetSpec::parse("rtt=1ms").unwrap().bottleneck(), None);
         assert_eq!(s.loss(), 0.005);
         assert_eq!(NetSpec::parse("rate=10mbit").unwrap().rtt_us, 0);
         assert_eq!(NetSpec::parse(" rtt = 800us ").unwrap().rtt_us, 800);
@@ -284,7 +357,12 @@ mod tests {
         );
         // Said as `--net` takes it, and read back the same.
         assert_eq!(s.key(), "rtt=50ms,jitter=5ms,rate=10000000bit,loss=0.5%");
-        for path in [s, plain, NetSpec::parse("rtt=800us,rate=512kbit").unwrap()] {
+        for path in [
+            s,
+            plain,
+            shared,
+            NetSpec::parse("rtt=800us,rate=512kbit,queue=5").unwrap(),
+        ] {
             assert_eq!(NetSpec::parse(&path.key()).unwrap(), path);
         }
         assert_eq!(NetSpec::default().key(), "rtt=0ms");
@@ -302,6 +380,11 @@ mod tests {
             "rtt=50ms,loss=x",
             "rtt=5ms,jitter=6ms",
             "rtt=50ms,delay=5ms",
+            "rtt=5ms,queue=20",
+            "rate=1mbit,queue=0",
+            "rate=1mbit,queue=1.5",
+            "bottleneck=1mbit,queue=100001",
+            "bottleneck=1",
             "rtt=11s",
             "rtt",
             ",",

@@ -1,8 +1,9 @@
 //! What the path does to one IPv4 packet, as pure functions the relay ([`super::relay`]) calls:
 //! which connection it belongs to (the client's port), an address rewritten with its checksums
-//! kept right (the path's end stands for the server's loopback address), and when it leaves
-//! the path (its link's serialization at the rate, then the one-way delay with its jitter,
-//! never before the packet ahead of it on the same connection).
+//! kept right (the path's end stands for the server's loopback address), when it leaves the
+//! path (the shared bottleneck's queue, then its client's link's, each at its rate and tail
+//! dropping when full, then the one-way delay with its jitter, never before the packet ahead
+//! of it on the same connection), and whether a TCP segment is a retransmission.
 
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -131,50 +132,172 @@ pub fn rewrite(packet: &mut [u8], field: Field, to: Ipv4Addr) -> bool {
     true
 }
 
-/// One direction of the path: its one-way delay, the jitter around it (uniform, ± half of it)
-/// and each connection's link rate (bits a second; `None`: no shaping).
+/// The sequence number and payload length of a TCP segment, and whether it is a SYN: what
+/// the path needs to see a retransmission. `None` for anything else (not TCP, a fragment past
+/// the first, truncated).
+pub fn tcp_segment(packet: &[u8]) -> Option<(u32, u32, bool)> {
+    let h = header(packet)?;
+    let first_fragment = u16::from_be_bytes([packet[6], packet[7]]) & 0x1fff == 0;
+    if h.protocol != TCP || !first_fragment || packet.len() < h.len + 20 {
+        return None;
+    }
+    let tcp = &packet[h.len..];
+    let offset = usize::from(tcp[12] >> 4) * 4;
+    let total = usize::from(u16::from_be_bytes([packet[2], packet[3]])).min(packet.len());
+    let payload = total.checked_sub(h.len + offset)?;
+    let seq = u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]);
+    Some((seq, payload as u32, tcp[13] & 0x02 != 0))
+}
+
+/// How long `len` bytes take on a link of `bps`.
+pub fn wire_time(len: usize, bps: u64) -> Duration {
+    Duration::from_secs_f64(len as f64 * 8.0 / bps.max(1) as f64)
+}
+
+/// A queue in front of a rate, as a router's interface has: packets leave it one after
+/// another at the rate, and one that finds `limit` packets in it (waiting or on the wire) is
+/// dropped, the tail drop of a full queue. One client's link, or the bottleneck all share.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateQueue {
+    pub rate_bps: u64,
+    pub limit: usize,
+    busy_until: Instant,
+    /// When each packet in it is through, oldest first.
+    leaving: std::collections::VecDeque<Instant>,
+}
+
+impl RateQueue {
+    pub fn new(rate_bps: u64, limit: usize, now: Instant) -> RateQueue {
+        RateQueue {
+            rate_bps,
+            limit: limit.max(1),
+            busy_until: now,
+            leaving: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// A packet of `len` bytes reaching the queue at `at` (never earlier than the one before):
+    /// when it is through, or `None` when the queue was full and dropped it.
+    pub fn pass(&mut self, at: Instant, len: usize) -> Option<Instant> {
+        while self.leaving.front().is_some_and(|t| *t <= at) {
+            self.leaving.pop_front();
+        }
+        if self.leaving.len() >= self.limit {
+            return None;
+        }
+        let start = self.busy_until.max(at);
+        self.busy_until = start + wire_time(len, self.rate_bps);
+        self.leaving.push_back(self.busy_until);
+        Some(self.busy_until)
+    }
+
+    /// Packets in it at its last packet.
+    pub fn held(&self) -> usize {
+        self.leaving.len()
+    }
+}
+
+/// One direction of one client's link: its one-way delay, the jitter of that delay (uniform,
+/// `jitter / 2` either side, so that `jitter` is the width of the spread), and the client's
+/// link rate (bits a second; `None`: no shaping) with its queue (`queue` packets).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Link {
     pub delay: Duration,
     pub jitter: Duration,
     pub rate_bps: Option<u64>,
+    pub queue: usize,
 }
 
-/// Where one connection's link stands: when it finishes sending what it has, and when its last
-/// packet left the path (the next never leaves before it: no reordering).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where one connection stands on one direction of the path: its link's queue, when its last
+/// packet left the path (the next never leaves before it: no reordering), the end of the
+/// highest TCP sequence it sent (a segment that starts below it is a retransmission), the
+/// bytes the path took from it, and whether any of them was data (a connection that only
+/// opened and closed, a probe, carried none).
+#[derive(Debug, Clone, PartialEq)]
 pub struct FlowState {
-    pub busy_until: Instant,
+    pub access: Option<RateQueue>,
     pub last_out: Instant,
+    pub seq_end: Option<u32>,
+    pub bytes: u64,
+    pub data: bool,
 }
 
 impl FlowState {
     pub fn new(now: Instant) -> FlowState {
         FlowState {
-            busy_until: now,
+            access: None,
             last_out: now,
+            seq_end: None,
+            bytes: 0,
+            data: false,
+        }
+    }
+
+    /// A TCP segment of the connection (`tcp_segment`'s reading): true when it carries data
+    /// that starts before the highest sequence already sent, a retransmission. A SYN starts
+    /// the count again (a new connection on the same port).
+    pub fn retransmits(&mut self, seq: u32, len: u32, syn: bool) -> bool {
+        if syn {
+            self.seq_end = Some(seq.wrapping_add(1));
+            return false;
+        }
+        if len == 0 {
+            return false;
+        }
+        self.data = true;
+        let end = seq.wrapping_add(len);
+        let after = |a: u32, b: u32| (a.wrapping_sub(b) as i32) > 0;
+        match self.seq_end {
+            Some(high) if after(high, seq) => {
+                if after(end, high) {
+                    self.seq_end = Some(end);
+                }
+                true
+            }
+            _ => {
+                self.seq_end = Some(end);
+                false
+            }
         }
     }
 }
 
 impl Link {
-    /// When a packet of `len` bytes that reached the path at `now` leaves it: after the
-    /// connection's link has sent what was ahead of it and then this packet at the rate, plus
-    /// the delay and a jitter of `draw` (in [0, 1): -1/2 to +1/2 of the jitter), never before
-    /// the connection's previous packet.
-    pub fn departure(&self, flow: &mut FlowState, now: Instant, len: usize, draw: f64) -> Instant {
-        let sent = match self.rate_bps {
-            Some(bps) => {
-                let start = flow.busy_until.max(now);
-                let wire = Duration::from_secs_f64(len as f64 * 8.0 / bps as f64);
-                flow.busy_until = start + wire;
-                flow.busy_until
-            }
-            None => now,
-        };
+    /// When a packet of `len` bytes that reached the link at `at` leaves the path: after the
+    /// client's link has sent what was ahead of it and then this packet at the rate
+    /// ([`Link::through`]), plus the delay and a jitter of `draw` ([`Link::delayed`]). `None`:
+    /// the link's queue was full.
+    pub fn departure(
+        &self,
+        flow: &mut FlowState,
+        at: Instant,
+        len: usize,
+        draw: f64,
+    ) -> Option<Instant> {
+        let through = self.through(flow, at, len)?;
+        Some(self.delayed(flow, through, draw))
+    }
+
+    /// When a packet of `len` bytes that reached the client's link at `at` is through it
+    /// (queued behind what was ahead of it, then on the wire at the rate); `None`: the queue
+    /// was full and dropped it.
+    pub fn through(&self, flow: &mut FlowState, at: Instant, len: usize) -> Option<Instant> {
+        match self.rate_bps {
+            Some(bps) => flow
+                .access
+                .get_or_insert_with(|| RateQueue::new(bps, self.queue, at))
+                .pass(at, len),
+            None => Some(at),
+        }
+    }
+
+    /// When a packet through the links at `through` leaves the path: after the delay and a
+    /// jitter of `draw` (in [0, 1): from `-jitter / 2` to `+jitter / 2`), never before the
+    /// connection's previous packet.
+    pub fn delayed(&self, flow: &mut FlowState, through: Instant, draw: f64) -> Instant {
         let offset = (draw - 0.5) * self.jitter.as_secs_f64();
         let delay = (self.delay.as_secs_f64() + offset).max(0.0);
-        let out = (sent + Duration::from_secs_f64(delay)).max(flow.last_out);
+        let out = (through + Duration::from_secs_f64(delay)).max(flow.last_out);
         flow.last_out = out;
         out
     }
@@ -263,20 +386,21 @@ mod tests {
             delay: ms(25.0),
             jitter: Duration::ZERO,
             rate_bps: Some(10_000_000),
+            queue: 1000,
         };
         let close = |a: Duration, b: Duration| {
             assert!(a.abs_diff(b) < Duration::from_micros(1), "{a:?} {b:?}")
         };
         let mut flow = FlowState::new(t0);
         // 1,250 bytes at 10 mbit/s take 1 ms on the wire; two back to back: 1 and 2 ms.
-        let first = link.departure(&mut flow, t0, 1250, 0.5);
-        let second = link.departure(&mut flow, t0, 1250, 0.5);
+        let first = link.departure(&mut flow, t0, 1250, 0.5).unwrap();
+        let second = link.departure(&mut flow, t0, 1250, 0.5).unwrap();
         close(first - t0, ms(26.0));
         close(second - t0, ms(27.0));
         // A packet after the link went idle starts at once.
         let later = t0 + ms(10.0);
         close(
-            link.departure(&mut flow, later, 1250, 0.5) - later,
+            link.departure(&mut flow, later, 1250, 0.5).unwrap() - later,
             ms(26.0),
         );
         // With a jitter of 10 ms, the draws 0 and 1 are 5 ms early and late; a packet drawn
@@ -285,14 +409,84 @@ mod tests {
             delay: ms(25.0),
             jitter: ms(10.0),
             rate_bps: None,
+            queue: 1000,
         };
         let mut flow = FlowState::new(t0);
-        let late = jittery.departure(&mut flow, t0, 100, 1.0);
+        let late = jittery.departure(&mut flow, t0, 100, 1.0).unwrap();
         close(late - t0, ms(30.0));
-        let early = jittery.departure(&mut flow, t0 + ms(1.0), 100, 0.0);
+        let early = jittery
+            .departure(&mut flow, t0 + ms(1.0), 100, 0.0)
+            .unwrap();
         assert_eq!(early, late);
-        let alone = jittery.departure(&mut FlowState::new(t0), t0, 100, 0.0);
+        let alone = jittery
+            .departure(&mut FlowState::new(t0), t0, 100, 0.0)
+            .unwrap();
         close(alone - t0, ms(20.0));
+    }
+
+    #[test]
+    fn a_full_queue_drops_its_tail_and_a_queue_holds_a_packet_at_most_its_length() {
+        let t0 = Instant::now();
+        let ms = |n: f64| Duration::from_secs_f64(n / 1000.0);
+        // 1,250 bytes at 10 mbit/s: 1 ms each. Three fit in a queue of three; the fourth,
+        // arriving with them, is dropped; once one is through there is room again.
+        let mut q = RateQueue::new(10_000_000, 3, t0);
+        let through: Vec<_> = (0..4).map(|_| q.pass(t0, 1250)).collect();
+        assert_eq!(through[..3].iter().flatten().count(), 3);
+        assert_eq!(through[3], None);
+        assert_eq!(through[2], Some(t0 + ms(3.0)));
+        assert_eq!(q.held(), 3);
+        assert_eq!(q.pass(t0 + ms(1.0), 1250), Some(t0 + ms(4.0)));
+        // A link with a queue of 20 packets of 1,500 bytes at 10 mbit/s never holds a packet
+        // more than 20 x 1.2 ms, whatever arrives.
+        let link = Link {
+            delay: ms(5.0),
+            jitter: Duration::ZERO,
+            rate_bps: Some(10_000_000),
+            queue: 20,
+        };
+        let mut flow = FlowState::new(t0);
+        let (mut dropped, mut worst) = (0, Duration::ZERO);
+        for i in 0..1000 {
+            let at = t0 + Duration::from_micros(i * 100);
+            match link.departure(&mut flow, at, 1500, 0.5) {
+                Some(out) => worst = worst.max(out - at),
+                None => dropped += 1,
+            }
+        }
+        assert!(dropped > 800, "{dropped}");
+        assert!(
+            worst <= ms(5.0 + 20.0 * 1.2) + Duration::from_micros(1),
+            "{worst:?}"
+        );
+    }
+
+    #[test]
+    fn a_segment_that_starts_below_the_highest_sent_is_a_retransmission() {
+        let mut flow = FlowState::new(Instant::now());
+        assert!(!flow.retransmits(1000, 0, true));
+        assert!(!flow.retransmits(1001, 100, false));
+        assert!(!flow.retransmits(1101, 100, false));
+        // A pure ACK carries no data: never one.
+        assert!(!flow.retransmits(1001, 0, false));
+        assert!(flow.retransmits(1001, 100, false));
+        // Across the sequence space's wrap.
+        let mut flow = FlowState::new(Instant::now());
+        assert!(!flow.retransmits(u32::MAX - 50, 100, false));
+        assert!(!flow.retransmits(49, 10, false));
+        assert!(flow.retransmits(u32::MAX - 50, 100, false));
+        // A new connection on the same port starts over.
+        assert!(!flow.retransmits(7, 0, true));
+        assert!(!flow.retransmits(8, 10, false));
+        let p = tcp_packet(
+            Ipv4Addr::new(10, 0, 0, 1),
+            1,
+            Ipv4Addr::new(10, 0, 0, 2),
+            2,
+            b"hello",
+        );
+        assert_eq!(tcp_segment(&p), Some((0, 5, false)));
+        assert_eq!(tcp_segment(&p[..30]), None);
     }
 
     mod properties {
@@ -315,6 +509,7 @@ mod tests {
                 }
                 let before = bytes.clone();
                 let _ = ports(&bytes);
+                let _ = tcp_segment(&bytes);
                 let ipv4 = header(&bytes).is_some();
                 let rewritten = rewrite(&mut bytes, Field::Src, Ipv4Addr::from(to));
                 prop_assert_eq!(rewritten, ipv4);

@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 
 use anyhow::{bail, Context};
 
-use super::relay::{self, Counts, Ends};
+use super::relay::{self, Counts, Ends, Way};
 use super::NetSpec;
 
 /// The prefix of every namespace sweetspot makes.
@@ -45,6 +45,10 @@ pub struct NetPath {
     /// One relay thread each way ([`relay::run`]).
     relays: Vec<JoinHandle<std::io::Result<()>>>,
     counts: Arc<Counts>,
+    /// The TUN devices: (the clients', in their namespace; the server side's, here).
+    devices: (String, String),
+    /// The CPUs the relay threads run on (empty: any).
+    pub relay_cpus: Vec<usize>,
 }
 
 /// Runs `cmd args...`, failing with its stderr's first line.
@@ -129,8 +133,9 @@ fn wire(
 
 impl NetPath {
     /// Makes a path whose near end stands for `server` (an IPv4 address of this machine,
-    /// 127.0.0.1 for a server on loopback) and starts its relay.
-    pub fn create(spec: NetSpec, server: Ipv4Addr) -> anyhow::Result<NetPath> {
+    /// 127.0.0.1 for a server on loopback) and starts its relay, its threads on `cpus` (empty:
+    /// any; the caller keeps them off the server's).
+    pub fn create(spec: NetSpec, server: Ipv4Addr, cpus: &[usize]) -> anyhow::Result<NetPath> {
         super::require_permitted()?;
         clean_stale();
         let run_of = crate::reclaim::current();
@@ -165,20 +170,16 @@ impl NetPath {
         ] {
             let (from, to) = (Arc::clone(from), Arc::clone(to));
             let (stopped, counts) = (Arc::clone(&stop), Arc::clone(&counts));
+            let way = Way {
+                link: spec.link(toward_server),
+                bottleneck: spec.bottleneck(),
+                loss: spec.loss(),
+                toward_server,
+                cpus: cpus.to_vec(),
+            };
             let started = std::thread::Builder::new()
                 .name(thread_name.into())
-                .spawn(move || {
-                    relay::run(
-                        from,
-                        to,
-                        spec.link(),
-                        spec.loss(),
-                        toward_server,
-                        ends,
-                        stopped,
-                        counts,
-                    )
-                })
+                .spawn(move || relay::run(from, to, way, ends, stopped, counts))
                 .context("starting the path's relay");
             match started {
                 Ok(relay) => relays.push(relay),
@@ -203,6 +204,8 @@ impl NetPath {
             stop,
             relays,
             counts,
+            devices: (client_if, server_if),
+            relay_cpus: cpus.to_vec(),
         })
     }
 
@@ -237,33 +240,23 @@ impl NetPath {
         })
     }
 
-    /// TCP segments retransmitted so far by the clients (in their namespace) and by this
-    /// machine's own stack, where the server is (`RetransSegs` of each `/proc/net/snmp`).
-    pub fn retransmissions(&self) -> (u64, u64) {
-        let read = |path: &str| {
-            std::fs::read_to_string(path)
+    /// Packets the kernel dropped at the path's two TUN devices so far (received and sent,
+    /// both devices): a relay too slow to take what the device queued, or a write refused.
+    pub fn device_drops(&self) -> u64 {
+        let read = |device: &str| {
+            std::fs::read_to_string("/proc/thread-self/net/dev")
                 .ok()
-                .and_then(|s| retrans_segs(&s))
+                .and_then(|s| device_drops(&s, device))
                 .unwrap_or(0)
         };
-        let clients = self
-            .inside(|| read("/proc/thread-self/net/snmp"))
-            .unwrap_or(0);
-        (clients, read("/proc/thread-self/net/snmp"))
+        let clients = self.inside(|| read(&self.devices.0)).unwrap_or(0);
+        clients + read(&self.devices.1)
     }
 
-    /// Packets the path carried, and those it dropped for `loss` and for a full queue.
-    pub fn packets(&self) -> (u64, u64, u64) {
-        let c = &self.counts;
-        (
-            c.packets.load(Ordering::Relaxed),
-            c.lost.load(Ordering::Relaxed),
-            c.overflowed.load(Ordering::Relaxed),
-        )
-    }
-
-    /// The relay's own counts so far: lateness, writes and its threads' CPU.
+    /// The relay's counts so far (packets, drops, retransmissions, lateness, its threads'
+    /// CPU, each connection's bytes), everything its threads measured in them.
     pub fn counts(&self) -> &Counts {
+        self.counts.sync();
         &self.counts
     }
 
@@ -285,13 +278,17 @@ impl Drop for NetPath {
     }
 }
 
-/// `RetransSegs` of a `/proc/net/snmp`'s `Tcp:` lines (a header line, then a value line).
-pub fn retrans_segs(snmp: &str) -> Option<u64> {
-    let mut tcp = snmp.lines().filter(|l| l.starts_with("Tcp:"));
-    let header = tcp.next()?;
-    let values = tcp.next()?;
-    let i = header.split_whitespace().position(|k| k == "RetransSegs")?;
-    values.split_whitespace().nth(i)?.parse().ok()
+/// The receive and transmit drops of `device` in a `/proc/net/dev` (`name: rx_bytes
+/// rx_packets rx_errs rx_drop ... tx_bytes tx_packets tx_errs tx_drop ...`), summed.
+pub fn device_drops(dev: &str, device: &str) -> Option<u64> {
+    let line = dev
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix(device)?.strip_prefix(':'))?;
+    let fields: Vec<u64> = line
+        .split_whitespace()
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    Some(fields.get(3)? + fields.get(11)?)
 }
 
 /// Makes the path's namespace, recorded in the run first, under a name no other path has:
@@ -359,12 +356,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn retransmissions_are_read_from_snmp() {
-        let snmp = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
-                    Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts InCsumErrors\n\
-                    Tcp: 1 200 120000 -1 10 12 0 0 2 5000 4800 37 0 3 0\n";
-        assert_eq!(retrans_segs(snmp), Some(37));
-        assert_eq!(retrans_segs("Ip: 1\n"), None);
+    fn device_drops_are_read_from_proc_net_dev() {
+        let dev = "Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:  100 2 0 0 0 0 0 0 100 2 0 0 0 0 0 0
+ssab12c:  5000 40 0 3 0 0 0 0 6000 50 0 7 0 0 0 0
+";
+        assert_eq!(device_drops(dev, "ssab12c"), Some(10));
+        assert_eq!(device_drops(dev, "lo"), Some(0));
+        assert_eq!(device_drops(dev, "ssab12"), None);
+        assert_eq!(device_drops(dev, "eth0"), None);
     }
 
     #[test]

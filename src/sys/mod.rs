@@ -461,9 +461,14 @@ pub fn thread_runqueue_wait_seconds() -> f64 {
 
 /// Pins the calling thread to one CPU; a failure only loses the pinning.
 pub fn pin_current_thread(cpu: usize) {
+    pin_current_thread_to(&[cpu]);
+}
+
+/// Pins the calling thread to these CPUs; a failure only loses the pinning.
+pub fn pin_current_thread_to(cpus: &[usize]) {
     use nix::sched::{sched_setaffinity, CpuSet};
     let mut set = CpuSet::new();
-    if set.set(cpu).is_ok() {
+    if cpus.iter().all(|cpu| set.set(*cpu).is_ok()) {
         let _ = sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
     }
 }

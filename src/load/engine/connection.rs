@@ -55,6 +55,10 @@ pub struct Connection {
     pub arrived: bool,
     /// The responses of the measured window, for throughput in whole cycles.
     pub cycles: CycleSpan,
+    /// Since when the connection has had room for its next request: when it opened or its
+    /// last response arrived (the kernel's stamp where there is one). A request due before
+    /// then waited for the server ([`InFlight::new`]).
+    pub room_since: Instant,
 }
 
 /// What framing one read's bytes produced.
@@ -86,6 +90,7 @@ impl Connection {
             answered: 0,
             arrived: false,
             cycles: CycleSpan::default(),
+            room_since: start,
         }
     }
 
@@ -134,6 +139,7 @@ impl Connection {
                 Some(info) => {
                     let request = self.in_flight.pop_front().ok_or(FailureKind::Protocol)?;
                     self.answered += 1;
+                    self.room_since = now;
                     if recorder.response(request, info.status, now).of_window() {
                         self.cycles.add(request.sent, now);
                     }
@@ -216,11 +222,7 @@ mod tests {
         let mut recorder = Recorder::new(now, Duration::from_secs(1), false);
         let mut conn = connection();
         for _ in 0..2 {
-            conn.in_flight.push_back(InFlight {
-                intended: now,
-                sent: now,
-                line: 0,
-            });
+            conn.in_flight.push_back(InFlight::new(now, now, now, 0));
         }
         let wire = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
         let (a, b) = wire.split_at(50);

@@ -613,6 +613,7 @@ impl<'p, 'a> Worker<'p, 'a> {
                     self.recorder.handshake(handshake);
                 }
                 conn.phase = Phase::Open;
+                conn.room_since = now;
                 if let Driver::Uring(driver) = &mut self.driver {
                     if driver.opened(conn, slot).is_err() {
                         return self.fail(slot, FailureKind::Read);
@@ -703,16 +704,16 @@ impl<'p, 'a> Worker<'p, 'a> {
     /// Puts the connection's next `count` requests in flight, each intended when the policy
     /// says, and writes them as one batch.
     fn send_batch(&mut self, slot: usize, count: usize, now: Instant) {
+        // Paced sends are timed as they go: several due in one turn go one after another,
+        // and the turn's clock would start the later ones' latency before they were sent.
+        let now = if self.paced { Instant::now() } else { now };
         let conn = &mut self.connections[slot];
         let first = conn.request;
         let mut line = first;
         for _ in 0..count {
             let intended = self.policy.intended(&mut conn.schedule, now);
-            conn.in_flight.push_back(InFlight {
-                intended,
-                sent: now,
-                line: line as u32,
-            });
+            conn.in_flight
+                .push_back(InFlight::new(intended, conn.room_since, now, line as u32));
             line = self.source.next_line(line);
         }
         conn.request = line;

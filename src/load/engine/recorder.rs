@@ -20,13 +20,49 @@ use crate::load::stats::steps::StepRecorder;
 use crate::load::stats::urls::UrlRecorder;
 use crate::load::stats::{Censored, LatencyHistogram, ThreadStats};
 
-/// A request on the wire: when it should have been sent and when it was, and which line of
-/// the request source it is (always 0 without `--urls`), for the per-URL statistics.
+/// A request on the wire: when it should have been sent, when its latency starts, when it was
+/// sent, and which line of the request source it is (always 0 without `--urls`), for the
+/// per-URL statistics.
+///
+/// `start` is the intended time moved later by the generator's own lateness: the time from
+/// when the request could go (its intended time, or later when its connection was still busy
+/// with an earlier one) to when it went. A wait for a busy connection is the server's and stays
+/// in the latency (coordinated omission stays corrected); a delay the generator chose (rate
+/// mode's slack, a nap, a late timer) is not the server's and does not inflate it. Outside
+/// rate mode all three are the same moment.
 #[derive(Debug, Clone, Copy)]
 pub struct InFlight {
     pub intended: Instant,
+    pub start: Instant,
     pub sent: Instant,
     pub line: u32,
+}
+
+impl InFlight {
+    /// A request intended at `intended`, whose connection had room from `room_since`, sent
+    /// at `sent`.
+    pub fn new(intended: Instant, room_since: Instant, sent: Instant, line: u32) -> InFlight {
+        let ready = intended.max(room_since).min(sent);
+        InFlight {
+            intended,
+            start: intended + (sent - ready),
+            sent,
+            line,
+        }
+    }
+
+    /// The generator's own lateness: from when the request could go to when it went.
+    pub fn own_lateness(&self) -> Duration {
+        self.start.saturating_duration_since(self.intended)
+    }
+
+    /// How long it waited for its connection (the server's time): from its intended time to
+    /// when the connection had room.
+    pub fn held(&self) -> Duration {
+        self.sent
+            .saturating_duration_since(self.intended)
+            .saturating_sub(self.own_lateness())
+    }
 }
 
 /// One worker's measurements.
@@ -153,7 +189,7 @@ impl Recorder {
             }
             return Answer::Outside;
         }
-        let latency = now.saturating_duration_since(request.intended);
+        let latency = now.saturating_duration_since(request.start);
         stats.latency.record(latency);
         if let Some(urls) = stats.urls.as_mut() {
             urls.response(request.line as usize, latency, status, self.draining);
@@ -179,8 +215,10 @@ impl Recorder {
             if let Some(uncorrected) = stats.latency_uncorrected.as_mut() {
                 uncorrected.record(service_time);
             }
-            stats.send_late_ns += micros(request.sent.saturating_duration_since(request.intended))
-                .saturating_mul(1000);
+            let late = micros(request.own_lateness()).saturating_mul(1000);
+            stats.send_late_ns += late;
+            stats.send_late_max_ns = stats.send_late_max_ns.max(late);
+            stats.send_held_ns += micros(request.held()).saturating_mul(1000);
             stats.send_late_count += 1;
         }
         if self.draining {
@@ -316,7 +354,7 @@ impl Recorder {
 
     /// A request still unanswered when the run ended at `end`: censored at its age.
     pub fn censor_in_flight(&mut self, request: &InFlight, end: Instant) {
-        let since_intended_us = micros(end.saturating_duration_since(request.intended));
+        let since_intended_us = micros(end.saturating_duration_since(request.start));
         let since_sent_us = micros(end.saturating_duration_since(request.sent));
         let censored = Censored::InFlight {
             since_intended_us,
@@ -379,9 +417,48 @@ mod tests {
     fn request(intended: Instant, sent: Instant) -> InFlight {
         InFlight {
             intended,
+            start: intended,
             sent,
             line: 0,
         }
+    }
+
+    #[test]
+    fn the_generators_own_lateness_is_in_no_latency_and_a_wait_for_the_connection_is() {
+        let t = Instant::now();
+        let at = |us: u64| t + Duration::from_micros(us);
+        // Due at 100, the connection free since 0, sent at 350 (a slack, a nap): 250 us of
+        // the generator's own, none held; the latency starts at 350.
+        let chosen = InFlight::new(at(100), at(0), at(350), 0);
+        assert_eq!(chosen.own_lateness(), Duration::from_micros(250));
+        assert_eq!(chosen.held(), Duration::ZERO);
+        assert_eq!(chosen.start, at(350));
+        // Due at 100, its connection busy until 600 (an earlier answer arrived then), sent
+        // at 650: 500 us held (the server's, in the latency), 50 us the generator's own.
+        let held = InFlight::new(at(100), at(600), at(650), 0);
+        assert_eq!(held.held(), Duration::from_micros(500));
+        assert_eq!(held.own_lateness(), Duration::from_micros(50));
+        assert_eq!(held.start, at(150));
+        // Sent on time: all three are the same moment.
+        let exact = InFlight::new(at(100), at(0), at(100), 0);
+        assert_eq!((exact.start, exact.held()), (at(100), Duration::ZERO));
+        let mut recorder = Recorder::new(t, Duration::from_secs(1), true);
+        recorder.response(held, 200, at(1_150));
+        recorder.response(chosen, 200, at(1_350));
+        let stats = recorder.finish(Duration::from_secs(1), 0.0, 0.0);
+        // From the start: 1,000 us each; from the actual send: 500 and 1,000.
+        let range = |h: &LatencyHistogram| {
+            let (lo, hi) = (h.value_at_quantile(0.0), h.value_at_quantile(1.0));
+            (h.lowest_equivalent(lo), h.lowest_equivalent(hi))
+        };
+        let exact = |us: u64| stats.latency.lowest_equivalent(us);
+        assert_eq!(range(&stats.latency), (exact(1_000), exact(1_000)));
+        let uncorrected = stats.latency_uncorrected.as_ref().unwrap();
+        assert_eq!(range(uncorrected), (exact(500), exact(1_000)));
+        assert_eq!(stats.send_late_ns, 300_000);
+        assert_eq!(stats.send_late_max_ns, 250_000);
+        assert_eq!(stats.send_held_ns, 500_000);
+        assert_eq!(stats.send_late_count, 2);
     }
 
     #[test]
@@ -463,6 +540,7 @@ mod tests {
         let at = |ms: u64| t + MS(ms);
         let sent = |ms: u64| InFlight {
             intended: at(ms),
+            start: at(ms),
             sent: at(ms),
             line: 0,
         };

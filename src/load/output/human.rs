@@ -19,7 +19,7 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
     latency_block(
         &mut out,
         if corrected {
-            "Latency (from intended send times, corrected for coordinated omission)"
+            "Latency (from intended send times: waits for a busy connection in, the generator's own lateness out)"
         } else {
             "Latency"
         },
@@ -28,7 +28,7 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
     if let Some(uncorrected) = &report.latency_uncorrected_us {
         latency_block(
             &mut out,
-            "Uncorrected latency (from actual send times)",
+            "Uncorrected latency (from actual send times, as wrk and ab measure: waits for a busy connection out)",
             uncorrected,
         );
     }
@@ -58,25 +58,66 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
         );
     }
     if let Some(net) = &report.net {
-        let _ = writeln!(
-            out,
-            "Path:         {}: {} packets, {} lost, {} dropped for a full queue; TCP \
-             retransmissions: {} by the clients, {} on the server's side",
-            net.path,
-            net.packets,
-            net.lost,
-            net.overflowed,
-            net.retrans_clients,
-            net.retrans_server_side
-        );
-        let _ = writeln!(
-            out,
-            "Relay:        {} packets written {:.0} µs late on average (max {:.0} µs), {} more \
-             than 1 ms late; its threads used {:.2} s of CPU",
-            net.written, net.late_mean_us, net.late_max_us, net.late_packets, net.relay_cpu_s
-        );
+        net_lines(&mut out, net);
     }
     out
+}
+
+/// What the path did and what its relay did: the packets, the drops of each kind, the
+/// retransmissions seen on it, the relay's lateness and CPU, and what each connection got.
+fn net_lines(out: &mut String, net: &crate::load::output::report::NetReport) {
+    let _ = writeln!(
+        out,
+        "Path:         {}: {} packets, {} lost, {} dropped by a full queue{}; TCP \
+         retransmissions on the path: {} by the clients, {} by the server",
+        net.path,
+        net.packets,
+        net.lost,
+        net.queue_dropped,
+        if net.queued_max_us > 0.0 {
+            format!(
+                " (the longest through its queues {})",
+                crate::render::units::duration_us(net.queued_max_us)
+            )
+        } else {
+            String::new()
+        },
+        net.retrans_clients,
+        net.retrans_server_side
+    );
+    if let Some(f) = &net.flows {
+        let _ = writeln!(
+            out,
+            "Connections:  {} got {:.2} to {:.2} Mbit/s toward the clients (median {:.2})",
+            f.flows, f.min_mbit, f.max_mbit, f.median_mbit
+        );
+    }
+    let cpus = if net.relay_cpus.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " on CPU {}",
+            net.relay_cpus
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+    };
+    let _ = writeln!(
+        out,
+        "Relay:        {} packets written {:.0} µs late on average (p99 {:.0} µs, max {:.0} µs), \
+         {} more than 1 ms late; {} it had no room for, {} dropped at its devices; its threads \
+         used {:.2} s of CPU{cpus}",
+        net.written,
+        net.late_mean_us,
+        net.late_p99_us,
+        net.late_max_us,
+        net.late_packets,
+        net.overflowed,
+        net.device_dropped,
+        net.relay_cpu_s
+    );
 }
 
 /// What ran against what: the mode, threads and connections, the segment and a late start.
@@ -216,11 +257,18 @@ fn rates(out: &mut String, report: &LoadReport) {
                 .map(|us| format!(" (slack {us} us)"))
                 .unwrap_or_default()
         );
-        if let Some(late) = report.send_late_mean_us {
+        if let (Some(late), Some(max)) = (report.send_late_mean_us, report.send_late_max_us) {
             let _ = writeln!(
                 out,
-                "Send late:    {late:.0} us after the intended time on average (the generator's \
-                 own lateness, or a connection still waiting on the server)"
+                "Send late:    {late:.0} us on average, at most {max:.0} us, after a request could \
+                 go: the generator's own lateness, in no latency"
+            );
+        }
+        if let Some(held) = report.send_held_mean_us {
+            let _ = writeln!(
+                out,
+                "Send held:    {held:.0} us on average after the intended time, waiting for a \
+                 connection still busy with the server: in the latency above"
             );
         }
     }
@@ -394,6 +442,8 @@ mod tests {
             client_cpu_s: 0.1,
             client_wait_s: 0.0,
             send_late_mean_us: None,
+            send_late_max_us: None,
+            send_held_mean_us: None,
             target_rate: None,
             rate_held: None,
             achieved_rate: None,

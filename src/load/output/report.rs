@@ -24,18 +24,28 @@ use crate::load::{LoadConfig, Mode};
 
 /// What a load run measured.
 /// A network path a run went across (`--net`) and what it did during the run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct NetReport {
     /// The path in words.
     pub path: String,
     pub spec: crate::net::NetSpec,
-    /// Packets that reached the path (both directions), and of them those lost to `loss` and
-    /// those dropped for a full queue.
+    /// Packets that reached the path (both directions), and of them those lost to `loss`,
+    /// those a full queue of the path dropped (the bottleneck's or a link's: the path's
+    /// doing, as a router's), and those the relay had no room for (its own limit).
     pub packets: u64,
     pub lost: u64,
+    #[serde(default)]
+    pub queue_dropped: u64,
+    /// The longest a packet took through the path's queues and rates (the bottleneck's and its
+    /// link's: waiting, then its own time on the wire), µs: at most `queue` packets' time.
+    #[serde(default)]
+    pub queued_max_us: f64,
     pub overflowed: u64,
-    /// TCP segments the clients retransmitted (in their namespace), and the machine's own
-    /// stack, where the server is, in the same time.
+    /// Packets the kernel dropped at the path's TUN devices (a relay too slow to take them).
+    #[serde(default)]
+    pub device_dropped: u64,
+    /// TCP segments retransmitted across the path, seen on it (a data segment that starts
+    /// below the highest sequence its connection sent): by the clients, and by the server.
     pub retrans_clients: u64,
     pub retrans_server_side: u64,
     /// The relay itself: packets it wrote, their mean and largest lateness against when the
@@ -49,14 +59,55 @@ pub struct NetReport {
     pub late_max_us: f64,
     #[serde(default)]
     pub late_packets: u64,
+    /// 99% of the packets were written less late than this (µs).
+    #[serde(default)]
+    pub late_p99_us: f64,
     #[serde(default)]
     pub relay_cpu_s: f64,
+    /// The CPUs the relay's threads ran on (empty: any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relay_cpus: Vec<usize>,
+    /// What each connection got toward the clients over the run, Mbit/s: the fewest, the
+    /// median and the most, over `flows` connections (a shared bottleneck's fairness).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows: Option<FlowShares>,
     /// The mean response's bytes (headers and body), and the time it takes on one
     /// connection's link at the path's rate, ms (0: unshaped).
     #[serde(default)]
     pub response_bytes: f64,
     #[serde(default)]
     pub transfer_ms: f64,
+}
+
+/// The spread of what each connection got across a path.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq)]
+pub struct FlowShares {
+    pub flows: usize,
+    pub min_mbit: f64,
+    pub median_mbit: f64,
+    pub max_mbit: f64,
+}
+
+impl FlowShares {
+    /// From each connection's bytes over `seconds`; `None` without a connection.
+    pub fn of(bytes: &[u64], seconds: f64) -> Option<FlowShares> {
+        let mut mbit: Vec<f64> = bytes
+            .iter()
+            .map(|b| *b as f64 * 8.0 / seconds.max(1e-9) / 1e6)
+            .collect();
+        mbit.sort_by(f64::total_cmp);
+        let n = mbit.len();
+        (n > 0).then(|| FlowShares {
+            flows: n,
+            min_mbit: mbit[0],
+            median_mbit: if n % 2 == 1 {
+                mbit[n / 2]
+            } else {
+                (mbit[n / 2 - 1] + mbit[n / 2]) / 2.0
+            },
+            max_mbit: mbit[n - 1],
+        })
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
@@ -112,10 +163,20 @@ pub struct LoadReport {
     /// core is shared with other work is late without being busy.
     #[serde(default)]
     pub client_wait_s: f64,
-    /// Rate mode: how late the answered requests were sent after their intended time, on
-    /// average (µs): the generator's own lateness, or a connection still busy (a slow server).
+    /// Rate mode: how late the answered requests went out after they could (their intended
+    /// time, or when their connection had room), on average (µs): the generator's own lateness
+    /// (its slack, a nap, a late timer), in neither `latency_us` nor `latency_uncorrected_us`
+    /// (which starts at the actual send).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_late_mean_us: Option<f64>,
+    /// Rate mode: the longest of those (µs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_late_max_us: Option<f64>,
+    /// Rate mode: how long the answered requests waited after their intended time for their
+    /// connection to have room, on average (µs): the server's backlog, inside `latency_us`
+    /// (coordinated omission corrected), not in `latency_uncorrected_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_held_mean_us: Option<f64>,
     /// Rate mode only: the requested rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_rate: Option<f64>,
@@ -288,6 +349,10 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         client_wait_s: merged.wait_s,
         send_late_mean_us: (merged.send_late_count > 0)
             .then(|| merged.send_late_ns as f64 / 1000.0 / merged.send_late_count as f64),
+        send_late_max_us: (merged.send_late_count > 0)
+            .then(|| merged.send_late_max_ns as f64 / 1000.0),
+        send_held_mean_us: (merged.send_late_count > 0)
+            .then(|| merged.send_held_ns as f64 / 1000.0 / merged.send_late_count as f64),
         target_rate,
         rate_held,
         achieved_rate,

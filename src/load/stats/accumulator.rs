@@ -80,9 +80,14 @@ pub struct ThreadStats {
     /// CPU time (user + system) the thread used, and the time it waited for a CPU.
     pub cpu_s: f64,
     pub wait_s: f64,
-    /// Rate mode: the answered requests' send lateness (sent after intended), summed, and
-    /// how many.
+    /// Rate mode: the answered requests' own send lateness (from when each could go to when
+    /// it went: the generator's, left out of their latency), summed, and how many.
     pub send_late_ns: u64,
+    /// The longest of those.
+    pub send_late_max_ns: u64,
+    /// Rate mode: the time answered requests waited for their connection (still busy with an
+    /// earlier one) after their intended time, summed: the server's, inside their latency.
+    pub send_held_ns: u64,
     pub send_late_count: u64,
     /// When the thread's work ended, from the start of the run.
     pub elapsed: Duration,
@@ -156,6 +161,8 @@ impl ThreadStats {
             cpu_s: 0.0,
             wait_s: 0.0,
             send_late_ns: 0,
+            send_late_max_ns: 0,
+            send_held_ns: 0,
             send_late_count: 0,
             elapsed: Duration::ZERO,
             intervals: None,
@@ -234,6 +241,8 @@ impl ThreadStats {
         self.cpu_s += other.cpu_s;
         self.wait_s += other.wait_s;
         self.send_late_ns += other.send_late_ns;
+        self.send_late_max_ns = self.send_late_max_ns.max(other.send_late_max_ns);
+        self.send_held_ns += other.send_held_ns;
         self.send_late_count += other.send_late_count;
         self.elapsed = self.elapsed.max(other.elapsed);
         match (&mut self.urls, &other.urls) {
