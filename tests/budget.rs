@@ -143,9 +143,12 @@ route = "/fib?n=25"
     // One loop thread cannot overrun a quota of one core; two reactors can.
     let epoll1 = &points[2]["server"];
     assert_eq!(epoll1["quota_cores"], 1.0);
-    assert_eq!(
-        epoll1["throttled_periods"].as_u64().unwrap_or(0),
-        0,
+    // (The kernel hands a quota out in 5 ms slices: a loop near a whole core may find its
+    // slice spent for a moment, never for long.)
+    let periods = epoll1["quota_periods"].as_u64().unwrap();
+    assert!(
+        epoll1["throttled_periods"].as_u64().unwrap_or(0) * 20 <= periods
+            && epoll1["throttled_s"].as_f64().unwrap_or(0.0) < 0.02,
         "{epoll1}"
     );
     assert!(cores_used(&points[2]) > 0.8, "{}", cores_used(&points[2]));

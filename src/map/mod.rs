@@ -44,7 +44,8 @@ pub struct MapArgs {
     #[arg(long)]
     pub plain: bool,
     /// A network path between the load generator and every server, as root (overrides the
-    /// file's `net`; `none`: loopback): rtt=50ms[,jitter=5ms][,rate=10mbit][,bottleneck=100mbit][,queue=N][,loss=0.5%]
+    /// file's `net`; `none`: loopback):
+    /// rtt=50ms[,jitter=5ms][,rate=10mbit][,bottleneck=100mbit][,queue=N][,loss=0.5%]
     /// (see `load --net`). Every cycle, and each cell's bound, then holds the round trip.
     /// With a map's `rtt_ms` list, the path without its rtt (e.g. `rate=5mbit`).
     #[arg(long, value_name = "PATH", conflicts_with = "resume")]

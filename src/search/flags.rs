@@ -26,7 +26,8 @@ pub struct SearchFlags {
     #[arg(long)]
     #[serde(default)]
     pub json: bool,
-    /// Clients across a network path, as root: rtt=50ms[,jitter=5ms][,rate=10mbit][,bottleneck=100mbit][,queue=N][,loss=0.5%]
+    /// Clients across a network path, as root:
+    /// rtt=50ms[,jitter=5ms][,rate=10mbit][,bottleneck=100mbit][,queue=N][,loss=0.5%]
     /// (see `load --net`).
     #[arg(long, value_name = "PATH")]
     #[serde(default)]

@@ -50,7 +50,8 @@ pub struct SweepArgs {
     pub plain: bool,
     /// A network path between the load generator and every server, as root (overrides the
     /// file's `net`; `none`: loopback, whatever the file says):
-    /// rtt=50ms[,jitter=5ms][,rate=10mbit][,bottleneck=100mbit][,queue=N][,loss=0.5%] (see `load --net`).
+    /// rtt=50ms[,jitter=5ms][,rate=10mbit][,bottleneck=100mbit][,queue=N][,loss=0.5%]
+    /// (see `load --net`).
     #[arg(long, value_name = "PATH")]
     pub net: Option<String>,
     /// The server's CPU budget (overrides the file's `cpus` and `cpuset`).

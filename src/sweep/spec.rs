@@ -330,7 +330,8 @@ pub struct Experiment {
     #[serde(default)]
     pub requires: Vec<Requirement>,
     /// A network path between the load generator and the server,
-    /// `rtt=50ms[,jitter=5ms][,rate=10mbit][,bottleneck=100mbit][,queue=N][,loss=0.5%]` (see [`crate::net`]; needs root).
+    /// `rtt=50ms[,jitter=5ms][,rate=10mbit][,bottleneck=100mbit][,queue=N][,loss=0.5%]`
+    /// (see [`crate::net`]; needs root).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub net: Option<String>,
     /// A CPU quota for every server, in cores (`cpus = 0.5`: half a core, as a container's
