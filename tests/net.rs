@@ -170,9 +170,9 @@ fn a_path_holds_a_connection_to_its_rate() {
     );
 }
 
-/// `rtt=50ms,jitter=20ms` at one connection: every round trip within 50 ± 10 ms (and the
-/// server's microseconds), spread over it (the middle 90% over more than 10 ms), and the path
-/// says ± 10 ms.
+/// `rtt=50ms,jitter=20ms` at one connection: every round trip within 50 ± 20 ms (and the
+/// server's microseconds), spread evenly over it (the middle 90% over more than 30 ms, where
+/// a triangle or a narrower spread would not reach), and the path says ± 20 ms.
 #[test]
 fn a_round_trip_spreads_over_its_jitter_and_the_path_says_so() {
     root();
@@ -187,14 +187,14 @@ fn a_round_trip_spreads_over_its_jitter_and_the_path_says_so() {
         "--net",
         "rtt=50ms,jitter=20ms",
     ]);
-    assert_eq!(report["net"]["path"], "rtt 50.0 ms ± 10.0 ms");
+    assert_eq!(report["net"]["path"], "rtt 50.0 ms ± 20.0 ms");
     let l = &report["latency_us"];
     let (min, max) = (l["min"].as_f64().unwrap(), l["max"].as_f64().unwrap());
-    assert!(min >= 40_000.0 && max <= 63_000.0, "{l}");
+    assert!(min >= 30_000.0 && max <= 73_000.0, "{l}");
     let h = sweetspot::load::stats::LatencyHistogram::decode(report["histogram"].as_str().unwrap())
         .unwrap();
     let spread = h.value_at_quantile(0.95) - h.value_at_quantile(0.05);
-    assert!(spread > 10_000, "p5 to p95: {spread} us");
+    assert!(spread > 30_000, "p5 to p95: {spread} us");
     assert_eq!(errors(&report), 0, "{report}");
 }
 

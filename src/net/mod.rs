@@ -29,8 +29,9 @@ pub const MAX_QUEUE: u32 = 100_000;
 pub struct NetSpec {
     /// Round-trip time added to the path: half on each direction.
     pub rtt_us: u64,
-    /// The width of the round trip's spread: a round trip is `rtt ± jitter / 2`, uniform
-    /// (the one-way delay toward the clients varies, the other is fixed).
+    /// The round trip's jitter: a round trip is `rtt ± jitter`, uniform, as netem and
+    /// toxiproxy read theirs (the one-way delay toward the clients varies, the other is
+    /// fixed).
     #[serde(default)]
     pub jitter_us: u64,
     /// Each connection's own link rate in each direction, bits a second (`None`: unshaped).
@@ -123,14 +124,14 @@ impl NetSpec {
         )
     }
 
-    /// What [`NetSpec::describe`] says after the round trip: ` ± 2.5 ms, 10 mbit/s a
+    /// What [`NetSpec::describe`] says after the round trip: ` ± 5 ms, 10 mbit/s a
     /// connection each way, 0.5% loss each way` (empty for a path of delay alone).
     pub fn describe_links(&self) -> String {
         let mut out = String::new();
         if self.jitter_us > 0 {
             out.push_str(&format!(
                 " ± {}",
-                crate::render::units::duration_us(self.jitter_us as f64 / 2.0)
+                crate::render::units::duration_us(self.jitter_us as f64)
             ));
         }
         let queue = match self.queue {
@@ -192,16 +193,20 @@ pub fn require_permitted() -> anyhow::Result<()> {
 
 impl NetSpec {
     /// One direction's link: half the round trip, the whole jitter toward the clients (none
-    /// toward the server, so that a round trip spreads evenly over `rtt ± jitter / 2`, as
-    /// the path says), the rate and its queue.
+    /// toward the server, so that a round trip spreads evenly over `rtt ± jitter`, as the
+    /// path says), the rate and its queue. A jitter over half the round trip moves more of
+    /// the delay toward the clients, so that no draw is cut at zero.
     pub fn link(&self, toward_server: bool) -> packet::Link {
+        let toward_clients = (self.rtt_us / 2).max(self.jitter_us);
+        let (delay, jitter) = if toward_server {
+            (self.rtt_us - toward_clients, 0)
+        } else {
+            // `Link::jitter` is the spread's width.
+            (toward_clients, 2 * self.jitter_us)
+        };
         packet::Link {
-            delay: Duration::from_micros(self.rtt_us / 2),
-            jitter: if toward_server {
-                Duration::ZERO
-            } else {
-                Duration::from_micros(self.jitter_us)
-            },
+            delay: Duration::from_micros(delay),
+            jitter: Duration::from_micros(jitter),
             rate_bps: self.rate_bps,
             queue: self.queue_len(),
         }
@@ -329,16 +334,22 @@ mod tests {
             "{}",
             s.describe()
         );
-        // ± half the jitter: the round trip spreads over the jitter's width.
+        // ± the jitter on the round trip, all of it toward the clients.
         assert!(
-            s.describe().starts_with("rtt 50.0 ms ± 2.5 ms"),
+            s.describe().starts_with("rtt 50.0 ms ± 5.0 ms"),
             "{}",
             s.describe()
         );
         let plain = NetSpec::parse("rtt=100ms").unwrap();
         assert_eq!(plain.link(true).delay, Duration::from_millis(50));
-        assert_eq!(s.link(false).jitter, Duration::from_micros(5000));
+        assert_eq!(s.link(false).jitter, Duration::from_millis(10));
         assert_eq!(s.link(true).jitter, Duration::ZERO);
+        assert_eq!(s.link(false).delay, Duration::from_millis(25));
+        // A jitter over half the round trip: the delay moves toward the clients, the round
+        // trip stays 10 ms, from 2 to 18 ms.
+        let wide = NetSpec::parse("rtt=10ms,jitter=8ms").unwrap();
+        assert_eq!(wide.link(false).delay, Duration::from_millis(8));
+        assert_eq!(wide.link(true).delay, Duration::from_millis(2));
         assert_eq!(s.link(true).queue, DEFAULT_QUEUE as usize);
         let shared = NetSpec::parse("rtt=10ms,bottleneck=10mbit,queue=20").unwrap();
         assert_eq!(shared.bottleneck(), Some((10_000_000, 20)));
