@@ -21,6 +21,8 @@ const READ_SLICE: Duration = Duration::from_millis(500);
 /// How long one blocking write waits; a write that copies nothing in a slice is retried
 /// until the write timeout has passed without progress.
 const WRITE_SLICE: Duration = Duration::from_millis(250);
+/// A client that takes less than this in a write timeout is stalled, not slow.
+const MIN_PROGRESS: usize = 16 * 1024;
 /// How long an accept waits before re-checking the stop flag.
 const ACCEPT_SLICE: Duration = Duration::from_millis(200);
 
@@ -122,10 +124,12 @@ pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut 
     }
 }
 
-/// Writes all of `buf`, failing once the client has taken none of it for `timeout`. A
-/// blocking write with SO_SNDTIMEO may wait its whole timeout and still return the few bytes
-/// it copied at the start, so writes wait in slices ([`WRITE_SLICE`]) and progress is judged
-/// between them: the timeout is honoured to within a slice.
+/// Writes all of `buf`, failing once the client has taken less than [`MIN_PROGRESS`] of it
+/// in `timeout`. A blocking write with SO_SNDTIMEO may wait its whole timeout and still
+/// return the few bytes it copied at the start, so writes wait in slices ([`WRITE_SLICE`])
+/// and progress is judged between them: the timeout is honoured to within a slice. A client
+/// that reads nothing still lets a few bytes through now and then (its kernel's window
+/// opening a crack as it packs its receive queue), so a trickle is no progress.
 fn write_all_or_stall(
     stream: &mut TcpStream,
     buf: &[u8],
@@ -133,12 +137,19 @@ fn write_all_or_stall(
 ) -> std::io::Result<()> {
     let mut pos = 0;
     let mut last_progress = Instant::now();
+    let mut since_progress = 0;
     while pos < buf.len() {
         match stream.write(&buf[pos..]) {
             Ok(0) => return Err(ErrorKind::WriteZero.into()),
             Ok(n) => {
                 pos += n;
-                last_progress = Instant::now();
+                since_progress += n;
+                if since_progress >= MIN_PROGRESS || pos == buf.len() {
+                    last_progress = Instant::now();
+                    since_progress = 0;
+                } else if last_progress.elapsed() >= timeout {
+                    return Err(ErrorKind::TimedOut.into());
+                }
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 if last_progress.elapsed() >= timeout {
