@@ -1,8 +1,9 @@
 //! What a worker measured: the [`Recorder`] owns the thread's [`ThreadStats`] and is the one
 //! place a response, a failure, a sent request or a censored request is counted.
 //!
-//! The rules live here: a response is a latency sample from its intended send time (equal to
-//! the actual one outside rate mode) unless it came back after the timeout, when it is a timeout
+//! The rules live here: a response is a latency sample from its start (its intended send time
+//! moved by the generator's own lateness, [`InFlight`]; the actual send time outside rate
+//! mode) unless it came back after the timeout, when it is a timeout
 //! and never a sample; rate mode keeps the uncorrected view (from the actual send time) beside
 //! it; an answer in the drain after the deadline is a sample but not a response of the run.
 //! Per-interval views (`--hlog`, a time series) are recorder concerns: they see every sample

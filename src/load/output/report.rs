@@ -127,7 +127,8 @@ pub struct LoadReport {
     /// `--settle`, the answers before the window opened.
     #[serde(default)]
     pub responses_read: u64,
-    /// Latency in microseconds; in rate mode measured from intended send times. Unanswered
+    /// Latency in microseconds; in rate mode measured from intended send times, a wait for a
+    /// busy connection in, the generator's own lateness out (`send_late_mean_us`). Unanswered
     /// requests are in it at their age (closed loop: with the requests they held back), and
     /// `lower_bound` lists the figures that are therefore only lower bounds.
     pub latency_us: LatencySummary,
