@@ -87,7 +87,10 @@ pub fn check_cpus(cpus: f64) -> Result<f64, String> {
 pub fn parse_cpuset(text: &str, usable: &[usize]) -> Result<Vec<usize>, String> {
     let cpus = cpu_list(text)?;
     if let Some(cpu) = cpus.iter().find(|c| !usable.contains(c)) {
-        return Err(format!("no CPU {cpu} here (CPUs {})", list_text(usable)));
+        return Err(format!(
+            "no CPU {cpu} here (CPUs {})",
+            crate::render::units::cpu_list_text(usable)
+        ));
     }
     Ok(cpus)
 }
@@ -155,25 +158,6 @@ pub fn check_cpus_axis(key: &str, list: &[f64]) -> Result<(), String> {
 /// The name of a series under one quota of an axis: `threaded@0.5cpu`.
 pub fn series_name(name: &str, cpus: f64) -> String {
     format!("{name}@{}cpu", cpus_text(cpus))
-}
-
-/// CPUs as the kernel lists them: `0-3,6`.
-pub fn list_text(cpus: &[usize]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        parts.push(if j == i {
-            cpus[i].to_string()
-        } else {
-            format!("{}-{}", cpus[i], cpus[j])
-        });
-        i = j + 1;
-    }
-    parts.join(",")
 }
 
 /// The cores a server may use under a budget: the quota where there is one, never more than
@@ -425,8 +409,6 @@ mod tests {
             .contains("backwards"));
         assert!(parse_cpuset("", &here).unwrap_err().contains("not a CPU"));
         assert!(parse_cpuset("a", &here).unwrap_err().contains("not a CPU"));
-        assert_eq!(list_text(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
-        assert_eq!(list_text(&[]), "");
     }
 
     /// A point under a quota of `quota` cores on `seen` CPUs, throttled in `share` of 20

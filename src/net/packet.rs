@@ -50,6 +50,12 @@ pub fn ports(packet: &[u8]) -> Option<(u16, u16)> {
     Some((at(0), at(2)))
 }
 
+/// Whether an IPv4 packet (its header read) is a whole datagram or its first fragment: one
+/// past the first carries no ports or transport header of its own.
+fn first_fragment(packet: &[u8]) -> bool {
+    u16::from_be_bytes([packet[6], packet[7]]) & 0x1fff == 0
+}
+
 /// Which address of a packet to rewrite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Field {
@@ -110,13 +116,12 @@ pub fn rewrite(packet: &mut [u8], field: Field, to: Ipv4Addr) -> bool {
     packet[10..12].copy_from_slice(&[0, 0]);
     let ip_check = checksum(&packet[..h.len]);
     packet[10..12].copy_from_slice(&ip_check.to_be_bytes());
-    let first_fragment = u16::from_be_bytes([packet[6], packet[7]]) & 0x1fff == 0;
     let check_at = match h.protocol {
         TCP => h.len + 16,
         UDP => h.len + 6,
         _ => return true,
     };
-    if !first_fragment || packet.len() < check_at + 2 {
+    if !first_fragment(packet) || packet.len() < check_at + 2 {
         return true;
     }
     let check = u16::from_be_bytes([packet[check_at], packet[check_at + 1]]);
@@ -137,8 +142,7 @@ pub fn rewrite(packet: &mut [u8], field: Field, to: Ipv4Addr) -> bool {
 /// the first, truncated).
 pub fn tcp_segment(packet: &[u8]) -> Option<(u32, u32, bool)> {
     let h = header(packet)?;
-    let first_fragment = u16::from_be_bytes([packet[6], packet[7]]) & 0x1fff == 0;
-    if h.protocol != TCP || !first_fragment || packet.len() < h.len + 20 {
+    if h.protocol != TCP || !first_fragment(packet) || packet.len() < h.len + 20 {
         return None;
     }
     let tcp = &packet[h.len..];
@@ -161,17 +165,15 @@ pub fn wire_time(len: usize, bps: u64) -> Duration {
 pub struct RateQueue {
     pub rate_bps: u64,
     pub limit: usize,
-    busy_until: Instant,
-    /// When each packet in it is through, oldest first.
+    /// When each packet in it is through, oldest first (the last: when the rate is free).
     leaving: std::collections::VecDeque<Instant>,
 }
 
 impl RateQueue {
-    pub fn new(rate_bps: u64, limit: usize, now: Instant) -> RateQueue {
+    pub fn new(rate_bps: u64, limit: usize) -> RateQueue {
         RateQueue {
             rate_bps,
             limit: limit.max(1),
-            busy_until: now,
             leaving: std::collections::VecDeque::new(),
         }
     }
@@ -185,10 +187,11 @@ impl RateQueue {
         if self.leaving.len() >= self.limit {
             return None;
         }
-        let start = self.busy_until.max(at);
-        self.busy_until = start + wire_time(len, self.rate_bps);
-        self.leaving.push_back(self.busy_until);
-        Some(self.busy_until)
+        // Behind the last packet still in it, or at once.
+        let start = self.leaving.back().map_or(at, |last| (*last).max(at));
+        let through = start + wire_time(len, self.rate_bps);
+        self.leaving.push_back(through);
+        Some(through)
     }
 
     /// Packets in it at its last packet.
@@ -285,7 +288,7 @@ impl Link {
         match self.rate_bps {
             Some(bps) => flow
                 .access
-                .get_or_insert_with(|| RateQueue::new(bps, self.queue, at))
+                .get_or_insert_with(|| RateQueue::new(bps, self.queue))
                 .pass(at, len),
             None => Some(at),
         }
@@ -430,7 +433,7 @@ mod tests {
         let ms = |n: f64| Duration::from_secs_f64(n / 1000.0);
         // 1,250 bytes at 10 mbit/s: 1 ms each. Three fit in a queue of three; the fourth,
         // arriving with them, is dropped; once one is through there is room again.
-        let mut q = RateQueue::new(10_000_000, 3, t0);
+        let mut q = RateQueue::new(10_000_000, 3);
         let through: Vec<_> = (0..4).map(|_| q.pass(t0, 1250)).collect();
         assert_eq!(through[..3].iter().flatten().count(), 3);
         assert_eq!(through[3], None);

@@ -336,11 +336,10 @@ pub fn run(
     let mut rng = rand::rngs::SmallRng::seed_from_u64(
         seed ^ u64::from(std::process::id()) ^ u64::from(way.toward_server),
     );
-    let now = Instant::now();
     let mut dir = Direction {
         bottleneck: way
             .bottleneck
-            .map(|(bps, queue)| RateQueue::new(bps, queue, now)),
+            .map(|(bps, queue)| RateQueue::new(bps, queue)),
         link: way.link,
         loss: way.loss,
         held: BinaryHeap::new(),

@@ -58,9 +58,35 @@ pub fn percent(fraction: f64) -> String {
     format!("{text}%")
 }
 
+/// CPUs as the kernel lists them: `0-3,6`.
+pub fn cpu_list_text(cpus: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j == i {
+            cpus[i].to_string()
+        } else {
+            format!("{}-{}", cpus[i], cpus[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpus_are_listed_as_the_kernel_lists_them() {
+        assert_eq!(cpu_list_text(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+        assert_eq!(cpu_list_text(&[1]), "1");
+        assert_eq!(cpu_list_text(&[]), "");
+    }
 
     #[test]
     fn wall_times() {

@@ -9,7 +9,7 @@ use crate::load::output::report::{LoadReport, TlsReport};
 use crate::load::stats::LatencyKey;
 use crate::load::stats::LatencySummary;
 use crate::load::{LoadConfig, Mode};
-use crate::render::units::{duration_us, percent};
+use crate::render::units::{cpu_list_text, duration_us, percent};
 
 /// Renders the summary, ending with a newline.
 pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
@@ -95,14 +95,7 @@ fn net_lines(out: &mut String, net: &crate::load::output::report::NetReport) {
     let cpus = if net.relay_cpus.is_empty() {
         String::new()
     } else {
-        format!(
-            " on CPU {}",
-            net.relay_cpus
-                .iter()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        )
+        format!(" on CPU {}", cpu_list_text(&net.relay_cpus))
     };
     let _ = writeln!(
         out,
