@@ -23,6 +23,7 @@ pub mod serve;
 pub mod store;
 pub mod sweep;
 pub mod sys;
+pub mod timers;
 pub mod tune;
 pub mod units;
 

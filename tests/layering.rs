@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 /// where listed in [`SIDEWAYS`].
 const LAYERS: &[&[&str]] = &[
     &["lib", "sys"],
-    &["http", "store", "render", "reclaim", "units", "os"],
+    &[
+        "http", "store", "render", "reclaim", "units", "os", "timers",
+    ],
     &["net"],
     &["app"],
     &["arch", "load"],

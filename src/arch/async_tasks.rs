@@ -2,7 +2,7 @@
 //! (one listener, a task spawned per connection, a graceful stop told through a `watch`
 //! channel). Each task drives the sans-IO [`Exchange`] like the blocking loop
 //! ([`super::blocking`]) but waits without holding a thread: `/sleep`, idle and request
-//! deadlines and stalled writes on the runtime's one timerfd ([`super::precise_timers`], which
+//! deadlines and stalled writes on the runtime's one timerfd ([`crate::timers`], which
 //! keeps tokio's own timer, and so a kernel timer per worker park, out of the way), SQLite on
 //! the blocking pool, Redis through one task that owns a pipelined connection ([`RedisCodec`]).
 //! `/fib` runs inline and holds its worker, as plain async code does; that is what the lab
@@ -22,8 +22,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::async_h2::{self, starts_preface, PREFACE};
 use super::idle_spin;
-use super::precise_timers::{Deadline, PreciseTimers};
 use super::request::{
     cancel_check, is_resource_exhaustion, Answered, Exchange, Step, LINGER_BYTES, LINGER_TIME,
 };
@@ -32,6 +32,7 @@ use crate::app::{App, Route};
 use crate::http::{FileBody, Response};
 use crate::store::redis_pipe::{Finished, RedisAnswer, RedisCodec, RedisRequest};
 use crate::store::{LazyStore, StoreConfig, StoreError};
+use crate::timers::{Deadline, PreciseTimers};
 
 /// How often the accept loop looks at the stop flag (set by the signal handler).
 const STOP_CHECK: Duration = Duration::from_millis(50);
@@ -195,6 +196,8 @@ struct Connection {
     ex: Exchange,
     /// Dropped when the task ends: the accept loop's drain counts these.
     _done: mpsc::Sender<()>,
+    /// Nothing was read yet: the first bytes may be HTTP/2's preface ([`super::async_h2`]).
+    fresh: bool,
 }
 
 impl Connection {
@@ -209,6 +212,7 @@ impl Connection {
             shared,
             ex: Exchange::new(0),
             _done: done,
+            fresh: true,
         }
     }
 
@@ -246,7 +250,11 @@ impl Connection {
                 _ => {}
             }
             let now = match self.read_some().await {
+                Input::Data if self.fresh && starts_preface(&self.ex.input) => {
+                    return self.h2c().await;
+                }
                 Input::Data => {
+                    self.fresh = false;
                     let now = Instant::now();
                     if self.ex.arrived(now, self.shared.ctx.protocol)
                         && self.write_out().await.is_err()
@@ -265,6 +273,40 @@ impl Connection {
                 return;
             }
         }
+    }
+
+    /// A connection that began with (part of) HTTP/2's preface: the rest of it read, it is
+    /// served as HTTP/2 ([`super::async_h2`]); bytes that turn out not to be the preface are
+    /// HTTP/1.1's.
+    async fn h2c(mut self) {
+        while self.ex.input.len() < PREFACE.len() && starts_preface(&self.ex.input) {
+            match self.read_some().await {
+                Input::Data | Input::Quiet => {}
+                Input::End | Input::Idle => return,
+            }
+        }
+        if !self.ex.input.starts_with(PREFACE) {
+            self.fresh = false;
+            if !self.ex.arrived(Instant::now(), self.shared.ctx.protocol)
+                || self.write_out().await.is_ok()
+            {
+                return Box::pin(self.run()).await;
+            }
+            return;
+        }
+        let input = std::mem::take(&mut self.ex.input);
+        let _done = self._done; // held until the streams are done: the drain counts it
+        let shared = self.shared;
+        let handler = move |request: crate::http::Request, fd: RawFd| {
+            let shared = Arc::clone(&shared);
+            async move {
+                let route = shared.ctx.app.route(&request);
+                let response = complete(&shared, route, fd).await;
+                shared.ctx.served.add(1);
+                response
+            }
+        };
+        async_h2::serve(self.stream, input, self.stop, handler).await;
     }
 
     /// Answers the complete requests buffered, awaiting the work each needs.

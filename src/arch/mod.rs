@@ -7,6 +7,7 @@
 //! [`request`], [`blocking`], [`threads`], [`children`], [`pool`], [`pipeline`], [`event_loop`],
 //! [`idle_spin`].
 
+pub mod async_h2;
 pub mod async_tasks;
 pub mod blocking;
 pub mod children;
@@ -20,7 +21,6 @@ pub mod listen;
 pub mod pipeline;
 pub mod poll;
 pub mod pool;
-pub mod precise_timers;
 pub mod preforked;
 pub mod prethreaded;
 pub mod reactors;

@@ -142,6 +142,17 @@ pub struct LoadArgs {
     /// and CPU (the relay runs on the --pin CPUs).
     #[arg(long, value_name = "PATH")]
     pub net: Option<String>,
+    /// HTTP/2 over cleartext TCP with prior knowledge (h2c), to an http:// target; with
+    /// https:// HTTP/2 is used whenever the server picks `h2` by ALPN.
+    #[arg(long, conflicts_with = "http1")]
+    pub h2c: bool,
+    /// Over https://, offer HTTP/1.1 only (ALPN `http/1.1`), never HTTP/2.
+    #[arg(long)]
+    pub http1: bool,
+    /// HTTP/2: concurrent streams per connection, each its own request loop (h2load's -m;
+    /// -m here is the method). Concurrency is connections x streams. Default 1.
+    #[arg(long, value_name = "N")]
+    pub streams: Option<u64>,
 }
 
 /// How the engine's threads wait for their sockets and move bytes.

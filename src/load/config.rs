@@ -147,7 +147,26 @@ pub struct LoadConfig {
     pub slack: Duration,
     /// A network path between the clients and the server (`--net`; see [`crate::net`]).
     pub net: Option<NetSpec>,
+    /// Which HTTP: HTTP/2 over TLS when the server picks it, HTTP/1.1 only, or h2c.
+    pub http: HttpVersion,
+    /// HTTP/2: concurrent streams per connection (`--streams`), each a request loop.
+    pub streams: usize,
 }
+
+/// Which HTTP a run speaks (`--http1`, `--h2c`; see [`crate::load::h2`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HttpVersion {
+    /// HTTP/1.1, or over `https://` HTTP/2 when the server picks `h2` by ALPN.
+    #[default]
+    Auto,
+    /// HTTP/1.1 only (`--http1`): ALPN offers `http/1.1` alone.
+    Http1,
+    /// HTTP/2 over cleartext TCP with prior knowledge (`--h2c`).
+    H2c,
+}
+
+/// The most `--streams` per connection.
+pub const MAX_STREAMS: u64 = 1000;
 
 /// `--gather`: how long an io_uring wait may gather responses.
 fn gather_of(args: &LoadArgs) -> anyhow::Result<Duration> {
@@ -257,6 +276,8 @@ impl LoadConfig {
             settle: None,
             slack: DEFAULT_SLACK,
             net: None,
+            http: HttpVersion::Auto,
+            streams: 1,
         }
     }
 
@@ -342,7 +363,18 @@ impl LoadConfig {
                 .as_deref()
                 .map(|text| NetSpec::parse(text).map_err(|e| usage(format!("--net: {e}"))))
                 .transpose()?,
+            http: match (args.http1, args.h2c) {
+                (true, _) => HttpVersion::Http1,
+                (_, true) => HttpVersion::H2c,
+                _ => HttpVersion::Auto,
+            },
+            streams: usize::try_from(args.streams.unwrap_or(1)).unwrap_or(usize::MAX),
         };
+        if args.streams.is_some() && !args.h2c && !config.target.is_tls() {
+            return Err(usage(
+                "--streams is HTTP/2's: use it with --h2c or an https:// target",
+            ));
+        }
         config.validate()?;
         config.threads = config.threads.min(config.connections);
         Ok(config)
@@ -354,6 +386,7 @@ impl LoadConfig {
         self.check_load()?;
         self.check_connection()?;
         self.check_request()?;
+        self.check_http2()?;
         if !self.pin_cpus.is_empty() {
             let cpus = crate::sys::usable_cpus();
             if let Some(cpu) = self.pin_cpus.iter().find(|c| !cpus.contains(c)) {
@@ -455,6 +488,54 @@ impl LoadConfig {
             )));
         }
         Ok(())
+    }
+
+    /// HTTP/2's streams, and what HTTP/2 runs do not take: what only HTTP/1.1 has (pipelining,
+    /// one connection a request), the echo protocol, io_uring and a settled window.
+    fn check_http2(&self) -> anyhow::Result<()> {
+        if self.streams == 0 || self.streams as u64 > MAX_STREAMS {
+            return Err(usage(format!(
+                "--streams must be between 1 and {MAX_STREAMS}, not {}",
+                self.streams
+            )));
+        }
+        if self.http == HttpVersion::H2c || self.streams > 1 {
+            let flag = if self.http == HttpVersion::H2c {
+                "--h2c"
+            } else {
+                "--streams"
+            };
+            if self.http == HttpVersion::H2c
+                && !matches!(self.target, Target::Http { tls: false, .. })
+            {
+                return Err(usage(
+                    "--h2c needs an http:// target (https:// negotiates h2 by ALPN)",
+                ));
+            }
+            if self.http == HttpVersion::Http1 {
+                return Err(usage("--streams is HTTP/2's; drop --http1"));
+            }
+            if let Some(why) = self.not_for_http2() {
+                return Err(usage(format!("{flag}: {why}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Why this config cannot run over HTTP/2, if it cannot: an `https://` run then offers
+    /// `http/1.1` alone by ALPN.
+    pub fn not_for_http2(&self) -> Option<&'static str> {
+        if self.pipeline > 1 {
+            Some("--pipeline is HTTP/1.1's; HTTP/2 runs --streams per connection")
+        } else if !self.keepalive {
+            Some("--no-keepalive is HTTP/1.1's")
+        } else if self.engine == Engine::Uring {
+            Some("HTTP/2 runs on tokio, not --engine uring")
+        } else if self.settle.is_some() {
+            Some("--settle is not supported over HTTP/2")
+        } else {
+            None
+        }
     }
 
     /// The request and its target: method, headers, body, TLS options, engine, gather window.

@@ -10,6 +10,7 @@ pub mod args;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod h2;
 pub mod output;
 pub mod run_options;
 pub mod scaleout;
@@ -23,7 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 pub use args::LoadArgs;
-pub use config::{default_threads, Engine, LoadConfig, Mode, TlsOptions};
+pub use config::{default_threads, Engine, HttpVersion, LoadConfig, Mode, TlsOptions};
 pub use error::{FailureKind, FramingError};
 pub use output::report::{LoadReport, NetReport};
 pub use run_options::{narrow_to_segment, RunOptions, SegmentRun};
@@ -174,7 +175,13 @@ fn run_from_here(
         intervals: recording.intervals.take(),
         tls: target.tls,
     };
-    let merged = drive(&plan, placed.shares, progress, &mut recording)?;
+    let merged = drive(
+        &plan,
+        target.http2.as_ref(),
+        placed.shares,
+        progress,
+        &mut recording,
+    )?;
     let mut report = output::report::build(config, threads, &merged);
     report.segment = options.segment.as_ref().map(|s| s.info.clone());
     report.started_at_unix_s = scaleout::segment::unix_seconds(started_at);
@@ -191,6 +198,8 @@ fn run_from_here(
 /// What a run sends and where, known before it starts.
 struct Prepared {
     request: RequestSet,
+    /// An HTTP/2 run (`--h2c`, or `h2` chosen by ALPN): its requests and TLS.
+    http2: Option<h2::H2Plan>,
     tls: Option<engine::transport::TlsConnector>,
     addr: std::net::SocketAddr,
     server_tls: Option<engine::tls::ServerInfo>,
@@ -223,21 +232,50 @@ fn prepare(config: &LoadConfig, via: Option<std::net::Ipv4Addr>) -> anyhow::Resu
         ),
     }
     .map_err(usage)?;
-    let tls = match &config.target {
-        target if target.is_tls() => Some(engine::transport::TlsConnector::new(
+    let offer_h2 = config.http == HttpVersion::Auto && config.not_for_http2().is_none();
+    let alpn: &[&[u8]] = if offer_h2 {
+        &[engine::tls::ALPN_H2, engine::tls::ALPN_HTTP1]
+    } else {
+        &[engine::tls::ALPN_HTTP1]
+    };
+    let mut tls = match &config.target {
+        target if target.is_tls() => Some(engine::transport::TlsConnector::offering(
             &config.tls,
             target.host(),
+            alpn,
         )?),
         _ => None,
     };
     let (addr, server_tls) =
         engine::transport::preflight_connect(&config.target, config.timeout, tls.as_ref(), via)?;
+    let chose_h2 = server_tls.as_ref().and_then(|s| s.alpn.as_deref()) == Some("h2");
+    let http2 = if config.http == HttpVersion::H2c || (offer_h2 && chose_h2) {
+        Some(h2::H2Plan {
+            requests: h2::H2Requests::of(config).map_err(usage)?,
+            tls: tls.take(),
+            streams: config.streams,
+        })
+    } else {
+        if config.streams > 1 {
+            return Err(usage(format!(
+                "--streams: {} did not choose h2 by ALPN; it speaks HTTP/1.1 only",
+                config.target.host()
+            )));
+        }
+        if offer_h2 {
+            tls = tls
+                .map(|_| engine::transport::TlsConnector::new(&config.tls, config.target.host()))
+                .transpose()?;
+        }
+        None
+    };
     crate::os::check_file_limit(
         config.connections as u64,
         &format!("{} connections", config.connections),
     )?;
     Ok(Prepared {
         request,
+        http2,
         tls,
         addr,
         server_tls,
@@ -400,10 +438,11 @@ impl Recording {
     }
 }
 
-/// Runs one engine worker per share, feeds the progress line and the series while they run,
-/// and adds up what they measured.
+/// Runs one engine worker per share (an HTTP/2 one with `http2`), feeds the progress line and
+/// the series while they run, and adds up what they measured.
 fn drive(
     plan: &RunPlan,
+    http2: Option<&h2::H2Plan>,
     shares: Vec<engine::WorkerShare>,
     progress: Option<&output::progress::LiveProgress>,
     recording: &mut Recording,
@@ -416,7 +455,10 @@ fn drive(
             .map(|(share, completed)| {
                 std::thread::Builder::new()
                     .name(format!("load-{}", share.index))
-                    .spawn_scoped(scope, move || engine::run_worker(plan, share, completed))
+                    .spawn_scoped(scope, move || match http2 {
+                        Some(h2) => h2::run_worker(plan, h2, share, completed),
+                        None => engine::run_worker(plan, share, completed),
+                    })
             })
             .collect();
         if progress.is_some() || recording.collector.is_some() {

@@ -158,6 +158,11 @@ impl Recorder {
         self.stats.urls = Some(UrlRecorder::new(lines));
     }
 
+    /// An HTTP/2 run's own counts (see [`crate::load::h2`]).
+    pub fn set_h2(&mut self, counts: crate::load::stats::h2::H2Counts) {
+        self.stats.h2 = Some(counts);
+    }
+
     /// A load plan: count per report step as well.
     pub fn set_steps(&mut self, steps: Option<StepRecorder>) {
         self.stats.steps = steps;

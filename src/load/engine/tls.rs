@@ -24,8 +24,10 @@ use rustls::{
 
 use crate::usage;
 
-/// The one application protocol offered (ALPN): the engine frames HTTP/1.1 only.
+/// The application protocol offered (ALPN) for the engine, which frames HTTP/1.1 only...
 pub const ALPN_HTTP1: &[u8] = b"http/1.1";
+/// ... and the one an HTTP/2 run offers first.
+pub const ALPN_H2: &[u8] = b"h2";
 
 /// Builds the client configuration every connection of a run shares. A `--cacert` file that
 /// cannot be read or holds no usable certificate is a usage error (exit 2).
@@ -34,6 +36,15 @@ pub const ALPN_HTTP1: &[u8] = b"http/1.1";
 /// webpki-roots. SNI is the URL's host ([`server_name`]); rustls sends none for an IP address,
 /// as RFC 6066 says.
 pub fn client_config(options: &TlsOptions) -> anyhow::Result<Arc<ClientConfig>> {
+    client_config_offering(options, &[ALPN_HTTP1])
+}
+
+/// [`client_config`] offering these ALPN protocols, in order of preference (`h2` first for an
+/// HTTP/2 run, see [`crate::load::h2`]).
+pub fn client_config_offering(
+    options: &TlsOptions,
+    alpn: &[&[u8]],
+) -> anyhow::Result<Arc<ClientConfig>> {
     let provider = Arc::new(ring::default_provider());
     let algorithms = provider.signature_verification_algorithms;
     let builder = ClientConfig::builder_with_provider(provider)
@@ -53,7 +64,7 @@ pub fn client_config(options: &TlsOptions) -> anyhow::Result<Arc<ClientConfig>> 
         };
         builder.with_root_certificates(roots).with_no_client_auth()
     };
-    config.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Ok(Arc::new(config))
 }
 

@@ -43,8 +43,17 @@ pub struct TlsConnector {
 impl TlsConnector {
     /// The connector for an `https://` target's `host`; a bad `--cacert` is a usage error.
     pub fn new(options: &TlsOptions, host: &str) -> anyhow::Result<TlsConnector> {
+        TlsConnector::offering(options, host, &[tls::ALPN_HTTP1])
+    }
+
+    /// [`TlsConnector::new`] offering these ALPN protocols.
+    pub fn offering(
+        options: &TlsOptions,
+        host: &str,
+        alpn: &[&[u8]],
+    ) -> anyhow::Result<TlsConnector> {
         Ok(TlsConnector {
-            config: tls::client_config(options)?,
+            config: tls::client_config_offering(options, alpn)?,
             name: tls::server_name(host)?,
         })
     }

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use crate::load::output::report::{LoadReport, TlsReport};
+use crate::load::output::report::{H2Report, LoadReport, TlsReport};
 use crate::load::stats::LatencyKey;
 use crate::load::stats::LatencySummary;
 use crate::load::{LoadConfig, Mode};
@@ -34,6 +34,9 @@ pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
     }
     if let Some(tls) = &report.tls {
         tls_block(&mut out, tls, config.keepalive);
+    }
+    if let Some(h2) = &report.http2 {
+        h2_block(&mut out, h2, report.connections);
     }
     counts(&mut out, report);
     if !report.urls.is_empty() {
@@ -304,6 +307,37 @@ fn uring_line(
     );
 }
 
+/// HTTP/2: connections x streams, the server's cap, the client's waits for a stream, and what
+/// the server ended (GOAWAY) or reset.
+fn h2_block(out: &mut String, h2: &H2Report, connections: usize) {
+    let cap = match h2.server_max_streams {
+        Some(max) => format!("the server allows {max} streams a connection"),
+        None => "the server sets no stream limit".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "  HTTP/2 ({}): {} connections x {} streams; {}; {} connections opened",
+        h2.protocol, connections, h2.streams, cap, h2.connections_opened
+    );
+    if h2.stream_waits > 0 {
+        let _ = writeln!(
+            out,
+            "  Stream waits: {} requests waited for a stream under the server's cap (mean {}, max {}), {} of their latency",
+            h2.stream_waits,
+            duration_us(h2.stream_wait_mean_us),
+            duration_us(h2.stream_wait_max_us),
+            percent(h2.stream_wait_share)
+        );
+    }
+    if h2.goaways > 0 || h2.resets > 0 {
+        let _ = writeln!(
+            out,
+            "  Server ended {} connections with GOAWAY and reset {} streams (counted as read errors)",
+            h2.goaways, h2.resets
+        );
+    }
+}
+
 /// The TLS side: what was negotiated, the handshakes' own percentiles, and their share of the
 /// time spent waiting (every request's, with `--no-keepalive`).
 fn tls_block(out: &mut String, tls: &TlsReport, keepalive: bool) {
@@ -459,6 +493,7 @@ mod tests {
             urls: Vec::new(),
             series: Vec::new(),
             tls: None,
+            http2: None,
             uring: None,
             stamps: None,
         };

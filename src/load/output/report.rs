@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::load::scaleout::segment::SegmentInfo;
+use crate::load::stats::h2::H2Counts;
 use crate::load::stats::steps::StepReport;
 use crate::load::stats::urls::UrlReport;
 use crate::load::stats::RATE_HELD_FRACTION;
@@ -247,6 +248,10 @@ pub struct LoadReport {
     /// `https://` targets only: the TLS side of the run, handshakes measured apart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsReport>,
+    /// HTTP/2 runs only (`--h2c`, or `h2` by ALPN): streams, the server's cap on them, the
+    /// waits for a stream, GOAWAYs and resets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http2: Option<H2Report>,
     /// `--engine uring` only: how the driver gathered responses, and how long they waited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uring: Option<UringReport>,
@@ -281,6 +286,30 @@ pub struct UringReport {
     pub held: u64,
     pub hold_mean_us: f64,
     pub hold_max_us: f64,
+}
+
+/// An HTTP/2 run: concurrency is connections x `streams`; a request that found the server's
+/// `MAX_CONCURRENT_STREAMS` full waited for a stream on the client (inside its latency).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct H2Report {
+    /// "h2c" (cleartext, prior knowledge) or "h2" (TLS, ALPN).
+    pub protocol: String,
+    /// Streams per connection (`--streams`).
+    pub streams: usize,
+    /// HTTP/2 connections opened (reconnects after a GOAWAY included).
+    pub connections_opened: u64,
+    /// The lowest `MAX_CONCURRENT_STREAMS` a server announced (`None`: unlimited).
+    pub server_max_streams: Option<u64>,
+    /// Requests that waited for a stream under that cap, their mean and longest wait (µs), and
+    /// the waits' share of the answered requests' summed latency.
+    pub stream_waits: u64,
+    pub stream_wait_mean_us: f64,
+    pub stream_wait_max_us: f64,
+    pub stream_wait_share: f64,
+    /// Connections the server ended with GOAWAY, and streams it reset (RST_STREAM; also in
+    /// `errors.read`).
+    pub goaways: u64,
+    pub resets: u64,
 }
 
 /// The TLS side of an `https://` run. Handshakes are not in any request's latency (requests go
@@ -395,6 +424,32 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         },
         series: Vec::new(),
         tls: config.target.is_tls().then(|| tls_report(merged)),
+        http2: merged
+            .h2
+            .as_ref()
+            .map(|counts| h2_report(config, merged, counts)),
+    }
+}
+
+/// The HTTP/2 figures of a run.
+fn h2_report(config: &LoadConfig, merged: &ThreadStats, counts: &H2Counts) -> H2Report {
+    let latency_total_us = merged.latency.mean() * merged.latency.len() as f64;
+    let waited_us = counts.stream_wait.as_secs_f64() * 1e6;
+    H2Report {
+        protocol: if config.target.is_tls() { "h2" } else { "h2c" }.to_string(),
+        streams: config.streams,
+        connections_opened: counts.connections,
+        server_max_streams: counts.server_max_streams,
+        stream_waits: counts.stream_waits,
+        stream_wait_mean_us: counts.stream_wait_mean_us(),
+        stream_wait_max_us: counts.stream_wait_max.as_secs_f64() * 1e6,
+        stream_wait_share: if latency_total_us > 0.0 {
+            (waited_us / latency_total_us).min(1.0)
+        } else {
+            0.0
+        },
+        goaways: counts.goaways,
+        resets: counts.resets,
     }
 }
 

@@ -99,6 +99,8 @@ pub struct ThreadStats {
     pub steps: Option<crate::load::stats::steps::StepRecorder>,
     /// `--engine uring`: how long received responses waited to be handled.
     pub hold: Hold,
+    /// HTTP/2 runs only: streams, the server's cap on them, GOAWAYs and resets.
+    pub h2: Option<crate::load::stats::h2::H2Counts>,
     /// Closed loop: the connections' whole cycles and their seconds (see
     /// [`crate::load::engine::settle::CycleTotals`]).
     pub cycles: crate::load::engine::settle::CycleTotals,
@@ -169,6 +171,7 @@ impl ThreadStats {
             urls: None,
             steps: None,
             hold: Hold::default(),
+            h2: None,
             cycles: Default::default(),
             responses_read: 0,
         }
@@ -215,6 +218,9 @@ impl ThreadStats {
         self.cycles.merge(&other.cycles);
         self.responses_read += other.responses_read;
         self.hold.merge(&other.hold);
+        if let Some(theirs) = &other.h2 {
+            self.h2.get_or_insert_with(Default::default).merge(theirs);
+        }
         self.requests += other.requests;
         self.sent += other.sent;
         self.unanswered += other.unanswered;

@@ -1,5 +1,6 @@
-//! The async architecture's precise waits: one timerfd for the whole runtime, armed for the
-//! earliest deadline of a heap, and one task that wakes every wait due when it fires. A wait
+//! Precise waits for a tokio runtime (the async architecture's, an HTTP/2 load worker's): one
+//! timerfd for the whole runtime, armed for the earliest deadline of a heap, and one task that
+//! wakes every wait due when it fires. A server's wait
 //! stands for an I/O completion (a database answering), which has no tick, so tokio's own timer
 //! (which rounds every deadline up to its next millisecond: a 10 ms wait took 10.5 to 11 ms
 //! here) will not do; a timerfd per wait did, at six system calls a wait (create, arm, register,

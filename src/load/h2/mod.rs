@@ -1,0 +1,692 @@
+//! HTTP/2 load: `--h2c` (cleartext, prior knowledge), or `https://` when the server picks `h2`
+//! by ALPN. A worker thread runs a tokio current-thread runtime; each connection is the `h2`
+//! crate's client (the ecosystem's implementation, not a framing layer of ours: it is what
+//! hyper, reqwest and tonic speak, and benches/h2_cost.txt measures it against h2load), and
+//! carries `--streams M` request loops. Each loop is one sender to the run's [`SendPolicy`]:
+//! closed loop, a ticket a request (count), or its own intended times at R / (C x M) (rate,
+//! coordinated omission corrected as over HTTP/1.1), so plans, `--urls`, the time series and
+//! the reports are the HTTP/1.1 engine's, counted by the same [`Recorder`]. A stream that finds
+//! the server's `MAX_CONCURRENT_STREAMS` full waits in a gate of ours, timed (its wait is
+//! inside its latency and reported apart, see [`crate::load::stats::h2`]), so a server never
+//! sees more streams than it allows. GOAWAY and RST_STREAM are counted; a stream never
+//! answered is reset at the timeout; what is in flight at the end is censored.
+
+pub mod request;
+
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::future::join_all;
+use h2::client::SendRequest;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::{Notify, Semaphore, SemaphorePermit};
+
+use crate::load::engine::policy::{Decision, Schedule, SendPolicy};
+use crate::load::engine::recorder::{InFlight, Recorder};
+use crate::load::engine::transport::TlsConnector;
+use crate::load::engine::{drain_grace, RunPlan, WorkerShare};
+use crate::load::error::FailureKind;
+use crate::load::stats::h2::H2Counts;
+use crate::load::stats::ThreadStats;
+use crate::timers::{Deadline, PreciseTimers};
+pub use request::H2Requests;
+
+/// Wait before opening a connection again after a failed attempt.
+const CONNECT_RETRY: Duration = Duration::from_millis(20);
+/// How often the worker ticks its interval views and looks at the stop flag.
+const TICK: Duration = Duration::from_millis(5);
+/// Rate mode: a request due this close to the deadline and not sent is not censored.
+const UNSENT_SLACK: Duration = Duration::from_millis(1);
+/// Flow-control windows we grant the server: wide, so the client never throttles a response.
+const STREAM_WINDOW: u32 = 1 << 24;
+const CONNECTION_WINDOW: u32 = 1 << 30;
+
+/// What every HTTP/2 worker of a run shares.
+pub struct H2Plan {
+    pub requests: H2Requests,
+    /// `https://`: the TLS client (ALPN `h2` first) and the name to check.
+    pub tls: Option<TlsConnector>,
+    /// Streams per connection.
+    pub streams: usize,
+}
+
+/// Runs one HTTP/2 worker to the end of its share (see the module header).
+pub fn run_worker(
+    plan: &RunPlan<'_>,
+    h2: &H2Plan,
+    share: WorkerShare,
+    completed: &AtomicU64,
+) -> io::Result<ThreadStats> {
+    if !plan.config.pin_cpus.is_empty() {
+        crate::sys::pin_current_thread(
+            plan.config.pin_cpus[share.index % plan.config.pin_cpus.len()],
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let worker = Worker::new(plan, h2, &share);
+    let window_end = runtime.block_on(async {
+        if let Some(timers) = PreciseTimers::start() {
+            let _ = worker.timers.set(timers);
+        }
+        let connections = join_all((0..share.connections).map(|i| worker.connection(i)));
+        let (_, end) = tokio::join!(connections, worker.control(completed));
+        end
+    });
+    Ok(worker.finish(window_end))
+}
+
+/// One loop's place in the policy.
+struct Sender {
+    schedule: Schedule,
+    /// When its last answer came (it had room from then on).
+    room_since: Instant,
+}
+
+/// The policy and the counts the loops of a worker share (one thread: a `RefCell`, never
+/// held across an await).
+struct State<'p> {
+    recorder: Recorder,
+    policy: SendPolicy<'p>,
+    counts: H2Counts,
+}
+
+struct Worker<'p, 'a> {
+    plan: &'p RunPlan<'a>,
+    h2: &'p H2Plan,
+    first_connection: usize,
+    state: RefCell<State<'p>>,
+    senders: Vec<RefCell<Sender>>,
+    /// Each connection's place in the `--urls` rotation (its streams take turns, as an
+    /// HTTP/1.1 connection's requests do).
+    lines: Vec<Cell<usize>>,
+    /// Bytes read and written on every connection (TLS records and frames included).
+    bytes_read: Cell<u64>,
+    bytes_written: Cell<u64>,
+    /// New requests may go (until the deadline, the stop flag or the tickets' end).
+    sending: Cell<bool>,
+    /// The run is over: what is in flight is censored.
+    over: Cell<bool>,
+    /// Told whenever `sending` or `over` changes, or a connection ends.
+    changed: Notify,
+    live: Cell<usize>,
+    in_flight: Cell<usize>,
+    /// Rate mode's sends and every request's timeout wait on a timerfd (tokio's own timer
+    /// rounds up to its next millisecond: sends went out 1 ms late on average on it).
+    timers: OnceCell<Arc<PreciseTimers>>,
+}
+
+/// One HTTP/2 connection's gate: a stream a request, first come first served (a FIFO
+/// semaphore: with a plain wake-all, the first loops polled would take every freed stream),
+/// as many as the server allows (its `MAX_CONCURRENT_STREAMS`, 1 until its SETTINGS came).
+struct Gate {
+    streams: Semaphore,
+    /// Permits the semaphore was given: the cap as last seen.
+    cap: Cell<usize>,
+    /// An answer came: the server's SETTINGS are known.
+    settled: Cell<bool>,
+    goaway: Cell<bool>,
+}
+
+impl Gate {
+    fn new() -> Gate {
+        Gate {
+            streams: Semaphore::new(1),
+            cap: Cell::new(1),
+            settled: Cell::new(false),
+            goaway: Cell::new(false),
+        }
+    }
+
+    /// Follows the cap to `cap` (up at once; down as streams are given back).
+    fn follow(&self, cap: usize) {
+        let had = self.cap.get();
+        if cap > had {
+            self.streams.add_permits(cap - had);
+            self.cap.set(cap);
+        } else if cap < had {
+            self.cap.set(had - self.streams.forget_permits(had - cap));
+        }
+    }
+}
+
+/// How a request ended for its loop.
+enum Next {
+    Continue,
+    /// The connection is gone (or the run over): the loop ends.
+    Stop,
+}
+
+impl<'p, 'a> Worker<'p, 'a> {
+    fn new(plan: &'p RunPlan<'a>, h2: &'p H2Plan, share: &WorkerShare) -> Worker<'p, 'a> {
+        let config = plan.config;
+        let m = h2.streams;
+        let policy = SendPolicy::new(
+            &config.mode,
+            plan.rate_plan.as_ref(),
+            share.requests,
+            plan.total_connections * m,
+            plan.start,
+        );
+        let senders = (0..share.connections * m)
+            .map(|i| {
+                let global = share.first_connection * m + i;
+                RefCell::new(Sender {
+                    schedule: policy.schedule(plan.start, global),
+                    room_since: plan.start,
+                })
+            })
+            .collect();
+        let mut recorder = Recorder::new(plan.start, config.timeout, policy.is_paced());
+        if config.urls.is_some() {
+            recorder.set_urls(h2.requests.lines());
+        }
+        recorder.set_intervals(plan.intervals.as_ref().map(|p| p.recorder(share.index)));
+        if plan.count_steps {
+            recorder.set_steps(Some(crate::load::stats::steps::StepRecorder::new(
+                &plan.windows,
+            )));
+        }
+        Worker {
+            plan,
+            h2,
+            first_connection: share.first_connection,
+            state: RefCell::new(State {
+                recorder,
+                policy,
+                counts: H2Counts::default(),
+            }),
+            senders,
+            lines: (0..share.connections)
+                .map(|i| Cell::new((share.first_connection + i) % h2.requests.lines()))
+                .collect(),
+            bytes_read: Cell::new(0),
+            bytes_written: Cell::new(0),
+            sending: Cell::new(true),
+            over: Cell::new(false),
+            changed: Notify::new(),
+            live: Cell::new(share.connections),
+            in_flight: Cell::new(0),
+            timers: OnceCell::new(),
+        }
+    }
+
+    /// Ends the run: sending stops at the deadline, the stop flag, or when every connection
+    /// is done (count mode); what is in flight then has a drain to be answered. Returns when
+    /// the measured window ended.
+    async fn control(&self, completed: &AtomicU64) -> Instant {
+        let stopped = || self.plan.stop.is_some_and(|s| s.load(Ordering::Relaxed));
+        let window_end = loop {
+            let now = Instant::now();
+            self.tick(now, completed);
+            if stopped() || self.live.get() == 0 || self.plan.deadline.is_some_and(|d| now >= d) {
+                break now;
+            }
+            let next = self.plan.deadline.map_or(now + TICK, |d| d.min(now + TICK));
+            tokio::select! {
+                _ = tokio::time::sleep_until(next.into()) => {}
+                _ = self.changed.notified() => {}
+            }
+        };
+        self.announce(&self.sending, false);
+        if !stopped() && self.in_flight.get() > 0 {
+            let p99 = {
+                let mut state = self.state.borrow_mut();
+                state.recorder.start_drain();
+                state.recorder.p99_us()
+            };
+            let until = Instant::now() + drain_grace(self.plan.config.timeout, p99);
+            while self.in_flight.get() > 0 && Instant::now() < until && !stopped() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                self.tick(Instant::now(), completed);
+            }
+        }
+        self.announce(&self.over, true);
+        window_end
+    }
+
+    fn tick(&self, now: Instant, completed: &AtomicU64) {
+        let mut state = self.state.borrow_mut();
+        state.recorder.tick(now);
+        completed.store(state.recorder.responses(), Ordering::Relaxed);
+    }
+
+    fn announce(&self, flag: &Cell<bool>, value: bool) {
+        flag.set(value);
+        self.changed.notify_waiters();
+    }
+
+    /// Resolves once the run is over.
+    async fn ended(&self) {
+        loop {
+            let changed = self.changed.notified();
+            if self.over.get() {
+                return;
+            }
+            changed.await;
+        }
+    }
+
+    /// Connection `local` of this worker, opened again after a failure or a GOAWAY until
+    /// sending stops.
+    async fn connection(&self, local: usize) {
+        let global = self.first_connection + local;
+        let addr = self.plan.addrs[global % self.plan.addrs.len()];
+        while self.sending.get() {
+            match self.open(addr).await {
+                Ok(io) => self.run_connection(io, local).await,
+                Err(()) => {
+                    if !self.connect_failed(local) {
+                        break;
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(CONNECT_RETRY) => {}
+                        _ = self.ended() => {}
+                    }
+                }
+            }
+            if self.state.borrow().policy.tickets_gone() {
+                break;
+            }
+        }
+        self.live.set(self.live.get() - 1);
+        self.changed.notify_waiters();
+    }
+
+    /// A failed connect is one failure; in count mode it spends a ticket (`false`: none left).
+    fn connect_failed(&self, local: usize) -> bool {
+        let mut state = self.state.borrow_mut();
+        let mut sender = self.senders[local * self.h2.streams].borrow_mut();
+        let state = &mut *state;
+        if !state.policy.may_connect(&mut sender.schedule) {
+            return false;
+        }
+        state.policy.connect_failed(&mut sender.schedule);
+        state.recorder.failed(FailureKind::Connect, 1);
+        true
+    }
+
+    /// TCP (and TLS) to `addr`, within the timeout, its bytes counted.
+    async fn open(&self, addr: SocketAddr) -> Result<Counted<'_, Box<dyn Io>>, ()> {
+        let limit = self.plan.config.timeout;
+        let connect = tokio::time::timeout(limit, TcpStream::connect(addr));
+        let tcp = tokio::select! {
+            r = connect => r.map_err(|_| ())?.map_err(|_| ())?,
+            _ = self.ended() => return Err(()),
+        };
+        let _ = tcp.set_nodelay(true);
+        let io: Box<dyn Io> = match &self.h2.tls {
+            None => Box::new(tcp),
+            Some(tls) => {
+                let began = Instant::now();
+                let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
+                let handshake =
+                    tokio::time::timeout(limit, connector.connect(tls.name.clone(), tcp));
+                let stream = handshake.await.map_err(|_| ())?.map_err(|_| ())?;
+                let resumed =
+                    stream.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+                self.state
+                    .borrow_mut()
+                    .recorder
+                    .handshake(crate::load::engine::tls::Handshake {
+                        duration: began.elapsed(),
+                        resumed,
+                    });
+                Box::new(stream)
+            }
+        };
+        Ok(Counted {
+            inner: io,
+            read: &self.bytes_read,
+            written: &self.bytes_written,
+        })
+    }
+
+    /// One HTTP/2 connection over `io`: its loops run until it breaks or the run ends.
+    async fn run_connection(&self, io: Counted<'_, Box<dyn Io>>, local: usize) {
+        let handshake = h2::client::Builder::new()
+            .initial_max_send_streams(1)
+            .initial_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(CONNECTION_WINDOW)
+            .enable_push(false)
+            .handshake::<_, Bytes>(io);
+        let (send, connection) = match handshake.await {
+            Ok(pair) => pair,
+            Err(_) => {
+                let _ = self.connect_failed(local);
+                return;
+            }
+        };
+        self.state.borrow_mut().counts.connections += 1;
+        let gate = Gate::new();
+        let m = self.h2.streams;
+        let loops = join_all((0..m).map(|s| self.stream_loop(send.clone(), &gate, local * m + s)));
+        drop(send);
+        // The connection, polled here, follows the server's cap into the gate as its SETTINGS
+        // come (waiting loops go at once, not after the first answer).
+        let mut connection = connection;
+        let follow = std::future::poll_fn(|cx| {
+            let polled = Pin::new(&mut connection).poll(cx);
+            let cap = connection.max_concurrent_send_streams();
+            if cap != 1 {
+                gate.settled.set(true);
+            }
+            gate.follow(m.min(cap));
+            polled
+        });
+        let driven = async {
+            tokio::select! {
+                r = follow => r,
+                _ = self.ended() => Ok(()),
+            }
+        };
+        let (result, _) = tokio::join!(driven, loops);
+        if gate.settled.get() {
+            let cap = connection.max_concurrent_send_streams();
+            self.state.borrow_mut().counts.server_cap(cap);
+        }
+        if gate.goaway.get() || result.is_err_and(|e| e.is_go_away() && e.is_remote()) {
+            self.state.borrow_mut().counts.goaways += 1;
+        }
+    }
+
+    /// One stream's request loop (sender `index`): a request, its answer, the next.
+    async fn stream_loop(&self, send: SendRequest<Bytes>, gate: &Gate, index: usize) {
+        let mut send = send;
+        loop {
+            if !self.due(index).await {
+                return;
+            }
+            let wanted = Instant::now();
+            let Some((permit, granted)) = self.acquire(gate, &send).await else {
+                return;
+            };
+            let next = self.request(&mut send, gate, index, wanted, granted).await;
+            drop(permit);
+            if matches!(next, Next::Stop) {
+                return;
+            }
+        }
+    }
+
+    /// Waits until sender `index` may send (rate mode: its next intended time); `false`:
+    /// sending is over for it.
+    async fn due(&self, index: usize) -> bool {
+        loop {
+            if !self.sending.get() {
+                return false;
+            }
+            let at = {
+                let state = self.state.borrow();
+                match state.policy {
+                    SendPolicy::Rate { .. } => self.senders[index].borrow().schedule.next_intended,
+                    _ => return !state.policy.tickets_gone(),
+                }
+            };
+            if self.plan.deadline.is_some_and(|d| at >= d) {
+                self.ended().await;
+                return false;
+            }
+            if at <= Instant::now() {
+                return true;
+            }
+            tokio::select! {
+                _ = self.until(at) => {}
+                _ = self.changed.notified() => {}
+            }
+        }
+    }
+
+    /// A precise wait until `at`.
+    fn until(&self, at: Instant) -> Deadline {
+        Deadline::new(self.timers.get().map(|t| &**t), at)
+    }
+
+    /// A stream under the server's cap, and when it was had if it had to wait for one
+    /// (`None`: the run ended first).
+    async fn acquire<'g>(
+        &self,
+        gate: &'g Gate,
+        send: &SendRequest<Bytes>,
+    ) -> Option<(SemaphorePermit<'g>, Option<Instant>)> {
+        gate.follow(self.h2.streams.min(send.current_max_send_streams()));
+        if let Ok(permit) = gate.streams.try_acquire() {
+            return Some((permit, None));
+        }
+        let wanted = Instant::now();
+        let settled = gate.settled.get();
+        let permit = tokio::select! {
+            p = gate.streams.acquire() => p.ok()?,
+            _ = self.ended() => return None,
+        };
+        let now = Instant::now();
+        if settled {
+            self.state.borrow_mut().counts.waited(now - wanted);
+        }
+        Some((permit, Some(now)))
+    }
+
+    /// Sends sender `index`'s next request on `send` and reads its answer.
+    async fn request(
+        &self,
+        send: &mut SendRequest<Bytes>,
+        gate: &Gate,
+        index: usize,
+        wanted: Instant,
+        granted: Option<Instant>,
+    ) -> Next {
+        let Some((request, line)) = self.take(index, wanted, granted) else {
+            return Next::Continue;
+        };
+        let template = self.h2.requests.line(line);
+        let sent = match send.send_request(template.head(), template.body.is_empty()) {
+            Ok((response, mut body)) => {
+                if !template.body.is_empty() {
+                    let _ = body.send_data(template.body.clone(), true);
+                }
+                response
+            }
+            Err(e) => {
+                self.lost(request, kind_of(&e, gate), e.is_reset() && e.is_remote());
+                return Next::Stop;
+            }
+        };
+        self.in_flight.set(self.in_flight.get() + 1);
+        let limit = request.sent + self.plan.config.timeout;
+        let outcome = tokio::select! {
+            r = answer(sent) => Some(r),
+            _ = self.until(limit) => None,
+            _ = self.ended() => {
+                self.in_flight.set(self.in_flight.get() - 1);
+                let mut state = self.state.borrow_mut();
+                state.recorder.censor_in_flight(&request, Instant::now());
+                state.recorder.dropped(1);
+                return Next::Stop;
+            }
+        };
+        self.in_flight.set(self.in_flight.get() - 1);
+        let now = Instant::now();
+        self.senders[index].borrow_mut().room_since = now;
+        match outcome {
+            Some(Ok(status)) => {
+                gate.settled.set(true);
+                let mut state = self.state.borrow_mut();
+                state.recorder.response(request, status, now);
+                Next::Continue
+            }
+            None => {
+                self.lost(request, FailureKind::Timeout, false);
+                Next::Continue
+            }
+            Some(Err(e)) => {
+                let reset = e.is_reset() && e.is_remote();
+                self.lost(request, kind_of(&e, gate), reset);
+                if reset {
+                    Next::Continue
+                } else {
+                    Next::Stop
+                }
+            }
+        }
+    }
+
+    /// Takes sender `index`'s next request from the policy (`None`: none now), wanted at
+    /// `wanted`, its stream had at `granted` after a wait for one: its intended time and line.
+    fn take(
+        &self,
+        index: usize,
+        wanted: Instant,
+        granted: Option<Instant>,
+    ) -> Option<(InFlight, usize)> {
+        let mut state = self.state.borrow_mut();
+        let state = &mut *state;
+        let mut sender = self.senders[index].borrow_mut();
+        let now = Instant::now();
+        match state
+            .policy
+            .decide(&mut sender.schedule, 0, 1, now, self.plan.deadline)
+        {
+            Decision::Send(_) => {}
+            Decision::Wait | Decision::Finish => return None,
+        }
+        let intended = state.policy.intended(&mut sender.schedule, wanted);
+        let cursor = &self.lines[index / self.h2.streams];
+        let line = cursor.get();
+        cursor.set((line + 1) % self.h2.requests.lines());
+        let room = granted.map_or(sender.room_since, |g| g.max(sender.room_since));
+        let sent = Instant::now();
+        state.recorder.sent(1, line);
+        Some((InFlight::new(intended, room, sent, line as u32), line))
+    }
+
+    /// A request that ended without an answer, as a failure of `kind`.
+    fn lost(&self, request: InFlight, kind: FailureKind, reset: bool) {
+        let mut state = self.state.borrow_mut();
+        state.recorder.lost(kind, &VecDeque::from([request]));
+        state.recorder.dropped(1);
+        if reset {
+            state.counts.resets += 1;
+        }
+    }
+
+    /// What the worker measured: the requests due and never sent censored, the counts in.
+    fn finish(self, window_end: Instant) -> ThreadStats {
+        let end = Instant::now();
+        let limit = match self.plan.deadline {
+            Some(deadline) => deadline.min(window_end),
+            None => window_end,
+        }
+        .checked_sub(UNSENT_SLACK)
+        .unwrap_or(window_end);
+        let mut state = self.state.into_inner();
+        for (index, sender) in self.senders.iter().enumerate() {
+            let sender = sender.borrow();
+            let cursor = &self.lines[index / self.h2.streams];
+            let mut line = cursor.get();
+            for unsent in state
+                .policy
+                .unsent(&sender.schedule, limit, &self.plan.windows)
+            {
+                state.recorder.censor_unsent(&unsent, end, line);
+                line = (line + unsent.count as usize) % self.h2.requests.lines();
+            }
+            cursor.set(line);
+        }
+        state.recorder.bytes_read(self.bytes_read.get() as usize);
+        state
+            .recorder
+            .bytes_written(self.bytes_written.get() as usize);
+        state.recorder.set_h2(state.counts);
+        let elapsed = window_end.saturating_duration_since(self.plan.start);
+        state.recorder.finish(
+            elapsed,
+            crate::sys::thread_cpu_seconds(),
+            crate::sys::thread_runqueue_wait_seconds(),
+        )
+    }
+}
+
+/// The status of a response, once its body is read to the end (its flow-control window
+/// released as it comes).
+async fn answer(response: h2::client::ResponseFuture) -> Result<u16, h2::Error> {
+    let response = response.await?;
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk?;
+        let _ = body.flow_control().release_capacity(chunk.len());
+    }
+    body.trailers().await?;
+    Ok(status)
+}
+
+/// The failure an HTTP/2 error is: a reset or a GOAWAY lost the response (read), as did the
+/// connection's end; anything else is the protocol's.
+fn kind_of(error: &h2::Error, gate: &Gate) -> FailureKind {
+    if error.is_go_away() && error.is_remote() {
+        gate.goaway.set(true);
+        FailureKind::Read
+    } else if error.is_reset() || error.is_io() || error.is_go_away() {
+        FailureKind::Read
+    } else {
+        FailureKind::Protocol
+    }
+}
+
+/// A connection's bytes: TCP or TLS.
+trait Io: AsyncRead + AsyncWrite + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Unpin> Io for T {}
+
+/// `inner`, its bytes counted into the worker's state.
+struct Counted<'w, T> {
+    inner: T,
+    read: &'w Cell<u64>,
+    written: &'w Cell<u64>,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Counted<'_, T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = (buf.filled().len() - before) as u64;
+        self.read.set(self.read.get() + n);
+        r
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<'_, T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = r {
+            self.written.set(self.written.get() + n as u64);
+        }
+        r
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}

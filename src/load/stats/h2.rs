@@ -1,0 +1,96 @@
+//! What an HTTP/2 run counts beside the requests (see [`crate::load::h2`]): the streams each
+//! connection ran, the server's cap on them (`SETTINGS_MAX_CONCURRENT_STREAMS`), how often and
+//! how long a request waited for a stream under that cap (the client's own queue, inside its
+//! latency), and the GOAWAYs and stream resets the server sent. Pure counts, merged by adding.
+
+use std::time::Duration;
+
+/// One thread's (or, merged, one run's) HTTP/2 counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct H2Counts {
+    /// HTTP/2 connections opened (a reconnect after a GOAWAY is another).
+    pub connections: u64,
+    /// The lowest `MAX_CONCURRENT_STREAMS` a server announced on a connection (`None`: no
+    /// connection heard one, or every one left it unlimited).
+    pub server_max_streams: Option<u64>,
+    /// Requests that waited for a stream because the server's cap was full.
+    pub stream_waits: u64,
+    /// Their waits, summed, and the longest.
+    pub stream_wait: Duration,
+    pub stream_wait_max: Duration,
+    /// Connections the server ended with GOAWAY.
+    pub goaways: u64,
+    /// Requests whose stream the server reset (RST_STREAM), counted as read errors too.
+    pub resets: u64,
+}
+
+impl H2Counts {
+    /// One wait for a stream under the server's cap.
+    pub fn waited(&mut self, wait: Duration) {
+        self.stream_waits += 1;
+        self.stream_wait += wait;
+        self.stream_wait_max = self.stream_wait_max.max(wait);
+    }
+
+    /// A connection's server announced `max` concurrent streams (`usize::MAX`: no limit).
+    pub fn server_cap(&mut self, max: usize) {
+        if max != usize::MAX {
+            let max = max as u64;
+            self.server_max_streams = Some(self.server_max_streams.map_or(max, |m| m.min(max)));
+        }
+    }
+
+    pub fn merge(&mut self, other: &H2Counts) {
+        self.connections += other.connections;
+        if let Some(max) = other.server_max_streams {
+            self.server_cap(max as usize);
+        }
+        self.stream_waits += other.stream_waits;
+        self.stream_wait += other.stream_wait;
+        self.stream_wait_max = self.stream_wait_max.max(other.stream_wait_max);
+        self.goaways += other.goaways;
+        self.resets += other.resets;
+    }
+
+    /// The mean wait for a stream, µs (0 without one).
+    pub fn stream_wait_mean_us(&self) -> f64 {
+        if self.stream_waits == 0 {
+            0.0
+        } else {
+            self.stream_wait.as_secs_f64() * 1e6 / self.stream_waits as f64
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merging_adds_counts_and_keeps_the_lowest_cap_and_longest_wait() {
+        let mut a = H2Counts {
+            connections: 2,
+            ..H2Counts::default()
+        };
+        a.server_cap(usize::MAX);
+        assert_eq!(a.server_max_streams, None);
+        a.server_cap(100);
+        a.waited(Duration::from_micros(300));
+        let mut b = H2Counts {
+            goaways: 1,
+            resets: 3,
+            ..H2Counts::default()
+        };
+        b.server_cap(5);
+        b.waited(Duration::from_micros(100));
+        b.waited(Duration::from_micros(500));
+        a.merge(&b);
+        assert_eq!(a.connections, 2);
+        assert_eq!(a.server_max_streams, Some(5));
+        assert_eq!(a.stream_waits, 3);
+        assert_eq!(a.stream_wait_max, Duration::from_micros(500));
+        assert_eq!(a.stream_wait_mean_us(), 300.0);
+        assert_eq!((a.goaways, a.resets), (1, 3));
+        assert_eq!(H2Counts::default().stream_wait_mean_us(), 0.0);
+    }
+}

@@ -1,0 +1,615 @@
+//! `sweetspot load` over HTTP/2 against real servers on free ports: nginx (Debian's, with its
+//! http2 module) over h2c and over TLS with ALPN, its access log counting what it answered;
+//! our own `serve --arch async`, which speaks h2c beside HTTP/1.1; and a small HTTP/2 server
+//! here on the `h2` crate that misbehaves on purpose (a stream cap it counts, GOAWAY mid-run,
+//! resets, streams it never answers). Every request is answered and counted once, or counted
+//! as one error, or censored; nothing hangs.
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::pki::ca_signed;
+use common::{free_port, sweetspot, timing_lock, Server, TempDir};
+use serde_json::Value;
+
+/// A real nginx, in the foreground on a free port, stopped on drop.
+struct Nginx {
+    child: Child,
+    port: u16,
+    dir: TempDir,
+}
+
+impl Nginx {
+    /// nginx serving `dir`/www with `listen` options (`http2`, or `ssl http2` with the test
+    /// certificate), at most `streams` concurrent streams a connection, an access log a line a
+    /// request.
+    fn start(tls: bool, streams: u32) -> Nginx {
+        let dir = TempDir::new("nginx");
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("www")).unwrap();
+        std::fs::write(root.join("www/index.html"), "Hello, World!").unwrap();
+        let port = free_port();
+        let mut ssl = String::new();
+        if tls {
+            let pki = ca_signed();
+            std::fs::write(root.join("cert.pem"), pem("CERTIFICATE", &pki.leaf)).unwrap();
+            std::fs::write(
+                root.join("key.pem"),
+                pem("PRIVATE KEY", pki.key.secret_der()),
+            )
+            .unwrap();
+            std::fs::write(root.join("ca.pem"), &pki.ca_pem).unwrap();
+            ssl = format!(
+                "ssl_certificate {0}/cert.pem; ssl_certificate_key {0}/key.pem;",
+                root.display()
+            );
+        }
+        let user = if nix::unistd::geteuid().is_root() {
+            "user root;"
+        } else {
+            ""
+        };
+        let conf = format!(
+            "{user} worker_processes 1; daemon off; pid {d}/nginx.pid; error_log {d}/error.log;
+events {{ worker_connections 1024; }}
+http {{
+    log_format counted '$status $server_protocol';
+    access_log {d}/access.log counted;
+    keepalive_requests 100000000;
+    client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;
+    server {{ listen 127.0.0.1:{port} {listen}; http2_max_concurrent_streams {streams};
+        {ssl} root {d}/www; }}
+}}
+",
+            d = root.display(),
+            listen = if tls { "ssl http2" } else { "http2" },
+        );
+        std::fs::write(root.join("nginx.conf"), conf).unwrap();
+        let child = Command::new(nginx_binary())
+            .args(["-p", &root.display().to_string(), "-c"])
+            .arg(root.join("nginx.conf"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start nginx");
+        wait_listening(port);
+        Nginx { child, port, dir }
+    }
+
+    /// Requests nginx logged, by "STATUS PROTOCOL".
+    fn logged(&self) -> Vec<String> {
+        // nginx writes each line as the request ends; the run is over, let it land.
+        std::thread::sleep(Duration::from_millis(200));
+        std::fs::read_to_string(self.dir.path().join("access.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn ca(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let _ = self.child.wait();
+    }
+}
+
+fn nginx_binary() -> &'static str {
+    if Path::new("/usr/sbin/nginx").exists() {
+        "/usr/sbin/nginx"
+    } else {
+        "nginx"
+    }
+}
+
+fn pem(label: &str, der: &[u8]) -> String {
+    use base64::Engine;
+    let text = base64::engine::general_purpose::STANDARD.encode(der);
+    let lines: Vec<&str> = text
+        .as_bytes()
+        .chunks(64)
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect();
+    format!(
+        "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+        lines.join("\n")
+    )
+}
+
+fn wait_listening(port: u16) {
+    for _ in 0..250 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("nothing listens on port {port}");
+}
+
+/// Runs `sweetspot load ARGS --json FILE -q` and returns its exit code, report and seconds.
+fn load(args: &[&str]) -> (i32, Value, f64, String) {
+    let dir = TempDir::new("h2-load");
+    let json = dir.path().join("report.json");
+    let mut all: Vec<&str> = vec!["load", "-q", "--json"];
+    let json_text = json.display().to_string();
+    all.push(&json_text);
+    all.extend_from_slice(args);
+    let (code, _, stderr, took) = sweetspot(&all);
+    let report = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    (code, report, took.as_secs_f64(), stderr)
+}
+
+fn n(report: &Value, path: &[&str]) -> u64 {
+    let mut v = report;
+    for key in path {
+        v = &v[*key];
+    }
+    v.as_u64()
+        .or_else(|| v.as_f64().map(|f| f as u64))
+        .unwrap_or_else(|| panic!("{path:?} is not a number in {report}"))
+}
+
+fn errors(report: &Value) -> u64 {
+    ["connect", "read", "write", "timeout", "protocol"]
+        .iter()
+        .map(|k| n(report, &["errors", k]))
+        .sum()
+}
+
+#[test]
+fn nginx_h2c_answers_every_request_once_under_its_stream_cap() {
+    let _timing = timing_lock();
+    let nginx = Nginx::start(false, 5);
+    let url = format!("http://127.0.0.1:{}/index.html", nginx.port);
+    let (code, r, _, err) = load(&["--h2c", "-c", "3", "--streams", "10", "-n", "3000", &url]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(n(&r, &["requests"]), 3000, "{r}");
+    assert_eq!(n(&r, &["status", "200"]), 3000);
+    assert_eq!(errors(&r), 0);
+    let h2 = &r["http2"];
+    assert_eq!(h2["protocol"], "h2c");
+    assert_eq!(n(h2, &["streams"]), 10);
+    assert_eq!(n(h2, &["server_max_streams"]), 5);
+    assert_eq!(
+        n(h2, &["resets"]),
+        0,
+        "nginx refused no stream: the cap was kept"
+    );
+    assert!(
+        n(h2, &["stream_waits"]) > 1000,
+        "10 loops on 5 streams wait: {h2}"
+    );
+    let logged = nginx.logged();
+    assert_eq!(logged.len(), 3000, "nginx answered each request once");
+    assert!(
+        logged.iter().all(|l| l == "200 HTTP/2.0"),
+        "{:?}",
+        &logged[..3]
+    );
+}
+
+#[test]
+fn nginx_h2_over_tls_is_chosen_by_alpn_and_refused_with_http1() {
+    let nginx = Nginx::start(true, 128);
+    let url = format!("https://127.0.0.1:{}/index.html", nginx.port);
+    let ca = nginx.ca().display().to_string();
+    let (code, r, _, err) = load(&[
+        "--cacert",
+        &ca,
+        "-c",
+        "2",
+        "--streams",
+        "4",
+        "-n",
+        "500",
+        &url,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(n(&r, &["requests"]), 500, "{r}");
+    assert_eq!(r["http2"]["protocol"], "h2");
+    assert_eq!(r["tls"]["alpn"], "h2");
+    assert_eq!(n(&r, &["tls", "handshakes"]), 2);
+    let (code, r, _, err) = load(&["--cacert", &ca, "--http1", "-c", "2", "-n", "300", &url]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(n(&r, &["requests"]), 300);
+    assert!(r.get("http2").is_none(), "--http1 stays on HTTP/1.1: {r}");
+    assert_eq!(r["tls"]["alpn"], "http/1.1");
+    let logged = nginx.logged();
+    assert_eq!(logged.iter().filter(|l| *l == "200 HTTP/2.0").count(), 500);
+    assert_eq!(logged.iter().filter(|l| *l == "200 HTTP/1.1").count(), 300);
+}
+
+/// What the misbehaving server does.
+#[derive(Clone, Copy)]
+enum Misbehave {
+    /// Answers every stream after `delay_ms`, allowing `max_streams` at once.
+    Cap { max_streams: u32, delay_ms: u64 },
+    /// Ends each connection with GOAWAY after this many streams.
+    GoawayAfter(u64),
+    /// Resets every k-th stream (RST_STREAM INTERNAL_ERROR).
+    ResetEvery(u64),
+    /// Never answers every k-th stream.
+    SilentEvery(u64),
+}
+
+/// What the misbehaving server saw.
+#[derive(Default)]
+struct Seen {
+    streams: AtomicU64,
+    answered: AtomicU64,
+    /// The most streams open at once on one connection.
+    max_active: AtomicU64,
+    resets: AtomicU64,
+    silent: AtomicU64,
+    goaways: AtomicU64,
+}
+
+/// An HTTP/2 (h2c) server on the `h2` crate, behaving as `how`; stopped on drop.
+struct Peer {
+    port: u16,
+    seen: Arc<Seen>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Peer {
+    fn start(how: Misbehave) -> Peer {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Seen::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, st) = (Arc::clone(&seen), Arc::clone(&stop));
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                while !st.load(Ordering::Relaxed) {
+                    let accepted =
+                        tokio::time::timeout(Duration::from_millis(50), listener.accept()).await;
+                    if let Ok(Ok((tcp, _))) = accepted {
+                        tokio::spawn(peer_connection(tcp, how, Arc::clone(&s)));
+                    }
+                }
+            });
+            rt.shutdown_timeout(Duration::from_millis(100));
+        });
+        Peer {
+            port,
+            seen,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn peer_connection(tcp: tokio::net::TcpStream, how: Misbehave, seen: Arc<Seen>) {
+    let mut builder = h2::server::Builder::new();
+    if let Misbehave::Cap { max_streams, .. } = how {
+        builder.max_concurrent_streams(max_streams);
+    }
+    let Ok(mut conn) = builder.handshake::<_, Bytes>(tcp).await else {
+        return;
+    };
+    let mut on_this = 0;
+    let mut held = Vec::new();
+    let active = Arc::new(AtomicU64::new(0));
+    while let Some(Ok((_request, mut respond))) = conn.accept().await {
+        on_this += 1;
+        let k = seen.streams.fetch_add(1, Ordering::SeqCst) + 1;
+        match how {
+            Misbehave::ResetEvery(every) if k.is_multiple_of(every) => {
+                seen.resets.fetch_add(1, Ordering::SeqCst);
+                respond.send_reset(h2::Reason::INTERNAL_ERROR);
+                continue;
+            }
+            Misbehave::SilentEvery(every) if k.is_multiple_of(every) => {
+                seen.silent.fetch_add(1, Ordering::SeqCst);
+                held.push(respond);
+                continue;
+            }
+            Misbehave::GoawayAfter(after) if on_this == after => {
+                seen.goaways.fetch_add(1, Ordering::SeqCst);
+                conn.graceful_shutdown();
+            }
+            _ => {}
+        }
+        let delay = match how {
+            Misbehave::Cap { delay_ms, .. } => delay_ms,
+            _ => 0,
+        };
+        let now = active.fetch_add(1, Ordering::SeqCst) + 1;
+        seen.max_active.fetch_max(now, Ordering::SeqCst);
+        let (seen, active) = (Arc::clone(&seen), Arc::clone(&active));
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            active.fetch_sub(1, Ordering::SeqCst);
+            let response = http::Response::builder().status(200).body(()).unwrap();
+            if let Ok(mut body) = respond.send_response(response, false) {
+                if body.send_data(Bytes::from_static(b"ok"), true).is_ok() {
+                    seen.answered.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn a_server_allowing_five_streams_never_sees_a_sixth() {
+    let peer = Peer::start(Misbehave::Cap {
+        max_streams: 5,
+        delay_ms: 5,
+    });
+    let (code, r, _, err) = load(&[
+        "--h2c",
+        "-c",
+        "2",
+        "--streams",
+        "10",
+        "-d",
+        "1s",
+        &peer.url(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(errors(&r), 0, "{r}");
+    assert_eq!(peer.seen.max_active.load(Ordering::SeqCst), 5);
+    let h2 = &r["http2"];
+    assert_eq!(n(h2, &["server_max_streams"]), 5);
+    assert!(n(h2, &["stream_waits"]) > 100, "{h2}");
+    // Half of the loops wait a whole answer (5 ms) for a stream: the wait is reported.
+    let mean = h2["stream_wait_mean_us"].as_f64().unwrap();
+    assert!((2000.0..20000.0).contains(&mean), "{h2}");
+    let share = h2["stream_wait_share"].as_f64().unwrap();
+    assert!((0.2..0.8).contains(&share), "{h2}");
+}
+
+#[test]
+fn goaway_mid_run_reconnects_and_every_ticket_ends_once() {
+    let peer = Peer::start(Misbehave::GoawayAfter(50));
+    let (code, r, took, err) = load(&[
+        "--h2c",
+        "-c",
+        "2",
+        "--streams",
+        "4",
+        "-n",
+        "600",
+        &peer.url(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(took < 10.0, "{took}");
+    let answered = n(&r, &["requests"]);
+    assert_eq!(answered + errors(&r), 600, "{r}");
+    assert_eq!(answered, peer.seen.answered.load(Ordering::SeqCst));
+    assert!(answered >= 500, "{r}");
+    let h2 = &r["http2"];
+    assert!(n(h2, &["goaways"]) >= 8, "{h2}");
+    assert!(n(h2, &["connections_opened"]) >= 10, "{h2}");
+    assert_eq!(n(&r, &["errors", "read"]), errors(&r));
+}
+
+#[test]
+fn reset_streams_are_read_errors_counted_once() {
+    let peer = Peer::start(Misbehave::ResetEvery(10));
+    let (code, r, _, err) = load(&[
+        "--h2c",
+        "-c",
+        "2",
+        "--streams",
+        "3",
+        "-n",
+        "300",
+        &peer.url(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let resets = peer.seen.resets.load(Ordering::SeqCst);
+    assert_eq!(resets, 30);
+    assert_eq!(n(&r, &["http2", "resets"]), resets, "{r}");
+    assert_eq!(n(&r, &["errors", "read"]), resets);
+    assert_eq!(n(&r, &["requests"]), 300 - resets);
+    assert_eq!(
+        n(&r, &["requests"]),
+        peer.seen.answered.load(Ordering::SeqCst)
+    );
+}
+
+#[test]
+fn a_stream_never_answered_times_out_or_is_censored_never_hangs() {
+    let peer = Peer::start(Misbehave::SilentEvery(10));
+    let (code, r, took, err) = load(&[
+        "--h2c",
+        "-c",
+        "1",
+        "--streams",
+        "4",
+        "-n",
+        "100",
+        "--timeout",
+        "300ms",
+        &peer.url(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(n(&r, &["errors", "timeout"]), 10, "{r}");
+    assert_eq!(n(&r, &["requests"]), 90);
+    assert!(took < 10.0, "{took}");
+    // A timed run: the silent streams still open at its end are censored, not lost.
+    let peer = Peer::start(Misbehave::SilentEvery(10));
+    let (code, r, took, err) = load(&[
+        "--h2c",
+        "-c",
+        "1",
+        "--streams",
+        "4",
+        "-d",
+        "1s",
+        "--timeout",
+        "30s",
+        &peer.url(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(took < 5.0, "{took}");
+    assert_eq!(
+        n(&r, &["unanswered"]),
+        4,
+        "every loop ends on a silent stream: {r}"
+    );
+    assert_eq!(errors(&r), 0);
+}
+
+#[test]
+fn rate_mode_over_h2c_measures_a_20ms_server_as_http1_does() {
+    let _timing = timing_lock();
+    let server = Server::start(&["--arch", "async", "--workers", "1"]);
+    let url = server.url("/sleep?ms=20");
+    let (code, h2, _, err) = load(&[
+        "--h2c",
+        "-c",
+        "2",
+        "--streams",
+        "4",
+        "-R",
+        "200",
+        "-d",
+        "3s",
+        &url,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, h1, _, err) = load(&["-c", "8", "-R", "200", "-d", "3s", &url]);
+    assert_eq!(code, 0, "{err}");
+    for r in [&h2, &h1] {
+        assert_eq!(errors(r), 0, "{r}");
+        assert!(n(r, &["requests"]) >= 590, "{r}");
+        let p50 = n(r, &["latency_us", "p50"]);
+        let p99 = n(r, &["latency_us", "p99"]);
+        assert!((20_000..22_500).contains(&p50), "p50 {p50}");
+        assert!((20_000..26_000).contains(&p99), "p99 {p99}");
+    }
+    let gap = n(&h2, &["latency_us", "p50"]) as i64 - n(&h1, &["latency_us", "p50"]) as i64;
+    assert!(
+        gap.abs() < 1500,
+        "p50 over h2c and HTTP/1.1 differ by {gap} us"
+    );
+    assert!(h1.get("http2").is_none());
+}
+
+#[test]
+fn http2_flags_that_cannot_apply_are_refused_with_one_line() {
+    for args in [
+        vec!["load", "--streams", "4", "-n", "1", "http://127.0.0.1:9/"],
+        vec!["load", "--h2c", "-n", "1", "tcp://127.0.0.1:9"],
+        vec![
+            "load",
+            "--h2c",
+            "--pipeline",
+            "2",
+            "-n",
+            "1",
+            "http://127.0.0.1:9/",
+        ],
+        vec![
+            "load",
+            "--h2c",
+            "--streams",
+            "0",
+            "-n",
+            "1",
+            "http://127.0.0.1:9/",
+        ],
+        vec!["load", "--h2c", "--http1", "-n", "1", "http://127.0.0.1:9/"],
+        vec![
+            "load",
+            "--h2c",
+            "--engine",
+            "uring",
+            "-n",
+            "1",
+            "http://127.0.0.1:9/",
+        ],
+    ] {
+        let (code, _, stderr, _) = sweetspot(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn our_async_server_speaks_h2c_beside_http1_on_one_port() {
+    let server = Server::start(&["--arch", "async"]);
+    let (code, r, _, err) = load(&[
+        "--h2c",
+        "-c",
+        "2",
+        "--streams",
+        "8",
+        "-n",
+        "2000",
+        &server.url("/hello"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(n(&r, &["status", "200"]), 2000, "{r}");
+    assert_eq!(n(&r, &["http2", "server_max_streams"]), 128);
+    let (code, r, _, err) = load(&["-c", "2", "-n", "500", &server.url("/hello")]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(n(&r, &["status", "200"]), 500);
+    // A POST with a body, a HEAD, an unknown path and a static file, over HTTP/2.
+    let dir = TempDir::new("h2-urls");
+    let urls = dir.path().join("urls.txt");
+    let mut f = std::fs::File::create(&urls).unwrap();
+    writeln!(f, "GET /hello").unwrap();
+    writeln!(f, "GET /nope").unwrap();
+    writeln!(f, "GET /fib?n=10").unwrap();
+    drop(f);
+    let url_arg = urls.display().to_string();
+    let base = server.url("/");
+    let (code, r, _, err) = load(&[
+        "--h2c",
+        "-c",
+        "1",
+        "--streams",
+        "3",
+        "-n",
+        "300",
+        "--urls",
+        &url_arg,
+        &base,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(n(&r, &["status", "200"]), 200, "{r}");
+    assert_eq!(n(&r, &["status", "404"]), 100);
+    let served = server.stop_and_count_served();
+    assert!(served >= 2800, "{served}");
+}
