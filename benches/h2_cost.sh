@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# HTTP/2 load's cost: `sweetspot load --h2c` beside h2load against nginx h2c, and beside our
+# HTTP/1.1 path at the same concurrency. The logic is benches/h2_cost.py.
+#
+# Usage: benches/h2_cost.sh [SECONDS] [ROUNDS]   (default 5 and 5; output:
+# benches/h2_cost.txt). Installs nginx and h2load from Debian's packages when missing (as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-5}
+rounds=${2:-5}
+
+need=()
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
+command -v h2load >/dev/null || need+=(nghttp2-client)
+command -v taskset >/dev/null || need+=(util-linux)
+. benches/install.sh
+bench_install "${need[@]}"
+export PATH="$PATH:/usr/sbin"
+cargo build --release --quiet
+python3 benches/h2_cost.py "$seconds" "$rounds" | tee benches/h2_cost.txt
