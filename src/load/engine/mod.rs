@@ -52,8 +52,8 @@ const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// the io_uring driver ends it at the kernel's receive timestamp instead, see [`ring`]), so the
 /// nap bounds that error at `NAP`.
 const NAP_BELOW_EVENTS: usize = 4;
-const NAP_MIN_CONNECTIONS: usize = 32;
-const NAP: Duration = Duration::from_micros(30);
+pub const NAP_MIN_CONNECTIONS: usize = 32;
+pub const NAP: Duration = Duration::from_micros(30);
 /// Rate mode naps too, where the kernel stamps each arrival (plain TCP, epoll): a response
 /// then ends at its stamp, whenever it is read, so a nap costs its latency nothing, and a send
 /// falling due during one goes out after it, late by at most the nap, measured from its

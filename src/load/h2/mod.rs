@@ -72,19 +72,34 @@ pub fn run_worker(
             plan.config.pin_cpus[share.index % plan.config.pin_cpus.len()],
         );
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_all();
+    if nap_before_park(plan, h2, &share) {
+        // As the HTTP/1.1 engine naps (see `crate::load::engine::NAP`): before the thread
+        // blocks for events, a short sleep lets responses gather, one wakeup for several.
+        builder.on_thread_park(|| std::thread::sleep(crate::load::engine::NAP));
+    }
+    let runtime = builder.build()?;
     let worker = Worker::new(plan, h2, &share);
     let window_end = runtime.block_on(async {
         if let Some(timers) = PreciseTimers::start() {
             let _ = worker.timers.set(timers);
         }
-        let connections = all((0..share.connections).map(|i| worker.connection(i)).collect());
+        let connections = all((0..share.connections)
+            .map(|i| worker.connection(i))
+            .collect());
         let (_, end) = tokio::join!(connections, worker.control(completed));
         end
     });
     Ok(worker.finish(window_end))
+}
+
+/// Whether a worker naps before it waits for events: in closed and count modes, with many
+/// requests in flight ([`crate::load::engine::NAP_MIN_CONNECTIONS`] streams or more); a rate
+/// mode's sends go at their own times.
+fn nap_before_park(plan: &RunPlan<'_>, h2: &H2Plan, share: &WorkerShare) -> bool {
+    !matches!(plan.config.mode, crate::load::Mode::Rate { .. })
+        && share.connections * h2.streams >= crate::load::engine::NAP_MIN_CONNECTIONS
 }
 
 /// One loop's place in the policy.
@@ -219,7 +234,9 @@ impl<'p, 'a> Worker<'p, 'a> {
                 policy,
                 counts: H2Counts::default(),
             }),
-            watches: (0..share.connections * m).map(|_| Watch::default()).collect(),
+            watches: (0..share.connections * m)
+                .map(|_| Watch::default())
+                .collect(),
             senders,
             lines: (0..share.connections)
                 .map(|i| Cell::new((share.first_connection + i) % h2.requests.lines()))
@@ -390,11 +407,9 @@ impl<'p, 'a> Worker<'p, 'a> {
         self.state.borrow_mut().counts.connections += 1;
         let gate = Gate::new();
         let m = self.h2.streams;
-        let loops = all(
-            (0..m)
-                .map(|s| self.stream_loop(send.clone(), &gate, local * m + s))
-                .collect(),
-        );
+        let loops = all((0..m)
+            .map(|s| self.stream_loop(send.clone(), &gate, local * m + s))
+            .collect());
         drop(send);
         // The connection, polled here, follows the server's cap into the gate as its SETTINGS
         // come (waiting loops go at once, not after the first answer).
@@ -414,7 +429,7 @@ impl<'p, 'a> Worker<'p, 'a> {
                 _ = self.ended() => Ok(()),
             }
         };
-        let (result, _) = tokio::join!(driven, loops);
+        let (_, result) = tokio::join!(biased; loops, driven);
         if gate.settled.get() {
             let cap = connection.max_concurrent_send_streams();
             self.state.borrow_mut().counts.server_cap(cap);
@@ -432,7 +447,7 @@ impl<'p, 'a> Worker<'p, 'a> {
                 return;
             }
             let wanted = Instant::now();
-            let Some((permit, granted)) = self.acquire(gate, &send).await else {
+            let Some((permit, granted)) = self.acquire(gate).await else {
                 return;
             };
             let next = self.request(&mut send, gate, index, wanted, granted).await;
@@ -478,12 +493,7 @@ impl<'p, 'a> Worker<'p, 'a> {
 
     /// A stream under the server's cap, and when it was had if it had to wait for one
     /// (`None`: the run ended first).
-    async fn acquire<'g>(
-        &self,
-        gate: &'g Gate,
-        send: &SendRequest<Bytes>,
-    ) -> Option<(SemaphorePermit<'g>, Option<Instant>)> {
-        gate.follow(self.h2.streams.min(send.current_max_send_streams()));
+    async fn acquire<'g>(&self, gate: &'g Gate) -> Option<(SemaphorePermit<'g>, Option<Instant>)> {
         if let Ok(permit) = gate.streams.try_acquire() {
             return Some((permit, None));
         }
@@ -564,7 +574,12 @@ impl<'p, 'a> Worker<'p, 'a> {
     /// `future`, given up (`None`) at `limit` or when the run is over: sender `index`'s watch,
     /// which the control loop's sweep marks (a timer a request cost more than the h2 crate's
     /// own work per request; see [`Watch`]).
-    async fn bounded<T>(&self, index: usize, limit: Instant, future: impl Future<Output = T>) -> Option<T> {
+    async fn bounded<T>(
+        &self,
+        index: usize,
+        limit: Instant,
+        future: impl Future<Output = T>,
+    ) -> Option<T> {
         let watch = &self.watches[index];
         watch.until.set(Some(limit));
         watch.expired.set(false);
