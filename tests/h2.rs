@@ -613,3 +613,71 @@ fn our_async_server_speaks_h2c_beside_http1_on_one_port() {
     let served = server.stop_and_count_served();
     assert!(served >= 2800, "{served}");
 }
+
+#[test]
+fn sweep_h2_maps_connections_by_streams_end_to_end() {
+    let _timing = timing_lock();
+    let out = TempDir::new("sweep-h2");
+    let dir = out.path().join("results");
+    let dir_text = dir.display().to_string();
+    let (code, stdout, stderr, _) = sweetspot(&["sweep", "h2", "-o", &dir_text, "--plain"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let points = results["points"].as_array().unwrap();
+    let mut seen = Vec::new();
+    for p in points {
+        let arch = p["arch"].as_str().unwrap().to_string();
+        let streams = n(p, &["streams"]);
+        assert!(arch.ends_with(&format!(
+            "@{streams}stream{}",
+            if streams == 1 { "" } else { "s" }
+        )));
+        assert_eq!(n(p, &["concurrency"]), 100, "{p}");
+        assert!(n(p, &["requests"]) > 1000, "{p}");
+        assert_eq!(n(p, &["errors"]), 0, "{p}");
+        seen.push((arch, p["workload"].as_str().unwrap().to_string()));
+    }
+    // async on three routes, nginx and h2o on /hello, each at 1, 10 and 100 streams.
+    assert_eq!(seen.len(), 15, "{seen:?}");
+    for s in ["1stream", "10streams", "100streams"] {
+        for (server, workload) in [
+            ("async", "hello"),
+            ("async", "wait"),
+            ("async", "fib"),
+            ("nginx", "hello"),
+            ("h2o", "hello"),
+        ] {
+            let arch = format!("{server}@{s}");
+            assert!(
+                seen.contains(&(arch.clone(), workload.to_string())),
+                "{arch} {workload}"
+            );
+        }
+    }
+    // The 10 ms wait: 100 in flight answer about 10,000 a second however they are carried.
+    for p in points.iter().filter(|p| p["workload"] == "wait") {
+        let rps = p["rps"].as_f64().unwrap();
+        assert!((7000.0..10_100.0).contains(&rps), "{p}");
+    }
+}
+
+#[test]
+fn an_axis_of_streams_is_refused_where_it_cannot_run() {
+    let dir = TempDir::new("h2-spec");
+    let refused = |extra: &str| {
+        let path = dir.path().join("e.toml");
+        std::fs::write(
+            &path,
+            format!("name = \"e\"\nconcurrency = [10]\n{extra}\n[[workload]]\nname = \"h\"\nroute = \"/hello\"\n"),
+        )
+        .unwrap();
+        let (code, _, stderr, _) = sweetspot(&["sweep", &path.display().to_string()]);
+        assert_eq!(code, 2, "{extra}: {stderr}");
+        stderr
+    };
+    assert!(refused("archs = [\"epoll\"]\nstreams = [10]").contains("epoll does not speak HTTP/2"));
+    assert!(refused("archs = [\"async\"]\nstreams = [0]").contains("streams"));
+    assert!(refused("archs = [\"async\"]\nstreams = [3]")
+        .contains("no concurrency level is a multiple"));
+}

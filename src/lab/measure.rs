@@ -77,6 +77,7 @@ fn run_point(
         workers: point.workers,
         workload: point.workload.name.clone(),
         concurrency: point.concurrency,
+        streams: point.streams,
         target: match point.target {
             TargetSpec::Ours { .. } => "sweetspot".into(),
             TargetSpec::External(_) => "external".into(),
@@ -722,6 +723,13 @@ fn load_config(
         config.pin_cpus = vec![1];
     }
     config.net = setup.net;
+    if let Some(streams) = point.streams {
+        config.http = crate::load::HttpVersion::H2c;
+        config.streams = streams as usize;
+        config.connections = point.connections().max(1) as usize;
+        config.threads = config.threads.min(config.connections);
+        config.settle = None;
+    }
     Ok(config)
 }
 

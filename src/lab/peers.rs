@@ -39,6 +39,11 @@ const FILES: &[(&str, &str)] = &[
         "apache.sh",
         include_str!("../../experiments/peers/apache.sh"),
     ),
+    (
+        "nginx-h2c.sh",
+        include_str!("../../experiments/peers/nginx-h2c.sh"),
+    ),
+    ("h2o.sh", include_str!("../../experiments/peers/h2o.sh")),
     ("htdocs/hello", "Hello, World!"),
     (
         "htdocs/page4k.html",

@@ -291,6 +291,24 @@ impl TargetSpec {
             TargetSpec::External(ext) => &ext.name,
         }
     }
+
+    /// The same server under another name (a series of its own: `NAME@0.5cpu`).
+    pub fn renamed(&self, name: String) -> TargetSpec {
+        match self {
+            TargetSpec::Ours { arch, variant } => TargetSpec::Ours {
+                arch: *arch,
+                variant: Some(Variant {
+                    name,
+                    arch: *arch,
+                    args: variant.as_ref().map(|v| v.args.clone()).unwrap_or_default(),
+                }),
+            },
+            TargetSpec::External(ext) => TargetSpec::External(ExternalTarget {
+                name,
+                ..ext.clone()
+            }),
+        }
+    }
 }
 
 /// One cell of the grid (all its repetitions).
@@ -304,31 +322,42 @@ pub struct PointSpec {
     /// A CPU quota of this point's own, in cores, in place of the setup's (an axis of quotas:
     /// the series is named for it, `NAME@0.5cpu`).
     pub cpus: Option<f64>,
+    /// HTTP/2 (h2c): streams per connection; `concurrency` stays the requests in flight, over
+    /// `concurrency / streams` connections (an axis of streams: the series `NAME@10streams`).
+    pub streams: Option<u32>,
 }
 
 impl PointSpec {
     /// This point under a quota of `cpus` cores, as a series of its own (`NAME@0.5cpu`).
     pub fn under_quota(&self, cpus: f64) -> PointSpec {
         let name = super::budget::series_name(self.target.name(), cpus);
-        let target = match &self.target {
-            TargetSpec::Ours { arch, variant } => TargetSpec::Ours {
-                arch: *arch,
-                variant: Some(Variant {
-                    name,
-                    arch: *arch,
-                    args: variant.as_ref().map(|v| v.args.clone()).unwrap_or_default(),
-                }),
-            },
-            TargetSpec::External(ext) => TargetSpec::External(ExternalTarget {
-                name,
-                ..ext.clone()
-            }),
-        };
         PointSpec {
-            target,
+            target: self.target.renamed(name),
             cpus: Some(cpus),
             ..self.clone()
         }
+    }
+
+    /// This point over HTTP/2 with `streams` a connection, as a series of its own
+    /// (`NAME@10streams`); `None` where its requests in flight are not a whole number of
+    /// connections of that many streams.
+    pub fn with_streams(&self, streams: u32) -> Option<PointSpec> {
+        if streams == 0 || !self.concurrency.is_multiple_of(streams) {
+            return None;
+        }
+        let plural = if streams == 1 { "" } else { "s" };
+        let name = format!("{}@{streams}stream{plural}", self.target.name());
+        Some(PointSpec {
+            target: self.target.renamed(name),
+            streams: Some(streams),
+            ..self.clone()
+        })
+    }
+
+    /// The connections the point's load opens: its concurrency, over HTTP/2 divided by its
+    /// streams.
+    pub fn connections(&self) -> u32 {
+        self.concurrency / self.streams.unwrap_or(1).max(1)
     }
 
     /// The point's plan: `setup`, under the point's own quota where it has one (an axis's,

@@ -243,6 +243,10 @@ pub struct PointResult {
     pub workers: Option<u32>,
     pub workload: String,
     pub concurrency: u32,
+    /// HTTP/2 (h2c) points: streams per connection; `concurrency` is then the requests in
+    /// flight, over `concurrency / streams` connections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<u32>,
     /// `sweetspot` or `external`.
     pub target: String,
     /// False when the point failed; `failure` says why and the numbers are zero.

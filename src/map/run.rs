@@ -85,6 +85,7 @@ fn plan_for(spec: &MapSpec, cell: &CellSpec, cores: u32, probe: &Probe) -> Point
             workload: Workload::get("cell", &cell.route),
             concurrency: cell.concurrency,
             cpus: None,
+            streams: None,
         },
         setup,
     }

@@ -42,6 +42,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("go", include_str!("../../experiments/go.toml")),
     ("shape", include_str!("../../experiments/shape.toml")),
     ("apache", include_str!("../../experiments/apache.toml")),
+    ("h2", include_str!("../../experiments/h2.toml")),
     (
         "cpu-bound",
         include_str!("../../experiments/cpu-bound.toml"),
@@ -356,6 +357,12 @@ pub struct Experiment {
     /// root and the cgroup v1 memory controller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
+    /// HTTP/2 (h2c) streams per connection, an axis (`streams = [1, 10, 100]`): every point
+    /// once per value, each server a series of its own (`NAME@10streams`); `concurrency` stays
+    /// the requests in flight, over `concurrency / streams` connections (a level that is not a
+    /// multiple of a value is left out for it). Every server must speak h2c: ours is `async`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<u32>,
 }
 
 fn default_duration() -> f64 {
@@ -461,6 +468,34 @@ impl Experiment {
         crate::net::spec_of(self.net.as_deref())
     }
 
+    /// `streams`: each from 1 to the load's limit, over our servers that speak h2c only, and
+    /// no HTTP/1.1-only setting beside it.
+    fn check_streams(&self) -> Result<(), String> {
+        if self.streams.is_empty() {
+            return Ok(());
+        }
+        for &s in &self.streams {
+            int_in("streams", u64::from(s), 1, crate::load::config::MAX_STREAMS)?;
+        }
+        if let Some(arch) = self.archs.iter().find(|a| **a != Arch::Async) {
+            return Err(format!(
+                "streams: {} does not speak HTTP/2; of ours only async does (archs = [\"async\"])",
+                arch.name()
+            ));
+        }
+        if self.settle.is_some() {
+            return Err("streams: settle is HTTP/1.1's (drop one)".into());
+        }
+        if !self
+            .streams
+            .iter()
+            .any(|&s| self.concurrency.iter().any(|&c| c.is_multiple_of(s)))
+        {
+            return Err("streams: no concurrency level is a multiple of a streams value".into());
+        }
+        Ok(())
+    }
+
     /// The load: its times, its mode's own key, the counts.
     fn check_load(&self) -> Result<(), String> {
         if let Some(memory) = &self.memory {
@@ -471,6 +506,7 @@ impl Experiment {
             }
         }
         crate::lab::budget::check_keys(&self.cpus, self.cpuset.as_deref())?;
+        self.check_streams()?;
         if let Some(r) = self.replicas {
             int_in("replicas", u64::from(r), 1, u64::from(MAX_REPLICAS))?;
         }
@@ -656,7 +692,14 @@ impl Experiment {
     /// Expands the grid into the points to run, in run order: with an axis of quotas
     /// (`cpus = [0.5, 1]`), every point once per quota, each server a series of its own.
     pub fn points(&self) -> Vec<PointSpec> {
-        let points = self.points_of_one_budget();
+        let mut points = self.points_of_one_budget();
+        if !self.streams.is_empty() {
+            points = self
+                .streams
+                .iter()
+                .flat_map(|&s| points.iter().filter_map(move |p| p.with_streams(s)))
+                .collect();
+        }
         if self.cpus.len() < 2 {
             return points;
         }
@@ -703,6 +746,7 @@ impl Experiment {
                             workload: workload.clone(),
                             concurrency,
                             cpus: None,
+                            streams: None,
                         });
                     }
                 }
@@ -733,6 +777,7 @@ impl Experiment {
                             workload: workload.clone(),
                             concurrency,
                             cpus: None,
+                            streams: None,
                         });
                     }
                 }

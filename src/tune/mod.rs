@@ -398,6 +398,7 @@ impl Live<'_> {
                 workload,
                 concurrency: self.concurrency,
                 cpus: None,
+                streams: None,
             },
             setup,
         }

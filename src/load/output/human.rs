@@ -142,12 +142,16 @@ fn header(out: &mut String, report: &LoadReport, config: &LoadConfig) {
         } else {
             ", a new connection per request"
         },
-        if config.pipeline > 1 {
-            format!(", pipeline {}", config.pipeline)
-        } else {
-            String::new()
+        match (&report.http2, config.pipeline) {
+            (Some(h2), _) => format!(" x {} streams ({})", h2.streams, h2.protocol),
+            (None, 1) => String::new(),
+            (None, depth) => format!(", pipeline {depth}"),
         },
-        engine_note(config.engine)
+        if report.http2.is_some() {
+            String::new()
+        } else {
+            engine_note(config.engine)
+        }
     );
     if let Some(seg) = &report.segment {
         let _ = writeln!(

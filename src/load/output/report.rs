@@ -570,9 +570,10 @@ pub fn handshake_share(handshake_total: f64, latency_total: f64) -> f64 {
 }
 
 /// Closed loop only: the throughput in whole cycles of every connection, cycling at the
-/// requests' mean latency plus the client's turnaround.
+/// requests' mean latency plus the client's turnaround (HTTP/1.1's: a connection's cycles are
+/// not an HTTP/2 run's, whose streams cycle apart).
 fn cycle_rps(config: &LoadConfig, merged: &ThreadStats) -> Option<f64> {
-    matches!(config.mode, Mode::Closed { .. }).then(|| {
+    (matches!(config.mode, Mode::Closed { .. }) && merged.h2.is_none()).then(|| {
         merged
             .cycles
             .rate(config.connections as u64, merged.latency.mean() / 1e6)
