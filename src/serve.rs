@@ -78,6 +78,13 @@ pub struct ServeArgs {
     /// CPU under a lighter one (benches/async_spin.txt). 0 parks at once, as tokio does.
     #[arg(long, default_value_t = 0)]
     pub spin_us: u64,
+    /// async only: serve HTTP/2 over TLS (ALPN `h2`) with this certificate chain (PEM) and
+    /// `--tls-key`; the port then speaks TLS only (h2c and HTTP/1.1 are cleartext's).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM), with `--tls-cert`.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 /// A validated `serve` configuration.
@@ -94,6 +101,8 @@ pub struct ServeConfig {
     pub timeouts: Timeouts,
     /// How long an async worker spins before it parks (zero: it parks at once).
     pub spin: Duration,
+    /// async only: HTTP/2 over TLS with this configuration (`--tls-cert`, `--tls-key`).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl ServeConfig {
@@ -168,7 +177,20 @@ impl ServeConfig {
                 args.arch.name()
             )));
         }
+        let tls = match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => {
+                if args.arch != Arch::Async || args.protocol != Protocol::Http {
+                    return Err(crate::usage(format!(
+                        "--tls-cert: only --arch async serves TLS (HTTP/2 over TLS), not {}",
+                        args.arch.name()
+                    )));
+                }
+                Some(tls_config(cert, key)?)
+            }
+            _ => None,
+        };
         Ok(ServeConfig {
+            tls,
             arch: args.arch,
             workers,
             accept: args.accept.unwrap_or_default(),
@@ -185,6 +207,36 @@ impl ServeConfig {
             spin,
         })
     }
+}
+
+/// The TLS side of `--tls-cert` and `--tls-key`: the chain and key from PEM files, ALPN `h2`.
+/// A file that cannot be read or holds no usable PEM is a usage error naming it.
+fn tls_config(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| crate::usage(format!("--tls-cert {}: {e}", cert.display())))?;
+    if chain.is_empty() {
+        return Err(crate::usage(format!(
+            "--tls-cert {}: no certificate in it (expected PEM)",
+            cert.display()
+        )));
+    }
+    let key_der = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| crate::usage(format!("--tls-key {}: {e}", key.display())))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| anyhow::anyhow!("TLS: {e}"))?
+        .with_no_client_auth()
+        .with_single_cert(chain, key_der)
+        .map_err(|e| crate::usage(format!("--tls-key {}: {e}", key.display())))?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Arc::new(config))
 }
 
 /// Runs `sweetspot serve`.
@@ -219,8 +271,10 @@ pub fn serve(config: &ServeConfig) -> anyhow::Result<()> {
         accepted: AcceptCounts::default(),
         shutdown,
         served: SharedCounter::new()?,
+        tls: config.tls.clone(),
     });
     let scheme = match config.protocol {
+        Protocol::Http if config.tls.is_some() => "https",
         Protocol::Http => "http",
         Protocol::Echo => "tcp",
     };

@@ -681,3 +681,80 @@ fn an_axis_of_streams_is_refused_where_it_cannot_run() {
     assert!(refused("archs = [\"async\"]\nstreams = [3]")
         .contains("no concurrency level is a multiple"));
 }
+
+#[test]
+fn our_async_server_serves_h2_over_tls_by_alpn() {
+    let dir = TempDir::new("h2-tls");
+    let pki = ca_signed();
+    let (cert, key, ca) = (
+        dir.path().join("cert.pem"),
+        dir.path().join("key.pem"),
+        dir.path().join("ca.pem"),
+    );
+    std::fs::write(&cert, pem("CERTIFICATE", &pki.leaf)).unwrap();
+    std::fs::write(&key, pem("PRIVATE KEY", pki.key.secret_der())).unwrap();
+    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    let (cert, key, ca) = (
+        cert.display().to_string(),
+        key.display().to_string(),
+        ca.display().to_string(),
+    );
+    let server = Server::start(&["--arch", "async", "--tls-cert", &cert, "--tls-key", &key]);
+    assert!(
+        server.ready_line.starts_with("listening on https://"),
+        "{}",
+        server.ready_line
+    );
+    let url = format!("https://127.0.0.1:{}/hello", server.port);
+    let (code, r, _, err) = load(&[
+        "--cacert",
+        &ca,
+        "-c",
+        "2",
+        "--streams",
+        "4",
+        "-n",
+        "400",
+        &url,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(n(&r, &["status", "200"]), 400, "{r}");
+    assert_eq!(r["http2"]["protocol"], "h2");
+    assert_eq!(r["tls"]["alpn"], "h2");
+    // The port speaks HTTP/2 only: a client that offers HTTP/1.1 alone is refused in one line.
+    let (code, _, err) = {
+        let (code, _, err, _) = sweetspot(&["load", "--cacert", &ca, "--http1", "-n", "1", &url]);
+        (code, (), err)
+    };
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("ALPN"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert_eq!(server.stop_and_count_served(), 400);
+    // A key that is not a key, and TLS asked of another architecture: one line, exit 2.
+    let (code, _, err, _) = sweetspot(&[
+        "serve",
+        "--arch",
+        "async",
+        "--port",
+        "0",
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &ca,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--tls-key"), "{err}");
+    let (code, _, err, _) = sweetspot(&[
+        "serve",
+        "--arch",
+        "epoll",
+        "--port",
+        "0",
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("only --arch async serves TLS"), "{err}");
+}

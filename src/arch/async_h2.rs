@@ -16,7 +16,6 @@ use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::RecvStream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 
 use crate::http::{Method, Request, Response, FILE_CHUNK, MAX_BODY};
 
@@ -34,16 +33,17 @@ pub fn starts_preface(input: &[u8]) -> bool {
 /// Serves an HTTP/2 connection whose first bytes, `read`, are already in, each request by
 /// `handler` (given the request and the socket, to see a client that left); returns when the
 /// client is gone, the connection failed, or `stop` came (GOAWAY, then its streams end).
-pub async fn serve<H, F>(
-    stream: TcpStream,
+pub async fn serve<IO, H, F>(
+    stream: IO,
+    fd: RawFd,
     read: Vec<u8>,
     mut stop: Pin<Box<dyn Future<Output = ()> + Send>>,
     handler: H,
 ) where
+    IO: AsyncRead + AsyncWrite + Unpin,
     H: Fn(Request, RawFd) -> F + Clone + Send + 'static,
     F: Future<Output = Option<Response>> + Send + 'static,
 {
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let io = Rewind {
         read,
         pos: 0,
@@ -200,14 +200,14 @@ async fn send_data(
     Ok(())
 }
 
-/// The socket, with the bytes already read from it given back first.
-struct Rewind {
+/// The connection, with the bytes already read from it given back first.
+struct Rewind<IO> {
     read: Vec<u8>,
     pos: usize,
-    inner: TcpStream,
+    inner: IO,
 }
 
-impl AsyncRead for Rewind {
+impl<IO: AsyncRead + Unpin> AsyncRead for Rewind<IO> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -228,7 +228,7 @@ impl AsyncRead for Rewind {
     }
 }
 
-impl AsyncWrite for Rewind {
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Rewind<IO> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -29,7 +29,7 @@ use super::request::{
 };
 use super::{Architecture, Protocol, ServerContext, DRAIN};
 use crate::app::{App, Route};
-use crate::http::{FileBody, Response};
+use crate::http::{FileBody, Request, Response};
 use crate::store::redis_pipe::{Finished, RedisAnswer, RedisCodec, RedisRequest};
 use crate::store::{LazyStore, StoreConfig, StoreError};
 use crate::timers::{Deadline, PreciseTimers};
@@ -136,7 +136,12 @@ async fn accept_loop(
                     match accepted {
                         Ok((stream, _)) => {
                             let done = done_tx.clone();
-                            tokio::spawn(Connection::new(stream, Arc::clone(&shared), done).run());
+                            let connection = Connection::new(stream, Arc::clone(&shared), done);
+                            if shared.ctx.tls.is_some() {
+                                tokio::spawn(connection.tls());
+                            } else {
+                                tokio::spawn(connection.run());
+                            }
                         }
                         Err(e) if is_resource_exhaustion(&e) => {
                             eprintln!("sweetspot: accept: {e}; delaying new connections");
@@ -296,17 +301,27 @@ impl Connection {
         }
         let input = std::mem::take(&mut self.ex.input);
         let _done = self._done; // held until the streams are done: the drain counts it
-        let shared = self.shared;
-        let handler = move |request: crate::http::Request, fd: RawFd| {
-            let shared = Arc::clone(&shared);
-            async move {
-                let route = shared.ctx.app.route(&request);
-                let response = complete(&shared, route, fd).await;
-                shared.ctx.served.add(1);
-                response
-            }
+        let fd = self.stream.as_raw_fd();
+        async_h2::serve(self.stream, fd, input, self.stop, handler(self.shared)).await;
+    }
+
+    /// A connection to a `--tls-cert` server: its handshake (within the header timeout), then
+    /// HTTP/2 if the client chose `h2` by ALPN (the only protocol offered).
+    async fn tls(self) {
+        let Some(config) = self.shared.ctx.tls.clone() else {
+            return;
         };
-        async_h2::serve(self.stream, input, self.stop, handler).await;
+        let fd = self.stream.as_raw_fd();
+        let accept = tokio_rustls::TlsAcceptor::from(config).accept(self.stream);
+        let limit = self.shared.ctx.timeouts.header;
+        let Ok(Ok(stream)) = tokio::time::timeout(limit, accept).await else {
+            return;
+        };
+        if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
+            return;
+        }
+        let _done = self._done; // held until the streams are done: the drain counts it
+        async_h2::serve(stream, fd, Vec::new(), self.stop, handler(self.shared)).await;
     }
 
     /// Answers the complete requests buffered, awaiting the work each needs.
@@ -505,6 +520,23 @@ async fn complete(shared: &Shared, route: Route, stream: RawFd) -> Option<Respon
     };
     Some(resp)
 }
+
+/// An HTTP/2 stream's handler ([`async_h2`]): the request routed and completed as over
+/// HTTP/1.1, counted as served.
+fn handler(shared: Arc<Shared>) -> impl Fn(Request, RawFd) -> Pin<Box<StreamAnswer>> + Clone {
+    move |request, fd| {
+        let shared = Arc::clone(&shared);
+        Box::pin(async move {
+            let route = shared.ctx.app.route(&request);
+            let response = complete(&shared, route, fd).await;
+            shared.ctx.served.add(1);
+            response
+        })
+    }
+}
+
+/// What an HTTP/2 stream's handler returns.
+type StreamAnswer = dyn Future<Output = Option<Response>> + Send;
 
 /// One guestbook call for the Redis task, and where its answer goes.
 /// Where a store task sends one request's answer.

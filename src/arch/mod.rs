@@ -315,6 +315,8 @@ pub struct ServerContext {
     pub shutdown: Arc<AtomicBool>,
     /// Requests (or echo lines) answered, across threads and forked processes.
     pub served: SharedCounter,
+    /// async only: HTTP/2 over TLS (`serve --tls-cert`).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl ServerContext {

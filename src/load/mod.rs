@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 pub use args::LoadArgs;
-pub use config::{default_threads, Engine, HttpVersion, LoadConfig, Mode, TlsOptions};
+pub use config::{default_threads, Engine, HttpVersion, LoadConfig, Mode, TlsOptions, MAX_STREAMS};
 pub use error::{FailureKind, FramingError};
 pub use output::report::{LoadReport, NetReport};
 pub use run_options::{narrow_to_segment, RunOptions, SegmentRun};

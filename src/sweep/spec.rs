@@ -475,7 +475,7 @@ impl Experiment {
             return Ok(());
         }
         for &s in &self.streams {
-            int_in("streams", u64::from(s), 1, crate::load::config::MAX_STREAMS)?;
+            int_in("streams", u64::from(s), 1, crate::load::MAX_STREAMS)?;
         }
         if let Some(arch) = self.archs.iter().find(|a| **a != Arch::Async) {
             return Err(format!(

@@ -462,6 +462,9 @@ pub fn describe(error: &rustls::Error, host: &str) -> String {
         E::NoApplicationProtocol => {
             format!("{host} does not speak http/1.1 over TLS (no common ALPN protocol)")
         }
+        E::AlertReceived(rustls::AlertDescription::NoApplicationProtocol) => format!(
+            "{host} speaks none of the protocols offered (no common ALPN protocol; --http1 offers http/1.1 alone)"
+        ),
         E::AlertReceived(alert) => format!("{host} refused the handshake (alert {alert:?})"),
         E::InvalidMessage(_) => {
             format!("{host} did not answer with TLS (is it an http:// server?)")
