@@ -502,7 +502,13 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
     if include_concurrency {
         header.push("conns".into());
     } else if let Some(p) = points.first() {
-        header[0] = format!("arch ({} connections)", p.concurrency);
+        // Over HTTP/2 the level is the requests in flight, over fewer connections.
+        let what = if points.iter().any(|p| p.streams.is_some()) {
+            "in flight"
+        } else {
+            "connections"
+        };
+        header[0] = format!("arch ({} {what})", p.concurrency);
     }
     for h in [
         "req/s",
