@@ -108,6 +108,12 @@ def start_static_nginx(work):
         f.write("Hello, World!\n")
     write_nginx_conf(work, 1, f"listen 127.0.0.1:{port} backlog=4096; root {www};")
     nginx = Pinned(["nginx", "-p", work, "-c", f"{work}/nginx.conf"], 0)
+    wait_listening(port)
+    return nginx, f"http://127.0.0.1:{port}/"
+
+
+def wait_listening(port):
+    """Waits (at most 10 s) until something accepts connections on `port`, then a moment."""
     for _ in range(200):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -115,7 +121,6 @@ def start_static_nginx(work):
         except OSError:
             time.sleep(0.05)
     time.sleep(0.3)
-    return nginx, f"http://127.0.0.1:{port}/"
 
 
 class Pinned:

@@ -18,13 +18,11 @@ import json
 import os
 import re
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
-import time
 
-from benchlib import Pinned, free_port, run_pinned, write_nginx_conf
+from benchlib import Pinned, free_port, run_pinned, wait_listening, write_nginx_conf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OURS = os.path.join(ROOT, "target", "release", "sweetspot")
@@ -45,13 +43,7 @@ def start_nginx():
                               f"listen 127.0.0.1:{h1} backlog=4096; root {www};")
     nginx = Pinned(["nginx", "-p", WORK, "-c", f"{WORK}/nginx.conf"], 0)
     for port in (h2, h1):
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-    time.sleep(0.3)
+        wait_listening(port)
     return nginx, f"http://127.0.0.1:{h2}/", f"http://127.0.0.1:{h1}/"
 
 

@@ -148,17 +148,20 @@ pub fn split_shares(connections: usize, threads: usize, mode: &Mode) -> Vec<Work
     shares
 }
 
+/// Pins the calling load thread, worker `index`, to its CPU of `--pin` (round robin), if any.
+pub fn pin_worker(config: &LoadConfig, index: usize) {
+    if !config.pin_cpus.is_empty() {
+        crate::sys::pin_current_thread(config.pin_cpus[index % config.pin_cpus.len()]);
+    }
+}
+
 /// Runs one worker to the end of its share and returns what it measured.
 pub fn run_worker(
     plan: &RunPlan<'_>,
     share: WorkerShare,
     completed: &AtomicU64,
 ) -> io::Result<ThreadStats> {
-    if !plan.config.pin_cpus.is_empty() {
-        crate::sys::pin_current_thread(
-            plan.config.pin_cpus[share.index % plan.config.pin_cpus.len()],
-        );
-    }
+    pin_worker(plan.config, share.index);
     let mut worker = Worker::new(plan, &share)?;
     if plan.config.urls.is_some() {
         worker.recorder.set_urls(plan.request.lines());

@@ -67,11 +67,7 @@ pub fn run_worker(
     share: WorkerShare,
     completed: &AtomicU64,
 ) -> io::Result<ThreadStats> {
-    if !plan.config.pin_cpus.is_empty() {
-        crate::sys::pin_current_thread(
-            plan.config.pin_cpus[share.index % plan.config.pin_cpus.len()],
-        );
-    }
+    crate::load::engine::pin_worker(plan.config, share.index);
     let mut builder = tokio::runtime::Builder::new_current_thread();
     builder.enable_all();
     if nap_before_park(plan, h2, &share) {
