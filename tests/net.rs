@@ -733,6 +733,12 @@ fn a_link_that_sets_the_pace_is_the_paths_limit_and_never_a_winner() {
         assert!((bytes * 8.0 / 1000.0 - transfer).abs() < 0.01, "{net}");
         assert!(net["written"].as_u64().unwrap() > 1000, "{net}");
         assert!(net["relay_cpu_s"].as_f64().unwrap() > 0.0, "{net}");
+        if net["device_dropped"].as_u64().unwrap_or(0) > 0 {
+            // The relay's own devices dropped packets (a busy machine): the path is still the
+            // limit, and the lab names itself, not the link, as what set the figure.
+            assert!(evidence.contains("the figure is the lab's"), "{evidence}");
+            continue;
+        }
         assert!(
             evidence.starts_with(&format!("{rps:.1} req/s is "))
                 || evidence.starts_with(&format!("{} req/s is ", rps.round())),
