@@ -622,6 +622,12 @@ fn sweep_h2_maps_connections_by_streams_end_to_end() {
     let dir_text = dir.display().to_string();
     let (code, stdout, stderr, _) = sweetspot(&["sweep", "h2", "-o", &dir_text, "--plain"]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
+    // The level is the requests in flight, in the tables and in the recommendation.
+    assert!(stdout.contains("arch (100 in flight)"), "{stdout}");
+    assert!(
+        stdout.contains("req/s at 100 in flight with p99"),
+        "{stdout}"
+    );
     let results: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     let points = results["points"].as_array().unwrap();

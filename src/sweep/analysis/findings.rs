@@ -15,6 +15,9 @@ pub struct BestChoice {
     pub arch: String,
     pub workers: Option<u32>,
     pub concurrency: u32,
+    /// HTTP/2 points: streams a connection (`concurrency` is then the requests in flight).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<u32>,
     pub rps: f64,
     pub p99_us: f64,
     /// True when this p99 is only a lower bound (possible only when nothing met the bound).

@@ -104,6 +104,7 @@ pub fn best_choice(
         arch: winner.arch.clone(),
         workers: winner.workers,
         concurrency: winner.concurrency,
+        streams: winner.streams,
         rps: winner.rps,
         p99_us: winner.latency_us.p99,
         p99_lower_bound: p99_is_lower_bound(winner),
@@ -334,6 +335,15 @@ pub fn explain(w: &WorkloadAnalysis, ctx: &ProseContext, out: &mut Recommendatio
     }
 }
 
+/// What a point's level counts: connections, or over HTTP/2 the requests in flight.
+fn level_word(best: &BestChoice) -> &'static str {
+    if best.streams.is_some() {
+        "in flight"
+    } else {
+        "connections"
+    }
+}
+
 /// The winner by throughput, the runner-up's margin, the spread and the noise caveat.
 fn explain_by_throughput(
     name: &str,
@@ -344,9 +354,10 @@ fn explain_by_throughput(
     let bound_ms = thousands(ctx.p99_bound_ms);
     let who = series_label(&best.arch, best.workers);
     let line = format!(
-        "{name}: {who}: {} req/s at {} connections with p99 {} (bound {bound_ms} ms)",
+        "{name}: {who}: {} req/s at {} {} with p99 {} (bound {bound_ms} ms)",
         thousands(best.rps),
         thousands(f64::from(best.concurrency)),
+        level_word(best),
         duration_us(best.p99_us)
     );
     let reason = format!(
@@ -498,10 +509,11 @@ fn explain_by_latency(name: &str, best: &BestChoice, ctx: &ProseContext, out: &m
         )
     };
     let line = format!(
-        "{name}: {head}: p99 {} at {} connections, ranked by p99 since every candidate delivered \
+        "{name}: {head}: p99 {} at {} {}, ranked by p99 since every candidate delivered \
          the offered {offered} req/s (bound {} ms)",
         duration_us(best.p99_us),
         thousands(f64::from(best.concurrency)),
+        level_word(best),
         thousands(ctx.p99_bound_ms)
     );
     let reason = format!(
