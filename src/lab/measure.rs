@@ -597,7 +597,7 @@ fn warm_up(
     let mut config = load_config(plan, target.clone(), warmup, pinning)?;
     config.connections = (setup.warmup_connections.unwrap_or(1) as usize)
         .max(1 + replicas.len())
-        .min(point.concurrency.max(1) as usize);
+        .min(point.connections().max(1) as usize);
     config.replicas = replicas.to_vec();
     config.threads = config.threads.min(config.connections);
     load::run(&config, Some(stop)).context("warm-up")?;
@@ -699,10 +699,11 @@ fn load_config(
             .filter(|p| !p.is_constant()),
         _ => None,
     };
-    let mut config = LoadConfig::new(target, point.concurrency as usize, mode);
+    let connections = point.connections().max(1) as usize;
+    let mut config = LoadConfig::new(target, connections, mode);
     config.urls = urls.map(std::sync::Arc::new);
     config.plan = plan;
-    config.threads = (setup.load_threads as usize).clamp(1, point.concurrency.max(1) as usize);
+    config.threads = (setup.load_threads as usize).clamp(1, connections);
     config.timeout = Duration::from_secs_f64(setup.timeout_of(workload));
     config.keepalive = workload.keepalive;
     config.method = workload.method.clone();
@@ -726,8 +727,6 @@ fn load_config(
     if let Some(streams) = point.streams {
         config.http = crate::load::HttpVersion::H2c;
         config.streams = streams as usize;
-        config.connections = point.connections().max(1) as usize;
-        config.threads = config.threads.min(config.connections);
         config.settle = None;
     }
     Ok(config)

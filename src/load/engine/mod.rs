@@ -69,7 +69,7 @@ const DRAIN_P99_FACTOR: u32 = 4;
 /// deadline just came first; it is not censored.
 const UNSENT_SLACK: Duration = Duration::from_millis(1);
 /// Wait before retrying a connection that could not be opened.
-const CONNECT_RETRY_DELAY: Duration = Duration::from_millis(20);
+pub const CONNECT_RETRY_DELAY: Duration = Duration::from_millis(20);
 /// A connection has settled once answered this often: its first answer waited behind the
 /// connects and the first requests of every other; its second one cycled under the load.
 const SETTLE_ANSWERS: u64 = 2;
@@ -155,6 +155,29 @@ pub fn pin_worker(config: &LoadConfig, index: usize) {
     }
 }
 
+/// Gives worker `index`'s recorder the run's per-line (`--urls`, over `lines` lines),
+/// per-interval and per-step views.
+pub fn attach_views(recorder: &mut Recorder, plan: &RunPlan<'_>, index: usize, lines: usize) {
+    if plan.config.urls.is_some() {
+        recorder.set_urls(lines);
+    }
+    recorder.set_intervals(plan.intervals.as_ref().map(|p| p.recorder(index)));
+    if plan.count_steps {
+        recorder.set_steps(Some(crate::load::stats::steps::StepRecorder::new(
+            &plan.windows,
+        )));
+    }
+}
+
+/// The time before which a rate-mode request due and never sent is censored: the deadline
+/// (`None`: none) or the end of sending, whichever came first, less [`UNSENT_SLACK`].
+pub fn unsent_limit(deadline: Option<Instant>, window_end: Instant) -> Instant {
+    deadline
+        .map_or(window_end, |d| d.min(window_end))
+        .checked_sub(UNSENT_SLACK)
+        .unwrap_or(window_end)
+}
+
 /// Runs one worker to the end of its share and returns what it measured.
 pub fn run_worker(
     plan: &RunPlan<'_>,
@@ -163,19 +186,12 @@ pub fn run_worker(
 ) -> io::Result<ThreadStats> {
     pin_worker(plan.config, share.index);
     let mut worker = Worker::new(plan, &share)?;
-    if plan.config.urls.is_some() {
-        worker.recorder.set_urls(plan.request.lines());
-    }
-    worker
-        .recorder
-        .set_intervals(plan.intervals.as_ref().map(|p| p.recorder(share.index)));
-    if plan.count_steps {
-        worker
-            .recorder
-            .set_steps(Some(crate::load::stats::steps::StepRecorder::new(
-                &plan.windows,
-            )));
-    }
+    attach_views(
+        &mut worker.recorder,
+        plan,
+        share.index,
+        plan.request.lines(),
+    );
     let result = worker.run(completed);
     let stats = worker.recorder.finish(
         worker.elapsed,
@@ -520,12 +536,7 @@ impl<'p, 'a> Worker<'p, 'a> {
     /// `window_end`): every request in flight, and in rate mode every request that was due
     /// and could not be sent. They become censored records, not samples (see stats).
     fn censor(&mut self, end: Instant, window_end: Instant) {
-        let limit = match self.deadline() {
-            Some(deadline) => deadline.min(window_end),
-            None => window_end,
-        }
-        .checked_sub(UNSENT_SLACK)
-        .unwrap_or(window_end);
+        let limit = unsent_limit(self.deadline(), window_end);
         let lines = self.plan.request.lines();
         for conn in &self.connections {
             for request in &conn.in_flight {

@@ -34,19 +34,17 @@ use tokio::sync::{Notify, Semaphore, SemaphorePermit};
 use crate::load::engine::policy::{Decision, Schedule, SendPolicy};
 use crate::load::engine::recorder::{InFlight, Recorder};
 use crate::load::engine::transport::TlsConnector;
-use crate::load::engine::{drain_grace, RunPlan, WorkerShare};
+use crate::load::engine::{
+    attach_views, drain_grace, unsent_limit, RunPlan, WorkerShare, CONNECT_RETRY_DELAY,
+};
 use crate::load::error::FailureKind;
 use crate::load::stats::h2::H2Counts;
 use crate::load::stats::ThreadStats;
 use crate::timers::{Deadline, PreciseTimers};
 pub use request::H2Requests;
 
-/// Wait before opening a connection again after a failed attempt.
-const CONNECT_RETRY: Duration = Duration::from_millis(20);
 /// How often the worker ticks its interval views and looks at the stop flag.
 const TICK: Duration = Duration::from_millis(5);
-/// Rate mode: a request due this close to the deadline and not sent is not censored.
-const UNSENT_SLACK: Duration = Duration::from_millis(1);
 /// Flow-control windows we grant the server: wide, so the client never throttles a response.
 const STREAM_WINDOW: u32 = 1 << 24;
 const CONNECTION_WINDOW: u32 = 1 << 30;
@@ -212,15 +210,7 @@ impl<'p, 'a> Worker<'p, 'a> {
             })
             .collect();
         let mut recorder = Recorder::new(plan.start, config.timeout, policy.is_paced());
-        if config.urls.is_some() {
-            recorder.set_urls(h2.requests.lines());
-        }
-        recorder.set_intervals(plan.intervals.as_ref().map(|p| p.recorder(share.index)));
-        if plan.count_steps {
-            recorder.set_steps(Some(crate::load::stats::steps::StepRecorder::new(
-                &plan.windows,
-            )));
-        }
+        attach_views(&mut recorder, plan, share.index, h2.requests.lines());
         Worker {
             plan,
             h2,
@@ -323,7 +313,7 @@ impl<'p, 'a> Worker<'p, 'a> {
                         break;
                     }
                     tokio::select! {
-                        _ = tokio::time::sleep(CONNECT_RETRY) => {}
+                        _ = tokio::time::sleep(CONNECT_RETRY_DELAY) => {}
                         _ = self.ended() => {}
                     }
                 }
@@ -655,12 +645,7 @@ impl<'p, 'a> Worker<'p, 'a> {
     /// What the worker measured: the requests due and never sent censored, the counts in.
     fn finish(self, window_end: Instant) -> ThreadStats {
         let end = Instant::now();
-        let limit = match self.plan.deadline {
-            Some(deadline) => deadline.min(window_end),
-            None => window_end,
-        }
-        .checked_sub(UNSENT_SLACK)
-        .unwrap_or(window_end);
+        let limit = unsent_limit(self.plan.deadline, window_end);
         let mut state = self.state.into_inner();
         for (index, sender) in self.senders.iter().enumerate() {
             let sender = sender.borrow();
