@@ -6,6 +6,18 @@
 //! [`sweep`] runs experiments across both and explains the result. [`cli`] is the
 //! command line; [`sys`] is the only home of `unsafe`.
 
+/// Files shipped in the repository, read into the binary, as `(name, text)` pairs:
+/// `shipped!("experiments/", ".toml"; "quick", "echo")` reads `experiments/quick.toml` as
+/// `("quick", ...)`.
+macro_rules! shipped {
+    ($dir:literal, $ext:literal; $($name:literal),+ $(,)?) => {
+        &[$((
+            $name,
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/", $dir, $name, $ext)),
+        )),+]
+    };
+}
+
 pub mod app;
 pub mod arch;
 pub mod cli;

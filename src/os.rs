@@ -1,5 +1,6 @@
-//! What every command asks of its own process: a stop flag that SIGINT and SIGTERM set, and
-//! an open-file limit high enough for the connections it will hold.
+//! What every command asks of its own process: a stop flag that SIGINT and SIGTERM set, an
+//! open-file limit high enough for the connections it will hold, and input files read with a
+//! bound.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -53,4 +54,33 @@ mod tests {
         );
         assert!(text.contains("can be raised only to"), "{text}");
     }
+}
+
+/// Why [`read_regular_file`] refused a file.
+#[derive(Debug)]
+pub enum FileRefused {
+    /// It could not be opened or read.
+    Io(std::io::Error),
+    /// A device, a pipe or a directory: never read without bound.
+    NotRegular,
+    /// Longer than the bound.
+    TooLarge,
+}
+
+/// Reads a regular file of at most `max_bytes`. A device (`/dev/zero`), a pipe or a file
+/// growing while it is read never makes a command read without bound.
+pub fn read_regular_file(path: &std::path::Path, max_bytes: u64) -> Result<Vec<u8>, FileRefused> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(FileRefused::Io)?;
+    if !file.metadata().map_err(FileRefused::Io)?.is_file() {
+        return Err(FileRefused::NotRegular);
+    }
+    let mut bytes = Vec::new();
+    file.take(max_bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(FileRefused::Io)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(FileRefused::TooLarge);
+    }
+    Ok(bytes)
 }

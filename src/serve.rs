@@ -108,40 +108,13 @@ pub struct ServeConfig {
 impl ServeConfig {
     /// Validates raw flags; every problem is a usage error (exit 2).
     pub fn from_args(args: &ServeArgs) -> anyhow::Result<ServeConfig> {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let workers = match args.workers {
-            Some(_) if !args.arch.pooled() => {
-                let pooled: Vec<&str> = Arch::all()
-                    .iter()
-                    .filter(|a| a.pooled())
-                    .map(|a| a.name())
-                    .collect();
-                return Err(crate::usage(format!(
-                    "--workers has no effect with --arch {} (only {} take it)",
-                    args.arch.name(),
-                    pooled.join(", ")
-                )));
-            }
-            Some(0) => return Err(crate::usage("--workers must be at least 1")),
-            Some(n) if n > MAX_WORKERS => {
-                return Err(crate::usage(format!(
-                    "--workers {n} is too many (at most {MAX_WORKERS})"
-                )))
-            }
-            Some(n) => n,
-            None => args.arch.default_workers(cores),
-        };
+        let workers = workers_of(args)?;
         if args.accept.is_some() && !args.arch.has_accept_modes() {
-            let takers: Vec<&str> = Arch::all()
-                .iter()
-                .filter(|a| a.has_accept_modes())
-                .map(|a| a.name())
-                .collect();
-            return Err(crate::usage(format!(
-                "--accept has no effect with --arch {} (only {} take it)",
-                args.arch.name(),
-                takers.join(", ")
-            )));
+            return Err(only_some_take(
+                "--accept",
+                args.arch,
+                Arch::has_accept_modes,
+            ));
         }
         let host = args.host.trim_start_matches('[').trim_end_matches(']');
         let addr = (host, args.port)
@@ -163,20 +136,7 @@ impl ServeConfig {
                 )));
             }
         }
-        let spin = Duration::from_micros(args.spin_us);
-        if spin > MAX_SPIN {
-            return Err(crate::usage(format!(
-                "--spin-us {} is too long (at most {})",
-                args.spin_us,
-                MAX_SPIN.as_micros()
-            )));
-        }
-        if !spin.is_zero() && args.arch != Arch::Async {
-            return Err(crate::usage(format!(
-                "--spin-us has no effect with --arch {} (only async takes it)",
-                args.arch.name()
-            )));
-        }
+        let spin = spin_of(args)?;
         let tls = match (&args.tls_cert, &args.tls_key) {
             (Some(cert), Some(key)) => {
                 if args.arch != Arch::Async || args.protocol != Protocol::Http {
@@ -207,6 +167,56 @@ impl ServeConfig {
             spin,
         })
     }
+}
+
+/// `--workers`, checked against the architecture and the bound; the architecture's default
+/// for this machine's cores when absent.
+fn workers_of(args: &ServeArgs) -> anyhow::Result<usize> {
+    match args.workers {
+        Some(_) if !args.arch.pooled() => Err(only_some_take("--workers", args.arch, Arch::pooled)),
+        Some(0) => Err(crate::usage("--workers must be at least 1")),
+        Some(n) if n > MAX_WORKERS => Err(crate::usage(format!(
+            "--workers {n} is too many (at most {MAX_WORKERS})"
+        ))),
+        Some(n) => Ok(n),
+        None => {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            Ok(args.arch.default_workers(cores))
+        }
+    }
+}
+
+/// The usage error for `flag` given to `arch`, which does not take it: it names those that do.
+fn only_some_take(flag: &str, arch: Arch, takes: fn(Arch) -> bool) -> anyhow::Error {
+    let takers: Vec<&str> = Arch::all()
+        .iter()
+        .filter(|a| takes(**a))
+        .map(|a| a.name())
+        .collect();
+    crate::usage(format!(
+        "{flag} has no effect with --arch {} (only {} take it)",
+        arch.name(),
+        takers.join(", ")
+    ))
+}
+
+/// `--spin-us`: bounded, and async's alone.
+fn spin_of(args: &ServeArgs) -> anyhow::Result<Duration> {
+    let spin = Duration::from_micros(args.spin_us);
+    if spin > MAX_SPIN {
+        return Err(crate::usage(format!(
+            "--spin-us {} is too long (at most {})",
+            args.spin_us,
+            MAX_SPIN.as_micros()
+        )));
+    }
+    if !spin.is_zero() && args.arch != Arch::Async {
+        return Err(crate::usage(format!(
+            "--spin-us has no effect with --arch {} (only async takes it)",
+            args.arch.name()
+        )));
+    }
+    Ok(spin)
 }
 
 /// The TLS side of `--tls-cert` and `--tls-key`: the chain and key from PEM files, ALPN `h2`.

@@ -347,15 +347,22 @@ impl Throttling {
     }
 }
 
-impl std::iter::Sum for Throttling {
-    fn sum<I: Iterator<Item = Throttling>>(iter: I) -> Throttling {
-        iter.fold(Throttling::default(), |a, b| Throttling {
-            periods: a.periods + b.periods,
-            throttled_periods: a.throttled_periods + b.throttled_periods,
-            throttled_s: a.throttled_s + b.throttled_s,
-        })
-    }
+/// `Sum` for a struct of counters: field by field, as replicas' cgroups add up.
+macro_rules! sum_by_field {
+    ($t:ident { $($f:ident),+ }) => {
+        impl std::iter::Sum for $t {
+            fn sum<I: Iterator<Item = $t>>(iter: I) -> $t {
+                iter.fold($t::default(), |a, b| $t { $($f: a.$f + b.$f),+ })
+            }
+        }
+    };
 }
+
+sum_by_field!(Throttling {
+    periods,
+    throttled_periods,
+    throttled_s
+});
 
 /// What a memory budget's cgroup counted: the most its tasks held, how often they reached
 /// the limit (and the kernel reclaimed or failed them), and how many the OOM killer took.
@@ -366,15 +373,11 @@ pub struct MemoryUse {
     pub oom_kills: u64,
 }
 
-impl std::iter::Sum for MemoryUse {
-    fn sum<I: Iterator<Item = MemoryUse>>(iter: I) -> MemoryUse {
-        iter.fold(MemoryUse::default(), |a, b| MemoryUse {
-            peak_bytes: a.peak_bytes + b.peak_bytes,
-            limit_hits: a.limit_hits + b.limit_hits,
-            oom_kills: a.oom_kills + b.oom_kills,
-        })
-    }
-}
+sum_by_field!(MemoryUse {
+    peak_bytes,
+    limit_hits,
+    oom_kills
+});
 
 /// `name value` in a cgroup's key-value file.
 fn stat_field(text: &str, name: &str) -> Option<u64> {

@@ -291,55 +291,27 @@ fn run_once(
     options: &LabOptions,
 ) -> anyhow::Result<Option<Once>> {
     let (point, setup) = (&plan.point, &plan.setup);
-    let (launch, external_url) = launch_of(plan, pinning, options)?;
-    let ready_timeout = match &point.target {
-        TargetSpec::External(ext) => ext.ready_timeout.unwrap_or(setup.ready_timeout),
-        TargetSpec::Ours { .. } => setup.ready_timeout,
-    };
-    // Declared before the server so that they are removed after the server is stopped.
+    // Declared before the servers so that it is removed after they are stopped.
     let server_cgroup = server_cgroup()?;
-    if setup.replicas > 1 && server_cgroup.is_none() {
-        anyhow::bail!(
-            "replicas = {}: the replicas are measured together in a cgroup, and none can be \
-             made here (run as root)",
-            setup.replicas
-        );
-    }
-    // One copy of the server in the run's cgroup and budgets of its own.
-    let start = |launch: &Launch, budgets: &Budgets| {
-        ServerProcess::start_in(
-            launch,
-            Duration::from_secs_f64(ready_timeout),
-            server_cgroup.as_ref().map(|c| c.procs_file()).as_deref(),
-            &budgets.procs_files(),
-        )
-    };
-    let budgets = Budgets::new(setup)?;
-    let mut server = start(&launch, &budgets)?;
-    // The other replicas, each on its own port with budgets of its own, measured together;
-    // stopped before their budgets are removed (a tuple's fields drop in order).
-    let mut replicas: Vec<(ServerProcess, Budgets, Launch)> = Vec::new();
-    for _ in 1..setup.replicas {
-        let (launch, _) = launch_of(plan, pinning, options)?;
-        let budgets = Budgets::new(setup)?;
-        replicas.push((start(&launch, &budgets)?, budgets, launch));
-    }
+    let (mut servers, external_url) =
+        Servers::start(plan, pinning, options, server_cgroup.as_ref())?;
     let meter = match &server_cgroup {
-        Some(cgroup) if server.in_cgroup() => CpuMeter::Cgroup(cgroup),
+        Some(cgroup) if servers.main.in_cgroup() => CpuMeter::Cgroup(cgroup),
         _ => CpuMeter::ProcChildren {
-            pgrp: server.pgid(),
+            pgrp: servers.main.pgid(),
         },
     };
     if pinning == Pinning::Affinity && setup.cpuset.is_none() {
         // A cpuset is the server's own pinning.
-        pin_group_to_cpu0(server.pgid());
-        for (replica, _, _) in &replicas {
+        pin_group_to_cpu0(servers.main.pgid());
+        for (replica, _, _) in &servers.replicas {
             pin_group_to_cpu0(replica.pgid());
         }
     }
-    let url = point_url(external_url, plan, &server.ready);
+    let url = point_url(external_url, plan, &servers.main.ready);
     let target = Target::parse(&url)?;
-    let replica_addrs = replicas
+    let replica_addrs = servers
+        .replicas
         .iter()
         .map(|(r, _, launch)| replica_addr(r, launch))
         .collect::<anyhow::Result<Vec<_>>>()?;
@@ -353,64 +325,139 @@ fn run_once(
     config.replicas = replica_addrs;
     // An external command may start the server elsewhere (`ssh HOST ...`, `srun -w NODE ...`):
     // then the started process group is not the server, and its CPU is not the server's.
-    let server_here = match &launch {
-        Launch::External { port, .. } => super::probe::listens_on(&server.members(), *port),
+    let server_here = match &servers.launch {
+        Launch::External { port, .. } => super::probe::listens_on(&servers.main.members(), *port),
         Launch::Ours { .. } => true,
     };
     let cpu_command = (!server_here)
-        .then(|| remote_cpu_command(point, &launch))
+        .then(|| remote_cpu_command(point, &servers.launch))
         .flatten();
-    let command_cpu_before = cpu_command.as_deref().map(command_cpu_s).transpose()?;
-    let cpu_before = meter.read();
-    let every_budget: Vec<&Budgets> = std::iter::once(&budgets)
-        .chain(replicas.iter().map(|(_, b, _)| b))
-        .collect();
-    let throttled_before = Budgets::throttling_of(&every_budget);
-    let memory_before = Budgets::memory_of(&every_budget);
-    let output_before = server.output_bytes();
-    let window_start = Instant::now();
-    let machine_before = super::probe::machine_cpu();
-    let sampler = TreeSampler::start(server.members(), Duration::from_millis(100));
-    // Replicas: how many connections each holds, counted by the kernel halfway through.
-    let connection_count = (setup.replicas > 1).then(|| {
-        let ports: Vec<u16> = std::iter::once(config.target.port())
-            .chain(config.replicas.iter().map(|a| a.port()))
-            .collect();
-        let halfway = Duration::from_secs_f64(setup.duration_of(&point.workload) / 2.0);
-        std::thread::spawn(move || {
-            std::thread::sleep(halfway);
-            ports
-                .into_iter()
-                .map(super::probe::established_to)
-                .collect::<Vec<u32>>()
-        })
-    });
+    let before = Readings::take(&meter, &servers, cpu_command.as_deref())?;
+    let sampler = TreeSampler::start(servers.main.members(), Duration::from_millis(100));
+    let connection_count = count_connections_halfway(plan, &config);
     let report = load::run(&config, Some(stop));
-    let cpu = meter.read().since(&cpu_before);
-    let throttled = Budgets::throttling_of(&every_budget);
-    let memory_used = Budgets::memory_of(&every_budget);
-    let window_s = window_start.elapsed().as_secs_f64();
+    let after = Readings::take(&meter, &servers, cpu_command.as_deref())?;
     let replica_connections = connection_count
         .and_then(|counter| counter.join().ok())
         .unwrap_or_default();
-    let machine_after = super::probe::machine_cpu();
     let sample = sampler.finish();
     if stop.load(Ordering::SeqCst) {
-        server.stop();
+        servers.main.stop();
         return Ok(None);
     }
-    for (i, (replica, _, _)) in replicas.iter_mut().enumerate() {
-        if let Some(status) = replica.gone() {
+    servers.check_alive(setup, &before, &after)?;
+    let report = report.context("measuring")?;
+    let reported_workers = servers.main.ready.workers;
+    let window_s = (after.at - before.at).as_secs_f64();
+    let notes = servers.stop(before.output, window_s);
+    let mut run = measurement_of(&report, &config, after.cpu.since(&before.cpu), sample);
+    run.server.cpu_method = Some(meter.method());
+    run.server.window_s = window_s;
+    if setup.replicas > 1 {
+        run.server.replicas = setup.replicas;
+        run.replica_connections = replica_connections;
+    }
+    budget_use(&mut run.server, setup, &before, &after);
+    if !server_here {
+        let command_cpu = match (before.command_cpu, after.command_cpu) {
+            (Some(before), Some(after)) => Some((after - before).max(0.0)),
+            _ => None,
+        };
+        run.server = ServerUsage {
+            cpu_s: command_cpu.unwrap_or(0.0),
+            cpu_unavailable: command_cpu.is_none(),
+            remote: true,
+            ..ServerUsage::default()
+        };
+    }
+    Ok(Some((run, reported_workers, notes)))
+}
+
+/// A point's servers: the first, and the replicas beside it, each in budgets of its own. A
+/// struct's and a tuple's fields drop in order: each server stops before its budgets go.
+struct Servers {
+    main: ServerProcess,
+    budgets: Budgets,
+    launch: Launch,
+    replicas: Vec<(ServerProcess, Budgets, Launch)>,
+}
+
+impl Servers {
+    /// Starts the point's server and its replicas, each in `server_cgroup` when there is one;
+    /// with the URL an external target's command was given.
+    fn start(
+        plan: &PointPlan,
+        pinning: Pinning,
+        options: &LabOptions,
+        server_cgroup: Option<&ServerCgroup>,
+    ) -> anyhow::Result<(Servers, Option<String>)> {
+        let (point, setup) = (&plan.point, &plan.setup);
+        let ready_timeout = match &point.target {
+            TargetSpec::External(ext) => ext.ready_timeout.unwrap_or(setup.ready_timeout),
+            TargetSpec::Ours { .. } => setup.ready_timeout,
+        };
+        if setup.replicas > 1 && server_cgroup.is_none() {
             anyhow::bail!(
-                "replica {} of {} exited ({status}) during the run{}",
-                i + 2,
-                setup.replicas,
-                replica.stderr_note()
+                "replicas = {}: the replicas are measured together in a cgroup, and none can be \
+                 made here (run as root)",
+                setup.replicas
             );
         }
+        let procs = server_cgroup.map(|c| c.procs_file());
+        // One copy of the server in the run's cgroup and budgets of its own.
+        let start = |launch: Launch| -> anyhow::Result<(ServerProcess, Budgets, Launch)> {
+            let budgets = Budgets::new(setup)?;
+            let server = ServerProcess::start_in(
+                &launch,
+                Duration::from_secs_f64(ready_timeout),
+                procs.as_deref(),
+                &budgets.procs_files(),
+            )?;
+            Ok((server, budgets, launch))
+        };
+        let (launch, external_url) = launch_of(plan, pinning, options)?;
+        let (main, budgets, launch) = start(launch)?;
+        let mut servers = Servers {
+            main,
+            budgets,
+            launch,
+            replicas: Vec::new(),
+        };
+        // The other replicas, each on its own port, measured together.
+        for _ in 1..setup.replicas {
+            let (launch, _) = launch_of(plan, pinning, options)?;
+            servers.replicas.push(start(launch)?);
+        }
+        Ok((servers, external_url))
     }
-    if let Some(status) = server.gone() {
-        let killed = match (setup.memory, memory_before, memory_used) {
+
+    fn every_budget(&self) -> Vec<&Budgets> {
+        std::iter::once(&self.budgets)
+            .chain(self.replicas.iter().map(|(_, b, _)| b))
+            .collect()
+    }
+
+    /// An error when a server or a replica exited during the run; an OOM kill says so.
+    fn check_alive(
+        &mut self,
+        setup: &super::plan::Setup,
+        before: &Readings,
+        after: &Readings,
+    ) -> anyhow::Result<()> {
+        for (i, (replica, _, _)) in self.replicas.iter_mut().enumerate() {
+            if let Some(status) = replica.gone() {
+                anyhow::bail!(
+                    "replica {} of {} exited ({status}) during the run{}",
+                    i + 2,
+                    setup.replicas,
+                    replica.stderr_note()
+                );
+            }
+        }
+        let Some(status) = self.main.gone() else {
+            return Ok(());
+        };
+        let killed = match (setup.memory, before.memory, after.memory) {
             (Some(limit), Some(before), Some(after)) if after.oom_kills > before.oom_kills => {
                 format!(
                     ": {} at its {:.0} MiB memory limit",
@@ -422,65 +469,110 @@ fn run_once(
         };
         anyhow::bail!(
             "server exited ({status}) during the run{killed}{}",
-            server.stderr_note()
+            self.main.stderr_note()
         );
     }
-    let report = report.context("measuring")?;
-    let reported_workers = server.ready.workers;
-    let output = server.output_bytes() - output_before;
-    server.stop();
-    let mut notes = std::mem::take(&mut server.stop_notes);
-    for (replica, _, _) in &mut replicas {
-        replica.stop();
-        notes.append(&mut replica.stop_notes);
+
+    /// Stops every server: what stopping them noted, and a note when the server flooded its
+    /// output (more than [`FLOOD_BYTES_PER_S`] since `output_before`) over `window_s`.
+    fn stop(&mut self, output_before: u64, window_s: f64) -> Vec<String> {
+        let output = self.main.output_bytes() - output_before;
+        self.main.stop();
+        let mut notes = std::mem::take(&mut self.main.stop_notes);
+        for (replica, _, _) in &mut self.replicas {
+            replica.stop();
+            notes.append(&mut replica.stop_notes);
+        }
+        if output as f64 > FLOOD_BYTES_PER_S * window_s.max(1.0) {
+            notes.insert(
+                0,
+                format!(
+                    "the server wrote {:.1} MiB to its stdout and stderr during the run, which \
+                     the runner drained on the machine's CPUs",
+                    output as f64 / (1024.0 * 1024.0)
+                ),
+            );
+        }
+        notes
     }
-    if output as f64 > FLOOD_BYTES_PER_S * window_s.max(1.0) {
-        notes.insert(
-            0,
-            format!(
-                "the server wrote {:.1} MiB to its stdout and stderr during the run, which the \
-                 runner drained on the machine's CPUs",
-                output as f64 / (1024.0 * 1024.0)
-            ),
-        );
+}
+
+/// The counters read at each end of a point's window.
+struct Readings {
+    at: Instant,
+    cpu: super::probe::TreeCpu,
+    throttled: Option<cgroup::Throttling>,
+    memory: Option<cgroup::MemoryUse>,
+    machine: Option<(u64, u64)>,
+    output: u64,
+    /// A remote server's CPU, from its `cpu_command`.
+    command_cpu: Option<f64>,
+}
+
+impl Readings {
+    fn take(
+        meter: &CpuMeter,
+        servers: &Servers,
+        cpu_command: Option<&str>,
+    ) -> anyhow::Result<Readings> {
+        let every_budget = servers.every_budget();
+        Ok(Readings {
+            command_cpu: cpu_command.map(command_cpu_s).transpose()?,
+            cpu: meter.read(),
+            throttled: Budgets::throttling_of(&every_budget),
+            memory: Budgets::memory_of(&every_budget),
+            output: servers.main.output_bytes(),
+            machine: super::probe::machine_cpu(),
+            at: Instant::now(),
+        })
     }
-    let mut run = measurement_of(&report, &config, cpu, sample);
-    run.server.cpu_method = Some(meter.method());
-    run.server.window_s = window_s;
-    if setup.replicas > 1 {
-        run.server.replicas = setup.replicas;
-        run.replica_connections = replica_connections;
+}
+
+/// The budgets' counts between the readings: the quota's throttling, the memory limit's
+/// hits, and the machine's busy cores.
+fn budget_use(
+    server: &mut ServerUsage,
+    setup: &super::plan::Setup,
+    before: &Readings,
+    after: &Readings,
+) {
+    if let (Some(cores), Some(b), Some(a)) = (setup.cpus, before.throttled, after.throttled) {
+        let t = a.since(&b);
+        server.quota_cores = cores;
+        server.quota_periods = t.periods;
+        server.throttled_periods = t.throttled_periods;
+        server.throttled_s = t.throttled_s;
     }
-    if let (Some(cores), Some(before), Some(after)) = (setup.cpus, throttled_before, throttled) {
-        let t = after.since(&before);
-        run.server.quota_cores = cores;
-        run.server.quota_periods = t.periods;
-        run.server.throttled_periods = t.throttled_periods;
-        run.server.throttled_s = t.throttled_s;
+    if let (Some(limit), Some(b), Some(a)) = (setup.memory, before.memory, after.memory) {
+        server.memory_limit_bytes = limit;
+        server.memory_peak_bytes = a.peak_bytes;
+        server.memory_limit_hits = a.limit_hits.saturating_sub(b.limit_hits);
+        server.oom_kills = a.oom_kills.saturating_sub(b.oom_kills);
     }
-    if let (Some(limit), Some(before), Some(after)) = (setup.memory, memory_before, memory_used) {
-        run.server.memory_limit_bytes = limit;
-        run.server.memory_peak_bytes = after.peak_bytes;
-        run.server.memory_limit_hits = after.limit_hits.saturating_sub(before.limit_hits);
-        run.server.oom_kills = after.oom_kills.saturating_sub(before.oom_kills);
-    }
-    if let (Some(before), Some(after)) = (machine_before, machine_after) {
+    if let (Some(b), Some(a)) = (before.machine, after.machine) {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-        run.server.machine_busy_cores = super::probe::machine_busy_cores(before, after, cores);
+        server.machine_busy_cores = super::probe::machine_busy_cores(b, a, cores);
     }
-    if !server_here {
-        let command_cpu = match (cpu_command.as_deref(), command_cpu_before) {
-            (Some(command), Some(before)) => Some((command_cpu_s(command)? - before).max(0.0)),
-            _ => None,
-        };
-        run.server = ServerUsage {
-            cpu_s: command_cpu.unwrap_or(0.0),
-            cpu_unavailable: command_cpu.is_none(),
-            remote: true,
-            ..ServerUsage::default()
-        };
-    }
-    Ok(Some((run, reported_workers, notes)))
+}
+
+/// Replicas: how many connections each holds, counted by the kernel halfway through the run.
+fn count_connections_halfway(
+    plan: &PointPlan,
+    config: &LoadConfig,
+) -> Option<std::thread::JoinHandle<Vec<u32>>> {
+    (plan.setup.replicas > 1).then(|| {
+        let ports: Vec<u16> = std::iter::once(config.target.port())
+            .chain(config.replicas.iter().map(|a| a.port()))
+            .collect();
+        let halfway = Duration::from_secs_f64(plan.setup.duration_of(&plan.point.workload) / 2.0);
+        std::thread::spawn(move || {
+            std::thread::sleep(halfway);
+            ports
+                .into_iter()
+                .map(super::probe::established_to)
+                .collect::<Vec<u32>>()
+        })
+    })
 }
 
 /// A replica's address: its ready line's (ours), or the port its command was given.

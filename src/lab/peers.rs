@@ -19,31 +19,12 @@ use crate::usage;
 pub const NO_INSTALL_ENV: &str = "SWEETSPOT_NO_INSTALL";
 
 /// The peers' files, by their path under `{peers}`.
-const FILES: &[(&str, &str)] = &[
-    ("app.py", include_str!("../../experiments/peers/app.py")),
-    ("knobs.py", include_str!("../../experiments/peers/knobs.py")),
-    ("app.ru", include_str!("../../experiments/peers/app.ru")),
-    (
-        "server.js",
-        include_str!("../../experiments/peers/server.js"),
-    ),
-    (
-        "PoolServer.java",
-        include_str!("../../experiments/peers/PoolServer.java"),
-    ),
-    (
-        "server.go",
-        include_str!("../../experiments/peers/server.go"),
-    ),
-    (
-        "apache.sh",
-        include_str!("../../experiments/peers/apache.sh"),
-    ),
-    (
-        "nginx-h2c.sh",
-        include_str!("../../experiments/peers/nginx-h2c.sh"),
-    ),
-    ("h2o.sh", include_str!("../../experiments/peers/h2o.sh")),
+const FILES: &[(&str, &str)] = shipped!("experiments/peers/", "";
+    "app.py", "knobs.py", "app.ru", "server.js", "PoolServer.java", "server.go", "apache.sh",
+    "nginx-h2c.sh", "h2o.sh",
+);
+/// The pages the peers serve, under `{peers}`, as our server serves them from `public/`.
+const HTDOCS: &[(&str, &str)] = &[
     ("htdocs/hello", "Hello, World!"),
     (
         "htdocs/page4k.html",
@@ -56,7 +37,7 @@ const FILES: &[(&str, &str)] = &[
 pub fn write_files(scratch: &Path) -> anyhow::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let dir = scratch.join("peers");
-    for (name, text) in FILES {
+    for (name, text) in FILES.iter().chain(HTDOCS) {
         let path = dir.join(name);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)
@@ -178,7 +159,7 @@ mod tests {
     fn every_file_is_written_readable() {
         let dir = std::env::temp_dir().join(format!("sweetspot-peers-{}", std::process::id()));
         let peers = write_files(&dir).unwrap();
-        for (name, text) in FILES {
+        for (name, text) in FILES.iter().chain(HTDOCS) {
             assert_eq!(std::fs::read_to_string(peers.join(name)).unwrap(), *text);
         }
         std::fs::remove_dir_all(&dir).unwrap();

@@ -284,20 +284,26 @@ impl std::ops::Add for TreeCpu {
     }
 }
 
+/// The rows of a `/proc/net/tcp` or `/proc/net/tcp6` table whose local port is `port` and
+/// whose state is `state` (hex, as the table writes it), split into fields.
+fn sockets_in<'a>(
+    table: &'a str,
+    port: u16,
+    state: &'a str,
+) -> impl Iterator<Item = Vec<&'a str>> + 'a {
+    table.lines().skip(1).filter_map(move |line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let local_port = fields.get(1)?.rsplit_once(':')?.1;
+        (*fields.get(3)? == state && u16::from_str_radix(local_port, 16).ok()? == port)
+            .then_some(fields)
+    })
+}
+
 /// Inodes of the sockets listening on `port` in a `/proc/net/tcp` or `/proc/net/tcp6` table.
 pub fn listening_inodes(table: &str, port: u16) -> Vec<u64> {
     const LISTEN: &str = "0A";
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let local_port = fields.get(1)?.rsplit_once(':')?.1;
-            let listening = *fields.get(3)? == LISTEN;
-            (listening && u16::from_str_radix(local_port, 16).ok()? == port)
-                .then(|| fields.get(9)?.parse().ok())
-                .flatten()
-        })
+    sockets_in(table, port, LISTEN)
+        .filter_map(|fields| fields.get(9)?.parse().ok())
         .collect()
 }
 
@@ -314,16 +320,7 @@ pub fn established_to(port: u16) -> u32 {
 /// In a `/proc/net/tcp` table, the established sockets whose local port is `port`.
 pub fn established_in(table: &str, port: u16) -> u32 {
     const ESTABLISHED: &str = "01";
-    table
-        .lines()
-        .skip(1)
-        .filter(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let local = fields.get(1).and_then(|f| f.rsplit_once(':'));
-            fields.get(3) == Some(&ESTABLISHED)
-                && local.and_then(|(_, p)| u16::from_str_radix(p, 16).ok()) == Some(port)
-        })
-        .count() as u32
+    sockets_in(table, port, ESTABLISHED).count() as u32
 }
 
 /// Whether a process of group `pgrp` holds a socket listening on `port` here. When it does

@@ -11,15 +11,8 @@ use crate::units::parse_seconds;
 use crate::usage;
 
 /// The map presets, by name, as shipped in `experiments/`.
-pub const PRESETS: &[(&str, &str)] = &[
-    ("map", include_str!("../../experiments/map.toml")),
-    ("map-wide", include_str!("../../experiments/map-wide.toml")),
-    (
-        "map-quick",
-        include_str!("../../experiments/map-quick.toml"),
-    ),
-    ("map-net", include_str!("../../experiments/map-net.toml")),
-];
+pub const PRESETS: &[(&str, &str)] =
+    shipped!("experiments/", ".toml"; "map", "map-wide", "map-quick", "map-net");
 
 /// How a cell's request waits (`wait=` of `/work`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

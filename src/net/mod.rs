@@ -241,19 +241,20 @@ pub fn rate_text(bps: u64) -> String {
     }
 }
 
+/// The number before the first of `units` that `value` ends with, and that unit's scale.
+fn with_unit<'a>(value: &'a str, units: &[(&str, f64)]) -> Option<(&'a str, f64)> {
+    units
+        .iter()
+        .find_map(|(unit, scale)| Some((value.strip_suffix(unit)?, *scale)))
+}
+
 /// `50ms`, `1.5s`, `800us`, `0`: microseconds.
 fn micros(value: &str) -> Result<u64, String> {
     let value = value.trim();
-    let (number, scale) = if let Some(n) = value.strip_suffix("us") {
-        (n, 1.0)
-    } else if let Some(n) = value.strip_suffix("ms") {
-        (n, 1e3)
-    } else if let Some(n) = value.strip_suffix('s') {
-        (n, 1e6)
-    } else if value == "0" {
-        ("0", 1.0)
-    } else {
-        return Err(format!("{value:?}: a duration like 50ms, 800us or 1s"));
+    let (number, scale) = match with_unit(value, &[("us", 1.0), ("ms", 1e3), ("s", 1e6)]) {
+        Some(found) => found,
+        None if value == "0" => ("0", 1.0),
+        None => return Err(format!("{value:?}: a duration like 50ms, 800us or 1s")),
     };
     let n: f64 = number
         .trim()
@@ -269,17 +270,8 @@ fn micros(value: &str) -> Result<u64, String> {
 fn bits_per_second(value: &str) -> Result<u64, String> {
     let value = value.trim().to_ascii_lowercase();
     let want = || format!("{value:?}: a rate like 10mbit, 512kbit or 1gbit");
-    let (number, scale) = if let Some(n) = value.strip_suffix("gbit") {
-        (n, 1e9)
-    } else if let Some(n) = value.strip_suffix("mbit") {
-        (n, 1e6)
-    } else if let Some(n) = value.strip_suffix("kbit") {
-        (n, 1e3)
-    } else if let Some(n) = value.strip_suffix("bit") {
-        (n, 1.0)
-    } else {
-        return Err(want());
-    };
+    let units = [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0)];
+    let (number, scale) = with_unit(&value, &units).ok_or_else(want)?;
     let n: f64 = number.trim().parse().map_err(|_| want())?;
     let bps = n * scale;
     if !(bps.is_finite() && (8_000.0..=100e9).contains(&bps)) {

@@ -24,34 +24,10 @@ use crate::units::{de_opt_seconds, de_seconds};
 use crate::usage;
 
 /// The presets, by name, as shipped in `experiments/`.
-pub const PRESETS: &[(&str, &str)] = &[
-    ("quick", include_str!("../../experiments/quick.toml")),
-    ("echo", include_str!("../../experiments/echo.toml")),
-    (
-        "zerohttpd",
-        include_str!("../../experiments/zerohttpd.toml"),
-    ),
-    ("modern", include_str!("../../experiments/modern.toml")),
-    ("c10k", include_str!("../../experiments/c10k.toml")),
-    ("threads", include_str!("../../experiments/threads.toml")),
-    ("io-wait", include_str!("../../experiments/io-wait.toml")),
-    ("gil", include_str!("../../experiments/gil.toml")),
-    ("puma", include_str!("../../experiments/puma.toml")),
-    ("node", include_str!("../../experiments/node.toml")),
-    ("java", include_str!("../../experiments/java.toml")),
-    ("go", include_str!("../../experiments/go.toml")),
-    ("shape", include_str!("../../experiments/shape.toml")),
-    ("apache", include_str!("../../experiments/apache.toml")),
-    ("h2", include_str!("../../experiments/h2.toml")),
-    (
-        "cpu-bound",
-        include_str!("../../experiments/cpu-bound.toml"),
-    ),
-    (
-        "slow-clients",
-        include_str!("../../experiments/slow-clients.toml"),
-    ),
-];
+pub const PRESETS: &[(&str, &str)] = shipped!("experiments/", ".toml";
+    "quick", "echo", "zerohttpd", "modern", "c10k", "threads", "io-wait", "gil", "puma", "node",
+    "java", "go", "shape", "apache", "h2", "cpu-bound", "slow-clients",
+);
 
 /// Seconds a point may measure (`duration`): a day.
 pub const MAX_DURATION_S: f64 = 86_400.0;

@@ -534,36 +534,7 @@ fn tune(config: &TuneConfig, live: &mut Live) -> anyhow::Result<TuneResults> {
     let start = config.start();
     let p99_bound_us = config.p99_bound_ms * 1000.0;
     let mut measured = Measured::default();
-    let mut results = TuneResults {
-        version: 1,
-        command: args.cmd.clone(),
-        url: args.url.clone(),
-        knobs: knobs.clone(),
-        concurrency: config.concurrency,
-        rate: args.rate,
-        plan: args.plan.clone(),
-        urls: config.workload.urls.clone(),
-        p99_bound_ms: config.p99_bound_ms,
-        duration_s: config.setup.duration,
-        machine: live.machine.clone(),
-        started: utc_timestamp(),
-        wall_s: 0.0,
-        interrupted: false,
-        pick: None,
-        passes: 0,
-        measured: Vec::new(),
-        points_measured: 0,
-        grid_points: search::grid_points(knobs),
-        profile: None,
-        rules: Vec::new(),
-        verify: None,
-        cpus: config.setup.cpus,
-        cpuset: args.search.budget.cpuset.clone(),
-        cores: budget,
-        whole_cores: cores,
-        replicas: args.replicas,
-        oversized: Vec::new(),
-    };
+    let mut results = TuneResults::new(config, &live.machine, budget, cores);
     let first = measured.level(live, &start, 1, p99_bound_us);
     if let (Some(_), Some(r)) = (&first, &live.last) {
         if let Some(failure) = r.failure.as_deref().filter(|_| !r.ok) {
@@ -614,23 +585,7 @@ fn tune(config: &TuneConfig, live: &mut Live) -> anyhow::Result<TuneResults> {
     results.pick = found;
     results.interrupted = live.options.stop.load(Ordering::SeqCst) || results.pick.is_none();
     // Each point named for its configuration (its key starts with the knobs' values).
-    let labelled: Vec<PointResult> = live
-        .store
-        .iter()
-        .map(|(key, p)| PointResult {
-            arch: spec::label(knobs, &Run::values_of_key(key)),
-            ..p.clone()
-        })
-        .collect();
-    let points: Vec<&PointResult> = labelled.iter().collect();
-    results.oversized = crate::lab::budget::oversized(&points, |p| p.arch.clone());
-    // One line a configuration and load: its repetitions say the same.
-    results
-        .oversized
-        .sort_by(|a, b| (&a.series, a.concurrency).cmp(&(&b.series, b.concurrency)));
-    results
-        .oversized
-        .dedup_by(|a, b| (&a.series, a.concurrency) == (&b.series, b.concurrency));
+    results.oversized = oversized(live, knobs);
     results.measured = measured
         .samples
         .iter()
@@ -642,6 +597,61 @@ fn tune(config: &TuneConfig, live: &mut Live) -> anyhow::Result<TuneResults> {
         })
         .collect();
     Ok(results)
+}
+
+impl TuneResults {
+    /// The results of a run not yet measured: what it was asked and where it runs.
+    fn new(config: &TuneConfig, machine: &Machine, cores: f64, whole_cores: u32) -> TuneResults {
+        let args = &config.args;
+        TuneResults {
+            version: 1,
+            command: args.cmd.clone(),
+            url: args.url.clone(),
+            knobs: config.knobs.clone(),
+            concurrency: config.concurrency,
+            rate: args.rate,
+            plan: args.plan.clone(),
+            urls: config.workload.urls.clone(),
+            p99_bound_ms: config.p99_bound_ms,
+            duration_s: config.setup.duration,
+            machine: machine.clone(),
+            started: utc_timestamp(),
+            wall_s: 0.0,
+            interrupted: false,
+            pick: None,
+            passes: 0,
+            measured: Vec::new(),
+            points_measured: 0,
+            grid_points: search::grid_points(&config.knobs),
+            profile: None,
+            rules: Vec::new(),
+            verify: None,
+            cpus: config.setup.cpus,
+            cpuset: args.search.budget.cpuset.clone(),
+            cores,
+            whole_cores,
+            replicas: args.replicas,
+            oversized: Vec::new(),
+        }
+    }
+}
+
+/// The points the budget held back, each named for its configuration (its key starts with the
+/// knobs' values), one line a configuration and load: its repetitions say the same.
+fn oversized(live: &Live, knobs: &[Knob]) -> Vec<crate::lab::budget::Oversized> {
+    let labelled: Vec<PointResult> = live
+        .store
+        .iter()
+        .map(|(key, p)| PointResult {
+            arch: spec::label(knobs, &Run::values_of_key(key)),
+            ..p.clone()
+        })
+        .collect();
+    let points: Vec<&PointResult> = labelled.iter().collect();
+    let mut oversized = crate::lab::budget::oversized(&points, |p| p.arch.clone());
+    oversized.sort_by(|a, b| (&a.series, a.concurrency).cmp(&(&b.series, b.concurrency)));
+    oversized.dedup_by(|a, b| (&a.series, a.concurrency) == (&b.series, b.concurrency));
+    oversized
 }
 
 /// `results.json`, `tune.md`, `tune.svg` and `report.html` in the run's directory, and the

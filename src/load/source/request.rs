@@ -109,24 +109,14 @@ pub const MAX_BODY_FILE_BYTES: u64 = 1 << 20;
 /// Reads a `--body @FILE` body: a regular file of at most [`MAX_BODY_FILE_BYTES`]. A device
 /// (`/dev/zero`), a pipe or a growing file never makes the generator read without bound.
 pub fn read_body_file(path: &str) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {path}: {e}"))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot read {path}: {e}"))?;
-    if !meta.is_file() {
-        return Err(format!("{path} is not a regular file"));
-    }
-    let mut body = Vec::new();
-    file.take(MAX_BODY_FILE_BYTES + 1)
-        .read_to_end(&mut body)
-        .map_err(|e| format!("cannot read {path}: {e}"))?;
-    if body.len() as u64 > MAX_BODY_FILE_BYTES {
-        return Err(format!(
-            "{path} is larger than {MAX_BODY_FILE_BYTES} bytes (1 MiB)"
-        ));
-    }
-    Ok(body)
+    use crate::os::FileRefused;
+    crate::os::read_regular_file(path.as_ref(), MAX_BODY_FILE_BYTES).map_err(|e| match e {
+        FileRefused::Io(e) => format!("cannot read {path}: {e}"),
+        FileRefused::NotRegular => format!("{path} is not a regular file"),
+        FileRefused::TooLarge => {
+            format!("{path} is larger than {MAX_BODY_FILE_BYTES} bytes (1 MiB)")
+        }
+    })
 }
 
 /// A printable line of exactly `message_len` bytes, the last one a newline.

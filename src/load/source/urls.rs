@@ -123,24 +123,15 @@ impl UrlList {
 /// Reads and parses a `--urls` file. `target`: the command line's TARGET, if given. Errors are
 /// one line (`FILE:LINE: what`), for a usage error.
 pub fn read_url_file(path: &Path, target: Option<&Target>) -> Result<UrlList, String> {
-    use std::io::Read;
+    use crate::os::FileRefused;
     let name = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| format!("--urls {name}: cannot read: {e}"))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("--urls {name}: cannot read: {e}"))?;
-    if !meta.is_file() {
-        return Err(format!("--urls {name}: not a regular file"));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_URL_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("--urls {name}: cannot read: {e}"))?;
-    if bytes.len() as u64 > MAX_URL_FILE_BYTES {
-        return Err(format!(
-            "--urls {name}: larger than {MAX_URL_FILE_BYTES} bytes (16 MiB)"
-        ));
-    }
+    let bytes = crate::os::read_regular_file(path, MAX_URL_FILE_BYTES).map_err(|e| match e {
+        FileRefused::Io(e) => format!("--urls {name}: cannot read: {e}"),
+        FileRefused::NotRegular => format!("--urls {name}: not a regular file"),
+        FileRefused::TooLarge => {
+            format!("--urls {name}: larger than {MAX_URL_FILE_BYTES} bytes (16 MiB)")
+        }
+    })?;
     let base_dir = path.parent().unwrap_or(Path::new("."));
     parse_url_list(&bytes, &name, base_dir, target)
 }

@@ -204,23 +204,25 @@ impl ThreadStats {
     /// Adds another thread's measurements into this one.
     pub fn merge(&mut self, other: &ThreadStats) {
         self.latency.merge(&other.latency);
-        match (&mut self.latency_uncorrected, &other.latency_uncorrected) {
-            (Some(mine), Some(theirs)) => mine.merge(theirs),
-            (None, Some(theirs)) => self.latency_uncorrected = Some(theirs.clone()),
-            _ => {}
-        }
-        match (&mut self.handshake, &other.handshake) {
-            (Some(mine), Some(theirs)) => mine.merge(theirs),
-            (None, Some(theirs)) => self.handshake = Some(theirs.clone()),
-            _ => {}
-        }
+        merge_optional(
+            &mut self.latency_uncorrected,
+            &other.latency_uncorrected,
+            LatencyHistogram::merge,
+        );
+        merge_optional(
+            &mut self.handshake,
+            &other.handshake,
+            LatencyHistogram::merge,
+        );
         self.handshakes_resumed += other.handshakes_resumed;
         self.cycles.merge(&other.cycles);
         self.responses_read += other.responses_read;
         self.hold.merge(&other.hold);
-        if let Some(theirs) = &other.h2 {
-            self.h2.get_or_insert_with(Default::default).merge(theirs);
-        }
+        merge_optional(
+            &mut self.h2,
+            &other.h2,
+            crate::load::stats::h2::H2Counts::merge,
+        );
         self.requests += other.requests;
         self.sent += other.sent;
         self.unanswered += other.unanswered;
@@ -251,16 +253,25 @@ impl ThreadStats {
         self.send_held_ns += other.send_held_ns;
         self.send_late_count += other.send_late_count;
         self.elapsed = self.elapsed.max(other.elapsed);
-        match (&mut self.urls, &other.urls) {
-            (Some(mine), Some(theirs)) => mine.merge(theirs),
-            (None, Some(theirs)) => self.urls = Some(theirs.clone()),
-            _ => {}
-        }
-        match (&mut self.steps, &other.steps) {
-            (Some(mine), Some(theirs)) => mine.merge(theirs),
-            (None, Some(theirs)) => self.steps = Some(theirs.clone()),
-            _ => {}
-        }
+        merge_optional(
+            &mut self.urls,
+            &other.urls,
+            crate::load::stats::urls::UrlRecorder::merge,
+        );
+        merge_optional(
+            &mut self.steps,
+            &other.steps,
+            crate::load::stats::steps::StepRecorder::merge,
+        );
+    }
+}
+
+/// Merges a part only some threads have: theirs into mine, or a copy of theirs where I have none.
+fn merge_optional<T: Clone>(mine: &mut Option<T>, theirs: &Option<T>, merge: fn(&mut T, &T)) {
+    match (mine.as_mut(), theirs) {
+        (Some(m), Some(t)) => merge(m, t),
+        (None, Some(t)) => *mine = Some(t.clone()),
+        _ => {}
     }
 }
 

@@ -24,7 +24,7 @@ pub use stats::{
 };
 
 use super::results::{PointResult, SweepResults};
-use super::spec::{Arch, LoadMode};
+use super::spec::{Arch, LoadMode, Workload};
 use recommend::{explain, ProseContext};
 use usl::fit_usl;
 
@@ -49,7 +49,6 @@ pub fn finalize(results: &mut SweepResults) {
 /// Analyses a sweep's points.
 pub fn analyze(results: &SweepResults) -> (Analysis, Recommendation) {
     let experiment = &results.experiment;
-    let bound_us = experiment.p99_bound_ms * 1000.0;
     let cores = if results.machine.pinned {
         1.0
     } else {
@@ -83,56 +82,8 @@ pub fn analyze(results: &SweepResults) -> (Analysis, Recommendation) {
     };
     let mut recommendation = Recommendation::default();
     for workload in &experiment.workloads {
-        let points: Vec<&PointResult> = results
-            .points
-            .iter()
-            .filter(|p| p.workload == workload.name)
-            .collect();
-        if points.is_empty() {
+        let Some(analysed) = analyze_workload(results, workload, cores) else {
             continue;
-        }
-        let usable: Vec<&PointResult> = points
-            .iter()
-            .copied()
-            .filter(|p| p.ok && p.rps > 0.0)
-            .collect();
-        let offered = (experiment.mode == LoadMode::Rate)
-            .then_some(experiment.rate)
-            .flatten();
-        let best = best_choice(&points, bound_us, offered);
-        let (cheapest, cheapest_within_spread) = cheapest_of(&usable);
-        let sweet_spots = sweet_spots_of(&usable);
-        let usl = usl_series_of(&usable);
-        let compute_us = median(
-            &usable
-                .iter()
-                .filter(|p| p.target == "sweetspot" && p.server_cpu_us_per_request > 0.0)
-                .map(|p| p.server_cpu_us_per_request)
-                .collect::<Vec<_>>(),
-        );
-        let goetz = goetz_pool_size(cores, 1.0, workload.wait_ms() / 1e3, compute_us / 1e6).map(
-            |pool_size| GoetzEstimate {
-                workload: workload.name.clone(),
-                cores,
-                utilization: 1.0,
-                wait_ms: workload.wait_ms(),
-                compute_us,
-                pool_size,
-                concurrency_cap: points.iter().map(|p| p.concurrency).max().unwrap_or(0),
-                measured_sweet_spot: sweet_spots
-                    .iter()
-                    .max_by(|a, b| a.best_rps.total_cmp(&b.best_rps))
-                    .map(|s| s.workers),
-            },
-        );
-        let analysed = WorkloadAnalysis {
-            workload: workload.name.clone(),
-            best,
-            cheapest,
-            cheapest_within_spread,
-            sweet_spots,
-            usl,
-            goetz,
         };
         explain(&analysed, &prose, &mut recommendation);
         analysis.workloads.push(analysed);
@@ -167,6 +118,69 @@ pub fn analyze(results: &SweepResults) -> (Analysis, Recommendation) {
         ));
     }
     (analysis, recommendation)
+}
+
+/// One workload's findings from its points (`None` without any): the best, the cheapest, the
+/// sweet spots, the USL fits and Goetz's pool on `cores`.
+fn analyze_workload(
+    results: &SweepResults,
+    workload: &Workload,
+    cores: f64,
+) -> Option<WorkloadAnalysis> {
+    let experiment = &results.experiment;
+    let bound_us = experiment.p99_bound_ms * 1000.0;
+    let points: Vec<&PointResult> = results
+        .points
+        .iter()
+        .filter(|p| p.workload == workload.name)
+        .collect();
+    if points.is_empty() {
+        return None;
+    }
+    let usable: Vec<&PointResult> = points
+        .iter()
+        .copied()
+        .filter(|p| p.ok && p.rps > 0.0)
+        .collect();
+    let offered = (experiment.mode == LoadMode::Rate)
+        .then_some(experiment.rate)
+        .flatten();
+    let best = best_choice(&points, bound_us, offered);
+    let (cheapest, cheapest_within_spread) = cheapest_of(&usable);
+    let sweet_spots = sweet_spots_of(&usable);
+    let usl = usl_series_of(&usable);
+    let compute_us = median(
+        &usable
+            .iter()
+            .filter(|p| p.target == "sweetspot" && p.server_cpu_us_per_request > 0.0)
+            .map(|p| p.server_cpu_us_per_request)
+            .collect::<Vec<_>>(),
+    );
+    let goetz =
+        goetz_pool_size(cores, 1.0, workload.wait_ms() / 1e3, compute_us / 1e6).map(|pool_size| {
+            GoetzEstimate {
+                workload: workload.name.clone(),
+                cores,
+                utilization: 1.0,
+                wait_ms: workload.wait_ms(),
+                compute_us,
+                pool_size,
+                concurrency_cap: points.iter().map(|p| p.concurrency).max().unwrap_or(0),
+                measured_sweet_spot: sweet_spots
+                    .iter()
+                    .max_by(|a, b| a.best_rps.total_cmp(&b.best_rps))
+                    .map(|s| s.workers),
+            }
+        });
+    Some(WorkloadAnalysis {
+        workload: workload.name.clone(),
+        best,
+        cheapest,
+        cheapest_within_spread,
+        sweet_spots,
+        usl,
+        goetz,
+    })
 }
 
 /// The cheapest architecture in server CPU per request (its cheapest point with few errors),

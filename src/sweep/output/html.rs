@@ -117,6 +117,40 @@ pub fn method_text(results: &SweepResults) -> Vec<String> {
             ""
         }
     ));
+    paragraphs.extend(setting_paragraphs(results));
+    let cpu = cpu_methods_text(results);
+    paragraphs.push(format!(
+        "Server CPU is the user+system time of the whole server over the measured window, {cpu}; \
+         memory is the peak of the summed resident sets. {}",
+        if results.machine.pinned {
+            "The server was pinned to CPU 0 and the load generator to CPU 1."
+        } else {
+            "Neither side was pinned: the server and the load generator shared the machine's \
+             cores, and each side's CPU is recorded so that a saturated generator is flagged."
+        }
+    ));
+    paragraphs.push(format!(
+        "Throughput is successful responses per second. The best architecture is the highest \
+         throughput whose p99 is known to meet the bound (a p99 that is only a lower bound never \
+         does) with under {errors} errors and no ~ mark (load that fell short); in a fixed-rate \
+         sweep where every candidate delivered the rate offered, the lowest p99 (then server \
+         CPU per request) instead. With repetitions, a difference inside the min..max spread is \
+         no win. The sweet spot is the fewest workers within {within} of the best throughput (or \
+         inside its spread). USL: X(N) = lambda N / (1 + sigma (N-1) + kappa N (N-1)) \
+         (Gunther), fitted by bounded nonlinear least squares from at least {levels} levels. \
+         Goetz: threads = N_cpu x U x (1 + W/C), capped by the concurrency. Little: requests in \
+         flight = throughput x mean latency.",
+        errors = percent(MAX_ERROR_RATE),
+        within = percent(WITHIN_BEST),
+        levels = MIN_LEVELS,
+    ));
+    paragraphs
+}
+
+/// The Method's paragraphs on what stood between the generator and the servers: the network
+/// path, the CPU quota, the CPUs and the memory limit, where the experiment had them.
+fn setting_paragraphs(results: &SweepResults) -> Vec<String> {
+    let mut paragraphs = Vec::new();
     if let Some(spec) = results.experiment.net_spec() {
         paragraphs.push(format!(
             "Between the load generator and every server ran a network path: {}. The clients \
@@ -162,32 +196,6 @@ pub fn method_text(results: &SweepResults) -> Vec<String> {
              took."
         ));
     }
-    let cpu = cpu_methods_text(results);
-    paragraphs.push(format!(
-        "Server CPU is the user+system time of the whole server over the measured window, {cpu}; \
-         memory is the peak of the summed resident sets. {}",
-        if results.machine.pinned {
-            "The server was pinned to CPU 0 and the load generator to CPU 1."
-        } else {
-            "Neither side was pinned: the server and the load generator shared the machine's \
-             cores, and each side's CPU is recorded so that a saturated generator is flagged."
-        }
-    ));
-    paragraphs.push(format!(
-        "Throughput is successful responses per second. The best architecture is the highest \
-         throughput whose p99 is known to meet the bound (a p99 that is only a lower bound never \
-         does) with under {errors} errors and no ~ mark (load that fell short); in a fixed-rate \
-         sweep where every candidate delivered the rate offered, the lowest p99 (then server \
-         CPU per request) instead. With repetitions, a difference inside the min..max spread is \
-         no win. The sweet spot is the fewest workers within {within} of the best throughput (or \
-         inside its spread). USL: X(N) = lambda N / (1 + sigma (N-1) + kappa N (N-1)) \
-         (Gunther), fitted by bounded nonlinear least squares from at least {levels} levels. \
-         Goetz: threads = N_cpu x U x (1 + W/C), capped by the concurrency. Little: requests in \
-         flight = throughput x mean latency.",
-        errors = percent(MAX_ERROR_RATE),
-        within = percent(WITHIN_BEST),
-        levels = MIN_LEVELS,
-    ));
     paragraphs
 }
 
