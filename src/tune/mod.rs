@@ -534,7 +534,7 @@ fn tune(config: &TuneConfig, live: &mut Live) -> anyhow::Result<TuneResults> {
     let start = config.start();
     let p99_bound_us = config.p99_bound_ms * 1000.0;
     let mut measured = Measured::default();
-    let mut results = TuneResults::new(config, &live.machine, budget, cores);
+    let mut results = TuneResults::new(config, live.machine, budget, cores);
     let first = measured.level(live, &start, 1, p99_bound_us);
     if let (Some(_), Some(r)) = (&first, &live.last) {
         if let Some(failure) = r.failure.as_deref().filter(|_| !r.ok) {
