@@ -1,7 +1,7 @@
 //! Precise waits for a tokio runtime (the async architecture's, an HTTP/2 load worker's): one
-//! timerfd for the whole runtime, armed for the earliest deadline of a heap, and one task that
-//! wakes every wait due when it fires. A server's wait
-//! stands for an I/O completion (a database answering), which has no tick, so tokio's own timer
+//! timerfd for the whole runtime, armed for the earliest deadline of a [`DueHeap`] (the heap the
+//! event loop and the network path keep too), and one task that wakes every wait due when it
+//! fires. A server's wait stands for an I/O completion (a database answering), which has no tick, so tokio's own timer
 //! (which rounds every deadline up to its next millisecond: a 10 ms wait took 10.5 to 11 ms
 //! here) will not do; a timerfd per wait did, at six system calls a wait (create, arm, register,
 //! the wakeup's read, deregister, close), 95 us of server CPU a request at 1,000 connections
@@ -14,7 +14,7 @@
 //! it, a worker out of work parks in `epoll_wait` with a timeout, arming and cancelling a kernel
 //! hrtimer every time (0.97 of each a request at one connection, where hyper arms none).
 
-use std::cmp::Ordering;
+use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 use std::future::Future;
 use std::pin::Pin;
@@ -29,28 +29,77 @@ use tokio::sync::oneshot;
 
 use crate::sys::TimerHandle;
 
-/// A wait in the heap, ordered by its deadline (then by arrival), earliest on top.
-struct Due {
-    at: Instant,
+/// Things due at instants, the earliest on top, in the order pushed among equal instants: the
+/// event loop's waits, the network path's held packets and the precise timers' waits.
+pub struct DueHeap<T> {
+    heap: BinaryHeap<Reverse<Due<T>>>,
     seq: u64,
-    wake: oneshot::Sender<()>,
 }
 
-impl PartialEq for Due {
+/// One entry, ordered by its instant, then by arrival.
+struct Due<T> {
+    at: Instant,
+    seq: u64,
+    item: T,
+}
+
+impl<T> PartialEq for Due<T> {
     fn eq(&self, other: &Self) -> bool {
         (self.at, self.seq) == (other.at, other.seq)
     }
 }
-impl Eq for Due {}
-impl PartialOrd for Due {
+impl<T> Eq for Due<T> {}
+impl<T> PartialOrd for Due<T> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl Ord for Due {
-    /// Reversed: the heap's top is the earliest.
+impl<T> Ord for Due<T> {
     fn cmp(&self, other: &Self) -> Ordering {
-        (other.at, other.seq).cmp(&(self.at, self.seq))
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+impl<T> Default for DueHeap<T> {
+    fn default() -> Self {
+        DueHeap {
+            heap: BinaryHeap::new(),
+            seq: 0,
+        }
+    }
+}
+
+impl<T> DueHeap<T> {
+    pub fn push(&mut self, at: Instant, item: T) {
+        self.seq += 1;
+        let seq = self.seq;
+        self.heap.push(Reverse(Due { at, seq, item }));
+    }
+
+    /// When the earliest is due.
+    pub fn next_at(&self) -> Option<Instant> {
+        self.heap.peek().map(|Reverse(d)| d.at)
+    }
+
+    /// The earliest, with when it was due, if it is due by `now`.
+    pub fn pop_due(&mut self, now: Instant) -> Option<(Instant, T)> {
+        if self.next_at()? > now {
+            return None;
+        }
+        self.heap.pop().map(|Reverse(d)| (d.at, d.item))
+    }
+
+    pub fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+
+    /// Keeps only what `keep` says.
+    pub fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
+        self.heap.retain(|Reverse(d)| keep(&d.item));
     }
 }
 
@@ -59,8 +108,7 @@ const SWEEP_FLOOR: usize = 1024;
 
 #[derive(Default)]
 struct Heap {
-    due: BinaryHeap<Due>,
-    seq: u64,
+    due: DueHeap<oneshot::Sender<()>>,
     /// The deadline the timerfd is armed for, if any.
     armed: Option<Instant>,
     /// At this many waits, the abandoned ones (dropped before their deadline: a connection
@@ -93,12 +141,10 @@ impl PreciseTimers {
         let (wake, woken) = oneshot::channel();
         let mut heap = self.heap.lock().unwrap_or_else(|p| p.into_inner());
         if heap.due.len() >= heap.sweep_at.max(SWEEP_FLOOR) {
-            heap.due.retain(|d| !d.wake.is_closed());
+            heap.due.retain(|wake| !wake.is_closed());
             heap.sweep_at = 2 * heap.due.len();
         }
-        heap.seq += 1;
-        let seq = heap.seq;
-        heap.due.push(Due { at, seq, wake });
+        heap.due.push(at, wake);
         if heap.armed.is_none_or(|armed| at < armed) {
             self.arm(&mut heap, at);
         }
@@ -134,11 +180,11 @@ impl PreciseTimers {
             let mut due = Vec::new();
             {
                 let mut heap = self.heap.lock().unwrap_or_else(|p| p.into_inner());
-                while heap.due.peek().is_some_and(|d| d.at <= now) {
-                    due.push(heap.due.pop().expect("peeked").wake);
+                while let Some((_, wake)) = heap.due.pop_due(now) {
+                    due.push(wake);
                 }
                 heap.armed = None;
-                if let Some(next) = heap.due.peek().map(|d| d.at) {
+                if let Some(next) = heap.due.next_at() {
                     self.arm(&mut heap, next);
                 }
             }

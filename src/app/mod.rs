@@ -70,6 +70,18 @@ pub struct App {
     draws: Arc<crate::sys::SharedCounter>,
 }
 
+/// Query parameter `name` of `path`'s request as a number in `0..=max`; a 400 that says so
+/// when it is missing or out of range.
+fn bounded(req: &Request, path: &str, name: &str, max: u64) -> Result<u64, Route> {
+    match req.query_param(name).and_then(|n| n.parse::<u64>().ok()) {
+        Some(n) if n <= max => Ok(n),
+        _ => Err(Route::Ready(Response::text(
+            400,
+            format!("{path} needs {name} in 0..={max}\n"),
+        ))),
+    }
+}
+
 impl App {
     /// An app serving static files from `root` (must be a directory) and the guestbook from
     /// `store`.
@@ -111,22 +123,15 @@ impl App {
             (Method::Get | Method::Head, "/hello") => {
                 Route::Ready(Response::text(200, "Hello, World!"))
             }
-            (Method::Get | Method::Head, "/fib") => {
-                match req.query_param("n").and_then(|n| n.parse::<u32>().ok()) {
-                    Some(n) if n <= MAX_FIB => Route::Fib(n),
-                    _ => Route::Ready(Response::text(
-                        400,
-                        format!("/fib needs n in 0..={MAX_FIB}\n"),
-                    )),
-                }
-            }
+            (Method::Get | Method::Head, "/fib") => match bounded(req, "/fib", "n", MAX_FIB.into())
+            {
+                Ok(n) => Route::Fib(n as u32),
+                Err(refused) => refused,
+            },
             (Method::Get | Method::Head, "/sleep") => {
-                match req.query_param("ms").and_then(|n| n.parse::<u64>().ok()) {
-                    Some(ms) if ms <= MAX_SLEEP_MS => Route::Sleep(ms),
-                    _ => Route::Ready(Response::text(
-                        400,
-                        format!("/sleep needs ms in 0..={MAX_SLEEP_MS}\n"),
-                    )),
+                match bounded(req, "/sleep", "ms", MAX_SLEEP_MS) {
+                    Ok(ms) => Route::Sleep(ms),
+                    Err(refused) => refused,
                 }
             }
             (Method::Get | Method::Head, "/work") => {

@@ -6,8 +6,7 @@
 //! replies come back through its eventfd. Requests are answered by [`pipeline::answer`], in
 //! order; running out of file descriptors pauses accepting for a moment and is logged.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use crate::timers::DueHeap;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -87,27 +86,9 @@ impl Conn {
 
 /// A wait of the loop: when it is due, what is left of its route starts.
 struct Timer {
-    due: Instant,
     token: usize,
     generation: u64,
     then: Route,
-}
-
-impl PartialEq for Timer {
-    fn eq(&self, other: &Self) -> bool {
-        self.due == other.due
-    }
-}
-impl Eq for Timer {}
-impl PartialOrd for Timer {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Timer {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.due.cmp(&other.due)
-    }
 }
 
 /// The guestbook backend of the loop.
@@ -130,7 +111,7 @@ struct EventLoop<P: Poller> {
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     next_generation: u64,
-    timers: BinaryHeap<Reverse<Timer>>,
+    timers: DueHeap<Timer>,
     store: LoopStore,
     last_idle_sweep: Instant,
     /// Set when a stop is first seen: connections still open then are dropped.
@@ -189,7 +170,7 @@ pub fn run_with<P: Poller>(
         conns: Vec::new(),
         free: Vec::new(),
         next_generation: 0,
-        timers: BinaryHeap::new(),
+        timers: DueHeap::default(),
         store,
         last_idle_sweep: Instant::now(),
         drain_deadline: None,
@@ -264,8 +245,8 @@ impl<P: Poller> EventLoop<P> {
                 }
             }
             let mut timeout = TICK;
-            if let Some(Reverse(t)) = self.timers.peek() {
-                timeout = timeout.min(t.due.saturating_duration_since(now));
+            if let Some(due) = self.timers.next_at() {
+                timeout = timeout.min(due.saturating_duration_since(now));
             }
             events.clear();
             self.poller.wait(&mut events, timeout)?;
@@ -474,12 +455,14 @@ impl<P: Poller> EventLoop<P> {
                 self.start(token, generation, Route::Work(w.after_wait()))
             }
             Route::Sleep(_) | Route::Work(_) if !route.wait().is_zero() => {
-                self.timers.push(Reverse(Timer {
-                    due: Instant::now() + route.wait(),
-                    token,
-                    generation,
-                    then: App::after_wait(route),
-                }));
+                self.timers.push(
+                    Instant::now() + route.wait(),
+                    Timer {
+                        token,
+                        generation,
+                        then: App::after_wait(route),
+                    },
+                );
                 None
             }
             Route::Sleep(ms) => Some(App::sleep_done(ms)),
@@ -626,11 +609,7 @@ impl<P: Poller> EventLoop<P> {
             return;
         }
         let now = Instant::now();
-        while let Some(Reverse(t)) = self.timers.peek() {
-            if t.due > now {
-                break;
-            }
-            let Reverse(t) = self.timers.pop().expect("peeked");
+        while let Some((_, t)) = self.timers.pop_due(now) {
             let live = self.conns[t.token]
                 .as_ref()
                 .is_some_and(|c| c.generation == t.generation);

@@ -473,9 +473,14 @@ mod tests {
 
     #[test]
     fn utc_formatting_matches_known_dates() {
-        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(format_utc(1_700_000_000), "2023-11-14T22:13:20Z");
+        crate::render::units::tests::writes(
+            format_utc,
+            &[
+                (0, "1970-01-01T00:00:00Z"),
+                (951_782_400, "2000-02-29T00:00:00Z"),
+                (1_700_000_000, "2023-11-14T22:13:20Z"),
+            ],
+        );
     }
 
     #[test]

@@ -460,12 +460,7 @@ fn cost_sentence(won: &[(&CellResult, &Outcome)]) -> Option<String> {
             _ => None,
         })
         .collect();
-    (!decided.is_empty()).then(|| {
-        format!(
-            "Where throughput tied, the cost decided: {}.",
-            decided.join(", ")
-        )
-    })
+    listed("Where throughput tied, the cost decided", &decided)
 }
 
 /// What blocking waits need.
@@ -475,12 +470,15 @@ fn blocking_sentence(won: &[(&CellResult, &Outcome)]) -> Option<String> {
         .filter(|(c, _)| c.cell.wait == WaitMode::Blocking && c.cell.wait_ms > 0.0)
         .map(|(c, o)| format!("{} at {}", o.winner.expect("won").label(), c.cell.key))
         .collect();
-    (!blocking.is_empty()).then(|| {
-        format!(
-            "With blocking waits the winners hold a thread or process per waiting request: {}.",
-            blocking.join(", ")
-        )
-    })
+    listed(
+        "With blocking waits the winners hold a thread or process per waiting request",
+        &blocking,
+    )
+}
+
+/// `lead: a, b, c.`, or nothing with nothing to list.
+fn listed(lead: &str, items: &[String]) -> Option<String> {
+    (!items.is_empty()).then(|| format!("{lead}: {}.", items.join(", ")))
 }
 
 /// Where event loops win outright, and by how much.

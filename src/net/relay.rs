@@ -10,7 +10,7 @@
 //! Memory is bounded: at most [`QUEUE_BYTES`] wait in each direction (the path's own queues
 //! are smaller), and a packet past that is dropped as the relay's, not the path's.
 
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::io;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -22,6 +22,7 @@ use hdrhistogram::Histogram;
 use rand::{RngExt, SeedableRng};
 
 use super::packet::{self, Field, FlowState, Link, RateQueue};
+use crate::timers::DueHeap;
 
 /// Bytes held in one direction at most.
 pub const QUEUE_BYTES: usize = 64 << 20;
@@ -149,31 +150,6 @@ pub struct Ends {
     pub server: Ipv4Addr,
 }
 
-/// A packet held on the path, ordered by when it leaves (then by arrival).
-struct Held {
-    out: Instant,
-    seq: u64,
-    bytes: Vec<u8>,
-}
-
-impl PartialEq for Held {
-    fn eq(&self, other: &Self) -> bool {
-        (self.out, self.seq) == (other.out, other.seq)
-    }
-}
-impl Eq for Held {}
-impl PartialOrd for Held {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Held {
-    /// Reversed: the heap's top is the earliest.
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (other.out, other.seq).cmp(&(self.out, self.seq))
-    }
-}
-
 /// One direction: the shared bottleneck (if any), each client's link, the loss, what it holds
 /// and each connection's state (by the client's port), and the lateness it has not yet added
 /// to the counts.
@@ -181,7 +157,8 @@ struct Direction {
     bottleneck: Option<RateQueue>,
     link: Link,
     loss: f64,
-    held: BinaryHeap<Held>,
+    /// The packets held, by when they leave (then by arrival).
+    held: DueHeap<Vec<u8>>,
     held_bytes: usize,
     flows: HashMap<u16, FlowState>,
     /// From the client (toward the server): the client's port is the source port.
@@ -194,7 +171,6 @@ impl Direction {
         &mut self,
         mut bytes: Vec<u8>,
         now: Instant,
-        seq: u64,
         ends: Ends,
         rng: &mut impl RngExt,
         counts: &Counts,
@@ -255,7 +231,7 @@ impl Direction {
         let out = self.link.delayed(flow, through, rng.random::<f64>());
         flow.bytes += len as u64;
         self.held_bytes += len;
-        self.held.push(Held { out, seq, bytes });
+        self.held.push(out, bytes);
     }
 
     /// Adds what this direction measured since the last time to the shared counts: its
@@ -279,12 +255,11 @@ impl Direction {
     /// room for counts as overflowed.
     fn release(&mut self, now: Instant, to: &OwnedFd, counts: &Counts) -> io::Result<()> {
         use nix::errno::Errno;
-        while self.held.peek().is_some_and(|h| h.out <= now) {
-            let h = self.held.pop().expect("peeked");
-            self.held_bytes -= h.bytes.len();
-            match nix::unistd::write(to, &h.bytes) {
+        while let Some((out, bytes)) = self.held.pop_due(now) {
+            self.held_bytes -= bytes.len();
+            match nix::unistd::write(to, &bytes) {
                 Ok(_) => counts.wrote(
-                    Instant::now().saturating_duration_since(h.out),
+                    Instant::now().saturating_duration_since(out),
                     &mut self.late_us,
                 ),
                 Err(Errno::EAGAIN | Errno::ENOBUFS | Errno::ENOMEM) => {
@@ -298,7 +273,7 @@ impl Direction {
     }
 
     fn next_out(&self) -> Option<Instant> {
-        self.held.peek().map(|h| h.out)
+        self.held.next_at()
     }
 }
 
@@ -342,14 +317,13 @@ pub fn run(
             .map(|(bps, queue)| RateQueue::new(bps, queue)),
         link: way.link,
         loss: way.loss,
-        held: BinaryHeap::new(),
+        held: DueHeap::default(),
         held_bytes: 0,
         flows: HashMap::new(),
         toward_server: way.toward_server,
         late_us: late_histogram(),
     };
     let mut buf = vec![0u8; PACKET_MAX];
-    let mut seq = 0u64;
     let mut cpu_counted = thread_cpu_ns();
     let mut cpu_read = Instant::now();
     let way_index = usize::from(!way.toward_server);
@@ -382,8 +356,7 @@ pub fn run(
             match nix::unistd::read(from.as_raw_fd(), &mut buf) {
                 Ok(0) => break,
                 Ok(n) => {
-                    seq += 1;
-                    dir.take(buf[..n].to_vec(), now, seq, ends, &mut rng, &counts);
+                    dir.take(buf[..n].to_vec(), now, ends, &mut rng, &counts);
                 }
                 Err(nix::errno::Errno::EAGAIN) => break,
                 Err(nix::errno::Errno::EINTR) => continue,

@@ -78,7 +78,7 @@ pub fn cpu_list_text(cpus: &[usize]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -88,36 +88,54 @@ mod tests {
         assert_eq!(cpu_list_text(&[]), "");
     }
 
+    /// `f` writes each value as its case says.
+    pub fn writes<T: Copy + std::fmt::Debug>(f: fn(T) -> String, cases: &[(T, &str)]) {
+        for &(value, text) in cases {
+            assert_eq!(f(value), text, "{value:?}");
+        }
+    }
+
     #[test]
     fn wall_times() {
-        assert_eq!(wall_time(44.6), "45s");
-        assert_eq!(wall_time(185.0), "3m 05s");
-        assert_eq!(wall_time(3720.0), "1h 02m");
+        writes(
+            wall_time,
+            &[(44.6, "45s"), (185.0, "3m 05s"), (3720.0, "1h 02m")],
+        );
     }
 
     #[test]
     fn thousands_separators() {
-        assert_eq!(thousands(0.0), "0");
-        assert_eq!(thousands(999.0), "999");
-        assert_eq!(thousands(2100.4), "2,100");
-        assert_eq!(thousands(1234567.0), "1,234,567");
-        assert_eq!(thousands(9.46), "9.5");
-        assert_eq!(thousands(-1500.0), "-1,500");
+        writes(
+            thousands,
+            &[
+                (0.0, "0"),
+                (999.0, "999"),
+                (2100.4, "2,100"),
+                (1234567.0, "1,234,567"),
+                (9.46, "9.5"),
+                (-1500.0, "-1,500"),
+            ],
+        );
     }
 
     #[test]
     fn durations_pick_units() {
-        assert_eq!(duration_us(850.0), "850 us");
-        assert_eq!(duration_us(12_345.0), "12.3 ms");
-        assert_eq!(duration_us(2_500_000.0), "2.50 s");
-        assert_eq!(duration_us(0.0), "-");
+        writes(
+            duration_us,
+            &[
+                (850.0, "850 us"),
+                (12_345.0, "12.3 ms"),
+                (2_500_000.0, "2.50 s"),
+                (0.0, "-"),
+            ],
+        );
     }
 
     #[test]
     fn percentages_drop_needless_digits() {
-        assert_eq!(percent(0.05), "5%");
-        assert_eq!(percent(0.01), "1%");
-        assert_eq!(percent(0.005), "0.5%");
-        assert_eq!(percent(0.8), "80%");
+        writes(
+            percent,
+            &[(0.05, "5%"), (0.01, "1%"), (0.005, "0.5%"), (0.8, "80%")],
+        );
     }
 }

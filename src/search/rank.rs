@@ -254,6 +254,12 @@ pub fn rank_with(levels: &[Level], p99_tolerance: Tolerance) -> Option<Ranking> 
 mod tests {
     use super::*;
 
+    /// The winner and what decided, under `tolerance`.
+    fn decided(levels: &[Level], tolerance: Tolerance) -> (usize, Option<Figure>) {
+        let r = rank_with(levels, tolerance).unwrap();
+        (r.winner, r.decided_by)
+    }
+
     fn level(rps: f64, p99_ms: f64, cpu_us: f64, rss_mb: f64) -> Level {
         Level {
             rps: (rps, rps, rps),
@@ -340,14 +346,11 @@ mod tests {
             level(1962.0, 40.0, 1014.0, 16.8),
             level(1883.0, 51.3, 1022.0, 8.0),
         ];
-        let r = rank_with(&levels, Tolerance::of(P99_TOLERANCE)).unwrap();
-        assert_eq!((r.winner, r.decided_by), (0, Some(Figure::P99)));
-        let r = rank_with(&levels, Tolerance::of(P99_TOLERANCE_SATURATED)).unwrap();
-        assert_eq!((r.winner, r.decided_by), (1, Some(Figure::Memory)));
+        assert_eq!(decided(&levels, Tolerance::of(P99_TOLERANCE)), (0, Some(Figure::P99)));
+        assert_eq!(decided(&levels, Tolerance::of(P99_TOLERANCE_SATURATED)), (1, Some(Figure::Memory)));
         // 60% apart is still told apart.
         let far = [levels[0], level(1883.0, 64.0, 1022.0, 8.0)];
-        let r = rank_with(&far, Tolerance::of(P99_TOLERANCE_SATURATED)).unwrap();
-        assert_eq!((r.winner, r.decided_by), (0, Some(Figure::P99)));
+        assert_eq!(decided(&far, Tolerance::of(P99_TOLERANCE_SATURATED)), (0, Some(Figure::P99)));
     }
 
     #[test]
@@ -358,18 +361,15 @@ mod tests {
             level(920.0, 1.375, 1090.0, 2.0),
             level(915.0, 1.135, 1150.0, 3.0),
         ];
-        let r = rank_with(&levels, Tolerance::of(P99_TOLERANCE)).unwrap();
-        assert_eq!((r.winner, r.decided_by), (1, Some(Figure::P99)));
+        assert_eq!(decided(&levels, Tolerance::of(P99_TOLERANCE)), (1, Some(Figure::P99)));
         let jitter = Tolerance {
             fraction: P99_TOLERANCE,
             floor: 300.0,
         };
-        let r = rank_with(&levels, jitter).unwrap();
-        assert_eq!((r.winner, r.decided_by), (0, Some(Figure::Memory)));
+        assert_eq!(decided(&levels, jitter), (0, Some(Figure::Memory)));
         // The floor does not reach 0.3 ms past the lowest.
         let far = [level(920.0, 1.436, 1090.0, 2.0), levels[1]];
-        let r = rank_with(&far, jitter).unwrap();
-        assert_eq!((r.winner, r.decided_by), (1, Some(Figure::P99)));
+        assert_eq!(decided(&far, jitter), (1, Some(Figure::P99)));
         assert!(jitter.allows(1435.0, 1135.0) && !jitter.allows(1436.0, 1135.0));
     }
 

@@ -867,24 +867,40 @@ fn rules(
 mod tests {
     use super::*;
 
+    /// One knob, `procs` over `range`.
+    fn procs(range: &str) -> Vec<Knob> {
+        spec::knobs_of(
+            "srv {knob:procs} {port}",
+            None,
+            None,
+            &[format!("procs={range}")],
+        )
+        .unwrap()
+    }
+
+    /// A sample of `rps`, a p99 of 1 ms, 100 us of CPU a request, one thread and process.
+    fn flat_sample(rps: f64) -> Sample {
+        Sample {
+            rps,
+            p99_us: 1000.0,
+            p50_us: 0.0,
+            p99_lower_bound: false,
+            ok: true,
+            cpu_us: 100.0,
+            rss_kb: 1000,
+            threads: 1,
+            processes: 1,
+            limit: None,
+        }
+    }
+
     /// Throughput by configuration, every run the same.
     struct Flat(fn(u32) -> f64);
 
     impl Measure<Run> for Flat {
         fn measure(&mut self, run: &Run) -> Option<Sample> {
             let values = &run.values[..];
-            Some(Sample {
-                rps: (self.0)(values[0]),
-                p99_us: 1000.0,
-                p50_us: 0.0,
-                p99_lower_bound: false,
-                ok: true,
-                cpu_us: 100.0,
-                rss_kb: 1000,
-                threads: 1,
-                processes: 1,
-                limit: None,
-            })
+            Some(flat_sample((self.0)(values[0])))
         }
     }
 
@@ -896,13 +912,7 @@ mod tests {
         m: &mut dyn Measure<Run>,
         searched: &[u32],
     ) -> (search::Found, Measured, Vec<RuleResult>) {
-        let knobs = spec::knobs_of(
-            "srv {knob:procs} {port}",
-            None,
-            None,
-            &["procs=1..8".into()],
-        )
-        .unwrap();
+        let knobs = procs("1..8");
         let mut measured = Measured::default();
         for &procs in searched {
             measured.level(m, &[procs], 1, 1e6).unwrap();
@@ -982,16 +992,8 @@ mod tests {
             fn measure(&mut self, run: &Run) -> Option<Sample> {
                 let values = &run.values[..];
                 Some(Sample {
-                    rps: 500.0,
-                    p99_us: 1000.0,
-                    p50_us: 0.0,
                     p99_lower_bound: values[0] == 5,
-                    ok: true,
-                    cpu_us: 100.0,
-                    rss_kb: 1000,
-                    threads: 1,
-                    processes: 1,
-                    limit: None,
+                    ..flat_sample(500.0)
                 })
             }
         }
@@ -1023,13 +1025,7 @@ mod tests {
             ]
         );
         // Clamped to the ranges; one knob takes Goetz whole.
-        let one = spec::knobs_of(
-            "srv {knob:procs} {port}",
-            None,
-            None,
-            &["procs=1..4".into()],
-        )
-        .unwrap();
+        let one = procs("1..4");
         assert_eq!(
             rule_configs(&one, &[2], None, Some(9), 2),
             [

@@ -745,14 +745,20 @@ mod tests {
         preflight_to(&insecure, "127.0.0.1", port).unwrap();
     }
 
+    /// Why the preflight to a server of `pki`, trusting its CA (saved as `file`), refused it
+    /// as `host`.
+    fn refusal(pki: &Pki, file: &str, host: &str) -> String {
+        let (port, _) = serve(pki, b"ok".to_vec(), 1);
+        let config = trusting(pki, file);
+        let e = preflight_to(&config, host, port).unwrap_err();
+        format!("{e:#}")
+    }
+
     #[test]
     fn preflight_names_a_certificate_for_another_host() {
         let pki = ca_signed_for(&["localhost"]);
-        let (port, _) = serve(&pki, b"ok".to_vec(), 1);
-        let config = trusting(&pki, "name.pem");
-        let e = preflight_to(&config, "127.0.0.1", port).unwrap_err();
         assert_eq!(
-            format!("{e:#}"),
+            refusal(&pki, "name.pem", "127.0.0.1"),
             "TLS: certificate is not valid for 127.0.0.1 (NotValidForName; it names localhost); target a name it has, or use --insecure"
         );
     }
@@ -763,11 +769,8 @@ mod tests {
             params.not_before = rcgen::date_time_ymd(2000, 1, 1);
             params.not_after = rcgen::date_time_ymd(2001, 1, 1);
         });
-        let (port, _) = serve(&pki, b"ok".to_vec(), 1);
-        let config = trusting(&pki, "expired.pem");
-        let e = preflight_to(&config, "localhost", port).unwrap_err();
         assert_eq!(
-            format!("{e:#}"),
+            refusal(&pki, "expired.pem", "localhost"),
             "TLS: certificate for localhost has expired (Expired); use --insecure to accept it"
         );
     }

@@ -434,15 +434,15 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
 /// The HTTP/2 figures of a run.
 fn h2_report(config: &LoadConfig, merged: &ThreadStats, counts: &H2Counts) -> H2Report {
     let latency_total_us = merged.latency.mean() * merged.latency.len() as f64;
-    let waited_us = counts.stream_wait.as_secs_f64() * 1e6;
+    let waited_us = counts.stream_waits.total.as_secs_f64() * 1e6;
     H2Report {
         protocol: if config.target.is_tls() { "h2" } else { "h2c" }.to_string(),
         streams: config.streams,
         connections_opened: counts.connections,
         server_max_streams: counts.server_max_streams,
-        stream_waits: counts.stream_waits,
-        stream_wait_mean_us: counts.stream_wait_mean_us(),
-        stream_wait_max_us: counts.stream_wait_max.as_secs_f64() * 1e6,
+        stream_waits: counts.stream_waits.count,
+        stream_wait_mean_us: counts.stream_waits.mean_us(),
+        stream_wait_max_us: counts.stream_waits.max.as_secs_f64() * 1e6,
         stream_wait_share: if latency_total_us > 0.0 {
             (waited_us / latency_total_us).min(1.0)
         } else {

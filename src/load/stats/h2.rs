@@ -5,19 +5,19 @@
 
 use std::time::Duration;
 
+use super::accumulator::Hold;
+
 /// One thread's (or, merged, one run's) HTTP/2 counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct H2Counts {
     /// HTTP/2 connections opened (a reconnect after a GOAWAY is another).
     pub connections: u64,
     /// The lowest `MAX_CONCURRENT_STREAMS` a server announced on a connection (`None`: no
     /// connection heard one, or every one left it unlimited).
     pub server_max_streams: Option<u64>,
-    /// Requests that waited for a stream because the server's cap was full.
-    pub stream_waits: u64,
-    /// Their waits, summed, and the longest.
-    pub stream_wait: Duration,
-    pub stream_wait_max: Duration,
+    /// Requests that waited for a stream because the server's cap was full: how many, their
+    /// waits summed, and the longest.
+    pub stream_waits: Hold,
     /// Connections the server ended with GOAWAY.
     pub goaways: u64,
     /// Requests whose stream the server reset (RST_STREAM), counted as read errors too.
@@ -27,9 +27,7 @@ pub struct H2Counts {
 impl H2Counts {
     /// One wait for a stream under the server's cap.
     pub fn waited(&mut self, wait: Duration) {
-        self.stream_waits += 1;
-        self.stream_wait += wait;
-        self.stream_wait_max = self.stream_wait_max.max(wait);
+        self.stream_waits.record(wait);
     }
 
     /// A connection's server announced `max` concurrent streams (`usize::MAX`: no limit).
@@ -45,20 +43,9 @@ impl H2Counts {
         if let Some(max) = other.server_max_streams {
             self.server_cap(max as usize);
         }
-        self.stream_waits += other.stream_waits;
-        self.stream_wait += other.stream_wait;
-        self.stream_wait_max = self.stream_wait_max.max(other.stream_wait_max);
+        self.stream_waits.merge(&other.stream_waits);
         self.goaways += other.goaways;
         self.resets += other.resets;
-    }
-
-    /// The mean wait for a stream, µs (0 without one).
-    pub fn stream_wait_mean_us(&self) -> f64 {
-        if self.stream_waits == 0 {
-            0.0
-        } else {
-            self.stream_wait.as_secs_f64() * 1e6 / self.stream_waits as f64
-        }
     }
 }
 
@@ -87,10 +74,10 @@ mod tests {
         a.merge(&b);
         assert_eq!(a.connections, 2);
         assert_eq!(a.server_max_streams, Some(5));
-        assert_eq!(a.stream_waits, 3);
-        assert_eq!(a.stream_wait_max, Duration::from_micros(500));
-        assert_eq!(a.stream_wait_mean_us(), 300.0);
+        assert_eq!(a.stream_waits.count, 3);
+        assert_eq!(a.stream_waits.max, Duration::from_micros(500));
+        assert_eq!(a.stream_waits.mean_us(), 300.0);
         assert_eq!((a.goaways, a.resets), (1, 3));
-        assert_eq!(H2Counts::default().stream_wait_mean_us(), 0.0);
+        assert_eq!(H2Counts::default().stream_waits.mean_us(), 0.0);
     }
 }

@@ -424,22 +424,16 @@ mod tests {
             r.urls.iter().map(|u| u.unsent).collect::<Vec<_>>(),
             vec![2, 3, 2]
         );
-        assert_eq!(
-            r.urls[1].censored,
+        // Each line's are due every 30 µs.
+        let unsent = |oldest_us, count| {
             vec![Censored::Unsent {
-                oldest_us: 100,
+                oldest_us,
                 step_us: 30.0,
-                count: 3
+                count,
             }]
-        );
-        assert_eq!(
-            r.urls[0].censored,
-            vec![Censored::Unsent {
-                oldest_us: 80,
-                step_us: 30.0,
-                count: 2
-            }]
-        );
+        };
+        assert_eq!(r.urls[1].censored, unsent(100, 3));
+        assert_eq!(r.urls[0].censored, unsent(80, 2));
     }
 
     #[test]

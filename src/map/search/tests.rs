@@ -386,63 +386,68 @@ fn a_pool_over_the_default_is_recommended_only_where_long_runs_say_so() {
     let mut c = cell(&[Arch::Uring, Arch::Epoll], 64);
     c.rules.clear();
     c.cpu_us = 500.0;
-    // Short runs put uring/3 8% over the default uring/2, with 18% more memory; 3 s runs
-    // put them 3% apart with 25.1% more: the memory decides, for the default.
-    let mut m = Pools(Vec::new(), |w, long| match w {
-        2 => (1000.0, 18_700),
-        _ if long => (1030.0, 23_400),
-        _ => (1080.0, 18_700 + 3_400 * u64::from(w - 2)),
-    });
-    let out = search(&c, &mut m).unwrap();
-    assert_eq!(
-        out.winner.map(|w| w.label()).as_deref(),
-        Some("uring/2"),
-        "{out:?}"
-    );
-    assert_eq!(m.long(), ["uring/2", "uring/3"]);
-    // Long runs put uring/3 6% over the default, at 5% more memory: a lead inside the
-    // 2% a further run could take, and nothing cheaper: the default again.
-    let mut m = Pools(Vec::new(), |w, long| match w {
-        2 => (1000.0, 18_700),
-        _ if long => (1060.0, 19_600),
-        _ => (1080.0, 19_600),
-    });
-    let out = search(&c, &mut m).unwrap();
-    assert_eq!(
-        out.winner.map(|w| w.label()).as_deref(),
-        Some("uring/2"),
-        "{out:?}"
-    );
-    // Long runs put uring/3 8% over it, but the default's two runs are 4% apart: a lead
-    // its spread could close. The default.
-    let mut m = Pools(Vec::new(), |w, long| match w {
-        2 if long => (
-            1000.0 + 40.0 * f64::from(PROBES.fetch_add(1, Relaxed) % 2),
-            18_700,
+    // Each case: the pools' curve, the winner, and the pools run long (when it says).
+    let cases: [(fn(u32, bool) -> (f64, u64), &str, &[&str]); 4] = [
+        // Short runs put uring/3 8% over the default uring/2, with 18% more memory; 3 s runs
+        // put them 3% apart with 25.1% more: the memory decides, for the default.
+        (
+            |w, long| match w {
+                2 => (1000.0, 18_700),
+                _ if long => (1030.0, 23_400),
+                _ => (1080.0, 18_700 + 3_400 * u64::from(w - 2)),
+            },
+            "uring/2",
+            &["uring/2", "uring/3"],
         ),
-        2 => (1000.0, 18_700),
-        _ if long => (1100.0, 19_600),
-        _ => (1080.0, 19_600),
-    });
-    let out = search(&c, &mut m).unwrap();
-    assert_eq!(
-        out.winner.map(|w| w.label()).as_deref(),
-        Some("uring/2"),
-        "{out:?}"
-    );
-    // Long runs put uring/3 10% over it, every run alike: uring/3.
-    let mut m = Pools(Vec::new(), |w, long| match w {
-        2 => (1000.0, 18_700),
-        _ if long => (1100.0, 19_600),
-        _ => (1080.0, 19_600),
-    });
-    let out = search(&c, &mut m).unwrap();
-    assert_eq!(
-        out.winner.map(|w| w.label()).as_deref(),
-        Some("uring/3"),
-        "{out:?}"
-    );
-    assert_eq!(m.long(), ["uring/2", "uring/3"]);
+        // Long runs put uring/3 6% over the default, at 5% more memory: a lead inside the
+        // 2% a further run could take, and nothing cheaper: the default again.
+        (
+            |w, long| match w {
+                2 => (1000.0, 18_700),
+                _ if long => (1060.0, 19_600),
+                _ => (1080.0, 19_600),
+            },
+            "uring/2",
+            &[],
+        ),
+        // Long runs put uring/3 8% over it, but the default's two runs are 4% apart: a lead
+        // its spread could close. The default.
+        (
+            |w, long| match w {
+                2 if long => (
+                    1000.0 + 40.0 * f64::from(PROBES.fetch_add(1, Relaxed) % 2),
+                    18_700,
+                ),
+                2 => (1000.0, 18_700),
+                _ if long => (1100.0, 19_600),
+                _ => (1080.0, 19_600),
+            },
+            "uring/2",
+            &[],
+        ),
+        // Long runs put uring/3 10% over it, every run alike: uring/3.
+        (
+            |w, long| match w {
+                2 => (1000.0, 18_700),
+                _ if long => (1100.0, 19_600),
+                _ => (1080.0, 19_600),
+            },
+            "uring/3",
+            &["uring/2", "uring/3"],
+        ),
+    ];
+    for (curve, winner, long) in cases {
+        let mut m = Pools(Vec::new(), curve);
+        let out = search(&c, &mut m).unwrap();
+        assert_eq!(
+            out.winner.map(|w| w.label()).as_deref(),
+            Some(winner),
+            "{out:?}"
+        );
+        if !long.is_empty() {
+            assert_eq!(m.long(), long);
+        }
+    }
     // A default whose own bound cannot tie the winner is not asked: with blocking waits of
     // 10 ms, uring/2's two threads serve at most 182/s.
     let mut blocking = cell(&[Arch::Uring, Arch::Epoll], 64);

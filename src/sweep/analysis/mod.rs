@@ -570,15 +570,20 @@ pub(crate) mod tests {
         ));
     }
 
+    /// prethreaded at `concurrency` connections: (workers, req/s) a point.
+    fn prethreaded(concurrency: u32, pools: [(u32, f64); 3]) -> [PointResult; 3] {
+        pools.map(|(workers, rps)| point("prethreaded", Some(workers), concurrency, rps))
+    }
+
+    fn spots(points: &[PointResult]) -> Vec<findings::SweetSpot> {
+        sweet_spots_of(&points.iter().collect::<Vec<_>>())
+    }
+
     #[test]
     fn sweet_spots_use_the_spread() {
-        let mut points = [
-            point("prethreaded", Some(1), 8, 100.0),
-            point("prethreaded", Some(2), 8, 180.0),
-            point("prethreaded", Some(4), 8, 200.0),
-        ];
+        let mut points = prethreaded(8, [(1, 100.0), (2, 180.0), (4, 200.0)]);
         assert_eq!(
-            sweet_spots_of(&points.iter().collect::<Vec<_>>())[0].workers,
+            spots(&points)[0].workers,
             4
         );
         points[1].spread = Spread {
@@ -593,30 +598,26 @@ pub(crate) mod tests {
             rps_max: 210.0,
             ..Default::default()
         };
-        let spots = sweet_spots_of(&points.iter().collect::<Vec<_>>());
-        assert_eq!((spots[0].workers, spots[0].best_workers), (2, 4));
+        let found = spots(&points);
+        assert_eq!((found[0].workers, found[0].best_workers), (2, 4));
     }
 
     #[test]
     fn a_pool_that_starved_connections_is_no_sweet_spot() {
-        let mut points = [
-            point("prethreaded", Some(8), 32, 9_600.0),
-            point("prethreaded", Some(32), 32, 10_000.0),
-            point("prethreaded", Some(64), 32, 9_900.0),
-        ];
+        let mut points = prethreaded(32, [(8, 9_600.0), (32, 10_000.0), (64, 9_900.0)]);
         assert_eq!(
-            sweet_spots_of(&points.iter().collect::<Vec<_>>())[0].workers,
+            spots(&points)[0].workers,
             8
         );
         points[0].starved = true;
-        let spots = sweet_spots_of(&points.iter().collect::<Vec<_>>());
-        assert_eq!((spots[0].workers, spots[0].best_workers), (32, 32));
-        assert_eq!(spots[0].max_workers_tried, 64);
+        let found = spots(&points);
+        assert_eq!((found[0].workers, found[0].best_workers), (32, 32));
+        assert_eq!(found[0].max_workers_tried, 64);
         // The one pool that answered everyone is the sweet spot of those tried.
         points[1].starved = true;
-        let spots = sweet_spots_of(&points.iter().collect::<Vec<_>>());
-        assert_eq!(spots[0].workers, 64);
+        let found = spots(&points);
+        assert_eq!(found[0].workers, 64);
         points[2].starved = true;
-        assert!(sweet_spots_of(&points.iter().collect::<Vec<_>>()).is_empty());
+        assert!(spots(&points).is_empty());
     }
 }

@@ -97,9 +97,7 @@ impl Exporter for CsvExporter {
     }
 
     fn export(&self, results: &SweepResults, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-        let path = dir.join(POINTS_FILE);
-        std::fs::write(&path, to_text(results)?)?;
-        Ok(vec![path])
+        super::write_one(dir, POINTS_FILE, &to_text(results)?)
     }
 }
 

@@ -5,8 +5,6 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-
 use super::svg::render_plots;
 use super::{file_stem, percent, thousands, workload_tables, Exporter, Table};
 use crate::lab::cgroup::CpuMethod;
@@ -24,10 +22,7 @@ impl Exporter for HtmlExporter {
     }
 
     fn export(&self, results: &SweepResults, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-        let path = dir.join("report.html");
-        std::fs::write(&path, render(results)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-        Ok(vec![path])
+        super::write_one(dir, "report.html", &render(results)?)
     }
 }
 

@@ -4,8 +4,6 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-
 use super::{workload_tables, Exporter, Table};
 use crate::sweep::results::SweepResults;
 
@@ -18,10 +16,7 @@ impl Exporter for MarkdownExporter {
     }
 
     fn export(&self, results: &SweepResults, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-        let path = dir.join("table.md");
-        std::fs::write(&path, render(results))
-            .with_context(|| format!("writing {}", path.display()))?;
-        Ok(vec![path])
+        super::write_one(dir, "table.md", &render(results))
     }
 }
 

@@ -16,6 +16,8 @@ pub mod terminal;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use anyhow::Context;
+
 use super::analysis::recommend::usl_series_name;
 use super::analysis::{series_label, UslSeries, MAX_ERROR_RATE};
 use super::results::{PointResult, SweepResults};
@@ -29,6 +31,13 @@ pub trait Exporter {
     fn name(&self) -> &'static str;
     /// Writes the files and returns their paths.
     fn export(&self, results: &SweepResults, dir: &Path) -> anyhow::Result<Vec<PathBuf>>;
+}
+
+/// Writes `text` to `dir/name`: the one file an exporter writes.
+fn write_one(dir: &Path, name: &str, text: &str) -> anyhow::Result<Vec<PathBuf>> {
+    let path = dir.join(name);
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    Ok(vec![path])
 }
 
 /// Every file format, in the order they are written (JSON first: it is the record).

@@ -447,10 +447,10 @@ mod tests {
 
     #[test]
     fn small_values_keep_their_digits_on_an_axis() {
-        assert_eq!(axis_number(0.05), "0.05");
-        assert_eq!(axis_number(0.2), "0.2");
-        assert_eq!(axis_number(1.0), "1");
-        assert_eq!(axis_number(2000.0), "2,000");
+        crate::render::units::tests::writes(
+            axis_number,
+            &[(0.05, "0.05"), (0.2, "0.2"), (1.0, "1"), (2000.0, "2,000")],
+        );
     }
 
     #[test]
