@@ -345,7 +345,10 @@ fn a_close_verdict_is_confirmed_in_longer_runs() {
 
 /// Pools of uring whose short runs differ from their long ones: (workers, long) to
 /// (req/s, peak RSS in KiB); uring/1 at 500/s, epoll at 600/s.
-struct Pools(Vec<Probe>, fn(u32, bool) -> (f64, u64));
+struct Pools(Vec<Probe>, PoolCurve);
+
+/// (workers, long) to (req/s, peak RSS in KiB).
+type PoolCurve = fn(u32, bool) -> (f64, u64);
 
 impl Measure<Probe> for Pools {
     fn measure(&mut self, probe: &Probe) -> Option<Sample> {
@@ -387,7 +390,7 @@ fn a_pool_over_the_default_is_recommended_only_where_long_runs_say_so() {
     c.rules.clear();
     c.cpu_us = 500.0;
     // Each case: the pools' curve, the winner, and the pools run long (when it says).
-    let cases: [(fn(u32, bool) -> (f64, u64), &str, &[&str]); 4] = [
+    let cases: [(PoolCurve, &str, &[&str]); 4] = [
         // Short runs put uring/3 8% over the default uring/2, with 18% more memory; 3 s runs
         // put them 3% apart with 25.1% more: the memory decides, for the default.
         (
