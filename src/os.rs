@@ -84,3 +84,12 @@ pub fn read_regular_file(path: &std::path::Path, max_bytes: u64) -> Result<Vec<u
     }
     Ok(bytes)
 }
+
+/// Tests: an empty directory of this process's own under the temporary directory.
+#[cfg(test)]
+pub fn fresh_test_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("sweetspot-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

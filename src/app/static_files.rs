@@ -218,9 +218,7 @@ mod tests {
 
     #[test]
     fn a_changed_small_file_shows_within_a_second() {
-        let root =
-            std::env::temp_dir().join(format!("sweetspot-static-cache-{}", std::process::id()));
-        std::fs::create_dir_all(&root).unwrap();
+        let root = crate::os::fresh_test_dir("static-cache");
         let root = root.canonicalize().unwrap();
         let root_dir = File::open(&root).unwrap();
         std::fs::write(root.join("a.txt"), "one").unwrap();
@@ -238,7 +236,7 @@ mod tests {
 
     #[test]
     fn traversal_attempts_never_leave_the_root() {
-        let base = std::env::temp_dir().join(format!("sweetspot-static-{}", std::process::id()));
+        let base = crate::os::fresh_test_dir("static");
         let root = base.join("root");
         std::fs::create_dir_all(root.join("sub")).unwrap();
         std::fs::write(base.join("secret.txt"), "secret").unwrap();

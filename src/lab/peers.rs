@@ -157,7 +157,7 @@ mod tests {
 
     #[test]
     fn every_file_is_written_readable() {
-        let dir = std::env::temp_dir().join(format!("sweetspot-peers-{}", std::process::id()));
+        let dir = crate::os::fresh_test_dir("peers");
         let peers = write_files(&dir).unwrap();
         for (name, text) in FILES.iter().chain(HTDOCS) {
             assert_eq!(std::fs::read_to_string(peers.join(name)).unwrap(), *text);

@@ -400,18 +400,13 @@ impl LoadConfig {
 
     /// Connections, threads, and the mode's count, rate, duration or plan.
     fn check_load(&self) -> anyhow::Result<()> {
-        if self.connections == 0 || self.connections as u64 > MAX_CONNECTIONS {
-            return Err(usage(format!(
-                "-c (connections) must be between 1 and {MAX_CONNECTIONS}, not {}",
-                self.connections
-            )));
-        }
-        if self.threads == 0 || self.threads as u64 > MAX_THREADS {
-            return Err(usage(format!(
-                "-t (threads) must be between 1 and {MAX_THREADS}, not {}",
-                self.threads
-            )));
-        }
+        one_to(
+            "-c (connections)",
+            self.connections as u64,
+            MAX_CONNECTIONS,
+            "",
+        )?;
+        one_to("-t (threads)", self.threads as u64, MAX_THREADS, "")?;
         match self.mode {
             Mode::Count { requests } if requests == 0 || requests > MAX_REQUESTS => {
                 return Err(usage(format!(
@@ -472,33 +467,23 @@ impl LoadConfig {
         if self.timeout.is_zero() || self.timeout > MAX_TIMEOUT {
             return Err(usage("--timeout must be more than 0 and at most 1h"));
         }
-        if self.pipeline == 0 || self.pipeline as u64 > MAX_PIPELINE {
-            return Err(usage(format!(
-                "--pipeline must be between 1 and {MAX_PIPELINE}, not {}",
-                self.pipeline
-            )));
-        }
+        one_to("--pipeline", self.pipeline as u64, MAX_PIPELINE, "")?;
         if !self.keepalive && self.pipeline > 1 {
             return Err(usage("--pipeline needs keep-alive (drop --no-keepalive)"));
         }
-        if self.message_len == 0 || self.message_len as u64 > MAX_MESSAGE_BYTES {
-            return Err(usage(format!(
-                "--message must be between 1 and {MAX_MESSAGE_BYTES} bytes, not {}",
-                self.message_len
-            )));
-        }
+        one_to(
+            "--message",
+            self.message_len as u64,
+            MAX_MESSAGE_BYTES,
+            " bytes",
+        )?;
         Ok(())
     }
 
     /// HTTP/2's streams, and what HTTP/2 runs do not take: what only HTTP/1.1 has (pipelining,
     /// one connection a request), the echo protocol, io_uring and a settled window.
     fn check_http2(&self) -> anyhow::Result<()> {
-        if self.streams == 0 || self.streams as u64 > MAX_STREAMS {
-            return Err(usage(format!(
-                "--streams must be between 1 and {MAX_STREAMS}, not {}",
-                self.streams
-            )));
-        }
+        one_to("--streams", self.streams as u64, MAX_STREAMS, "")?;
         if self.http == HttpVersion::H2c || self.streams > 1 {
             let flag = if self.http == HttpVersion::H2c {
                 "--h2c"
@@ -575,6 +560,16 @@ impl LoadConfig {
         }
         Ok(())
     }
+}
+
+/// A usage error unless `value` of `flag` is from 1 to `max` (`unit` after the bound).
+fn one_to(flag: &str, value: u64, max: u64, unit: &str) -> anyhow::Result<()> {
+    if value == 0 || value > max {
+        return Err(usage(format!(
+            "{flag} must be between 1 and {max}{unit}, not {value}"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

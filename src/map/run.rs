@@ -509,7 +509,7 @@ mod tests {
                       rule("default", 2, None)],
         }))
         .unwrap();
-        let dir = std::env::temp_dir().join(format!("sweetspot-rules-{}", std::process::id()));
+        let dir = crate::os::fresh_test_dir("rules");
         let mut store = Store::open(&dir).unwrap();
         for (candidate, failure) in [
             (
@@ -547,7 +547,7 @@ mod tests {
 
     #[test]
     fn a_run_whose_every_point_failed_says_so_with_the_first_cause() {
-        let dir = std::env::temp_dir().join(format!("sweetspot-failed-{}", std::process::id()));
+        let dir = crate::os::fresh_test_dir("failed");
         let mut store = Store::open(&dir).unwrap();
         assert_eq!(store.every_point_failed(), None);
         for workers in [1, 2] {

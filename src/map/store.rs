@@ -107,9 +107,7 @@ mod tests {
 
     #[test]
     fn points_survive_a_reopen_and_are_found_by_cell() {
-        let dir = std::env::temp_dir().join(format!("sweetspot-store-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::os::fresh_test_dir("store");
         let mut store = Store::open(&dir).unwrap();
         store.put_record(record(0)).unwrap();
         store.put_record(record(1)).unwrap();

@@ -346,11 +346,20 @@ mod tests {
             level(1962.0, 40.0, 1014.0, 16.8),
             level(1883.0, 51.3, 1022.0, 8.0),
         ];
-        assert_eq!(decided(&levels, Tolerance::of(P99_TOLERANCE)), (0, Some(Figure::P99)));
-        assert_eq!(decided(&levels, Tolerance::of(P99_TOLERANCE_SATURATED)), (1, Some(Figure::Memory)));
+        assert_eq!(
+            decided(&levels, Tolerance::of(P99_TOLERANCE)),
+            (0, Some(Figure::P99))
+        );
+        assert_eq!(
+            decided(&levels, Tolerance::of(P99_TOLERANCE_SATURATED)),
+            (1, Some(Figure::Memory))
+        );
         // 60% apart is still told apart.
         let far = [levels[0], level(1883.0, 64.0, 1022.0, 8.0)];
-        assert_eq!(decided(&far, Tolerance::of(P99_TOLERANCE_SATURATED)), (0, Some(Figure::P99)));
+        assert_eq!(
+            decided(&far, Tolerance::of(P99_TOLERANCE_SATURATED)),
+            (0, Some(Figure::P99))
+        );
     }
 
     #[test]
@@ -361,7 +370,10 @@ mod tests {
             level(920.0, 1.375, 1090.0, 2.0),
             level(915.0, 1.135, 1150.0, 3.0),
         ];
-        assert_eq!(decided(&levels, Tolerance::of(P99_TOLERANCE)), (1, Some(Figure::P99)));
+        assert_eq!(
+            decided(&levels, Tolerance::of(P99_TOLERANCE)),
+            (1, Some(Figure::P99))
+        );
         let jitter = Tolerance {
             fraction: P99_TOLERANCE,
             floor: 300.0,

@@ -116,10 +116,7 @@ mod tests {
 
     #[test]
     fn points_survive_a_reopen_and_a_torn_line_is_dropped() {
-        let dir =
-            std::env::temp_dir().join(format!("sweetspot-search-store-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::os::fresh_test_dir("search-store");
         let (a, b) = ("2,3|c16|run|r0", "2,3|c1|closed|r0");
         {
             let mut store = Store::<Point>::open(&dir).unwrap();

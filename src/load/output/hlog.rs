@@ -208,8 +208,7 @@ mod tests {
     #[test]
     fn a_log_holds_each_interval_once_and_adds_up_to_every_sample() {
         use crate::load::stats::series::IntervalCollector;
-        let dir = std::env::temp_dir().join(format!("sweetspot-hlog-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::os::fresh_test_dir("hlog");
         let path = dir.join("run.hlog");
         let mut writer = HlogWriter::create(&path, SystemTime::now(), &["test".into()]).unwrap();
         let second = Duration::from_secs(1);

@@ -582,10 +582,7 @@ pub(crate) mod tests {
     #[test]
     fn sweet_spots_use_the_spread() {
         let mut points = prethreaded(8, [(1, 100.0), (2, 180.0), (4, 200.0)]);
-        assert_eq!(
-            spots(&points)[0].workers,
-            4
-        );
+        assert_eq!(spots(&points)[0].workers, 4);
         points[1].spread = Spread {
             repetitions: 3,
             rps_min: 170.0,
@@ -605,10 +602,7 @@ pub(crate) mod tests {
     #[test]
     fn a_pool_that_starved_connections_is_no_sweet_spot() {
         let mut points = prethreaded(32, [(8, 9_600.0), (32, 10_000.0), (64, 9_900.0)]);
-        assert_eq!(
-            spots(&points)[0].workers,
-            8
-        );
+        assert_eq!(spots(&points)[0].workers, 8);
         points[0].starved = true;
         let found = spots(&points);
         assert_eq!((found[0].workers, found[0].best_workers), (32, 32));
