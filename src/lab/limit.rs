@@ -5,10 +5,9 @@
 //! and the measurement behind each are in docs/DESIGN.md. A point no rule explains says so,
 //! with its figures, rather than take the nearest name.
 
-use serde::{Deserialize, Serialize};
-
 use super::plan::{PointPlan, TargetSpec};
 use super::results::PointResult;
+pub use super::results::{Limit, LimitKind};
 use super::stats::requests_in_flight;
 use crate::arch::Arch;
 use crate::render::units::thousands;
@@ -60,66 +59,6 @@ pub const QUOTA_USED: f64 = 0.8;
 /// A share as a whole percentage: `92%`.
 fn pct(share: f64) -> String {
     format!("{:.0}%", share * 100.0)
-}
-
-/// What set a point's figures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LimitKind {
-    Cores,
-    /// A CPU quota (`cpus`) throttled the server.
-    Quota,
-    /// A memory limit (`memory`): the server's tasks reached it (reclaimed, refused or
-    /// killed).
-    Memory,
-    Pool,
-    Lock,
-    Wait,
-    Starved,
-    Errors,
-    /// The load generator saturated: the figure is the lab's, not the server's.
-    Generator,
-    /// The `--net` path's relay was late or dropped packets: the figure is the lab's.
-    Path,
-    /// No rule explains it; the evidence gives the figures.
-    Unexplained,
-}
-
-impl LimitKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            LimitKind::Cores => "cores",
-            LimitKind::Quota => "quota",
-            LimitKind::Memory => "memory",
-            LimitKind::Pool => "pool",
-            LimitKind::Lock => "lock",
-            LimitKind::Wait => "wait",
-            LimitKind::Starved => "starved",
-            LimitKind::Errors => "errors",
-            LimitKind::Generator => "generator",
-            LimitKind::Path => "path",
-            LimitKind::Unexplained => "unexplained",
-        }
-    }
-
-    /// Whether the lab, not the server, set the figure (such a point is never a winner).
-    pub fn is_lab(self) -> bool {
-        matches!(self, LimitKind::Generator | LimitKind::Path)
-    }
-}
-
-/// A point's limit: its kind, and one sentence with the figures that show it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Limit {
-    pub kind: LimitKind,
-    pub evidence: String,
-}
-
-impl Limit {
-    /// The kind where the lab (the load generator, the path), not the server, set the figures.
-    pub fn lab(&self) -> Option<LimitKind> {
-        Some(self.kind).filter(|k| k.is_lab())
-    }
 }
 
 /// What the rules need to know of the server and the load beyond the measured point.

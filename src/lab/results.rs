@@ -289,7 +289,7 @@ pub struct PointResult {
     pub runs: Vec<RunMeasurement>,
     /// What limited the point, and the figures that show it (see [`super::limit`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<super::limit::Limit>,
+    pub limit: Option<Limit>,
     /// Across a network path: what the path and its relay did in the median run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub net: Option<NetReport>,
@@ -465,6 +465,66 @@ pub fn format_utc(secs: u64) -> String {
         rem % 3600 / 60,
         rem % 60
     )
+}
+
+/// What set a point's figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LimitKind {
+    Cores,
+    /// A CPU quota (`cpus`) throttled the server.
+    Quota,
+    /// A memory limit (`memory`): the server's tasks reached it (reclaimed, refused or
+    /// killed).
+    Memory,
+    Pool,
+    Lock,
+    Wait,
+    Starved,
+    Errors,
+    /// The load generator saturated: the figure is the lab's, not the server's.
+    Generator,
+    /// The `--net` path's relay was late or dropped packets: the figure is the lab's.
+    Path,
+    /// No rule explains it; the evidence gives the figures.
+    Unexplained,
+}
+
+impl LimitKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LimitKind::Cores => "cores",
+            LimitKind::Quota => "quota",
+            LimitKind::Memory => "memory",
+            LimitKind::Pool => "pool",
+            LimitKind::Lock => "lock",
+            LimitKind::Wait => "wait",
+            LimitKind::Starved => "starved",
+            LimitKind::Errors => "errors",
+            LimitKind::Generator => "generator",
+            LimitKind::Path => "path",
+            LimitKind::Unexplained => "unexplained",
+        }
+    }
+
+    /// Whether the lab, not the server, set the figure (such a point is never a winner).
+    pub fn is_lab(self) -> bool {
+        matches!(self, LimitKind::Generator | LimitKind::Path)
+    }
+}
+
+/// A point's limit: its kind, and one sentence with the figures that show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Limit {
+    pub kind: LimitKind,
+    pub evidence: String,
+}
+
+impl Limit {
+    /// The kind where the lab (the load generator, the path), not the server, set the figures.
+    pub fn lab(&self) -> Option<LimitKind> {
+        Some(self.kind).filter(|k| k.is_lab())
+    }
 }
 
 #[cfg(test)]

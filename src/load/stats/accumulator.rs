@@ -109,39 +109,6 @@ pub struct ThreadStats {
     pub responses_read: u64,
 }
 
-/// How long responses waited between reaching their socket and being handled (the io_uring
-/// driver knows both; the epoll driver times a response when it reads it).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Hold {
-    /// Reads whose arrival was timestamped.
-    pub count: u64,
-    pub total: Duration,
-    pub max: Duration,
-}
-
-impl Hold {
-    pub fn record(&mut self, held: Duration) {
-        self.count += 1;
-        self.total += held;
-        self.max = self.max.max(held);
-    }
-
-    pub fn merge(&mut self, other: &Hold) {
-        self.count += other.count;
-        self.total += other.total;
-        self.max = self.max.max(other.max);
-    }
-
-    /// The mean wait in µs (0 with none).
-    pub fn mean_us(&self) -> f64 {
-        if self.count == 0 {
-            0.0
-        } else {
-            self.total.as_secs_f64() * 1e6 / self.count as f64
-        }
-    }
-}
-
 impl ThreadStats {
     pub fn new(uncorrected: bool) -> ThreadStats {
         ThreadStats {

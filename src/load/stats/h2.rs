@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::accumulator::Hold;
+use super::hold::Hold;
 
 /// One thread's (or, merged, one run's) HTTP/2 counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

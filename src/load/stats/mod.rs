@@ -4,12 +4,14 @@
 //! (HdrHistograms add exactly, counters sum), and nothing here grows with the number of
 //! requests. Requests without an answer are [`Censored`], never left out, and [`lower_bounds`]
 //! flags the figures they can reach. Below: the time series ([`series`]), per step of a plan
-//! ([`steps`]), per URL ([`urls`]) and HTTP/2's own counts ([`h2`]); above, the engine records here and the outputs read.
+//! ([`steps`]), per URL ([`urls`]) and HTTP/2's own counts ([`h2`]); above, the engine records
+//! here and the outputs read.
 
 mod accumulator;
 mod censor;
 pub mod h2;
 mod histogram;
+mod hold;
 pub mod series;
 pub mod steps;
 mod summary;
@@ -18,6 +20,7 @@ pub mod urls;
 pub use accumulator::*;
 pub use censor::*;
 pub use histogram::*;
+pub use hold::*;
 pub use summary::*;
 
 use std::collections::BTreeMap;
