@@ -423,6 +423,80 @@ fn goaway_mid_run_reconnects_and_every_ticket_ends_once() {
 }
 
 #[test]
+fn segments_over_http2_merge_their_goaways_and_connections() {
+    // Two workers of one count-mode run against a server that sends GOAWAY every 50 streams:
+    // the merged report adds their HTTP/2 figures, and every ticket still ends once.
+    let peer = Peer::start(Misbehave::GoawayAfter(50));
+    let dir = TempDir::new("h2-merge");
+    let start_at = format!("{:.3}", common::unix_now() + 1.5);
+    let url = peer.url();
+    let workers: Vec<(Child, String)> = (0..2)
+        .map(|i| {
+            let json = dir.path().join(format!("w{i}.json")).display().to_string();
+            let child = Command::new(env!("CARGO_BIN_EXE_sweetspot"))
+                .args([
+                    "load",
+                    "-q",
+                    "--h2c",
+                    "-c",
+                    "2",
+                    "--streams",
+                    "4",
+                    "-n",
+                    "600",
+                ])
+                .args(["--segment", &format!("{i}/2"), "--start-at", &start_at])
+                .args(["--json", &json, &url])
+                .spawn()
+                .unwrap();
+            (child, json)
+        })
+        .collect();
+    let reports: Vec<(String, Value)> = workers
+        .into_iter()
+        .map(|(mut child, json)| {
+            assert!(child.wait().unwrap().success(), "{json}");
+            let report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+            (json, report)
+        })
+        .collect();
+    let sum = |path: &[&str]| reports.iter().map(|(_, r)| n(r, path)).sum::<u64>();
+    let merged = dir.path().join("merged.json").display().to_string();
+    let html = dir.path().join("merged.html").display().to_string();
+    let (code, text, err, _) = sweetspot(&[
+        "merge",
+        "--json",
+        &merged,
+        "--html",
+        &html,
+        &reports[0].0,
+        &reports[1].0,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(&merged).unwrap()).unwrap();
+    let h2 = &m["http2"];
+    assert_eq!(h2["protocol"], "h2c", "{m}");
+    assert_eq!(n(h2, &["streams"]), 4);
+    assert_eq!(n(h2, &["goaways"]), sum(&["http2", "goaways"]));
+    assert!(n(h2, &["goaways"]) >= 8, "{h2}");
+    assert_eq!(
+        n(h2, &["connections_opened"]),
+        sum(&["http2", "connections_opened"])
+    );
+    assert_eq!(n(&m, &["requests"]) + errors(&m), 600, "{m}");
+    assert_eq!(
+        n(&m, &["requests"]),
+        peer.seen.answered.load(Ordering::SeqCst)
+    );
+    assert!(
+        text.contains("HTTP/2 (h2c): 2 connections x 4 streams"),
+        "{text}"
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<h2>HTTP/2</h2>"), "{page}");
+}
+
+#[test]
 fn reset_streams_are_read_errors_counted_once() {
     let peer = Peer::start(Misbehave::ResetEvery(10));
     let (code, r, _, err) = load(&[

@@ -61,7 +61,17 @@ pub fn render(m: &MergedReport) -> String {
     if let Some(u) = &m.latency_uncorrected_us {
         row("uncorrected", u);
     }
-    o.push_str("</table>\n<h2>Errors and status codes</h2>\n<table><tr>");
+    o.push_str("</table>\n");
+    if let Some(h2) = &m.http2 {
+        let mut text = String::new();
+        crate::load::scaleout::h2_block(&mut text, h2, m.connections as usize);
+        let _ = write!(
+            o,
+            "<h2>HTTP/2</h2>\n<pre>{}</pre>\n",
+            escape(text.trim_end())
+        );
+    }
+    o.push_str("<h2>Errors and status codes</h2>\n<table><tr>");
     let e = &m.errors;
     for (name, n) in [
         ("connect", e.connect),

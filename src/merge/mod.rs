@@ -15,7 +15,8 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::load::scaleout::{
-    self, merge_url_reports, LatencyHistogram, LowerBounds, SegmentInfo, StepReport, UrlReport,
+    self, merge_url_reports, H2Report, LatencyHistogram, LowerBounds, SegmentInfo, StepReport,
+    UrlReport,
 };
 use crate::load::{ErrorCounts, LatencyKey, LatencySummary, LoadReport};
 use crate::usage;
@@ -126,6 +127,9 @@ pub struct MergedReport {
     /// A load plan's steps, added over the workers (see [`scaleout::merge_steps`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepReport>,
+    /// An HTTP/2 run: the workers' HTTP/2 figures added up ([`H2Report::add_up`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http2: Option<H2Report>,
 }
 
 /// Whether a worker's own generator was the limit: its threads busy nearly all the time on the
@@ -178,7 +182,13 @@ pub fn combine(inputs: &[WorkerInput]) -> Result<MergedReport, String> {
     let steps = scaleout::merge_steps(&step_rows)
         .map_err(|e| format!("{} and the others: {e}", first.source))?;
     let common = window.common_end - window.common_start;
+    let http2: Vec<&H2Report> = workers
+        .iter()
+        .filter_map(|w| w.report.http2.as_ref())
+        .collect();
+    let latency_total_us = totals.latency.mean() * totals.latency.len() as f64;
     Ok(MergedReport {
+        http2: (!http2.is_empty()).then(|| H2Report::add_up(&http2, latency_total_us)),
         target: first.report.target.clone(),
         mode: first.report.mode.clone(),
         segments: base.count,
@@ -285,6 +295,14 @@ fn same_run(
     }
     if seg.plan != base.plan {
         return differs("load plan", &base.plan, &seg.plan);
+    }
+    let http2 = |r: &LoadReport| r.http2.as_ref().map(|h| (h.protocol.clone(), h.streams));
+    if http2(&w.report) != http2(&first.report) {
+        return differs(
+            "HTTP/2 (protocol, streams)",
+            &http2(&first.report),
+            &http2(&w.report),
+        );
     }
     if seg.total_requests != base.total_requests {
         return differs("total requests", &base.total_requests, &seg.total_requests);
@@ -590,6 +608,9 @@ pub fn render(m: &MergedReport) -> String {
             if w.saturated { "  SATURATED" } else { "" }
         );
     }
+    if let Some(h2) = &m.http2 {
+        scaleout::h2_block(&mut out, h2, m.connections as usize);
+    }
     if !m.urls.is_empty() {
         out.push_str(&scaleout::url_table(&m.urls));
     }
@@ -673,6 +694,51 @@ mod tests {
             vec![0, 1, 2, 3]
         );
         assert!(m.saturated_workers.is_empty());
+    }
+
+    #[test]
+    fn http2_figures_add_up_and_a_worker_of_another_protocol_is_not_the_run() {
+        let h2 = |opened, cap, waits, mean_us: f64, max_us, goaways| H2Report {
+            protocol: "h2c".into(),
+            streams: 4,
+            connections_opened: opened,
+            server_max_streams: cap,
+            stream_waits: waits,
+            stream_wait_mean_us: mean_us,
+            stream_wait_max_us: max_us,
+            stream_wait_share: 0.5,
+            goaways,
+            resets: goaways + 1,
+        };
+        // 10 samples of 1,000 us each: 10,000 us of latency over the two workers.
+        let mut a = worker(0, 2, &[1000; 5], 1000.0);
+        let mut b = worker(1, 2, &[1000; 5], 1000.0);
+        a.report.http2 = Some(h2(3, Some(100), 2, 500.0, 900.0, 2));
+        b.report.http2 = Some(h2(2, Some(5), 3, 1000.0, 1500.0, 1));
+        let m = combine(&[a.clone(), b.clone()]).unwrap();
+        let got = m.http2.unwrap();
+        assert_eq!(
+            (
+                got.connections_opened,
+                got.server_max_streams,
+                got.stream_waits
+            ),
+            (5, Some(5), 5)
+        );
+        // (2 x 500 + 3 x 1,000) / 5 waits; 4,000 of the 10,000 us of latency.
+        assert_eq!(
+            (got.stream_wait_mean_us, got.stream_wait_max_us),
+            (800.0, 1500.0)
+        );
+        assert!((got.stream_wait_share - 0.4).abs() < 1e-9, "{got:?}");
+        assert_eq!((got.goaways, got.resets), (3, 5));
+        assert_eq!((got.protocol.as_str(), got.streams), ("h2c", 4));
+        b.report.http2 = None;
+        assert_eq!(
+            combine(&[a, b]).unwrap_err(),
+            "w0.json and w1.json are not one run: HTTP/2 (protocol, streams) \
+             Some((\"h2c\", 4)) vs None"
+        );
     }
 
     #[test]

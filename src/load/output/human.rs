@@ -313,7 +313,7 @@ fn uring_line(
 
 /// HTTP/2: connections x streams, the server's cap, the client's waits for a stream, and what
 /// the server ended (GOAWAY) or reset.
-fn h2_block(out: &mut String, h2: &H2Report, connections: usize) {
+pub fn h2_block(out: &mut String, h2: &H2Report, connections: usize) {
     let cap = match h2.server_max_streams {
         Some(max) => format!("the server allows {max} streams a connection"),
         None => "the server sets no stream limit".to_string(),

@@ -312,6 +312,43 @@ pub struct H2Report {
     pub resets: u64,
 }
 
+impl H2Report {
+    /// The HTTP/2 figures of one run split over workers (`sweetspot merge`): counts added, the
+    /// lowest cap, the longest wait, the mean weighted by each worker's waits, and the waits'
+    /// share of `latency_total_us` (the merged latency's sum). The parts ran one protocol at
+    /// one stream count (the merge checks it).
+    pub fn add_up(parts: &[&H2Report], latency_total_us: f64) -> H2Report {
+        let mut sum = H2Report {
+            protocol: parts
+                .first()
+                .map(|p| p.protocol.clone())
+                .unwrap_or_default(),
+            streams: parts.first().map_or(0, |p| p.streams),
+            ..H2Report::default()
+        };
+        let mut waited_us = 0.0;
+        for p in parts {
+            sum.connections_opened += p.connections_opened;
+            sum.server_max_streams = match (sum.server_max_streams, p.server_max_streams) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            sum.stream_waits += p.stream_waits;
+            waited_us += p.stream_wait_mean_us * p.stream_waits as f64;
+            sum.stream_wait_max_us = sum.stream_wait_max_us.max(p.stream_wait_max_us);
+            sum.goaways += p.goaways;
+            sum.resets += p.resets;
+        }
+        if sum.stream_waits > 0 {
+            sum.stream_wait_mean_us = waited_us / sum.stream_waits as f64;
+        }
+        if latency_total_us > 0.0 {
+            sum.stream_wait_share = (waited_us / latency_total_us).min(1.0);
+        }
+        sum
+    }
+}
+
 /// The TLS side of an `https://` run. Handshakes are not in any request's latency (requests go
 /// out once the handshake is done, as they go out once TCP has connected); they are here.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
