@@ -56,6 +56,19 @@ pub const THROTTLED_PERIODS: f64 = 0.1;
 /// ... while the server used at least this share of the quota.
 pub const QUOTA_USED: f64 = 0.8;
 
+/// The load a point offered, in words: `64 connections`, or over HTTP/2 `100 in flight (10
+/// connections x 10 streams)`.
+fn offered(p: &PointResult) -> String {
+    match p.streams {
+        Some(streams) if streams > 1 => format!(
+            "{} in flight ({} connections x {streams} streams)",
+            p.concurrency,
+            p.concurrency / streams
+        ),
+        _ => format!("{} connections", p.concurrency),
+    }
+}
+
 /// A share as a whole percentage: `92%`.
 fn pct(share: f64) -> String {
     format!("{:.0}%", share * 100.0)
@@ -167,12 +180,12 @@ pub fn limit_of(p: &PointResult, shape: &Shape) -> Limit {
                 LimitKind::Unexplained,
                 format!(
                     "no rule fits: the server used {:.2} of {:.1} cores, held {:.1} requests \
-                     of {} connections, its tasks waited {} µs a request for a CPU; the load \
+                     of {}, its tasks waited {} µs a request for a CPU; the load \
                      generator used {:.2} cores ({} thread(s)), the machine {:.2} of {:.0}",
                     f.used,
                     f.room,
                     f.in_server,
-                    p.concurrency,
+                    offered(p),
                     thousands(f.runqueue_us),
                     f.client,
                     p.client.threads,
@@ -284,13 +297,13 @@ fn path_bound(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
     (rps >= (1.0 - WAIT_REACHED) * bound && f.used < IDLE_BELOW * f.room).then(|| Limit {
         kind: LimitKind::Path,
         evidence: format!(
-            "{} req/s is {} of N/(C+W+RTT+T) = {} req/s for {} connections: each response of \
+            "{} req/s is {} of N/(C+W+RTT+T) = {} req/s for {}: each response of \
              {} bytes takes {} on its {} link, so the path set the pace, the server busy {:.2} \
              of {:.1} cores: the figure is the path's, not the server's",
             thousands(rps),
             pct(rps / bound),
             thousands(bound),
-            p.concurrency,
+            offered(p),
             thousands(n.response_bytes),
             crate::render::units::duration_us(n.transfer_ms * 1000.0),
             crate::net::rate_text(n.spec.rate_bps.unwrap_or(0)),
@@ -314,15 +327,15 @@ fn bottleneck_bound(p: &PointResult, f: &Figures) -> Option<Limit> {
     (rps >= (1.0 - WAIT_REACHED) * bound && f.used < IDLE_BELOW * f.room).then(|| Limit {
         kind: LimitKind::Path,
         evidence: format!(
-            "{} req/s of {} bytes is {} of the {} bottleneck's {} req/s, shared by {} \
-             connections, the server busy {:.2} of {:.1} cores (a full queue dropped {} \
+            "{} req/s of {} bytes is {} of the {} bottleneck's {} req/s, shared by {}, \
+             the server busy {:.2} of {:.1} cores (a full queue dropped {} \
              packets): the figure is the path's, not the server's",
             thousands(rps),
             thousands(n.response_bytes),
             pct(rps / bound),
             crate::net::rate_text(bps as u64),
             thousands(bound),
-            p.concurrency,
+            offered(p),
             f.used,
             f.room,
             thousands(n.queue_dropped as f64)
@@ -385,13 +398,15 @@ fn starved(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
         .filter(|w| shape.holds_connections && *w < p.concurrency)
     {
         Some(w) => format!(
-            "{w} workers each hold one keep-alive connection, of {} connections offered: \
+            "{w} workers each hold one keep-alive connection, of {} offered: \
              {:.1} requests in the server by Little's law{never}",
-            p.concurrency, f.in_server
+            offered(p),
+            f.in_server
         ),
         None => format!(
-            "{:.1} requests in the server by Little's law, of {} connections offered{never}",
-            f.in_server, p.concurrency
+            "{:.1} requests in the server by Little's law, of {} offered{never}",
+            f.in_server,
+            offered(p)
         ),
     };
     Some(Limit {
@@ -513,14 +528,14 @@ fn pool(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
         kind: LimitKind::Pool,
         evidence: format!(
             "{} req/s is {} of its pool's {w} / {} = {} req/s: each worker served one request \
-             at a time, {:.1} requests in the server of {} connections, {:.2} of {:.1} cores \
+             at a time, {:.1} requests in the server of {}, {:.2} of {:.1} cores \
              used",
             thousands(rps),
             pct(rps / bound),
             crate::render::units::duration_us(cycle_ms * 1000.0),
             thousands(bound),
             f.in_server,
-            p.concurrency,
+            offered(p),
             f.used,
             f.room
         ),
@@ -597,13 +612,13 @@ fn wait(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
     (reached && f.used < IDLE_BELOW * f.room).then(|| Limit {
         kind: LimitKind::Wait,
         evidence: format!(
-            "{} req/s is {} of N/(C+W{}) = {} req/s for {} connections: the load offered set \
+            "{} req/s is {} of N/(C+W{}) = {} req/s for {}: the load offered set \
              the pace, the server busy {:.2} of {:.1} cores",
             thousands(rps),
             pct(rps / bound),
             if shape.rtt_ms > 0.0 { "+RTT" } else { "" },
             thousands(bound),
-            p.concurrency,
+            offered(p),
             f.used,
             f.room
         ),
@@ -913,10 +928,24 @@ mod tests {
             wait_ms: 20.0,
             ..shape()
         };
-        says(
+        let wait = says(
             limit_of(&point(16, 768.0, 20_800.0, 0.02), &s),
             LimitKind::Wait,
             "768 req/s is 96% of N/(C+W) = 799 req/s",
+        );
+        assert!(
+            wait.evidence.contains("799 req/s for 16 connections:"),
+            "{wait:?}"
+        );
+        // Over HTTP/2 the 16 in flight are streams: the evidence names both.
+        let h2 = PointResult {
+            streams: Some(4),
+            ..point(16, 768.0, 20_800.0, 0.02)
+        };
+        mentions(
+            limit_of(&h2, &s),
+            LimitKind::Wait,
+            "799 req/s for 16 in flight (4 connections x 4 streams):",
         );
     }
 
