@@ -397,19 +397,15 @@ fn a_server_allowing_five_streams_never_sees_a_sixth() {
     assert!((0.2..0.8).contains(&share), "{h2}");
 }
 
+/// 600 requests over 2 connections x 4 streams, h2c: against a GOAWAY every 50 streams, a
+/// dozen connections.
+const GOAWAY_RUN: [&str; 7] = ["--h2c", "-c", "2", "--streams", "4", "-n", "600"];
+
 #[test]
 fn goaway_mid_run_reconnects_and_every_ticket_ends_once() {
     let peer = Peer::start(Misbehave::GoawayAfter(50));
-    let (code, r, took, err) = load(&[
-        "--h2c",
-        "-c",
-        "2",
-        "--streams",
-        "4",
-        "-n",
-        "600",
-        &peer.url(),
-    ]);
+    let url = peer.url();
+    let (code, r, took, err) = load(&[&GOAWAY_RUN[..], &[url.as_str()]].concat());
     assert_eq!(code, 0, "{err}");
     assert!(took < 10.0, "{took}");
     let answered = n(&r, &["requests"]);
@@ -434,17 +430,8 @@ fn segments_over_http2_merge_their_goaways_and_connections() {
         .map(|i| {
             let json = dir.path().join(format!("w{i}.json")).display().to_string();
             let child = Command::new(env!("CARGO_BIN_EXE_sweetspot"))
-                .args([
-                    "load",
-                    "-q",
-                    "--h2c",
-                    "-c",
-                    "2",
-                    "--streams",
-                    "4",
-                    "-n",
-                    "600",
-                ])
+                .args(["load", "-q"])
+                .args(GOAWAY_RUN)
                 .args(["--segment", &format!("{i}/2"), "--start-at", &start_at])
                 .args(["--json", &json, &url])
                 .spawn()
