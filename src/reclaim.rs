@@ -556,7 +556,10 @@ mod tests {
 
     #[test]
     fn a_dead_runs_directory_and_processes_are_taken_back_and_a_live_ones_kept() {
-        let root = crate::os::fresh_test_dir("reclaim-test");
+        let root =
+            std::env::temp_dir().join(format!("sweetspot-reclaim-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
         let live = Run::lock_new(&root).unwrap();
         // A dead run: its directory with a lock nobody holds, and a process with its marker.
         let dead = root.join("dead00");

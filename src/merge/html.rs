@@ -85,8 +85,16 @@ pub fn render(m: &MergedReport) -> String {
     for (code, n) in &m.status {
         let _ = write!(o, "<th>{}</th><td>{n}</td>", escape(code));
     }
+    o.push_str("</tr></table>\n");
+    workers_table(&mut o, m);
+    o.push_str(PAGE_END);
+    o
+}
+
+/// One row per worker: its segment, share, figures, CPU and start.
+fn workers_table(o: &mut String, m: &MergedReport) {
     o.push_str(
-        "</tr></table>\n<h2>Workers</h2>\n<table><tr><th>segment</th><th>source</th><th>host</th>\
+        "<h2>Workers</h2>\n<table><tr><th>segment</th><th>source</th><th>host</th>\
          <th>connections</th><th>share</th><th>requests</th><th>share of requests</th><th>req/s</th>\
          <th>errors</th><th>generator CPU s</th><th>busy</th><th>started +s</th><th>late s</th></tr>\n",
     );
@@ -115,6 +123,4 @@ pub fn render(m: &MergedReport) -> String {
         o.push('\n');
     }
     o.push_str("</table>\n");
-    o.push_str(PAGE_END);
-    o
 }

@@ -80,7 +80,8 @@ mod tests {
 
     #[test]
     fn a_file_is_written_whole_and_nothing_partial_stays() {
-        let dir = crate::os::fresh_test_dir("json");
+        let dir = std::env::temp_dir().join(format!("sweetspot-json-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("r.json");
         write(&serde_json::json!({"a": 1}), path.to_str().unwrap()).unwrap();
         assert_eq!(
