@@ -332,11 +332,12 @@ fn run_once(
     let cpu_command = (!server_here)
         .then(|| remote_cpu_command(point, &servers.launch))
         .flatten();
-    let before = Readings::take(&meter, &servers, cpu_command.as_deref())?;
+    let command_cpu_before = cpu_command.as_deref().map(command_cpu_s).transpose()?;
+    let before = Readings::take(&meter, &servers);
     let sampler = TreeSampler::start(servers.main.members(), Duration::from_millis(100));
     let connection_count = count_connections_halfway(plan, &config);
     let report = load::run(&config, Some(stop));
-    let after = Readings::take(&meter, &servers, cpu_command.as_deref())?;
+    let after = Readings::take(&meter, &servers);
     let replica_connections = connection_count
         .and_then(|counter| counter.join().ok())
         .unwrap_or_default();
@@ -349,7 +350,7 @@ fn run_once(
     let report = report.context("measuring")?;
     let reported_workers = servers.main.ready.workers;
     let window_s = (after.at - before.at).as_secs_f64();
-    let notes = servers.stop(before.output, window_s);
+    let notes = servers.stop(after.output - before.output, window_s);
     let mut run = measurement_of(&report, &config, after.cpu.since(&before.cpu), sample);
     run.server.cpu_method = Some(meter.method());
     run.server.window_s = window_s;
@@ -359,8 +360,8 @@ fn run_once(
     }
     budget_use(&mut run.server, setup, &before, &after);
     if !server_here {
-        let command_cpu = match (before.command_cpu, after.command_cpu) {
-            (Some(before), Some(after)) => Some((after - before).max(0.0)),
+        let command_cpu = match (cpu_command.as_deref(), command_cpu_before) {
+            (Some(command), Some(before)) => Some((command_cpu_s(command)? - before).max(0.0)),
             _ => None,
         };
         run.server = ServerUsage {
@@ -474,9 +475,8 @@ impl Servers {
     }
 
     /// Stops every server: what stopping them noted, and a note when the server flooded its
-    /// output (more than [`FLOOD_BYTES_PER_S`] since `output_before`) over `window_s`.
-    fn stop(&mut self, output_before: u64, window_s: f64) -> Vec<String> {
-        let output = self.main.output_bytes() - output_before;
+    /// output (`output` bytes over `window_s`, more than [`FLOOD_BYTES_PER_S`]).
+    fn stop(&mut self, output: u64, window_s: f64) -> Vec<String> {
         self.main.stop();
         let mut notes = std::mem::take(&mut self.main.stop_notes);
         for (replica, _, _) in &mut self.replicas {
@@ -504,27 +504,21 @@ struct Readings {
     throttled: Option<cgroup::Throttling>,
     memory: Option<cgroup::MemoryUse>,
     machine: Option<(u64, u64)>,
+    /// Bytes the server had written to its stdout and stderr.
     output: u64,
-    /// A remote server's CPU, from its `cpu_command`.
-    command_cpu: Option<f64>,
 }
 
 impl Readings {
-    fn take(
-        meter: &CpuMeter,
-        servers: &Servers,
-        cpu_command: Option<&str>,
-    ) -> anyhow::Result<Readings> {
+    fn take(meter: &CpuMeter, servers: &Servers) -> Readings {
         let every_budget = servers.every_budget();
-        Ok(Readings {
-            command_cpu: cpu_command.map(command_cpu_s).transpose()?,
+        Readings {
             cpu: meter.read(),
             throttled: Budgets::throttling_of(&every_budget),
             memory: Budgets::memory_of(&every_budget),
             output: servers.main.output_bytes(),
             machine: super::probe::machine_cpu(),
             at: Instant::now(),
-        })
+        }
     }
 }
 

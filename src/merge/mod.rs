@@ -186,9 +186,8 @@ pub fn combine(inputs: &[WorkerInput]) -> Result<MergedReport, String> {
         .iter()
         .filter_map(|w| w.report.http2.as_ref())
         .collect();
-    let latency_total_us = totals.latency.mean() * totals.latency.len() as f64;
     Ok(MergedReport {
-        http2: (!http2.is_empty()).then(|| H2Report::add_up(&http2, latency_total_us)),
+        http2: (!http2.is_empty()).then(|| H2Report::add_up(&http2, &totals.latency)),
         target: first.report.target.clone(),
         mode: first.report.mode.clone(),
         segments: base.count,

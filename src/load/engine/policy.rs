@@ -311,9 +311,8 @@ mod tests {
         )
     }
 
-    /// Rate mode on `plan` over `senders` connections (the plan leaked: a test's lifetime).
-    fn rate(plan: RatePlan, senders: usize, start: Instant) -> SendPolicy<'static> {
-        let plan: &'static RatePlan = Box::leak(Box::new(plan));
+    /// Rate mode on `plan` over `senders` connections.
+    fn rate(plan: &RatePlan, senders: usize, start: Instant) -> SendPolicy<'_> {
         let mode = Mode::Rate {
             rate: plan.mean_rate(),
             duration: plan.duration(),
@@ -413,7 +412,8 @@ mod tests {
     #[test]
     fn a_constant_rate_spreads_phases_over_one_interval() {
         let start = Instant::now();
-        let mut p = rate(RatePlan::constant(100.0, MS(1000)), 4, start);
+        let plan = RatePlan::constant(100.0, MS(1000));
+        let mut p = rate(&plan, 4, start);
         assert!(p.is_paced());
         let phases: Vec<Duration> = (0..4)
             .map(|i| p.schedule(start, i).next_intended - start)
@@ -434,7 +434,7 @@ mod tests {
     fn rate_sends_what_is_due_within_the_pipeline_and_before_the_deadline() {
         let start = Instant::now();
         let plan = RatePlan::constant(100.0, MS(1000));
-        let mut p = rate(plan.clone(), 1, start);
+        let mut p = rate(&plan, 1, start);
         let mut s = fresh(&p, start);
         assert_eq!(p.decide(&mut s, 0, 1, start, None), Decision::Send(1));
         // Late by 35 ms: four requests are due, the pipeline has room for two.
@@ -479,7 +479,7 @@ mod tests {
         // 2 connections, 200/s for 1 s then 400/s: connection 1 has requests 1, 3, 5, ...
         let start = Instant::now();
         let plan = RatePlan::parse("200@1s,400@1s", None, MS(1)).unwrap();
-        let mut p = rate(plan.clone(), 2, start);
+        let mut p = rate(&plan, 2, start);
         let mut s = p.schedule(start, 1);
         assert_eq!(s.next_intended - start, MS(5));
         // Its request 99 is request 199 of the run, the last at 200/s (995 ms); request 100

@@ -315,9 +315,9 @@ pub struct H2Report {
 impl H2Report {
     /// The HTTP/2 figures of one run split over workers (`sweetspot merge`): counts added, the
     /// lowest cap, the longest wait, the mean weighted by each worker's waits, and the waits'
-    /// share of `latency_total_us` (the merged latency's sum). The parts ran one protocol at
+    /// share of the merged `latency`. The parts ran one protocol at
     /// one stream count (the merge checks it).
-    pub fn add_up(parts: &[&H2Report], latency_total_us: f64) -> H2Report {
+    pub fn add_up(parts: &[&H2Report], latency: &LatencyHistogram) -> H2Report {
         let mut sum = H2Report {
             protocol: parts
                 .first()
@@ -342,9 +342,7 @@ impl H2Report {
         if sum.stream_waits > 0 {
             sum.stream_wait_mean_us = waited_us / sum.stream_waits as f64;
         }
-        if latency_total_us > 0.0 {
-            sum.stream_wait_share = (waited_us / latency_total_us).min(1.0);
-        }
+        sum.stream_wait_share = wait_share(waited_us, latency);
         sum
     }
 }
@@ -468,10 +466,18 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
     }
 }
 
+/// The share of the summed `latency` that `waited_us` of stream waits were (0 without latency).
+fn wait_share(waited_us: f64, latency: &LatencyHistogram) -> f64 {
+    let total_us = latency.mean() * latency.len() as f64;
+    if total_us > 0.0 {
+        (waited_us / total_us).min(1.0)
+    } else {
+        0.0
+    }
+}
+
 /// The HTTP/2 figures of a run.
 fn h2_report(config: &LoadConfig, merged: &ThreadStats, counts: &H2Counts) -> H2Report {
-    let latency_total_us = merged.latency.mean() * merged.latency.len() as f64;
-    let waited_us = counts.stream_waits.total.as_secs_f64() * 1e6;
     H2Report {
         protocol: if config.target.is_tls() { "h2" } else { "h2c" }.to_string(),
         streams: config.streams,
@@ -480,11 +486,10 @@ fn h2_report(config: &LoadConfig, merged: &ThreadStats, counts: &H2Counts) -> H2
         stream_waits: counts.stream_waits.count,
         stream_wait_mean_us: counts.stream_waits.mean_us(),
         stream_wait_max_us: counts.stream_waits.max.as_secs_f64() * 1e6,
-        stream_wait_share: if latency_total_us > 0.0 {
-            (waited_us / latency_total_us).min(1.0)
-        } else {
-            0.0
-        },
+        stream_wait_share: wait_share(
+            counts.stream_waits.total.as_secs_f64() * 1e6,
+            &merged.latency,
+        ),
         goaways: counts.goaways,
         resets: counts.resets,
     }
