@@ -231,7 +231,7 @@ pub struct RightSized {
 }
 
 fn throttled_share(p: &PointResult) -> f64 {
-    let s = &p.server;
+    let s = &p.figures.server;
     if s.quota_periods == 0 {
         0.0
     } else {
@@ -245,11 +245,11 @@ fn throttled_share(p: &PointResult) -> f64 {
 /// alone shows it (one thread cannot use more than a core); under one, the tasks running at
 /// once must show it too ([`OVERSIZED_RUNNING`]).
 pub fn is_oversized(p: &PointResult) -> bool {
-    let s = &p.server;
+    let s = &p.figures.server;
     let window = if s.window_s > 0.0 {
         s.window_s
     } else {
-        p.duration_s
+        p.figures.duration_s
     };
     p.ok && s.quota_cores > 0.0
         && window > 0.0
@@ -273,10 +273,10 @@ pub fn oversized(
             let right: Vec<&&PointResult> = points
                 .iter()
                 .filter(|q| {
-                    q.ok && q.rps > 0.0
+                    q.ok && q.figures.rps > 0.0
                         && q.workload == p.workload
                         && q.concurrency == p.concurrency
-                        && q.server.quota_cores == p.server.quota_cores
+                        && q.figures.server.quota_cores == p.figures.server.quota_cores
                         && !is_oversized(q)
                 })
                 .collect();
@@ -286,27 +286,30 @@ pub fn oversized(
             let right_sized = if same.is_empty() { right } else { same }
                 .into_iter()
                 .max_by(|a, b| {
-                    a.rps
-                        .total_cmp(&b.rps)
-                        .then(b.latency_us.p99.total_cmp(&a.latency_us.p99))
+                    a.figures.rps.total_cmp(&b.figures.rps).then(
+                        b.figures
+                            .latency_us
+                            .p99
+                            .total_cmp(&a.figures.latency_us.p99),
+                    )
                 })
                 .map(|q| RightSized {
                     series: label(q),
-                    rps: q.rps,
-                    p99_us: q.latency_us.p99,
+                    rps: q.figures.rps,
+                    p99_us: q.figures.latency_us.p99,
                     throttled_share: throttled_share(q),
                 });
-            let answered = p.server.answered.max(p.requests).max(1);
+            let answered = p.figures.server.answered.max(p.figures.requests).max(1);
             Oversized {
                 series: label(p),
                 workload: p.workload.clone(),
                 concurrency: p.concurrency,
-                cpus_seen: p.server.cores_allowed,
-                quota: p.server.quota_cores,
+                cpus_seen: p.figures.server.cores_allowed,
+                quota: p.figures.server.quota_cores,
                 throttled_share: throttled_share(p),
-                throttled_ms_per_request: p.server.throttled_s * 1e3 / answered as f64,
-                rps: p.rps,
-                p99_us: p.latency_us.p99,
+                throttled_ms_per_request: p.figures.server.throttled_s * 1e3 / answered as f64,
+                rps: p.figures.rps,
+                p99_us: p.figures.latency_us.p99,
                 starved: p.starved,
                 right_sized,
             }
@@ -393,6 +396,7 @@ impl Oversized {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::results::RunFigures;
 
     #[test]
     fn a_cpu_list_is_read_as_the_kernel_writes_it() {
@@ -419,13 +423,16 @@ mod tests {
             workload: "cpu".into(),
             concurrency: 8,
             ok: true,
-            rps: 500.0,
-            requests: 1000,
-            duration_s: 2.0,
+            figures: RunFigures {
+                rps: 500.0,
+                requests: 1000,
+                duration_s: 2.0,
+                ..Default::default()
+            },
             ..PointResult::default()
         };
-        p.latency_us.p99 = 30_000.0 * (1.0 + share);
-        let s = &mut p.server;
+        p.figures.latency_us.p99 = 30_000.0 * (1.0 + share);
+        let s = &mut p.figures.server;
         (s.quota_cores, s.cores_allowed, s.window_s) = (quota, seen, 2.0);
         (s.quota_periods, s.throttled_periods) = (20, (share * 20.0) as u64);
         (s.throttled_s, s.tasks_running, s.answered) = (throttled_s, 1.8, 1000);
@@ -446,9 +453,9 @@ mod tests {
         assert!(!is_oversized(&pinned));
         // Under half a core one thread alone is throttled too: only tasks at once show more.
         let mut alone = point("alone", 0.5, 2, 1.0, 1.0);
-        alone.server.tasks_running = 1.0;
+        alone.figures.server.tasks_running = 1.0;
         assert!(!is_oversized(&alone));
-        alone.server.tasks_running = 2.0;
+        alone.figures.server.tasks_running = 2.0;
         assert!(is_oversized(&alone));
         let found = oversized(&[&two, &one, &pinned], |p| p.arch.clone());
         assert_eq!(found.len(), 1);
@@ -486,14 +493,14 @@ mod tests {
         let (mut big, mut small) = (two.clone(), one.clone());
         (big.arch, big.workers, small.arch, small.workers) =
             ("py".into(), Some(2), "py".into(), Some(1));
-        small.rps = 400.0;
+        small.figures.rps = 400.0;
         let found = oversized(&[&big, &small, &one], |p| {
             format!("{}/{:?}", p.arch, p.workers)
         });
         assert_eq!(found[0].right_sized.as_ref().unwrap().series, "py/Some(1)");
         // Replicas: the throttled time is each copy's share.
         let mut two_copies = point("copies", 1.0, 2, 1.0, 0.8);
-        two_copies.server.replicas = 2;
+        two_copies.figures.server.replicas = 2;
         assert!(!is_oversized(&two_copies));
     }
 

@@ -143,11 +143,15 @@ pub fn limit_of(p: &PointResult, shape: &Shape) -> Limit {
     }
     let f = Figures::of(p, shape);
     if p.generator_bound {
-        let waited = match p.client.wait_s {
+        let waited = match p.figures.client.wait_s {
             w if w > 0.0 => format!(
                 " and waited {} of one for a CPU (its core shared)",
-                pct(p.server.busy(w, p.duration_s).unwrap_or(0.0)
-                    / f64::from(p.client.threads.max(1)))
+                pct(p
+                    .figures
+                    .server
+                    .busy(w, p.figures.duration_s)
+                    .unwrap_or(0.0)
+                    / f64::from(p.figures.client.threads.max(1)))
             ),
             _ => String::new(),
         };
@@ -188,7 +192,7 @@ pub fn limit_of(p: &PointResult, shape: &Shape) -> Limit {
                     offered(p),
                     thousands(f.runqueue_us),
                     f.client,
-                    p.client.threads,
+                    p.figures.client.threads,
                     f.machine_busy,
                     f.allowed
                 ),
@@ -218,13 +222,13 @@ struct Figures {
 
 impl Figures {
     fn of(p: &PointResult, shape: &Shape) -> Figures {
-        let s = &p.server;
-        let share = |cpu_s: f64| s.busy(cpu_s, p.duration_s).unwrap_or(0.0);
+        let s = &p.figures.server;
+        let share = |cpu_s: f64| s.busy(cpu_s, p.figures.duration_s).unwrap_or(0.0);
         let allowed = match s.cores_allowed {
             0 => f64::from(shape.cores),
             n => f64::from(n),
         };
-        let (used, client) = (share(s.cpu_s), share(p.client.cpu_s));
+        let (used, client) = (share(s.cpu_s), share(p.figures.client.cpu_s));
         // Pinned apart from the generator (fewer CPUs allowed than the machine has), the
         // server does not share its cores with it.
         let shared = if allowed < f64::from(shape.cores) {
@@ -244,10 +248,10 @@ impl Figures {
             used,
             room,
             rps,
-            in_server: requests_in_flight(rps, p.latency_us.mean),
+            in_server: requests_in_flight(rps, p.figures.latency_us.mean),
             process_cores: share(s.busiest_cpu_s),
-            client_per_thread: client / f64::from(p.client.threads.max(1)),
-            runqueue_us: s.runqueue_wait_s * 1e6 / s.answered.max(p.requests).max(1) as f64,
+            client_per_thread: client / f64::from(p.figures.client.threads.max(1)),
+            runqueue_us: s.runqueue_wait_s * 1e6 / s.answered.max(p.figures.requests).max(1) as f64,
             allowed,
             client,
             machine_busy: if s.machine_busy_cores > 0.0 {
@@ -262,7 +266,7 @@ impl Figures {
 /// A memory limit: the OOM killer took one of the server's processes in the window, or its
 /// tasks reached the limit at least [`MEMORY_HITS`] times while holding within 5% of it.
 fn memory(p: &PointResult) -> Option<Limit> {
-    let s = &p.server;
+    let s = &p.figures.server;
     if s.memory_limit_bytes == 0 {
         return None;
     }
@@ -285,7 +289,7 @@ fn memory(p: &PointResult) -> Option<Limit> {
 /// mean response's time on one connection's link at the path's rate and at least the rest of
 /// the cycle, with the server idle: the link set the pace, whatever the server.
 fn path_bound(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
-    let n = p.net.as_ref()?;
+    let n = p.figures.net.as_ref()?;
     // The link sets the pace where a response's time on it is at least the rest of the cycle
     // (a round trip alone is the offered load's own wait, judged as `wait`).
     if !shape.closed || n.transfer_ms <= 0.0 || n.transfer_ms < cycle_ms(p, shape) {
@@ -317,7 +321,7 @@ fn path_bound(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
 /// its rate carries (B / the mean response's bits), with the server idle: the bottleneck all
 /// connections share set the pace, whatever the server.
 fn bottleneck_bound(p: &PointResult, f: &Figures) -> Option<Limit> {
-    let n = p.net.as_ref()?;
+    let n = p.figures.net.as_ref()?;
     let bps = n.spec.bottleneck_bps? as f64;
     if n.response_bytes <= 0.0 {
         return None;
@@ -347,7 +351,7 @@ fn bottleneck_bound(p: &PointResult, f: &Figures) -> Option<Limit> {
 /// (on average, or the slowest 1%), or dropped for want of room in the relay or at its devices,
 /// beyond [`PATH_LATE`] or [`PATH_DROPPED`].
 fn path(p: &PointResult) -> Option<Limit> {
-    let n = p.net.as_ref()?;
+    let n = p.figures.net.as_ref()?;
     let late = n.late_packets as f64 / n.written.max(1) as f64;
     let dropped = (n.overflowed + n.device_dropped) as f64 / n.packets.max(1) as f64;
     let rtt_us = n.spec.rtt_us as f64;
@@ -387,7 +391,7 @@ fn starved(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
     if !p.starved {
         return None;
     }
-    let stuck = p.unanswered + p.errors_by_kind.timeout;
+    let stuck = p.figures.unanswered + p.errors_by_kind.timeout;
     let never = match stuck {
         0 => String::new(),
         1 => ", 1 request never answered".to_string(),
@@ -418,7 +422,7 @@ fn starved(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
 /// A CPU quota: the server's quota ran out in at least [`THROTTLED_PERIODS`] of the periods
 /// while it used at least [`QUOTA_USED`] of it.
 fn quota(p: &PointResult, f: &Figures) -> Option<Limit> {
-    let s = &p.server;
+    let s = &p.figures.server;
     if s.quota_cores <= 0.0 || s.quota_periods == 0 {
         return None;
     }
@@ -442,7 +446,7 @@ fn quota(p: &PointResult, f: &Figures) -> Option<Limit> {
             thousands(s.quota_periods as f64),
             super::cgroup::QUOTA_PERIOD_US / 1000,
             s.throttled_s,
-            p.duration_s
+            p.figures.duration_s
         ) + &if super::budget::is_oversized(p) {
             format!(
                 "; it sees {} CPUs and ran more than its quota at once",
@@ -470,7 +474,7 @@ fn cores(p: &PointResult, f: &Figures) -> Option<Limit> {
             ),
         });
     }
-    let s = &p.server;
+    let s = &p.figures.server;
     if f.machine_busy >= CORES_BUSY * f.allowed && f.used >= IDLE_BELOW * f.room {
         return Some(Limit {
             kind: LimitKind::Cores,
@@ -500,7 +504,7 @@ fn cores(p: &PointResult, f: &Figures) -> Option<Limit> {
 /// A runtime lock: the busiest process's CPU was spread over several threads taking turns,
 /// it used about one core, and cores were free.
 fn lock(p: &PointResult, f: &Figures) -> Option<Limit> {
-    let s = &p.server;
+    let s = &p.figures.server;
     let process_cores = f.process_cores;
     let one_core = (LOCK_CORE.0..=LOCK_CORE.1).contains(&process_cores);
     let free = f.allowed - f.machine_busy.max(f.used + f.client) >= LOCK_FREE;
@@ -546,7 +550,7 @@ fn pool(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
 /// server using at least half its cores (the rest lost to switching among many processes,
 /// and to the generator's share of the machine).
 fn queued_for_cores(p: &PointResult, f: &Figures) -> Option<Limit> {
-    let cpu_us = p.server.cpu_us_per_request(p.requests);
+    let cpu_us = p.figures.server.cpu_us_per_request(p.figures.requests);
     (cpu_us > 0.0 && f.runqueue_us >= cpu_us && f.used >= IDLE_BELOW * f.room).then(|| Limit {
         kind: LimitKind::Cores,
         evidence: format!(
@@ -572,7 +576,7 @@ fn held(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
     let waits_ms = shape.wait_ms + shape.rtt_ms;
     // Queued connections cycle slower than the window is long: whole cycles undercount them,
     // the window's responses do not.
-    let rps = f.rps.max(p.rps);
+    let rps = f.rps.max(p.figures.rps);
     let serving = rps * cycle_ms / 1000.0;
     let n = f64::from(p.concurrency);
     let queued = f.in_server >= LOCK_QUEUED * n;
@@ -597,7 +601,7 @@ fn held(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
 /// A request's cycle in ms: the server's CPU per request, the wait it asks for, the path's
 /// round trip.
 fn cycle_ms(p: &PointResult, shape: &Shape) -> f64 {
-    p.server.cpu_us_per_request(p.requests) / 1000.0 + shape.wait_ms + shape.rtt_ms
+    p.figures.server.cpu_us_per_request(p.figures.requests) / 1000.0 + shape.wait_ms + shape.rtt_ms
 }
 
 /// The offered load: throughput within [`WAIT_REACHED`] of N / (C + W + RTT) with the server
@@ -628,7 +632,7 @@ fn wait(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::results::{ClientUsage, PointLatency, ServerUsage};
+    use crate::lab::results::{ClientUsage, PointLatency, RunFigures, ServerUsage};
     use crate::load::NetReport;
 
     /// Asserts the limit's kind and how its evidence begins.
@@ -661,29 +665,32 @@ mod tests {
         let mut p = PointResult {
             ok: true,
             concurrency,
-            rps,
-            requests: rps as u64,
-            duration_s: 1.0,
-            latency_us: PointLatency {
-                mean: mean_us,
+            figures: RunFigures {
+                rps,
+                requests: rps as u64,
+                duration_s: 1.0,
+                latency_us: PointLatency {
+                    mean: mean_us,
+                    ..Default::default()
+                },
+                server: ServerUsage {
+                    cpu_s: server_cpu_s,
+                    window_s: 1.0,
+                    answered: rps as u64,
+                    cores_allowed: 2,
+                    ..Default::default()
+                },
+                client: ClientUsage {
+                    cpu_s: 0.2,
+                    threads: 1,
+                    wait_s: 0.0,
+                    send_late_us: None,
+                },
                 ..Default::default()
-            },
-            server: ServerUsage {
-                cpu_s: server_cpu_s,
-                window_s: 1.0,
-                answered: rps as u64,
-                cores_allowed: 2,
-                ..Default::default()
-            },
-            client: ClientUsage {
-                cpu_s: 0.2,
-                threads: 1,
-                wait_s: 0.0,
-                send_late_us: None,
             },
             ..Default::default()
         };
-        p.status.insert("200".into(), rps as u64);
+        p.figures.status.insert("200".into(), rps as u64);
         p
     }
 
@@ -722,15 +729,15 @@ mod tests {
              connections' requests were in the server (Little's law): a pool of about 1",
         );
         // Served as many at once as connections: the wait, not a pool.
-        p.rps = 780.0;
-        p.requests = 780;
-        p.latency_us.mean = 20_500.0;
+        p.figures.rps = 780.0;
+        p.figures.requests = 780;
+        p.figures.latency_us.mean = 20_500.0;
         assert_eq!(limit_of(&p, &s).kind, LimitKind::Wait);
         // Sixteen processes on 2 ms of CPU waiting 6.8 ms each for a CPU: the cores.
         let mut p = point(16, 869.0, 18_400.0, 1.61);
-        p.client.cpu_s = 0.05;
-        p.server.machine_busy_cores = 1.7;
-        p.server.runqueue_wait_s = 869.0 * 0.0068;
+        p.figures.client.cpu_s = 0.05;
+        p.figures.server.machine_busy_cores = 1.7;
+        p.figures.server.runqueue_wait_s = 869.0 * 0.0068;
         says(
             limit_of(&p, &shape()),
             LimitKind::Cores,
@@ -741,10 +748,10 @@ mod tests {
     #[test]
     fn a_server_at_its_memory_limit_is_the_memory_before_its_failures() {
         let mut p = point(64, 800.0, 80_000.0, 0.3);
-        p.server.memory_limit_bytes = 32 << 20;
-        p.server.memory_peak_bytes = 32 << 20;
-        p.server.memory_limit_hits = 4_321;
-        p.server.oom_kills = 3;
+        p.figures.server.memory_limit_bytes = 32 << 20;
+        p.figures.server.memory_peak_bytes = 32 << 20;
+        p.figures.server.memory_limit_hits = 4_321;
+        p.figures.server.oom_kills = 3;
         p.errors_by_kind.read = 200;
         p.errors = 200;
         says(
@@ -768,8 +775,8 @@ mod tests {
             "at its 32 MiB memory limit",
         );
         // Far under its limit: its failures are its own.
-        p.server.memory_peak_bytes = 8 << 20;
-        p.server.oom_kills = 0;
+        p.figures.server.memory_peak_bytes = 8 << 20;
+        p.figures.server.oom_kills = 0;
         assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Errors);
     }
 
@@ -777,10 +784,10 @@ mod tests {
     fn a_server_throttled_by_its_quota_is_the_quota() {
         // Half a core of quota, used to the full and throttled in 9 periods of 10.
         let mut p = point(16, 2_400.0, 6_600.0, 0.49);
-        p.server.quota_cores = 0.5;
-        p.server.quota_periods = 10;
-        p.server.throttled_periods = 9;
-        p.server.throttled_s = 0.45;
+        p.figures.server.quota_cores = 0.5;
+        p.figures.server.quota_periods = 10;
+        p.figures.server.throttled_periods = 9;
+        p.figures.server.throttled_s = 0.45;
         says(
             limit_of(&p, &shape()),
             LimitKind::Quota,
@@ -788,7 +795,7 @@ mod tests {
              periods of 100 ms (0.45 s throttled over its CPUs in a 1.00 s window)",
         );
         // Rarely throttled: the quota did not hold it.
-        p.server.throttled_periods = 0;
+        p.figures.server.throttled_periods = 0;
         assert_ne!(limit_of(&p, &shape()).kind, LimitKind::Quota);
     }
 
@@ -823,7 +830,7 @@ mod tests {
         let mut p = point(1024, 1_200.0, 800_000.0, 0.6);
         let mut n = across(78_000, 0, 65_677.0, 105.0);
         n.late_mean_us = 8_000.0;
-        p.net = Some(n);
+        p.figures.net = Some(n);
         let l = says(
             limit_of(&p, &shape()),
             LimitKind::Path,
@@ -832,22 +839,22 @@ mod tests {
         );
         assert!(l.kind.is_lab());
         // Half a millisecond late on average (its poll's resolution): not the path.
-        p.net.as_mut().unwrap().late_mean_us = 500.0;
+        p.figures.net.as_mut().unwrap().late_mean_us = 500.0;
         assert_ne!(limit_of(&p, &shape()).kind, LimitKind::Path);
         // ... unless its slowest 1% were a quarter of the round trip late.
-        p.net.as_mut().unwrap().late_p99_us = 25_000.0;
+        p.figures.net.as_mut().unwrap().late_p99_us = 25_000.0;
         mentions(limit_of(&p, &shape()), LimitKind::Path, "(p99 25.0 ms");
-        p.net.as_mut().unwrap().late_p99_us = 24_000.0;
+        p.figures.net.as_mut().unwrap().late_p99_us = 24_000.0;
         assert_ne!(limit_of(&p, &shape()).kind, LimitKind::Path);
         // Drops at its devices (the kernel's, a relay too slow to read them) are its own.
-        p.net.as_mut().unwrap().device_dropped = 200;
+        p.figures.net.as_mut().unwrap().device_dropped = 200;
         mentions(
             limit_of(&p, &shape()),
             LimitKind::Path,
             "dropped 200 for want of room (200 at its devices)",
         );
         // Drops for want of room count too, before the failures they cause.
-        p.net = Some(across(0, 500, 65_677.0, 105.0));
+        p.figures.net = Some(across(0, 500, 65_677.0, 105.0));
         p.errors_by_kind.timeout = 100;
         p.errors = 100;
         mentions(
@@ -860,7 +867,7 @@ mod tests {
         let mut n = across(0, 0, 65_677.0, 525.4);
         n.spec.rtt_us = 0;
         n.spec.rate_bps = Some(1_000_000);
-        p.net = Some(n);
+        p.figures.net = Some(n);
         says(
             limit_of(&p, &shape()),
             LimitKind::Path,
@@ -871,15 +878,15 @@ mod tests {
         let mut q = point(1024, 10_107.0, 100_300.0, 0.26);
         let mut n = across(0, 0, 180.0, 0.3);
         n.late_mean_us = 365.0;
-        q.net = Some(n);
+        q.figures.net = Some(n);
         let rtt = Shape {
             rtt_ms: 100.0,
             ..shape()
         };
         assert_eq!(limit_of(&q, &rtt).kind, LimitKind::Wait);
         // The same path with the server far from it: not the path.
-        p.rps = 10.0;
-        p.requests = 10;
+        p.figures.rps = 10.0;
+        p.figures.requests = 10;
         assert_ne!(limit_of(&p, &shape()).kind, LimitKind::Path);
         // A 10 mbit/s bottleneck all 16 share, full: 18.2 responses of 65,677 bytes a second
         // is 95% of the 19.0 it carries, the server idle.
@@ -888,7 +895,7 @@ mod tests {
         n.spec.rate_bps = None;
         n.spec.bottleneck_bps = Some(10_000_000);
         n.queue_dropped = 340;
-        p.net = Some(n);
+        p.figures.net = Some(n);
         says(
             limit_of(&p, &shape()),
             LimitKind::Path,
@@ -896,8 +903,8 @@ mod tests {
              by 16 connections",
         );
         // Half of it: not the bottleneck.
-        p.rps = 9.0;
-        p.requests = 9;
+        p.figures.rps = 9.0;
+        p.figures.requests = 9;
         assert_ne!(limit_of(&p, &shape()).kind, LimitKind::Path);
     }
 
@@ -905,19 +912,19 @@ mod tests {
     fn a_saturated_machine_is_the_cores_whoever_used_them() {
         // Two GIL-bound processes at 0.86 of a core each while other work fills the rest.
         let mut p = point(16, 850.0, 18_000.0, 1.72);
-        p.server.busiest_threads_sharing = 8.2;
-        p.server.busiest_cpu_s = 0.89;
-        p.server.machine_busy_cores = 1.96;
-        p.client.cpu_s = 0.05;
+        p.figures.server.busiest_threads_sharing = 8.2;
+        p.figures.server.busiest_cpu_s = 0.89;
+        p.figures.server.machine_busy_cores = 1.96;
+        p.figures.client.cpu_s = 0.05;
         says(
             limit_of(&p, &shape()),
             LimitKind::Cores,
             "the machine's 2 cores were 98% busy (the server 1.72 of them, the load generator 0.05)",
         );
         // The same processes with the machine's other core idle: each one's lock.
-        p.server.machine_busy_cores = 1.0;
-        p.server.cpu_s = 0.95;
-        p.server.busiest_cpu_s = 0.95;
+        p.figures.server.machine_busy_cores = 1.0;
+        p.figures.server.cpu_s = 0.95;
+        p.figures.server.busiest_cpu_s = 0.95;
         assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Lock);
     }
 
@@ -980,7 +987,7 @@ mod tests {
             "4 workers each hold one keep-alive connection, of 64 connections offered: 4.0 \
              requests in the server by Little's law"
         );
-        p.unanswered = 60;
+        p.figures.unanswered = 60;
         let l = limit_of(&p, &s);
         assert!(
             l.evidence.ends_with(", 60 requests never answered"),
@@ -993,16 +1000,16 @@ mod tests {
     fn threads_waiting_on_one_core_of_a_process_are_a_lock() {
         // Puma-like: one process whose one core eight threads take turns on, of two cores.
         let mut p = point(16, 470.0, 34_000.0, 1.0);
-        p.server.busiest_running_threads = 1.6;
-        p.server.busiest_threads_sharing = 7.6;
-        p.server.busiest_cpu_s = 0.98;
+        p.figures.server.busiest_running_threads = 1.6;
+        p.figures.server.busiest_threads_sharing = 7.6;
+        p.figures.server.busiest_cpu_s = 0.98;
         says(
             limit_of(&p, &shape()),
             LimitKind::Lock,
             "one process's 0.98 of a core was shared by 7.6 threads",
         );
         // One thread doing the work (an event loop at one core): its core, not a lock.
-        p.server.busiest_threads_sharing = 1.1;
+        p.figures.server.busiest_threads_sharing = 1.1;
         says(
             limit_of(&p, &shape()),
             LimitKind::Cores,
@@ -1011,14 +1018,14 @@ mod tests {
         // Two runtime threads sharing 0.82 of a core while a third of the connections' time
         // went to the load generator (44 requests in the server of 64): no lock held them.
         let mut q = point(64, 107_864.0, 408.0, 0.82);
-        q.server.busiest_threads_sharing = 2.0;
-        q.server.busiest_cpu_s = 0.83;
-        q.server.machine_busy_cores = 1.49;
+        q.figures.server.busiest_threads_sharing = 2.0;
+        q.figures.server.busiest_cpu_s = 0.83;
+        q.figures.server.machine_busy_cores = 1.49;
         assert_eq!(limit_of(&q, &shape()).kind, LimitKind::Unexplained);
-        p.server.busiest_threads_sharing = 7.6;
+        p.figures.server.busiest_threads_sharing = 7.6;
         // The same threads spread over both cores: not a lock.
-        p.server.cpu_s = 1.7;
-        p.server.busiest_cpu_s = 1.7;
+        p.figures.server.cpu_s = 1.7;
+        p.figures.server.busiest_cpu_s = 1.7;
         assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Cores);
     }
 
@@ -1026,14 +1033,14 @@ mod tests {
     fn the_lab_and_failures_come_first() {
         let mut p = point(16, 80_000.0, 190.0, 0.5);
         p.generator_bound = true;
-        p.client.cpu_s = 0.97;
+        p.figures.client.cpu_s = 0.97;
         let l = says(
             limit_of(&p, &shape()),
             LimitKind::Generator,
             "the load generator used 97% of a core per thread",
         );
         assert!(l.kind.is_lab());
-        p.status.insert("500".into(), 5_000);
+        p.figures.status.insert("500".into(), 5_000);
         assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Errors);
         let failed = PointResult {
             ok: false,

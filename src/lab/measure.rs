@@ -16,7 +16,8 @@ use super::cgroup::{self, BudgetCgroup, CpuMeter, CpuMethod, ServerCgroup};
 use super::plan::{LoadMode, PointPlan, PointSpec, TargetSpec};
 use super::probe::TreeSampler;
 use super::results::{
-    ClientUsage, ErrorCounts, Machine, PointLatency, PointResult, RunMeasurement, ServerUsage,
+    ClientUsage, ErrorCounts, Machine, PointLatency, PointResult, RunFigures, RunMeasurement,
+    ServerUsage,
 };
 use super::server::{free_port, Launch, ReadyLine, ServerProcess};
 use super::stats::{fold_repetitions, generator_saturated, mark_point, server_parallelism};
@@ -115,19 +116,10 @@ fn run_point(
     }
     let (run, spread) = fold_repetitions(&runs)?;
     result.ok = true;
-    result.requests = run.requests;
-    result.duration_s = run.duration_s;
-    result.rps = run.rps;
-    result.cycle_rps = run.cycle_rps;
-    result.latency_us = run.latency_us;
+    result.figures = run.figures.clone();
     result.errors = run.errors.total();
     result.errors_by_kind = run.errors;
-    result.unanswered = run.unanswered;
-    result.status = run.status.clone();
-    result.server = run.server;
-    result.client = run.client;
-    result.net = run.net.clone();
-    result.server_cpu_us_per_request = run.server.cpu_us_per_request(run.requests);
+    result.server_cpu_us_per_request = run.figures.server.cpu_us_per_request(run.figures.requests);
     warn_if_generator_bound(&mut result, &run, &point.target, machine);
     if let Some(cause) = result.failure_cause() {
         result.warnings.push(format!("requests failed: {cause}"));
@@ -185,32 +177,34 @@ fn warn_if_generator_bound(
     };
     // CPU seconds of both sides were measured over the whole load run (connects and drain
     // included), so their shares of a core are over that window.
-    let window_s = if run.server.window_s > 0.0 {
-        run.server.window_s
+    let window_s = if run.figures.server.window_s > 0.0 {
+        run.figures.server.window_s
     } else {
-        run.duration_s
+        run.figures.duration_s
     };
     // A generator thread that waited for its core wanted it as much as one that ran on it.
     result.generator_bound = generator_saturated(
-        run.client.cpu_s + run.client.wait_s,
-        run.client.threads,
-        run.server.cpu_s,
+        run.figures.client.cpu_s + run.figures.client.wait_s,
+        run.figures.client.threads,
+        run.figures.server.cpu_s,
         window_s,
         cores,
         parallelism,
     );
-    if result.generator_bound && run.server.cpu_unavailable {
+    if result.generator_bound && run.figures.server.cpu_unavailable {
         result.warnings.push(format!(
             "the load generator used {:.0}% of a core per thread (the server's CPU is not known \
              here): this throughput may be the generator's limit, not the server's",
-            run.client.cpu_s / window_s / f64::from(run.client.threads.max(1)) * 100.0
+            run.figures.client.cpu_s / window_s / f64::from(run.figures.client.threads.max(1))
+                * 100.0
         ));
     } else if result.generator_bound {
         result.warnings.push(format!(
             "the load generator used {:.0}% of a core per thread while the server used {:.0}%: \
              this throughput is the generator's limit, not the server's",
-            run.client.cpu_s / window_s / f64::from(run.client.threads.max(1)) * 100.0,
-            run.server.cpu_s / window_s * 100.0
+            run.figures.client.cpu_s / window_s / f64::from(run.figures.client.threads.max(1))
+                * 100.0,
+            run.figures.server.cpu_s / window_s * 100.0
         ));
     }
 }
@@ -352,19 +346,19 @@ fn run_once(
     let window_s = (after.at - before.at).as_secs_f64();
     let notes = servers.stop(after.output - before.output, window_s);
     let mut run = measurement_of(&report, &config, after.cpu.since(&before.cpu), sample);
-    run.server.cpu_method = Some(meter.method());
-    run.server.window_s = window_s;
+    run.figures.server.cpu_method = Some(meter.method());
+    run.figures.server.window_s = window_s;
     if setup.replicas > 1 {
-        run.server.replicas = setup.replicas;
+        run.figures.server.replicas = setup.replicas;
         run.replica_connections = replica_connections;
     }
-    budget_use(&mut run.server, setup, &before, &after);
+    budget_use(&mut run.figures.server, setup, &before, &after);
     if !server_here {
         let command_cpu = match (cpu_command.as_deref(), command_cpu_before) {
             (Some(command), Some(before)) => Some((command_cpu_s(command)? - before).max(0.0)),
             _ => None,
         };
-        run.server = ServerUsage {
+        run.figures.server = ServerUsage {
             cpu_s: command_cpu.unwrap_or(0.0),
             cpu_unavailable: command_cpu.is_none(),
             remote: true,
@@ -831,18 +825,54 @@ fn measurement_of(
     let mut lower_bound = l.lower_bound;
     lower_bound.remove(LatencyKey::Mean);
     RunMeasurement {
-        requests: report.requests,
-        duration_s: report.duration_s,
-        rps: report.rps,
-        cycle_rps: report.cycle_rps,
-        latency_us: PointLatency {
-            p50: l.p50,
-            p90: l.p90,
-            p99: l.p99,
-            p999: l.p999,
-            mean: report.latency_answered_us.mean,
-            max: l.max,
-            lower_bound,
+        figures: RunFigures {
+            requests: report.requests,
+            duration_s: report.duration_s,
+            rps: report.rps,
+            cycle_rps: report.cycle_rps,
+            latency_us: PointLatency {
+                p50: l.p50,
+                p90: l.p90,
+                p99: l.p99,
+                p999: l.p999,
+                mean: report.latency_answered_us.mean,
+                max: l.max,
+                lower_bound,
+            },
+            unanswered: report.unanswered,
+            status: report.status.clone(),
+            server: ServerUsage {
+                cpu_s: cpu.total_s(),
+                cpu_user_s: cpu.user_s,
+                cpu_system_s: cpu.system_s,
+                rss_kb: sample.peak_rss_kb,
+                threads: sample.peak_threads,
+                processes: sample.peak_processes,
+                voluntary_switches: sample.voluntary_switches,
+                involuntary_switches: sample.involuntary_switches,
+                tasks_running: sample.tasks.running,
+                tasks_sleeping: sample.tasks.sleeping,
+                tasks_blocked: sample.tasks.blocked,
+                runqueue_wait_s: sample.runqueue_wait_s,
+                busiest_running_threads: sample.busiest.running_threads,
+                busiest_cpu_s: sample.busiest.cpu_s,
+                busiest_threads_sharing: sample.busiest.threads_sharing,
+                cores_allowed: sample.cores_allowed,
+                machine_busy_cores: 0.0,
+                cpu_method: None,
+                cpu_unavailable: false,
+                remote: false,
+                window_s: report.duration_s,
+                answered: report.responses_read.max(report.requests + report.drained),
+                ..ServerUsage::default()
+            },
+            client: ClientUsage {
+                cpu_s: report.client_cpu_s,
+                threads: config.threads.min(config.connections) as u32,
+                wait_s: report.client_wait_s,
+                send_late_us: report.send_late_mean_us,
+            },
+            net: report.net.clone(),
         },
         errors: ErrorCounts {
             connect: report.errors.connect,
@@ -851,46 +881,12 @@ fn measurement_of(
             timeout: report.errors.timeout,
             protocol: report.errors.protocol,
         },
-        unanswered: report.unanswered,
-        status: report.status.clone(),
-        server: ServerUsage {
-            cpu_s: cpu.total_s(),
-            cpu_user_s: cpu.user_s,
-            cpu_system_s: cpu.system_s,
-            rss_kb: sample.peak_rss_kb,
-            threads: sample.peak_threads,
-            processes: sample.peak_processes,
-            voluntary_switches: sample.voluntary_switches,
-            involuntary_switches: sample.involuntary_switches,
-            tasks_running: sample.tasks.running,
-            tasks_sleeping: sample.tasks.sleeping,
-            tasks_blocked: sample.tasks.blocked,
-            runqueue_wait_s: sample.runqueue_wait_s,
-            busiest_running_threads: sample.busiest.running_threads,
-            busiest_cpu_s: sample.busiest.cpu_s,
-            busiest_threads_sharing: sample.busiest.threads_sharing,
-            cores_allowed: sample.cores_allowed,
-            machine_busy_cores: 0.0,
-            cpu_method: None,
-            cpu_unavailable: false,
-            remote: false,
-            window_s: report.duration_s,
-            answered: report.responses_read.max(report.requests + report.drained),
-            ..ServerUsage::default()
-        },
-        client: ClientUsage {
-            cpu_s: report.client_cpu_s,
-            threads: config.threads.min(config.connections) as u32,
-            wait_s: report.client_wait_s,
-            send_late_us: report.send_late_mean_us,
-        },
         target_rate: report.target_rate,
         rate_held: report.rate_held,
         retransmissions: report
             .net
             .as_ref()
             .map(|n| n.retrans_clients + n.retrans_server_side),
-        net: report.net.clone(),
         replica_connections: Vec::new(),
     }
 }

@@ -188,24 +188,38 @@ pub struct ClientUsage {
     pub send_late_us: Option<f64>,
 }
 
-/// One measured repetition of a point.
+/// A run's figures, declared once: what one repetition measured ([`RunMeasurement`]) and
+/// what a point reports as the median of its repetitions ([`PointResult`]), which takes the
+/// median run's whole. Both flatten it, so the JSON keeps these keys at the top of a point.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct RunMeasurement {
+pub struct RunFigures {
     pub requests: u64,
     pub duration_s: f64,
     pub rps: f64,
-    /// Closed loop: throughput in whole cycles (the load report's `cycle_rps`).
+    /// Closed loop: throughput in whole cycles, each connection's answers over its own span
+    /// (no partial cycle counted at the window's ends): the load report's `cycle_rps`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cycle_rps: Option<f64>,
     pub latency_us: PointLatency,
-    pub errors: ErrorCounts,
-    /// Requests still waiting when the run ended (neither answered nor timed out).
+    /// Requests still waiting when the run ended (neither answered nor timed out): work the
+    /// server was still holding, which the percentiles cannot show.
     #[serde(default)]
     pub unanswered: u64,
     /// Responses by HTTP status (empty for echo).
     pub status: BTreeMap<String, u64>,
     pub server: ServerUsage,
     pub client: ClientUsage,
+    /// Across a network path (`net`): what the path and its relay did (lateness, drops, CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<NetReport>,
+}
+
+/// One measured repetition of a point.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RunMeasurement {
+    #[serde(flatten)]
+    pub figures: RunFigures,
+    pub errors: ErrorCounts,
     /// Rate mode: the rate asked for, and whether it was held.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_rate: Option<f64>,
@@ -215,9 +229,6 @@ pub struct RunMeasurement {
     /// and on the server's side.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retransmissions: Option<u64>,
-    /// Across a network path: what the path and its relay did (lateness, drops, CPU).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub net: Option<NetReport>,
     /// With replicas: the connections each held halfway through the window (the kernel's
     /// count of established sockets on each one's port), in replica order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -253,24 +264,12 @@ pub struct PointResult {
     pub ok: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
-    pub requests: u64,
-    pub duration_s: f64,
-    pub rps: f64,
-    /// Closed loop: throughput in whole cycles, each connection's answers over its own span
-    /// (no partial cycle counted at the window's ends); the runs' median's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cycle_rps: Option<f64>,
-    pub latency_us: PointLatency,
+    /// The median run's figures (see [`RunFigures`]).
+    #[serde(flatten)]
+    pub figures: RunFigures,
     /// Total errors (the contract key); by kind in `errors_by_kind`.
     pub errors: u64,
     pub errors_by_kind: ErrorCounts,
-    /// Requests still waiting when the run ended (neither answered nor timed out): work the
-    /// server was still holding, which the percentiles cannot show.
-    #[serde(default)]
-    pub unanswered: u64,
-    pub status: BTreeMap<String, u64>,
-    pub server: ServerUsage,
-    pub client: ClientUsage,
     /// Server CPU per successful request, microseconds.
     pub server_cpu_us_per_request: f64,
     /// True when the generator, not the server, was the bottleneck.
@@ -290,16 +289,16 @@ pub struct PointResult {
     /// What limited the point, and the figures that show it (see [`super::limit`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<Limit>,
-    /// Across a network path: what the path and its relay did in the median run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub net: Option<NetReport>,
 }
 
 impl PointResult {
     /// Throughput in whole cycles where the load generator counted them (a window that ends
     /// mid-cycle undercounts responses, not requests in flight), else the window's.
     pub fn whole_cycle_rps(&self) -> f64 {
-        self.cycle_rps.filter(|r| *r > 0.0).unwrap_or(self.rps)
+        self.figures
+            .cycle_rps
+            .filter(|r| *r > 0.0)
+            .unwrap_or(self.figures.rps)
     }
 
     /// The series this point belongs to in tables and plots: the arch, plus the worker count
@@ -310,7 +309,8 @@ impl PointResult {
 
     /// Non-2xx/3xx responses, which a server returning 500s fast must not be rewarded for.
     pub fn bad_statuses(&self) -> u64 {
-        self.status
+        self.figures
+            .status
             .iter()
             .filter(|(code, _)| !(code.starts_with('2') || code.starts_with('3')))
             .map(|(_, n)| n)
@@ -324,8 +324,9 @@ impl PointResult {
             return None;
         }
         let n = |v: u64| crate::render::units::thousands(v as f64);
-        let responses: u64 = self.status.values().sum();
+        let responses: u64 = self.figures.status.values().sum();
         let bad: Vec<(&String, &u64)> = self
+            .figures
             .status
             .iter()
             .filter(|(code, _)| !(code.starts_with('2') || code.starts_with('3')))
@@ -371,7 +372,7 @@ impl PointResult {
     /// Fraction of attempts that were errors or bad statuses.
     pub fn error_rate(&self) -> f64 {
         let bad = (self.errors + self.bad_statuses()) as f64;
-        let attempts = self.requests as f64 + self.errors as f64;
+        let attempts = self.figures.requests as f64 + self.errors as f64;
         if attempts == 0.0 {
             if self.ok {
                 0.0
@@ -549,18 +550,18 @@ mod tests {
             ok: true,
             ..Default::default()
         };
-        p.requests = 1000;
-        p.status.insert("200".into(), 1000);
+        p.figures.requests = 1000;
+        p.figures.status.insert("200".into(), 1000);
         assert_eq!(p.failure_cause(), None);
-        p.status.clear();
-        p.status.insert("404".into(), 1000);
+        p.figures.status.clear();
+        p.figures.status.insert("404".into(), 1000);
         assert_eq!(
             p.failure_cause().as_deref(),
             Some("every response was 404 (1,000 of 1,000)")
         );
-        p.status.insert("404".into(), 40);
-        p.status.insert("200".into(), 950);
-        p.status.insert("503".into(), 10);
+        p.figures.status.insert("404".into(), 40);
+        p.figures.status.insert("200".into(), 950);
+        p.figures.status.insert("503".into(), 10);
         p.errors_by_kind.connect = 3;
         p.errors_by_kind.timeout = 2;
         p.errors = 5;
@@ -569,9 +570,9 @@ mod tests {
             Some("404: 40, 503: 10 of 1,000 responses; 3 connect error(s), 2 timeout(s)")
         );
         // 1% or less is not a failure.
-        p.status.clear();
-        p.status.insert("200".into(), 995);
-        p.status.insert("500".into(), 5);
+        p.figures.status.clear();
+        p.figures.status.insert("200".into(), 995);
+        p.figures.status.insert("500".into(), 5);
         p.errors_by_kind = Default::default();
         p.errors = 0;
         assert_eq!(p.failure_cause(), None);
@@ -581,13 +582,57 @@ mod tests {
     fn error_rate_counts_bad_statuses() {
         let mut p = PointResult {
             ok: true,
-            requests: 90,
+            figures: RunFigures {
+                requests: 90,
+                ..Default::default()
+            },
             errors: 10,
             ..Default::default()
         };
-        p.status.insert("200".into(), 80);
-        p.status.insert("500".into(), 10);
+        p.figures.status.insert("200".into(), 80);
+        p.figures.status.insert("500".into(), 10);
         assert!((p.error_rate() - 0.2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_runs_figures_stay_at_the_top_of_a_points_json_and_read_back() {
+        let mut p = PointResult {
+            arch: "async".into(),
+            ok: true,
+            figures: RunFigures {
+                requests: 300,
+                duration_s: 1.5,
+                rps: 200.0,
+                unanswered: 2,
+                ..Default::default()
+            },
+            errors: 1,
+            ..Default::default()
+        };
+        p.figures.status.insert("200".into(), 300);
+        p.runs.push(RunMeasurement {
+            figures: p.figures.clone(),
+            rate_held: Some(true),
+            ..Default::default()
+        });
+        let json = serde_json::to_value(&p).unwrap();
+        let keys = |v: &serde_json::Value| -> Vec<String> {
+            v.as_object().unwrap().keys().cloned().collect()
+        };
+        for key in ["requests", "duration_s", "rps", "latency_us", "unanswered", "status"] {
+            assert!(keys(&json).contains(&key.to_string()), "{key}: {json}");
+            assert!(keys(&json["runs"][0]).contains(&key.to_string()), "{key}");
+        }
+        assert!(!keys(&json).contains(&"figures".to_string()));
+        assert_eq!(
+            (json["rps"].as_f64(), json["runs"][0]["rate_held"].as_bool()),
+            (Some(200.0), Some(true))
+        );
+        // Unset options stay out, as before (no `cycle_rps` or `net` key).
+        assert!(!keys(&json).contains(&"cycle_rps".to_string()));
+        assert!(!keys(&json).contains(&"net".to_string()));
+        let back: PointResult = serde_json::from_value(json).unwrap();
+        assert_eq!(back, p);
     }
 
     #[test]

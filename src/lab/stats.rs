@@ -65,7 +65,7 @@ pub fn fold_repetitions(runs: &[RunMeasurement]) -> Option<(RunMeasurement, Spre
         return None;
     }
     let mut order: Vec<usize> = (0..runs.len()).collect();
-    order.sort_by(|&a, &b| runs[a].rps.total_cmp(&runs[b].rps));
+    order.sort_by(|&a, &b| runs[a].figures.rps.total_cmp(&runs[b].figures.rps));
     // Lower median for even counts: never flatter the result.
     let representative = runs[order[(runs.len() - 1) / 2]].clone();
     let fold = |f: fn(&RunMeasurement) -> f64, pick: fn(f64, f64) -> f64| {
@@ -73,10 +73,10 @@ pub fn fold_repetitions(runs: &[RunMeasurement]) -> Option<(RunMeasurement, Spre
     };
     let spread = Spread {
         repetitions: runs.len() as u32,
-        rps_min: fold(|r| r.rps, f64::min),
-        rps_max: fold(|r| r.rps, f64::max),
-        p99_min: fold(|r| r.latency_us.p99, f64::min),
-        p99_max: fold(|r| r.latency_us.p99, f64::max),
+        rps_min: fold(|r| r.figures.rps, f64::min),
+        rps_max: fold(|r| r.figures.rps, f64::max),
+        p99_min: fold(|r| r.figures.latency_us.p99, f64::min),
+        p99_max: fold(|r| r.figures.latency_us.p99, f64::max),
     };
     Some((representative, spread))
 }
@@ -87,7 +87,7 @@ pub fn rps_range(p: &PointResult) -> (f64, f64) {
     if p.spread.repetitions > 1 {
         (p.spread.rps_min, p.spread.rps_max)
     } else {
-        (p.rps, p.rps)
+        (p.figures.rps, p.figures.rps)
     }
 }
 
@@ -97,8 +97,8 @@ pub fn cpu_per_request_range(p: &PointResult) -> (f64, f64) {
     let per_run: Vec<f64> = p
         .runs
         .iter()
-        .filter(|r| r.requests > 0)
-        .map(|r| r.server.cpu_us_per_request(r.requests))
+        .filter(|r| r.figures.requests > 0)
+        .map(|r| r.figures.server.cpu_us_per_request(r.figures.requests))
         .collect();
     if p.spread.repetitions > 1 && per_run.len() > 1 {
         let min = per_run.iter().copied().fold(f64::MAX, f64::min);
@@ -243,12 +243,13 @@ pub fn mark_point(point: &mut PointResult, mode: LoadMode, keepalive: bool) {
     // Little's law needs the throughput of whole cycles where it was counted: a window
     // that ends mid-cycle undercounts the responses per second, not the requests in flight.
     let rps = point.whole_cycle_rps();
-    point.in_flight_ratio = (point.ok && rps > 0.0)
-        .then(|| requests_in_flight(rps, point.latency_us.mean) / f64::from(point.concurrency));
+    point.in_flight_ratio = (point.ok && rps > 0.0).then(|| {
+        requests_in_flight(rps, point.figures.latency_us.mean) / f64::from(point.concurrency)
+    });
     // Requests never answered: in flight when the run ended, or timed out. Only a closed
     // loop holds a connection's next request back behind them.
     let stuck = if closed {
-        point.unanswered + point.errors_by_kind.timeout
+        point.figures.unanswered + point.errors_by_kind.timeout
     } else {
         0
     };
@@ -256,7 +257,7 @@ pub fn mark_point(point: &mut PointResult, mode: LoadMode, keepalive: bool) {
         && point.ok
         && fell_short(
             rps,
-            point.latency_us.mean,
+            point.figures.latency_us.mean,
             point.concurrency,
             keepalive,
             stuck,
@@ -265,7 +266,7 @@ pub fn mark_point(point: &mut PointResult, mode: LoadMode, keepalive: bool) {
     if mode != LoadMode::Rate {
         if let Some(w) = little_warning(
             rps,
-            point.latency_us.mean,
+            point.figures.latency_us.mean,
             point.concurrency,
             point.errors,
             keepalive,
@@ -333,7 +334,7 @@ pub fn server_parallelism(arch: &str, cores: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::results::PointLatency;
+    use crate::lab::results::{PointLatency, RunFigures};
 
     #[test]
     fn median_of_odd_even_and_empty() {
@@ -346,23 +347,26 @@ mod tests {
     #[test]
     fn repetitions_fold_to_median_and_spread() {
         let run = |rps: f64, p99: f64| RunMeasurement {
-            rps,
-            latency_us: PointLatency {
-                p99,
+            figures: RunFigures {
+                rps,
+                latency_us: PointLatency {
+                    p99,
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             ..Default::default()
         };
         let (rep, spread) =
             fold_repetitions(&[run(100.0, 5.0), run(300.0, 1.0), run(200.0, 9.0)]).unwrap();
-        assert_eq!(rep.rps, 200.0);
-        assert_eq!(rep.latency_us.p99, 9.0);
+        assert_eq!(rep.figures.rps, 200.0);
+        assert_eq!(rep.figures.latency_us.p99, 9.0);
         assert_eq!((spread.rps_min, spread.rps_max), (100.0, 300.0));
         assert_eq!((spread.p99_min, spread.p99_max), (1.0, 9.0));
         assert_eq!(spread.repetitions, 3);
         // Even counts take the lower median.
         let (rep, _) = fold_repetitions(&[run(100.0, 5.0), run(300.0, 1.0)]).unwrap();
-        assert_eq!(rep.rps, 100.0);
+        assert_eq!(rep.figures.rps, 100.0);
         assert!(fold_repetitions(&[]).is_none());
     }
 
@@ -378,7 +382,10 @@ mod tests {
     #[test]
     fn a_point_without_repetitions_has_a_range_of_zero_width() {
         let mut p = PointResult {
-            rps: 10.0,
+            figures: RunFigures {
+                rps: 10.0,
+                ..Default::default()
+            },
             ..Default::default()
         };
         assert_eq!(rps_range(&p), (10.0, 10.0));

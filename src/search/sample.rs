@@ -165,9 +165,13 @@ pub fn mean_min_max(xs: &[f64]) -> (f64, f64, f64) {
 /// with anything but 2xx, or with more than 1% of its requests failed (fast errors are not
 /// throughput).
 pub fn sample_of(result: &PointResult, cores: u32) -> Sample {
-    let answered_ok = result.status.keys().all(|code| code.starts_with('2'));
-    let few_errors = (result.errors as f64) <= 0.01 * (result.requests.max(1) as f64);
-    let known = !result.server.cpu_unavailable && !result.server.remote;
+    let answered_ok = result
+        .figures
+        .status
+        .keys()
+        .all(|code| code.starts_with('2'));
+    let few_errors = (result.errors as f64) <= 0.01 * (result.figures.requests.max(1) as f64);
+    let known = !result.figures.server.cpu_unavailable && !result.figures.server.remote;
     let cpu_us = if known {
         result.server_cpu_us_per_request
     } else {
@@ -175,9 +179,10 @@ pub fn sample_of(result: &PointResult, cores: u32) -> Sample {
     };
     // A starved point's whole-cycle figure takes the served connections for all of them.
     let mut rps = result
+        .figures
         .cycle_rps
         .filter(|r| *r > 0.0 && !result.starved)
-        .unwrap_or(result.rps);
+        .unwrap_or(result.figures.rps);
     // No server answers faster than its cores run its CPU per request: a figure above that
     // is the short window's estimate, and the cores' figure is the better one.
     if cpu_us > 0.0 {
@@ -185,14 +190,19 @@ pub fn sample_of(result: &PointResult, cores: u32) -> Sample {
     }
     Sample {
         rps,
-        p99_us: result.latency_us.p99,
-        p50_us: result.latency_us.p50,
-        p99_lower_bound: result.latency_us.lower_bound.contains(LatencyKey::P99) || result.starved,
+        p99_us: result.figures.latency_us.p99,
+        p50_us: result.figures.latency_us.p50,
+        p99_lower_bound: result
+            .figures
+            .latency_us
+            .lower_bound
+            .contains(LatencyKey::P99)
+            || result.starved,
         ok: result.ok && answered_ok && few_errors,
         cpu_us,
-        rss_kb: result.server.rss_kb,
-        threads: result.server.threads,
-        processes: result.server.processes,
+        rss_kb: result.figures.server.rss_kb,
+        threads: result.figures.server.threads,
+        processes: result.figures.server.processes,
         limit: result.limit.clone(),
     }
 }

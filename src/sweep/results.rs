@@ -12,7 +12,7 @@ use super::analysis::findings::{Analysis, Recommendation};
 use super::spec::Experiment;
 pub use crate::lab::results::{
     format_utc, utc_timestamp, ClientUsage, ErrorCounts, Machine, PointLatency, PointResult,
-    RunMeasurement, ServerUsage, Spread,
+    RunFigures, RunMeasurement, ServerUsage, Spread,
 };
 
 /// Everything a sweep produced.
@@ -92,7 +92,7 @@ mod tests {
         // ... while what was measured is kept as written, error counts included.
         let raw: serde_json::Value = serde_json::from_str(PAIR_RANKING).unwrap();
         for (point, raw) in results.points.iter().zip(raw["points"].as_array().unwrap()) {
-            assert_eq!(point.rps, raw["rps"].as_f64().unwrap());
+            assert_eq!(point.figures.rps, raw["rps"].as_f64().unwrap());
             assert_eq!(
                 serde_json::to_value(point.errors_by_kind).unwrap(),
                 raw["errors_by_kind"]

@@ -195,10 +195,10 @@ impl Progress {
         let line = if p.ok {
             format!(
                 "{} req/s, p99 {}, {} errors{}",
-                output::thousands(p.rps),
+                output::thousands(p.figures.rps),
                 output::latency_figure(
-                    p.latency_us.p99,
-                    p.latency_us.lower_bound.contains(LatencyKey::P99)
+                    p.figures.latency_us.p99,
+                    p.figures.latency_us.lower_bound.contains(LatencyKey::P99)
                 ),
                 p.errors,
                 match &p.limit {

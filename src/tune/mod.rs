@@ -739,7 +739,7 @@ fn profile(live: &mut Live, at: &[u32], cores: f64) -> Option<Profile> {
     if !sample.ok || live.last.as_ref()?.failure_cause().is_some() {
         return None;
     }
-    let mean_ms = live.last.as_ref()?.latency_us.mean / 1000.0;
+    let mean_ms = live.last.as_ref()?.figures.latency_us.mean / 1000.0;
     let cpu_us = sample.cpu_us;
     if cpu_us <= 0.0 || mean_ms <= 0.0 {
         return None;

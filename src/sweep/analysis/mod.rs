@@ -140,7 +140,7 @@ fn analyze_workload(
     let usable: Vec<&PointResult> = points
         .iter()
         .copied()
-        .filter(|p| p.ok && p.rps > 0.0)
+        .filter(|p| p.ok && p.figures.rps > 0.0)
         .collect();
     let offered = (experiment.mode == LoadMode::Rate)
         .then_some(experiment.rate)
@@ -246,7 +246,7 @@ fn sweet_spots_of(points: &[&PointResult]) -> Vec<SweetSpot> {
         let (min, max) = rps_range(p);
         answered.push(WorkerThroughput {
             workers,
-            rps: p.rps,
+            rps: p.figures.rps,
             min,
             max,
         });
@@ -289,12 +289,12 @@ fn usl_series_of(points: &[&PointResult]) -> Vec<UslSeries> {
         by_concurrency
             .entry((p.arch.clone(), p.workers))
             .or_default()
-            .push((f64::from(p.concurrency), p.rps));
+            .push((f64::from(p.concurrency), p.figures.rps));
         if let Some(w) = p.workers {
             by_workers
                 .entry((p.arch.clone(), p.concurrency))
                 .or_default()
-                .push((f64::from(w), p.rps));
+                .push((f64::from(w), p.figures.rps));
         }
     }
     let make = |arch: String, axis: &str, fixed: Option<u32>, data: &[(f64, f64)]| {
@@ -339,7 +339,9 @@ fn usl_series_of(points: &[&PointResult]) -> Vec<UslSeries> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::sweep::results::{Machine, PointLatency, RunMeasurement, ServerUsage, Spread};
+    use crate::sweep::results::{
+        Machine, PointLatency, RunFigures, RunMeasurement, ServerUsage, Spread,
+    };
     use crate::sweep::spec::Experiment;
 
     fn fixture(text: &str) -> SweepResults {
@@ -366,9 +368,14 @@ pub(crate) mod tests {
         assert!(find(&r, "sleep", "iterative", 4).starved);
         assert!(!find(&r, "hello", "epoll", 64).starved);
         for p in &r.points {
-            let stuck = p.unanswered + p.errors_by_kind.timeout;
-            let expected =
-                stuck > 0 || little_shortfall(p.rps, p.latency_us.mean, p.concurrency, true);
+            let stuck = p.figures.unanswered + p.errors_by_kind.timeout;
+            let expected = stuck > 0
+                || little_shortfall(
+                    p.figures.rps,
+                    p.figures.latency_us.mean,
+                    p.concurrency,
+                    true,
+                );
             assert_eq!(
                 p.starved, expected,
                 "{} {} c={}",
@@ -410,17 +417,22 @@ pub(crate) mod tests {
             .iter()
             .filter(|p| {
                 p.ok && !recommend::p99_is_lower_bound(p)
-                    && p.latency_us.p99 <= 2_000_000.0
+                    && p.figures.latency_us.p99 <= 2_000_000.0
                     && p.error_rate() <= MAX_ERROR_RATE
             })
             .collect();
         let lowest = candidates
             .iter()
-            .min_by(|a, b| a.latency_us.p99.total_cmp(&b.latency_us.p99))
+            .min_by(|a, b| {
+                a.figures
+                    .latency_us
+                    .p99
+                    .total_cmp(&b.figures.latency_us.p99)
+            })
             .unwrap();
         assert_eq!(
             (best.arch.as_str(), best.p99_us),
-            (lowest.arch.as_str(), lowest.latency_us.p99)
+            (lowest.arch.as_str(), lowest.figures.latency_us.p99)
         );
         let summary = &r.recommendation.summary[0];
         assert!(
@@ -472,12 +484,15 @@ pub(crate) mod tests {
             concurrency,
             target: "sweetspot".into(),
             ok: true,
-            requests: rps as u64,
-            duration_s: 1.0,
-            rps,
-            latency_us: PointLatency {
-                p99: 1000.0,
-                mean: f64::from(concurrency) / rps * 1e6,
+            figures: RunFigures {
+                requests: rps as u64,
+                duration_s: 1.0,
+                rps,
+                latency_us: PointLatency {
+                    p99: 1000.0,
+                    mean: f64::from(concurrency) / rps * 1e6,
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             ..Default::default()
@@ -527,10 +542,13 @@ pub(crate) mod tests {
         p.runs = cpu_us
             .iter()
             .map(|&us| RunMeasurement {
-                requests: 1000,
-                rps: 1000.0,
-                server: ServerUsage {
-                    cpu_s: us * 1000.0 / 1e6,
+                figures: RunFigures {
+                    requests: 1000,
+                    rps: 1000.0,
+                    server: ServerUsage {
+                        cpu_s: us * 1000.0 / 1e6,
+                        ..Default::default()
+                    },
                     ..Default::default()
                 },
                 ..Default::default()

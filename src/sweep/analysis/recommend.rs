@@ -23,7 +23,7 @@ use crate::sweep::spec::LoadMode;
 
 /// Whether a point's p99 is only a lower bound.
 pub fn p99_is_lower_bound(p: &PointResult) -> bool {
-    p.latency_us.lower_bound.contains(LatencyKey::P99)
+    p.figures.latency_us.lower_bound.contains(LatencyKey::P99)
 }
 
 /// A point delivered the rate offered when its throughput (the best of its repetitions) came
@@ -52,14 +52,14 @@ pub fn best_choice(
     let usable: Vec<&PointResult> = points
         .iter()
         .copied()
-        .filter(|p| p.ok && p.rps > 0.0)
+        .filter(|p| p.ok && p.figures.rps > 0.0)
         .collect();
     if usable.is_empty() {
         return None;
     }
     let meets = |p: &PointResult| {
         !p99_is_lower_bound(p)
-            && p.latency_us.p99 <= p99_bound_us
+            && p.figures.latency_us.p99 <= p99_bound_us
             && p.error_rate() <= MAX_ERROR_RATE
             && !p.starved
             && lab_limit(p).is_none()
@@ -73,12 +73,16 @@ pub fn best_choice(
     // best point under this order, and the architectures are ranked by it.
     let order = |a: &PointResult, b: &PointResult| {
         if by_latency.is_some() {
-            a.latency_us.p99.total_cmp(&b.latency_us.p99).then(
-                a.server_cpu_us_per_request
-                    .total_cmp(&b.server_cpu_us_per_request),
-            )
+            a.figures
+                .latency_us
+                .p99
+                .total_cmp(&b.figures.latency_us.p99)
+                .then(
+                    a.server_cpu_us_per_request
+                        .total_cmp(&b.server_cpu_us_per_request),
+                )
         } else {
-            b.rps.total_cmp(&a.rps)
+            b.figures.rps.total_cmp(&a.figures.rps)
         }
     };
     let mut best_per_arch: BTreeMap<&str, &PointResult> = BTreeMap::new();
@@ -105,8 +109,8 @@ pub fn best_choice(
         workers: winner.workers,
         concurrency: winner.concurrency,
         streams: winner.streams,
-        rps: winner.rps,
-        p99_us: winner.latency_us.p99,
+        rps: winner.figures.rps,
+        p99_us: winner.figures.latency_us.p99,
         p99_lower_bound: p99_is_lower_bound(winner),
         within_bound,
         ties,
@@ -149,9 +153,12 @@ fn lowest_p99<'a>(usable: &[&'a PointResult]) -> Option<&'a PointResult> {
     let pool = [&representative, &exact, usable]
         .into_iter()
         .find(|pool| !pool.is_empty())?;
-    pool.iter()
-        .copied()
-        .min_by(|a, b| a.latency_us.p99.total_cmp(&b.latency_us.p99))
+    pool.iter().copied().min_by(|a, b| {
+        a.figures
+            .latency_us
+            .p99
+            .total_cmp(&b.figures.latency_us.p99)
+    })
 }
 
 /// The runners-up close to `winner`: those whose spread overlaps its own (indistinguishable)
@@ -167,7 +174,7 @@ fn close_to(
         if repeated(p) {
             (p.spread.p99_min, p.spread.p99_max)
         } else {
-            (p.latency_us.p99, p.latency_us.p99)
+            (p.figures.latency_us.p99, p.figures.latency_us.p99)
         }
     };
     let mut ties = Vec::new();
@@ -177,12 +184,14 @@ fn close_to(
         if by_latency {
             if either_repeated && ranges_overlap(p99_range(p), p99_range(winner)) {
                 indistinguishable.push(arch.to_string());
-            } else if p.latency_us.p99 <= winner.latency_us.p99 * (1.0 + WITHIN_BEST) {
+            } else if p.figures.latency_us.p99
+                <= winner.figures.latency_us.p99 * (1.0 + WITHIN_BEST)
+            {
                 ties.push(arch.to_string());
             }
         } else if either_repeated && ranges_overlap(rps_range(p), rps_range(winner)) {
             indistinguishable.push(arch.to_string());
-        } else if p.rps >= winner.rps * (1.0 - WITHIN_BEST) {
+        } else if p.figures.rps >= winner.figures.rps * (1.0 - WITHIN_BEST) {
             ties.push(arch.to_string());
         }
     }
@@ -209,10 +218,10 @@ fn ranked_arch(arch: &str, p: &PointResult) -> RankedArch {
     let (rps_min, rps_max) = rps_range(p);
     RankedArch {
         arch: arch.to_string(),
-        rps: p.rps,
+        rps: p.figures.rps,
         rps_min,
         rps_max,
-        p99_us: p.latency_us.p99,
+        p99_us: p.figures.latency_us.p99,
         cpu_us_per_request: p.server_cpu_us_per_request,
         concurrency: p.concurrency,
         limit: p.limit.clone(),
@@ -264,7 +273,7 @@ fn exclusion_reason(mine: &[&PointResult]) -> String {
     }
     let lowest = exact
         .iter()
-        .map(|p| p.latency_us.p99)
+        .map(|p| p.figures.latency_us.p99)
         .fold(f64::MAX, f64::min);
     format!("p99 never under the bound (lowest {})", duration_us(lowest))
 }
@@ -715,13 +724,12 @@ mod tests {
         rps: f64,
         p99_ms: f64,
     ) -> PointResult {
-        PointResult {
-            latency_us: PointLatency {
-                p99: p99_ms * 1000.0,
-                ..Default::default()
-            },
-            ..super::super::tests::point(arch, workers, concurrency, rps)
-        }
+        let mut p = super::super::tests::point(arch, workers, concurrency, rps);
+        p.figures.latency_us = PointLatency {
+            p99: p99_ms * 1000.0,
+            ..Default::default()
+        };
+        p
     }
 
     fn repeated(mut p: PointResult, min: f64, max: f64) -> PointResult {
@@ -729,8 +737,8 @@ mod tests {
             repetitions: 3,
             rps_min: min,
             rps_max: max,
-            p99_min: p.latency_us.p99,
-            p99_max: p.latency_us.p99,
+            p99_min: p.figures.latency_us.p99,
+            p99_max: p.figures.latency_us.p99,
         };
         p
     }
@@ -920,7 +928,11 @@ mod tests {
         // The iterative server answered 1 of 64 connections fast; the others were unanswered
         // at the end, so its p99 of 200 us is only a lower bound.
         let mut censored = point("iterative", None, 64, 9000.0, 0.2);
-        censored.latency_us.lower_bound.insert(LatencyKey::P99);
+        censored
+            .figures
+            .latency_us
+            .lower_bound
+            .insert(LatencyKey::P99);
         let honest = point("epoll", None, 64, 5000.0, 30.0);
         let best = best_within_bound(&[&censored, &honest], 100_000.0).unwrap();
         assert_eq!(best.arch, "epoll");

@@ -56,21 +56,29 @@ pub fn row(p: &PointResult) -> Row<'_> {
         concurrency: p.concurrency,
         ok: p.ok,
         repetitions: p.spread.repetitions.max(1),
-        rps: p.rps,
-        rps_min: if repeated { p.spread.rps_min } else { p.rps },
-        rps_max: if repeated { p.spread.rps_max } else { p.rps },
-        p50_us: p.latency_us.p50,
-        p90_us: p.latency_us.p90,
-        p99_us: p.latency_us.p99,
+        rps: p.figures.rps,
+        rps_min: if repeated {
+            p.spread.rps_min
+        } else {
+            p.figures.rps
+        },
+        rps_max: if repeated {
+            p.spread.rps_max
+        } else {
+            p.figures.rps
+        },
+        p50_us: p.figures.latency_us.p50,
+        p90_us: p.figures.latency_us.p90,
+        p99_us: p.figures.latency_us.p99,
         p99_lower_bound: p99_is_lower_bound(p),
-        p999_us: p.latency_us.p999,
-        max_us: p.latency_us.max,
+        p999_us: p.figures.latency_us.p999,
+        max_us: p.figures.latency_us.max,
         errors: p.errors,
-        unanswered: p.unanswered,
+        unanswered: p.figures.unanswered,
         server_cpu_us_per_request: p.server_cpu_us_per_request,
-        server_rss_kb: p.server.rss_kb,
-        server_threads: p.server.threads,
-        server_processes: p.server.processes,
+        server_rss_kb: p.figures.server.rss_kb,
+        server_threads: p.figures.server.threads,
+        server_processes: p.figures.server.processes,
         generator_bound: p.generator_bound,
         failure: p.failure.as_deref().unwrap_or(""),
     }

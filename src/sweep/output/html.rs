@@ -199,10 +199,10 @@ fn setting_paragraphs(results: &SweepResults) -> Vec<String> {
 fn cpu_methods_text(results: &SweepResults) -> String {
     let mut methods: Vec<(&str, usize)> = Vec::new();
     for p in results.points.iter().filter(|p| p.ok) {
-        let name = if p.server.cpu_unavailable {
+        let name = if p.figures.server.cpu_unavailable {
             "not measured (a remote server)"
         } else {
-            match p.server.cpu_method {
+            match p.figures.server.cpu_method {
                 Some(CpuMethod::CgroupV1Cpuacct) => {
                     "a cgroup made for the server (cgroup v1 cpuacct: exact, exited processes \
                      included)"
@@ -396,9 +396,9 @@ mod tests {
         assert!(text.contains("Neither side was pinned"), "{text}");
         assert!(text.contains("epoll driver, 1 thread"), "{text}");
         for p in &mut results.points {
-            p.server.cpu_method = Some(CpuMethod::CgroupV1Cpuacct);
+            p.figures.server.cpu_method = Some(CpuMethod::CgroupV1Cpuacct);
         }
-        results.points[0].server.cpu_method = Some(CpuMethod::ProcChildren);
+        results.points[0].figures.server.cpu_method = Some(CpuMethod::ProcChildren);
         results.machine.pinned = true;
         let text = method_text(&results).join(" ");
         assert!(

@@ -137,7 +137,7 @@ fn mark(p: &PointResult) -> String {
 /// A latency figure of a point (`key` as in [`crate::load::LatencyKey`]), with
 /// `>= ` before it when it is only a lower bound.
 pub fn latency_cell(p: &PointResult, key: LatencyKey) -> String {
-    let l = &p.latency_us;
+    let l = &p.figures.latency_us;
     let value = match key {
         LatencyKey::P50 => l.p50,
         LatencyKey::P90 => l.p90,
@@ -171,8 +171,8 @@ pub fn p99_spread_text(p: &PointResult) -> String {
         let lower = p
             .runs
             .iter()
-            .find(|r| r.latency_us.p99 == value)
-            .is_some_and(|r| r.latency_us.lower_bound.contains(LatencyKey::P99));
+            .find(|r| r.figures.latency_us.p99 == value)
+            .is_some_and(|r| r.figures.latency_us.lower_bound.contains(LatencyKey::P99));
         latency_figure(value, lower)
     };
     format!("{}..{}", end(p.spread.p99_min), end(p.spread.p99_max))
@@ -182,7 +182,7 @@ fn rps_cell(p: &PointResult) -> String {
     if !p.ok {
         return "failed".into();
     }
-    let mut cell = format!("{}{}", thousands(p.rps), mark(p));
+    let mut cell = format!("{}{}", thousands(p.figures.rps), mark(p));
     if repeated(p) {
         cell.push_str(&format!(" ({})", rps_spread_text(p)));
     }
@@ -221,7 +221,10 @@ fn mark_notes(points: &[&PointResult]) -> Vec<String> {
     if points.iter().any(|p| p.starved) {
         notes.push(STARVED_NOTE.to_string());
     }
-    if points.iter().any(|p| !p.latency_us.lower_bound.is_empty()) {
+    if points
+        .iter()
+        .any(|p| !p.figures.latency_us.lower_bound.is_empty())
+    {
         notes.push(
             "`>=` a lower bound: requests still unanswered when the run ended (or timed out) \
              would only raise it"
@@ -327,7 +330,7 @@ pub const BUDGET_TITLE: &str = ": under each budget";
 fn budget_table(workload: &str, points: &[&PointResult]) -> Option<Table> {
     if !points
         .iter()
-        .any(|p| p.server.quota_cores > 0.0 || p.server.replicas > 1)
+        .any(|p| p.figures.server.quota_cores > 0.0 || p.figures.server.replicas > 1)
     {
         return None;
     }
@@ -348,7 +351,7 @@ fn budget_table(workload: &str, points: &[&PointResult]) -> Option<Table> {
     let rows = points
         .iter()
         .map(|p| {
-            let s = &p.server;
+            let s = &p.figures.server;
             let copies = s.replicas.max(1);
             let shape = if s.quota_cores > 0.0 {
                 format!(
@@ -361,7 +364,9 @@ fn budget_table(workload: &str, points: &[&PointResult]) -> Option<Table> {
             let (throttled, per_request) = if s.quota_periods > 0 {
                 (
                     percent(s.throttled_periods as f64 / s.quota_periods as f64),
-                    duration_us(s.throttled_s * 1e6 / s.answered.max(p.requests).max(1) as f64),
+                    duration_us(
+                        s.throttled_s * 1e6 / s.answered.max(p.figures.requests).max(1) as f64,
+                    ),
                 )
             } else {
                 ("-".into(), "-".into())
@@ -386,7 +391,7 @@ fn budget_table(workload: &str, points: &[&PointResult]) -> Option<Table> {
                 p99_cell(p),
                 format!(
                     "{:.2} cores",
-                    s.cpu_s / s.window_s.max(p.duration_s).max(1e-9)
+                    s.cpu_s / s.window_s.max(p.figures.duration_s).max(1e-9)
                 ),
                 throttled,
                 per_request,
@@ -625,51 +630,62 @@ fn limit_notes(points: &[&PointResult], include_concurrency: bool) -> Vec<String
 /// A measured point's cells from req/s to the context switches.
 fn measurement_cells(p: &PointResult) -> Vec<String> {
     let percent = |cpu: f64| {
-        if p.server.cpu_unavailable {
+        if p.figures.server.cpu_unavailable {
             "n/a".into()
         } else {
-            match p.server.busy(cpu, p.duration_s) {
+            match p.figures.server.busy(cpu, p.figures.duration_s) {
                 Some(busy) => format!("{:.0}%", busy * 100.0),
                 None => "-".into(),
             }
         }
     };
     let mut cells = vec![
-        format!("{}{}", thousands(p.rps), mark(p)),
-        format!("{:.2} s", p.duration_s),
+        format!("{}{}", thousands(p.figures.rps), mark(p)),
+        format!("{:.2} s", p.figures.duration_s),
         latency_cell(p, LatencyKey::P50),
         latency_cell(p, LatencyKey::P99),
         thousands(p.errors as f64 + p.bad_statuses() as f64),
         thousands(p.errors_by_kind.timeout as f64),
-        thousands(p.unanswered as f64),
-        if p.server.cpu_unavailable {
+        thousands(p.figures.unanswered as f64),
+        if p.figures.server.cpu_unavailable {
             "n/a".into()
         } else {
             duration_us(p.server_cpu_us_per_request)
         },
-        percent(p.server.cpu_s),
-        match p.server.busy(p.client.cpu_s, p.duration_s) {
+        percent(p.figures.server.cpu_s),
+        match p
+            .figures
+            .server
+            .busy(p.figures.client.cpu_s, p.figures.duration_s)
+        {
             Some(busy) => format!("{:.0}%", busy * 100.0),
             None => "-".into(),
         },
     ];
     // A server on another machine: its tree was not sampled here.
-    let remote = |cell: String| if p.server.remote { "n/a".into() } else { cell };
+    let remote = |cell: String| {
+        if p.figures.server.remote {
+            "n/a".into()
+        } else {
+            cell
+        }
+    };
     cells.extend([
-        remote(format!("{:.1} MB", p.server.rss_kb as f64 / 1024.0)),
-        remote(p.server.threads.to_string()),
-        remote(p.server.processes.to_string()),
+        remote(format!("{:.1} MB", p.figures.server.rss_kb as f64 / 1024.0)),
+        remote(p.figures.server.threads.to_string()),
+        remote(p.figures.server.processes.to_string()),
         remote(format!(
             "{}/{}",
-            thousands(p.server.voluntary_switches as f64),
-            thousands(p.server.involuntary_switches as f64)
+            thousands(p.figures.server.voluntary_switches as f64),
+            thousands(p.figures.server.involuntary_switches as f64)
         )),
         remote({
-            let per = |n: u64| n as f64 / p.server.answered.max(p.requests).max(1) as f64;
+            let per =
+                |n: u64| n as f64 / p.figures.server.answered.max(p.figures.requests).max(1) as f64;
             format!(
                 "{:.2}/{:.2}",
-                per(p.server.voluntary_switches),
-                per(p.server.involuntary_switches)
+                per(p.figures.server.voluntary_switches),
+                per(p.figures.server.involuntary_switches)
             )
         }),
     ]);
@@ -682,7 +698,7 @@ fn measurement_cells(p: &PointResult) -> Vec<String> {
 pub mod fixture {
     use crate::load::LatencyKey;
     use crate::sweep::results::{
-        Machine, PointLatency, PointResult, RunMeasurement, Spread, SweepResults,
+        Machine, PointLatency, PointResult, RunFigures, RunMeasurement, Spread, SweepResults,
     };
     use crate::sweep::spec::Experiment;
 
@@ -694,17 +710,20 @@ pub mod fixture {
             concurrency,
             target: "sweetspot".into(),
             ok: true,
-            requests: (rps * 3.0) as u64,
-            duration_s: 3.0,
-            rps,
-            latency_us: PointLatency {
-                p50,
-                p90: p99,
-                p99,
-                p999: p99,
-                mean: p50,
-                max: p99,
-                lower_bound: Default::default(),
+            figures: RunFigures {
+                requests: (rps * 3.0) as u64,
+                duration_s: 3.0,
+                rps,
+                latency_us: PointLatency {
+                    p50,
+                    p90: p99,
+                    p99,
+                    p999: p99,
+                    mean: p50,
+                    max: p99,
+                    lower_bound: Default::default(),
+                },
+                ..Default::default()
             },
             ..Default::default()
         }
@@ -715,10 +734,13 @@ pub mod fixture {
             .iter()
             .zip(p99)
             .map(|(&rps, p99)| RunMeasurement {
-                rps,
-                latency_us: PointLatency {
-                    p99,
-                    ..p.latency_us
+                figures: RunFigures {
+                    rps,
+                    latency_us: PointLatency {
+                        p99,
+                        ..p.figures.latency_us
+                    },
+                    ..Default::default()
                 },
                 ..Default::default()
             })
@@ -743,9 +765,9 @@ pub mod fixture {
         .expect("valid experiment");
         let mut censored = point("iterative", 64, 97.0, 200.0, 1_000_000.0);
         for key in [LatencyKey::P99, LatencyKey::P999, LatencyKey::Max] {
-            censored.latency_us.lower_bound.insert(key);
+            censored.figures.latency_us.lower_bound.insert(key);
         }
-        censored.unanswered = 63;
+        censored.figures.unanswered = 63;
         let points = vec![
             point("iterative", 1, 20_000.0, 40.0, 80.0),
             repeated(
@@ -835,7 +857,7 @@ mod tests {
         let mut results = fixture::small_sweep();
         for p in &mut results.points {
             p.spread = Default::default();
-            p.latency_us.lower_bound = Default::default();
+            p.figures.latency_us.lower_bound = Default::default();
         }
         let tables = workload_tables(&results, "hello");
         assert_eq!(tables[0].rows[1], vec!["64", "97", "30,000"]);

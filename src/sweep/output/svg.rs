@@ -64,7 +64,7 @@ pub fn render_plots(results: &SweepResults) -> anyhow::Result<Vec<Plot>> {
                 .iter()
                 .map(|p| Bar {
                     label: series_label(&p.arch, p.workers),
-                    value: p.rps,
+                    value: p.figures.rps,
                     range: repeated(p).then_some((p.spread.rps_min, p.spread.rps_max)),
                 })
                 .collect();
@@ -104,7 +104,7 @@ fn concurrency_plots(name: &str, stem: &str, points: &[&PointResult]) -> anyhow:
             ..Line::measured(
                 label.clone(),
                 i,
-                mine.iter().map(|p| (x(p), p.rps)).collect(),
+                mine.iter().map(|p| (x(p), p.figures.rps)).collect(),
             )
         });
         p99.push(Line {
@@ -117,13 +117,13 @@ fn concurrency_plots(name: &str, stem: &str, points: &[&PointResult]) -> anyhow:
                 .collect(),
             lower_bounds: mine
                 .iter()
-                .map(|p| p.latency_us.lower_bound.contains(LatencyKey::P99))
+                .map(|p| p.figures.latency_us.lower_bound.contains(LatencyKey::P99))
                 .collect(),
             ..Line::measured(
                 label,
                 i,
                 mine.iter()
-                    .map(|p| (x(p), p.latency_us.p99 / 1000.0))
+                    .map(|p| (x(p), p.figures.latency_us.p99 / 1000.0))
                     .collect(),
             )
         });
@@ -175,7 +175,7 @@ fn workers_plot(
         }
         let data: Vec<(f64, f64)> = mine
             .iter()
-            .filter_map(|p| Some((f64::from(p.workers?), p.rps)))
+            .filter_map(|p| Some((f64::from(p.workers?), p.figures.rps)))
             .collect();
         let fit = analysed.and_then(|w| {
             w.usl
@@ -474,7 +474,7 @@ mod tests {
         // Without lower bounds or repetitions, neither mark nor legend entry.
         for p in &mut results.points {
             p.spread = Default::default();
-            p.latency_us.lower_bound = Default::default();
+            p.figures.latency_us.lower_bound = Default::default();
         }
         let plots = render_plots(&results).unwrap();
         let p99 = &plots
