@@ -67,7 +67,10 @@ fn tune_finds_processes_for_cpu_under_the_gil_and_the_grid_agrees() {
     let cores = std::thread::available_parallelism().unwrap().get() as u64;
     let pick = &r["pick"]["pick"];
     assert_eq!(pick[0], cores.min(2), "{stdout}");
-    assert_eq!(pick[1], 1, "{stdout}");
+    // Threads add nothing under the GIL, so their count is the rule's tie-break among equals
+    // (the lower p99, then CPU, then memory, then the fewest), which the moment's noise can
+    // turn (one full run picked 2 threads by a p99 of 22.7 against 29.6 ms at 953 against 951
+    // req/s): the processes are the answer, and the grid below checks the pick's throughput.
     assert_eq!(r["verify"]["inside"], true, "{stdout}");
     assert_eq!(r["grid_points"], 2 * 3 * 3);
     assert_eq!(r["verify"]["points"], 2 * 3 * 3);
