@@ -14,12 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 requests=${1:-5000}
 
-need=()
-command -v ab >/dev/null || need+=(apache2-utils)
-command -v redis-server >/dev/null || need+=(redis-server)
-if ((${#need[@]})); then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+. benches/install.sh
+bench_need ab:apache2-utils redis-server:redis-server
 cargo build --release --quiet
 bin=target/release/sweetspot
 work=$(mktemp -d)

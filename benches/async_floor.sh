@@ -11,12 +11,8 @@
 # missing (as root); without perf the system call columns are left empty.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-need=()
-command -v wrk >/dev/null || need+=(wrk)
-command -v taskset >/dev/null || need+=(util-linux)
-command -v perf >/dev/null || need+=(linux-perf)
 . benches/install.sh
-bench_install "${need[@]}"
+bench_need wrk:wrk taskset:util-linux perf:linux-perf
 cargo build --release --quiet
 (cd benches/peers && cargo build --release --quiet)
 python3 benches/async_floor.py "${1:-5}" "${2:-3}" | tee benches/async_floor.txt

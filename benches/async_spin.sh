@@ -8,11 +8,8 @@
 # benches/async_spin.txt). Installs wrk from Debian's packages when missing (as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-need=()
-command -v wrk >/dev/null || need+=(wrk)
-command -v taskset >/dev/null || need+=(util-linux)
 . benches/install.sh
-bench_install "${need[@]}"
+bench_need wrk:wrk taskset:util-linux
 cargo build --release --quiet
 (cd benches/peers && cargo build --release --quiet)
 python3 benches/async_spin.py "${1:-3}" "${2:-6}" | tee benches/async_spin.txt

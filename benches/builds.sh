@@ -11,11 +11,8 @@ cd "$(dirname "$0")/.."
 rev=${1:?usage: benches/builds.sh REV [SECONDS] [ROUNDS]}
 seconds=${2:-5}
 rounds=${3:-5}
-need=()
-command -v wrk >/dev/null || need+=(wrk)
-command -v taskset >/dev/null || need+=(util-linux)
 . benches/install.sh
-bench_install "${need[@]}"
+bench_need wrk:wrk taskset:util-linux
 cargo build --release --quiet
 sha=$(git rev-parse --short "$rev")
 tree=target/builds/$sha

@@ -13,15 +13,8 @@ cd "$(dirname "$0")/.."
 seconds=${1:-5}
 rounds=${2:-5}
 
-need=()
-command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
-command -v wrk >/dev/null || need+=(wrk)
-command -v ab >/dev/null || need+=(apache2-utils)
-command -v h2load >/dev/null || need+=(nghttp2-client)
-command -v hey >/dev/null || need+=(hey)
-command -v taskset >/dev/null || need+=(util-linux)
 . benches/install.sh
-bench_install "${need[@]}"
+bench_need nginx:nginx-light wrk:wrk ab:apache2-utils h2load:nghttp2-client hey:hey taskset:util-linux
 if ! command -v autocannon >/dev/null && command -v npm >/dev/null; then
     npm install -g --silent autocannon >/dev/null 2>&1 || echo "generators: npm could not install autocannon; it is skipped" >&2
 fi

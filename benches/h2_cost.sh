@@ -9,12 +9,8 @@ cd "$(dirname "$0")/.."
 seconds=${1:-5}
 rounds=${2:-5}
 
-need=()
-command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
-command -v h2load >/dev/null || need+=(nghttp2-client)
-command -v taskset >/dev/null || need+=(util-linux)
 . benches/install.sh
-bench_install "${need[@]}"
+bench_need nginx:nginx-light h2load:nghttp2-client taskset:util-linux
 export PATH="$PATH:/usr/sbin"
 cargo build --release --quiet
 python3 benches/h2_cost.py "$seconds" "$rounds" | tee benches/h2_cost.txt

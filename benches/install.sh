@@ -1,5 +1,13 @@
-# benches/install.sh, sourced by peers.sh and generators.sh: `bench_install PACKAGE...` installs
-# Debian's packages when missing (as root), without letting their scripts start services.
+# benches/install.sh, sourced by every bench script: `bench_need TOOL:PACKAGE...` installs each
+# PACKAGE whose TOOL is neither on the PATH nor in /usr/sbin, through `bench_install PACKAGE...`,
+# which installs Debian's packages (as root) without letting their scripts start services.
+bench_need() {
+    local pair missing=()
+    for pair in "$@"; do
+        command -v "${pair%%:*}" >/dev/null || [ -x "/usr/sbin/${pair%%:*}" ] || missing+=("${pair#*:}")
+    done
+    bench_install "${missing[@]}"
+}
 bench_install() {
     (($#)) || return 0
     local made_policy=

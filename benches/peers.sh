@@ -19,15 +19,8 @@ cd "$(dirname "$0")/.."
 seconds=${1:-5}
 rounds=${2:-5}
 
-need=()
-command -v nginx >/dev/null || need+=(nginx-light)
-command -v wrk >/dev/null || need+=(wrk)
-command -v taskset >/dev/null || need+=(util-linux)
-command -v apache2 >/dev/null || [ -x /usr/sbin/apache2 ] || need+=(apache2)
-command -v lighttpd >/dev/null || [ -x /usr/sbin/lighttpd ] || need+=(lighttpd)
-command -v mini_httpd >/dev/null || [ -x /usr/sbin/mini_httpd ] || need+=(mini-httpd)
 . benches/install.sh
-bench_install "${need[@]}"
+bench_need nginx:nginx-light wrk:wrk taskset:util-linux apache2:apache2 lighttpd:lighttpd mini_httpd:mini-httpd
 export PATH="$PATH:/usr/sbin"
 cargo build --release --quiet
 (cd benches/peers && cargo build --release --quiet)

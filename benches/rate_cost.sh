@@ -11,12 +11,8 @@ cd "$(dirname "$0")/.."
 seconds=${1:-4}
 rounds=${2:-3}
 
-need=()
-command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
-command -v h2load >/dev/null || need+=(nghttp2-client)
-command -v taskset >/dev/null || need+=(util-linux)
 . benches/install.sh
-bench_install "${need[@]}"
+bench_need nginx:nginx-light h2load:nghttp2-client taskset:util-linux
 if ! command -v autocannon >/dev/null && command -v npm >/dev/null; then
     npm install -g --silent autocannon >/dev/null 2>&1 || echo "rate_cost: npm could not install autocannon; it is skipped" >&2
 fi

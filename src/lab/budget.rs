@@ -160,6 +160,30 @@ pub fn series_name(name: &str, cpus: f64) -> String {
     format!("{name}@{}cpu", cpus_text(cpus))
 }
 
+/// A run's CPU budget as it applied, declared once for `advise` and `tune` (flattened into
+/// their results, so the JSON keys stay where they were): `--cpus` and `--cpuset` as given,
+/// the cores of CPU the servers could use (the quota within the set, else the machine's),
+/// which Goetz's pool and the bound count, and the whole cores 2n+1 and the default pools
+/// sized themselves for.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct BudgetApplied {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpuset: Option<String>,
+    #[serde(default)]
+    pub cores: f64,
+    #[serde(default)]
+    pub whole_cores: u32,
+}
+
+impl BudgetApplied {
+    /// Whether `--cpus` or `--cpuset` was given.
+    pub fn given(&self) -> bool {
+        self.cpus.is_some() || self.cpuset.is_some()
+    }
+}
+
 /// The cores a server may use under a budget: the quota where there is one, never more than
 /// its CPUs (the set, else `machine_cores`).
 pub fn budget_cores(cpus: Option<f64>, cpuset: Option<&[usize]>, machine_cores: u32) -> f64 {

@@ -619,7 +619,14 @@ mod tests {
         let keys = |v: &serde_json::Value| -> Vec<String> {
             v.as_object().unwrap().keys().cloned().collect()
         };
-        for key in ["requests", "duration_s", "rps", "latency_us", "unanswered", "status"] {
+        for key in [
+            "requests",
+            "duration_s",
+            "rps",
+            "latency_us",
+            "unanswered",
+            "status",
+        ] {
             assert!(keys(&json).contains(&key.to_string()), "{key}: {json}");
             assert!(keys(&json["runs"][0]).contains(&key.to_string()), "{key}");
         }

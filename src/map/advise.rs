@@ -14,6 +14,7 @@ use super::search::{Outcome, Verify};
 use super::spec::{work_route, CellSpec, MapSpec, WaitMode};
 use super::store::Store;
 use crate::arch::Arch;
+use crate::lab::budget::BudgetApplied;
 use crate::lab::probe::{sum_cpu, Members};
 use crate::lab::Machine;
 use crate::render::units::{duration_us, percent, thousands, wall_time};
@@ -102,15 +103,9 @@ pub struct Advice {
     /// `--net`: the network path between the clients and the servers, in words.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub net: Option<String>,
-    /// The cores of CPU the servers could use (`--cpus` within `--cpuset`, else the
-    /// machine's), and the whole cores they sized themselves for.
-    pub cores: f64,
-    pub whole_cores: u32,
-    /// `--cpus` and `--cpuset`, as given.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cpus: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cpuset: Option<String>,
+    /// The CPU budget the servers ran under, and the cores it gave them.
+    #[serde(flatten)]
+    pub budget: BudgetApplied,
 }
 
 /// The candidate architectures: `--archs`, or every one.
@@ -305,10 +300,12 @@ fn advise(config: &AdviseConfig, machine: &Machine) -> anyhow::Result<(Advice, O
         wall_s: started.elapsed().as_secs_f64(),
         verify,
         net: crate::net::spec_of(spec.net.as_deref()).map(|n| n.describe()),
-        cores: spec.budget(cell.cpus, cores),
-        whole_cores: spec.whole_cores(cell.cpus, cores),
-        cpus: cell.cpus,
-        cpuset: spec.cpuset.clone(),
+        budget: BudgetApplied {
+            cpus: cell.cpus,
+            cpuset: spec.cpuset.clone(),
+            cores: spec.budget(cell.cpus, cores),
+            whole_cores: spec.whole_cores(cell.cpus, cores),
+        },
     };
     Ok((advice, every_point_failed))
 }
@@ -347,7 +344,7 @@ pub fn text(a: &Advice) -> String {
     }
     out.push_str(&format!(
         "  the physical bound: min({} cores / {}, {} connections / {}{}) = {} req/s\n",
-        crate::lab::budget::cpus_text(a.cores),
+        crate::lab::budget::cpus_text(a.budget.cores),
         duration_us(a.cpu_us),
         a.concurrency,
         duration_us(a.cpu_us + a.wait_ms * 1000.0),
@@ -398,14 +395,14 @@ pub fn text(a: &Advice) -> String {
 
 /// `--cpus` and `--cpuset` in words, when either was given.
 fn budget_words(a: &Advice) -> Option<String> {
-    let quota = a.cpus.map(|q| {
+    let quota = a.budget.cpus.map(|q| {
         format!(
             "a quota of {} cores (the bound's), their defaults sized for {}",
             crate::lab::budget::cpus_text(q),
-            a.whole_cores
+            a.budget.whole_cores
         )
     });
-    let set = a.cpuset.as_ref().map(|s| format!("CPUs {s} only"));
+    let set = a.budget.cpuset.as_ref().map(|s| format!("CPUs {s} only"));
     let words: Vec<String> = quota.into_iter().chain(set).collect();
     (!words.is_empty()).then(|| words.join(", on "))
 }
@@ -415,8 +412,8 @@ fn no_winner_text(a: &Advice) -> String {
     let mut out = String::from("  no architecture met the p99 bound at this concurrency\n");
     // Little's law: the cores cap throughput at cores / CPU, so N users wait at least
     // N / that on average.
-    let cores = crate::lab::budget::cpus_text(a.cores);
-    let cap_rps = a.cores * 1e6 / a.cpu_us;
+    let cores = crate::lab::budget::cpus_text(a.budget.cores);
+    let cap_rps = a.budget.cores * 1e6 / a.cpu_us;
     let floor_us = f64::from(a.concurrency) / cap_rps * 1e6 + a.wait_ms * 1000.0;
     if floor_us > a.p99_bound_ms * 1000.0 {
         out.push_str(&format!(
@@ -496,7 +493,7 @@ fn winner_text(o: &Outcome) -> String {
 
 /// The rules of thumb measured on the winner's architecture, and what each loses.
 fn rules_text(a: &Advice) -> String {
-    let (o, cores) = (&a.outcome, crate::lab::budget::cpus_text(a.cores));
+    let (o, cores) = (&a.outcome, crate::lab::budget::cpus_text(a.budget.cores));
     let w = o.winner.expect("a winner");
     let mut out = format!("  the rules of thumb, measured on {}:\n", w.arch.name());
     for r in &o.rules {
@@ -506,7 +503,7 @@ fn rules_text(a: &Advice) -> String {
                 duration_us(a.wait_ms * 1000.0),
                 duration_us(a.cpu_us)
             ),
-            "2n+1" => format!("2n+1, 2 x {} + 1", a.whole_cores),
+            "2n+1" => format!("2n+1, 2 x {} + 1", a.budget.whole_cores),
             _ => format!("{}'s default", w.arch.name()),
         };
         if !r.measured {

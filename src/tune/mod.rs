@@ -19,6 +19,7 @@ use std::time::Instant;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use crate::lab::budget::BudgetApplied;
 use crate::lab::plan::{
     ExternalTarget, LoadMode, PointPlan, PointSpec, Setup, TargetSpec, Workload,
 };
@@ -203,18 +204,10 @@ pub struct TuneResults {
     pub profile: Option<Profile>,
     pub rules: Vec<RuleResult>,
     pub verify: Option<search::GridCheck>,
-    /// `--cpus` and `--cpuset`, as given: the server's budget; Goetz's pool counts its cores
-    /// and 2n+1 the whole cores it allows.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpus: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpuset: Option<String>,
-    /// The cores of CPU the server could use (the quota within the set, else the machine's),
-    /// which Goetz's pool counted, and the whole cores 2n+1 took for n.
-    #[serde(default)]
-    pub cores: f64,
-    #[serde(default)]
-    pub whole_cores: u32,
+    /// The CPU budget the server ran under (Goetz's pool counts its cores and 2n+1 its
+    /// whole cores).
+    #[serde(flatten)]
+    pub budget: BudgetApplied,
     /// `--replicas`: copies of the server side by side, each in its own budget.
     #[serde(default = "one")]
     pub replicas: u32,
@@ -626,10 +619,12 @@ impl TuneResults {
             profile: None,
             rules: Vec::new(),
             verify: None,
-            cpus: config.setup.cpus,
-            cpuset: args.search.budget.cpuset.clone(),
-            cores,
-            whole_cores,
+            budget: BudgetApplied {
+                cpus: config.setup.cpus,
+                cpuset: args.search.budget.cpuset.clone(),
+                cores,
+                whole_cores,
+            },
             replicas: args.replicas,
             oversized: Vec::new(),
         }

@@ -152,15 +152,16 @@ fn notes(r: &TuneResults) -> Vec<String> {
             "{} copies of the server ran side by side, each on its own port{}, the connections \
              spread over them in turn; the figures are theirs together.",
             r.replicas,
-            if r.cpus.is_some() || r.cpuset.is_some() {
+            if r.budget.given() {
                 " in a budget of its own (below)"
             } else {
                 ""
             }
         ));
     }
-    if r.cpus.is_some() || r.cpuset.is_some() {
+    if r.budget.given() {
         let mut what: Vec<String> = r
+            .budget
             .cpus
             .map(|q| {
                 format!(
@@ -171,7 +172,8 @@ fn notes(r: &TuneResults) -> Vec<String> {
             .into_iter()
             .collect();
         what.extend(
-            r.cpuset
+            r.budget
+                .cpuset
                 .as_ref()
                 .map(|l| format!("CPUs {l} only (--cpuset)")),
         );
@@ -179,8 +181,8 @@ fn notes(r: &TuneResults) -> Vec<String> {
             "The server ran under {}, the load generator outside it: Goetz's pool counts {}, \
              and 2n+1 takes n = {}.",
             what.join(" on "),
-            crate::lab::budget::cores_words(r.cores),
-            r.whole_cores
+            crate::lab::budget::cores_words(r.budget.cores),
+            r.budget.whole_cores
         ));
     }
     for line in crate::lab::budget::oversized_lines(&r.oversized) {
