@@ -1,8 +1,8 @@
 //! What one point measured, as every command records it: a [`PointResult`] (its repetitions
 //! folded into a median with a min/max spread), each repetition's [`RunMeasurement`], and the
 //! [`Machine`] it ran on. The contract keys of DESIGN.md (`points[].arch/workers/workload/
-//! concurrency/rps/latency_us/errors/server/client`) are plain fields here; everything else
-//! is extra.
+//! concurrency/rps/latency_us/errors/server/client`) stay at the top of a point's JSON (the
+//! run's figures, [`RunFigures`], are flattened there); everything else is extra.
 
 use std::collections::BTreeMap;
 
