@@ -199,15 +199,17 @@ fn a_round_trip_spreads_over_its_jitter_and_the_path_says_so() {
 }
 
 /// Four connections downloading 128 KiB after 128 KiB: on `bottleneck=10mbit` they share one
-/// link, 2.5 Mbit/s each (± 0.5); on `rate=10mbit` each has its own, about 10 each (a round
-/// trip between responses: 9.1 here).
+/// link, 2.5 Mbit/s each within a quarter (TCP's sharing of a drop-tail queue is not exact in
+/// 5 s: 2.39 to 2.83 in six runs alone, and 3.05 once in a full test run); on `rate=10mbit`
+/// each has its own, about 10 each (a round trip between responses: 9.1 here), four times as
+/// much.
 #[test]
 fn connections_share_a_bottleneck_and_each_has_its_own_link() {
     root();
     let _timing = timing_lock();
     let (_dir, server) = file_server("net-share", "q.bin", vec![b'q'; 128 << 10]);
     for (path, each) in [
-        ("rtt=10ms,bottleneck=10mbit", 2.0..=3.0),
+        ("rtt=10ms,bottleneck=10mbit", 1.875..=3.125),
         ("rtt=10ms,rate=10mbit", 8.5..=10.5),
     ] {
         let report = load_json(&[&server.url("/q.bin"), "-c", "4", "-d", "5s", "--net", path]);
