@@ -242,9 +242,15 @@ fn exclusion_reason(mine: &[&PointResult]) -> String {
             .filter_map(|p| lab_limit(p))
             .map(LimitKind::name)
             .collect();
+        // Over HTTP/2 one connection's two ends take turns, whatever the threads.
+        let how = if ok.iter().any(|p| p.streams.unwrap_or(1) > 1) {
+            "over more connections, with more load threads,"
+        } else {
+            "with more load threads"
+        };
         return format!(
             "{LAB_REASON}{} set its figures, not the server (see each point's limit): measure \
-             it with more load threads or a machine of its own",
+             it {how} or on a machine of its own",
             kinds.into_iter().collect::<Vec<_>>().join(" and ")
         );
     }
@@ -895,9 +901,23 @@ mod tests {
             vec![(
                 "uring".to_string(),
                 "at every level the lab's generator set its figures, not the server (see each \
-                 point's limit): measure it with more load threads or a machine of its own"
+                 point's limit): measure it with more load threads or on a machine of its own"
                     .to_string()
             )]
+        );
+        // Over HTTP/2, more connections come first: one connection's ends take turns.
+        let h2 = PointResult {
+            streams: Some(64),
+            ..lab.clone()
+        };
+        let best = best_within_bound(&[&h2, &a, &b], 100_000.0).unwrap();
+        assert!(
+            best.excluded[0].1.ends_with(
+                "measure it over more connections, with more load threads, or on a \
+                            machine of its own"
+            ),
+            "{:?}",
+            best.excluded
         );
         let mut out = Recommendation::default();
         explain(&analysis_of(Some(best)), &CTX, &mut out);
