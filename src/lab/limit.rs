@@ -643,8 +643,8 @@ fn wait(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
 /// neither side at its cores, yet together they kept about one core busy per connection, the
 /// generator a good part of it. Each batch of streams then waits on the generator's own work
 /// as much as on the server's: a cheaper generator gives a higher figure (one h2c connection
-/// of 100 streams to h2o: 148 to 171k req/s with ours, 238 to 256k with h2load), so the
-/// figure is the lab's. Measured over HTTP/2 only (HTTP/1.1's one request a connection is
+/// of 100 streams to h2o: 200 to 242k req/s with ours, 347 to 436k with h2load, in
+/// benches/h2_turns.txt), so the figure is the lab's. Measured over HTTP/2 only (HTTP/1.1's one request a connection is
 /// the offered load's cycle, [`wait`]).
 fn turns(p: &PointResult, f: &Figures) -> Option<Limit> {
     let streams = p.streams.filter(|s| *s > 1)?;
