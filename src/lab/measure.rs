@@ -16,8 +16,7 @@ use super::cgroup::{self, BudgetCgroup, CpuMeter, CpuMethod, ServerCgroup};
 use super::plan::{LoadMode, PointPlan, PointSpec, TargetSpec};
 use super::probe::TreeSampler;
 use super::results::{
-    ClientUsage, ErrorCounts, Machine, PointLatency, PointResult, RunFigures, RunMeasurement,
-    ServerUsage,
+    ClientUsage, Machine, PointLatency, PointResult, RunFigures, RunMeasurement, ServerUsage,
 };
 use super::server::{free_port, Launch, ReadyLine, ServerProcess};
 use super::stats::{fold_repetitions, generator_saturated, mark_point, server_parallelism};
@@ -874,13 +873,7 @@ fn measurement_of(
             },
             net: report.net.clone(),
         },
-        errors: ErrorCounts {
-            connect: report.errors.connect,
-            read: report.errors.read,
-            write: report.errors.write,
-            timeout: report.errors.timeout,
-            protocol: report.errors.protocol,
-        },
+        errors: report.errors,
         target_rate: report.target_rate,
         rate_held: report.rate_held,
         retransmissions: report
