@@ -263,12 +263,11 @@ pub fn serve(config: &ServeConfig) -> anyhow::Result<()> {
         config.store.prepare()?;
     }
     let shutdown = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&shutdown))?;
-    }
+    crate::sys::stop::on_stop_signals(Arc::clone(&shutdown))?;
     config.arch.server().check()?;
     let reuse_port = config.arch.binds_reuseport(config.accept);
     let listener = bind(config.addr, reuse_port)?;
+    let wake = crate::sys::stop::wake_on_stop(&listener);
     let local = listener.local_addr()?;
     let ctx = Arc::new(ServerContext {
         app,
@@ -311,7 +310,9 @@ pub fn serve(config: &ServeConfig) -> anyhow::Result<()> {
     if !config.arch.forks() {
         spawn_shutdown_watchdog(Arc::clone(&ctx), started, Arc::clone(&stats_claimed))?;
     }
-    config.arch.server().serve(listener, Arc::clone(&ctx))?;
+    let served = config.arch.server().serve(listener, Arc::clone(&ctx));
+    drop(wake);
+    served?;
     if stats_claimed.swap(true, Ordering::SeqCst) {
         // The watchdog is printing the stats line and ending the process.
         loop {

@@ -1385,6 +1385,10 @@ fn main() {
             "uring_unavailable_is_one_line_and_exit_2",
             uring_unavailable_is_one_line_and_exit_2,
         ),
+        (
+            "a_stop_signal_wakes_a_blocked_accept_and_a_wait",
+            a_stop_signal_wakes_a_blocked_accept_and_a_wait,
+        ),
     ];
     for &(name, test) in single {
         trials.push(Trial::test(name, move || {
@@ -1481,6 +1485,42 @@ fn shutdown_is_bounded_during_a_long_fib(arch: &str) {
         took >= Duration::from_secs(5),
         "{arch}: stopped after {took:?}, before the drain deadline"
     );
+}
+
+/// The servers' prompt stop (`sys::stop`), in this process: an accept(2) that has no timeout
+/// and a wait of a minute both return once SIGTERM arrives, and the accept with EINVAL (its
+/// listener shut down), not a connection. Without the wake the accept would never return.
+fn a_stop_signal_wakes_a_blocked_accept_and_a_wait() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc};
+    use sweetspot::sys::stop::{on_stop_signals, wait_for_stop, wake_on_stop};
+    let stopping = Arc::new(AtomicBool::new(false));
+    on_stop_signals(Arc::clone(&stopping)).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let wake = wake_on_stop(&listener);
+    let (accepted, blocked) = mpsc::channel();
+    let (waited, waiting) = mpsc::channel();
+    std::thread::spawn(move || {
+        let outcome = listener.accept().map(|_| ()).map_err(|e| e.raw_os_error());
+        accepted.send(outcome).unwrap();
+    });
+    std::thread::spawn(move || {
+        wait_for_stop(Duration::from_secs(60));
+        waited.send(()).unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(blocked.try_recv().is_err() && waiting.try_recv().is_err());
+    assert!(!stopping.load(Ordering::SeqCst));
+    nix::sys::signal::raise(Signal::SIGTERM).unwrap();
+    let outcome = blocked
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the accept was still blocked 10 s after SIGTERM");
+    assert_eq!(outcome, Err(Some(nix::libc::EINVAL)));
+    waiting
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the wait was still waiting 10 s after SIGTERM");
+    assert!(stopping.load(Ordering::SeqCst));
+    drop(wake);
 }
 
 /// Where io_uring cannot be set up (here: a seccomp filter failing `io_uring_setup` with

@@ -2,7 +2,8 @@
 //! prethreaded: read, let the [`Exchange`] answer the complete requests (blocking on their
 //! work), write, repeat, until the client closes or asks to, stays silent past the idle
 //! timeout, drains nothing for the write timeout, or the server stops. Reads, writes and
-//! accepts wait in short slices so a stop is noticed between requests.
+//! accepts wait in short slices so a stop is noticed between requests; an idle accept sees it
+//! at once, as the stop signal shuts its listener down ([`crate::sys::stop`]).
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -53,7 +53,7 @@ impl Children {
         let deadline = Instant::now() + grace;
         while !self.live.is_empty() && Instant::now() < deadline {
             self.reap();
-            std::thread::sleep(Duration::from_millis(10));
+            std::thread::sleep(Duration::from_millis(2));
         }
         for &pid in &self.live {
             let _ = kill(pid, Signal::SIGKILL);

@@ -167,7 +167,7 @@ impl Drop for WorkerPool {
         self.jobs = None;
         let deadline = Instant::now() + Duration::from_millis(200);
         while self.threads.iter().any(|t| !t.is_finished()) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
+            std::thread::sleep(Duration::from_millis(1));
         }
         for thread in self.threads.drain(..) {
             if thread.is_finished() {

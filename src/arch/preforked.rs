@@ -43,7 +43,7 @@ impl Architecture for PreforkedServer {
             }
         }
         while !ctx.stopping() {
-            std::thread::sleep(Duration::from_millis(100));
+            crate::sys::stop::wait_for_stop(Duration::from_millis(100));
             for (pid, status) in children.reap() {
                 if ctx.stopping() {
                     break;

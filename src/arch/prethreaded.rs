@@ -43,7 +43,7 @@ impl Architecture for PrethreadedServer {
         }
         // Workers leave their accept loops once stopping, after their current connection.
         while !ctx.stopping() {
-            std::thread::sleep(std::time::Duration::from_millis(100));
+            crate::sys::stop::wait_for_stop(std::time::Duration::from_millis(100));
         }
         wait_for_zero(&running, DRAIN);
         Ok(())

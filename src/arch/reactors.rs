@@ -54,6 +54,7 @@ impl Architecture for ReactorsServer {
                         pool: None,
                     };
                     let stop = Arc::clone(&loop_ctx.shutdown);
+                    let _wake = crate::sys::stop::wake_on_stop(&listener);
                     let result = event_loop::run_with(poller, listener, loop_ctx, extras);
                     if result.is_err() {
                         // One loop failing stops the others, so the server does not go on

@@ -13,6 +13,6 @@ pub const STACK_SIZE: usize = 256 * 1024;
 pub fn wait_for_zero(count: &AtomicUsize, limit: Duration) {
     let deadline = Instant::now() + limit;
     while count.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(Duration::from_millis(1));
     }
 }

@@ -98,6 +98,7 @@ impl Architecture for UringServer {
                 .name(format!("uring-{i}"))
                 .spawn(move || -> anyhow::Result<()> {
                     let ring = new_ring()?;
+                    let _wake = crate::sys::stop::wake_on_stop(&listener);
                     RingLoop::new(ring, listener, ctx, accepted).run()
                 })
                 .context("spawning a ring thread")?;

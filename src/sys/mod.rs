@@ -4,8 +4,9 @@
 //! precise timeouts ([`poll`], [`epoll_wait_precise`], [`watched_idle_timer`]), a static file opened
 //! beneath the root ([`open_beneath`]), the load engine's per-thread resources
 //! ([`thread_cpu_seconds`], [`pin_current_thread`], [`raise_fd_limit`]), a TUN device for
-//! the network path ([`open_tun`]) and io_uring ([`uring`]).
+//! the network path ([`open_tun`]), io_uring ([`uring`]) and the server's prompt stop ([`stop`]).
 
+pub mod stop;
 pub mod uring;
 
 use std::io;
