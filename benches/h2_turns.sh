@@ -4,13 +4,19 @@
 # its core yet together they keep about one busy, a cheaper generator gives a higher figure:
 # the measurement behind the limit rule `generator` (turns) in docs/DESIGN.md.
 #
-# Usage: benches/h2_turns.sh [SECONDS] [ROUNDS]   (default 4 and 3; output: benches/h2_turns.txt)
+# Usage: benches/h2_turns.sh [SECONDS] [ROUNDS] [CONNECTIONS]   (default 4, 3 and 1; output:
+# benches/h2_turns.txt, or h2_turns_cN.txt for N connections of 100/N streams, on one load
+# thread each tool: the generator at its core, the rule `generator` (its core) in DESIGN.md)
 # Each round runs pinned apart (h2o on CPU 0, the generator on CPU 1) and unpinned. Installs
 # h2o, h2load and taskset from Debian's packages when missing (as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-4}
 rounds=${2:-3}
+conns=${3:-1}
+streams=$((100 / conns))
+out_file=benches/h2_turns.txt
+[ "$conns" = 1 ] || out_file=benches/h2_turns_c$conns.txt
 . benches/install.sh
 bench_need h2o:h2o h2load:nghttp2-client taskset:util-linux
 cargo build --release --quiet
@@ -49,10 +55,10 @@ run() {
     c0=$(server_cpu)
     t0=$(date +%s.%N)
     if [ "$tool" = sweetspot ]; then
-        out=$($pin "$bin" load --h2c -c 1 --streams 100 -d "${seconds}s" --json - "$url" 2>/dev/null |
+        out=$($pin "$bin" load --h2c -c "$conns" --streams "$streams" -t 1 -d "${seconds}s" --json - "$url" 2>/dev/null |
             python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["rps"], r["client_cpu_s"] / r["duration_s"])')
     else
-        out=$({ /usr/bin/time -f "%U %S" $pin h2load -c 1 -m 100 -D "$seconds" "$url" 2>&1; } |
+        out=$({ /usr/bin/time -f "%U %S" $pin h2load -c "$conns" -m "$streams" -t 1 -D "$seconds" "$url" 2>&1; } |
             python3 -c '
 import re, sys
 text = sys.stdin.read()
@@ -66,7 +72,7 @@ print(float(m.group(2)), (float(user) + float(system)) / float(m.group(1)))')
 }
 
 {
-    echo "# one h2c connection x 100 streams to h2o (2 threads), ${seconds} s runs, $rounds rounds"
+    echo "# $conns h2c connection(s) x $streams streams to h2o (2 threads), one load thread, ${seconds} s runs, $rounds rounds"
     echo "# $(nproc) cores, $(uname -sr), $(date -u +%Y-%m-%dT%H:%MZ); cores = CPU seconds / the run's seconds"
     printf '%-10s %-9s %9s %16s %13s %9s\n' tool pinned req/s generator-cores server-cores together
     for pinned in yes no; do
@@ -88,4 +94,4 @@ print(float(m.group(2)), (float(user) + float(system)) / float(m.group(1)))')
         wait "$server_pid" 2>/dev/null || true
         server_pid=
     done
-} | tee benches/h2_turns.txt
+} | tee "$out_file"

@@ -10,6 +10,7 @@ use super::results::PointResult;
 pub use super::results::{Limit, LimitKind};
 use super::stats::requests_in_flight;
 use crate::arch::Arch;
+use crate::load::SATURATED_BUSY_FRACTION;
 use crate::render::units::thousands;
 
 /// A share of the cores the server may use at or above which its cores are its limit.
@@ -188,6 +189,7 @@ pub fn limit_of(p: &PointResult, shape: &Shape) -> Limit {
         .or_else(|| held(p, shape, &f))
         .or_else(|| wait(p, shape, &f))
         .or_else(|| turns(p, &f))
+        .or_else(|| generator_core(p, &f))
         .unwrap_or_else(|| {
             limit(
                 LimitKind::Unexplained,
@@ -672,6 +674,36 @@ fn turns(p: &PointResult, f: &Figures) -> Option<Limit> {
     })
 }
 
+/// A load generator at its cores where no rule of the server's fits: its threads wanted at
+/// least [`SATURATED_BUSY_FRACTION`] of a core each (ran, or waited for one), and the server
+/// was under [`CORES_BUSY`] of its room (the marking before the rules asks under 70%: between
+/// the two, the server had room the generator could not fill). Ten h2c connections of 10
+/// streams to h2o on one load thread (benches/h2_turns_c10.txt): with ours 244 to 272k req/s,
+/// the generator at 0.96 to 0.98 of a core and h2o at 0.60 to 0.77; with h2load 378 to 551k,
+/// h2o at 0.83 to 0.95.
+fn generator_core(p: &PointResult, f: &Figures) -> Option<Limit> {
+    let c = &p.figures.client;
+    let wanted = p
+        .figures
+        .server
+        .busy(c.cpu_s + c.wait_s, p.figures.duration_s)
+        .unwrap_or(0.0)
+        / f64::from(c.threads.max(1));
+    (wanted >= SATURATED_BUSY_FRACTION).then(|| Limit {
+        kind: LimitKind::Generator,
+        evidence: format!(
+            "the load generator wanted {} of a core per thread ({} thread(s)) while the server \
+             used {:.2} of the {:.1} cores it could ({}), and no limit of the server's fits: \
+             the generator's cores set the figure, the lab's, not the server's",
+            pct(wanted),
+            c.threads,
+            f.used,
+            f.room,
+            pct(f.used / f.room.max(0.01))
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1132,6 +1164,38 @@ mod tests {
         p.figures.client.cpu_s = 0.3;
         p.figures.server.cpu_s = 0.2;
         assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Unexplained);
+    }
+
+    #[test]
+    fn a_generator_at_its_core_where_the_server_had_room_is_the_generators_figure() {
+        // Ten h2c connections of 10 streams on one generator thread (measured): 168k req/s,
+        // the generator at 0.93 of a core, h2o at 0.73 of the 1.07 left to it.
+        let mut p = PointResult {
+            streams: Some(10),
+            ..point(100, 168_000.0, 595.0, 0.73)
+        };
+        p.figures.client.cpu_s = 0.93;
+        p.figures.server.busiest_cpu_s = 0.73;
+        p.figures.server.busiest_threads_sharing = 1.0;
+        p.figures.server.machine_busy_cores = 1.7;
+        let l = says(
+            limit_of(&p, &shape()),
+            LimitKind::Generator,
+            "the load generator wanted 93% of a core per thread (1 thread(s)) while the server \
+             used 0.73 of the 1.1 cores it could (68%), and no limit of the server's fits",
+        );
+        assert!(l.kind.is_lab());
+        // A thread that waited for its core wanted it as much: 0.7 run and 0.2 waited.
+        p.figures.client.cpu_s = 0.7;
+        p.figures.client.wait_s = 0.2;
+        assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Generator);
+        // Under 85% of a core: not the generator's.
+        p.figures.client.wait_s = 0.1;
+        assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Unexplained);
+        // The server at 90% of its room (1.3 cores beside the generator's 0.7) comes first.
+        p.figures.client.wait_s = 0.2;
+        p.figures.server.cpu_s = 1.2;
+        assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Cores);
     }
 
     #[test]
