@@ -739,6 +739,15 @@ fn sweep_h2_maps_connections_by_streams_end_to_end() {
         evidence.contains("took turns on 100 in flight (1 connection x 100 streams)"),
         "{evidence}"
     );
+    // Every point whose figure the lab set is a faded bar marked `lab` in the chart, with
+    // the note saying what that means; the others are not marked.
+    let lab = points
+        .iter()
+        .filter(|p| p["workload"] == "hello" && p["limit"]["kind"] == "generator")
+        .count();
+    let bars = std::fs::read_to_string(dir.join("hello-bars.svg")).unwrap();
+    assert_eq!(bars.matches("\nlab\n</text>").count(), lab, "{bars}");
+    assert!(bars.contains("faded, lab: set by the lab, not the server"));
 }
 
 #[test]

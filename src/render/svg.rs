@@ -162,6 +162,9 @@ pub struct Line {
     pub lower_bounds: Vec<bool>,
     /// Per point (or empty): the load fell short of what was offered, labelled `~`.
     pub starved: Vec<bool>,
+    /// Per point (or empty): the lab (its load generator or path), not the server, set the
+    /// figure, labelled `lab`.
+    pub lab: Vec<bool>,
     /// A model curve: thin, unmarked, not in the legend.
     pub model: bool,
 }
@@ -175,6 +178,7 @@ impl Line {
             ranges: Vec::new(),
             lower_bounds: Vec::new(),
             starved: Vec::new(),
+            lab: Vec::new(),
             model: false,
         }
     }
@@ -190,12 +194,18 @@ impl Line {
     pub fn starved(&self, i: usize) -> bool {
         self.starved.get(i).copied().unwrap_or(false)
     }
+
+    pub fn lab(&self, i: usize) -> bool {
+        self.lab.get(i).copied().unwrap_or(false)
+    }
 }
 
 /// The legend's text for the hollow-triangle marker.
 pub const LOWER_BOUND_LABEL: &str = "lower bound";
 /// The legend's text for the `~` label.
 pub const STARVED_LABEL: &str = "~ load fell short";
+/// The legend's text for the `lab` label (and the bar chart's note for a faded bar).
+pub const LAB_LABEL: &str = "lab: set by the lab, not the server";
 /// The legend's text for the error bars.
 pub const SPREAD_LABEL: &str = "min..max of repetitions";
 
@@ -401,6 +411,7 @@ pub enum LegendEntry {
     LowerBound,
     Spread,
     Starved,
+    Lab,
 }
 
 /// Draws `lines` into `svg`: the mesh, the measured levels as x ticks, each line with its
@@ -516,6 +527,7 @@ struct Marks {
     lower_bound: bool,
     range: bool,
     starved: bool,
+    lab: bool,
 }
 
 impl Marks {
@@ -524,6 +536,7 @@ impl Marks {
             self.lower_bound.then_some(LegendEntry::LowerBound),
             self.range.then_some(LegendEntry::Spread),
             self.starved.then_some(LegendEntry::Starved),
+            self.lab.then_some(LegendEntry::Lab),
         ]
         .into_iter()
         .flatten()
@@ -580,6 +593,16 @@ where
         marks.starved = true;
         let (x, y) = chart.plotting_area().map_coordinate(&line.points[i]);
         root.draw(&Text::new("~", (x + 5, y - 3), tilde_font.clone()))
+            .map_err(draw_error)?;
+    }
+    let lab_font = ("sans-serif", 12)
+        .into_font()
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Left, VPos::Top));
+    for i in (0..line.points.len()).filter(|&i| line.lab(i)) {
+        marks.lab = true;
+        let (x, y) = chart.plotting_area().map_coordinate(&line.points[i]);
+        root.draw(&Text::new("lab", (x + 5, y + 3), lab_font.clone()))
             .map_err(draw_error)?;
     }
     let (hollow, filled): (Vec<usize>, Vec<usize>) =
@@ -658,6 +681,7 @@ pub fn draw_legend<DB: DrawingBackend>(
                 SPREAD_LABEL
             }
             LegendEntry::Starved => STARVED_LABEL,
+            LegendEntry::Lab => LAB_LABEL,
         };
         area.draw(&Text::new(
             text.to_string(),
@@ -674,6 +698,8 @@ pub struct Bar {
     pub label: String,
     pub value: f64,
     pub range: Option<(f64, f64)>,
+    /// The lab set the figure: the bar is faded and labelled `lab`, with [`LAB_LABEL`] as a note.
+    pub lab: bool,
 }
 
 pub fn bar_plot(file_name: String, title: String, bars: &[Bar]) -> anyhow::Result<Plot> {
@@ -720,9 +746,21 @@ pub fn bar_plot(file_name: String, title: String, bars: &[Bar]) -> anyhow::Resul
                         (SegmentValue::Exact(i), 0.0),
                         (SegmentValue::Exact(i + 1), bar.value),
                     ],
-                    c.mix(0.8).filled(),
+                    c.mix(if bar.lab { 0.25 } else { 0.8 }).filled(),
                 )))
                 .map_err(draw_error)?;
+            if bar.lab {
+                chart
+                    .draw_series(std::iter::once(Text::new(
+                        "lab",
+                        (SegmentValue::CenterOf(i), bar.value / 2.0),
+                        ("sans-serif", 13)
+                            .into_font()
+                            .color(&BLACK)
+                            .pos(Pos::new(HPos::Center, VPos::Center)),
+                    )))
+                    .map_err(draw_error)?;
+            }
             let label_at = match bar.range {
                 Some((low, high)) => {
                     let style = BLACK.stroke_width(1);
@@ -750,6 +788,17 @@ pub fn bar_plot(file_name: String, title: String, bars: &[Bar]) -> anyhow::Resul
                     ("sans-serif", 13).into_font().color(&BLACK),
                 )))
                 .map_err(draw_error)?;
+        }
+        if bars.iter().any(|b| b.lab) {
+            root.draw(&Text::new(
+                format!("faded, {LAB_LABEL}"),
+                (WIDTH as i32 - 12, 34),
+                ("sans-serif", 12)
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Right, VPos::Top)),
+            ))
+            .map_err(draw_error)?;
         }
         root.present().map_err(draw_error)?;
     }

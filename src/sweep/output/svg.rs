@@ -11,7 +11,7 @@ use anyhow::Context;
 use super::{file_stem, levels_of, points_of, repeated, series_of, Exporter};
 use crate::load::LatencyKey;
 use crate::render::svg::{bar_plot, line_plot, Bar, Line};
-pub use crate::render::svg::{Plot, LOWER_BOUND_LABEL, SPREAD_LABEL, STARVED_LABEL};
+pub use crate::render::svg::{Plot, LAB_LABEL, LOWER_BOUND_LABEL, SPREAD_LABEL, STARVED_LABEL};
 use crate::sweep::analysis::{series_label, WorkloadAnalysis};
 use crate::sweep::results::{PointResult, SweepResults};
 
@@ -66,6 +66,7 @@ pub fn render_plots(results: &SweepResults) -> anyhow::Result<Vec<Plot>> {
                     label: series_label(&p.arch, p.workers),
                     value: p.figures.rps,
                     range: repeated(p).then_some((p.spread.rps_min, p.spread.rps_max)),
+                    lab: p.limit.as_ref().and_then(|l| l.lab()).is_some(),
                 })
                 .collect();
             plots.push(bar_plot(
@@ -95,8 +96,13 @@ fn concurrency_plots(name: &str, stem: &str, points: &[&PointResult]) -> anyhow:
         let label = series_label(&key.0, key.1);
         let x = |p: &PointResult| f64::from(p.concurrency);
         let starved: Vec<bool> = mine.iter().map(|p| p.starved).collect();
+        let lab: Vec<bool> = mine
+            .iter()
+            .map(|p| p.limit.as_ref().and_then(|l| l.lab()).is_some())
+            .collect();
         throughput.push(Line {
             starved: starved.clone(),
+            lab: lab.clone(),
             ranges: mine
                 .iter()
                 .map(|p| repeated(p).then_some((p.spread.rps_min, p.spread.rps_max)))
@@ -109,6 +115,7 @@ fn concurrency_plots(name: &str, stem: &str, points: &[&PointResult]) -> anyhow:
         });
         p99.push(Line {
             starved,
+            lab,
             ranges: mine
                 .iter()
                 .map(|p| {
@@ -199,6 +206,10 @@ fn workers_plot(
             ranges: mine
                 .iter()
                 .map(|p| repeated(p).then_some((p.spread.rps_min, p.spread.rps_max)))
+                .collect(),
+            lab: mine
+                .iter()
+                .map(|p| p.limit.as_ref().and_then(|l| l.lab()).is_some())
                 .collect(),
             ..Line::measured(format!("{arch}, {concurrency} connections"), i, data)
         });
@@ -493,11 +504,13 @@ mod tests {
                 label: "epoll".into(),
                 value: 1200.0,
                 range: Some((1100.0, 1300.0)),
+                lab: false,
             },
             Bar {
                 label: "threaded".into(),
                 value: 3400.0,
                 range: None,
+                lab: false,
             },
         ];
         let with = bar_plot("b.svg".into(), "bars".into(), &bars).unwrap();
@@ -567,11 +580,13 @@ mod tests {
                 label: "epoll".into(),
                 value: 1200.0,
                 range: None,
+                lab: false,
             },
             Bar {
                 label: "threaded".into(),
                 value: 3400.0,
                 range: None,
+                lab: false,
             },
         ];
         let plot = bar_plot("b.svg".into(), "bars".into(), &bars).unwrap();
@@ -580,5 +595,33 @@ mod tests {
                 && plot.svg.contains("threaded")
                 && plot.svg.contains("3,400")
         );
+        assert!(!plot.svg.contains("\nlab\n</text>") && !plot.svg.contains(LAB_LABEL));
+    }
+
+    /// A figure the lab set (its generator or path) is marked `lab` in bars and on lines, with
+    /// the note or legend entry saying what that means; the others are not.
+    #[test]
+    fn the_labs_figures_are_marked_lab() {
+        let count = |svg: &str| svg.matches("\nlab\n</text>").count();
+        let bars = [("epoll", false), ("h2o", true), ("nginx", true)].map(|(label, lab)| Bar {
+            label: label.into(),
+            value: 1000.0,
+            range: None,
+            lab,
+        });
+        let plot = bar_plot("b.svg".into(), "bars".into(), &bars).unwrap();
+        assert_eq!(count(&plot.svg), 2, "{}", plot.svg);
+        assert!(plot.svg.contains(&format!("faded, {LAB_LABEL}")));
+        let line = Line {
+            lab: vec![false, true, false],
+            ..Line::measured(
+                "h2o".into(),
+                0,
+                vec![(1.0, 10.0), (10.0, 90.0), (100.0, 95.0)],
+            )
+        };
+        let plot = line_plot("l.svg".into(), "t".into(), "c", "r", &[line], false).unwrap();
+        assert_eq!(count(&plot.svg), 1, "{}", plot.svg);
+        assert!(plot.svg.contains(LAB_LABEL));
     }
 }
