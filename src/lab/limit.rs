@@ -1126,18 +1126,25 @@ mod tests {
         assert_eq!(l.evidence, "the point failed: server exited (signal 9)");
     }
 
+    /// 100 HTTP/2 requests in flight as `streams` a connection over 1 s: (rps, mean latency),
+    /// then the cores of (the server's one busy thread, the generator's one thread, the machine).
+    fn h2_point(streams: u32, (rps, mean_us): (f64, f64), cores: (f64, f64, f64)) -> PointResult {
+        let mut p = PointResult {
+            streams: Some(streams),
+            ..point(100, rps, mean_us, cores.0)
+        };
+        p.figures.client.cpu_s = cores.1;
+        p.figures.server.busiest_cpu_s = cores.0;
+        p.figures.server.busiest_threads_sharing = 1.0;
+        p.figures.server.machine_busy_cores = cores.2;
+        p
+    }
+
     #[test]
     fn one_connection_whose_ends_took_turns_is_the_generators_figure() {
         // h2o over one h2c connection of 100 streams (measured): 150k req/s, h2o's one thread
         // at 0.42 of a core, our generator's one thread at 0.72, the machine 1.14 of 2.
-        let mut p = PointResult {
-            streams: Some(100),
-            ..point(100, 150_000.0, 667.0, 0.42)
-        };
-        p.figures.client.cpu_s = 0.72;
-        p.figures.server.busiest_cpu_s = 0.42;
-        p.figures.server.busiest_threads_sharing = 1.0;
-        p.figures.server.machine_busy_cores = 1.14;
+        let mut p = h2_point(100, (150_000.0, 667.0), (0.42, 0.72, 1.14));
         let l = says(
             limit_of(&p, &shape()),
             LimitKind::Generator,
@@ -1170,14 +1177,7 @@ mod tests {
     fn a_generator_at_its_core_where_the_server_had_room_is_the_generators_figure() {
         // Ten h2c connections of 10 streams on one generator thread (measured): 168k req/s,
         // the generator at 0.93 of a core, h2o at 0.73 of the 1.07 left to it.
-        let mut p = PointResult {
-            streams: Some(10),
-            ..point(100, 168_000.0, 595.0, 0.73)
-        };
-        p.figures.client.cpu_s = 0.93;
-        p.figures.server.busiest_cpu_s = 0.73;
-        p.figures.server.busiest_threads_sharing = 1.0;
-        p.figures.server.machine_busy_cores = 1.7;
+        let mut p = h2_point(10, (168_000.0, 595.0), (0.73, 0.93, 1.7));
         let l = says(
             limit_of(&p, &shape()),
             LimitKind::Generator,

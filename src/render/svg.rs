@@ -543,6 +543,33 @@ impl Marks {
     }
 }
 
+/// Writes `text` (at `size`) right of each point of `line` that `marked` picks, `dy` pixels
+/// above or below it as `v` anchors it; returns whether it wrote any.
+fn label_points<X, Y>(
+    root: &Root,
+    chart: &Chart<X, Y>,
+    line: &Line,
+    marked: impl Fn(usize) -> bool,
+    ((text, size), v, dy): ((&str, u32), VPos, i32),
+) -> anyhow::Result<bool>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let font = ("sans-serif", size)
+        .into_font()
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Left, v));
+    let mut any = false;
+    for i in (0..line.points.len()).filter(|&i| marked(i)) {
+        any = true;
+        let (x, y) = chart.plotting_area().map_coordinate(&line.points[i]);
+        root.draw(&Text::new(text, (x + 5, y + dy), font.clone()))
+            .map_err(draw_error)?;
+    }
+    Ok(any)
+}
+
 /// One line: a thin unmarked curve for a model; else the line, its spread bars, a `~` by
 /// each point whose load fell short, and a marker per point (hollow: a lower bound).
 fn draw_line<X, Y>(
@@ -585,26 +612,10 @@ where
                 .map_err(draw_error)?;
         }
     }
-    let tilde_font = ("sans-serif", 16)
-        .into_font()
-        .color(&BLACK)
-        .pos(Pos::new(HPos::Left, VPos::Bottom));
-    for i in (0..line.points.len()).filter(|&i| line.starved(i)) {
-        marks.starved = true;
-        let (x, y) = chart.plotting_area().map_coordinate(&line.points[i]);
-        root.draw(&Text::new("~", (x + 5, y - 3), tilde_font.clone()))
-            .map_err(draw_error)?;
-    }
-    let lab_font = ("sans-serif", 12)
-        .into_font()
-        .color(&BLACK)
-        .pos(Pos::new(HPos::Left, VPos::Top));
-    for i in (0..line.points.len()).filter(|&i| line.lab(i)) {
-        marks.lab = true;
-        let (x, y) = chart.plotting_area().map_coordinate(&line.points[i]);
-        root.draw(&Text::new("lab", (x + 5, y + 3), lab_font.clone()))
-            .map_err(draw_error)?;
-    }
+    let above = (("~", 16), VPos::Bottom, -3);
+    marks.starved |= label_points(root, chart, line, |i| line.starved(i), above)?;
+    let below = (("lab", 12), VPos::Top, 3);
+    marks.lab |= label_points(root, chart, line, |i| line.lab(i), below)?;
     let (hollow, filled): (Vec<usize>, Vec<usize>) =
         (0..line.points.len()).partition(|&i| line.lower_bound(i));
     for i in filled {

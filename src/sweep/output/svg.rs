@@ -497,21 +497,24 @@ mod tests {
         assert!(!p99.contains(LOWER_BOUND_LABEL) && !p99.contains(SPREAD_LABEL));
     }
 
+    /// A bar of one run the server set.
+    fn bar(label: &str, value: f64) -> Bar {
+        Bar {
+            label: label.into(),
+            value,
+            range: None,
+            lab: false,
+        }
+    }
+
     #[test]
     fn bars_carry_error_bars_for_repeated_points() {
         let bars = vec![
             Bar {
-                label: "epoll".into(),
-                value: 1200.0,
                 range: Some((1100.0, 1300.0)),
-                lab: false,
+                ..bar("epoll", 1200.0)
             },
-            Bar {
-                label: "threaded".into(),
-                value: 3400.0,
-                range: None,
-                lab: false,
-            },
+            bar("threaded", 3400.0),
         ];
         let with = bar_plot("b.svg".into(), "bars".into(), &bars).unwrap();
         let mut single = bars;
@@ -575,20 +578,7 @@ mod tests {
 
     #[test]
     fn bar_plots_name_their_bars() {
-        let bars = vec![
-            Bar {
-                label: "epoll".into(),
-                value: 1200.0,
-                range: None,
-                lab: false,
-            },
-            Bar {
-                label: "threaded".into(),
-                value: 3400.0,
-                range: None,
-                lab: false,
-            },
-        ];
+        let bars = vec![bar("epoll", 1200.0), bar("threaded", 3400.0)];
         let plot = bar_plot("b.svg".into(), "bars".into(), &bars).unwrap();
         assert!(
             plot.svg.contains("epoll")
@@ -604,10 +594,8 @@ mod tests {
     fn the_labs_figures_are_marked_lab() {
         let count = |svg: &str| svg.matches("\nlab\n</text>").count();
         let bars = [("epoll", false), ("h2o", true), ("nginx", true)].map(|(label, lab)| Bar {
-            label: label.into(),
-            value: 1000.0,
-            range: None,
             lab,
+            ..bar(label, 1000.0)
         });
         let plot = bar_plot("b.svg".into(), "bars".into(), &bars).unwrap();
         assert_eq!(count(&plot.svg), 2, "{}", plot.svg);
