@@ -796,7 +796,10 @@ pub fn bar_plot(file_name: String, title: String, bars: &[Bar]) -> anyhow::Resul
                 .draw_series(std::iter::once(Text::new(
                     thousands(bar.value),
                     (SegmentValue::CenterOf(i), label_at),
-                    ("sans-serif", 13).into_font().color(&BLACK),
+                    ("sans-serif", 13)
+                        .into_font()
+                        .color(&BLACK)
+                        .pos(Pos::new(HPos::Center, VPos::Bottom)),
                 )))
                 .map_err(draw_error)?;
         }
