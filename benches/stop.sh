@@ -1,16 +1,28 @@
 #!/usr/bin/env bash
 # How long each architecture takes to stop: SIGTERM to an idle server (after its ready line),
 # then the time until its process has exited, over ROUNDS starts. Every point of a sweep, a map
-# or a tune stops its server and waits for it, so this is paid once a point. With a second
-# binary (OLD, e.g. a build of an earlier commit) both run side by side, round by round.
+# or a tune stops its server and waits for it, so this is paid once a point. With REV, its
+# build (in a git worktree under target/builds/, as builds.sh makes it) runs beside the working
+# tree's, round by round.
 #
-# Usage: benches/stop.sh [ROUNDS] [OLD]   (default 5; output: benches/stop.txt)
+# Usage: benches/stop.sh [ROUNDS] [REV]   (default 5; output: benches/stop.txt)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
-old=${2:-}
+rev=${2:-}
 cargo build --release --quiet
 new=$PWD/target/release/sweetspot
+old= sha=
+if [ -n "$rev" ]; then
+    sha=$(git rev-parse --short "$rev")
+    tree=target/builds/$sha
+    if [ ! -x "$tree/target/release/sweetspot" ]; then
+        rm -rf "$tree"
+        git worktree add --detach --force "$tree" "$sha" >/dev/null
+        (cd "$tree" && cargo build --release --quiet)
+    fi
+    old=$PWD/$tree/target/release/sweetspot
+fi
 archs="iterative forking preforked threaded prethreaded poll epoll reactors hybrid async uring"
 
 # One stop, in ms: start, wait for the ready line, SIGTERM, wait for the exit.
@@ -35,7 +47,7 @@ stop_ms() {
 summary() { sort -n | awk '{v[NR]=$1} END {printf "%8.1f %8.1f %8.1f", v[1]/1000, v[int((NR+1)/2)]/1000, v[NR]/1000}'; }
 
 {
-    echo "# benches/stop.sh $rounds${old:+ (old: $old)}: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores"
+    echo "# benches/stop.sh $rounds $rev: new = the working tree at $(git rev-parse --short HEAD)${sha:+, old = $sha}; $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores"
     echo "# ms from SIGTERM to exit, idle server: min median max"
     printf '%-12s %26s' arch "new (min med max)"
     [ -n "$old" ] && printf ' %26s' "old (min med max)"
