@@ -14,12 +14,6 @@ rounds=${3:-5}
 . benches/install.sh
 bench_need wrk:wrk taskset:util-linux
 cargo build --release --quiet
-sha=$(git rev-parse --short "$rev")
-tree=target/builds/$sha
-if [ ! -x "$tree/target/release/sweetspot" ]; then
-    rm -rf "$tree"
-    git worktree add --detach --force "$tree" "$sha" >/dev/null
-    (cd "$tree" && cargo build --release --quiet)
-fi
-python3 benches/builds.py "$tree/target/release/sweetspot" target/release/sweetspot \
+old=$(bench_build_rev "$rev")
+python3 benches/builds.py "$old" target/release/sweetspot \
     "$seconds" "$rounds" | tee benches/builds.txt

@@ -1,6 +1,7 @@
 # benches/install.sh, sourced by every bench script: `bench_need TOOL:PACKAGE...` installs each
 # PACKAGE whose TOOL is neither on the PATH nor in /usr/sbin, through `bench_install PACKAGE...`,
-# which installs Debian's packages (as root) without letting their scripts start services.
+# which installs Debian's packages (as root) without letting their scripts start services;
+# `bench_build_rev REV` builds a commit for a side-by-side run.
 bench_need() {
     local pair missing=()
     for pair in "$@"; do
@@ -20,4 +21,17 @@ bench_install() {
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
     [ -n "$made_policy" ] && rm -f /usr/sbin/policy-rc.d
     return 0
+}
+# bench_build_rev REV: builds REV in a git worktree under target/builds/ (once: a later call
+# reuses the build) and prints the path of its binary.
+bench_build_rev() {
+    local sha tree
+    sha=$(git rev-parse --short "$1")
+    tree=target/builds/$sha
+    if [ ! -x "$tree/target/release/sweetspot" ]; then
+        rm -rf "$tree"
+        git worktree add --detach --force "$tree" "$sha" >/dev/null
+        (cd "$tree" && cargo build --release --quiet)
+    fi
+    echo "$PWD/$tree/target/release/sweetspot"
 }

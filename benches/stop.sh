@@ -2,8 +2,8 @@
 # How long each architecture takes to stop: SIGTERM to an idle server (after its ready line),
 # then the time until its process has exited, over ROUNDS starts. Every point of a sweep, a map
 # or a tune stops its server and waits for it, so this is paid once a point. With REV, its
-# build (in a git worktree under target/builds/, as builds.sh makes it) runs beside the working
-# tree's, round by round.
+# build (in a worktree under target/builds/, by install.sh's bench_build_rev) runs beside the
+# working tree's, round by round.
 #
 # Usage: benches/stop.sh [ROUNDS] [REV]   (default 5; output: benches/stop.txt)
 set -euo pipefail
@@ -14,14 +14,9 @@ cargo build --release --quiet
 new=$PWD/target/release/sweetspot
 old= sha=
 if [ -n "$rev" ]; then
+    . benches/install.sh
+    old=$(bench_build_rev "$rev")
     sha=$(git rev-parse --short "$rev")
-    tree=target/builds/$sha
-    if [ ! -x "$tree/target/release/sweetspot" ]; then
-        rm -rf "$tree"
-        git worktree add --detach --force "$tree" "$sha" >/dev/null
-        (cd "$tree" && cargo build --release --quiet)
-    fi
-    old=$PWD/$tree/target/release/sweetspot
 fi
 archs="iterative forking preforked threaded prethreaded poll epoll reactors hybrid async uring"
 

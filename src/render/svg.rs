@@ -4,7 +4,10 @@
 //! these.
 
 use anyhow::anyhow;
-use plotters::coord::ranged1d::{AsRangedCoord, Ranged, SegmentValue, ValueFormatter};
+use plotters::coord::ranged1d::{
+    AsRangedCoord, Ranged, SegmentValue, SegmentedCoord, ValueFormatter,
+};
+use plotters::coord::types::{RangedCoordf64, RangedCoordusize};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -571,7 +574,8 @@ where
 }
 
 /// One line: a thin unmarked curve for a model; else the line, its spread bars, a `~` by
-/// each point whose load fell short, and a marker per point (hollow: a lower bound).
+/// each point whose load fell short and `lab` by each the lab set, and a marker per point
+/// (hollow: a lower bound).
 fn draw_line<X, Y>(
     root: &Root,
     chart: &mut Chart<X, Y>,
@@ -750,58 +754,7 @@ pub fn bar_plot(file_name: String, title: String, bars: &[Bar]) -> anyhow::Resul
             .draw()
             .map_err(draw_error)?;
         for (i, bar) in bars.iter().enumerate() {
-            let c = color(i);
-            chart
-                .draw_series(std::iter::once(Rectangle::new(
-                    [
-                        (SegmentValue::Exact(i), 0.0),
-                        (SegmentValue::Exact(i + 1), bar.value),
-                    ],
-                    c.mix(if bar.lab { 0.25 } else { 0.8 }).filled(),
-                )))
-                .map_err(draw_error)?;
-            if bar.lab {
-                chart
-                    .draw_series(std::iter::once(Text::new(
-                        "lab",
-                        (SegmentValue::CenterOf(i), bar.value / 2.0),
-                        ("sans-serif", 13)
-                            .into_font()
-                            .color(&BLACK)
-                            .pos(Pos::new(HPos::Center, VPos::Center)),
-                    )))
-                    .map_err(draw_error)?;
-            }
-            let label_at = match bar.range {
-                Some((low, high)) => {
-                    let style = BLACK.stroke_width(1);
-                    let x = SegmentValue::CenterOf(i);
-                    chart
-                        .draw_series(std::iter::once(PathElement::new(
-                            vec![(x.clone(), low), (x.clone(), high)],
-                            style,
-                        )))
-                        .map_err(draw_error)?;
-                    chart
-                        .draw_series([low, high].map(|y| {
-                            EmptyElement::at((x.clone(), y))
-                                + PathElement::new(vec![(-4, 0), (4, 0)], style)
-                        }))
-                        .map_err(draw_error)?;
-                    high.max(bar.value)
-                }
-                None => bar.value,
-            };
-            chart
-                .draw_series(std::iter::once(Text::new(
-                    thousands(bar.value),
-                    (SegmentValue::CenterOf(i), label_at),
-                    ("sans-serif", 13)
-                        .into_font()
-                        .color(&BLACK)
-                        .pos(Pos::new(HPos::Center, VPos::Bottom)),
-                )))
-                .map_err(draw_error)?;
+            draw_bar(&mut chart, i, bar)?;
         }
         if bars.iter().any(|b| b.lab) {
             root.draw(&Text::new(
@@ -821,6 +774,68 @@ pub fn bar_plot(file_name: String, title: String, bars: &[Bar]) -> anyhow::Resul
         title,
         svg,
     })
+}
+
+/// One bar of a [`bar_plot`]: faded and labelled `lab` when the lab set it, its min..max as an
+/// error bar, and its figure centred above it.
+fn draw_bar(
+    chart: &mut Chart<SegmentedCoord<RangedCoordusize>, RangedCoordf64>,
+    i: usize,
+    bar: &Bar,
+) -> anyhow::Result<()> {
+    let c = color(i);
+    chart
+        .draw_series(std::iter::once(Rectangle::new(
+            [
+                (SegmentValue::Exact(i), 0.0),
+                (SegmentValue::Exact(i + 1), bar.value),
+            ],
+            c.mix(if bar.lab { 0.25 } else { 0.8 }).filled(),
+        )))
+        .map_err(draw_error)?;
+    if bar.lab {
+        chart
+            .draw_series(std::iter::once(Text::new(
+                "lab",
+                (SegmentValue::CenterOf(i), bar.value / 2.0),
+                ("sans-serif", 13)
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Center, VPos::Center)),
+            )))
+            .map_err(draw_error)?;
+    }
+    let label_at = match bar.range {
+        Some((low, high)) => {
+            let style = BLACK.stroke_width(1);
+            let x = SegmentValue::CenterOf(i);
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(x.clone(), low), (x.clone(), high)],
+                    style,
+                )))
+                .map_err(draw_error)?;
+            chart
+                .draw_series([low, high].map(|y| {
+                    EmptyElement::at((x.clone(), y))
+                        + PathElement::new(vec![(-4, 0), (4, 0)], style)
+                }))
+                .map_err(draw_error)?;
+            high.max(bar.value)
+        }
+        None => bar.value,
+    };
+    chart
+        .draw_series(std::iter::once(Text::new(
+            thousands(bar.value),
+            (SegmentValue::CenterOf(i), label_at),
+            ("sans-serif", 13)
+                .into_font()
+                .color(&BLACK)
+                .pos(Pos::new(HPos::Center, VPos::Bottom)),
+        )))
+        .map_err(draw_error)?;
+    Ok(())
 }
 
 /// One cell of a [`heat_map`]: its column and row, its colour (a [`color`] index, `None` for
