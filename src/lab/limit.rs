@@ -152,16 +152,8 @@ pub fn limit_of(p: &PointResult, shape: &Shape) -> Limit {
     }
     let f = Figures::of(p, shape);
     if p.generator_bound {
-        let waited = match p.figures.client.wait_s {
-            w if w > 0.0 => format!(
-                " and waited {} of one for a CPU (its core shared)",
-                pct(p
-                    .figures
-                    .server
-                    .busy(w, p.figures.duration_s)
-                    .unwrap_or(0.0)
-                    / f64::from(p.figures.client.threads.max(1)))
-            ),
+        let waited = match f.client_waited_per_thread {
+            w if w > 0.0 => format!(" and waited {} of one for a CPU (its core shared)", pct(w)),
             _ => String::new(),
         };
         return limit(
@@ -222,7 +214,9 @@ struct Figures {
     in_server: f64,
     /// Cores the busiest process used.
     process_cores: f64,
+    /// Of a core, per load thread: what it ran, and what it waited on a run queue for one.
     client_per_thread: f64,
+    client_waited_per_thread: f64,
     runqueue_us: f64,
     /// The CPUs the server may use, the load generator's cores, and the whole machine's
     /// busy cores (the server's own figure where that was not read).
@@ -255,13 +249,15 @@ impl Figures {
             room = room.min(s.quota_total());
         }
         let rps = p.whole_cycle_rps();
+        let threads = f64::from(p.figures.client.threads.max(1));
         Figures {
             used,
             room,
             rps,
             in_server: requests_in_flight(rps, p.figures.latency_us.mean),
             process_cores: share(s.busiest_cpu_s),
-            client_per_thread: client / f64::from(p.figures.client.threads.max(1)),
+            client_per_thread: client / threads,
+            client_waited_per_thread: share(p.figures.client.wait_s) / threads,
             runqueue_us: s.runqueue_wait_s * 1e6 / s.answered.max(p.figures.requests).max(1) as f64,
             allowed,
             client,
@@ -646,8 +642,8 @@ fn wait(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
 /// generator a good part of it. Each batch of streams then waits on the generator's own work
 /// as much as on the server's: a cheaper generator gives a higher figure (one h2c connection
 /// of 100 streams to h2o: 200 to 242k req/s with ours, 347 to 436k with h2load, in
-/// benches/h2_turns.txt), so the figure is the lab's. Measured over HTTP/2 only (HTTP/1.1's one request a connection is
-/// the offered load's cycle, [`wait`]).
+/// benches/h2_turns.txt), so the figure is the lab's. Measured over HTTP/2 only (HTTP/1.1's
+/// one request a connection is the offered load's cycle, [`wait`]).
 fn turns(p: &PointResult, f: &Figures) -> Option<Limit> {
     let streams = p.streams.filter(|s| *s > 1)?;
     let connections = p.concurrency / streams;
@@ -682,13 +678,7 @@ fn turns(p: &PointResult, f: &Figures) -> Option<Limit> {
 /// the generator at 0.96 to 0.98 of a core and h2o at 0.60 to 0.77; with h2load 378 to 551k,
 /// h2o at 0.83 to 0.95.
 fn generator_core(p: &PointResult, f: &Figures) -> Option<Limit> {
-    let c = &p.figures.client;
-    let wanted = p
-        .figures
-        .server
-        .busy(c.cpu_s + c.wait_s, p.figures.duration_s)
-        .unwrap_or(0.0)
-        / f64::from(c.threads.max(1));
+    let wanted = f.client_per_thread + f.client_waited_per_thread;
     (wanted >= SATURATED_BUSY_FRACTION).then(|| Limit {
         kind: LimitKind::Generator,
         evidence: format!(
@@ -696,7 +686,7 @@ fn generator_core(p: &PointResult, f: &Figures) -> Option<Limit> {
              used {:.2} of the {:.1} cores it could ({}), and no limit of the server's fits: \
              the generator's cores set the figure, the lab's, not the server's",
             pct(wanted),
-            c.threads,
+            p.figures.client.threads,
             f.used,
             f.room,
             pct(f.used / f.room.max(0.01))

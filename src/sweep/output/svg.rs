@@ -12,6 +12,7 @@ use super::{file_stem, levels_of, points_of, repeated, series_of, Exporter};
 use crate::load::LatencyKey;
 use crate::render::svg::{bar_plot, line_plot, Bar, Line};
 pub use crate::render::svg::{Plot, LAB_LABEL, LOWER_BOUND_LABEL, SPREAD_LABEL, STARVED_LABEL};
+use crate::sweep::analysis::recommend::lab_limit;
 use crate::sweep::analysis::{series_label, WorkloadAnalysis};
 use crate::sweep::results::{PointResult, SweepResults};
 
@@ -66,7 +67,7 @@ pub fn render_plots(results: &SweepResults) -> anyhow::Result<Vec<Plot>> {
                     label: series_label(&p.arch, p.workers),
                     value: p.figures.rps,
                     range: repeated(p).then_some((p.spread.rps_min, p.spread.rps_max)),
-                    lab: p.limit.as_ref().and_then(|l| l.lab()).is_some(),
+                    lab: lab_limit(p).is_some(),
                 })
                 .collect();
             plots.push(bar_plot(
@@ -96,10 +97,7 @@ fn concurrency_plots(name: &str, stem: &str, points: &[&PointResult]) -> anyhow:
         let label = series_label(&key.0, key.1);
         let x = |p: &PointResult| f64::from(p.concurrency);
         let starved: Vec<bool> = mine.iter().map(|p| p.starved).collect();
-        let lab: Vec<bool> = mine
-            .iter()
-            .map(|p| p.limit.as_ref().and_then(|l| l.lab()).is_some())
-            .collect();
+        let lab: Vec<bool> = mine.iter().map(|p| lab_limit(p).is_some()).collect();
         throughput.push(Line {
             starved: starved.clone(),
             lab: lab.clone(),
@@ -207,10 +205,7 @@ fn workers_plot(
                 .iter()
                 .map(|p| repeated(p).then_some((p.spread.rps_min, p.spread.rps_max)))
                 .collect(),
-            lab: mine
-                .iter()
-                .map(|p| p.limit.as_ref().and_then(|l| l.lab()).is_some())
-                .collect(),
+            lab: mine.iter().map(|p| lab_limit(p).is_some()).collect(),
             ..Line::measured(format!("{arch}, {concurrency} connections"), i, data)
         });
     }
