@@ -2,7 +2,7 @@
 //! `map-quick` preset end to end; the adaptive pick against the full grid of the same cell, in
 //! the same run; a map killed with SIGKILL and resumed, no finished point lost or measured
 //! twice; `advise` for a described workload, with the rules of thumb measured; `advise --from`
-//! profiling a server this test started; bad input.
+//! profiling a server this test started, on an idle core and on a busy one; bad input.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -14,7 +14,7 @@ use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 
 mod common;
-use common::{timing_lock, Server, TempDir};
+use common::{timing_lock, BusyLoops, Server, TempDir};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sweetspot");
 
@@ -586,6 +586,62 @@ fn advise_from_a_running_server_measures_its_cpu_and_wait() {
         "wait {wait} ms for 10: {profile}"
     );
     assert_eq!(advice["cpu_us"].as_f64().unwrap(), cpu.round());
+}
+
+/// A busy machine is not a slow backend: the server pinned to CPU 0 beside two busy loops
+/// waits on its run queue for about two thirds of the time it wants the CPU. That time is in
+/// its latency (about 4 ms more per request here) but is not the server's wait, so the
+/// profile takes it out with the CPU: the wait stays the server's 10 ms, and the measured
+/// line says what was taken out.
+#[test]
+fn advise_from_a_server_on_a_busy_core_leaves_the_run_queue_out_of_the_wait() {
+    let _timing = timing_lock();
+    let server = Server::start(&["--arch", "threaded"]);
+    let pid = server.pid().as_raw().to_string();
+    let pinned = Command::new("taskset")
+        .args(["-a", "-p", "-c", "0", &pid])
+        .stdout(Stdio::null())
+        .status()
+        .expect("taskset");
+    assert!(pinned.success());
+    let hogs = BusyLoops::on(0, 2);
+    let url = server.url("/work?cpu_us=2000&wait_ms=10");
+    let run = Command::new(BIN)
+        .args(["advise", "--from", &url, "--pid", &pid])
+        .args(["--concurrency", "2", "--archs", "threaded", "--json"])
+        .output()
+        .expect("running sweetspot");
+    drop(hogs);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let advice: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let profile = &advice["profile"];
+    let f = |key: &str| profile[key].as_f64().unwrap();
+    let (cpu, wait, mean) = (f("cpu_us_per_request"), f("wait_ms"), f("mean_latency_ms"));
+    let server_queue = f("server_runqueue_us_per_request");
+    let client_queue = f("client_runqueue_us_per_request");
+    // The busy core showed: over a millisecond a request on the run queue, in the latency.
+    assert!(server_queue > 1000.0, "{profile}");
+    assert!(
+        mean - cpu / 1000.0 > 11.5,
+        "latency less CPU alone: {profile}"
+    );
+    // Taken out, exactly, and what is left is the server's wait.
+    let left = mean - (cpu + server_queue + client_queue) / 1000.0;
+    assert!((wait - left).abs() < 1e-6, "{profile}");
+    assert!(
+        (9.0..12.5).contains(&wait),
+        "wait {wait} ms for 10: {profile}"
+    );
+    let measured = profile["measured"][1].as_str().unwrap();
+    assert!(
+        measured.contains(", minus that CPU and ")
+            && measured.contains(" of run-queue wait (the server's "),
+        "{measured}"
+    );
 }
 
 #[test]

@@ -1611,14 +1611,7 @@ route = "/fib?n=25"
 fn a_generator_whose_core_is_shared_is_the_labs_limit_and_never_a_winner() {
     let _timing = common::timing_lock();
     // Two busy loops: the generator gets about a third of its core and waits for the rest.
-    let mut hogs: Vec<_> = (0..2)
-        .map(|_| {
-            Command::new("taskset")
-                .args(["-c", "1", "sh", "-c", "while :; do :; done"])
-                .spawn()
-                .expect("taskset")
-        })
-        .collect();
+    let hogs = common::BusyLoops::on(1, 2);
     let tmp = TempDir::new("sweep-generator");
     let (mut command, out) = sweep_command(
         tmp.path(),
@@ -1639,10 +1632,7 @@ route = "/hello"
         .args(["--pin", "--plain"])
         .output()
         .expect("running sweetspot");
-    for hog in &mut hogs {
-        hog.kill().unwrap();
-        hog.wait().unwrap();
-    }
+    drop(hogs);
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(
         run.status.success(),

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -15,10 +15,11 @@ use super::spec::{work_route, CellSpec, MapSpec, WaitMode};
 use super::store::Store;
 use crate::arch::Arch;
 use crate::lab::budget::BudgetApplied;
-use crate::lab::probe::{sum_cpu, Members};
+use crate::lab::probe::{sum_cpu, Members, TreeSampler};
 use crate::lab::Machine;
 use crate::render::units::{duration_us, percent, thousands, wall_time};
 use crate::search::flags::SearchFlags;
+use crate::search::profile::OneConnection;
 use crate::units::duration_ms;
 use crate::usage;
 
@@ -76,6 +77,10 @@ pub struct Profile {
     pub cpu_us_per_request: f64,
     pub mean_latency_ms: f64,
     pub wait_ms: f64,
+    /// Per request, µs: the server's and the load generator's threads' run-queue wait, taken
+    /// out of the latency with the CPU to leave the wait ([`OneConnection::wait_us`]).
+    pub server_runqueue_us_per_request: f64,
+    pub client_runqueue_us_per_request: f64,
     pub measured: Vec<String>,
     pub assumed: Vec<String>,
 }
@@ -573,19 +578,22 @@ fn verify_text(v: &Verify) -> String {
 }
 
 /// Profiles a running server: one connection for 2 s with `sweetspot load`, its CPU (the
-/// process and its descendants) from /proc before and after.
+/// process and its descendants) from /proc before and after, and the run-queue waits of its
+/// threads (sampled over the run) and of the load's (its report).
 fn profile(url: &str, pid: i32) -> anyhow::Result<Profile> {
     if !crate::lab::probe::process_exists(pid) {
         return Err(usage(format!("--pid {pid}: no such process")));
     }
     let members = Members::Tree(pid);
     let before = sum_cpu(&members.processes());
+    let sampler = TreeSampler::start(members.clone(), Duration::from_millis(200));
     let output = Command::new(crate::lab::server::this_binary()?)
         .args(["load", url, "-c", "1", "-d", "2s", "--json", "-"])
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .output()?;
     let after = sum_cpu(&members.processes());
+    let sample = sampler.finish();
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         return Err(usage(format!(
@@ -600,25 +608,36 @@ fn profile(url: &str, pid: i32) -> anyhow::Result<Profile> {
             "--from {url}: no request was answered in 2 s"
         )));
     }
-    let cpu_us = after.since(&before).total_s() * 1e6 / requests as f64;
-    let mean_ms = report["latency_us"]["mean"].as_f64().unwrap_or(0.0) / 1000.0;
-    let wait_ms = (mean_ms - cpu_us / 1000.0).max(0.0);
+    let per_request = |s: f64| s * 1e6 / requests as f64;
+    let one = OneConnection {
+        latency_us: report["latency_us"]["mean"].as_f64().unwrap_or(0.0),
+        cpu_us: per_request(after.since(&before).total_s()),
+        server_runqueue_us: per_request(sample.runqueue_wait_s),
+        client_runqueue_us: per_request(report["client_wait_s"].as_f64().unwrap_or(0.0)),
+    };
+    let wait_ms = one.wait_us() / 1000.0;
+    let less = match one.runqueue_text() {
+        Some(runqueue) => format!("minus that CPU and {runqueue}"),
+        None => "minus that CPU".to_string(),
+    };
     Ok(Profile {
         url: url.to_string(),
         pid,
         requests,
-        cpu_us_per_request: cpu_us,
-        mean_latency_ms: mean_ms,
+        cpu_us_per_request: one.cpu_us,
+        mean_latency_ms: one.latency_us / 1000.0,
         wait_ms,
+        server_runqueue_us_per_request: one.server_runqueue_us,
+        client_runqueue_us_per_request: one.client_runqueue_us,
         measured: vec![
             format!(
                 "CPU {} a request (/proc of pid {pid} and its descendants, over {requests} requests)",
-                duration_us(cpu_us)
+                duration_us(one.cpu_us)
             ),
             format!(
-                "wait {} a request (mean latency {} at one connection, minus that CPU)",
+                "wait {} a request (mean latency {} at one connection, {less})",
                 duration_us(wait_ms * 1000.0),
-                duration_us(mean_ms * 1000.0)
+                duration_us(one.latency_us)
             ),
         ],
         assumed: vec![

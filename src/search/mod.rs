@@ -1,13 +1,15 @@
 //! The search kernel `map`, `advise` and `tune` share: what a measured point is to a search
 //! ([`sample`]: samples, levels, misses), the one-knob search ([`knob`]: doubling, golden
-//! section in log space, noise gating), the ranking and its rule ([`rank`]), the [`Measure`]
-//! trait the searches take their numbers through, the resumable [`store`] of finished points
-//! and the live adapter ([`live`]) that answers a point from the store or measures it in the
-//! lab. Written here, not taken from a crate: the search over live servers is the product.
+//! section in log space, noise gating), the ranking and its rule ([`rank`]), a server's
+//! profile at one connection ([`profile`]), the [`Measure`] trait the searches take their
+//! numbers through, the resumable [`store`] of finished points and the live adapter
+//! ([`live`]) that answers a point from the store or measures it in the lab. Written here,
+//! not taken from a crate: the search over live servers is the product.
 
 pub mod flags;
 pub mod knob;
 pub mod live;
+pub mod profile;
 pub mod rank;
 pub mod sample;
 pub mod store;

@@ -28,6 +28,7 @@ use crate::lab::LabOptions;
 use crate::lab::PointResult;
 use crate::search::flags::SearchFlags;
 use crate::search::live::Origin;
+use crate::search::profile::OneConnection;
 use crate::search::rank::Level;
 use crate::search::sample_of;
 use crate::search::store::Store;
@@ -171,6 +172,10 @@ pub struct Profile {
     pub cpu_us: f64,
     pub mean_latency_ms: f64,
     pub wait_ms: f64,
+    /// The server's and the load generator's run-queue wait a request, µs, taken out of the
+    /// latency with the CPU to leave the wait (0 in results from before it was).
+    #[serde(default)]
+    pub runqueue_us: f64,
     pub goetz: u32,
 }
 
@@ -720,8 +725,8 @@ fn resume_from(dir: &std::path::Path) -> anyhow::Result<(TuneArgs, f64)> {
 }
 
 /// The server at one connection, in a closed loop (a rate at one connection would queue its
-/// requests behind each other): its CPU per request and its mean latency, whose difference
-/// is its wait; Goetz's pool, `cores x (1 + W/C)`.
+/// requests behind each other): its CPU per request and its mean latency, which less the CPU
+/// and the run-queue waits is its wait ([`OneConnection`]); Goetz's pool, `cores x (1 + W/C)`.
 fn profile(live: &mut Live, at: &[u32], cores: f64) -> Option<Profile> {
     let concurrency = live.concurrency;
     live.concurrency = 1;
@@ -734,18 +739,24 @@ fn profile(live: &mut Live, at: &[u32], cores: f64) -> Option<Profile> {
     if !sample.ok || live.last.as_ref()?.failure_cause().is_some() {
         return None;
     }
-    let mean_ms = live.last.as_ref()?.figures.latency_us.mean / 1000.0;
-    let cpu_us = sample.cpu_us;
-    if cpu_us <= 0.0 || mean_ms <= 0.0 {
+    let figures = &live.last.as_ref()?.figures;
+    let per_request = |s: f64| s * 1e6 / figures.requests.max(1) as f64;
+    let one = OneConnection {
+        latency_us: figures.latency_us.mean,
+        cpu_us: sample.cpu_us,
+        server_runqueue_us: per_request(figures.server.runqueue_wait_s),
+        client_runqueue_us: per_request(figures.client.wait_s),
+    };
+    if one.cpu_us <= 0.0 || one.latency_us <= 0.0 {
         return None;
     }
-    let wait_ms = (mean_ms - cpu_us / 1000.0).max(0.0);
-    let goetz = (cores * (1.0 + wait_ms * 1000.0 / cpu_us)).round() as u32;
+    let goetz = (cores * (1.0 + one.wait_us() / one.cpu_us)).round() as u32;
     Some(Profile {
         values: at.to_vec(),
-        cpu_us,
-        mean_latency_ms: mean_ms,
-        wait_ms,
+        cpu_us: one.cpu_us,
+        mean_latency_ms: one.latency_us / 1000.0,
+        wait_ms: one.wait_us() / 1000.0,
+        runqueue_us: one.runqueue_us(),
         goetz: goetz.max(1),
     })
 }

@@ -190,10 +190,15 @@ fn notes(r: &TuneResults) -> Vec<String> {
     }
     if let Some(p) = &r.profile {
         out.push(format!(
-            "Profile at one connection ({}): {} of CPU a request, mean latency {}, so a wait of {}: Goetz's pool {} requests at once.",
+            "Profile at one connection ({}): {} of CPU a request, mean latency {}{}, so a wait of {}: Goetz's pool {} requests at once.",
             label(&r.knobs, &p.values),
             duration_us(p.cpu_us),
             duration_us(p.mean_latency_ms * 1000.0),
+            if p.runqueue_us >= 1.0 {
+                format!(" ({} of it on a run queue)", duration_us(p.runqueue_us))
+            } else {
+                String::new()
+            },
             if p.wait_ms * 1000.0 >= 1.0 {
                 duration_us(p.wait_ms * 1000.0)
             } else {

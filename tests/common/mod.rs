@@ -51,6 +51,35 @@ pub fn timing_lock() -> MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Busy loops pinned to one CPU (`taskset`), for a test that needs a core shared with other
+/// work; killed and reaped when dropped, whatever the test did.
+pub struct BusyLoops(Vec<Child>);
+
+impl BusyLoops {
+    pub fn on(cpu: u32, loops: usize) -> BusyLoops {
+        let cpu = cpu.to_string();
+        BusyLoops(
+            (0..loops)
+                .map(|_| {
+                    Command::new("taskset")
+                        .args(["-c", &cpu, "sh", "-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("taskset")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for BusyLoops {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// Seconds since the Unix epoch, as `--start-at` takes them.
 pub fn unix_now() -> f64 {
     SystemTime::now()
