@@ -23,8 +23,9 @@ done
 
 . "$repo/benches/static_nginx.sh"
 static_nginx_start 1 taskset -c 0
-(cd "$repo" && cargo build --release --quiet)
-sweetspot="$repo/target/release/sweetspot"
+# The release build with line tables, so that perf can name our own lines.
+(cd "$repo" && cargo build --profile profiling --quiet)
+sweetspot="$repo/target/profiling/sweetspot"
 
 # Runs tool $1 under the command prefix in $2..., prints the completed requests.
 run() {
