@@ -69,7 +69,7 @@ fn refused(args: &[&str]) -> String {
 
 /// A budget test's start: as root, the machine to itself (the timing lock), a scratch
 /// directory.
-fn start(tag: &str) -> (std::sync::MutexGuard<'static, ()>, TempDir) {
+fn start(tag: &str) -> (std::sync::RwLockWriteGuard<'static, ()>, TempDir) {
     root();
     (timing_lock(), TempDir::new(tag))
 }

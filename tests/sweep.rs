@@ -60,6 +60,7 @@ fn read_json(path: &Path) -> serde_json::Value {
 
 #[test]
 fn small_experiment_end_to_end_then_report_renders_again() {
+    let _shared = common::shared_lock();
     let tmp = TempDir::new("sweep-e2e");
     let dir = tmp.path().to_path_buf();
     let (run, out) = sweep_ok(
@@ -177,6 +178,7 @@ route = "/hello"
 
 #[test]
 fn a_variant_runs_its_arch_with_its_flags_as_a_series_of_its_own() {
+    let _shared = common::shared_lock();
     let tmp = TempDir::new("sweep-variant");
     let dir = tmp.path().to_path_buf();
     // The variant serves a static root holding only `mine.txt`; plain epoll serves the shipped
@@ -235,6 +237,7 @@ route = "/mine.txt"
 
 #[test]
 fn a_bad_variant_is_one_line_and_exit_2() {
+    let _shared = common::shared_lock();
     let tmp = TempDir::new("sweep-bad-variant");
     for (variant, expected) in [
         (
@@ -286,6 +289,7 @@ fn a_bad_variant_is_one_line_and_exit_2() {
 
 #[test]
 fn interrupted_sweep_leaves_no_server_and_keeps_finished_points() {
+    let _shared = common::shared_lock();
     let tmp = TempDir::new("sweep-interrupt");
     let dir = tmp.path().to_path_buf();
     // Preforked: the server forks workers, so the whole group must go.
@@ -391,6 +395,7 @@ route = "/hello"
 
 #[test]
 fn external_targets_sit_in_the_same_table() {
+    let _shared = common::shared_lock();
     let tmp = TempDir::new("sweep-external");
     let dir = tmp.path().to_path_buf();
     let python = Command::new("python3")
@@ -460,6 +465,7 @@ ready_timeout = "15s"
 /// parent and its workers), and the points form one pooled series with its sweet spot.
 #[test]
 fn an_external_servers_pool_is_swept_through_its_workers_placeholder() {
+    let _shared = common::shared_lock();
     let tmp = TempDir::new("sweep-external-pool");
     let dir = tmp.path().to_path_buf();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/prefork_server.py");
@@ -515,6 +521,7 @@ ready_timeout = "15s"
 /// and exit 2 before anything runs.
 #[test]
 fn a_pool_placeholder_and_its_values_go_together() {
+    let _shared = common::shared_lock();
     let tmp = TempDir::new("sweep-placeholder");
     for (external, said) in [
         (
@@ -544,6 +551,7 @@ fn a_pool_placeholder_and_its_values_go_together() {
 
 #[test]
 fn a_point_that_cannot_start_is_recorded_and_the_sweep_goes_on() {
+    let _shared = common::shared_lock();
     let tmp = TempDir::new("sweep-failing");
     let dir = tmp.path().to_path_buf();
     let (_, out) = sweep_ok(
@@ -585,6 +593,7 @@ url = "http://127.0.0.1:{port}"
 /// server's reason and the sweep goes on to the next architecture.
 #[test]
 fn uring_unavailable_is_a_failed_point_with_the_reason() {
+    let _shared = common::shared_lock();
     let tmp = TempDir::new("sweep-no-uring");
     let dir = tmp.path().to_path_buf();
     let (mut command, out) = sweep_command(
@@ -625,6 +634,7 @@ route = "/hello"
 
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
+    let _shared = common::shared_lock();
     let tmp = TempDir::new("sweep-bad");
     let dir = tmp.path().to_path_buf();
     let invalid = dir.join("invalid.toml");
@@ -683,6 +693,7 @@ fn bad_input_is_one_line_and_exit_2() {
 
 #[test]
 fn rate_mode_with_pinning_and_repetitions() {
+    let _shared = common::shared_lock();
     let tmp = TempDir::new("sweep-rate");
     let dir = tmp.path().to_path_buf();
     let (_, out) = sweep_ok(
@@ -722,6 +733,7 @@ route = "/hello"
 /// reports it.
 #[test]
 fn a_server_outside_the_command_has_its_cpu_marked_unavailable() {
+    let _shared = common::shared_lock();
     let tmp = TempDir::new("sweep-remote");
     let dir = tmp.path().to_path_buf();
     // Started here, not by the command (as `ssh HOST ...` starts one elsewhere): neither in
@@ -855,6 +867,7 @@ refused! {
 
 #[test]
 fn refuses_a_workload_value_out_of_range() {
+    let _shared = common::shared_lock();
     let tmp = TempDir::new("sweep-range-workload");
     let experiment = tmp.path().join("e.toml");
     for (line, key) in [
@@ -887,6 +900,7 @@ fn refuses_a_workload_value_out_of_range() {
 
 #[test]
 fn refuses_more_connections_than_the_file_limit_allows() {
+    let _shared = common::shared_lock();
     let tmp = TempDir::new("sweep-fd-limit");
     let experiment = tmp.path().join("e.toml");
     std::fs::write(
@@ -914,6 +928,7 @@ fn refuses_more_connections_than_the_file_limit_allows() {
 
 #[test]
 fn a_sweep_where_every_point_failed_exits_1() {
+    let _shared = common::shared_lock();
     let tmp = TempDir::new("sweep-all-failed");
     let (mut sweep, out) = sweep_command(
         tmp.path(),
@@ -1015,6 +1030,7 @@ fn stats_line(text: &str) -> (f64, f64) {
 
 #[test]
 fn forking_server_cpu_agrees_with_its_own_rusage_by_every_method() {
+    let _shared = common::shared_lock();
     let mut methods = vec!["auto", "proc+children"];
     let (v1, v2) = (can_make_cgroup(true), can_make_cgroup(false));
     if v1 {
@@ -1094,6 +1110,7 @@ url = "http://127.0.0.1:{{port}}"
 
 #[test]
 fn a_stuck_point_is_a_flagged_lower_bound_in_results_and_on_the_progress_line() {
+    let _shared = common::shared_lock();
     let tmp = TempDir::new("sweep-censored");
     let dir = tmp.path().to_path_buf();
     let (mut sweep, out) = sweep_command(
@@ -1166,6 +1183,7 @@ fn into_closed_pipe(args: &[&str]) -> Output {
 
 #[test]
 fn a_closed_pipe_is_a_quiet_exit_not_a_panic() {
+    let _shared = common::shared_lock();
     let dir = TempDir::new("pipe");
     std::fs::copy(
         concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/quick-results.json"),
@@ -1225,6 +1243,7 @@ fn a_closed_pipe_is_a_quiet_exit_not_a_panic() {
 /// flood, and no process of any of them, nor any cgroup the sweep made, outlives the sweep.
 #[test]
 fn misbehaving_external_servers_are_recorded_and_cleaned_up_and_the_sweep_goes_on() {
+    let _shared = common::shared_lock();
     let tmp = TempDir::new("sweep-faulty");
     let dir = tmp.path().to_path_buf();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/faulty_server.py");
@@ -1385,6 +1404,7 @@ fn misbehaving_external_servers_are_recorded_and_cleaned_up_and_the_sweep_goes_o
 /// sources (here Python's own file server serves the peers' `htdocs/hello` from it).
 #[test]
 fn requirements_are_checked_installed_and_versioned_and_peers_are_written() {
+    let _shared = common::shared_lock();
     let tmp = TempDir::new("sweep-requires");
     let dir = tmp.path().to_path_buf();
     let marker = dir.join("installed");

@@ -13,7 +13,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nix::sys::signal::{kill, killpg, Signal};
@@ -42,14 +42,23 @@ pub fn sweetspot(args: &[&str]) -> (i32, String, String, Duration) {
 }
 
 /// Latency assertions hold on a 2-core machine only if the tests of one suite do not load it at
-/// the same time: a timing test holds this lock while it runs. A test that failed while holding
-/// it does not stop the others.
-pub fn timing_lock() -> MutexGuard<'static, ()> {
-    static TIMING: Mutex<()> = Mutex::new(());
+/// the same time: a timing test holds this lock, alone, while it runs; a test that loads the
+/// machine without timing it holds [`shared_lock`], beside the others of its kind but never
+/// beside a timing test. A test that failed while holding either does not stop the others.
+pub fn timing_lock() -> RwLockWriteGuard<'static, ()> {
     TIMING
-        .lock()
+        .write()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+/// See [`timing_lock`].
+pub fn shared_lock() -> RwLockReadGuard<'static, ()> {
+    TIMING
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+static TIMING: RwLock<()> = RwLock::new(());
 
 /// Busy loops pinned to one CPU (`taskset`), for a test that needs a core shared with other
 /// work; killed and reaped when dropped, whatever the test did.
