@@ -89,6 +89,14 @@ fn tune_finds_processes_for_cpu_under_the_gil_and_the_grid_agrees() {
             assert!(c["level"][key].as_f64().unwrap() > 0.0, "{key}: {c}");
         }
     }
+    // The profile at one connection: its wait is the latency less the CPU and the run-queue
+    // waits (exactly), next to nothing for a route that only computes.
+    let p = &r["profile"];
+    let f = |key: &str| p[key].as_f64().unwrap();
+    let wait_us = (f("mean_latency_ms") * 1000.0 - f("cpu_us") - f("runqueue_us")).max(0.0);
+    assert!((f("wait_ms") * 1000.0 - wait_us).abs() < 1e-6, "{p}");
+    assert!(f("wait_ms") < 1.0, "{p}");
+    assert!(stdout.contains("Profile at one connection ("), "{stdout}");
     assert!(stdout.contains("sweet spot: workers="), "{stdout}");
     assert!(stdout.contains("| workers \\ threads |"), "{stdout}");
     assert!(stdout.contains("the pick is inside"), "{stdout}");
