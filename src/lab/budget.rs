@@ -323,7 +323,7 @@ pub fn oversized(
                     p99_us: q.figures.latency_us.p99,
                     throttled_share: throttled_share(q),
                 });
-            let answered = p.figures.server.answered.max(p.figures.requests).max(1);
+            let answered = p.figures.server.answered_at_least(p.figures.requests);
             Oversized {
                 series: label(p),
                 workload: p.workload.clone(),

@@ -258,7 +258,7 @@ impl Figures {
             process_cores: share(s.busiest_cpu_s),
             client_per_thread: client / threads,
             client_waited_per_thread: share(p.figures.client.wait_s) / threads,
-            runqueue_us: s.runqueue_wait_s * 1e6 / s.answered.max(p.figures.requests).max(1) as f64,
+            runqueue_us: s.runqueue_wait_s * 1e6 / s.answered_at_least(p.figures.requests) as f64,
             allowed,
             client,
             machine_busy: if s.machine_busy_cores > 0.0 {

@@ -134,6 +134,13 @@ impl ServerUsage {
         self.quota_cores * f64::from(self.replicas.max(1))
     }
 
+    /// What a figure per request divides by: the requests answered while it was measured
+    /// (`answered`, the drain's included), or the run's `requests` where more (results that
+    /// lack `answered`), and at least 1.
+    pub fn answered_at_least(&self, requests: u64) -> u64 {
+        self.answered.max(requests).max(1)
+    }
+
     /// CPU microseconds per request: the CPU over the requests answered while it was measured
     /// (`answered`; `requests` for results that lack it). Dividing by the measured window's
     /// responses alone would charge the drain's work to them.

@@ -740,12 +740,13 @@ fn profile(live: &mut Live, at: &[u32], cores: f64) -> Option<Profile> {
         return None;
     }
     let figures = &live.last.as_ref()?.figures;
-    let per_request = |s: f64| s * 1e6 / figures.requests.max(1) as f64;
+    let server = &figures.server;
     let one = OneConnection {
         latency_us: figures.latency_us.mean,
         cpu_us: sample.cpu_us,
-        server_runqueue_us: per_request(figures.server.runqueue_wait_s),
-        client_runqueue_us: per_request(figures.client.wait_s),
+        server_runqueue_us: server.runqueue_wait_s * 1e6
+            / server.answered_at_least(figures.requests) as f64,
+        client_runqueue_us: figures.client.wait_s * 1e6 / figures.requests.max(1) as f64,
     };
     if one.cpu_us <= 0.0 || one.latency_us <= 0.0 {
         return None;

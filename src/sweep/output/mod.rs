@@ -365,7 +365,7 @@ fn budget_table(workload: &str, points: &[&PointResult]) -> Option<Table> {
                 (
                     percent(s.throttled_periods as f64 / s.quota_periods as f64),
                     duration_us(
-                        s.throttled_s * 1e6 / s.answered.max(p.figures.requests).max(1) as f64,
+                        s.throttled_s * 1e6 / s.answered_at_least(p.figures.requests) as f64,
                     ),
                 )
             } else {
@@ -681,7 +681,7 @@ fn measurement_cells(p: &PointResult) -> Vec<String> {
         )),
         remote({
             let per =
-                |n: u64| n as f64 / p.figures.server.answered.max(p.figures.requests).max(1) as f64;
+                |n: u64| n as f64 / p.figures.server.answered_at_least(p.figures.requests) as f64;
             format!(
                 "{:.2}/{:.2}",
                 per(p.figures.server.voluntary_switches),
