@@ -594,6 +594,10 @@ fn echo_target_counts_replies_of_the_message_length(engine: Engine) {
     let report = load::run(&config, None).unwrap();
     assert_eq!(report.requests, 500, "{:?}", report.errors);
     assert_eq!(report.bytes_read, 500 * 32);
+    assert_eq!(
+        (report.responses_read, report.response_bytes),
+        (500, 500 * 32)
+    );
     assert_eq!(report.bytes_written, 500 * 32);
     assert!(report.status.is_empty());
 }

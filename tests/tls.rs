@@ -249,6 +249,7 @@ fn large_responses_over_many_records_are_framed_exactly() {
     assert_clean(&report, 60);
     let head = "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n".len() as u64;
     assert_eq!(report.bytes_read, 60 * (head + BIG_BODY as u64));
+    assert_eq!(report.response_bytes, report.bytes_read);
     assert_eq!(report.tls.as_ref().unwrap().handshakes, 3);
 }
 

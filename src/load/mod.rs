@@ -77,7 +77,7 @@ fn run_observed(
     let c = path.counts();
     let load = |n: &std::sync::atomic::AtomicU64| n.load(std::sync::atomic::Ordering::Relaxed);
     let written = load(&c.written);
-    let response_bytes = report.bytes_read as f64 / report.responses_read.max(1) as f64;
+    let response_bytes = mean_response_bytes(&report);
     let transfer_ms = spec
         .rate_bps
         .map_or(0.0, |bps| response_bytes * 8.0 * 1000.0 / bps.max(1) as f64);
@@ -109,6 +109,17 @@ fn run_observed(
         transfer_ms,
     });
     Ok(report)
+}
+
+/// A response's mean size on the path: the bytes of the responses read whole over their
+/// count. An HTTP/2 run, whose frames are not split by response, has only its bytes read
+/// over its answers (the part of a response still arriving at the end in them).
+fn mean_response_bytes(report: &LoadReport) -> f64 {
+    if report.response_bytes > 0 {
+        return report.response_bytes as f64 / report.responses_read.max(1) as f64;
+    }
+    let answered = report.responses_read.max(report.requests + report.drained);
+    report.bytes_read as f64 / answered.max(1) as f64
 }
 
 /// The server's address a network path's near end stands for: the target's, on this
@@ -556,4 +567,30 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
             .with_context(|| format!("--html: cannot write {}", path.display()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_responses_size_leaves_out_what_was_still_arriving() {
+        // 10 responses of 1,000 bytes read whole, and 600 bytes of an eleventh.
+        let report = LoadReport {
+            requests: 10,
+            responses_read: 10,
+            bytes_read: 10_600,
+            response_bytes: 10_000,
+            ..LoadReport::default()
+        };
+        assert_eq!(mean_response_bytes(&report), 1000.0);
+        // HTTP/2 counts no response bytes: its bytes read over every answer, drain in.
+        let h2 = LoadReport {
+            requests: 8,
+            drained: 2,
+            bytes_read: 10_600,
+            ..LoadReport::default()
+        };
+        assert_eq!(mean_response_bytes(&h2), 1060.0);
+    }
 }

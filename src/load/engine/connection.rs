@@ -51,6 +51,11 @@ pub struct Connection {
     pub send_queued: bool,
     /// Responses read on this connection (its sockets so far), counted or not.
     pub answered: u64,
+    /// Their bytes, head and body: the size of a response, where the bytes read also hold
+    /// the part of one still arriving when the run ended.
+    pub answered_bytes: u64,
+    /// Bytes of the response now arriving, framed so far.
+    unfinished: u64,
     /// A settling run: this connection passed the barrier.
     pub arrived: bool,
     /// The responses of the measured window, for throughput in whole cycles.
@@ -88,6 +93,8 @@ impl Connection {
             schedule,
             send_queued: false,
             answered: 0,
+            answered_bytes: 0,
+            unfinished: 0,
             arrived: false,
             cycles: CycleSpan::default(),
             room_since: start,
@@ -108,6 +115,7 @@ impl Connection {
         self.in_flight.clear();
         self.framer.reset();
         self.partial_head.clear();
+        self.unfinished = 0;
         self.write_from = 0;
         self.write_to = 0;
         self.phase = Phase::Disconnected { retry_at: now };
@@ -135,10 +143,12 @@ impl Connection {
                 .feed(&data[offset..])
                 .map_err(|_| FailureKind::Protocol)?;
             offset += fed.consumed;
+            self.unfinished += fed.consumed as u64;
             match fed.complete {
                 Some(info) => {
                     let request = self.in_flight.pop_front().ok_or(FailureKind::Protocol)?;
                     self.answered += 1;
+                    self.answered_bytes += std::mem::take(&mut self.unfinished);
                     self.room_since = now;
                     if recorder.response(request, info.status, now).of_window() {
                         self.cycles.add(request.sent, now);
@@ -165,6 +175,7 @@ impl Connection {
         if let Some(info) = self.framer.on_eof() {
             if let Some(request) = self.in_flight.pop_front() {
                 self.answered += 1;
+                self.answered_bytes += std::mem::take(&mut self.unfinished);
                 if recorder.response(request, info.status, now).of_window() {
                     self.cycles.add(request.sent, now);
                 }
@@ -231,6 +242,7 @@ mod tests {
         assert!(!conn.partial_head.is_empty());
         assert!(!conn.frame(b, &mut recorder, now).unwrap().close);
         assert!(conn.in_flight.is_empty() && conn.partial_head.is_empty());
+        assert_eq!((conn.answered, conn.answered_bytes), (2, wire.len() as u64));
         let stats = recorder.finish(Duration::from_secs(1), 0.0, 0.0);
         assert_eq!(stats.requests, 2);
         // One more response than was asked for is a protocol failure.
@@ -238,6 +250,38 @@ mod tests {
         assert_eq!(
             conn.frame(&wire[..40], &mut recorder, now).err(),
             Some(FailureKind::Protocol)
+        );
+    }
+
+    #[test]
+    fn a_response_cut_off_by_the_end_is_not_in_the_answered_bytes() {
+        let now = Instant::now();
+        let mut recorder = Recorder::new(now, Duration::from_secs(1), false);
+        let mut conn = connection();
+        for _ in 0..2 {
+            conn.in_flight.push_back(InFlight::new(now, now, now, 0));
+        }
+        let one = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789";
+        let mut wire = one.to_vec();
+        wire.extend_from_slice(&one[..one.len() - 4]);
+        conn.frame(&wire, &mut recorder, now).unwrap();
+        assert_eq!((conn.answered, conn.answered_bytes), (1, one.len() as u64));
+        // The socket is replaced: what had arrived of the second response is not carried over.
+        conn.reset(now);
+        conn.in_flight.push_back(InFlight::new(now, now, now, 0));
+        conn.frame(one, &mut recorder, now).unwrap();
+        assert_eq!(
+            (conn.answered, conn.answered_bytes),
+            (2, 2 * one.len() as u64)
+        );
+        // A close-delimited body ends with the stream, and its bytes are the response's.
+        let close = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end";
+        conn.in_flight.push_back(InFlight::new(now, now, now, 0));
+        conn.frame(close, &mut recorder, now).unwrap();
+        conn.frame_eof(&mut recorder, now);
+        assert_eq!(
+            (conn.answered, conn.answered_bytes),
+            (3, 2 * one.len() as u64 + close.len() as u64)
         );
     }
 }

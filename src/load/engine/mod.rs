@@ -387,6 +387,7 @@ impl<'p, 'a> Worker<'p, 'a> {
         self.recorder.set_cycles(
             settle::CycleTotals::of(self.connections.iter().map(|c| &c.cycles)),
             self.connections.iter().map(|c| c.answered).sum(),
+            self.connections.iter().map(|c| c.answered_bytes).sum(),
         );
         self.censor(end, window_end);
         completed.store(self.recorder.responses(), Ordering::Relaxed);

@@ -138,14 +138,17 @@ impl Recorder {
     }
 
     /// The whole cycles of the worker's connections (see
-    /// [`crate::load::engine::settle::CycleTotals`]), and every response they read.
+    /// [`crate::load::engine::settle::CycleTotals`]), every response they read, and those
+    /// responses' bytes.
     pub fn set_cycles(
         &mut self,
         cycles: crate::load::engine::settle::CycleTotals,
         responses_read: u64,
+        response_bytes: u64,
     ) {
         self.stats.cycles = cycles;
         self.stats.responses_read = responses_read;
+        self.stats.response_bytes = response_bytes;
     }
 
     /// The time series (and `--hlog`): hand each interval's counts and histogram over.

@@ -468,6 +468,7 @@ mod tests {
             unsent: 0,
             drained: 0,
             bytes_read: 0,
+            response_bytes: 0,
             bytes_written: 0,
             per_second: vec![97.0],
             client_cpu_s: 0.1,

@@ -156,6 +156,12 @@ pub struct LoadReport {
     #[serde(default)]
     pub drained: u64,
     pub bytes_read: u64,
+    /// The bytes of the responses in `responses_read`, head and body: a response's mean size
+    /// is their quotient, where `bytes_read` also holds the part of a response still arriving
+    /// when the run ended. HTTP/1.1 and echo only (an HTTP/2 connection's frames are not
+    /// split by response): 0 in an HTTP/2 run.
+    #[serde(default)]
+    pub response_bytes: u64,
     pub bytes_written: u64,
     /// Complete responses per second, for each second of the run.
     pub per_second: Vec<f64>,
@@ -408,6 +414,7 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         unsent: merged.unsent,
         drained: merged.drained,
         bytes_read: merged.bytes_read,
+        response_bytes: merged.response_bytes,
         bytes_written: merged.bytes_written,
         per_second: per_second_rates(&merged.completed_per_second, duration_s),
         client_cpu_s: merged.cpu_s,

@@ -107,6 +107,9 @@ pub struct ThreadStats {
     /// Every response read, counted or not (a settling run's first answers and the drain's
     /// included): what the server answered while the run lasted.
     pub responses_read: u64,
+    /// Their bytes, head and body (HTTP/1.1 and echo; an HTTP/2 run counts none): unlike
+    /// `bytes_read`, without the part of a response still arriving at the end.
+    pub response_bytes: u64,
 }
 
 impl ThreadStats {
@@ -141,6 +144,7 @@ impl ThreadStats {
             h2: None,
             cycles: Default::default(),
             responses_read: 0,
+            response_bytes: 0,
         }
     }
 
@@ -184,6 +188,7 @@ impl ThreadStats {
         self.handshakes_resumed += other.handshakes_resumed;
         self.cycles.merge(&other.cycles);
         self.responses_read += other.responses_read;
+        self.response_bytes += other.response_bytes;
         self.hold.merge(&other.hold);
         merge_optional(
             &mut self.h2,
