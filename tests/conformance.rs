@@ -1365,8 +1365,10 @@ fn every_architecture_is_in_the_suite() {
 fn main() {
     let mut args = Arguments::from_args();
     // Most cases wait on the server's timers (idle, header and body timeouts, the shutdown
-    // grace), not on the CPU: eight at once take a quarter of the time two do, and pass alike.
-    args.test_threads.get_or_insert(8);
+    // grace), not on the CPU: eight at once take a quarter of the time two do, and 32 at once
+    // took 30 s where eight took 73 (four runs, one beside two busy loops, on this 2-core
+    // machine, 2026-11-28), and pass alike. No other test binary runs beside them.
+    args.test_threads.get_or_insert(32);
     let mut trials = suite_trials();
     let single: &[(&str, fn())] = &[
         (
