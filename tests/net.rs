@@ -722,6 +722,7 @@ fn a_link_that_sets_the_pace_is_the_paths_limit_and_never_a_winner() {
     assert_eq!(code, 0, "{stderr}");
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let mut sizes = None;
     for p in results["points"].as_array().unwrap() {
         let evidence = p["limit"]["evidence"].as_str().unwrap();
         assert_eq!(p["limit"]["kind"], "path", "{evidence}");
@@ -729,8 +730,12 @@ fn a_link_that_sets_the_pace_is_the_paths_limit_and_never_a_winner() {
             .as_f64()
             .unwrap_or(p["rps"].as_f64().unwrap());
         let net = &p["net"];
+        // Every response is the page, head and body, whole: the same number of bytes at
+        // every point, whatever was still arriving when a run ended.
         let bytes = net["response_bytes"].as_f64().unwrap();
         assert!((65_536.0..66_500.0).contains(&bytes), "{net}");
+        assert_eq!(bytes.fract(), 0.0, "{net}");
+        assert_eq!(*sizes.get_or_insert(bytes), bytes, "{net}");
         let transfer = net["transfer_ms"].as_f64().unwrap();
         assert!((bytes * 8.0 / 1000.0 - transfer).abs() < 0.01, "{net}");
         assert!(net["written"].as_u64().unwrap() > 1000, "{net}");
