@@ -862,7 +862,7 @@ fn measurement_of(
                 cpu_unavailable: false,
                 remote: false,
                 window_s: report.duration_s,
-                answered: report.responses_read.max(report.requests + report.drained),
+                answered: report.answered(),
                 ..ServerUsage::default()
             },
             client: ClientUsage {

@@ -118,8 +118,7 @@ fn mean_response_bytes(report: &LoadReport) -> f64 {
     if report.response_bytes > 0 {
         return report.response_bytes as f64 / report.responses_read.max(1) as f64;
     }
-    let answered = report.responses_read.max(report.requests + report.drained);
-    report.bytes_read as f64 / answered.max(1) as f64
+    report.bytes_read as f64 / report.answered().max(1) as f64
 }
 
 /// The server's address a network path's near end stands for: the target's, on this

@@ -376,6 +376,12 @@ pub struct TlsReport {
 }
 
 impl LoadReport {
+    /// Every response the server gave while the run lasted: `responses_read`, or, where a run
+    /// does not count it (HTTP/2), the run's responses and the drain's.
+    pub fn answered(&self) -> u64 {
+        self.responses_read.max(self.requests + self.drained)
+    }
+
     /// Client CPU time per complete response, in microseconds (0 when there were none).
     pub fn client_cpu_us_per_request(&self) -> f64 {
         if self.requests == 0 {
