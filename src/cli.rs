@@ -1,5 +1,5 @@
 //! The command line: clap derive for `serve`, `load`, `sweep`, `report`, `map`, `advise`,
-//! `tune` and `merge`.
+//! `tune`, `limiters` and `merge`.
 //!
 //! Each subcommand's raw flags are turned into a validated config by the module that owns it
 //! (two stages, as ripgrep does), so bad input fails early with one line and exit code 2.
@@ -37,6 +37,9 @@ pub enum Command {
     Advise(crate::map::advise::AdviseArgs),
     /// Tune your own server's knobs (workers, threads) for your request and p99 bound.
     Tune(crate::tune::TuneArgs),
+    /// Audit adaptive concurrency limiters (Vegas, Gradient2, AIMD, Envoy, Vector) against the
+    /// knee measured in the same run.
+    Limiters(crate::limiter::LimitersArgs),
     /// Merge the JSON reports or interval logs of the segments of one distributed load run.
     Merge(crate::merge::MergeArgs),
     /// The guard of a run (started by the run itself): takes back what the run left once it ends.
@@ -58,6 +61,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Map(args) => crate::map::run_map(args),
         Command::Advise(args) => crate::map::advise::run_advise(args),
         Command::Tune(args) => crate::tune::run_tune(args),
+        Command::Limiters(args) => crate::limiter::run_limiters(args),
         Command::Reclaim { dir } => crate::reclaim::guard(&dir),
     }
 }
@@ -187,7 +191,7 @@ mod tests {
             ),
             (
                 "sweetspot",
-                "a subcommand is required: serve, load, sweep, report, map, advise, tune, merge (try 'sweetspot --help')",
+                "a subcommand is required: serve, load, sweep, report, map, advise, tune, limiters, merge (try 'sweetspot --help')",
             ),
             (
                 "sweetspot bogus",

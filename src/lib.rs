@@ -23,6 +23,7 @@ pub mod arch;
 pub mod cli;
 pub mod http;
 pub mod lab;
+pub mod limiter;
 pub mod load;
 pub mod map;
 pub mod merge;

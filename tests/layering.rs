@@ -21,7 +21,7 @@ const LAYERS: &[&[&str]] = &[
     &["lab"],
     &["merge", "search"],
     // The commands that measure, side by side: none reaches a measurement through another.
-    &["sweep", "map", "tune"],
+    &["sweep", "map", "tune", "limiter"],
     &["cli", "main"],
 ];
 

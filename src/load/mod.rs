@@ -25,12 +25,15 @@ use anyhow::Context;
 
 pub use args::LoadArgs;
 pub use config::{default_threads, Engine, HttpVersion, LoadConfig, Mode, TlsOptions, MAX_STREAMS};
+pub use engine::framing::{HttpResponseFramer, ResponseFramer};
 pub use error::{FailureKind, FramingError};
 pub use output::report::{LoadReport, NetReport};
 pub use run_options::{narrow_to_segment, RunOptions, SegmentRun};
 pub use source::plan::RatePlan;
 pub use source::urls::{read_url_file, UrlList};
-pub use stats::{ErrorCounts, LatencyKey, LatencySummary, LowerBounds, SATURATED_BUSY_FRACTION};
+pub use stats::{
+    ErrorCounts, LatencyHistogram, LatencyKey, LatencySummary, LowerBounds, SATURATED_BUSY_FRACTION,
+};
 pub use target::Target;
 
 use crate::usage;
