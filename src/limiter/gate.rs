@@ -56,7 +56,7 @@ pub struct GatePlan {
 }
 
 /// One step of the series.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Tick {
     /// Seconds from the start, at the end of the step.
     pub t_s: f64,
@@ -179,20 +179,65 @@ struct Job {
     request: Arc<[u8]>,
 }
 
+impl Shared {
+    /// The state of a run of `plan` before its first arrival.
+    fn new(plan: &GatePlan, controller: Box<dyn Controller>) -> Shared {
+        let duration_ns = plan.duration.as_nanos() as Nanos;
+        let starts: Vec<Nanos> = plan
+            .phases
+            .iter()
+            .map(|p| p.from.as_nanos() as Nanos)
+            .collect();
+        let mut ends: Vec<Nanos> = starts.iter().skip(1).copied().collect();
+        ends.push(duration_ns);
+        let phases = plan
+            .phases
+            .iter()
+            .zip(starts.iter().zip(&ends))
+            .map(|(p, (&from, &to))| PhaseCounts {
+                from_s: from as f64 / 1e9,
+                to_s: to as f64 / 1e9,
+                path: p.path.clone(),
+                ..PhaseCounts::default()
+            })
+            .collect();
+        Shared {
+            controller,
+            inflight: 0,
+            counts: GateCounts {
+                phases,
+                ..GateCounts::default()
+            },
+            step: Tick::default(),
+            phase_starts: starts,
+            phase_ends: ends,
+        }
+    }
+
+    /// What the run counted, once it is over: the unfinished, the means, the summaries.
+    fn finish(&mut self, interrupted: bool, connections: usize) -> GateCounts {
+        let mut counts = std::mem::take(&mut self.counts);
+        counts.unfinished = self.inflight as u64;
+        counts.interrupted = interrupted;
+        counts.connections = connections;
+        if counts.offered > 0 {
+            counts.arrival_late_mean_us /= counts.offered as f64;
+        }
+        for p in &mut counts.phases {
+            if let Some(h) = &p.latency {
+                p.latency_us = h.summary();
+            }
+        }
+        counts
+    }
+}
+
 /// Runs `plan` through `controller`; `stop` ends it early with what was counted.
 pub fn run(
     plan: &GatePlan,
     controller: Box<dyn Controller>,
     stop: &AtomicBool,
 ) -> anyhow::Result<GateCounts> {
-    let duration_ns = plan.duration.as_nanos() as Nanos;
-    let starts: Vec<Nanos> = plan
-        .phases
-        .iter()
-        .map(|p| p.from.as_nanos() as Nanos)
-        .collect();
-    let mut ends: Vec<Nanos> = starts.iter().skip(1).copied().collect();
-    ends.push(duration_ns);
     let requests: Vec<Arc<[u8]>> = plan
         .phases
         .iter()
@@ -202,36 +247,8 @@ pub fn run(
                 .into()
         })
         .collect();
-    let phases = plan
-        .phases
-        .iter()
-        .zip(starts.iter().zip(&ends))
-        .map(|(p, (&from, &to))| PhaseCounts {
-            from_s: from as f64 / 1e9,
-            to_s: to as f64 / 1e9,
-            path: p.path.clone(),
-            ..PhaseCounts::default()
-        })
-        .collect();
-    let shared = Arc::new(Mutex::new(Shared {
-        controller,
-        inflight: 0,
-        counts: GateCounts {
-            phases,
-            ..GateCounts::default()
-        },
-        step: Tick {
-            t_s: 0.0,
-            limit: 0,
-            inflight: 0,
-            offered: 0,
-            admitted: 0,
-            shed: 0,
-            ok: 0,
-        },
-        phase_starts: starts.clone(),
-        phase_ends: ends,
-    }));
+    let shared = Arc::new(Mutex::new(Shared::new(plan, controller)));
+    let starts = lock(&shared).phase_starts.clone();
     let idle = Arc::new(Idle {
         streams: Mutex::new(Vec::new()),
         open: Mutex::new((0, 0)),
@@ -264,20 +281,8 @@ pub fn run(
     }
     drop(tx);
     let _ = sender.join();
-    let mut s = lock(&shared);
-    let unfinished = s.inflight as u64;
-    let mut counts = std::mem::take(&mut s.counts);
-    counts.unfinished = unfinished;
-    counts.interrupted = interrupted;
-    counts.connections = idle.open.lock().unwrap_or_else(|p| p.into_inner()).1;
-    if counts.offered > 0 {
-        counts.arrival_late_mean_us /= counts.offered as f64;
-    }
-    for p in &mut counts.phases {
-        if let Some(h) = &p.latency {
-            p.latency_us = h.summary();
-        }
-    }
+    let connections = idle.open.lock().unwrap_or_else(|p| p.into_inner()).1;
+    let counts = lock(&shared).finish(interrupted, connections);
     Ok(counts)
 }
 
@@ -366,15 +371,7 @@ fn close_step(s: &mut Shared, at: Nanos) {
     tick.limit = s.controller.limit();
     tick.inflight = s.inflight;
     s.counts.series.push(tick);
-    s.step = Tick {
-        t_s: 0.0,
-        limit: 0,
-        inflight: 0,
-        offered: 0,
-        admitted: 0,
-        shed: 0,
-        ok: 0,
-    };
+    s.step = Tick::default();
 }
 
 async fn serve_jobs(

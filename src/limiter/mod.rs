@@ -125,42 +125,8 @@ fn duration_flag(flag: &str, text: &str) -> anyhow::Result<Duration> {
 
 impl LimitersPlan {
     pub fn from_args(args: &LimitersArgs) -> anyhow::Result<LimitersPlan> {
-        let mut scenarios = Vec::new();
-        let asked: Vec<&str> = if args.scenarios.is_empty() {
-            vec!["pool"]
-        } else {
-            args.scenarios.iter().map(String::as_str).collect()
-        };
-        for name in asked {
-            if name == "all" {
-                scenarios.extend(scenario::SCENARIOS.iter());
-                continue;
-            }
-            let s = scenario::find(name).ok_or_else(|| {
-                usage(format!(
-                    "unknown scenario {name:?} (the scenarios: {}, or all)",
-                    scenario::names()
-                ))
-            })?;
-            scenarios.push(s);
-        }
-        let controllers = if args.controllers.is_empty() {
-            None
-        } else {
-            let mut kinds = Vec::new();
-            for name in &args.controllers {
-                let k = Kind::parse(name.trim()).ok_or_else(|| {
-                    usage(format!(
-                        "--controllers: unknown controller {name:?} (the controllers: {})",
-                        Kind::names()
-                    ))
-                })?;
-                if !kinds.contains(&k) {
-                    kinds.push(k);
-                }
-            }
-            Some(kinds)
-        };
+        let scenarios = scenarios_of(&args.scenarios)?;
+        let controllers = controllers_of(&args.controllers)?;
         if let Some(rate) = args.rate {
             if !(rate > 0.0 && rate.is_finite() && rate <= 1e6) {
                 bail!(usage(format!(
@@ -209,6 +175,50 @@ impl LimitersPlan {
             seed: args.seed,
         })
     }
+}
+
+/// The scenarios asked for (`all` for every one; none: `pool`).
+fn scenarios_of(names: &[String]) -> anyhow::Result<Vec<&'static Scenario>> {
+    let mut scenarios = Vec::new();
+    let asked: Vec<&str> = if names.is_empty() {
+        vec!["pool"]
+    } else {
+        names.iter().map(String::as_str).collect()
+    };
+    for name in asked {
+        if name == "all" {
+            scenarios.extend(scenario::SCENARIOS.iter());
+            continue;
+        }
+        let s = scenario::find(name).ok_or_else(|| {
+            usage(format!(
+                "unknown scenario {name:?} (the scenarios: {}, or all)",
+                scenario::names()
+            ))
+        })?;
+        scenarios.push(s);
+    }
+    Ok(scenarios)
+}
+
+/// `--controllers`, each once (none: each scenario's own).
+fn controllers_of(names: &[String]) -> anyhow::Result<Option<Vec<Kind>>> {
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let mut kinds = Vec::new();
+    for name in names {
+        let k = Kind::parse(name.trim()).ok_or_else(|| {
+            usage(format!(
+                "--controllers: unknown controller {name:?} (the controllers: {})",
+                Kind::names()
+            ))
+        })?;
+        if !kinds.contains(&k) {
+            kinds.push(k);
+        }
+    }
+    Ok(Some(kinds))
 }
 
 /// Checks `--cmd` and `--url` against what the scenarios need.
@@ -448,9 +458,8 @@ fn measure_scenario(
 ) -> anyhow::Result<ScenarioResult> {
     let port = server.ready.port;
     let base = format!("http://127.0.0.1:{port}");
-    let multiples = s.wait_multiples();
     let mut knees = Vec::new();
-    for &m in &multiples {
+    for m in s.wait_multiples() {
         knees.push(knee_sweep(
             &base,
             &path_at(plan, s, m),
@@ -458,23 +467,65 @@ fn measure_scenario(
             stop,
         )?);
     }
-    let Some(base_knee) = knees[0].knee else {
+    let mut result = ScenarioResult {
+        name: s.name.to_string(),
+        about: format!("{} ({about})", s.about),
+        server: about,
+        rate: 0.0,
+        timeout_ms: 0.0,
+        duration_s: 0.0,
+        knees,
+        best_static: None,
+        runs: Vec::new(),
+    };
+    let Some(base_knee) = result.knees[0].knee else {
         if stop.load(Ordering::Relaxed) {
-            return Ok(ScenarioResult {
-                name: s.name.to_string(),
-                about: format!("{} ({about})", s.about),
-                server: about,
-                rate: 0.0,
-                timeout_ms: 0.0,
-                duration_s: 0.0,
-                knees,
-                best_static: None,
-                runs: Vec::new(),
-            });
+            return Ok(result);
         }
         bail!("the knee's sweep measured no throughput: the server answered nothing");
     };
-    let rate = plan.rate.unwrap_or(s.load * base_knee.capacity_rps);
+    let gate_plan = gate_plan_for(plan, s, port, base_knee)?;
+    result.rate = gate_plan.rate;
+    result.timeout_ms = gate_plan.timeout.as_secs_f64() * 1000.0;
+    result.duration_s = gate_plan.duration.as_secs_f64();
+    let todo = runs_to_make(plan, s, base_knee.concurrency);
+    let total = todo.len();
+    for (i, (kind, limit)) in todo.into_iter().enumerate() {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let overrides = Overrides {
+            min_limit: s.min_limit,
+        };
+        let controller = controllers::build(kind, limit, overrides, plan.seed);
+        let before = LabReading::now(server.pgid());
+        let counts = gate::run(&gate_plan, controller, stop)?;
+        let lab = before.share(server.pgid(), &counts);
+        let knees = &result.knees;
+        let knee_of = |path: &str| knees.iter().find(|k| k.path == path).and_then(|k| k.knee);
+        let run = judge_run(kind, limit, counts, lab, &knee_of);
+        eprintln!(
+            "  [{}/{total}] {:<20} {}",
+            i + 1,
+            run.name,
+            output::brief(&run)
+        );
+        result.runs.push(run);
+        // Let what the server still holds drain before the next run.
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    result.best_static = output::best_static(&result.runs).map(|r| r.name.clone());
+    Ok(result)
+}
+
+/// The gated runs' plan: the rate (the scenario's multiple of the capacity, or `-R`), the
+/// timeout, the length and the phases of the scenario.
+fn gate_plan_for(
+    plan: &LimitersPlan,
+    s: &Scenario,
+    port: u16,
+    knee: Knee,
+) -> anyhow::Result<GatePlan> {
     let timeout = match (s.timeout_waits, plan.timeout) {
         (Some(waits), _) => Duration::from_secs_f64(waits * s.wait_ms as f64 / 1000.0),
         (None, Some(t)) => t,
@@ -491,18 +542,21 @@ fn measure_scenario(
             path: path_at(plan, s, m),
         });
     }
-    let gate_plan = GatePlan {
+    Ok(GatePlan {
         addr: format!("127.0.0.1:{port}").parse()?,
         host: format!("127.0.0.1:{port}"),
         phases,
-        rate,
+        rate: plan.rate.unwrap_or(s.load * knee.capacity_rps),
         duration,
         timeout,
         seed: plan.seed,
-    };
-    let knee_of = |path: &str| knees.iter().find(|k| k.path == path).and_then(|k| k.knee);
-    let k = base_knee.concurrency;
-    let mut statics: Vec<usize> = vec![(k / 2).max(1), k, 2 * k];
+    })
+}
+
+/// The runs of a scenario: static limits at half the knee, the knee and twice it, then the
+/// controllers asked for (else the scenario's, else the default ones).
+fn runs_to_make(plan: &LimitersPlan, s: &Scenario, knee: usize) -> Vec<(Kind, usize)> {
+    let mut statics: Vec<usize> = vec![(knee / 2).max(1), knee, 2 * knee];
     statics.dedup();
     let kinds = plan
         .controllers
@@ -518,42 +572,7 @@ fn measure_scenario(
             .filter(|&&k| k != Kind::Static)
             .map(|&k| (k, 0)),
     );
-    let overrides = Overrides {
-        min_limit: s.min_limit,
-    };
-    let mut runs = Vec::new();
-    let total = todo.len();
-    for (i, (kind, limit)) in todo.into_iter().enumerate() {
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        let controller = controllers::build(kind, limit, overrides, plan.seed);
-        let before = LabReading::now(server.pgid());
-        let counts = gate::run(&gate_plan, controller, stop)?;
-        let lab = before.share(server.pgid(), &counts);
-        let run = judge_run(kind, limit, counts, lab, &knee_of);
-        eprintln!(
-            "  [{}/{total}] {:<20} {}",
-            i + 1,
-            run.name,
-            output::brief(&run)
-        );
-        runs.push(run);
-        // Let what the server still holds drain before the next run.
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let best_static = output::best_static(&runs).map(|r| r.name.clone());
-    Ok(ScenarioResult {
-        name: s.name.to_string(),
-        about: format!("{} ({about})", s.about),
-        server: about,
-        rate,
-        timeout_ms: timeout.as_secs_f64() * 1000.0,
-        duration_s: duration.as_secs_f64(),
-        knees,
-        best_static,
-        runs,
-    })
+    todo
 }
 
 /// The gate is behind when its arrivals come this late on average (us), or when it used this
@@ -597,6 +616,45 @@ impl LabReading {
     }
 }
 
+/// One phase of a gated run against the knee of its request: the limit over its second half
+/// and when it got there, goodput and latency over that half.
+fn phase_verdict(
+    p: &gate::PhaseCounts,
+    counts: &GateCounts,
+    samples: &[(f64, f64)],
+    knee_of: &dyn Fn(&str) -> Option<Knee>,
+) -> PhaseVerdict {
+    let mid = p.from_s + (p.to_s - p.from_s) / 2.0;
+    let end = p.to_s.min(counts.duration_s.max(p.from_s));
+    let late: Vec<f64> = samples
+        .iter()
+        .filter(|(t, _)| *t > mid && *t <= end)
+        .map(|s| s.1)
+        .collect();
+    let limit = judge::settled(&late);
+    let settle_s = limit
+        .as_ref()
+        .and_then(|l| judge::settle_time(samples, p.from_s, end, l));
+    let ok: u64 = counts
+        .series
+        .iter()
+        .filter(|t| t.t_s > mid && t.t_s <= end)
+        .map(|t| t.ok as u64)
+        .sum();
+    let span = end - mid;
+    PhaseVerdict {
+        from_s: p.from_s,
+        to_s: p.to_s,
+        path: p.path.clone(),
+        knee: knee_of(&p.path),
+        limit,
+        settle_s,
+        goodput_rps: if span > 0.0 { ok as f64 / span } else { 0.0 },
+        p50_us: p.latency_us.p50,
+        p99_us: p.latency_us.p99,
+    }
+}
+
 /// Judges one gated run phase by phase.
 fn judge_run(
     kind: Kind,
@@ -610,38 +668,11 @@ fn judge_run(
         .iter()
         .map(|t| (t.t_s, t.limit as f64))
         .collect();
-    let mut phases = Vec::new();
-    for p in &counts.phases {
-        let mid = p.from_s + (p.to_s - p.from_s) / 2.0;
-        let end = p.to_s.min(counts.duration_s.max(p.from_s));
-        let late: Vec<f64> = samples
-            .iter()
-            .filter(|(t, _)| *t > mid && *t <= end)
-            .map(|s| s.1)
-            .collect();
-        let limit = judge::settled(&late);
-        let settle_s = limit
-            .as_ref()
-            .and_then(|l| judge::settle_time(&samples, p.from_s, end, l));
-        let ok: u64 = counts
-            .series
-            .iter()
-            .filter(|t| t.t_s > mid && t.t_s <= end)
-            .map(|t| t.ok as u64)
-            .sum();
-        let span = end - mid;
-        phases.push(PhaseVerdict {
-            from_s: p.from_s,
-            to_s: p.to_s,
-            path: p.path.clone(),
-            knee: knee_of(&p.path),
-            limit,
-            settle_s,
-            goodput_rps: if span > 0.0 { ok as f64 / span } else { 0.0 },
-            p50_us: p.latency_us.p50,
-            p99_us: p.latency_us.p99,
-        });
-    }
+    let phases: Vec<PhaseVerdict> = counts
+        .phases
+        .iter()
+        .map(|p| phase_verdict(p, &counts, &samples, knee_of))
+        .collect();
     let shed_share = if counts.offered > 0 {
         counts.shed as f64 / counts.offered as f64
     } else {

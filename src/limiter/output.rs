@@ -8,6 +8,7 @@ use std::path::Path;
 use anyhow::Context;
 
 use super::controllers::Kind;
+use super::judge::Knee;
 use super::scenario::SCENARIOS;
 use super::{ControllerRun, LimitersResults, ScenarioResult};
 use crate::render::html::{escape, page_start, PAGE_END};
@@ -225,68 +226,49 @@ fn plotted(s: &ScenarioResult) -> Vec<&ControllerRun> {
         .collect()
 }
 
-/// L(t) for each controller, with the knee of each phase as a dashed-grey line.
-fn limit_plot(s: &ScenarioResult) -> anyhow::Result<String> {
+/// A plot over time: one line a plotted run (`points` of it), and beside them a reference per
+/// phase from its knee (`reference`, named `name`).
+fn over_time(
+    s: &ScenarioResult,
+    title: &str,
+    y_desc: &str,
+    log_y: bool,
+    points: fn(&ControllerRun) -> Vec<(f64, f64)>,
+    (name, reference): (&str, fn(&Knee) -> f64),
+) -> anyhow::Result<String> {
     let runs = plotted(s);
     let mut lines: Vec<Line> = runs
         .iter()
         .enumerate()
-        .map(|(i, r)| {
-            let points = r
-                .counts
-                .series
-                .iter()
-                .map(|t| (t.t_s, t.limit as f64))
-                .collect();
-            Line::measured(r.name.clone(), i + 1, points)
-        })
+        .map(|(i, r)| Line::measured(r.name.clone(), i + 1, points(r)))
         .collect();
-    let mut knee = Vec::new();
-    if let Some(r) = runs.first() {
-        for p in &r.phases {
-            if let Some(k) = p.knee {
-                knee.push((p.from_s, k.concurrency as f64));
-                knee.push((p.to_s, k.concurrency as f64));
-            }
+    let mut steps = Vec::new();
+    for p in runs.first().map_or(&[][..], |r| &r.phases[..]) {
+        if let Some(k) = &p.knee {
+            steps.push((p.from_s, reference(k)));
+            steps.push((p.to_s, reference(k)));
         }
     }
-    lines.push(Line::measured("knee".into(), 0, knee));
+    lines.push(Line::measured(name.into(), 0, steps));
     let plot = time_plot(
-        format!("{}: the limit over time", s.name),
+        format!("{}: {title}", s.name),
         "seconds",
-        "limit",
+        y_desc,
         &lines,
-        true,
+        log_y,
     )?;
     Ok(plot.svg)
 }
 
-/// Goodput(t) per second for each controller, beside the capacity of each phase.
-fn goodput_plot(s: &ScenarioResult) -> anyhow::Result<String> {
-    let runs = plotted(s);
-    let mut lines: Vec<Line> = runs
+/// The limit every quarter of a second (each fifth step of the series), for a plot.
+pub fn limit_points(r: &ControllerRun) -> Vec<(f64, f64)> {
+    r.counts
+        .series
         .iter()
-        .enumerate()
-        .map(|(i, r)| Line::measured(r.name.clone(), i + 1, per_second(r)))
-        .collect();
-    let mut capacity = Vec::new();
-    if let Some(r) = runs.first() {
-        for p in &r.phases {
-            if let Some(k) = p.knee {
-                capacity.push((p.from_s, k.capacity_rps));
-                capacity.push((p.to_s, k.capacity_rps));
-            }
-        }
-    }
-    lines.push(Line::measured("capacity".into(), 0, capacity));
-    let plot = time_plot(
-        format!("{}: goodput over time", s.name),
-        "seconds",
-        "answered 2xx a second",
-        &lines,
-        false,
-    )?;
-    Ok(plot.svg)
+        .skip(4)
+        .step_by(5)
+        .map(|t| (t.t_s, t.limit as f64))
+        .collect()
 }
 
 /// Answered-2xx per second, in whole seconds of the series.
@@ -339,8 +321,23 @@ pub fn html(results: &LimitersResults) -> anyhow::Result<String> {
         h.push_str("</ul>\n<div class=\"scroll\">");
         h.push_str(&table_html(s));
         h.push_str("</div>\n");
-        let _ = writeln!(h, "<figure>{}</figure>", limit_plot(s)?);
-        let _ = writeln!(h, "<figure>{}</figure>", goodput_plot(s)?);
+        let limit = over_time(
+            s,
+            "the limit over time",
+            "limit",
+            true,
+            limit_points,
+            ("knee", |k| k.concurrency as f64),
+        )?;
+        let goodput = over_time(
+            s,
+            "goodput over time",
+            "answered 2xx a second",
+            false,
+            per_second,
+            ("capacity", |k| k.capacity_rps),
+        )?;
+        let _ = writeln!(h, "<figure>{limit}</figure>\n<figure>{goodput}</figure>");
     }
     h.push_str(PAGE_END);
     Ok(h)
