@@ -739,6 +739,13 @@ fn sweep_h2_maps_connections_by_streams_end_to_end() {
         evidence.contains("took turns on 100 in flight (1 connection x 100 streams)"),
         "{evidence}"
     );
+    // async's one connection of 100 streams on /hello: its one task reads and writes every
+    // frame, at about one of the server's two cores: the connection, not a lock.
+    let async_one = points
+        .iter()
+        .find(|p| p["arch"] == "async@100streams" && p["workload"] == "hello")
+        .unwrap();
+    assert_eq!(async_one["limit"]["kind"], "connection", "{async_one}");
     // Every point whose figure the lab set is a faded bar marked `lab` in the chart, with
     // the note saying what that means; the others are not marked.
     let lab = points

@@ -57,6 +57,13 @@ pub const THROTTLED_PERIODS: f64 = 0.1;
 /// ... while the server used at least this share of the quota.
 pub const QUOTA_USED: f64 = 0.8;
 
+/// An HTTP/2 connection's one task is the bound when the machine had at least this much of a
+/// core idle (beyond it, the machine's cores are: [`cores`] reads them first at 90% busy).
+pub const CONNECTION_FREE: f64 = 0.2;
+/// Requests that waited on the client for a stream under the server's cap took at least this
+/// share of the answered requests' latency: the cap, not the server's work, set the pace.
+pub const STREAM_WAITED: f64 = 0.1;
+
 /// Each connection's two ends took turns (one generator thread per connection): the server
 /// and the generator together kept at least this much of a core busy per connection ...
 pub const TURNS_BUSY: f64 = 0.9;
@@ -167,7 +174,8 @@ pub fn limit_of(p: &PointResult, shape: &Shape) -> Limit {
             ),
         );
     }
-    if let Some(found) = starved(p, shape, &f)
+    if let Some(found) = stream_cap(p)
+        .or_else(|| starved(p, shape, &f))
         .or_else(|| path_bound(p, shape, &f))
         .or_else(|| bottleneck_bound(p, &f))
         .or_else(|| quota(p, &f))
@@ -175,7 +183,8 @@ pub fn limit_of(p: &PointResult, shape: &Shape) -> Limit {
     {
         return found;
     }
-    lock(p, &f)
+    connection(p, &f)
+        .or_else(|| lock(p, &f))
         .or_else(|| queued_for_cores(p, &f))
         .or_else(|| pool(p, shape, &f))
         .or_else(|| held(p, shape, &f))
@@ -504,6 +513,52 @@ fn cores(p: &PointResult, f: &Figures) -> Option<Limit> {
             "one thread did the work at {process_cores:.2} of a core (its process's CPU over \
              {:.1} threads), with {:.2} of {:.1} cores used: its one core is the bound",
             s.busiest_threads_sharing, f.used, f.room
+        ),
+    })
+}
+
+/// HTTP/2 streams that queued on the client: the server announced a cap under the streams
+/// asked for, and the requests that waited for a stream spent at least [`STREAM_WAITED`] of
+/// the answered requests' latency doing so.
+fn stream_cap(p: &PointResult) -> Option<Limit> {
+    let streams = p.streams.filter(|s| *s > 1)?;
+    let h2 = p.figures.http2?;
+    let cap = h2.server_max_streams.filter(|c| *c < u64::from(streams))?;
+    (h2.wait_share >= STREAM_WAITED).then(|| Limit {
+        kind: LimitKind::Connection,
+        evidence: format!(
+            "the server allows {cap} streams a connection and {streams} were asked ({}): {} \
+             requests waited on the client for a stream, {} of the requests' time",
+            offered(p),
+            thousands(h2.waits as f64),
+            pct(h2.wait_share)
+        ),
+    })
+}
+
+/// An HTTP/2 connection's frames are read and written by one task (ours, nginx's and h2o's
+/// workers alike), so the streams of `c` connections can use about `c` cores: the server used
+/// about one core a connection, fewer connections than the cores it could use, the requests
+/// were in the server, and the machine had [`CONNECTION_FREE`] to spare. (A runtime's worker threads
+/// taking that one task in turn looks like [`lock`]'s turns; this rule comes first.)
+fn connection(p: &PointResult, f: &Figures) -> Option<Limit> {
+    let streams = p.streams.filter(|s| *s > 1)?;
+    let connections = (p.concurrency / streams).max(1);
+    let per = f.used / f64::from(connections);
+    let about_a_core = (LOCK_CORE.0..=LOCK_CORE.1).contains(&per);
+    let fewer = f64::from(connections) < f.allowed;
+    let free = f.allowed - f.machine_busy.max(f.used + f.client) >= CONNECTION_FREE;
+    let queued = f.in_server >= LOCK_QUEUED * f64::from(p.concurrency);
+    (about_a_core && fewer && free && queued).then(|| Limit {
+        kind: LimitKind::Connection,
+        evidence: format!(
+            "{}: the server used {:.2} cores, {per:.2} a connection, with {:.2} of the \
+             machine's {:.0} busy: each connection's frames are read and written by one task, \
+             so its streams share about one core",
+            offered(p),
+            f.used,
+            f.machine_busy.max(f.used + f.client),
+            f.allowed
         ),
     })
 }
@@ -1152,15 +1207,81 @@ mod tests {
         let mut h1 = point(1, 20_000.0, 50.0, 0.35);
         h1.figures.client.cpu_s = 0.6;
         assert_eq!(limit_of(&h1, &shape()).kind, LimitKind::Unexplained);
-        // One connection whose generator hardly worked (a tenth of a core): the server's.
+        // One connection whose generator hardly worked (a tenth of a core): the server's, its
+        // one connection at 0.85 of a core.
         p.streams = Some(100);
         p.figures.client.cpu_s = 0.1;
         p.figures.server.cpu_s = 0.85;
-        assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Unexplained);
+        assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Connection);
         // Both sides idle between requests (0.2 and 0.3 of a core): not in series.
         p.figures.client.cpu_s = 0.3;
         p.figures.server.cpu_s = 0.2;
         assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Unexplained);
+    }
+
+    #[test]
+    fn one_h2_connection_at_about_a_core_is_the_connection_not_a_lock() {
+        // async with 2 workers, 1 h2c connection of 64 streams on /hello: 125k req/s, the
+        // server at 0.92 of a core spread over its 2 workers, the generator at 0.5, 1.42 of 2
+        // cores busy.
+        let mut p = point(64, 125_029.0, 510.0, 0.92);
+        p.streams = Some(64);
+        p.figures.client.cpu_s = 0.5;
+        p.figures.server.busiest_cpu_s = 0.92;
+        p.figures.server.busiest_threads_sharing = 2.0;
+        p.figures.server.busiest_running_threads = 0.6;
+        p.figures.server.machine_busy_cores = 1.42;
+        says(
+            limit_of(&p, &shape()),
+            LimitKind::Connection,
+            "64 in flight (1 connection x 64 streams): the server used 0.92 cores, 0.92 a \
+             connection, with 1.42 of the machine's 2 busy: each connection's frames are read \
+             and written by one task",
+        );
+        // The same figures over 64 HTTP/1.1 connections: threads taking turns on one core.
+        let mut h1 = p.clone();
+        h1.streams = None;
+        assert_eq!(limit_of(&h1, &shape()).kind, LimitKind::Lock);
+        // Two connections of 32 at the same 0.92: under half a core each, not their bound.
+        p.streams = Some(32);
+        assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Lock);
+        // One connection with no core to spare on the machine (1.9 of 2 busy): not this rule.
+        p.streams = Some(64);
+        p.figures.server.machine_busy_cores = 1.9;
+        assert_ne!(limit_of(&p, &shape()).kind, LimitKind::Connection);
+    }
+
+    #[test]
+    fn streams_that_waited_under_the_servers_cap_are_the_connection() {
+        // One connection asking 10 streams of a server that allows 5: 5,000 requests waited on
+        // the client for a stream, 45% of the requests' time.
+        let mut p = point(10, 5_000.0, 2_000.0, 0.3);
+        p.streams = Some(10);
+        p.figures.http2 = Some(crate::lab::results::StreamCap {
+            server_max_streams: Some(5),
+            waits: 5_000,
+            wait_share: 0.45,
+        });
+        says(
+            limit_of(&p, &shape()),
+            LimitKind::Connection,
+            "the server allows 5 streams a connection and 10 were asked (10 in flight (1 \
+             connection x 10 streams)): 5,000 requests waited on the client for a stream, 45% \
+             of the requests' time",
+        );
+        // Waits under a tenth of the time: not the cap's figure.
+        p.figures.http2 = Some(crate::lab::results::StreamCap {
+            wait_share: 0.05,
+            ..p.figures.http2.unwrap()
+        });
+        assert_ne!(limit_of(&p, &shape()).kind, LimitKind::Connection);
+        // A cap at or above the streams asked never held a request back.
+        p.figures.http2 = Some(crate::lab::results::StreamCap {
+            server_max_streams: Some(10),
+            waits: 5_000,
+            wait_share: 0.45,
+        });
+        assert_ne!(limit_of(&p, &shape()).kind, LimitKind::Connection);
     }
 
     #[test]

@@ -872,6 +872,14 @@ fn measurement_of(
                 send_late_us: report.send_late_mean_us,
             },
             net: report.net.clone(),
+            http2: report
+                .http2
+                .as_ref()
+                .map(|h| crate::lab::results::StreamCap {
+                    server_max_streams: h.server_max_streams,
+                    waits: h.stream_waits,
+                    wait_share: h.stream_wait_share,
+                }),
         },
         errors: report.errors,
         target_rate: report.target_rate,

@@ -219,6 +219,20 @@ pub struct RunFigures {
     /// Across a network path (`net`): what the path and its relay did (lateness, drops, CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub net: Option<NetReport>,
+    /// HTTP/2: the server's stream cap and the requests that waited on the client under it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http2: Option<StreamCap>,
+}
+
+/// What an HTTP/2 run's connections allowed: the lowest `MAX_CONCURRENT_STREAMS` a server
+/// announced, and the requests that waited on the client for a stream under it, with the
+/// waits' share of the answered requests' latency.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct StreamCap {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_max_streams: Option<u64>,
+    pub waits: u64,
+    pub wait_share: f64,
 }
 
 /// One measured repetition of a point.
@@ -494,6 +508,9 @@ pub enum LimitKind {
     Generator,
     /// The `--net` path's relay was late or dropped packets: the figure is the lab's.
     Path,
+    /// HTTP/2: one connection's streams shared its one reader and writer (about a core), or
+    /// waited on the client under the server's stream cap.
+    Connection,
     /// No rule explains it; the evidence gives the figures.
     Unexplained,
 }
@@ -511,6 +528,7 @@ impl LimitKind {
             LimitKind::Errors => "errors",
             LimitKind::Generator => "generator",
             LimitKind::Path => "path",
+            LimitKind::Connection => "connection",
             LimitKind::Unexplained => "unexplained",
         }
     }
