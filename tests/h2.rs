@@ -757,6 +757,69 @@ fn sweep_h2_maps_connections_by_streams_end_to_end() {
     assert!(bars.contains("faded, lab: set by the lab, not the server"));
 }
 
+/// 10 streams asked of one connection to an nginx that allows 5: half of the requests wait on
+/// the client for a stream, and the point says the cap, not the server's work, set the pace.
+#[test]
+fn streams_past_the_servers_cap_are_the_connections_limit() {
+    let _timing = timing_lock();
+    let out = TempDir::new("sweep-h2-cap");
+    let file = out.path().join("cap.toml");
+    std::fs::write(
+        &file,
+        r#"name = "cap"
+description = "10 streams asked of an nginx that allows 5"
+archs = []
+workers = []
+concurrency = [10]
+streams = [10]
+mode = "closed"
+duration = "500ms"
+warmup = "200ms"
+repetitions = 1
+timeout = "5s"
+load_threads = 1
+p99_bound_ms = 1000
+
+[[workload]]
+name = "hello"
+route = "/hello"
+
+[[external]]
+name = "nginx"
+command = "exec {peers}/nginx-h2c.sh {port} {workers} 5"
+url = "http://127.0.0.1:{port}"
+workloads = ["hello"]
+workers = [1]
+"#,
+    )
+    .unwrap();
+    let dir = out.path().join("results");
+    let dir_text = dir.display().to_string();
+    let (code, stdout, stderr, _) = sweetspot(&[
+        "sweep",
+        &file.display().to_string(),
+        "-o",
+        &dir_text,
+        "--plain",
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let p = &results["points"][0];
+    assert_eq!(p["arch"], "nginx@10streams", "{p}");
+    assert_eq!(n(p, &["http2", "server_max_streams"]), 5, "{p}");
+    assert!(n(p, &["http2", "waits"]) > 1000, "{p}");
+    assert_eq!(p["limit"]["kind"], "connection", "{p}");
+    let evidence = p["limit"]["evidence"].as_str().unwrap();
+    assert!(
+        evidence.starts_with(
+            "the server allows 5 streams a connection and 10 were asked (10 in flight (1 \
+             connection x 10 streams)): "
+        ),
+        "{evidence}"
+    );
+}
+
 #[test]
 fn an_axis_of_streams_is_refused_where_it_cannot_run() {
     let dir = TempDir::new("h2-spec");
