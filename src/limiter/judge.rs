@@ -56,13 +56,26 @@ pub fn past_the_knee(levels: &[Level]) -> bool {
     before > 0.0 && levels[n - 2..].iter().all(|l| l.rps < 1.05 * before)
 }
 
-/// Where a limit sat: the median of its samples, and half the range of their middle 80%.
+/// Where a limit sat: the median of its samples, half the range of their middle 80%, and its
+/// drift (the slope of a least-squares line through them, per second).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Settled {
     pub median: f64,
     pub spread: f64,
     pub min: f64,
     pub max: f64,
+    #[serde(default)]
+    pub trend_per_s: f64,
+    /// Seconds the samples span.
+    #[serde(default)]
+    pub span_s: f64,
+}
+
+impl Settled {
+    /// Still moving: the drift over the span is at least 2, and a tenth of the median.
+    pub fn drifting(&self) -> bool {
+        (self.trend_per_s * self.span_s).abs() >= (0.1 * self.median).max(2.0)
+    }
 }
 
 /// Nearest-rank quantile of sorted values.
@@ -71,17 +84,39 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[rank - 1]
 }
 
-pub fn settled(limits: &[f64]) -> Option<Settled> {
-    if limits.is_empty() {
+/// The least-squares slope of `(x, y)` points (0 for fewer than two distinct x).
+pub fn slope(points: &[(f64, f64)]) -> f64 {
+    let n = points.len() as f64;
+    if n < 2.0 {
+        return 0.0;
+    }
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    if sxx > 0.0 {
+        sxy / sxx
+    } else {
+        0.0
+    }
+}
+
+/// Where the limit samples `(t_s, limit)` sat.
+pub fn settled(samples: &[(f64, f64)]) -> Option<Settled> {
+    if samples.is_empty() {
         return None;
     }
-    let mut sorted = limits.to_vec();
+    let mut sorted: Vec<f64> = samples.iter().map(|s| s.1).collect();
     sorted.sort_by(f64::total_cmp);
+    let first = samples.iter().map(|s| s.0).fold(f64::MAX, f64::min);
+    let last = samples.iter().map(|s| s.0).fold(f64::MIN, f64::max);
     Some(Settled {
         median: quantile(&sorted, 0.5),
         spread: (quantile(&sorted, 0.9) - quantile(&sorted, 0.1)) / 2.0,
         min: sorted[0],
         max: sorted[sorted.len() - 1],
+        trend_per_s: slope(samples),
+        span_s: last - first,
     })
 }
 
@@ -93,13 +128,16 @@ pub fn band(s: &Settled) -> f64 {
 
 /// Seconds from `from_s` until the limit entered the band around `target` for good (within
 /// the samples `(t_s, limit)` of `from_s..to_s`); `None` if it was still outside it in the
-/// second half of that stretch (it never settled there).
+/// second half of that stretch, or still drifting there (it never settled).
 pub fn settle_time(
     samples: &[(f64, f64)],
     from_s: f64,
     to_s: f64,
     target: &Settled,
 ) -> Option<f64> {
+    if target.drifting() {
+        return None;
+    }
     let width = band(target);
     let inside = samples.iter().filter(|(t, _)| *t > from_s && *t <= to_s);
     let last_out = inside
@@ -146,6 +184,17 @@ impl PhaseVerdict {
 /// cost in p99 and goodput.
 pub fn sentence(title: &str, p: &PhaseVerdict, shed_share: f64) -> String {
     let where_ = match (&p.limit, p.settle_s) {
+        (Some(l), None) if l.drifting() => format!(
+            "was still {} at the end ({:.0} to {:.0} in the last half, {:+.1} a second)",
+            if l.trend_per_s > 0.0 {
+                "rising"
+            } else {
+                "falling"
+            },
+            l.min,
+            l.max,
+            l.trend_per_s
+        ),
         (Some(l), Some(_)) => format!("settled at {:.0} ± {:.0}", l.median, l.spread),
         (Some(l), None) => format!(
             "did not settle ({:.0} to {:.0} in the last half)",
@@ -219,16 +268,47 @@ mod tests {
 
     #[test]
     fn settled_is_the_median_and_half_the_middle_eighty_percent() {
-        let ten: Vec<f64> = (1..=10).map(f64::from).collect();
+        // Ten samples a second apart, shuffled in value: no drift to speak of.
+        let ten: Vec<(f64, f64)> = [3, 7, 1, 9, 5, 10, 2, 8, 4, 6]
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| (i as f64, f64::from(v)))
+            .collect();
         let s = settled(&ten).unwrap();
         // Nearest rank: p50 = 5th = 5, p90 = 9th = 9, p10 = 1st = 1.
-        assert_eq!((s.median, s.spread, s.min, s.max), (5.0, 4.0, 1.0, 10.0));
+        assert_eq!(
+            (s.median, s.spread, s.min, s.max, s.span_s),
+            (5.0, 4.0, 1.0, 10.0, 9.0)
+        );
+        assert!(!s.drifting(), "{s:?}");
         assert_eq!(settled(&[]), None);
     }
 
     #[test]
+    fn a_limit_that_keeps_rising_is_drifting_not_settled() {
+        assert_eq!(slope(&[(0.0, 1.0), (1.0, 3.0), (2.0, 5.0)]), 2.0);
+        assert_eq!(slope(&[(1.0, 1.0)]), 0.0);
+        // From 30 to 37 over 30 s (Windowed Gradient2's creep): +0.233 a second, 7 in all
+        // against a median of 33.5: a tenth is 3.35, so it drifts.
+        let creep: Vec<(f64, f64)> = (0..=30)
+            .map(|i| (30.0 + i as f64, 30.0 + i as f64 * 7.0 / 30.0))
+            .collect();
+        let s = settled(&creep).unwrap();
+        assert!(
+            (s.trend_per_s - 7.0 / 30.0).abs() < 1e-9 && s.drifting(),
+            "{s:?}"
+        );
+        assert_eq!(settle_time(&creep, 0.0, 60.0, &s), None);
+        // Under 2 in all: steady.
+        let flat: Vec<(f64, f64)> = (0..=30)
+            .map(|i| (i as f64, 8.0 + i as f64 / 20.0))
+            .collect();
+        assert!(!settled(&flat).unwrap().drifting());
+    }
+
+    #[test]
     fn settling_is_the_last_time_outside_the_band_or_never() {
-        let target = settled(&[40.0; 10]).unwrap();
+        let target = settled(&[(0.0, 40.0), (1.0, 40.0)]).unwrap();
         assert_eq!(band(&target), 10.0);
         // From 20 at t=0.5 rising to 40 by t=2; inside from 1.5 on (35 is within 10).
         let climb: Vec<(f64, f64)> = (1..=20)
@@ -263,6 +343,8 @@ mod tests {
                 spread: 9.0,
                 min: 30.0,
                 max: 55.0,
+                trend_per_s: 0.0,
+                span_s: 5.0,
             }),
             settle_s: Some(2.0),
             goodput_rps: 392.0,
@@ -276,5 +358,13 @@ mod tests {
         );
         p.settle_s = None;
         assert!(sentence("Vegas", &p, 0.0).starts_with("Vegas did not settle (30 to 55 in"));
+        p.limit = p.limit.map(|l| Settled {
+            trend_per_s: 5.0,
+            ..l
+        });
+        assert!(sentence("Gradient2", &p, 0.0).starts_with(
+            "Gradient2 was still rising at the end (30 to 55 in the last half, +5.0 a second) \
+             against a knee of 8"
+        ));
     }
 }

@@ -84,6 +84,10 @@ pub struct LimitersArgs {
     /// Seed of the arrivals and of the controllers' jitter.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Judge a finished run again from its DIR/results.json (what was measured is kept; the
+    /// verdicts, the table and the report are written anew) and exit.
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
 }
 
 /// The server a run measures.
@@ -323,6 +327,9 @@ pub fn run_limiters(args: LimitersArgs) -> anyhow::Result<()> {
     if args.list {
         return Ok(crate::print_stdout(&output::list())?);
     }
+    if let Some(dir) = &args.report {
+        return report(dir);
+    }
     let plan = LimitersPlan::from_args(&args)?;
     let stop = crate::os::stop_on_signals()?;
     crate::os::check_file_limit(1100, "limiters")?;
@@ -347,6 +354,30 @@ pub fn run_limiters(args: LimitersArgs) -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(&lab.scratch_dir);
     let summary = output::summary(&results, &plan.out);
     crate::render::json::write_results(Some(&summary), plan.json.as_deref(), &results)
+}
+
+/// `--report DIR`: every run of DIR/results.json judged again, the outputs written anew.
+fn report(dir: &std::path::Path) -> anyhow::Result<()> {
+    let path = dir.join("results.json");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| usage(format!("--report: cannot read {}: {e}", path.display())))?;
+    let mut results: LimitersResults = serde_json::from_str(&text)
+        .map_err(|e| usage(format!("--report: {} is not a limiters run: {e}", path.display())))?;
+    for s in &mut results.scenarios {
+        let knees = s.knees.clone();
+        let knee_of = |path: &str| knees.iter().find(|k| k.path == path).and_then(|k| k.knee);
+        let runs = std::mem::take(&mut s.runs);
+        s.runs = runs
+            .into_iter()
+            .map(|r| {
+                let limit = r.static_limit.unwrap_or(0);
+                judge_run(r.kind, limit, r.counts, r.lab, &knee_of)
+            })
+            .collect();
+        s.best_static = output::best_static(&s.runs).map(|r| r.name.clone());
+    }
+    output::write(dir, &results)?;
+    Ok(crate::print_stdout(&output::summary(&results, dir))?)
 }
 
 /// Starts the scenario's server and keeps it for the whole scenario.
@@ -626,10 +657,10 @@ fn phase_verdict(
 ) -> PhaseVerdict {
     let mid = p.from_s + (p.to_s - p.from_s) / 2.0;
     let end = p.to_s.min(counts.duration_s.max(p.from_s));
-    let late: Vec<f64> = samples
+    let late: Vec<(f64, f64)> = samples
         .iter()
         .filter(|(t, _)| *t > mid && *t <= end)
-        .map(|s| s.1)
+        .copied()
         .collect();
     let limit = judge::settled(&late);
     let settle_s = limit
