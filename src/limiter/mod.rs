@@ -361,8 +361,12 @@ fn report(dir: &std::path::Path) -> anyhow::Result<()> {
     let path = dir.join("results.json");
     let text = std::fs::read_to_string(&path)
         .map_err(|e| usage(format!("--report: cannot read {}: {e}", path.display())))?;
-    let mut results: LimitersResults = serde_json::from_str(&text)
-        .map_err(|e| usage(format!("--report: {} is not a limiters run: {e}", path.display())))?;
+    let mut results: LimitersResults = serde_json::from_str(&text).map_err(|e| {
+        usage(format!(
+            "--report: {} is not a limiters run: {e}",
+            path.display()
+        ))
+    })?;
     for s in &mut results.scenarios {
         let knees = s.knees.clone();
         let knee_of = |path: &str| knees.iter().find(|k| k.path == path).and_then(|k| k.knee);

@@ -63,7 +63,8 @@ pub fn brief(r: &ControllerRun) -> String {
 }
 
 /// The scenario's answer in a sentence: which controllers kept p99 within 2x the knee's at
-/// 95% of the best static limit's goodput in every phase, and the worst p99.
+/// 95% of the best static limit's goodput in every phase, which fell under half of that
+/// goodput somewhere, and the worst p99.
 pub fn headline(s: &ScenarioResult) -> String {
     let best = s
         .best_static
@@ -100,15 +101,40 @@ pub fn headline(s: &ScenarioResult) -> String {
             good.join(", ")
         ),
     };
-    let sentence = match worst.and_then(|w| Some((w, w.phases.first()?))) {
-        Some((w, p)) if p.p99_ratio().is_some() => format!(
-            "{kept}; the worst p99 was {}'s, {} the knee's at L {}.",
-            w.name,
-            ratio(p.p99_ratio()),
-            p.limit.map_or("-".into(), |l| format!("{:.0}", l.median))
-        ),
-        _ => format!("{kept}."),
-    };
+    // Under half the best static limit's goodput in some phase: the limit cost the answers.
+    let starved: Vec<String> = adaptive
+        .iter()
+        .filter_map(|r| {
+            let worst_share = r
+                .phases
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| {
+                    let b = best?.phases.get(i)?.goodput_rps;
+                    (b > 0.0).then(|| p.goodput_rps / b)
+                })
+                .fold(f64::MAX, f64::min);
+            (worst_share < 0.5).then(|| format!("{} ({worst_share:.2}x)", r.name))
+        })
+        .collect();
+    let mut sentence = kept;
+    if !starved.is_empty() {
+        sentence.push_str(&format!(
+            "; under half the best static limit's goodput: {}",
+            starved.join(", ")
+        ));
+    }
+    if let Some((w, p)) = worst.and_then(|w| Some((w, w.phases.first()?))) {
+        if p.p99_ratio().is_some() {
+            sentence.push_str(&format!(
+                "; the worst p99 was {}'s, {} the knee's at L {}",
+                w.name,
+                ratio(p.p99_ratio()),
+                p.limit.map_or("-".into(), |l| format!("{:.0}", l.median))
+            ));
+        }
+    }
+    sentence.push('.');
     let mut chars = sentence.chars();
     chars
         .next()
