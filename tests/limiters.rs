@@ -43,9 +43,9 @@ fn the_pool_scenario_finds_the_knee_and_judges_every_controller_with_exact_count
         "limiters",
         "pool",
         "-d",
-        "2s",
+        "1s",
         "--knee-step",
-        "0.5s",
+        "0.3s",
         "--out",
         out.to_str().unwrap(),
     ]);
@@ -88,19 +88,22 @@ fn the_pool_scenario_finds_the_knee_and_judges_every_controller_with_exact_count
             "{name}"
         );
         assert_eq!(u(&c["ok"]), u(&c["status"]["200"]), "{name}");
-        assert!(u(&c["offered"]) > 500, "{name}: {}", c["offered"]);
-        // The series covers the run: a step every 50 ms, from 0.05 s to 2 s.
+        assert!(u(&c["offered"]) > 250, "{name}: {}", c["offered"]);
+        // The series covers the run: a step every 50 ms, from 0.05 s to 1 s.
         let series = c["series"].as_array().unwrap();
-        assert_eq!(series.len(), 40, "{name}");
+        assert_eq!(series.len(), 20, "{name}");
         assert!((f(&series[0]["t_s"]) - 0.05).abs() < 1e-9);
-        assert!((f(&series[39]["t_s"]) - 2.0).abs() < 1e-9);
+        assert!((f(&series[19]["t_s"]) - 1.0).abs() < 1e-9);
         let steps_offered: u64 = series.iter().map(|t| u(&t["offered"])).sum();
         assert_eq!(steps_offered, u(&c["offered"]), "{name}");
         // Goodput never above what 8 threads each holding a request 20 ms can do: over the
-        // second second, 8 x 1 s / 20 ms, plus the 8 under way when it began.
+        // second half second, 8 x 0.5 s / 20 ms, plus the 8 under way when it began.
         let phase = &r["phases"][0];
         let goodput = f(&phase["goodput_rps"]);
-        assert!(goodput <= 408.0 + 1e-9, "{name}: {goodput}");
+        assert!(
+            goodput <= (8.0 * 0.5 / 0.020 + 8.0) / 0.5 + 1e-9,
+            "{name}: {goodput}"
+        );
         assert!(goodput > 100.0, "{name}: {goodput}");
         assert!(f(&phase["limit"]["median"]) >= 1.0, "{name}");
         assert!(r["verdict"]

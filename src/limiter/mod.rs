@@ -547,7 +547,7 @@ fn measure_scenario(
         );
         result.runs.push(run);
         // Let what the server still holds drain before the next run.
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(100));
     }
     result.best_static = output::best_static(&result.runs).map(|r| r.name.clone());
     Ok(result)
