@@ -367,6 +367,82 @@ fn the_human_report_gives_the_handshakes_apart() {
     assert!(stdout.contains("  40 requests in "), "{stdout}");
 }
 
+/// Two segments of one count-mode run over TLS, each its own handshakes: the merged report's
+/// TLS section is their sum, its handshake percentiles from their histograms added.
+#[test]
+fn segments_over_tls_merge_their_handshakes_exactly() {
+    let pki = ca_signed();
+    let ca = PemFile::new("merge", &pki.ca_pem);
+    let server = TlsServer::start(&pki);
+    let url = format!("https://localhost:{}/", server.port);
+    let dir = common::TempDir::new("tls-merge");
+    let start_at = format!("{:.3}", common::unix_now() + 1.0);
+    let mut jsons = Vec::new();
+    let children: Vec<std::process::Child> = (0..2)
+        .map(|i| {
+            let json = dir.path().join(format!("w{i}.json")).display().to_string();
+            jsons.push(json.clone());
+            std::process::Command::new(env!("CARGO_BIN_EXE_sweetspot"))
+                .args(["load", "-q", "-n", "60", "-c", "4", "--no-keepalive"])
+                .args(["--cacert", ca.path()])
+                .args(["--segment", &format!("{i}/2"), "--start-at", &start_at])
+                .args(["--json", &json, &url])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    let read = |path: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    let parts: Vec<serde_json::Value> = jsons.iter().map(|j| read(j)).collect();
+    let merged = dir.path().join("merged.json").display().to_string();
+    let (code, text, err, _) = sweetspot(&["merge", "--json", &merged, &jsons[0], &jsons[1]]);
+    assert_eq!(code, 0, "{err}");
+    let m = read(&merged);
+    let tls = &m["tls"];
+    let sum = |key: &str| {
+        parts
+            .iter()
+            .map(|p| p["tls"][key].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    // Every request paid a handshake: 60 of them, as the server saw.
+    assert_eq!(tls["handshakes"].as_u64(), Some(60), "{tls}");
+    assert_eq!(sum("handshakes"), 60);
+    assert_eq!(tls["resumed"].as_u64(), Some(sum("resumed")));
+    // The server saw those and each segment's pre-flight one.
+    assert_eq!(server.wait_handshakes(62), 62);
+    assert_eq!(tls["version"], "TLSv1.3");
+    assert_eq!(tls["handshake_us"]["count"].as_u64(), Some(60), "{tls}");
+    // The merged percentiles come from the added histograms: the max is the larger max, the
+    // mean the count-weighted mean of the parts'.
+    let max = parts
+        .iter()
+        .map(|p| p["tls"]["handshake_us"]["max"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert_eq!(tls["handshake_us"]["max"].as_f64(), Some(max), "{tls}");
+    let weighted: f64 = parts
+        .iter()
+        .map(|p| {
+            let h = &p["tls"]["handshake_us"];
+            h["mean"].as_f64().unwrap() * h["count"].as_f64().unwrap()
+        })
+        .sum::<f64>()
+        / 60.0;
+    let mean = tls["handshake_us"]["mean"].as_f64().unwrap();
+    assert!(
+        (mean - weighted).abs() <= 0.01 * weighted,
+        "{mean} vs {weighted}"
+    );
+    assert!(
+        text.contains("  TLS: TLSv1.3, ALPN http/1.1, 60 handshakes ("),
+        "{text}"
+    );
+}
+
 #[test]
 fn https_to_a_plain_http_server_says_so_in_one_line() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();

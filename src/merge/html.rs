@@ -71,6 +71,11 @@ pub fn render(m: &MergedReport) -> String {
             escape(text.trim_end())
         );
     }
+    if let Some(tls) = &m.tls {
+        let mut text = String::new();
+        crate::load::scaleout::tls_block(&mut text, tls, true);
+        let _ = write!(o, "<h2>TLS</h2>\n<pre>{}</pre>\n", escape(text.trim_end()));
+    }
     o.push_str("<h2>Errors and status codes</h2>\n<table><tr>");
     let e = &m.errors;
     for (name, n) in [

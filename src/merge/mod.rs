@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::load::scaleout::{
     self, merge_url_reports, H2Report, LatencyHistogram, LowerBounds, SegmentInfo, StepReport,
-    UrlReport,
+    TlsReport, UrlReport,
 };
 use crate::load::{ErrorCounts, LatencyKey, LatencySummary, LoadReport};
 use crate::usage;
@@ -130,6 +130,10 @@ pub struct MergedReport {
     /// An HTTP/2 run: the workers' HTTP/2 figures added up ([`H2Report::add_up`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http2: Option<H2Report>,
+    /// An `https://` run: the workers' handshakes added up, their histograms merged
+    /// ([`TlsReport::add_up`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsReport>,
 }
 
 /// Whether a worker's own generator was the limit: its threads busy nearly all the time on the
@@ -186,8 +190,13 @@ pub fn combine(inputs: &[WorkerInput]) -> Result<MergedReport, String> {
         .iter()
         .filter_map(|w| w.report.http2.as_ref())
         .collect();
+    let tls: Vec<&TlsReport> = workers
+        .iter()
+        .filter_map(|w| w.report.tls.as_ref())
+        .collect();
     Ok(MergedReport {
         http2: (!http2.is_empty()).then(|| H2Report::add_up(&http2, &totals.latency)),
+        tls: TlsReport::add_up(&tls, &totals.latency),
         target: first.report.target.clone(),
         mode: first.report.mode.clone(),
         segments: base.count,
@@ -302,6 +311,10 @@ fn same_run(
             &http2(&first.report),
             &http2(&w.report),
         );
+    }
+    let tls = |r: &LoadReport| r.tls.as_ref().map(|t| (t.version.clone(), t.alpn.clone()));
+    if tls(&w.report) != tls(&first.report) {
+        return differs("TLS (version, ALPN)", &tls(&first.report), &tls(&w.report));
     }
     if seg.total_requests != base.total_requests {
         return differs("total requests", &base.total_requests, &seg.total_requests);
@@ -610,6 +623,9 @@ pub fn render(m: &MergedReport) -> String {
     if let Some(h2) = &m.http2 {
         scaleout::h2_block(&mut out, h2, m.connections as usize);
     }
+    if let Some(tls) = &m.tls {
+        scaleout::tls_block(&mut out, tls, true);
+    }
     if !m.urls.is_empty() {
         out.push_str(&scaleout::url_table(&m.urls));
     }
@@ -693,6 +709,55 @@ mod tests {
             vec![0, 1, 2, 3]
         );
         assert!(m.saturated_workers.is_empty());
+    }
+
+    #[test]
+    fn tls_handshakes_add_up_their_histograms_merge_and_another_version_is_not_the_run() {
+        let tls = |times: &[u64], resumed| {
+            let mut h = LatencyHistogram::new();
+            for &us in times {
+                h.record_us(us);
+            }
+            TlsReport {
+                version: "TLSv1.3".into(),
+                alpn: Some("h2".into()),
+                handshakes: times.len() as u64,
+                resumed,
+                handshake_us: h.summary(),
+                handshake_share: 0.0,
+                handshake_histogram: Some(h.encode()),
+            }
+        };
+        // 10 samples of 1,000 us each: 10,000 us of latency over the two workers.
+        let mut a = worker(0, 2, &[1000; 5], 1000.0);
+        let mut b = worker(1, 2, &[1000; 5], 1000.0);
+        a.report.tls = Some(tls(&[1000, 1000, 1000], 1));
+        b.report.tls = Some(tls(&[3000, 3000], 0));
+        let m = combine(&[a.clone(), b.clone()]).unwrap();
+        let got = m.tls.unwrap();
+        assert_eq!((got.handshakes, got.resumed), (5, 1));
+        // The five handshakes' own histogram: mean 1,800 us, the slowest 3,000.
+        let mut all = LatencyHistogram::new();
+        for us in [1000, 1000, 1000, 3000, 3000] {
+            all.record_us(us);
+        }
+        assert_eq!(got.handshake_us, all.summary());
+        assert!((got.handshake_us.mean - 1800.0).abs() < 2.0, "{got:?}");
+        // 9,000 us of handshakes beside 10,000 us of latency.
+        assert!(
+            (got.handshake_share - 9000.0 / 19000.0).abs() < 1e-3,
+            "{got:?}"
+        );
+        // A part without its histogram (an older report): no TLS figures rather than wrong ones.
+        b.report.tls.as_mut().unwrap().handshake_histogram = None;
+        assert!(combine(&[a.clone(), b.clone()]).unwrap().tls.is_none());
+        // Another TLS version is another run.
+        b.report.tls = Some(TlsReport {
+            version: "TLSv1.2".into(),
+            ..tls(&[3000], 0)
+        });
+        let e = combine(&[a, b]).unwrap_err();
+        assert!(e.contains("TLS (version, ALPN)"), "{e}");
     }
 
     #[test]

@@ -344,7 +344,7 @@ pub fn h2_block(out: &mut String, h2: &H2Report, connections: usize) {
 
 /// The TLS side: what was negotiated, the handshakes' own percentiles, and their share of the
 /// time spent waiting (every request's, with `--no-keepalive`).
-fn tls_block(out: &mut String, tls: &TlsReport, keepalive: bool) {
+pub fn tls_block(out: &mut String, tls: &TlsReport, keepalive: bool) {
     let _ = writeln!(
         out,
         "  TLS: {}, ALPN {}, {} handshakes ({} resumed), not in the latency above",
@@ -536,6 +536,7 @@ mod tests {
                 ..Default::default()
             },
             handshake_share: 0.6,
+            handshake_histogram: None,
         };
         let mut out = String::new();
         tls_block(&mut out, &tls, false);

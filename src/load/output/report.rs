@@ -373,6 +373,38 @@ pub struct TlsReport {
     /// plus the answered requests' latency. With `--no-keepalive` every request pays one, and
     /// this is mean handshake / (mean handshake + mean latency).
     pub handshake_share: f64,
+    /// The handshake times' histogram (base64, compressed V2, as `histogram`), so that the
+    /// segments of a distributed run merge exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshake_histogram: Option<String>,
+}
+
+impl TlsReport {
+    /// The TLS side of one run split over workers (`sweetspot merge`): handshakes and
+    /// resumptions added, their histograms added and summarized, the share taken again against
+    /// the merged `latency`; version and ALPN are the first part's (the merge checks they
+    /// agree). `None` when a part has no histogram (a report written before it was kept).
+    pub fn add_up(parts: &[&TlsReport], latency: &LatencyHistogram) -> Option<TlsReport> {
+        let first = parts.first()?;
+        let mut handshakes = LatencyHistogram::new();
+        for p in parts {
+            let h = LatencyHistogram::decode(p.handshake_histogram.as_deref()?).ok()?;
+            handshakes.merge(&h);
+        }
+        let handshake_us = handshakes.summary();
+        Some(TlsReport {
+            version: first.version.clone(),
+            alpn: first.alpn.clone(),
+            handshakes: parts.iter().map(|p| p.handshakes).sum(),
+            resumed: parts.iter().map(|p| p.resumed).sum(),
+            handshake_share: handshake_share(
+                handshake_us.mean * handshake_us.count as f64,
+                latency.mean() * latency.len() as f64,
+            ),
+            handshake_us,
+            handshake_histogram: Some(handshakes.encode()),
+        })
+    }
 }
 
 impl LoadReport {
@@ -604,6 +636,7 @@ fn tls_report(merged: &ThreadStats) -> TlsReport {
     TlsReport {
         version: String::new(),
         alpn: None,
+        handshake_histogram: merged.handshake.as_ref().map(LatencyHistogram::encode),
         handshakes: handshake_us.count,
         resumed: merged.handshakes_resumed,
         handshake_share: handshake_share(

@@ -8,8 +8,8 @@ pub mod segment;
 pub use segment::SegmentInfo;
 
 pub use crate::load::output::hlog::{read as read_interval_log, REPORT_COMMENT};
-pub use crate::load::output::human::h2_block;
-pub use crate::load::output::report::H2Report;
+pub use crate::load::output::human::{h2_block, tls_block};
+pub use crate::load::output::report::{H2Report, TlsReport};
 pub use crate::load::stats::steps::{
     merge_workers as merge_steps, render_table as step_table, StepReport,
 };
