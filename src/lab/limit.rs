@@ -64,6 +64,11 @@ pub const CONNECTION_FREE: f64 = 0.2;
 /// share of the answered requests' latency: the cap, not the server's work, set the pace.
 pub const STREAM_WAITED: f64 = 0.1;
 
+/// A connection's cycle is its round trip when what the server's and the generator's CPU and
+/// the wait leave of it, the hand-off between them (a wake-up on each side and the loopback),
+/// is at most this many microseconds a request.
+pub const HANDOFF_MAX_US: f64 = 150.0;
+
 /// Each connection's two ends took turns (one generator thread per connection): the server
 /// and the generator together kept at least this much of a core busy per connection ...
 pub const TURNS_BUSY: f64 = 0.9;
@@ -189,6 +194,7 @@ pub fn limit_of(p: &PointResult, shape: &Shape) -> Limit {
         .or_else(|| pool(p, shape, &f))
         .or_else(|| held(p, shape, &f))
         .or_else(|| wait(p, shape, &f))
+        .or_else(|| round_trip(p, shape, &f))
         .or_else(|| turns(p, &f))
         .or_else(|| generator_core(p, &f))
         .unwrap_or_else(|| {
@@ -571,15 +577,20 @@ fn lock(p: &PointResult, f: &Figures) -> Option<Limit> {
     let one_core = (LOCK_CORE.0..=LOCK_CORE.1).contains(&process_cores);
     let free = f.allowed - f.machine_busy.max(f.used + f.client) >= LOCK_FREE;
     let queued = f.in_server >= LOCK_QUEUED * f64::from(p.concurrency);
-    (s.busiest_threads_sharing > LOCK_THREADS && one_core && free && queued).then(|| Limit {
-        kind: LimitKind::Lock,
-        evidence: format!(
-            "one process's {process_cores:.2} of a core was shared by {:.1} threads taking \
+    // With one request in flight no thread can wait for a lock another request holds: threads
+    // taking turns on it are handing one request along (a loop and its pool).
+    let contended = p.concurrency >= 2;
+    (s.busiest_threads_sharing > LOCK_THREADS && one_core && free && queued && contended).then(
+        || Limit {
+            kind: LimitKind::Lock,
+            evidence: format!(
+                "one process's {process_cores:.2} of a core was shared by {:.1} threads taking \
                  turns ({:.1} running or runnable on average), with {:.2} of {:.1} cores used: \
                  a lock lets one thread run at a time",
-            s.busiest_threads_sharing, s.busiest_running_threads, f.used, f.room
-        ),
-    })
+                s.busiest_threads_sharing, s.busiest_running_threads, f.used, f.room
+            ),
+        },
+    )
 }
 
 /// The pool: fewer request-holding workers than connections, and throughput at the pool's own
@@ -685,6 +696,48 @@ fn wait(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
             if shape.rtt_ms > 0.0 { "+RTT" } else { "" },
             thousands(bound),
             offered(p),
+            f.used,
+            f.room
+        ),
+    })
+}
+
+/// The round trip: a closed loop whose connections each had a generator thread of their own
+/// (each connection's requests in series with its thread), the server under its cores, and a
+/// cycle (N / throughput) that the server's CPU a request, the generator's, the wait and a
+/// hand-off of at most [`HANDOFF_MAX_US`] fill: every request waited for the last one's answer
+/// to reach the client and the next to reach the server (at one connection the two ends, each
+/// about half a core, take turns and the machine is mostly idle).
+fn round_trip(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
+    let threads = p.figures.client.threads.max(1);
+    if !shape.closed || p.streams.is_some_and(|s| s > 1) || p.concurrency > threads {
+        return None;
+    }
+    let requests = p.figures.requests.max(1) as f64;
+    let cycle_us = f64::from(p.concurrency) * 1e6 / f.rps.max(p.figures.rps).max(1e-9);
+    let server_us = p.figures.server.cpu_us_per_request(p.figures.requests);
+    let client_us = p.figures.client.cpu_s * 1e6 / requests;
+    let wait_us = (shape.wait_ms + shape.rtt_ms) * 1000.0;
+    let handoff_us = cycle_us - server_us - client_us - wait_us;
+    let filled = handoff_us <= HANDOFF_MAX_US && handoff_us >= -0.1 * cycle_us;
+    (filled && server_us > 0.0 && f.used < CORES_BUSY * f.room).then(|| Limit {
+        kind: LimitKind::Wait,
+        evidence: format!(
+            "{} req/s on {} is a request a connection every {} µs: the server's {} µs of CPU, \
+             the load generator's {} µs{} and {} µs of hand-off (a wake-up on each side and the \
+             loopback), in series; the server busy {:.2} of {:.1} cores: each connection's \
+             round trip set the pace",
+            thousands(f.rps.max(p.figures.rps)),
+            offered(p),
+            thousands(cycle_us),
+            thousands(server_us),
+            thousands(client_us),
+            if wait_us > 0.0 {
+                format!(", {} µs of wait", thousands(wait_us))
+            } else {
+                String::new()
+            },
+            thousands(handoff_us.max(0.0)),
             f.used,
             f.room
         ),
@@ -1203,10 +1256,14 @@ mod tests {
         p.streams = Some(10);
         assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Unexplained);
         // One HTTP/1.1 connection, its ends as busy (0.35 and 0.6 of a core): not this rule's,
-        // which was measured over HTTP/2.
+        // which was measured over HTTP/2, but the connection's round trip.
         let mut h1 = point(1, 20_000.0, 50.0, 0.35);
         h1.figures.client.cpu_s = 0.6;
-        assert_eq!(limit_of(&h1, &shape()).kind, LimitKind::Unexplained);
+        mentions(
+            limit_of(&h1, &shape()),
+            LimitKind::Wait,
+            "round trip set the pace",
+        );
         // One connection whose generator hardly worked (a tenth of a core): the server's, its
         // one connection at 0.85 of a core.
         p.streams = Some(100);
@@ -1282,6 +1339,39 @@ mod tests {
             wait_share: 0.45,
         });
         assert_ne!(limit_of(&p, &shape()).kind, LimitKind::Connection);
+    }
+
+    #[test]
+    fn one_connection_is_its_round_trip_and_never_a_lock() {
+        // iterative on /hello at one connection (measured, sweep quick): 16,181 req/s, the
+        // server 0.36 of a core, the generator 0.398, 60.9 µs a request.
+        let mut p = point(1, 16_181.0, 60.9, 0.36);
+        p.figures.client.cpu_s = 0.398;
+        says(
+            limit_of(&p, &shape()),
+            LimitKind::Wait,
+            "16,181 req/s on 1 connection is a request a connection every 61.8 µs: the server's \
+             22.2 µs of CPU, the load generator's 24.6 µs and 15.0 µs of hand-off (a wake-up on \
+             each side and the loopback), in series; the server busy 0.36 of 1.6 cores",
+        );
+        // A cycle the two CPUs leave 455 µs of: no hand-off is that long; not this rule's.
+        let mut gap = point(1, 2_000.0, 500.0, 0.04);
+        gap.figures.client.cpu_s = 0.05;
+        assert_eq!(limit_of(&gap, &shape()).kind, LimitKind::Unexplained);
+        // hybrid's fib at one connection (measured): 0.91 of a core over 2.7 threads (the loop
+        // and the pool worker handing the one request along), which read as a lock: its
+        // cycle is the server's CPU and the load's, the offered load's own pace.
+        let mut fib = point(1, 3_507.0, 283.9, 0.909);
+        fib.figures.client.cpu_s = 0.0831;
+        fib.figures.server.busiest_cpu_s = 0.909;
+        fib.figures.server.busiest_threads_sharing = 2.7;
+        fib.figures.server.busiest_running_threads = 0.8;
+        assert_eq!(limit_of(&fib, &shape()).kind, LimitKind::Wait);
+        // Two requests in flight on one generator thread, both in the server: threads taking
+        // turns can be waiting for each other, a lock.
+        fib.concurrency = 2;
+        fib.figures.latency_us.mean = 570.0;
+        assert_eq!(limit_of(&fib, &shape()).kind, LimitKind::Lock);
     }
 
     #[test]
