@@ -1470,6 +1470,47 @@ version = "echo thing 1.2.3"
     assert_eq!(point["status"]["200"], point["requests"], "{point}");
 }
 
+/// One connection: the server and the generator hand each request back and forth, both under
+/// half a core and the machine mostly idle: the connection's round trip (or, with a CPU-bound
+/// route, the offered load's pace), never unexplained and never a lock (hybrid's loop and pool
+/// worker hand the one /fib along between them).
+#[test]
+fn one_connection_is_its_round_trip_never_a_lock() {
+    let _timing = common::timing_lock();
+    let tmp = TempDir::new("sweep-one");
+    let (_, out) = sweep_ok(
+        tmp.path(),
+        "one.toml",
+        r#"
+name = "one"
+archs = ["epoll", "hybrid"]
+workers = [2]
+concurrency = [1]
+duration = "1s"
+[[workload]]
+name = "hello"
+route = "/hello"
+[[workload]]
+name = "fib"
+route = "/fib?n=22"
+"#,
+    );
+    let results = read_json(&out.join("results.json"));
+    let points = results["points"].as_array().unwrap();
+    assert_eq!(points.len(), 4);
+    for p in points {
+        assert_eq!(p["limit"]["kind"], "wait", "{p}");
+        if p["workload"] == "hello" {
+            let evidence = p["limit"]["evidence"].as_str().unwrap();
+            assert!(
+                evidence.contains("on 1 connection is a request a connection every")
+                    && evidence.ends_with("each connection's round trip set the pace"),
+                "{evidence}"
+            );
+        }
+    }
+}
+
 /// Every point says what limited it, with figures that agree with its measurement: `/fib` on
 /// one thread is its core, 16 connections of a 20 ms wait are the offered load, and four
 /// workers holding keep-alive connections starve the other twelve.
