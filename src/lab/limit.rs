@@ -580,17 +580,16 @@ fn lock(p: &PointResult, f: &Figures) -> Option<Limit> {
     // With one request in flight no thread can wait for a lock another request holds: threads
     // taking turns on it are handing one request along (a loop and its pool).
     let contended = p.concurrency >= 2;
-    (s.busiest_threads_sharing > LOCK_THREADS && one_core && free && queued && contended).then(
-        || Limit {
-            kind: LimitKind::Lock,
-            evidence: format!(
-                "one process's {process_cores:.2} of a core was shared by {:.1} threads taking \
-                 turns ({:.1} running or runnable on average), with {:.2} of {:.1} cores used: \
-                 a lock lets one thread run at a time",
-                s.busiest_threads_sharing, s.busiest_running_threads, f.used, f.room
-            ),
-        },
-    )
+    let taking_turns = s.busiest_threads_sharing > LOCK_THREADS && one_core;
+    (taking_turns && free && queued && contended).then(|| Limit {
+        kind: LimitKind::Lock,
+        evidence: format!(
+            "one process's {process_cores:.2} of a core was shared by {:.1} threads taking \
+             turns ({:.1} running or runnable on average), with {:.2} of {:.1} cores used: \
+             a lock lets one thread run at a time",
+            s.busiest_threads_sharing, s.busiest_running_threads, f.used, f.room
+        ),
+    })
 }
 
 /// The pool: fewer request-holding workers than connections, and throughput at the pool's own
