@@ -80,8 +80,7 @@ impl Settled {
 
 /// Nearest-rank quantile of sorted values.
 fn quantile(sorted: &[f64], q: f64) -> f64 {
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
+    sorted[super::controllers::nearest_rank(sorted.len(), q)]
 }
 
 /// The least-squares slope of `(x, y)` points (0 for fewer than two distinct x).

@@ -299,6 +299,11 @@ pub struct KneeSweep {
     pub knee: Option<Knee>,
 }
 
+/// The knee of the sweep made at `path`, if it found one.
+fn knee_at(knees: &[KneeSweep], path: &str) -> Option<Knee> {
+    knees.iter().find(|k| k.path == path).and_then(|k| k.knee)
+}
+
 /// One scenario, measured.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScenarioResult {
@@ -368,14 +373,13 @@ fn report(dir: &std::path::Path) -> anyhow::Result<()> {
         ))
     })?;
     for s in &mut results.scenarios {
-        let knees = s.knees.clone();
-        let knee_of = |path: &str| knees.iter().find(|k| k.path == path).and_then(|k| k.knee);
         let runs = std::mem::take(&mut s.runs);
+        let knees = &s.knees;
         s.runs = runs
             .into_iter()
             .map(|r| {
                 let limit = r.static_limit.unwrap_or(0);
-                judge_run(r.kind, limit, r.counts, r.lab, &knee_of)
+                judge_run(r.kind, limit, r.counts, r.lab, &|path| knee_at(knees, path))
             })
             .collect();
         s.best_static = output::best_static(&s.runs).map(|r| r.name.clone());
@@ -537,8 +541,7 @@ fn measure_scenario(
         let counts = gate::run(&gate_plan, controller, stop)?;
         let lab = before.share(server.pgid(), &counts);
         let knees = &result.knees;
-        let knee_of = |path: &str| knees.iter().find(|k| k.path == path).and_then(|k| k.knee);
-        let run = judge_run(kind, limit, counts, lab, &knee_of);
+        let run = judge_run(kind, limit, counts, lab, &|path| knee_at(knees, path));
         eprintln!(
             "  [{}/{total}] {:<20} {}",
             i + 1,
@@ -635,7 +638,7 @@ impl LabReading {
 
     fn share(&self, pgid: i32, counts: &GateCounts) -> LabShare {
         let client_cpu_s = crate::lab::probe::own_cpu_s() - self.client_s;
-        let cores = crate::lab::results::Machine::detect().cores;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         let machine_busy_cores = match (self.machine, crate::lab::probe::machine_cpu()) {
             (Some(a), Some(b)) => crate::lab::probe::machine_busy_cores(a, b, cores),
             _ => 0.0,

@@ -175,8 +175,7 @@ pub fn percentile(values: &mut [u64], q: f64) -> u64 {
         return 0;
     }
     values.sort_unstable();
-    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
-    values[rank - 1]
+    values[super::nearest_rank(values.len(), q)]
 }
 
 impl Controller for Envoy {

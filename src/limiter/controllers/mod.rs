@@ -226,6 +226,12 @@ impl<T: NetflixLimit> Controller for T {
     }
 }
 
+/// The index of the `q` quantile of `len` sorted values by nearest rank (`len` > 0): the
+/// summary Envoy's window takes, and the judge's median and spread.
+pub fn nearest_rank(len: usize, q: f64) -> usize {
+    ((q * len as f64).ceil() as usize).clamp(1, len) - 1
+}
+
 /// Netflix's `Log10RootIntFunction` (baseline 0): `max(1, (int) log10(t))` below 1,000, else
 /// `(int) log10(t)`; Java's cast makes log10(0) = -inf the smallest int, so 0 gives 1.
 pub fn log10_root(t: i64) -> i64 {

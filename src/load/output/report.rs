@@ -391,19 +391,39 @@ impl TlsReport {
             let h = LatencyHistogram::decode(p.handshake_histogram.as_deref()?).ok()?;
             handshakes.merge(&h);
         }
-        let handshake_us = handshakes.summary();
         Some(TlsReport {
             version: first.version.clone(),
             alpn: first.alpn.clone(),
-            handshakes: parts.iter().map(|p| p.handshakes).sum(),
-            resumed: parts.iter().map(|p| p.resumed).sum(),
+            ..TlsReport::of(
+                Some(&handshakes),
+                parts.iter().map(|p| p.resumed).sum(),
+                latency,
+            )
+        })
+    }
+
+    /// The figures of `handshakes` (none: no handshake completed), `resumed` of them, beside
+    /// the answered requests' `latency`; version and ALPN are the caller's to set.
+    fn of(
+        handshakes: Option<&LatencyHistogram>,
+        resumed: u64,
+        latency: &LatencyHistogram,
+    ) -> TlsReport {
+        let handshake_us = handshakes
+            .map(LatencyHistogram::summary)
+            .unwrap_or_default();
+        TlsReport {
+            version: String::new(),
+            alpn: None,
+            handshake_histogram: handshakes.map(LatencyHistogram::encode),
+            handshakes: handshake_us.count,
+            resumed,
             handshake_share: handshake_share(
                 handshake_us.mean * handshake_us.count as f64,
                 latency.mean() * latency.len() as f64,
             ),
             handshake_us,
-            handshake_histogram: Some(handshakes.encode()),
-        })
+        }
     }
 }
 
@@ -627,24 +647,11 @@ fn uring_report(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> Ur
 
 /// The handshake figures of an `https://` run (version and ALPN come from the pre-flight).
 fn tls_report(merged: &ThreadStats) -> TlsReport {
-    let handshake_us = merged
-        .handshake
-        .as_ref()
-        .map(LatencyHistogram::summary)
-        .unwrap_or_default();
-    let latency = &merged.latency;
-    TlsReport {
-        version: String::new(),
-        alpn: None,
-        handshake_histogram: merged.handshake.as_ref().map(LatencyHistogram::encode),
-        handshakes: handshake_us.count,
-        resumed: merged.handshakes_resumed,
-        handshake_share: handshake_share(
-            handshake_us.mean * handshake_us.count as f64,
-            latency.mean() * latency.len() as f64,
-        ),
-        handshake_us,
-    }
+    TlsReport::of(
+        merged.handshake.as_ref(),
+        merged.handshakes_resumed,
+        &merged.latency,
+    )
 }
 
 /// The share of `handshake_total` in `handshake_total + latency_total` (0 when both are 0).
