@@ -713,7 +713,9 @@ fn round_trip(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
         return None;
     }
     let requests = p.figures.requests.max(1) as f64;
-    let cycle_us = f64::from(p.concurrency) * 1e6 / f.rps.max(p.figures.rps).max(1e-9);
+    // Whole cycles undercount slow connections; the window's responses do not (as `held`).
+    let rps = f.rps.max(p.figures.rps);
+    let cycle_us = f64::from(p.concurrency) * 1e6 / rps.max(1e-9);
     let server_us = p.figures.server.cpu_us_per_request(p.figures.requests);
     let client_us = p.figures.client.cpu_s * 1e6 / requests;
     let wait_us = (shape.wait_ms + shape.rtt_ms) * 1000.0;
@@ -726,7 +728,7 @@ fn round_trip(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
              the load generator's {} µs{} and {} µs of hand-off (a wake-up on each side and the \
              loopback), in series; the server busy {:.2} of {:.1} cores: each connection's \
              round trip set the pace",
-            thousands(f.rps.max(p.figures.rps)),
+            thousands(rps),
             offered(p),
             thousands(cycle_us),
             thousands(server_us),
