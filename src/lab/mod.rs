@@ -8,15 +8,18 @@
 
 pub mod budget;
 pub mod cgroup;
+pub mod context;
 pub mod limit;
 pub mod measure;
 pub mod peers;
 pub mod plan;
+pub mod points;
 pub mod probe;
 pub mod results;
 pub mod server;
 pub mod stats;
 
+pub use context::{Lab, Origin};
 pub use measure::{measure, LabOptions, Pinning};
 pub use plan::{PointPlan, PointSpec, Setup, TargetSpec, Workload};
 pub use results::{Machine, PointResult};

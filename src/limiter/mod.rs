@@ -336,12 +336,12 @@ pub fn run_limiters(args: LimitersArgs) -> anyhow::Result<()> {
         return report(dir);
     }
     let plan = LimitersPlan::from_args(&args)?;
-    let stop = crate::os::stop_on_signals()?;
     crate::os::check_file_limit(1100, "limiters")?;
-    let lab = crate::lab::LabOptions::here("limiters", std::sync::Arc::clone(&stop))?;
+    let lab = crate::lab::Lab::open("limiters")?;
+    let stop = lab.stop_flag();
     let mut results = LimitersResults {
         started: crate::lab::results::utc_timestamp(),
-        machine: crate::lab::results::Machine::detect(),
+        machine: lab.machine.clone(),
         scenarios: Vec::new(),
         interrupted: false,
     };
@@ -349,14 +349,13 @@ pub fn run_limiters(args: LimitersArgs) -> anyhow::Result<()> {
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        let measured =
-            run_scenario(&plan, s, &lab, &stop).with_context(|| format!("scenario {}", s.name))?;
+        let measured = run_scenario(&plan, s, &lab.options, stop)
+            .with_context(|| format!("scenario {}", s.name))?;
         results.scenarios.push(measured);
         output::write(&plan.out, &results)?;
     }
     results.interrupted = stop.load(Ordering::Relaxed);
     output::write(&plan.out, &results)?;
-    let _ = std::fs::remove_dir_all(&lab.scratch_dir);
     let summary = output::summary(&results, &plan.out);
     crate::render::json::write_results(Some(&summary), plan.json.as_deref(), &results)
 }

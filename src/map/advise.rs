@@ -4,24 +4,28 @@
 //! recommendation and what each loses said.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::points::PointRecord;
 use super::run::{cell_of, round_trip, search_cell, Progress};
 use super::search::{Outcome, Verify};
 use super::spec::{work_route, CellSpec, MapSpec, WaitMode};
-use super::store::Store;
 use crate::arch::Arch;
 use crate::lab::budget::BudgetApplied;
+use crate::lab::points::PointLog;
 use crate::lab::probe::{sum_cpu, Members, TreeSampler};
-use crate::lab::Machine;
+use crate::lab::Lab;
+use crate::load::{LoadConfig, Mode, Target};
 use crate::render::units::{duration_us, percent, thousands, wall_time};
 use crate::search::flags::SearchFlags;
 use crate::search::profile::OneConnection;
 use crate::units::duration_ms;
 use crate::usage;
+
+/// How long `--from` loads the running server at one connection to profile it.
+const PROFILE_RUN: Duration = Duration::from_secs(2);
 
 /// Flags of `sweetspot advise`.
 #[derive(Debug, clap::Args)]
@@ -234,8 +238,7 @@ impl AdviseConfig {
 /// Runs `sweetspot advise`: the flags to a config, the search, the answer.
 pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
     let config = AdviseConfig::from_args(&args)?;
-    let machine = crate::lab::results::Machine::detect();
-    let (advice, every_point_failed) = advise(&config, &machine)?;
+    let (advice, every_point_failed) = advise(&config)?;
     if config.json {
         crate::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&advice)?))?;
     } else {
@@ -249,43 +252,30 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
 
 /// Searches the config's cell on live servers: the advice, and the cause when every point
 /// failed. An error when interrupted.
-fn advise(config: &AdviseConfig, machine: &Machine) -> anyhow::Result<(Advice, Option<String>)> {
+fn advise(config: &AdviseConfig) -> anyhow::Result<(Advice, Option<String>)> {
     let started = Instant::now();
     let (spec, cell) = (&config.spec, &config.cell);
-    let scratch = config.out.clone().unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("sweetspot-advise-{}", std::process::id()))
-    });
-    let options = super::lab_options()?;
-    let mut store = Store::open(&scratch)?;
-    let cores = machine.cores.max(1);
-    let mut progress = Progress::new(1, store.len(), false);
+    let lab = Lab::open("advise")?;
+    // Without `--out`, the point log lives in the scratch directory and goes with it.
+    let log_dir = config
+        .out
+        .clone()
+        .unwrap_or_else(|| lab.scratch_dir().join("points"));
+    let mut log = PointLog::<PointRecord>::open(&log_dir)?;
+    let cores = lab.cores();
+    let mut progress = Progress::new(1, log.len(), false);
     let outcome = round_trip(
         spec,
         cell.cpu_us,
         cell.rtt_ms,
-        &options,
-        machine,
-        &mut store,
+        &lab,
+        &mut log,
         &mut progress,
     )
-    .and_then(|round_trip| {
-        search_cell(
-            spec,
-            cell,
-            round_trip,
-            &options,
-            machine,
-            &mut store,
-            &mut progress,
-        )
-    });
+    .and_then(|round_trip| search_cell(spec, cell, round_trip, &lab, &mut log, &mut progress));
     progress.finish();
-    let _ = std::fs::remove_dir_all(&options.scratch_dir);
-    let points = store.len();
-    let every_point_failed = store.every_point_failed();
-    if config.out.is_none() {
-        let _ = std::fs::remove_dir_all(&scratch);
-    }
+    let points = log.len();
+    let every_point_failed = log.every_point_failed();
     let Some((outcome, verify)) = outcome else {
         anyhow::bail!("interrupted");
     };
@@ -577,43 +567,41 @@ fn verify_text(v: &Verify) -> String {
     out
 }
 
-/// Profiles a running server: one connection for 2 s with `sweetspot load`, its CPU (the
+/// Profiles a running server: one connection for 2 s through the load engine, its CPU (the
 /// process and its descendants) from /proc before and after, and the run-queue waits of its
 /// threads (sampled over the run) and of the load's (its report).
 fn profile(url: &str, pid: i32) -> anyhow::Result<Profile> {
     if !crate::lab::probe::process_exists(pid) {
         return Err(usage(format!("--pid {pid}: no such process")));
     }
+    let target = Target::parse(url).map_err(|e| usage(format!("--from {url}: {e:#}")))?;
+    let config = LoadConfig::new(
+        target,
+        1,
+        Mode::Closed {
+            duration: PROFILE_RUN,
+        },
+    );
     let members = Members::Tree(pid);
     let before = sum_cpu(&members.processes());
     let sampler = TreeSampler::start(members.clone(), Duration::from_millis(200));
-    let output = Command::new(crate::lab::server::this_binary()?)
-        .args(["load", url, "-c", "1", "-d", "2s", "--json", "-"])
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()?;
+    let report = crate::load::run(&config, None);
     let after = sum_cpu(&members.processes());
     let sample = sampler.finish();
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        return Err(usage(format!(
-            "--from {url}: {}",
-            stderr.lines().last().unwrap_or("the load failed")
-        )));
-    }
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout)?;
-    let requests = report["requests"].as_u64().unwrap_or(0);
+    let report = report.map_err(|e| usage(format!("--from {url}: {e:#}")))?;
+    let requests = report.requests;
     if requests == 0 {
         return Err(usage(format!(
-            "--from {url}: no request was answered in 2 s"
+            "--from {url}: no request was answered in {}",
+            wall_time(PROFILE_RUN.as_secs_f64())
         )));
     }
     let per_request = |s: f64| s * 1e6 / requests as f64;
     let one = OneConnection {
-        latency_us: report["latency_us"]["mean"].as_f64().unwrap_or(0.0),
+        latency_us: report.latency_us.mean,
         cpu_us: per_request(after.since(&before).total_s()),
         server_runqueue_us: per_request(sample.runqueue_wait_s),
-        client_runqueue_us: per_request(report["client_wait_s"].as_f64().unwrap_or(0.0)),
+        client_runqueue_us: per_request(report.client_wait_s),
     };
     let wait_ms = one.wait_us() / 1000.0;
     let less = match one.runqueue_text() {

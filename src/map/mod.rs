@@ -1,28 +1,27 @@
 //! The sweet-spot map and `advise`: which architecture and pool size win, over CPU-versus-wait
 //! and concurrency, found by an adaptive search rather than a grid. In the order a run uses
-//! them: [`spec`] (the cells), [`search`] (successive halving, then the pool by [`knob`]) and [`rank`]
-//! (the verdict by cost), [`run`] (live measurements through the sweep's runner, progress),
-//! [`store`] (each finished point on disk at once, for `--resume`), [`results`] (what a run
+//! them: [`spec`] (the cells), [`search`] (successive halving, then the pool by the kernel's
+//! knob search, ranked by cost), [`run`] (live measurements through the lab's door, progress),
+//! [`points`] (each finished point logged at once, for `--resume`), [`results`] (what a run
 //! holds), [`output`] (table, heat maps, report). [`advise`] is one cell, for one workload,
 //! with the rules of thumb measured beside it.
 
 pub mod advise;
 pub mod output;
+pub mod points;
 pub mod results;
 pub mod run;
 pub mod search;
 pub mod spec;
-pub mod store;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 
 use anyhow::Context;
 
-use crate::lab::LabOptions;
+use crate::lab::points::PointLog;
+use crate::lab::Lab;
 use crate::usage;
 use spec::{MapSpec, PRESETS};
-use store::Store;
 
 /// The spec of a run, saved in its directory before anything runs (for `--resume`).
 const SPEC_FILE: &str = "map-spec.json";
@@ -124,19 +123,17 @@ pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
         .with_context(|| format!("writing {}", spec_path.display()))?;
     let most = spec.concurrency.iter().copied().max().unwrap_or(1);
     crate::os::check_file_limit(u64::from(most), &format!("concurrency = {most}"))?;
-    let options = lab_options()?;
-    let mut store = Store::open(&out)?;
-    let results = run::run_map(
+    let lab = Lab::open("map")?;
+    let mut log = PointLog::open(&out)?;
+    let results = run::run_cells(
         &spec,
         &source,
         &out,
-        &options,
-        &mut store,
+        &lab,
+        &mut log,
         previous_wall_s,
         args.plain,
-    );
-    let _ = std::fs::remove_dir_all(&options.scratch_dir);
-    let results = results?;
+    )?;
     let files = output::write_all(&results, &out)?;
     crate::print_stdout(&format!(
         "{}\nWrote {} files ({}, {SPEC_FILE}) and points/ ({} points) to {}\n",
@@ -147,18 +144,18 @@ pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
             .filter_map(|f| f.file_name().map(|n| n.to_string_lossy().to_string()))
             .collect::<Vec<_>>()
             .join(", "),
-        store.len(),
+        log.len(),
         out.display()
     ))?;
-    if let Some(cause) = store.every_point_failed() {
+    if let Some(cause) = log.every_point_failed() {
         anyhow::bail!("{cause}; results in {}", out.display());
     }
-    if options.stop.load(Ordering::SeqCst) || results.interrupted {
+    if lab.stopped() || results.interrupted {
         anyhow::bail!(
             "interrupted: {} of {} cells finished, {} points saved; `sweetspot map --resume {}` continues",
             results.cells.len(),
             spec.cells().len(),
-            store.len(),
+            log.len(),
             out.display()
         );
     }
@@ -180,10 +177,4 @@ fn resume_from(dir: &Path) -> anyhow::Result<(MapSpec, String, PathBuf, f64)> {
         .and_then(|t| serde_json::from_str::<results::MapResults>(&t).ok())
         .map_or(0.0, |r| r.wall_s);
     Ok((spec, source, dir.to_path_buf(), wall_s))
-}
-
-/// What measuring needs for a map or advise run, with its stop flag set by signals.
-pub(crate) fn lab_options() -> anyhow::Result<LabOptions> {
-    let stop = crate::os::stop_on_signals()?;
-    LabOptions::here("map", stop)
 }

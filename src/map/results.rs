@@ -6,9 +6,9 @@ use std::path::Path;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use super::points::PointRecord;
 use super::search::{Outcome, Verify};
 use super::spec::{CellSpec, MapSpec};
-use super::store::PointRecord;
 use crate::lab::results::Machine;
 
 pub const RESULTS_FILE: &str = "results.json";

@@ -1,46 +1,42 @@
 //! Running a map: each cell's search ([`super::search`]) measured on live servers through the
-//! sweep's runner, every finished point stored at once ([`super::store`]), a progress line
+//! lab's door ([`crate::lab::Lab::point`]), every finished point logged at once ([`super::points`]), a progress line
 //! with the cells done, the points measured and the time left, and the results rewritten
 //! after each cell so an interrupted run keeps what it finished.
 
 use std::io::IsTerminal;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use super::points::PointRecord;
 use super::results::{write_results, CellResult, MapResults, RoundTripAt};
 use super::search::{self, Candidate, Cell, Outcome, Probe, Verify};
 use super::spec::{CellSpec, MapSpec, WaitMode};
-use super::store::{PointRecord, Store};
 use crate::arch::Arch;
 use crate::lab::plan::{PointPlan, PointSpec, Setup, TargetSpec, Workload};
-use crate::lab::results::{utc_timestamp, Machine};
-use crate::lab::LabOptions;
-use crate::search::live::Origin;
+use crate::lab::points::PointLog;
+use crate::lab::results::utc_timestamp;
+use crate::lab::{Lab, Origin};
 use crate::search::{sample_of, Measure, Sample};
 
-/// The search's numbers from live servers, or from the store when the point finished before.
-struct Live<'a> {
+/// A cell's probes, answered by the lab: from the point log when the point finished before,
+/// else measured on a live server.
+struct CellProbes<'a> {
     cell: &'a CellSpec,
     spec: &'a MapSpec,
-    options: &'a LabOptions,
-    machine: &'a Machine,
-    store: &'a mut Store,
+    lab: &'a Lab,
+    log: &'a mut PointLog<PointRecord>,
     progress: &'a mut Progress,
 }
 
-impl Measure<Probe> for Live<'_> {
+impl Measure<Probe> for CellProbes<'_> {
     fn measure(&mut self, probe: &Probe) -> Option<Sample> {
-        let lab = crate::search::live::Live {
-            options: self.options,
-            machine: self.machine,
-        };
-        let cores = self.machine.cores;
+        let lab = self.lab;
+        let cores = lab.machine.cores;
         let (spec, cell) = (self.spec, self.cell);
         let whole = spec.whole_cores(cell.cpus, cores);
         let key = PointRecord::key_of(&cell.key, probe);
         let (record, origin) = lab.point(
             "map",
-            self.store,
+            self.log,
             &key,
             || plan_for(spec, cell, cores, probe),
             |result| PointRecord {
@@ -124,34 +120,25 @@ pub fn rules_for(cores: u32, goetz: u32, default_pool: u32) -> Vec<(String, u32)
 }
 
 /// Runs every cell not yet finished, saving the results after each; returns them.
-pub fn run_map(
+pub fn run_cells(
     spec: &MapSpec,
     source: &str,
     out: &std::path::Path,
-    options: &LabOptions,
-    store: &mut Store,
+    lab: &Lab,
+    log: &mut PointLog<PointRecord>,
     previous_wall_s: f64,
     plain: bool,
 ) -> anyhow::Result<MapResults> {
-    let machine = Machine::detect();
-    let cores = machine.cores.max(1);
+    let cores = lab.cores();
     let cells = spec.cells();
     let started = Instant::now();
-    let mut progress = Progress::new(cells.len(), store.len(), plain);
-    let mut results = MapResults::new(source, spec, machine.clone(), previous_wall_s);
+    let mut progress = Progress::new(cells.len(), log.len(), plain);
+    let mut results = MapResults::new(source, spec, lab.machine.clone(), previous_wall_s);
     results.started = utc_timestamp();
     // The round trip of each C the map has at each path's round trip, measured once a run.
     'measure: for &cpu_us in &spec.cpu_us {
         for rtt_ms in spec.rtts() {
-            let Some(rt) = round_trip(
-                spec,
-                cpu_us,
-                rtt_ms,
-                options,
-                &machine,
-                store,
-                &mut progress,
-            ) else {
+            let Some(rt) = round_trip(spec, cpu_us, rtt_ms, lab, log, &mut progress) else {
                 break 'measure;
             };
             results.round_trips.push(RoundTripAt {
@@ -180,23 +167,16 @@ pub fn run_map(
                 // Counted in `round_trip_points` already.
                 points: 0,
             });
-        if options.stop.load(Ordering::SeqCst) {
+        if lab.stopped() {
             break;
         }
         progress.starting(cell);
-        let Some((outcome, verify)) = search_cell(
-            spec,
-            cell,
-            round_trip,
-            options,
-            &machine,
-            store,
-            &mut progress,
-        ) else {
+        let Some((outcome, verify)) = search_cell(spec, cell, round_trip, lab, log, &mut progress)
+        else {
             break;
         };
         let probe_cell = cell_of(spec, cell, cores, &[]);
-        let points: Vec<PointRecord> = store.of_cell(&cell.key).into_iter().cloned().collect();
+        let points: Vec<PointRecord> = log.of_cell(&cell.key).into_iter().cloned().collect();
         results.cells.push(CellResult {
             cell: cell.clone(),
             outcome: Some(outcome),
@@ -247,9 +227,8 @@ pub fn round_trip(
     spec: &MapSpec,
     cpu_us: f64,
     rtt_ms: f64,
-    options: &LabOptions,
-    machine: &Machine,
-    store: &mut Store,
+    lab: &Lab,
+    log: &mut PointLog<PointRecord>,
     progress: &mut Progress,
 ) -> Option<RoundTrip> {
     let cell = CellSpec {
@@ -265,12 +244,11 @@ pub fn round_trip(
         route: super::spec::work_route(cpu_us, 0.0, WaitMode::Async, None, None),
         key: round_trip_key(spec, cpu_us, rtt_ms),
     };
-    let mut live = Live {
+    let mut live = CellProbes {
         cell: &cell,
         spec,
-        options,
-        machine,
-        store,
+        lab,
+        log,
         progress,
     };
     let mut best_rps: f64 = 0.0;
@@ -301,7 +279,7 @@ pub fn round_trip(
             0.0
         },
         jitter_us,
-        points: live.store.of_cell(&cell.key).len(),
+        points: live.log.of_cell(&cell.key).len(),
     })
 }
 
@@ -311,21 +289,19 @@ pub fn search_cell(
     spec: &MapSpec,
     cell: &CellSpec,
     round_trip: RoundTrip,
-    options: &LabOptions,
-    machine: &Machine,
-    store: &mut Store,
+    lab: &Lab,
+    log: &mut PointLog<PointRecord>,
     progress: &mut Progress,
 ) -> Option<(Outcome, Option<Verify>)> {
-    let cores = machine.cores.max(1);
+    let cores = lab.cores();
     let mut probe_cell = cell_of(spec, cell, cores, &[]);
     probe_cell.round_trip_us = round_trip.us;
     probe_cell.p99_jitter_us = round_trip.jitter_us;
-    let mut live = Live {
+    let mut live = CellProbes {
         cell,
         spec,
-        options,
-        machine,
-        store,
+        lab,
+        log,
         progress,
     };
     // The default pool is the winner's: the search runs once without the rules, then again
@@ -343,7 +319,7 @@ pub fn search_cell(
         };
         outcome = search::search(&rules_cell, &mut live)?;
     }
-    say_how_rules_failed(&mut outcome, &cell.key, live.store);
+    say_how_rules_failed(&mut outcome, &cell.key, live.log);
     let verify = match (spec.verify, outcome.winner) {
         (true, Some(_)) => Some(search::verify(&probe_cell, &outcome, &mut live)?),
         _ => None,
@@ -353,8 +329,8 @@ pub fn search_cell(
 
 /// A rule whose pool missed the bound for failed requests says how they failed (from its
 /// stored points: the last one's failure).
-fn say_how_rules_failed(outcome: &mut Outcome, cell: &str, store: &Store) {
-    let records = store.of_cell(cell);
+fn say_how_rules_failed(outcome: &mut Outcome, cell: &str, log: &PointLog<PointRecord>) {
+    let records = log.of_cell(cell);
     for rule in &mut outcome.rules {
         let Some(why) = rule.missed_because.as_mut() else {
             continue;
@@ -510,7 +486,7 @@ mod tests {
         }))
         .unwrap();
         let dir = crate::os::fresh_test_dir("rules");
-        let mut store = Store::open(&dir).unwrap();
+        let mut store = PointLog::<PointRecord>::open(&dir).unwrap();
         for (candidate, failure) in [
             (
                 async5,
@@ -548,7 +524,7 @@ mod tests {
     #[test]
     fn a_run_whose_every_point_failed_says_so_with_the_first_cause() {
         let dir = crate::os::fresh_test_dir("failed");
-        let mut store = Store::open(&dir).unwrap();
+        let mut store = PointLog::<PointRecord>::open(&dir).unwrap();
         assert_eq!(store.every_point_failed(), None);
         for workers in [1, 2] {
             store

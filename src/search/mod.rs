@@ -2,17 +2,14 @@
 //! ([`sample`]: samples, levels, misses), the one-knob search ([`knob`]: doubling, golden
 //! section in log space, noise gating), the ranking and its rule ([`rank`]), a server's
 //! profile at one connection ([`profile`]), the [`Measure`] trait the searches take their
-//! numbers through, the resumable [`store`] of finished points and the live adapter
-//! ([`live`]) that answers a point from the store or measures it in the lab. Written here,
+//! numbers through (live, each command's adapter over [`crate::lab::Lab::point`]). Written here,
 //! not taken from a crate: the search over live servers is the product.
 
 pub mod flags;
 pub mod knob;
-pub mod live;
 pub mod profile;
 pub mod rank;
 pub mod sample;
-pub mod store;
 
 pub use rank::Level;
 pub use sample::{level_of, sample_of, Miss, Sample};

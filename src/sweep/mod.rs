@@ -13,8 +13,6 @@ pub mod runner;
 pub mod spec;
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use crate::usage;
 use analysis::finalize;
@@ -93,22 +91,21 @@ pub fn run_sweep(args: SweepArgs) -> anyhow::Result<()> {
     crate::os::check_file_limit(u64::from(most), &format!("concurrency = {most}"))?;
     let versions =
         crate::lab::peers::ensure(&experiment.requires, crate::lab::peers::may_install())?;
-    let stop = crate::os::stop_on_signals()?;
+    let mut lab = crate::lab::Lab::open("sweep")?;
     let options = RunnerOptions {
-        lab: crate::lab::LabOptions::here("sweep", Arc::clone(&stop))?,
         out_dir: out_dir.clone(),
         source: args.experiment.clone(),
         progress_bar: !args.plain,
         versions,
     };
-    let run = run_experiment(&experiment, &options)?;
+    let run = run_experiment(&experiment, &mut lab, &options)?;
     crate::print_stdout(&format!(
         "{}\nWrote {} files to {}\n",
         output::terminal::summary(&run.results),
         run.files.len(),
         out_dir.display()
     ))?;
-    if stop.load(Ordering::SeqCst) {
+    if lab.stopped() {
         anyhow::bail!(
             "interrupted: {} of {} points finished and saved in {}",
             run.results.points.len(),

@@ -1,5 +1,5 @@
-//! The runner: every point of an experiment, one after another, each measured by the lab
-//! ([`crate::lab::measure`]) on a fresh server. A point that cannot be measured is recorded as
+//! The runner: every point of an experiment, one after another, each measured through the
+//! lab's door ([`crate::lab::Lab::measure`]) on a fresh server. A point that cannot be measured is recorded as
 //! failed with its reason and the sweep goes on. `results.json` is rewritten after every
 //! point, so an interrupted or killed sweep keeps what it finished. The stop flag (set by
 //! SIGINT/SIGTERM) ends the current load run early; that unfinished point is dropped, its
@@ -7,7 +7,6 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -19,14 +18,12 @@ use super::results::{utc_timestamp, Machine, PointResult, SweepResults};
 use super::spec::{Experiment, PointSpec};
 use crate::lab::cgroup::{self, CpuMethod, ServerCgroup};
 use crate::lab::server::taskset_available;
-use crate::lab::{measure, LabOptions, Pinning};
+use crate::lab::{Lab, Pinning};
 use crate::load::LatencyKey;
 
 /// How to run an experiment, beyond the experiment itself.
 #[derive(Debug, Clone)]
 pub struct RunnerOptions {
-    /// What measuring needs: the server binary, the stop flag, the scratch directory.
-    pub lab: LabOptions,
     pub out_dir: PathBuf,
     /// Where the experiment came from (preset name or file), for the record.
     pub source: String,
@@ -45,6 +42,7 @@ pub struct SweepRun {
 /// Runs an experiment and writes every output; results are on disk even when interrupted.
 pub fn run_experiment(
     experiment: &Experiment,
+    lab: &mut Lab,
     options: &RunnerOptions,
 ) -> anyhow::Result<SweepRun> {
     let plan = experiment.points();
@@ -65,21 +63,19 @@ pub fn run_experiment(
         .iter()
         .any(|e| e.command.contains("{peers}"))
     {
-        crate::lab::peers::write_files(&options.lab.scratch_dir)?;
+        crate::lab::peers::write_files(lab.scratch_dir())?;
     }
-    let outcome = run_plan(experiment, options, &plan);
-    let _ = std::fs::remove_dir_all(&options.lab.scratch_dir);
-    outcome
+    run_plan(experiment, lab, options, &plan)
 }
 
 fn run_plan(
     experiment: &Experiment,
+    lab: &mut Lab,
     options: &RunnerOptions,
     plan: &[PointSpec],
 ) -> anyhow::Result<SweepRun> {
-    let mut machine = Machine::detect();
     let setup = experiment.setup();
-    let pinning = decide_pinning(experiment, &mut machine);
+    let pinning = decide_pinning(experiment, &mut lab.machine);
     let mut results = SweepResults {
         version: 1,
         source: options.source.clone(),
@@ -88,7 +84,7 @@ fn run_plan(
         finished: String::new(),
         interrupted: false,
         points_planned: plan.len(),
-        machine,
+        machine: lab.machine.clone(),
         versions: options.versions.clone(),
         points: Vec::new(),
         recommendation: Default::default(),
@@ -102,12 +98,12 @@ fn run_plan(
         options.progress_bar,
     );
     for (index, point) in plan.iter().enumerate() {
-        if options.lab.stop.load(Ordering::SeqCst) {
+        if lab.stopped() {
             break;
         }
         progress.starting(index, point);
         let plan = point.plan(&setup);
-        let Some(result) = measure(&plan, pinning, &results.machine, &options.lab) else {
+        let Some(result) = lab.measure(&plan, pinning) else {
             break; // interrupted mid-point: the partial measurement is not a result
         };
         progress.finished(&result);

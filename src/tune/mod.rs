@@ -13,7 +13,6 @@ pub mod search;
 pub mod spec;
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -23,15 +22,13 @@ use crate::lab::budget::BudgetApplied;
 use crate::lab::plan::{
     ExternalTarget, LoadMode, PointPlan, PointSpec, Setup, TargetSpec, Workload,
 };
+use crate::lab::points::PointLog;
 use crate::lab::results::{utc_timestamp, Machine};
-use crate::lab::LabOptions;
-use crate::lab::PointResult;
+use crate::lab::{Lab, Origin, PointResult};
 use crate::search::flags::SearchFlags;
-use crate::search::live::Origin;
 use crate::search::profile::OneConnection;
 use crate::search::rank::Level;
 use crate::search::sample_of;
-use crate::search::store::Store;
 use crate::search::Sample;
 use crate::usage;
 use search::{Measure, Measured, Run};
@@ -359,24 +356,24 @@ impl TuneConfig {
     }
 }
 
-/// The user's server at one configuration, measured live.
-struct Live<'a> {
+/// The user's server at one configuration, answered by the lab: from the point log when the
+/// point finished before, else measured live.
+struct ServerProbes<'a> {
     config: &'a TuneConfig,
     /// The connections and the loop of the points measured now (the profile's: one, closed).
     concurrency: u32,
     closed: bool,
-    machine: &'a Machine,
-    options: &'a LabOptions,
+    lab: &'a Lab,
     done: usize,
     /// The last point's full result (the profile reads its mean latency).
     last: Option<PointResult>,
     /// Finished points, on disk (answered from there on `--resume`).
-    store: Store<PointResult>,
+    log: PointLog<PointResult>,
     /// How each configuration's requests failed, where over 1% did.
     causes: std::collections::BTreeMap<Vec<u32>, String>,
 }
 
-impl Live<'_> {
+impl ServerProbes<'_> {
     /// The point one configuration is: the user's command with the knobs' values, its URL
     /// and request, the load (the closed loop at one connection for the profile).
     fn plan(&self, values: &[u32]) -> PointPlan {
@@ -403,25 +400,22 @@ impl Live<'_> {
     }
 }
 
-impl Measure<Run> for Live<'_> {
+impl Measure<Run> for ServerProbes<'_> {
     fn measure(&mut self, run: &Run) -> Option<Sample> {
         let (values, rep) = (&run.values[..], run.rep);
-        let lab = crate::search::live::Live {
-            options: self.options,
-            machine: self.machine,
-        };
+        let lab = self.lab;
         if lab.stopped() {
             return None;
         }
         let key = run.key(self.concurrency, self.closed);
         let plan = self.plan(values);
-        let (result, origin) = lab.point("tune", &mut self.store, &key, || plan, |r| r)?;
+        let (result, origin) = lab.point("tune", &mut self.log, &key, || plan, |r| r)?;
         let saved = if origin == Origin::Saved {
             " (saved)"
         } else {
             ""
         };
-        let sample = sample_of(&result, self.machine.cores.max(1));
+        let sample = sample_of(&result, lab.cores());
         self.done += 1;
         // The first point's failure is the caller's one line (the server did not run).
         if !result.ok && self.done == 1 {
@@ -459,28 +453,20 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let config = TuneConfig::from_args(args)?;
     prepare_out(&config)?;
-    let store = Store::open(&config.out)?;
-    let options = LabOptions::here("tune", crate::os::stop_on_signals()?)?;
-    let machine = Machine::detect();
-    let mut live = Live {
+    let log = PointLog::open(&config.out)?;
+    let lab = Lab::open("tune")?;
+    let mut live = ServerProbes {
         config: &config,
         concurrency: config.concurrency,
         closed: false,
-        machine: &machine,
-        options: &options,
+        lab: &lab,
         done: 0,
         last: None,
-        store,
+        log,
         causes: Default::default(),
     };
-    let outcome = if config.args.cmd.contains("{peers}") {
-        crate::lab::peers::write_files(&options.scratch_dir).map(|_| ())
-    } else {
-        Ok(())
-    }
-    .and_then(|()| tune(&config, &mut live));
-    let _ = std::fs::remove_dir_all(&options.scratch_dir);
-    let mut results = outcome?;
+    lab.write_peers_for(&config.args.cmd)?;
+    let mut results = tune(&config, &mut live)?;
     results.wall_s = config.previous_wall_s + started.elapsed().as_secs_f64();
     write(&config, &results)?;
     let out = config.out.display();
@@ -490,7 +476,7 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
     if results.interrupted {
         anyhow::bail!(
             "interrupted: {} points saved; `sweetspot tune --resume {out}` continues",
-            live.store.len(),
+            live.log.len(),
         );
     }
     Ok(())
@@ -523,22 +509,22 @@ fn prepare_out(config: &TuneConfig) -> anyhow::Result<()> {
 /// The measurement: the first configuration (a command that never opens its port is one
 /// line, not a search of failures), the search, the profile and the rules beside its pick,
 /// and with `--verify` the full grid.
-fn tune(config: &TuneConfig, live: &mut Live) -> anyhow::Result<TuneResults> {
+fn tune(config: &TuneConfig, live: &mut ServerProbes) -> anyhow::Result<TuneResults> {
     let (knobs, args) = (&config.knobs, &config.args);
     let cpuset = config.setup.cpuset.as_deref();
-    let machine_cores = live.machine.cores.max(1);
+    let machine_cores = live.lab.cores();
     let budget = crate::lab::budget::budget_cores(config.setup.cpus, cpuset, machine_cores);
     let cores = crate::lab::budget::whole_cores(config.setup.cpus, cpuset, machine_cores);
     let start = config.start();
     let p99_bound_us = config.p99_bound_ms * 1000.0;
     let mut measured = Measured::default();
-    let mut results = TuneResults::new(config, live.machine, budget, cores);
+    let mut results = TuneResults::new(config, &live.lab.machine, budget, cores);
     let first = measured.level(live, &start, 1, p99_bound_us);
     if let (Some(_), Some(r)) = (&first, &live.last) {
         if let Some(failure) = r.failure.as_deref().filter(|_| !r.ok) {
             // Nothing ran: no run to resume.
             let _ = std::fs::remove_file(config.out.join(ARGS_FILE));
-            let _ = std::fs::remove_file(config.out.join(crate::search::store::POINTS_FILE));
+            let _ = std::fs::remove_file(config.out.join(crate::lab::points::POINTS_FILE));
             return Err(usage(format!(
                 "the server at {} did not run: {}",
                 spec::label(knobs, &start),
@@ -581,7 +567,7 @@ fn tune(config: &TuneConfig, live: &mut Live) -> anyhow::Result<TuneResults> {
         results.verify = search::check_against_grid(knobs, &found.pick, p99_bound_us, 100, live);
     }
     results.pick = found;
-    results.interrupted = live.options.stop.load(Ordering::SeqCst) || results.pick.is_none();
+    results.interrupted = live.lab.stopped() || results.pick.is_none();
     // Each point named for its configuration (its key starts with the knobs' values).
     results.oversized = oversized(live, knobs);
     results.measured = measured
@@ -638,9 +624,9 @@ impl TuneResults {
 
 /// The points the budget held back, each named for its configuration (its key starts with the
 /// knobs' values), one line a configuration and load: its repetitions say the same.
-fn oversized(live: &Live, knobs: &[Knob]) -> Vec<crate::lab::budget::Oversized> {
+fn oversized(live: &ServerProbes, knobs: &[Knob]) -> Vec<crate::lab::budget::Oversized> {
     let labelled: Vec<PointResult> = live
-        .store
+        .log
         .iter()
         .map(|(key, p)| PointResult {
             arch: spec::label(knobs, &Run::values_of_key(key)),
@@ -727,7 +713,7 @@ fn resume_from(dir: &std::path::Path) -> anyhow::Result<(TuneArgs, f64)> {
 /// The server at one connection, in a closed loop (a rate at one connection would queue its
 /// requests behind each other): its CPU per request and its mean latency, which less the CPU
 /// and the run-queue waits is its wait ([`OneConnection`]); Goetz's pool, `cores x (1 + W/C)`.
-fn profile(live: &mut Live, at: &[u32], cores: f64) -> Option<Profile> {
+fn profile(live: &mut ServerProbes, at: &[u32], cores: f64) -> Option<Profile> {
     let concurrency = live.concurrency;
     live.concurrency = 1;
     live.closed = true;

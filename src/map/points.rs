@@ -1,10 +1,11 @@
-//! A map's finished points, as [`crate::search::store`] keeps them: a [`PointRecord`] each
+//! A map's finished points, as the lab's point log ([`crate::lab::points`]) keeps them: a [`PointRecord`] each
 //! (its cell, the probe, the sample, how it failed), so `--resume DIR` answers the search from
 //! the disk and no finished point is measured twice.
 
 use serde::{Deserialize, Serialize};
 
 use super::search::Probe;
+use crate::lab::points::PointLog;
 use crate::search::Sample;
 
 /// One finished point as stored.
@@ -37,10 +38,9 @@ impl PointRecord {
     }
 }
 
-/// The points of a map or advise run, in `DIR/points.jsonl`, each under its [`PointRecord::key`].
-pub type Store = crate::search::store::Store<PointRecord>;
-
-impl Store {
+/// The point log of a map or advise run (`DIR/points.jsonl`), each point under its
+/// [`PointRecord::key`].
+impl PointLog<PointRecord> {
     /// Stores a finished point under its key.
     pub fn put_record(&mut self, record: PointRecord) -> anyhow::Result<()> {
         self.put(&record.key(), record)
@@ -107,11 +107,11 @@ mod tests {
 
     #[test]
     fn points_survive_a_reopen_and_are_found_by_cell() {
-        let dir = crate::os::fresh_test_dir("store");
-        let mut store = Store::open(&dir).unwrap();
+        let dir = crate::os::fresh_test_dir("map-points");
+        let mut store = PointLog::<PointRecord>::open(&dir).unwrap();
         store.put_record(record(0)).unwrap();
         store.put_record(record(1)).unwrap();
-        let again = Store::open(&dir).unwrap();
+        let again = PointLog::<PointRecord>::open(&dir).unwrap();
         assert_eq!(again.len(), 2);
         assert_eq!(
             again.get("async-r10-c16~prethreaded-8~200ms~1"),

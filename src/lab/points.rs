@@ -1,4 +1,4 @@
-//! A run's finished points on disk, for `map`, `advise` and `tune --resume DIR`: one JSON line
+//! The point log: a run's finished points on disk, for `map`, `advise` and `tune --resume DIR`: one JSON line
 //! each in `DIR/points.jsonl`, appended and synced as each point finishes, so an interrupted
 //! run (Ctrl-C, kill -9) loses no finished point. A last line cut short by a kill is dropped
 //! when the file is read, and the file cut back to the last whole line. The search asks for
@@ -25,14 +25,14 @@ struct Record<T> {
 }
 
 /// The points of one run.
-pub struct Store<T> {
+pub struct PointLog<T> {
     file: File,
     records: BTreeMap<String, T>,
 }
 
-impl<T: Serialize + DeserializeOwned> Store<T> {
+impl<T: Serialize + DeserializeOwned> PointLog<T> {
     /// Opens (creating) `dir/points.jsonl` and reads every whole point in it.
-    pub fn open(dir: &Path) -> anyhow::Result<Store<T>> {
+    pub fn open(dir: &Path) -> anyhow::Result<PointLog<T>> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let path = dir.join(POINTS_FILE);
         let mut file = OpenOptions::new()
@@ -64,7 +64,7 @@ impl<T: Serialize + DeserializeOwned> Store<T> {
                 .with_context(|| format!("cutting {} back", path.display()))?;
             file.seek(SeekFrom::End(0))?;
         }
-        Ok(Store { file, records })
+        Ok(PointLog { file, records })
     }
 
     /// The point stored under `key`, if it finished.
@@ -116,10 +116,10 @@ mod tests {
 
     #[test]
     fn points_survive_a_reopen_and_a_torn_line_is_dropped() {
-        let dir = crate::os::fresh_test_dir("search-store");
+        let dir = crate::os::fresh_test_dir("point-log");
         let (a, b) = ("2,3|c16|run|r0", "2,3|c1|closed|r0");
         {
-            let mut store = Store::<Point>::open(&dir).unwrap();
+            let mut store = PointLog::<Point>::open(&dir).unwrap();
             assert!(store.is_empty());
             store.put(a, result(100.0)).unwrap();
             store.put(b, result(7.0)).unwrap();
@@ -129,7 +129,7 @@ mod tests {
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(b"{\"key\":\"4|c16|run|r0\",\"poi").unwrap();
         drop(f);
-        let mut store = Store::<Point>::open(&dir).unwrap();
+        let mut store = PointLog::<Point>::open(&dir).unwrap();
         assert_eq!(store.len(), 2);
         assert_eq!(store.get(a).unwrap().rps, 100.0);
         assert_eq!(store.get(b).unwrap().rps, 7.0);
@@ -137,7 +137,7 @@ mod tests {
         let c = "4|c16|run|r0";
         store.put(c, result(50.0)).unwrap();
         drop(store);
-        let store = Store::<Point>::open(&dir).unwrap();
+        let store = PointLog::<Point>::open(&dir).unwrap();
         assert_eq!(store.len(), 3);
         assert_eq!(store.get(c).unwrap().rps, 50.0);
         let _ = std::fs::remove_dir_all(&dir);
