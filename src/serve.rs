@@ -139,7 +139,7 @@ impl ServeConfig {
         let spin = spin_of(args)?;
         let tls = match (&args.tls_cert, &args.tls_key) {
             (Some(cert), Some(key)) => {
-                if args.arch != Arch::Async || args.protocol != Protocol::Http {
+                if !args.arch.serves_http2() || args.protocol != Protocol::Http {
                     return Err(crate::usage(format!(
                         "--tls-cert: only --arch async serves TLS (HTTP/2 over TLS), not {}",
                         args.arch.name()
@@ -210,7 +210,7 @@ fn spin_of(args: &ServeArgs) -> anyhow::Result<Duration> {
             MAX_SPIN.as_micros()
         )));
     }
-    if !spin.is_zero() && args.arch != Arch::Async {
+    if !spin.is_zero() && !args.arch.spins() {
         return Err(crate::usage(format!(
             "--spin-us has no effect with --arch {} (only async takes it)",
             args.arch.name()

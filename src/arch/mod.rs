@@ -72,6 +72,25 @@ pub enum Arch {
     Uring,
 }
 
+/// What holds an architecture's threads (or processes), and for how long ([`Arch::holding`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holding {
+    /// One thread serves one connection at a time (iterative).
+    OneConnectionAtATime,
+    /// A thread or process made for each connection, for as long as it lives (forking,
+    /// threaded).
+    SpawnPerConnection,
+    /// A fixed pool whose workers each hold one keep-alive connection while it lives
+    /// (preforked, prethreaded).
+    PoolPerConnection,
+    /// Event loops hand each request to a fixed pool, a worker held while the request runs
+    /// (hybrid).
+    PoolPerRequest,
+    /// Event loops: no thread is held by a connection or a request (poll, epoll, reactors,
+    /// async, uring).
+    Loops,
+}
+
 impl Arch {
     /// Every architecture, in the study's order (the enum's order).
     pub fn all() -> &'static [Arch] {
@@ -132,6 +151,69 @@ impl Arch {
     /// Whether every request runs on one thread, so the server can use one core at most.
     pub fn single_threaded(self) -> bool {
         matches!(self, Arch::Iterative | Arch::Poll | Arch::Epoll)
+    }
+
+    /// What holds the architecture's threads (or processes), and for how long: the one place
+    /// that says it, so that every rule, search and sentence about pools and loops reads it
+    /// from here (a new architecture answers here, not in each of them).
+    pub fn holding(self) -> Holding {
+        match self {
+            Arch::Iterative => Holding::OneConnectionAtATime,
+            Arch::Forking | Arch::Threaded => Holding::SpawnPerConnection,
+            Arch::Preforked | Arch::Prethreaded => Holding::PoolPerConnection,
+            Arch::Hybrid => Holding::PoolPerRequest,
+            Arch::Poll | Arch::Epoll | Arch::Reactors | Arch::Async | Arch::Uring => Holding::Loops,
+        }
+    }
+
+    /// Whether each worker of its pool holds one keep-alive connection for as long as it
+    /// lives: a smaller pool than the connections starves the rest.
+    pub fn holds_connections(self) -> bool {
+        self.holding() == Holding::PoolPerConnection
+    }
+
+    /// Whether a fixed pool of workers each holds a request while it runs (its `--workers`
+    /// caps the requests served at once).
+    pub fn pool_holds_requests(self) -> bool {
+        matches!(
+            self.holding(),
+            Holding::PoolPerConnection | Holding::PoolPerRequest
+        )
+    }
+
+    /// Whether it makes a thread or process for each connection.
+    pub fn spawns_per_connection(self) -> bool {
+        self.holding() == Holding::SpawnPerConnection
+    }
+
+    /// Whether it serves one connection at a time, the next waiting until it closes.
+    pub fn one_connection_at_a_time(self) -> bool {
+        self.holding() == Holding::OneConnectionAtATime
+    }
+
+    /// Whether its connections are read by event loops (one or more threads each waiting on
+    /// many sockets).
+    pub fn runs_event_loops(self) -> bool {
+        matches!(self.holding(), Holding::Loops | Holding::PoolPerRequest)
+    }
+
+    /// The cores it can use at most on a machine of `cores`: one for a single thread.
+    pub fn parallelism(self, cores: f64) -> f64 {
+        if self.single_threaded() {
+            1.0
+        } else {
+            cores
+        }
+    }
+
+    /// Whether it serves HTTP/2 (h2c, and HTTPS with ALPN) besides HTTP/1.1.
+    pub fn serves_http2(self) -> bool {
+        self == Arch::Async
+    }
+
+    /// Whether it takes `--spin-us` (its runtime spins before it parks).
+    pub fn spins(self) -> bool {
+        self == Arch::Async
     }
 
     /// Whether workers are processes forked from the server, whose parent must then stay

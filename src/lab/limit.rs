@@ -120,21 +120,17 @@ impl Shape {
             TargetSpec::Ours { arch, .. } => Some(*arch),
             TargetSpec::External(_) => None,
         };
-        let pool = match arch {
-            Some(Arch::Prethreaded | Arch::Preforked | Arch::Hybrid) => {
-                Some(plan.point.workers.unwrap_or(0)).filter(|w| *w > 0)
-            }
-            _ => None,
-        };
+        let pool = arch
+            .filter(|a| a.pool_holds_requests())
+            .and_then(|_| Some(plan.point.workers.unwrap_or(0)).filter(|w| *w > 0));
+        let cores_f = f64::from(cores.max(1));
         Shape {
             pool,
-            holds_connections: matches!(arch, Some(Arch::Prethreaded | Arch::Preforked)),
+            holds_connections: arch.is_some_and(Arch::holds_connections),
             // Replicas each bring their own loops and pools, within the machine's cores.
-            parallelism: (super::stats::server_parallelism(
-                arch.map_or("", Arch::name),
-                f64::from(cores.max(1)),
-            ) * f64::from(plan.setup.replicas.max(1)))
-            .min(f64::from(cores.max(1))),
+            parallelism: (super::stats::server_parallelism(arch, cores_f)
+                * f64::from(plan.setup.replicas.max(1)))
+            .min(cores_f),
             wait_ms: plan.point.workload.wait_ms(),
             rtt_ms: plan.setup.net.map_or(0.0, |n| n.rtt_us as f64 / 1000.0),
             closed: plan.setup.mode == super::plan::LoadMode::Closed,

@@ -19,7 +19,7 @@ use super::results::{
     ClientUsage, Machine, PointLatency, PointResult, RunFigures, RunMeasurement, ServerUsage,
 };
 use super::server::{free_port, Launch, ReadyLine, ServerProcess};
-use super::stats::{fold_repetitions, generator_saturated, mark_point, server_parallelism};
+use super::stats::{fold_repetitions, generator_saturated, mark_point};
 use crate::arch::Protocol;
 use crate::load::LatencyKey;
 use crate::load::{self, LoadConfig, LoadReport, Mode, Target};
@@ -170,7 +170,7 @@ fn warn_if_generator_bound(
         1.0
     } else {
         match target {
-            TargetSpec::Ours { arch, .. } => server_parallelism(arch.name(), cores),
+            TargetSpec::Ours { arch, .. } => arch.parallelism(cores),
             TargetSpec::External(_) => cores,
         }
     };

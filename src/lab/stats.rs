@@ -322,13 +322,9 @@ pub fn little_warning(
     ))
 }
 
-/// How many cores a server architecture can use at most.
-pub fn server_parallelism(arch: &str, cores: f64) -> f64 {
-    if Arch::from_name(arch).is_some_and(Arch::single_threaded) {
-        1.0
-    } else {
-        cores
-    }
+/// How many cores a server can use at most: ours as its architecture says, another all of them.
+pub fn server_parallelism(arch: Option<Arch>, cores: f64) -> f64 {
+    arch.map_or(cores, |a| a.parallelism(cores))
 }
 
 #[cfg(test)]

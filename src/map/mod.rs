@@ -42,6 +42,9 @@ pub struct MapArgs {
     /// One progress line per cell instead of a live line.
     #[arg(long)]
     pub plain: bool,
+    /// List the map presets (cells and grid points) and exit.
+    #[arg(long)]
+    pub list: bool,
     /// A network path between the load generator and every server, as root (overrides the
     /// file's `net`; `none`: loopback):
     /// rtt=50ms[,jitter=5ms][,rate=10mbit][,bottleneck=100mbit][,queue=N][,loss=0.5%]
@@ -92,6 +95,9 @@ default pools then follow the budget.",
 
 /// Runs `sweetspot map`.
 pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
+    if args.list {
+        return Ok(crate::print_stdout(&preset_listing()?)?);
+    }
     let (spec, source, out, previous_wall_s) = match &args.resume {
         Some(dir) => resume_from(dir)?,
         None => {
@@ -160,6 +166,27 @@ pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// `map --list`: every preset with its cells, its full grid and its description.
+fn preset_listing() -> anyhow::Result<String> {
+    let cores = crate::lab::Machine::detect().cores.max(1);
+    let mut listing = String::new();
+    for (name, _) in PRESETS {
+        let spec = MapSpec::load(name)?;
+        let cells = spec.cells();
+        let grid: usize = cells
+            .iter()
+            .map(|c| run::cell_of(&spec, c, cores, &[]).full_grid_points())
+            .sum();
+        listing.push_str(&format!(
+            "{name:<10} {:>4} cells {:>6} grid points  {}\n",
+            cells.len(),
+            grid,
+            spec.description
+        ));
+    }
+    Ok(listing)
 }
 
 /// The spec, source, directory and wall time so far of an interrupted run.

@@ -252,14 +252,6 @@ fn signed_loss(loss: f64) -> String {
     }
 }
 
-/// Whether an architecture is an event loop (one or more threads each waiting on many sockets).
-fn event_loop(arch: Arch) -> bool {
-    matches!(
-        arch,
-        Arch::Poll | Arch::Epoll | Arch::Reactors | Arch::Hybrid | Arch::Async | Arch::Uring
-    )
-}
-
 /// What the map shows, in a paragraph computed from its cells: where the architecture stops
 /// mattering, what blocking waits need, where event loops win and by how much, where the
 /// rules of thumb are off, and how near the physical bound the winners came.
@@ -485,7 +477,7 @@ fn listed(lead: &str, items: &[String]) -> Option<String> {
 fn event_loop_sentence(won: &[(&CellResult, &Outcome)]) -> Option<String> {
     let loops: Vec<&(&CellResult, &Outcome)> = won
         .iter()
-        .filter(|(_, o)| o.ties.is_empty() && event_loop(o.winner.expect("won").arch))
+        .filter(|(_, o)| o.ties.is_empty() && o.winner.expect("won").arch.runs_event_loops())
         .collect();
     let (c, o) = loops.iter().max_by(|a, b| {
         a.1.margin

@@ -453,7 +453,7 @@ impl Experiment {
         for &s in &self.streams {
             int_in("streams", u64::from(s), 1, crate::load::MAX_STREAMS)?;
         }
-        if let Some(arch) = self.archs.iter().find(|a| **a != Arch::Async) {
+        if let Some(arch) = self.archs.iter().find(|a| !a.serves_http2()) {
             return Err(format!(
                 "streams: {} does not speak HTTP/2; of ours only async does (archs = [\"async\"])",
                 arch.name()

@@ -184,8 +184,8 @@ impl Cell {
     /// fewer (64 connections, or W/C 10).
     pub fn crowded(&self, c: Candidate) -> bool {
         let per_connection = match c.arch {
-            Arch::Forking | Arch::Threaded => c.workers.is_none(),
-            a if holds_connections(a) => c.workers >= Some(self.concurrency),
+            a if a.spawns_per_connection() => c.workers.is_none(),
+            a if a.holds_connections() => c.workers >= Some(self.concurrency),
             _ => false,
         };
         let runnable = f64::from(self.concurrency) * self.cpu_us
@@ -198,7 +198,7 @@ impl Cell {
     pub(super) fn threads_of(&self, c: Candidate) -> u32 {
         match c.workers {
             Some(w) => w,
-            None if matches!(c.arch, Arch::Forking | Arch::Threaded) => self.concurrency,
+            None if c.arch.spawns_per_connection() => self.concurrency,
             None => 1,
         }
     }
@@ -272,7 +272,7 @@ impl Cell {
     /// threads only run CPU work then; more only contend). `None` without a pool.
     pub fn start_pool(&self, arch: Arch) -> Option<u32> {
         arch.pooled().then(|| {
-            if holds_connections(arch) {
+            if arch.holds_connections() {
                 self.pool_cap()
             } else if self.blocking {
                 self.goetz()
@@ -314,18 +314,12 @@ impl Cell {
     }
 }
 
-/// Whether each worker of the architecture's pool holds one keep-alive connection for as long
-/// as it lives: a smaller pool than the connections starves the rest, whatever the window.
-pub(super) fn holds_connections(arch: Arch) -> bool {
-    matches!(arch, Arch::Prethreaded | Arch::Preforked)
-}
-
 /// Whether a candidate leaves keep-alive connections unanswered by its shape, however long it
 /// runs: a pool of connection-holding workers smaller than the connections, or one thread
 /// serving one connection at a time to more than one.
 pub(super) fn starves_by_shape(c: Candidate, concurrency: u32) -> bool {
-    (holds_connections(c.arch) && c.workers < Some(concurrency))
-        || (c.arch == Arch::Iterative && concurrency > 1)
+    (c.arch.holds_connections() && c.workers < Some(concurrency))
+        || (c.arch.one_connection_at_a_time() && concurrency > 1)
 }
 
 /// The shortest window under a CPU quota: ten of its 100 ms periods. A window that starts

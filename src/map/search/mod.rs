@@ -24,7 +24,7 @@ mod outcome;
 mod testing;
 mod verify;
 
-use cell::{holds_connections, starves_by_shape, window_ms};
+use cell::{starves_by_shape, window_ms};
 pub use cell::{Candidate, Cell, Probe};
 use outcome::{decisions, labels, no_winner, row_of, rows};
 pub use outcome::{CandidateRow, Outcome, RuleOutcome};
@@ -530,7 +530,7 @@ pub fn search(cell: &Cell, m: &mut dyn Measure<Probe>) -> Option<Outcome> {
         let leader = field[ranking.winner];
         // A pick beyond reach needs no pool search either: no pool of it can pass it.
         if !leader.arch.pooled()
-            || holds_connections(leader.arch)
+            || leader.arch.holds_connections()
             || searched.contains(&leader.arch)
             || s.beyond.is_some()
         {
