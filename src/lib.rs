@@ -1,10 +1,15 @@
 //! sweetspot: a laboratory for server concurrency.
 //!
-//! Three jobs share this library: [`serve`] serves one app ([`app`]) over one sans-IO HTTP layer
+//! [`serve`] serves one app ([`app`], on the guestbook's [`store`]) over one sans-IO HTTP layer
 //! ([`http`]) in every concurrency architecture of [`arch`]; [`load`] generates load and
-//! measures latency honestly (and [`merge`] adds up the segments of a distributed run);
-//! [`sweep`] runs experiments across both and explains the result. [`cli`] is the
-//! command line; [`sys`] is the only home of `unsafe`.
+//! measures latency honestly (and [`merge`] adds up the segments of a distributed run). The
+//! [`lab`] measures one point (a server started, loaded, sampled and stopped), behind one door
+//! every command opens the same way ([`lab::Lab`]); the commands that measure sit on it:
+//! [`sweep`] (experiments, explained), [`map`] and `advise` (the sweet-spot map, one cell),
+//! [`tune`] (the user's own server's knobs), the last three over the [`search`] kernel, and
+//! [`limiter`] (adaptive concurrency limiters against the knee). [`net`] is the network path
+//! between clients and server. [`cli`] is the command line; [`sys`] is the only home of
+//! `unsafe`. The layers, bottom up, are in docs/DESIGN.md and checked by tests/layering.rs.
 
 /// Files shipped in the repository, read into the binary, as `(name, text)` pairs:
 /// `shipped!("experiments/", ".toml"; "quick", "echo")` reads `experiments/quick.toml` as
@@ -21,6 +26,7 @@ macro_rules! shipped {
 pub mod app;
 pub mod arch;
 pub mod cli;
+pub mod deadlines;
 pub mod http;
 pub mod lab;
 pub mod limiter;
@@ -36,7 +42,6 @@ pub mod serve;
 pub mod store;
 pub mod sweep;
 pub mod sys;
-pub mod timers;
 pub mod tune;
 pub mod units;
 

@@ -12,7 +12,13 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["lib", "sys"],
     &[
-        "http", "store", "render", "reclaim", "units", "os", "timers",
+        "http",
+        "store",
+        "render",
+        "reclaim",
+        "units",
+        "os",
+        "deadlines",
     ],
     &["net"],
     &["app"],

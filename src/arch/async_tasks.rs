@@ -2,7 +2,7 @@
 //! (one listener, a task spawned per connection, a graceful stop told through a `watch`
 //! channel). Each task drives the sans-IO [`Exchange`] like the blocking loop
 //! ([`super::blocking`]) but waits without holding a thread: `/sleep`, idle and request
-//! deadlines and stalled writes on the runtime's one timerfd ([`crate::timers`], which
+//! deadlines and stalled writes on the runtime's one timerfd ([`crate::deadlines`], which
 //! keeps tokio's own timer, and so a kernel timer per worker park, out of the way), SQLite on
 //! the blocking pool, Redis through one task that owns a pipelined connection ([`RedisCodec`]).
 //! `/fib` runs inline and holds its worker, as plain async code does; that is what the lab
@@ -29,10 +29,10 @@ use super::request::{
 };
 use super::{Architecture, Protocol, ServerContext, DRAIN};
 use crate::app::{App, Route};
+use crate::deadlines::{Deadline, PreciseTimers};
 use crate::http::{FileBody, Request, Response};
 use crate::store::redis_pipe::{Finished, RedisAnswer, RedisCodec, RedisRequest};
 use crate::store::{LazyStore, StoreConfig, StoreError};
-use crate::timers::{Deadline, PreciseTimers};
 
 /// How often the accept loop looks at the stop flag (set by the signal handler).
 const STOP_CHECK: Duration = Duration::from_millis(50);

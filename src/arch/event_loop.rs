@@ -6,7 +6,7 @@
 //! replies come back through its eventfd. Requests are answered by [`pipeline::answer`], in
 //! order; running out of file descriptors pauses accepting for a moment and is logged.
 
-use crate::timers::DueHeap;
+use crate::deadlines::DueHeap;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};

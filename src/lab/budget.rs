@@ -89,7 +89,7 @@ pub fn parse_cpuset(text: &str, usable: &[usize]) -> Result<Vec<usize>, String> 
     if let Some(cpu) = cpus.iter().find(|c| !usable.contains(c)) {
         return Err(format!(
             "no CPU {cpu} here (CPUs {})",
-            crate::render::units::cpu_list_text(usable)
+            crate::render::numbers::cpu_list_text(usable)
         ));
     }
     Ok(cpus)
@@ -394,15 +394,15 @@ impl Oversized {
             cores_words(self.quota),
             self.throttled_share * 100.0,
             self.throttled_ms_per_request,
-            crate::render::units::thousands(self.rps),
-            crate::render::units::duration_us(self.p99_us),
+            crate::render::numbers::thousands(self.rps),
+            crate::render::numbers::duration_us(self.p99_us),
         );
         match &self.right_sized {
             Some(r) => text.push_str(&format!(
                 ", against {}'s {} req/s, p99 {} (right-sized: throttled in {:.0}% of periods)",
                 r.series,
-                crate::render::units::thousands(r.rps),
-                crate::render::units::duration_us(r.p99_us),
+                crate::render::numbers::thousands(r.rps),
+                crate::render::numbers::duration_us(r.p99_us),
                 r.throttled_share * 100.0
             )),
             None => text.push_str(" (no right-sized run of the same case to set it against)"),

@@ -432,7 +432,7 @@ impl BudgetCgroup {
 
     /// The CPUs `cpus` only (`cpuset = "0"`), on the memory nodes of the runner's own set.
     pub fn cpuset(cpus: &[usize]) -> anyhow::Result<BudgetCgroup> {
-        let list = crate::render::units::cpu_list_text(cpus);
+        let list = crate::render::numbers::cpu_list_text(cpus);
         let mems = std::fs::read_to_string("/proc/self/status")
             .ok()
             .and_then(|s| {

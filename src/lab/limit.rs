@@ -11,7 +11,7 @@ pub use super::results::{Limit, LimitKind};
 use super::stats::requests_in_flight;
 use crate::arch::Arch;
 use crate::load::SATURATED_BUSY_FRACTION;
-use crate::render::units::thousands;
+use crate::render::numbers::thousands;
 
 /// A share of the cores the server may use at or above which its cores are its limit.
 pub const CORES_BUSY: f64 = 0.9;
@@ -327,7 +327,7 @@ fn path_bound(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
             thousands(bound),
             offered(p),
             thousands(n.response_bytes),
-            crate::render::units::duration_us(n.transfer_ms * 1000.0),
+            crate::render::numbers::duration_us(n.transfer_ms * 1000.0),
             crate::net::rate_text(n.spec.rate_bps.unwrap_or(0)),
             f.used,
             f.room
@@ -383,18 +383,18 @@ fn path(p: &PointResult) -> Option<Limit> {
              them more than 1 ms late) and dropped {} for want of room ({} at its devices), \
              using {:.2} s of CPU: the figure is the lab's, not the server's",
             thousands(n.written as f64),
-            crate::render::units::duration_us(n.late_mean_us),
+            crate::render::numbers::duration_us(n.late_mean_us),
             if rtt_us > 0.0 {
                 format!(
                     " ({} of the {} round trip)",
                     pct(n.late_mean_us / rtt_us),
-                    crate::render::units::duration_us(rtt_us)
+                    crate::render::numbers::duration_us(rtt_us)
                 )
             } else {
                 String::new()
             },
-            crate::render::units::duration_us(n.late_p99_us),
-            crate::render::units::duration_us(n.late_max_us),
+            crate::render::numbers::duration_us(n.late_p99_us),
+            crate::render::numbers::duration_us(n.late_max_us),
             pct(late),
             thousands((n.overflowed + n.device_dropped) as f64),
             thousands(n.device_dropped as f64),
@@ -604,7 +604,7 @@ fn pool(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
              used",
             thousands(rps),
             pct(rps / bound),
-            crate::render::units::duration_us(cycle_ms * 1000.0),
+            crate::render::numbers::duration_us(cycle_ms * 1000.0),
             thousands(bound),
             f.in_server,
             offered(p),
@@ -656,7 +656,7 @@ fn held(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
                  {} connections' requests were in the server (Little's law): a pool of about \
                  {:.0} held through each wait, {:.2} of {:.1} cores used",
             thousands(rps),
-            crate::render::units::duration_us(cycle_ms * 1000.0),
+            crate::render::numbers::duration_us(cycle_ms * 1000.0),
             f.in_server,
             p.concurrency,
             serving.round().max(1.0),

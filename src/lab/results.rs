@@ -344,7 +344,7 @@ impl PointResult {
         if self.error_rate() <= 0.01 {
             return None;
         }
-        let n = |v: u64| crate::render::units::thousands(v as f64);
+        let n = |v: u64| crate::render::numbers::thousands(v as f64);
         let responses: u64 = self.figures.status.values().sum();
         let bad: Vec<(&String, &u64)> = self
             .figures
@@ -559,7 +559,7 @@ mod tests {
 
     #[test]
     fn utc_formatting_matches_known_dates() {
-        crate::render::units::tests::writes(
+        crate::render::numbers::tests::writes(
             format_utc,
             &[
                 (0, "1970-01-01T00:00:00Z"),

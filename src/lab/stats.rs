@@ -12,7 +12,7 @@ use super::plan::LoadMode;
 use super::results::{PointResult, RunMeasurement, Spread};
 use crate::arch::Arch;
 use crate::load::SATURATED_BUSY_FRACTION;
-use crate::render::units::thousands;
+use crate::render::numbers::thousands;
 
 /// Throughputs within this fraction of the best count as "as good" (sweet spot, ties).
 pub const WITHIN_BEST: f64 = 0.05;

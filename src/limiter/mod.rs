@@ -460,7 +460,7 @@ fn knee_sweep(
         eprintln!(
             "  knee sweep {path}: N={n:<4} {:>8.0} req/s  p99 {}",
             report.rps,
-            crate::render::units::duration_us(report.latency_us.p99)
+            crate::render::numbers::duration_us(report.latency_us.p99)
         );
         if judge::past_the_knee(&levels) {
             break;
@@ -739,7 +739,7 @@ fn judge_run(
         verdict.push_str(&format!(
             " The gate was behind (arrivals {} late on average, its CPU {:.2} s): these \
              figures are partly the lab's.",
-            crate::render::units::duration_us(counts.arrival_late_mean_us),
+            crate::render::numbers::duration_us(counts.arrival_late_mean_us),
             lab.client_cpu_s
         ));
     }

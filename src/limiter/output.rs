@@ -12,8 +12,8 @@ use super::judge::Knee;
 use super::scenario::SCENARIOS;
 use super::{ControllerRun, LimitersResults, ScenarioResult};
 use crate::render::html::{escape, page_start, PAGE_END};
+use crate::render::numbers::duration_us;
 use crate::render::svg::{time_plot, Line};
-use crate::render::units::duration_us;
 
 /// `--list`.
 pub fn list() -> String {

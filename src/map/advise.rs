@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::halving::{Outcome, Verify};
 use super::points::PointRecord;
 use super::run::{cell_of, round_trip, search_cell, Progress};
-use super::search::{Outcome, Verify};
 use super::spec::{work_route, CellSpec, MapSpec, WaitMode};
 use crate::arch::Arch;
 use crate::lab::budget::BudgetApplied;
@@ -18,7 +18,7 @@ use crate::lab::points::PointLog;
 use crate::lab::probe::{sum_cpu, Members, TreeSampler};
 use crate::lab::Lab;
 use crate::load::{LoadConfig, Mode, Target};
-use crate::render::units::{duration_us, percent, thousands, wall_time};
+use crate::render::numbers::{duration_us, percent, thousands, wall_time};
 use crate::search::flags::SearchFlags;
 use crate::search::profile::OneConnection;
 use crate::units::duration_ms;

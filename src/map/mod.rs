@@ -1,17 +1,17 @@
 //! The sweet-spot map and `advise`: which architecture and pool size win, over CPU-versus-wait
 //! and concurrency, found by an adaptive search rather than a grid. In the order a run uses
-//! them: [`spec`] (the cells), [`search`] (successive halving, then the pool by the kernel's
+//! them: [`spec`] (the cells), [`halving`] (successive halving, then the pool by the kernel's
 //! knob search, ranked by cost), [`run`] (live measurements through the lab's door, progress),
 //! [`points`] (each finished point logged at once, for `--resume`), [`results`] (what a run
 //! holds), [`output`] (table, heat maps, report). [`advise`] is one cell, for one workload,
 //! with the rules of thumb measured beside it.
 
 pub mod advise;
+pub mod halving;
 pub mod output;
 pub mod points;
 pub mod results;
 pub mod run;
-pub mod search;
 pub mod spec;
 
 use std::path::{Path, PathBuf};

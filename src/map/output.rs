@@ -9,13 +9,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+use super::halving::{CandidateRow, Outcome};
 use super::results::{write_results, CellResult, MapResults, RESULTS_FILE};
-use super::search::{CandidateRow, Outcome};
 use super::spec::WaitMode;
 use crate::arch::Arch;
 use crate::render::html::{escape, page_start, PAGE_END};
+use crate::render::numbers::{duration_us, percent, thousands, wall_time};
 use crate::render::svg::{heat_map, HeatCell};
-use crate::render::units::{duration_us, percent, thousands, wall_time};
 
 /// A cell's text: the winner (`arch/W`), `any of N: a, b`, or why there is none.
 pub fn cell_text(c: &CellResult) -> String {
@@ -431,7 +431,7 @@ fn bound_sentence(won: &[(&CellResult, &Outcome)], round_trip_us: f64) -> Option
             } else {
                 format!("{} cells", at.len())
             },
-            crate::render::units::duration_us(round_trip_us),
+            crate::render::numbers::duration_us(round_trip_us),
             at.join(", ")
         )
     })
@@ -973,7 +973,7 @@ pub fn write_all(results: &MapResults, dir: &Path) -> anyhow::Result<Vec<PathBuf
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::map::search::Candidate;
+    use crate::map::halving::Candidate;
     use crate::map::spec::MapSpec;
 
     /// A searched cell of `spec` at (ratio, connections, round trip) won by `winner` (with

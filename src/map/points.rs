@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::search::Probe;
+use super::halving::Probe;
 use crate::lab::points::PointLog;
 use crate::search::Sample;
 
@@ -76,7 +76,7 @@ impl PointLog<PointRecord> {
 mod tests {
     use super::*;
     use crate::arch::Arch;
-    use crate::map::search::Candidate;
+    use crate::map::halving::Candidate;
 
     fn record(rep: u32) -> PointRecord {
         PointRecord {
@@ -108,9 +108,9 @@ mod tests {
     #[test]
     fn points_survive_a_reopen_and_are_found_by_cell() {
         let dir = crate::os::fresh_test_dir("map-points");
-        let mut store = PointLog::<PointRecord>::open(&dir).unwrap();
-        store.put_record(record(0)).unwrap();
-        store.put_record(record(1)).unwrap();
+        let mut log = PointLog::<PointRecord>::open(&dir).unwrap();
+        log.put_record(record(0)).unwrap();
+        log.put_record(record(1)).unwrap();
         let again = PointLog::<PointRecord>::open(&dir).unwrap();
         assert_eq!(again.len(), 2);
         assert_eq!(

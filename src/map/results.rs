@@ -6,8 +6,8 @@ use std::path::Path;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use super::halving::{Outcome, Verify};
 use super::points::PointRecord;
-use super::search::{Outcome, Verify};
 use super::spec::{CellSpec, MapSpec};
 use crate::lab::results::Machine;
 
@@ -77,7 +77,7 @@ pub struct RoundTripAt {
     /// The cycle less C, µs: the path's round trip and what the machine adds.
     pub us: f64,
     /// The machine's p99 jitter at one connection, µs: two p99s closer than it are as good
-    /// (see [`super::search::Cell::p99_jitter_us`]).
+    /// (see [`super::halving::Cell::p99_jitter_us`]).
     pub jitter_us: f64,
 }
 

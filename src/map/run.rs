@@ -6,9 +6,9 @@
 use std::io::IsTerminal;
 use std::time::Instant;
 
+use super::halving::{self, Candidate, Cell, Outcome, Probe, Verify};
 use super::points::PointRecord;
 use super::results::{write_results, CellResult, MapResults, RoundTripAt};
-use super::search::{self, Candidate, Cell, Outcome, Probe, Verify};
 use super::spec::{CellSpec, MapSpec, WaitMode};
 use crate::arch::Arch;
 use crate::lab::plan::{PointPlan, PointSpec, Setup, TargetSpec, Workload};
@@ -218,10 +218,10 @@ pub struct RoundTrip {
 /// loop adds to every cycle whatever the server (two wake-ups, the generator's and the
 /// server's parsing, and the CPU the request takes beyond its C: 1 ms of CPU cycled in
 /// 1,086 us where an empty request cycled in 44 to 54 us), so the search can tell a server at
-/// what the machine allows ([`search::Cell::reach_rps`]). The p99's distance from the median
+/// what the machine allows ([`halving::Cell::reach_rps`]). The p99's distance from the median
 /// on both is the machine's own jitter (a shared machine's preemptions; 0.2 to 0.3 ms here
-/// at 1 ms), under which two p99s cannot be told apart ([`search::Cell::p99_jitter_us`]).
-/// Measured once a run for each C and path (kept in the store); across a path it holds the
+/// at 1 ms), under which two p99s cannot be told apart ([`halving::Cell::p99_jitter_us`]).
+/// Measured once a run for each C and path (kept in the point log); across a path it holds the
 /// path's round trip (`rtt_ms`). `None`: interrupted.
 pub fn round_trip(
     spec: &MapSpec,
@@ -305,8 +305,8 @@ pub fn search_cell(
         progress,
     };
     // The default pool is the winner's: the search runs once without the rules, then again
-    // with them; the second run's points up to the rules come from the store, not a server.
-    let mut outcome = search::search(&probe_cell, &mut live)?;
+    // with them; the second run's points up to the rules come from the point log, not a server.
+    let mut outcome = halving::search(&probe_cell, &mut live)?;
     if let Some(winner) = outcome.winner.filter(|w| w.arch.pooled()) {
         let default_pool = winner
             .arch
@@ -317,11 +317,11 @@ pub fn search_cell(
             rules,
             ..probe_cell.clone()
         };
-        outcome = search::search(&rules_cell, &mut live)?;
+        outcome = halving::search(&rules_cell, &mut live)?;
     }
     say_how_rules_failed(&mut outcome, &cell.key, live.log);
     let verify = match (spec.verify, outcome.winner) {
-        (true, Some(_)) => Some(search::verify(&probe_cell, &outcome, &mut live)?),
+        (true, Some(_)) => Some(halving::verify(&probe_cell, &outcome, &mut live)?),
         _ => None,
     };
     Some((outcome, verify))
@@ -402,7 +402,7 @@ impl Progress {
             let per_cell = self.started.elapsed().as_secs_f64() / self.done as f64;
             format!(
                 ", about {} left",
-                crate::render::units::wall_time(per_cell * (self.cells - self.done) as f64)
+                crate::render::numbers::wall_time(per_cell * (self.cells - self.done) as f64)
             )
         } else {
             String::new()
@@ -446,7 +446,7 @@ impl Progress {
                 self.cells,
                 self.current,
                 self.measured,
-                crate::render::units::wall_time(left)
+                crate::render::numbers::wall_time(left)
             );
         }
     }
@@ -486,7 +486,7 @@ mod tests {
         }))
         .unwrap();
         let dir = crate::os::fresh_test_dir("rules");
-        let mut store = PointLog::<PointRecord>::open(&dir).unwrap();
+        let mut log = PointLog::<PointRecord>::open(&dir).unwrap();
         for (candidate, failure) in [
             (
                 async5,
@@ -494,22 +494,21 @@ mod tests {
             ),
             (async2, None),
         ] {
-            store
-                .put_record(PointRecord {
-                    cell: "async-r0-c16".into(),
-                    probe: Probe {
-                        candidate,
-                        duration_ms: 300,
-                        rep: 0,
-                    },
-                    sample: sample_of(&Default::default(), 1),
-                    failure: failure.map(str::to_string),
-                })
-                .unwrap();
+            log.put_record(PointRecord {
+                cell: "async-r0-c16".into(),
+                probe: Probe {
+                    candidate,
+                    duration_ms: 300,
+                    rep: 0,
+                },
+                sample: sample_of(&Default::default(), 1),
+                failure: failure.map(str::to_string),
+            })
+            .unwrap();
         }
-        say_how_rules_failed(&mut outcome, "async-r0-c16", &store);
+        say_how_rules_failed(&mut outcome, "async-r0-c16", &log);
         // One point of two failed: the run did not fail as a whole.
-        assert_eq!(store.every_point_failed(), None);
+        assert_eq!(log.every_point_failed(), None);
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(
             outcome.rules[0].missed_because.as_deref(),
@@ -524,28 +523,27 @@ mod tests {
     #[test]
     fn a_run_whose_every_point_failed_says_so_with_the_first_cause() {
         let dir = crate::os::fresh_test_dir("failed");
-        let mut store = PointLog::<PointRecord>::open(&dir).unwrap();
-        assert_eq!(store.every_point_failed(), None);
+        let mut log = PointLog::<PointRecord>::open(&dir).unwrap();
+        assert_eq!(log.every_point_failed(), None);
         for workers in [1, 2] {
-            store
-                .put_record(PointRecord {
-                    cell: "async-r0-c16".into(),
-                    probe: Probe {
-                        candidate: Candidate {
-                            arch: Arch::Async,
-                            workers: Some(workers),
-                        },
-                        duration_ms: 300,
-                        rep: 0,
+            log.put_record(PointRecord {
+                cell: "async-r0-c16".into(),
+                probe: Probe {
+                    candidate: Candidate {
+                        arch: Arch::Async,
+                        workers: Some(workers),
                     },
-                    sample: sample_of(&Default::default(), 1),
-                    failure: Some(format!(
-                        "requests failed: every response was 500 ({workers} of {workers})\nmore"
-                    )),
-                })
-                .unwrap();
+                    duration_ms: 300,
+                    rep: 0,
+                },
+                sample: sample_of(&Default::default(), 1),
+                failure: Some(format!(
+                    "requests failed: every response was 500 ({workers} of {workers})\nmore"
+                )),
+            })
+            .unwrap();
         }
-        let said = store.every_point_failed();
+        let said = log.every_point_failed();
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(
             said.as_deref(),

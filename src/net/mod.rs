@@ -119,7 +119,7 @@ impl NetSpec {
     pub fn describe(&self) -> String {
         format!(
             "rtt {}{}",
-            crate::render::units::duration_us(self.rtt_us as f64),
+            crate::render::numbers::duration_us(self.rtt_us as f64),
             self.describe_links()
         )
     }
@@ -131,7 +131,7 @@ impl NetSpec {
         if self.jitter_us > 0 {
             out.push_str(&format!(
                 " ± {}",
-                crate::render::units::duration_us(self.jitter_us as f64)
+                crate::render::numbers::duration_us(self.jitter_us as f64)
             ));
         }
         let queue = match self.queue {

@@ -22,7 +22,7 @@ use hdrhistogram::Histogram;
 use rand::{RngExt, SeedableRng};
 
 use super::packet::{self, Field, FlowState, Link, RateQueue};
-use crate::timers::DueHeap;
+use crate::deadlines::DueHeap;
 
 /// Bytes held in one direction at most.
 pub const QUEUE_BYTES: usize = 64 << 20;

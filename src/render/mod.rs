@@ -1,14 +1,14 @@
 //! Presentation, below every command that writes for people: numbers and durations
-//! ([`units`]), HTML escaping and the one page shell ([`html`]), the plotting primitives
+//! ([`numbers`]), HTML escaping and the one page shell ([`html`]), the plotting primitives
 //! ([`svg`]) and the JSON writer ([`json`]). `load`, `sweep` and `merge` write through it;
 //! it depends on nothing of the project but the crate root (`usage`, `print_stdout`).
 
 pub mod html;
 pub mod json;
+pub mod numbers;
 pub mod svg;
-pub mod units;
 
-pub use units::{duration_us, percent, thousands};
+pub use numbers::{duration_us, percent, thousands};
 
 /// A latency figure as every output writes it: `1.2 ms`, or `>= 1.2 ms` when the true value
 /// is only known to be at least this (a lower bound).

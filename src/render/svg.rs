@@ -11,7 +11,7 @@ use plotters::coord::types::{RangedCoordf64, RangedCoordusize};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::units::thousands;
+use super::numbers::thousands;
 
 /// One rendered plot.
 #[derive(Debug, Clone, PartialEq)]

@@ -26,7 +26,7 @@ pub trait Measure<P: ?Sized> {
 pub fn points_sentence(measured: usize, wall_s: f64, grid: usize) -> String {
     format!(
         "{measured} points measured in {}, where the full grid needs {grid} ({} of it)",
-        crate::render::units::wall_time(wall_s),
-        crate::render::units::percent(measured as f64 / grid.max(1) as f64)
+        crate::render::numbers::wall_time(wall_s),
+        crate::render::numbers::percent(measured as f64 / grid.max(1) as f64)
     )
 }

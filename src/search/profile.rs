@@ -33,7 +33,7 @@ impl OneConnection {
     /// microsecond: what [`Self::wait_us`] took out besides the CPU, for the profile's text.
     pub fn runqueue_text(&self) -> Option<String> {
         let us = |us: f64| match us >= 1.0 {
-            true => crate::render::units::duration_us(us),
+            true => crate::render::numbers::duration_us(us),
             false => "0".to_string(),
         };
         (self.runqueue_us() >= 1.0).then(|| {

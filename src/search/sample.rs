@@ -8,7 +8,7 @@ use super::rank::Level;
 use crate::lab::limit::{Limit, LimitKind};
 use crate::lab::results::PointResult;
 use crate::load::LatencyKey;
-use crate::render::units::duration_us;
+use crate::render::numbers::duration_us;
 
 /// How near the edge of a clear lead (a throughput [`TIE_FRACTION`] ahead) a dearer candidate
 /// has to be for its loss on cost to be confirmed.
@@ -36,7 +36,7 @@ pub struct Sample {
     pub threads: u64,
     #[serde(default)]
     pub processes: u64,
-    /// What limited the point, with its evidence (`None`: not judged, as in older stores).
+    /// What limited the point, with its evidence (`None`: not judged, as in older point logs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<Limit>,
 }

@@ -1,8 +1,8 @@
 //! Experiments: `sweetspot sweep` runs a grid of servers and loads and names the sweet spot;
 //! `sweetspot report` renders a finished sweep again. In the order a sweep uses them: [`spec`]
-//! (the experiment, TOML; the presets are files in `experiments/`); [`runner`] (per point, start
-//! a server with [`server`], warm up, measure with the in-process load engine while [`probe`]
-//! samples the server's process tree, stop it); [`analysis`] (statistics, the USL fit, the best
+//! (the experiment, TOML; the presets are files in `experiments/`); [`runner`] (every point
+//! through the lab's door, [`crate::lab::Lab::measure`]: a server started, warmed up, loaded by
+//! the in-process engine while its process tree is sampled, stopped); [`analysis`] (statistics, the USL fit, the best
 //! architecture and the words that explain it); [`results`] (`results.json`); [`output`] (JSON,
 //! Markdown, SVG and HTML, and the terminal summary). Runner -> analysis -> output, never back.
 

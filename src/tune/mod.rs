@@ -1,15 +1,17 @@
 //! `sweetspot tune`: the sweet spot of the user's own server over its own knobs (workers,
 //! threads, or any one named), against the user's own request and p99 bound. The server is
-//! started, probed and stopped as a sweep's external target ([`crate::sweep::runner`]: its
-//! process tree's CPU, peak RSS, threads and processes, nothing left running); the knobs are
-//! searched by [`search`] (coordinate search over the map's knob search); beside the pick, the
-//! server's own default, `2n+1` and Goetz's pool from a profile at one connection are measured
-//! with what each loses; `--verify` measures the full grid and says whether the pick is inside
-//! its best's spread. [`spec`] checks what is asked before anything runs; [`store`] keeps each
-//! finished point on disk, so `--resume DIR` finishes a stopped run without measuring it again.
+//! started, probed and stopped through the lab's door ([`crate::lab::Lab::point`]: an external
+//! target, its process tree's CPU, peak RSS, threads and processes, nothing left running); the
+//! knobs are searched by [`coordinate`] (coordinate search over the kernel's knob search);
+//! beside the pick, the server's own default, `2n+1` and Goetz's pool from a profile at one
+//! connection are measured with what each loses; `--verify` measures the full grid and says
+//! whether the pick is inside its best's spread. [`spec`] checks what is asked before anything
+//! runs; the lab's point log ([`crate::lab::points`]) keeps each finished point on disk, so
+//! `--resume DIR` finishes a stopped run without measuring it again. [`output`] writes each
+//! format.
 
+pub mod coordinate;
 pub mod output;
-pub mod search;
 pub mod spec;
 
 use std::path::PathBuf;
@@ -31,7 +33,7 @@ use crate::search::rank::Level;
 use crate::search::sample_of;
 use crate::search::Sample;
 use crate::usage;
-use search::{Measure, Measured, Run};
+use coordinate::{Measure, Measured, Run};
 use spec::Knob;
 
 /// Flags of `sweetspot tune`.
@@ -197,7 +199,7 @@ pub struct TuneResults {
     pub started: String,
     pub wall_s: f64,
     pub interrupted: bool,
-    pub pick: Option<search::Found>,
+    pub pick: Option<coordinate::Found>,
     pub passes: usize,
     /// Every configuration the search measured, in knob order.
     pub measured: Vec<ConfigRow>,
@@ -205,7 +207,7 @@ pub struct TuneResults {
     pub grid_points: usize,
     pub profile: Option<Profile>,
     pub rules: Vec<RuleResult>,
-    pub verify: Option<search::GridCheck>,
+    pub verify: Option<coordinate::GridCheck>,
     /// The CPU budget the server ran under (Goetz's pool counts its cores and 2n+1 its
     /// whole cores).
     #[serde(flatten)]
@@ -437,7 +439,7 @@ impl Measure<Run> for ServerProbes<'_> {
             spec::label(&self.config.knobs, values),
             rep + 1,
             sample.rps,
-            crate::render::units::duration_us(sample.p99_us),
+            crate::render::numbers::duration_us(sample.p99_us),
             match &sample.limit {
                 Some(l) => format!(", limit {}", l.kind.name()),
                 None => String::new(),
@@ -533,7 +535,7 @@ fn tune(config: &TuneConfig, live: &mut ServerProbes) -> anyhow::Result<TuneResu
         }
     }
     let mut found =
-        first.and_then(|_| search::search(knobs, &start, p99_bound_us, &mut measured, live));
+        first.and_then(|_| coordinate::search(knobs, &start, p99_bound_us, &mut measured, live));
     if let Some(found) = found.as_mut() {
         results.passes = found.passes;
         results.profile = profile(live, &start, budget);
@@ -564,7 +566,8 @@ fn tune(config: &TuneConfig, live: &mut ServerProbes) -> anyhow::Result<TuneResu
             "tune: verifying against the full grid: {} points",
             results.grid_points
         );
-        results.verify = search::check_against_grid(knobs, &found.pick, p99_bound_us, 100, live);
+        results.verify =
+            coordinate::check_against_grid(knobs, &found.pick, p99_bound_us, 100, live);
     }
     results.pick = found;
     results.interrupted = live.lab.stopped() || results.pick.is_none();
@@ -606,7 +609,7 @@ impl TuneResults {
             passes: 0,
             measured: Vec::new(),
             points_measured: 0,
-            grid_points: search::grid_points(&config.knobs),
+            grid_points: coordinate::grid_points(&config.knobs),
             profile: None,
             rules: Vec::new(),
             verify: None,
@@ -793,7 +796,7 @@ pub fn rule_configs(
 #[allow(clippy::too_many_arguments)]
 fn rules(
     knobs: &[Knob],
-    found: &mut search::Found,
+    found: &mut coordinate::Found,
     default: Option<&[u32]>,
     profile: Option<&Profile>,
     cores: u32,
@@ -904,14 +907,14 @@ mod tests {
     fn rules_beside_two(
         m: &mut dyn Measure<Run>,
         searched: &[u32],
-    ) -> (search::Found, Measured, Vec<RuleResult>) {
+    ) -> (coordinate::Found, Measured, Vec<RuleResult>) {
         let knobs = procs("1..8");
         let mut measured = Measured::default();
         for &procs in searched {
             measured.level(m, &[procs], 1, 1e6).unwrap();
         }
         let level = measured.level(m, &[2], 1, 1e6).unwrap();
-        let mut found = search::Found {
+        let mut found = coordinate::Found {
             pick: vec![2],
             level,
             path: Vec::new(),

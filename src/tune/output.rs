@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use super::spec::label;
 use super::TuneResults;
 use crate::render::html::{escape, page_start, PAGE_END};
+use crate::render::numbers::{duration_us, percent, thousands};
 use crate::render::svg::{heat_map, HeatCell};
-use crate::render::units::{duration_us, percent, thousands};
 use crate::search::points_sentence;
 use crate::search::Miss;
 

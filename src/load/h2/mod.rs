@@ -31,6 +31,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, Semaphore, SemaphorePermit};
 
+use crate::deadlines::{Deadline, PreciseTimers};
 use crate::load::engine::policy::{Decision, Schedule, SendPolicy};
 use crate::load::engine::recorder::{InFlight, Recorder};
 use crate::load::engine::transport::TlsConnector;
@@ -40,7 +41,6 @@ use crate::load::engine::{
 use crate::load::error::FailureKind;
 use crate::load::stats::h2::H2Counts;
 use crate::load::stats::ThreadStats;
-use crate::timers::{Deadline, PreciseTimers};
 pub use request::H2Requests;
 
 /// How often the worker ticks its interval views and looks at the stop flag.

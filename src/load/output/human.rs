@@ -9,7 +9,7 @@ use crate::load::output::report::{H2Report, LoadReport, TlsReport};
 use crate::load::stats::LatencyKey;
 use crate::load::stats::LatencySummary;
 use crate::load::{LoadConfig, Mode};
-use crate::render::units::{cpu_list_text, duration_us, percent};
+use crate::render::numbers::{cpu_list_text, duration_us, percent};
 
 /// Renders the summary, ending with a newline.
 pub fn render(report: &LoadReport, config: &LoadConfig) -> String {
@@ -80,7 +80,7 @@ fn net_lines(out: &mut String, net: &crate::load::output::report::NetReport) {
         if net.queued_max_us > 0.0 {
             format!(
                 " (the longest through its queues {})",
-                crate::render::units::duration_us(net.queued_max_us)
+                crate::render::numbers::duration_us(net.queued_max_us)
             )
         } else {
             String::new()

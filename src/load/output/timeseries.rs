@@ -82,7 +82,7 @@ pub fn html(report: &LoadReport, points: &[SeriesPoint]) -> anyhow::Result<Strin
 /// The run in one sentence: mode, connections, threads, duration, counts and latency.
 fn run_sentence(report: &LoadReport) -> String {
     use crate::render::html::escape;
-    use crate::render::units::{duration_us, thousands};
+    use crate::render::numbers::{duration_us, thousands};
     let bound = |key| {
         if report.latency_us.lower_bound.contains(key) {
             " (lower bound)"

@@ -17,7 +17,7 @@ use super::usl::{UslLimit, MIN_LEVELS};
 use crate::lab::limit::LimitKind;
 use crate::load::LatencyKey;
 use crate::render::latency_figure;
-use crate::render::units::{duration_us, percent, thousands};
+use crate::render::numbers::{duration_us, percent, thousands};
 use crate::sweep::results::PointResult;
 use crate::sweep::spec::LoadMode;
 

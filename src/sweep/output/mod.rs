@@ -23,7 +23,7 @@ use super::analysis::{series_label, UslSeries, MAX_ERROR_RATE};
 use super::results::{PointResult, SweepResults};
 use crate::load::LatencyKey;
 pub use crate::render::latency_figure;
-pub use crate::render::units::{duration_us, percent, thousands};
+pub use crate::render::numbers::{duration_us, percent, thousands};
 
 /// Writes one output format into a directory.
 pub trait Exporter {

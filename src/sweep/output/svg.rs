@@ -453,7 +453,7 @@ mod tests {
 
     #[test]
     fn small_values_keep_their_digits_on_an_axis() {
-        crate::render::units::tests::writes(
+        crate::render::numbers::tests::writes(
             axis_number,
             &[(0.05, "0.05"), (0.2, "0.2"), (1.0, "1"), (2000.0, "2,000")],
         );

@@ -203,7 +203,7 @@ pub(super) fn decisions(
     ties: &[Candidate],
     shown: &[Candidate],
 ) -> Vec<String> {
-    use crate::render::units::{duration_us, thousands};
+    use crate::render::numbers::{duration_us, thousands};
     let tolerance = s.cell.p99_tolerance();
     let w = s.level(winner);
     let w_runs = runs_text(s, winner, None);
@@ -285,7 +285,7 @@ pub(super) fn decisions(
 
 /// A figure of a level, in words: `1,234 req/s`, `12.0 ms`.
 fn figure_of(f: Figure, l: &Level) -> String {
-    use crate::render::units::{duration_us, thousands};
+    use crate::render::numbers::{duration_us, thousands};
     match f {
         Figure::Throughput | Figure::Bound => format!("{} req/s", thousands(l.rps.0)),
         Figure::P99 => duration_us(l.p99_us),
@@ -297,7 +297,7 @@ fn figure_of(f: Figure, l: &Level) -> String {
 /// Why `c`, measured only before the verdict, lost to `winner`: the two compared at `c`'s
 /// longest run length, as the search compared them.
 fn why_before_the_verdict(s: &Search, c: Candidate, winner: Candidate) -> String {
-    use crate::render::units::{duration_us, thousands};
+    use crate::render::numbers::{duration_us, thousands};
     let l = s.level(c);
     let ms = s.samples.longest_ms(c).unwrap_or(0);
     let at = s.level_at(winner, ms);
@@ -347,6 +347,6 @@ pub(super) fn runs_text(s: &Search, c: Candidate, ms: Option<u32>) -> String {
     format!(
         "{n} run{} of {}",
         if n == 1 { "" } else { "s" },
-        crate::render::units::duration_us(f64::from(ms) * 1000.0)
+        crate::render::numbers::duration_us(f64::from(ms) * 1000.0)
     )
 }

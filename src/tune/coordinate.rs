@@ -41,7 +41,7 @@ impl Run {
         }
     }
 
-    /// What names the run in the store: the values, the connections, the loop, the repetition.
+    /// What names the run in the point log: the values, the connections, the loop, the repetition.
     pub fn key(&self, concurrency: u32, closed: bool) -> String {
         let values: Vec<String> = self.values.iter().map(u32::to_string).collect();
         format!(
@@ -52,7 +52,7 @@ impl Run {
         )
     }
 
-    /// The knobs' values of a store key [`Run::key`] made.
+    /// The knobs' values of a point-log key [`Run::key`] made.
     pub fn values_of_key(key: &str) -> Vec<u32> {
         let values = key.split('|').next().unwrap_or_default();
         values.split(',').filter_map(|v| v.parse().ok()).collect()
