@@ -26,7 +26,9 @@ th,td{border:1px solid #ddd;padding:.25em .6em;white-space:nowrap}th{background:
 font-variant-numeric:tabular-nums}td.failed{color:#b00}.scroll{overflow-x:auto;max-width:100%}\
 .note{font-size:.85em;color:#555;margin:.1em 0}.summary{background:#f5faf5;border-left:4px solid \
 #393;padding:.6em 1em}.warn{color:#8a5a00}.sat{background:#fdd}figure{margin:1em 0}\
-svg{max-width:100%;height:auto}code{background:#f3f3f3;padding:0 .2em}";
+svg{max-width:100%;height:auto}code{background:#f3f3f3;padding:0 .2em}.verdict{font-weight:600}\
+tr.won td{background:#f5faf5}td details{white-space:normal;max-width:40em}td summary{cursor:pointer}\
+details.reasons{font-size:.9em;color:#444}details.reasons summary{cursor:pointer;color:#262}";
 
 /// The start of a page titled `title` (escaped here), up to and including `<body>`.
 pub fn page_start(title: &str) -> String {

@@ -239,13 +239,39 @@ fn seconds(s: f64) -> String {
     super::duration_us(s * 1e6)
 }
 
-/// The whole page.
+/// The whole page: the head, the recommendation and its why, each workload's plots and
+/// tables, the warnings, the method and the machine.
 pub fn render(results: &SweepResults) -> anyhow::Result<String> {
     let e = &results.experiment;
-    let plots = render_plots(results)?;
-    let mut out = String::new();
-    out.push_str(&page_start(&format!("sweetspot: {}", e.name)));
-    let _ = writeln!(out, "<h1>sweetspot sweep: {}</h1>", escape(&e.name));
+    let mut out = page_start(&format!("sweetspot: {}", e.name));
+    out.push_str(&head_html(results));
+    out.push_str("<h2>Recommendation</h2>\n<div class=\"summary\"><ul>\n");
+    for line in &results.recommendation.summary {
+        let _ = writeln!(out, "<li>{}</li>", escape(line));
+    }
+    out.push_str("</ul></div>\n");
+    out.push_str(&super::why::why_html(results));
+    out.push_str(&workloads_html(results)?);
+    if !results.analysis.warnings.is_empty() {
+        out.push_str("<h2>Warnings</h2>\n<ul>\n");
+        for w in &results.analysis.warnings {
+            let _ = writeln!(out, "<li class=\"warn\">{}</li>", escape(w));
+        }
+        out.push_str("</ul>\n");
+    }
+    out.push_str("<h2>Method</h2>\n");
+    for paragraph in method_text(results) {
+        let _ = writeln!(out, "<p>{}</p>", escape(&paragraph));
+    }
+    out.push_str(&machine_html(results));
+    out.push_str(PAGE_END);
+    Ok(out)
+}
+
+/// The title, the description and how much of the sweep ran.
+fn head_html(results: &SweepResults) -> String {
+    let e = &results.experiment;
+    let mut out = format!("<h1>sweetspot sweep: {}</h1>\n", escape(&e.name));
     if !e.description.is_empty() {
         let _ = writeln!(out, "<p>{}</p>", escape(&e.description));
     }
@@ -262,15 +288,14 @@ pub fn render(results: &SweepResults) -> anyhow::Result<String> {
         escape(&results.started),
         escape(&results.finished)
     );
-    out.push_str("<h2>Recommendation</h2>\n<div class=\"summary\"><ul>\n");
-    for line in &results.recommendation.summary {
-        let _ = writeln!(out, "<li>{}</li>", escape(line));
-    }
-    out.push_str("</ul></div>\n<h3>Why</h3>\n");
-    for line in &results.recommendation.details {
-        let _ = writeln!(out, "<p>{}</p>", escape(line));
-    }
-    for workload in &e.workloads {
+    out
+}
+
+/// Each workload's heading, plots and tables.
+fn workloads_html(results: &SweepResults) -> anyhow::Result<String> {
+    let plots = render_plots(results)?;
+    let mut out = String::new();
+    for workload in &results.experiment.workloads {
         let tables = workload_tables(results, &workload.name);
         if tables.is_empty() {
             continue;
@@ -299,19 +324,13 @@ pub fn render(results: &SweepResults) -> anyhow::Result<String> {
             out.push_str(&table_html(table));
         }
     }
-    if !results.analysis.warnings.is_empty() {
-        out.push_str("<h2>Warnings</h2>\n<ul>\n");
-        for w in &results.analysis.warnings {
-            let _ = writeln!(out, "<li class=\"warn\">{}</li>", escape(w));
-        }
-        out.push_str("</ul>\n");
-    }
-    out.push_str("<h2>Method</h2>\n");
-    for paragraph in method_text(results) {
-        let _ = writeln!(out, "<p>{}</p>", escape(&paragraph));
-    }
+    Ok(out)
+}
+
+/// The machine the sweep ran on, and its notes.
+fn machine_html(results: &SweepResults) -> String {
     let m = &results.machine;
-    out.push_str("<h2>Machine</h2>\n<table>\n");
+    let mut out = String::from("<h2>Machine</h2>\n<table>\n");
     let memory = format!("{} MB", thousands(m.memory_kb as f64 / 1024.0));
     let files = thousands(m.open_files_limit as f64);
     let rows = [
@@ -337,8 +356,7 @@ pub fn render(results: &SweepResults) -> anyhow::Result<String> {
     for note in &m.notes {
         let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(note));
     }
-    out.push_str(PAGE_END);
-    Ok(out)
+    out
 }
 
 #[cfg(test)]

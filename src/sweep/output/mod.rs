@@ -12,6 +12,7 @@ pub mod json;
 pub mod markdown;
 pub mod svg;
 pub mod terminal;
+pub mod why;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
