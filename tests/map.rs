@@ -208,6 +208,12 @@ fn map_quick_runs_end_to_end() {
     );
     assert!(html.contains("<th>CPU / request</th>") && html.contains("<th>peak RSS</th>"));
     assert!(html.contains("<th>runs</th>"));
+    // The Why: the verdict, then a row a cell with what limited its winner.
+    assert!(html.contains("<p class=\"verdict\">") && html.contains("<th>limited by</th>"));
+    for cell in cells {
+        let key = cell["cell"]["key"].as_str().unwrap();
+        assert!(html.contains(&format!("<tr><td>{key}</td>")), "{key}");
+    }
     for cell in cells {
         for decision in cell["outcome"]["decisions"]
             .as_array()

@@ -143,6 +143,14 @@ route = "/hello"
     );
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("<svg") && html.contains("Recommendation") && html.contains("Machine"));
+    // The Why: a table under each workload's verdict, the reasoning folded.
+    assert!(
+        html.contains("<h2>Why</h2>")
+            && html.contains("<table class=\"why\">")
+            && html.contains("<p class=\"verdict\">")
+            && html.contains("<summary>The reasoning in full</summary>"),
+        "{html}"
+    );
     assert!(!html.contains("<script") && !html.contains("src=\"http"));
 
     // `report` re-renders every file from results.json alone.

@@ -106,6 +106,15 @@ fn tune_finds_processes_for_cpu_under_the_gil_and_the_grid_agrees() {
     assert!(svg.starts_with("<svg") && svg.contains("the pick"), "{svg}");
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("<svg") && html.contains("<th>CPU / request</th>"));
+    // The Why: the verdict, then the pick and each rule of thumb with what limited it.
+    assert!(
+        html.contains("<p class=\"verdict\">") && html.contains("<tr><td>the pick</td>"),
+        "{html}"
+    );
+    for rule in r["rules"].as_array().unwrap() {
+        let name = rule["rule"].as_str().unwrap();
+        assert!(html.contains(&format!("<tr><td>{name}</td>")), "{name}");
+    }
     let rows = html.matches("<tr><td class=\"num\">").count();
     assert_eq!(rows, r["measured"].as_array().unwrap().len(), "{html}");
 }

@@ -5,8 +5,6 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::Context;
-
 use super::controllers::Kind;
 use super::judge::Knee;
 use super::scenario::SCENARIOS;
@@ -390,9 +388,7 @@ fn table_html(s: &ScenarioResult) -> String {
 
 /// Writes `results.json`, `table.md` and `report.html` into `out` (each whole or not at all).
 pub fn write(out: &Path, results: &LimitersResults) -> anyhow::Result<()> {
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let json = crate::render::json::to_text(results)?;
-    crate::render::json::write_file(&out.join("results.json"), &json)?;
+    crate::render::json::write_record(out, results)?;
     crate::render::json::write_file(&out.join("table.md"), &markdown(results))?;
     crate::render::json::write_file(&out.join("report.html"), &html(results)?)?;
     Ok(())

@@ -3,7 +3,6 @@
 
 use std::path::Path;
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use super::halving::{Outcome, Verify};
@@ -11,7 +10,7 @@ use super::points::PointRecord;
 use super::spec::{CellSpec, MapSpec};
 use crate::lab::results::Machine;
 
-pub const RESULTS_FILE: &str = "results.json";
+pub use crate::render::json::RESULTS_FILE;
 
 /// What a map run wrote: `results.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -100,10 +99,5 @@ pub struct CellResult {
 
 /// Writes `results.json` atomically (a temporary file, then a rename).
 pub fn write_results(results: &MapResults, dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join(RESULTS_FILE);
-    let tmp = dir.join(format!("{RESULTS_FILE}.tmp"));
-    std::fs::write(&tmp, serde_json::to_string_pretty(results)?)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))
+    crate::render::json::write_record(dir, results).map(|_| ())
 }

@@ -64,6 +64,18 @@ pub fn write_results<T: Serialize>(
     Ok(())
 }
 
+/// The record every command that measures keeps in its run's directory.
+pub const RESULTS_FILE: &str = "results.json";
+
+/// The one writer of a run's record: `value` as pretty JSON into `dir/results.json`, whole
+/// or not at all ([`write_file`]), the directory made if needed. Returns the file's path.
+pub fn write_record<T: Serialize>(dir: &Path, value: &T) -> anyhow::Result<std::path::PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(RESULTS_FILE);
+    write_file(&path, &to_text(value)?)?;
+    Ok(path)
+}
+
 /// Writes `text` to `path` whole: into `path.partial`, then renamed over `path`.
 pub fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
     let mut partial = path.as_os_str().to_owned();

@@ -647,14 +647,7 @@ fn oversized(live: &ServerProbes, knobs: &[Knob]) -> Vec<crate::lab::budget::Ove
 /// results on stdout (text, or JSON with `--json`).
 fn write(config: &TuneConfig, results: &TuneResults) -> anyhow::Result<()> {
     let out = &config.out;
-    std::fs::write(
-        out.join("results.json"),
-        serde_json::to_string_pretty(results)?,
-    )?;
-    std::fs::write(out.join("tune.md"), output::text(results))?;
-    let svg = output::heat_map_svg(results)?;
-    std::fs::write(out.join("tune.svg"), &svg)?;
-    std::fs::write(out.join("report.html"), output::report_html(results, &svg))?;
+    output::write_all(out, results)?;
     if config.args.search.json {
         crate::print_stdout(&format!("{}\n", serde_json::to_string_pretty(results)?))?;
     } else {

@@ -9,8 +9,7 @@ use crate::sweep::results::SweepResults;
 /// Writes `results.json`.
 pub struct JsonExporter;
 
-/// The file name of the record.
-pub const RESULTS_FILE: &str = "results.json";
+pub use crate::render::json::RESULTS_FILE;
 
 impl Exporter for JsonExporter {
     fn name(&self) -> &'static str {
@@ -18,8 +17,6 @@ impl Exporter for JsonExporter {
     }
 
     fn export(&self, results: &SweepResults, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-        let path = dir.join(RESULTS_FILE);
-        json::write_file(&path, &json::to_text(results)?)?;
-        Ok(vec![path])
+        Ok(vec![json::write_record(dir, results)?])
     }
 }
