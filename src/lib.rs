@@ -55,6 +55,35 @@ pub fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(msg.into()))
 }
 
+/// A TOML file's error as one usage line: `ORIGIN: line N: KEY: what is wrong` (toml's
+/// messages may span lines; the contract is one line, and the key named where a value's own
+/// check said what was wrong without it).
+pub fn toml_usage(text: &str, origin: &str, e: &toml::de::Error) -> anyhow::Error {
+    let message = e
+        .message()
+        .lines()
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(": ");
+    let Some(span) = e.span() else {
+        return usage(format!("{origin}: {message}"));
+    };
+    let start = span.start.min(text.len());
+    let line = text[..start].lines().count().max(1);
+    let line_text = text[text[..start].rfind('\n').map_or(0, |i| i + 1)..]
+        .lines()
+        .next()
+        .unwrap_or_default();
+    let key = line_text
+        .split_once('=')
+        .map(|(k, _)| k.trim())
+        .filter(|k| !k.is_empty() && !message.contains(k));
+    match key {
+        Some(key) => usage(format!("{origin}: line {line}: {key}: {message}")),
+        None => usage(format!("{origin}: line {line}: {message}")),
+    }
+}
+
 /// Writes `text` to stdout and flushes it. Unlike `print!`, a closed pipe (`sweetspot sweep
 /// --list | head -1`) is an error that `cli::main_with_args` turns into a quiet exit 0, not a panic.
 pub fn print_stdout(text: &str) -> std::io::Result<()> {

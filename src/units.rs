@@ -71,16 +71,56 @@ pub fn de_opt_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D:
     }
 }
 
-/// A duration flag's value in ms (`2ms`, `500us`, `1.5s`); a usage error (exit 2) otherwise.
-pub fn duration_ms(flag: &str, text: &str) -> anyhow::Result<f64> {
-    parse_seconds(text)
-        .filter(|s| *s >= 0.0)
-        .map(|s| s * 1000.0)
-        .ok_or_else(|| {
-            crate::usage(format!(
-                "--{flag} {text:?}: a duration such as 2ms, 500us, 1.5s"
-            ))
-        })
+/// A duration flag (`--p99 200ms`), read by clap into a [`Duration`] with the one parser.
+pub fn duration_arg(text: &str) -> Result<Duration, String> {
+    parse_duration(text)
+}
+
+/// `200ms`, `1.5s` as `1500ms`, `500us`, `2s`: a duration as [`parse_duration`] reads it back,
+/// exactly.
+pub fn duration_text(d: Duration) -> String {
+    let us = d.as_micros();
+    if !us.is_multiple_of(1000) {
+        format!("{us}us")
+    } else if !us.is_multiple_of(1_000_000) {
+        format!("{}ms", us / 1000)
+    } else {
+        format!("{}s", us / 1_000_000)
+    }
+}
+
+/// A [`Duration`] as files and saved arguments write it: text (`"200ms"`), read back by the
+/// one parser (a bare number is seconds).
+pub mod as_text {
+    use std::time::Duration;
+
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::duration_text(*d))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let seconds = super::de_seconds(d)?;
+        Duration::try_from_secs_f64(seconds).map_err(serde::de::Error::custom)
+    }
+
+    /// The same for an optional duration.
+    pub mod option {
+        use std::time::Duration;
+
+        use serde::{Deserializer, Serialize, Serializer};
+
+        pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+            d.map(super::super::duration_text).serialize(s)
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+            super::super::de_opt_seconds(d)?
+                .map(|s| Duration::try_from_secs_f64(s).map_err(serde::de::Error::custom))
+                .transpose()
+        }
+    }
 }
 
 /// Parses a size in bytes: `65536`, `512K`, `64M`, `2G` (powers of 1,024, as a container's
@@ -105,6 +145,17 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_duration_written_as_text_reads_back_exactly() {
+        for ms in [0.5, 1.0, 200.0, 1500.0, 2000.0, 60_000.0, 0.001] {
+            let d = Duration::from_secs_f64(ms / 1000.0);
+            assert_eq!(parse_duration(&duration_text(d)).unwrap(), d, "{ms}");
+        }
+        assert_eq!(duration_text(Duration::from_millis(200)), "200ms");
+        assert_eq!(duration_text(Duration::from_secs(2)), "2s");
+        assert_eq!(duration_text(Duration::from_micros(500)), "500us");
+    }
 
     #[test]
     fn sizes_read_in_powers_of_1024() {

@@ -21,7 +21,6 @@ use crate::load::{LoadConfig, Mode, Target};
 use crate::render::numbers::{duration_us, percent, thousands, wall_time};
 use crate::search::flags::SearchFlags;
 use crate::search::profile::OneConnection;
-use crate::units::duration_ms;
 use crate::usage;
 
 /// How long `--from` loads the running server at one connection to profile it.
@@ -39,11 +38,11 @@ minus that CPU; the rest is assumed and said so."
 )]
 pub struct AdviseArgs {
     /// CPU per request (e.g. 2ms, 500us).
-    #[arg(long, required_unless_present = "from")]
-    pub cpu: Option<String>,
+    #[arg(long, required_unless_present = "from", value_parser = crate::units::duration_arg)]
+    pub cpu: Option<Duration>,
     /// Wait per request (e.g. 30ms).
-    #[arg(long, required_unless_present = "from")]
-    pub wait: Option<String>,
+    #[arg(long, required_unless_present = "from", value_parser = crate::units::duration_arg)]
+    pub wait: Option<Duration>,
     /// Spread of CPU and wait per request: const, exp or lognormal.
     #[arg(long, default_value = "const")]
     pub dist: String,
@@ -144,8 +143,8 @@ fn workload_of(args: &AdviseArgs) -> anyhow::Result<(f64, f64, Option<Profile>)>
     let (cpu_us, wait_ms) = match &profile {
         Some(p) => (p.cpu_us_per_request.max(1.0), p.wait_ms),
         None => (
-            duration_ms("cpu", args.cpu.as_deref().unwrap_or_default())? * 1000.0,
-            duration_ms("wait", args.wait.as_deref().unwrap_or_default())?,
+            args.cpu.unwrap_or_default().as_secs_f64() * 1e6,
+            args.wait.unwrap_or_default().as_secs_f64() * 1e3,
         ),
     };
     if !(1.0..=10_000_000.0).contains(&cpu_us) || !(0.0..=60_000.0).contains(&wait_ms) {
@@ -200,10 +199,10 @@ impl AdviseConfig {
             dist: (args.dist != "const").then(|| args.dist.clone()),
             cv: args.cv,
             p99_bound_ms,
-            base: "200ms".into(),
+            base: super::spec::DEFAULT_BASE,
             rounds: 3,
             max_pool: concurrency.clamp(1024, 4096),
-            warmup: "0s".into(),
+            warmup: Duration::ZERO,
             verify: args.search.verify,
             net: args.search.net()?,
             rtt_ms: Vec::new(),
@@ -294,7 +293,7 @@ fn advise(config: &AdviseConfig) -> anyhow::Result<(Advice, Option<String>)> {
         points_measured: points,
         wall_s: started.elapsed().as_secs_f64(),
         verify,
-        net: crate::net::spec_of(spec.net.as_deref()).map(|n| n.describe()),
+        net: spec.net.map(|n| n.describe()),
         budget: BudgetApplied {
             cpus: cell.cpus,
             cpuset: spec.cpuset.clone(),

@@ -99,7 +99,7 @@ pub fn cell_of(spec: &MapSpec, cell: &CellSpec, cores: u32, rules: &[(String, u3
         wait_ms: cell.wait_ms,
         blocking: cell.wait == WaitMode::Blocking,
         p99_bound_us: spec.p99_bound_ms * 1000.0,
-        base_ms: spec.base_ms().unwrap_or(200),
+        base_ms: spec.base_ms(),
         rounds: spec.rounds,
         max_pool: spec.max_pool,
         rules: rules.to_vec(),
@@ -259,7 +259,7 @@ pub fn round_trip(
                 arch,
                 workers: None,
             },
-            duration_ms: spec.base_ms().unwrap_or(200),
+            duration_ms: spec.base_ms(),
             rep: 0,
         };
         let sample = live.measure(&probe)?;

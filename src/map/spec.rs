@@ -3,11 +3,12 @@
 //! levels and wait modes make the cells; each cell is `/work?cpu_us=C&wait_ms=W&wait=MODE`.
 //! Checked strictly before anything runs (one line, exit 2).
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
 use crate::arch::Arch;
 use crate::lab::plan::de_archs;
-use crate::units::parse_seconds;
 use crate::usage;
 
 /// The map presets, by name, as shipped in `experiments/`.
@@ -62,8 +63,8 @@ pub struct MapSpec {
     #[serde(default = "default_p99_bound_ms")]
     pub p99_bound_ms: f64,
     /// The first halving round's run length (each round doubles it), e.g. "200ms".
-    #[serde(default = "default_base")]
-    pub base: String,
+    #[serde(default = "default_base", with = "crate::units::as_text")]
+    pub base: Duration,
     /// At most this many rounds of halving.
     #[serde(default = "default_rounds")]
     pub rounds: u32,
@@ -71,16 +72,21 @@ pub struct MapSpec {
     #[serde(default = "default_max_pool")]
     pub max_pool: u32,
     /// Warm-up before each measurement, e.g. "100ms".
-    #[serde(default = "default_warmup")]
-    pub warmup: String,
+    #[serde(default = "default_warmup", with = "crate::units::as_text")]
+    pub warmup: Duration,
     /// Also measure each cell's full grid, and record whether the adaptive pick is inside the
     /// spread of the grid's best (slow: for small maps).
     #[serde(default)]
     pub verify: bool,
     /// A network path between the load generator and every server (see [`crate::net`]):
-    /// every cycle then holds its round trip, and so does each cell's bound.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub net: Option<String>,
+    /// every cycle then holds its round trip, and so does each cell's bound. Read into a
+    /// typed path once, with the file.
+    #[serde(
+        default,
+        with = "crate::net::as_key",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub net: Option<crate::net::NetSpec>,
     /// Round trips of the network path, ms (one value or a list, as `concurrency` is): each a
     /// map of its own, across `net`'s path with this round trip (0, and no other setting in
     /// `net`: loopback). Unset: `net`'s own round trip.
@@ -150,8 +156,11 @@ fn default_waits() -> Vec<WaitMode> {
 fn default_p99_bound_ms() -> f64 {
     1000.0
 }
-fn default_base() -> String {
-    "200ms".into()
+/// The first round's run length unless a map says otherwise (and `advise`'s).
+pub const DEFAULT_BASE: Duration = Duration::from_millis(200);
+
+fn default_base() -> Duration {
+    DEFAULT_BASE
 }
 fn default_rounds() -> u32 {
     3
@@ -159,8 +168,8 @@ fn default_rounds() -> u32 {
 fn default_max_pool() -> u32 {
     256
 }
-fn default_warmup() -> String {
-    "100ms".into()
+fn default_warmup() -> Duration {
+    Duration::from_millis(100)
 }
 
 /// One cell of a map.
@@ -175,8 +184,12 @@ pub struct CellSpec {
     #[serde(default)]
     pub rtt_ms: f64,
     /// The cell's network path (`net` at the cell's round trip), if it has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub net: Option<String>,
+    #[serde(
+        default,
+        with = "crate::net::as_key",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub net: Option<crate::net::NetSpec>,
     /// The servers' CPU quota in this cell, in cores (the map's `cpus`), if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<f64>,
@@ -187,9 +200,9 @@ pub struct CellSpec {
 }
 
 impl CellSpec {
-    /// The cell's network path, parsed (checked when the spec was read).
+    /// The cell's network path.
     pub fn net_spec(&self) -> Option<crate::net::NetSpec> {
-        crate::net::spec_of(self.net.as_deref())
+        self.net
     }
 }
 
@@ -254,10 +267,8 @@ impl MapSpec {
 
     /// Parses and checks a map; every error is one line naming the key.
     pub fn from_toml(text: &str, origin: &str) -> anyhow::Result<MapSpec> {
-        let spec: MapSpec = toml::from_str(text).map_err(|e| {
-            let message: Vec<&str> = e.message().lines().map(str::trim).collect();
-            usage(format!("{origin}: {}", message.join(": ")))
-        })?;
+        let spec: MapSpec =
+            toml::from_str(text).map_err(|e| crate::toml_usage(text, origin, &e))?;
         spec.check()
             .map_err(|msg| usage(format!("{origin}: {msg}")))?;
         Ok(spec)
@@ -266,7 +277,7 @@ impl MapSpec {
     /// The round trips the map has, ms: `rtt_ms`, or `net`'s own (0 without a path).
     pub fn rtts(&self) -> Vec<f64> {
         if self.rtt_ms.is_empty() {
-            vec![crate::net::spec_of(self.net.as_deref()).map_or(0.0, |n| n.rtt_us as f64 / 1000.0)]
+            vec![self.net.map_or(0.0, |n| n.rtt_us as f64 / 1000.0)]
         } else {
             self.rtt_ms.clone()
         }
@@ -275,13 +286,13 @@ impl MapSpec {
     /// The network path of the map's cells at a round trip of `rtt_ms`: `net` as given when
     /// the map has no `rtt_ms`; otherwise `net` (or no other setting) at that round trip,
     /// and no path at all for 0 with no other setting.
-    pub fn net_at(&self, rtt_ms: f64) -> Option<String> {
+    pub fn net_at(&self, rtt_ms: f64) -> Option<crate::net::NetSpec> {
         if self.rtt_ms.is_empty() {
-            return self.net.clone();
+            return self.net;
         }
-        let mut path = crate::net::spec_of(self.net.as_deref()).unwrap_or_default();
+        let mut path = self.net.unwrap_or_default();
         path.rtt_us = (rtt_ms * 1000.0).round() as u64;
-        (path != crate::net::NetSpec::default()).then(|| path.key())
+        (path != crate::net::NetSpec::default()).then_some(path)
     }
 
     /// Whether some cell runs across a network path (and so needs root).
@@ -291,15 +302,11 @@ impl MapSpec {
 
     /// `net` and `rtt_ms`, checked together (again after `--net` replaced `net`).
     pub fn check_net(&self) -> Result<(), String> {
-        let net = match &self.net {
-            Some(text) => Some(crate::net::check_key(text)?),
-            None => None,
-        };
         if !self.rtt_ms.is_empty() {
-            if net.is_some_and(|n| n.rtt_us > 0) {
+            if let Some(n) = self.net.filter(|n| n.rtt_us > 0) {
                 return Err(format!(
                     "net = {:?} has a round trip and rtt_ms a list: give the round trip in one of them",
-                    self.net.as_deref().unwrap_or_default()
+                    n.key()
                 ));
             }
             for (i, &r) in self.rtt_ms.iter().enumerate() {
@@ -366,13 +373,10 @@ impl MapSpec {
         if self.p99_bound_ms.is_nan() || self.p99_bound_ms <= 0.0 {
             return Err("p99_bound_ms: must be > 0".into());
         }
-        let base = self
-            .base_ms()
-            .ok_or("base: a duration from 10ms to 60s, e.g. \"200ms\"")?;
-        if !(10..=60_000).contains(&base) {
+        if !(Duration::from_millis(10)..=Duration::from_secs(60)).contains(&self.base) {
             return Err("base: a duration from 10ms to 60s, e.g. \"200ms\"".into());
         }
-        if parse_seconds(&self.warmup).is_none_or(|w| w > 60.0) {
+        if self.warmup > Duration::from_secs(60) {
             return Err("warmup: a duration up to 60s, e.g. \"100ms\"".into());
         }
         if !(1..=8).contains(&self.rounds) {
@@ -384,14 +388,14 @@ impl MapSpec {
         Ok(())
     }
 
-    /// The warm-up before each point, seconds (checked when the spec was read).
+    /// The warm-up before each point, seconds.
     pub fn warmup_s(&self) -> f64 {
-        parse_seconds(&self.warmup).unwrap_or(0.0)
+        self.warmup.as_secs_f64()
     }
 
     /// The first round's run length in milliseconds.
-    pub fn base_ms(&self) -> Option<u32> {
-        parse_seconds(&self.base).map(|s| (s * 1000.0).round() as u32)
+    pub fn base_ms(&self) -> u32 {
+        self.base.as_millis() as u32
     }
 
     /// The cells, map by map (wait mode, then CPU, then round trip), then by ratio, then by
@@ -521,11 +525,11 @@ mod tests {
         assert_eq!(cells[7].key, "async-rtt100-r10-c256");
         // Each cell's path is the map's at its round trip, read back as it was given.
         assert_eq!(
-            cells[0].net.as_deref(),
+            cells[0].net.map(|n| n.key()).as_deref(),
             Some("rtt=0ms,rate=5000000bit,loss=0.5%")
         );
         assert_eq!(
-            crate::net::spec_of(cells[7].net.as_deref()).unwrap(),
+            cells[7].net.unwrap(),
             crate::net::NetSpec {
                 rtt_us: 100_000,
                 rate_bps: Some(5_000_000),
@@ -543,7 +547,7 @@ mod tests {
         .unwrap();
         let cells = plain.cells();
         assert_eq!(cells[0].net, None);
-        assert_eq!(cells[1].net.as_deref(), Some("rtt=20ms"));
+        assert_eq!(cells[1].net.map(|n| n.key()).as_deref(), Some("rtt=20ms"));
         assert_eq!(cells[1].key, "async-rtt20-r0-c16");
         let loopback = MapSpec::from_toml(
             "name='m'\ncpu_us=1000\nratios=[0]\nconcurrency=[16]\nrtt_ms=0\n",
@@ -559,7 +563,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(one.rtts(), [50.0]);
-        assert_eq!(one.cells()[0].net.as_deref(), Some("rtt=50ms,jitter=5ms"));
+        assert_eq!(
+            one.cells()[0].net.map(|n| n.key()).as_deref(),
+            Some("rtt=50ms,jitter=5ms")
+        );
         assert_eq!(one.cells()[0].key, "async-r0-c16");
     }
 

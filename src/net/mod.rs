@@ -159,21 +159,32 @@ pub fn check_key(text: &str) -> Result<NetSpec, String> {
     NetSpec::parse(text).map_err(|e| format!("net = {text:?}: {e}"))
 }
 
-/// A `net` checked when its file was read, parsed (`None`: no path).
-pub fn spec_of(net: Option<&str>) -> Option<NetSpec> {
-    net.and_then(|text| NetSpec::parse(text).ok())
+/// A path as experiment files, map files and results write it: its key
+/// (`rtt=50ms,rate=10000000bit`), read into a [`NetSpec`] once, where the file is read (a bad
+/// one is the file's error, `net = "...": what is wrong`).
+pub mod as_key {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::NetSpec;
+
+    pub fn serialize<S: Serializer>(net: &Option<NetSpec>, s: S) -> Result<S::Ok, S::Error> {
+        net.as_ref().map(NetSpec::key).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<NetSpec>, D::Error> {
+        let text: Option<String> = Option::deserialize(d)?;
+        text.map(|t| super::check_key(&t).map_err(serde::de::Error::custom))
+            .transpose()
+    }
 }
 
 /// The path a command runs across: `--net`'s (checked) over the file's (`--net none`: no
 /// path, whatever the file says), and refused unless this process may make it (root). Usage
 /// errors, one line each.
-pub fn net_option(flag: Option<&str>, file: Option<String>) -> anyhow::Result<Option<String>> {
+pub fn net_option(flag: Option<&str>, file: Option<NetSpec>) -> anyhow::Result<Option<NetSpec>> {
     let net = match flag {
         Some("none") => None,
-        Some(text) => {
-            NetSpec::parse(text).map_err(|e| crate::usage(format!("--net: {e}")))?;
-            Some(text.to_string())
-        }
+        Some(text) => Some(NetSpec::parse(text).map_err(|e| crate::usage(format!("--net: {e}")))?),
         None => file,
     };
     if net.is_some() {

@@ -15,8 +15,9 @@ pub struct SearchFlags {
     #[arg(long, default_value_t = 0, hide_default_value = true)]
     pub concurrency: u32,
     /// The p99 the answer must meet.
-    #[arg(long, default_value = "1s")]
-    pub p99: String,
+    #[arg(long, default_value = "1s", value_parser = crate::units::duration_arg)]
+    #[serde(with = "crate::units::as_text")]
+    pub p99: std::time::Duration,
     /// Check the answer against a full, longer measurement of the same case, and say whether
     /// the pick is inside the best's spread.
     #[arg(long)]
@@ -54,15 +55,14 @@ impl SearchFlags {
 
     /// `--p99` in milliseconds, above 0.
     pub fn p99_bound_ms(&self) -> anyhow::Result<f64> {
-        let ms = crate::units::duration_ms("p99", &self.p99)?;
-        if ms <= 0.0 {
+        if self.p99.is_zero() {
             return Err(usage("--p99: above 0"));
         }
-        Ok(ms)
+        Ok(self.p99.as_secs_f64() * 1000.0)
     }
 
     /// `--net`, checked, and refused unless this process may make the path.
-    pub fn net(&self) -> anyhow::Result<Option<String>> {
+    pub fn net(&self) -> anyhow::Result<Option<crate::net::NetSpec>> {
         crate::net::net_option(self.net.as_deref(), None)
     }
 }

@@ -308,9 +308,13 @@ pub struct Experiment {
     pub requires: Vec<Requirement>,
     /// A network path between the load generator and the server,
     /// `rtt=50ms[,jitter=5ms][,rate=10mbit][,bottleneck=100mbit][,queue=N][,loss=0.5%]`
-    /// (see [`crate::net`]; needs root).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub net: Option<String>,
+    /// (see [`crate::net`]; needs root), read into a typed path once, with the file.
+    #[serde(
+        default,
+        with = "crate::net::as_key",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub net: Option<crate::net::NetSpec>,
     /// A CPU quota for every server, in cores (`cpus = 0.5`: half a core, as a container's
     /// `--cpus`; needs root and the cgroup v1 cpu controller). A list (`cpus = [0.5, 1, 2]`)
     /// is an axis: every server runs once per quota, each a series of its own (`NAME@0.5cpu`).
@@ -380,22 +384,8 @@ fn de_max_concurrency<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<Arch, 
 impl Experiment {
     /// Parses and validates an experiment; every problem is a usage error.
     pub fn from_toml(text: &str, origin: &str) -> anyhow::Result<Experiment> {
-        let experiment: Experiment = toml::from_str(text).map_err(|e| {
-            // toml's messages may span lines; the contract is one line.
-            let message = e
-                .message()
-                .lines()
-                .map(str::trim)
-                .collect::<Vec<_>>()
-                .join(": ");
-            let line = e
-                .span()
-                .map(|span| text[..span.start.min(text.len())].lines().count().max(1));
-            match line {
-                Some(line) => usage(format!("{origin}: line {line}: {message}")),
-                None => usage(format!("{origin}: {message}")),
-            }
-        })?;
+        let experiment: Experiment =
+            toml::from_str(text).map_err(|e| crate::toml_usage(text, origin, &e))?;
         experiment.validate(origin)?;
         Ok(experiment)
     }
@@ -439,9 +429,9 @@ impl Experiment {
         self.check_targets(&names)
     }
 
-    /// The network path, parsed (checked when the experiment was read).
+    /// The network path.
     pub fn net_spec(&self) -> Option<crate::net::NetSpec> {
-        crate::net::spec_of(self.net.as_deref())
+        self.net
     }
 
     /// `streams`: each from 1 to the load's limit, over our servers that speak h2c only, and
@@ -485,9 +475,6 @@ impl Experiment {
         self.check_streams()?;
         if let Some(r) = self.replicas {
             int_in("replicas", u64::from(r), 1, u64::from(MAX_REPLICAS))?;
-        }
-        if let Some(text) = &self.net {
-            crate::net::check_key(text)?;
         }
         // Closed and rate modes measure for `duration`; count mode ignores it.
         let timed = self.mode != LoadMode::Count;

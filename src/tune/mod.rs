@@ -15,7 +15,7 @@ pub mod output;
 pub mod spec;
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -104,14 +104,17 @@ pub struct TuneArgs {
     #[arg(long)]
     pub default: Option<String>,
     /// Seconds measured per point.
-    #[arg(long, default_value = "2s")]
-    pub duration: String,
+    #[arg(long, default_value = "2s", value_parser = crate::units::duration_arg)]
+    #[serde(with = "crate::units::as_text")]
+    pub duration: Duration,
     /// Unmeasured load before each point (a server's own warm-up).
-    #[arg(long, default_value = "500ms")]
-    pub warmup: String,
+    #[arg(long, default_value = "500ms", value_parser = crate::units::duration_arg)]
+    #[serde(with = "crate::units::as_text")]
+    pub warmup: Duration,
     /// Seconds to wait for the server to open its port.
-    #[arg(long, default_value = "30s")]
-    pub ready_timeout: String,
+    #[arg(long, default_value = "30s", value_parser = crate::units::duration_arg)]
+    #[serde(with = "crate::units::as_text")]
+    pub ready_timeout: Duration,
     /// Output directory [default: results/tune-<timestamp>].
     #[arg(short, long)]
     pub out: Option<PathBuf>,
@@ -258,14 +261,13 @@ impl TuneConfig {
             &args.knob,
         )?;
         let (base, route) = spec::split_url(&args.url)?;
-        args.search.net()?;
         let p99_bound_ms = args.search.p99_bound_ms()?;
-        let duration_s = crate::units::duration_ms("duration", &args.duration)? / 1000.0;
+        let duration_s = args.duration.as_secs_f64();
         if !(0.1..=600.0).contains(&duration_s) {
             return Err(usage("--duration: from 100ms to 10m"));
         }
-        let warmup_s = crate::units::duration_ms("warmup", &args.warmup)? / 1000.0;
-        let ready_s = crate::units::duration_ms("ready-timeout", &args.ready_timeout)? / 1000.0;
+        let warmup_s = args.warmup.as_secs_f64();
+        let ready_s = args.ready_timeout.as_secs_f64();
         let concurrency = args.search.concurrency()?;
         if args.rate.is_some_and(|r| !(r > 0.0 && r <= 10_000_000.0)) {
             return Err(usage("--rate: above 0, up to 10,000,000 a second"));
@@ -280,16 +282,7 @@ impl TuneConfig {
                     .map_err(|e| usage(format!("--plan {}: {e}", text.trim())))
             })
             .transpose()?;
-        let urls = args
-            .urls
-            .as_deref()
-            .map(|file| {
-                crate::lab::plan::check_path_list(file).map_err(usage)?;
-                std::path::absolute(file)
-                    .map(|p| p.display().to_string())
-                    .map_err(|e| usage(format!("--urls {}: {e}", file.display())))
-            })
-            .transpose()?;
+        let urls = urls_of(&args)?;
         let default = args
             .default
             .as_deref()
@@ -305,31 +298,13 @@ impl TuneConfig {
             setup.rate = Some(rate);
         }
         setup.timeout = (p99_bound_ms / 1000.0 * 2.0).max(2.0);
-        setup.net = crate::net::spec_of(args.search.net.as_deref());
+        setup.net = args.search.net()?;
         (setup.cpus, setup.cpuset) = args.search.budget.checked()?;
-        let most = crate::lab::budget::MAX_REPLICAS;
-        if !(1..=most).contains(&args.replicas) {
-            return Err(usage(format!(
-                "--replicas {}: from 1 to {most}",
-                args.replicas
-            )));
-        }
-        setup.replicas = args.replicas;
+        setup.replicas = replicas_of(&args)?;
         let mut workload = Workload::get("tune", &route);
         workload.plan = args.plan.clone();
         workload.urls = urls;
-        let server = ExternalTarget {
-            name: "tune".into(),
-            command: args.cmd.clone(),
-            url: base,
-            ready_timeout: Some(ready_s),
-            workloads: None,
-            cpu_command: None,
-            workers: Vec::new(),
-            threads: Vec::new(),
-            cpus: None,
-            replicas: None,
-        };
+        let server = server_of(&args, base, ready_s);
         Ok(TuneConfig {
             args,
             knobs,
@@ -355,6 +330,48 @@ impl TuneConfig {
             .zip(&self.knobs)
             .map(|(v, k)| (*v).clamp(k.lo, k.hi))
             .collect()
+    }
+}
+
+/// `--replicas`, checked.
+fn replicas_of(args: &TuneArgs) -> anyhow::Result<u32> {
+    let most = crate::lab::budget::MAX_REPLICAS;
+    if !(1..=most).contains(&args.replicas) {
+        return Err(usage(format!(
+            "--replicas {}: from 1 to {most}",
+            args.replicas
+        )));
+    }
+    Ok(args.replicas)
+}
+
+/// `--urls`, checked, as an absolute path (a resumed run reads it from elsewhere).
+fn urls_of(args: &TuneArgs) -> anyhow::Result<Option<String>> {
+    args.urls
+        .as_deref()
+        .map(|file| {
+            crate::lab::plan::check_path_list(file).map_err(usage)?;
+            std::path::absolute(file)
+                .map(|p| p.display().to_string())
+                .map_err(|e| usage(format!("--urls {}: {e}", file.display())))
+        })
+        .transpose()
+}
+
+/// The user's server as an external target: its command (knobs still as placeholders), its
+/// base URL, how long it may take to be ready.
+fn server_of(args: &TuneArgs, base: String, ready_s: f64) -> ExternalTarget {
+    ExternalTarget {
+        name: "tune".into(),
+        command: args.cmd.clone(),
+        url: base,
+        ready_timeout: Some(ready_s),
+        workloads: None,
+        cpu_command: None,
+        workers: Vec::new(),
+        threads: Vec::new(),
+        cpus: None,
+        replicas: None,
     }
 }
 

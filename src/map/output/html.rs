@@ -20,7 +20,7 @@ pub(super) fn candidates_html(c: &CellResult) -> String {
         c.cell.cpu_us,
         c.cell.wait_ms,
         c.cell.wait.name(),
-        crate::net::spec_of(c.cell.net.as_deref())
+        c.cell.net
             .map(|n| format!(", across a path of {}", escape(&n.describe())))
             .unwrap_or_default(),
         if c.cell.net.is_some() { "+RTT" } else { "" },

@@ -110,7 +110,7 @@ pub(super) fn path_words(results: &MapResults) -> Option<String> {
     if !spec.has_path() {
         return None;
     }
-    let net = crate::net::spec_of(spec.net.as_deref());
+    let net = spec.net;
     if spec.rtt_ms.is_empty() {
         return net.map(|n| n.describe());
     }

@@ -9,7 +9,23 @@ use std::collections::BTreeSet;
 
 /// The results in words and tables.
 pub fn text(r: &TuneResults) -> String {
-    let mut out = format!(
+    let mut out = what_was_asked(r);
+    out.push_str(&headline(r));
+    out.push('\n');
+    out.push_str(&pick_lines(r));
+    out.push('\n');
+    out.push_str(&table(r));
+    out.push_str(&rules_table(r));
+    out.push_str(&rule_limits(r));
+    for line in notes(r) {
+        out.push_str(&format!("\n{line}\n"));
+    }
+    out
+}
+
+/// The command, the load and the bound.
+fn what_was_asked(r: &TuneResults) -> String {
+    format!(
         "tune: {}\n  {} at {}, p99 bound {}\n\n",
         r.command,
         match &r.urls {
@@ -24,9 +40,13 @@ pub fn text(r: &TuneResults) -> String {
             (None, None) => format!("{} connections", r.concurrency),
         },
         duration_us(r.p99_bound_ms * 1000.0)
-    );
-    out.push_str(&headline(r));
-    out.push('\n');
+    )
+}
+
+/// What limited the pick, how it was chosen, and where it came from when a rule's or another
+/// measured configuration beat the search's own.
+fn pick_lines(r: &TuneResults) -> String {
+    let mut out = String::new();
     if let Some(l) = r.pick.as_ref().and_then(|p| limit_at(r, &p.pick)) {
         out.push_str(&format!(
             "  what limited it: {}: {}\n",
@@ -34,51 +54,58 @@ pub fn text(r: &TuneResults) -> String {
             l.evidence
         ));
     }
-    match &r.pick {
-        Some(p) if p.level.rps.0 > 0.0 => {
-            out.push_str(&format!(
-                "  the smallest within 5% of the best measured whose p99 meets the bound; {} pass{} of coordinate search\n",
-                p.passes,
-                if p.passes == 1 { "" } else { "es" }
-            ));
-            match p.adopted_from.as_deref() {
-                Some("search") => out.push_str(
-                    "  (measured by the search, it beat the search's own pick by more than 5%, three runs each: it is the pick)\n",
-                ),
-                Some(rule) => out.push_str(&format!(
-                    "  ({rule}'s configuration beat the search's own pick by more than 5%, three runs each: it is the pick)\n"
-                )),
-                None => {}
+    let Some(p) = r.pick.as_ref().filter(|p| p.level.rps.0 > 0.0) else {
+        return out;
+    };
+    out.push_str(&format!(
+        "  the smallest within 5% of the best measured whose p99 meets the bound; {} pass{} of coordinate search\n",
+        p.passes,
+        if p.passes == 1 { "" } else { "es" }
+    ));
+    match p.adopted_from.as_deref() {
+        Some("search") => out.push_str(
+            "  (measured by the search, it beat the search's own pick by more than 5%, three runs each: it is the pick)\n",
+        ),
+        Some(rule) => out.push_str(&format!(
+            "  ({rule}'s configuration beat the search's own pick by more than 5%, three runs each: it is the pick)\n"
+        )),
+        None => {}
+    }
+    out
+}
+
+/// The rules of thumb beside the pick, as a Markdown table (none without rules).
+fn rules_table(r: &TuneResults) -> String {
+    if r.rules.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\nBeside it, the rules of thumb:\n| rule | configuration | req/s | p99 | loses |\n|---|---|---|---|---|\n");
+    for rule in &r.rules {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            rule.rule,
+            label(&r.knobs, &rule.values),
+            if rule.meets_bound {
+                thousands(rule.level.rps.0)
+            } else {
+                format!(
+                    "misses the p99 bound ({})",
+                    rule.missed_because.as_deref().unwrap_or("p99 over it")
+                )
+            },
+            duration_us(rule.level.p99_us),
+            if rule.meets_bound {
+                percent((rule.rps_loss * 100.0).round() / 100.0)
+            } else {
+                "all".into()
             }
-        }
-        _ => {}
+        ));
     }
-    out.push('\n');
-    out.push_str(&table(r));
-    if !r.rules.is_empty() {
-        out.push_str("\nBeside it, the rules of thumb:\n| rule | configuration | req/s | p99 | loses |\n|---|---|---|---|---|\n");
-        for rule in &r.rules {
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} |\n",
-                rule.rule,
-                label(&r.knobs, &rule.values),
-                if rule.meets_bound {
-                    thousands(rule.level.rps.0)
-                } else {
-                    format!(
-                        "misses the p99 bound ({})",
-                        rule.missed_because.as_deref().unwrap_or("p99 over it")
-                    )
-                },
-                duration_us(rule.level.p99_us),
-                if rule.meets_bound {
-                    percent((rule.rps_loss * 100.0).round() / 100.0)
-                } else {
-                    "all".into()
-                }
-            ));
-        }
-    }
+    out
+}
+
+/// What limited each rule's configuration, a line each.
+fn rule_limits(r: &TuneResults) -> String {
     let limits: Vec<String> = r
         .rules
         .iter()
@@ -93,16 +120,13 @@ pub fn text(r: &TuneResults) -> String {
             ))
         })
         .collect();
-    if !limits.is_empty() {
-        out.push_str(&format!(
-            "\nWhat limited each rule's configuration:\n{}\n",
-            limits.join("\n")
-        ));
+    if limits.is_empty() {
+        return String::new();
     }
-    for line in notes(r) {
-        out.push_str(&format!("\n{line}\n"));
-    }
-    out
+    format!(
+        "\nWhat limited each rule's configuration:\n{}\n",
+        limits.join("\n")
+    )
 }
 
 /// One knob: its curve, a row a value. Two: the first knob's values as rows, the second's as
