@@ -850,6 +850,14 @@ pub struct HeatCell {
     pub lines: Vec<String>,
 }
 
+/// A heat map's cell, in pixels.
+const HEAT_CELL_W: i32 = 150;
+const HEAT_CELL_H: i32 = 70;
+/// Room for the row names on the left and the title above.
+const HEAT_LEFT: i32 = 110;
+const HEAT_TOP: i32 = 50;
+const HEAT_LEGEND_W: i32 = 170;
+
 /// A heat map: columns and rows named on their axes, each cell coloured and labelled, and a
 /// legend of the colours. Rows are drawn bottom up (row 0 at the bottom), as a y axis runs.
 pub fn heat_map(
@@ -861,93 +869,124 @@ pub fn heat_map(
     cells: &[HeatCell],
     legend: &[(String, usize)],
 ) -> anyhow::Result<String> {
-    const CELL_W: i32 = 150;
-    const CELL_H: i32 = 70;
-    const LEFT: i32 = 110;
-    const TOP: i32 = 50;
-    const LEGEND_W: i32 = 170;
-    let width = LEFT + CELL_W * columns.len() as i32 + LEGEND_W;
-    let height = (TOP + CELL_H * rows.len() as i32 + 60).max(TOP + 22 * legend.len() as i32 + 20);
+    let width = HEAT_LEFT + HEAT_CELL_W * columns.len() as i32 + HEAT_LEGEND_W;
+    let height = (HEAT_TOP + HEAT_CELL_H * rows.len() as i32 + 60)
+        .max(HEAT_TOP + 22 * legend.len() as i32 + 20);
     let mut svg = String::new();
     {
         let root =
             SVGBackend::with_string(&mut svg, (width as u32, height as u32)).into_drawing_area();
         root.fill(&WHITE).map_err(draw_error)?;
-        let font = |size: i32| ("sans-serif", size).into_font();
-        let centred = |size: i32| {
-            font(size)
-                .into_text_style(&root)
-                .pos(Pos::new(HPos::Center, VPos::Center))
-        };
-        root.draw(&Text::new(title.to_string(), (LEFT, 18), font(18)))
-            .map_err(draw_error)?;
-        let grid_bottom = TOP + CELL_H * rows.len() as i32;
-        for cell in cells {
-            let x0 = LEFT + CELL_W * cell.column as i32;
-            let y0 = grid_bottom - CELL_H * (cell.row as i32 + 1);
-            let fill = cell.color.map(color).unwrap_or(RGBColor(238, 238, 238));
-            root.draw(&Rectangle::new(
-                [(x0, y0), (x0 + CELL_W, y0 + CELL_H)],
-                fill.mix(0.55).filled(),
-            ))
-            .map_err(draw_error)?;
-            if cell.hatched {
-                for k in (0..CELL_W + CELL_H).step_by(12) {
-                    let (a, b) = (
-                        (x0 + k.min(CELL_W), y0 + (k - CELL_W).max(0)),
-                        (x0 + (k - CELL_H).max(0), y0 + k.min(CELL_H)),
-                    );
-                    root.draw(&PathElement::new(vec![a, b], WHITE.stroke_width(2)))
-                        .map_err(draw_error)?;
-                }
-            }
-            root.draw(&Rectangle::new(
-                [(x0, y0), (x0 + CELL_W, y0 + CELL_H)],
-                WHITE.stroke_width(2),
-            ))
-            .map_err(draw_error)?;
-            let n = cell.lines.len() as i32;
-            for (i, line) in cell.lines.iter().enumerate() {
-                let y = y0 + CELL_H / 2 + (2 * i as i32 - (n - 1)) * 9;
-                let size = if i == 0 { 15 } else { 12 };
-                root.draw(&Text::new(
-                    line.clone(),
-                    (x0 + CELL_W / 2, y),
-                    centred(size),
-                ))
-                .map_err(draw_error)?;
-            }
-        }
-        for (i, name) in columns.iter().enumerate() {
-            let x = LEFT + CELL_W * i as i32 + CELL_W / 2;
-            root.draw(&Text::new(name.clone(), (x, grid_bottom + 14), centred(13)))
-                .map_err(draw_error)?;
-        }
-        let x_mid = LEFT + CELL_W * columns.len() as i32 / 2;
         root.draw(&Text::new(
-            x_title.to_string(),
-            (x_mid, grid_bottom + 38),
-            centred(14),
+            title.to_string(),
+            (HEAT_LEFT, 18),
+            ("sans-serif", 18).into_font(),
         ))
         .map_err(draw_error)?;
-        for (i, name) in rows.iter().enumerate() {
-            let y = grid_bottom - CELL_H * i as i32 - CELL_H / 2;
-            root.draw(&Text::new(name.clone(), (LEFT - 40, y), centred(13)))
-                .map_err(draw_error)?;
+        let grid_bottom = HEAT_TOP + HEAT_CELL_H * rows.len() as i32;
+        for cell in cells {
+            let x0 = HEAT_LEFT + HEAT_CELL_W * cell.column as i32;
+            let y0 = grid_bottom - HEAT_CELL_H * (cell.row as i32 + 1);
+            draw_heat_cell(&root, cell, (x0, y0))?;
         }
-        root.draw(&Text::new(y_title.to_string(), (8, TOP - 14), font(14)))
-            .map_err(draw_error)?;
-        let legend_x = LEFT + CELL_W * columns.len() as i32 + 16;
+        draw_heat_axes(&root, (x_title, columns), (y_title, rows), grid_bottom)?;
+        let legend_x = HEAT_LEFT + HEAT_CELL_W * columns.len() as i32 + 16;
         for (i, (name, c)) in legend.iter().enumerate() {
-            let y = TOP + 22 * i as i32;
+            let y = HEAT_TOP + 22 * i as i32;
             root.draw(&Rectangle::new(
                 [(legend_x, y), (legend_x + 14, y + 14)],
                 color(*c).mix(0.55).filled(),
             ))
             .map_err(draw_error)?;
-            root.draw(&Text::new(name.clone(), (legend_x + 20, y + 1), font(13)))
-                .map_err(draw_error)?;
+            root.draw(&Text::new(
+                name.clone(),
+                (legend_x + 20, y + 1),
+                ("sans-serif", 13).into_font(),
+            ))
+            .map_err(draw_error)?;
         }
     }
     Ok(svg)
+}
+
+/// Text of `size` centred on its point.
+fn centred(root: &Root<'_>, size: i32) -> TextStyle<'static> {
+    ("sans-serif", size)
+        .into_font()
+        .into_text_style(root)
+        .pos(Pos::new(HPos::Center, VPos::Center))
+}
+
+/// One cell of a heat map at its top-left corner: its fill (hatched for a tie), its border and
+/// its lines of text.
+fn draw_heat_cell(root: &Root<'_>, cell: &HeatCell, (x0, y0): (i32, i32)) -> anyhow::Result<()> {
+    let fill = cell.color.map(color).unwrap_or(RGBColor(238, 238, 238));
+    let corners = [(x0, y0), (x0 + HEAT_CELL_W, y0 + HEAT_CELL_H)];
+    root.draw(&Rectangle::new(corners, fill.mix(0.55).filled()))
+        .map_err(draw_error)?;
+    if cell.hatched {
+        for k in (0..HEAT_CELL_W + HEAT_CELL_H).step_by(12) {
+            let (a, b) = (
+                (x0 + k.min(HEAT_CELL_W), y0 + (k - HEAT_CELL_W).max(0)),
+                (x0 + (k - HEAT_CELL_H).max(0), y0 + k.min(HEAT_CELL_H)),
+            );
+            root.draw(&PathElement::new(vec![a, b], WHITE.stroke_width(2)))
+                .map_err(draw_error)?;
+        }
+    }
+    root.draw(&Rectangle::new(corners, WHITE.stroke_width(2)))
+        .map_err(draw_error)?;
+    let n = cell.lines.len() as i32;
+    for (i, line) in cell.lines.iter().enumerate() {
+        let y = y0 + HEAT_CELL_H / 2 + (2 * i as i32 - (n - 1)) * 9;
+        let size = if i == 0 { 15 } else { 12 };
+        root.draw(&Text::new(
+            line.clone(),
+            (x0 + HEAT_CELL_W / 2, y),
+            centred(root, size),
+        ))
+        .map_err(draw_error)?;
+    }
+    Ok(())
+}
+
+/// A heat map's column names and title under the grid, its row names and title beside it.
+fn draw_heat_axes(
+    root: &Root<'_>,
+    (x_title, columns): (&str, &[String]),
+    (y_title, rows): (&str, &[String]),
+    grid_bottom: i32,
+) -> anyhow::Result<()> {
+    for (i, name) in columns.iter().enumerate() {
+        let x = HEAT_LEFT + HEAT_CELL_W * i as i32 + HEAT_CELL_W / 2;
+        root.draw(&Text::new(
+            name.clone(),
+            (x, grid_bottom + 14),
+            centred(root, 13),
+        ))
+        .map_err(draw_error)?;
+    }
+    let x_mid = HEAT_LEFT + HEAT_CELL_W * columns.len() as i32 / 2;
+    root.draw(&Text::new(
+        x_title.to_string(),
+        (x_mid, grid_bottom + 38),
+        centred(root, 14),
+    ))
+    .map_err(draw_error)?;
+    for (i, name) in rows.iter().enumerate() {
+        let y = grid_bottom - HEAT_CELL_H * i as i32 - HEAT_CELL_H / 2;
+        root.draw(&Text::new(
+            name.clone(),
+            (HEAT_LEFT - 40, y),
+            centred(root, 13),
+        ))
+        .map_err(draw_error)?;
+    }
+    root.draw(&Text::new(
+        y_title.to_string(),
+        (8, HEAT_TOP - 14),
+        ("sans-serif", 14).into_font(),
+    ))
+    .map_err(draw_error)?;
+    Ok(())
 }

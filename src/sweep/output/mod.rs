@@ -349,58 +349,7 @@ fn budget_table(workload: &str, points: &[&PointResult]) -> Option<Table> {
     ]
     .map(String::from)
     .to_vec();
-    let rows = points
-        .iter()
-        .map(|p| {
-            let s = &p.figures.server;
-            let copies = s.replicas.max(1);
-            let shape = if s.quota_cores > 0.0 {
-                format!(
-                    "{copies} x {}",
-                    crate::lab::budget::cores_words(s.quota_cores)
-                )
-            } else {
-                format!("{copies} x the machine")
-            };
-            let (throttled, per_request) = if s.quota_periods > 0 {
-                (
-                    percent(s.throttled_periods as f64 / s.quota_periods as f64),
-                    duration_us(
-                        s.throttled_s * 1e6 / s.answered_at_least(p.figures.requests) as f64,
-                    ),
-                )
-            } else {
-                ("-".into(), "-".into())
-            };
-            let each = p
-                .runs
-                .first()
-                .filter(|r| !r.replica_connections.is_empty())
-                .map(|r| {
-                    r.replica_connections
-                        .iter()
-                        .map(u32::to_string)
-                        .collect::<Vec<_>>()
-                        .join(" / ")
-                })
-                .unwrap_or_else(|| "-".into());
-            vec![
-                series_label(&p.arch, p.workers),
-                thousands(f64::from(p.concurrency)),
-                shape,
-                rps_cell(p),
-                p99_cell(p),
-                format!(
-                    "{:.2} cores",
-                    s.cpu_s / s.window_s.max(p.figures.duration_s).max(1e-9)
-                ),
-                throttled,
-                per_request,
-                format!("{:.1} MB", s.rss_kb as f64 / 1024.0),
-                each,
-            ]
-        })
-        .collect();
+    let rows = points.iter().map(|p| budget_row(p)).collect();
     Some(Table {
         title: format!("{workload}{BUDGET_TITLE}"),
         header,
@@ -414,6 +363,55 @@ fn budget_table(workload: &str, points: &[&PointResult]) -> Option<Table> {
         ],
         hovers: BTreeMap::new(),
     })
+}
+
+/// One point's row of [`budget_table`].
+fn budget_row(p: &PointResult) -> Vec<String> {
+    let s = &p.figures.server;
+    let copies = s.replicas.max(1);
+    let shape = if s.quota_cores > 0.0 {
+        format!(
+            "{copies} x {}",
+            crate::lab::budget::cores_words(s.quota_cores)
+        )
+    } else {
+        format!("{copies} x the machine")
+    };
+    let (throttled, per_request) = if s.quota_periods > 0 {
+        (
+            percent(s.throttled_periods as f64 / s.quota_periods as f64),
+            duration_us(s.throttled_s * 1e6 / s.answered_at_least(p.figures.requests) as f64),
+        )
+    } else {
+        ("-".into(), "-".into())
+    };
+    let each = p
+        .runs
+        .first()
+        .filter(|r| !r.replica_connections.is_empty())
+        .map(|r| {
+            r.replica_connections
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(" / ")
+        })
+        .unwrap_or_else(|| "-".into());
+    vec![
+        series_label(&p.arch, p.workers),
+        thousands(f64::from(p.concurrency)),
+        shape,
+        rps_cell(p),
+        p99_cell(p),
+        format!(
+            "{:.2} cores",
+            s.cpu_s / s.window_s.max(p.figures.duration_s).max(1e-9)
+        ),
+        throttled,
+        per_request,
+        format!("{:.1} MB", s.rss_kb as f64 / 1024.0),
+        each,
+    ]
 }
 
 /// The USL fits of a workload's series, and the series that were too short to fit.
@@ -458,61 +456,100 @@ fn usl_table(results: &SweepResults, workload: &str) -> Option<Table> {
         "X_max (req/s)",
         "measured best N",
     ];
-    let rows = fitted
-        .iter()
-        .map(|u| {
-            let mut row = vec![usl_series_name(u), u.levels.to_string()];
-            match u.fit {
-                Some(fit) => row.extend([
-                    format!("{:.4}", fit.sigma),
-                    format!("{:.6}", fit.kappa),
-                    thousands(fit.lambda),
-                    format!("{:.3}", fit.r_squared),
-                    u.limit.map_or("-".into(), |l| l.to_string()),
-                    u.predicted_peak_n
-                        .map_or("none".into(), |n| format!("{n:.1}")),
-                    match (u.predicted_peak_rps, u.ceiling_rps) {
-                        (Some(x), _) => thousands(x),
-                        (None, Some(x)) => format!("ceiling {}", thousands(x)),
-                        (None, None) => "-".into(),
-                    },
-                ]),
-                None => {
-                    row.push("not fitted".into());
-                    row.resize(header.len() - 1, String::new());
-                }
-            }
-            row.push(thousands(f64::from(u.measured_best_n)));
-            row
-        })
-        .collect();
+    let rows = fitted.iter().map(|u| usl_row(u, header.len())).collect();
     Some(Table {
         title: format!("{workload}: Universal Scalability Law fits"),
         header: header.iter().map(|h| h.to_string()).collect(),
         rows,
-        notes: [
-            format!(
-                "X(N) = lambda N / (1 + sigma (N-1) + kappa N (N-1)) (Gunther), fitted by bounded \
-                 nonlinear least squares (sigma, kappa >= 0); peak N* = sqrt((1-sigma)/kappa), \
-                 X_max = X(N*); a peak far beyond the measured N is an extrapolation; series with \
-                 fewer than {} levels are not fitted",
-                super::analysis::usl::MIN_LEVELS
-            ),
-            format!(
-                "limit: the term that costs more at the largest N measured, contention \
-                 sigma (N-1) or coherency kappa N (N-1); none when together under {}",
-                percent(super::analysis::usl::NEGLIGIBLE_PENALTY)
-            ),
-        ]
-        .into_iter()
-        .chain((!unfitted.is_empty()).then_some(unfitted_line))
-        .collect(),
+        notes: usl_notes()
+            .into_iter()
+            .chain((!unfitted.is_empty()).then_some(unfitted_line))
+            .collect(),
         hovers: BTreeMap::new(),
     })
 }
 
+/// One fitted series' row of [`usl_table`], `columns` wide.
+fn usl_row(u: &UslSeries, columns: usize) -> Vec<String> {
+    let mut row = vec![usl_series_name(u), u.levels.to_string()];
+    match u.fit {
+        Some(fit) => row.extend([
+            format!("{:.4}", fit.sigma),
+            format!("{:.6}", fit.kappa),
+            thousands(fit.lambda),
+            format!("{:.3}", fit.r_squared),
+            u.limit.map_or("-".into(), |l| l.to_string()),
+            u.predicted_peak_n
+                .map_or("none".into(), |n| format!("{n:.1}")),
+            match (u.predicted_peak_rps, u.ceiling_rps) {
+                (Some(x), _) => thousands(x),
+                (None, Some(x)) => format!("ceiling {}", thousands(x)),
+                (None, None) => "-".into(),
+            },
+        ]),
+        None => {
+            row.push("not fitted".into());
+            row.resize(columns - 1, String::new());
+        }
+    }
+    row.push(thousands(f64::from(u.measured_best_n)));
+    row
+}
+
+/// What the USL table's columns mean.
+fn usl_notes() -> Vec<String> {
+    vec![
+        format!(
+            "X(N) = lambda N / (1 + sigma (N-1) + kappa N (N-1)) (Gunther), fitted by bounded \
+             nonlinear least squares (sigma, kappa >= 0); peak N* = sqrt((1-sigma)/kappa), \
+             X_max = X(N*); a peak far beyond the measured N is an extrapolation; series with \
+             fewer than {} levels are not fitted",
+            super::analysis::usl::MIN_LEVELS
+        ),
+        format!(
+            "limit: the term that costs more at the largest N measured, contention \
+             sigma (N-1) or coherency kappa N (N-1); none when together under {}",
+            percent(super::analysis::usl::NEGLIGIBLE_PENALTY)
+        ),
+    ]
+}
+
 /// One row per point with every measurement.
 fn details_table(workload: &str, points: &[&PointResult], include_concurrency: bool) -> Table {
+    let any_repeated = points.iter().any(|p| repeated(p));
+    let header = details_header(points, include_concurrency, any_repeated);
+    let rows = points
+        .iter()
+        .map(|p| details_row(p, header.len(), include_concurrency, any_repeated))
+        .collect();
+    let mut notes = mark_notes(points);
+    notes.extend(limit_notes(points, include_concurrency));
+    let column = header.len() - 1;
+    let hovers = points
+        .iter()
+        .enumerate()
+        .filter_map(|(row, p)| Some(((row, column), p.limit.as_ref()?.evidence.clone())))
+        .collect();
+    notes.push(
+        "CPU percentages are of one core over the measured time; server figures cover the whole \
+         process tree; context switches of tasks that lived between two samples are missed"
+            .into(),
+    );
+    Table {
+        title: format!("{workload}: every point"),
+        header,
+        rows,
+        notes,
+        hovers,
+    }
+}
+
+/// The header of [`details_table`]: the level's column only where points differ in it.
+fn details_header(
+    points: &[&PointResult],
+    include_concurrency: bool,
+    any_repeated: bool,
+) -> Vec<String> {
     let mut header: Vec<String> = vec!["arch".into()];
     if include_concurrency {
         header.push("conns".into());
@@ -544,58 +581,42 @@ fn details_table(workload: &str, points: &[&PointResult], include_concurrency: b
     ] {
         header.push(h.into());
     }
-    let any_repeated = points.iter().any(|p| repeated(p));
     if any_repeated {
         header.push("spread req/s".into());
         header.push("spread p99".into());
     }
     header.push("limit".into());
-    let rows = points
-        .iter()
-        .map(|p| {
-            let mut row = vec![series_label(&p.arch, p.workers)];
-            if include_concurrency {
-                row.push(thousands(f64::from(p.concurrency)));
-            }
-            if !p.ok {
-                row.push("failed".into());
-                row.push(p.failure.clone().unwrap_or_default());
-                row.resize(header.len(), String::new());
-                return row;
-            }
-            row.extend(measurement_cells(p));
-            if any_repeated {
-                if repeated(p) {
-                    row.push(rps_spread_text(p));
-                    row.push(p99_spread_text(p));
-                } else {
-                    row.extend(["-".to_string(), "-".to_string()]);
-                }
-            }
-            row.push(limit_cell(p));
-            row
-        })
-        .collect();
-    let mut notes = mark_notes(points);
-    notes.extend(limit_notes(points, include_concurrency));
-    let column = header.len() - 1;
-    let hovers = points
-        .iter()
-        .enumerate()
-        .filter_map(|(row, p)| Some(((row, column), p.limit.as_ref()?.evidence.clone())))
-        .collect();
-    notes.push(
-        "CPU percentages are of one core over the measured time; server figures cover the whole \
-         process tree; context switches of tasks that lived between two samples are missed"
-            .into(),
-    );
-    Table {
-        title: format!("{workload}: every point"),
-        header,
-        rows,
-        notes,
-        hovers,
+    header
+}
+
+/// One point's row of [`details_table`], `columns` wide.
+fn details_row(
+    p: &PointResult,
+    columns: usize,
+    include_concurrency: bool,
+    any_repeated: bool,
+) -> Vec<String> {
+    let mut row = vec![series_label(&p.arch, p.workers)];
+    if include_concurrency {
+        row.push(thousands(f64::from(p.concurrency)));
     }
+    if !p.ok {
+        row.push("failed".into());
+        row.push(p.failure.clone().unwrap_or_default());
+        row.resize(columns, String::new());
+        return row;
+    }
+    row.extend(measurement_cells(p));
+    if any_repeated {
+        if repeated(p) {
+            row.push(rps_spread_text(p));
+            row.push(p99_spread_text(p));
+        } else {
+            row.extend(["-".to_string(), "-".to_string()]);
+        }
+    }
+    row.push(limit_cell(p));
+    row
 }
 
 /// What limited a point, in a word (`lab: generator` where the lab set the figure).
