@@ -34,8 +34,9 @@ const LAYERS: &[&[&str]] = &[
 /// Allowed uses within one layer: (user, used).
 const SIDEWAYS: &[(&str, &str)] = &[];
 
-/// What the crate root itself defines (`usage`, `UsageError`, `print_stdout`): below everything.
-const ROOT_ITEMS: &[&str] = &["usage", "UsageError", "print_stdout"];
+/// What the crate root itself defines (`usage`, `UsageError`, `print_stdout`, `toml_usage`):
+/// below everything.
+const ROOT_ITEMS: &[&str] = &["usage", "UsageError", "print_stdout", "toml_usage"];
 
 fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|layer| layer.contains(&module))

@@ -307,32 +307,65 @@ impl RingLoop {
         }
     }
 
+    /// A multishot accept's completion: the new connection (unless stopping), and the accept
+    /// armed again when it ended (paused for 100 ms when the process ran out of files).
+    fn on_accept(&mut self, c: Completion) -> anyhow::Result<()> {
+        if let Some(stream) = c.accepted {
+            self.accepted.fetch_add(1, Ordering::Relaxed);
+            if !self.ctx.stopping() {
+                let _ = stream.set_nodelay(true);
+                self.insert(stream);
+            }
+        }
+        if c.more {
+            return Ok(());
+        }
+        self.accepting = false;
+        let e = std::io::Error::from_raw_os_error(-c.result);
+        if c.result < 0 && is_resource_exhaustion(&e) {
+            eprintln!(
+                "sweetspot: accept: {e} with {} connections; pausing accepts",
+                self.conns.iter().flatten().count()
+            );
+            self.accept_paused_until = Some(Instant::now() + Duration::from_millis(100));
+        } else if !self.ctx.stopping() && self.accept_paused_until.is_none() {
+            self.arm_accept()?;
+        }
+        Ok(())
+    }
+
+    /// A send's completion: what was not written goes back before the pending output, a
+    /// buffer fully sent is kept for the next reply, a failed send breaks the connection.
+    fn on_sent(&mut self, slot: usize, generation: u32, c: Completion) {
+        let now = self.now;
+        let Some(conn) = self.live(slot, generation) else {
+            return;
+        };
+        let mut buffer = c.sent_buffer.unwrap_or_default();
+        conn.sending = 0;
+        if c.result <= 0 {
+            conn.broken = true;
+        } else {
+            let n = c.result as usize;
+            if n < buffer.len() {
+                let mut rest = buffer[n..].to_vec();
+                rest.extend_from_slice(&conn.pipeline.out);
+                conn.pipeline.out = rest;
+            } else if conn.pipeline.out.is_empty() && buffer.capacity() <= KEPT_OUTPUT {
+                // The next reply is written into the same allocation.
+                buffer.clear();
+                conn.pipeline.out = buffer;
+            }
+            conn.deadlines.last_active = now;
+            conn.deadlines.stalled_since = None;
+        }
+        self.mark(slot);
+    }
+
     fn complete_op(&mut self, c: Completion) -> anyhow::Result<()> {
         let (kind, slot, generation) = untag(c.user_data);
         match kind {
-            ACCEPT => {
-                if let Some(stream) = c.accepted {
-                    self.accepted.fetch_add(1, Ordering::Relaxed);
-                    if !self.ctx.stopping() {
-                        let _ = stream.set_nodelay(true);
-                        self.insert(stream);
-                    }
-                }
-                if !c.more {
-                    self.accepting = false;
-                    let e = std::io::Error::from_raw_os_error(-c.result);
-                    if c.result < 0 && is_resource_exhaustion(&e) {
-                        eprintln!(
-                            "sweetspot: accept: {e} with {} connections; pausing accepts",
-                            self.conns.iter().flatten().count()
-                        );
-                        self.accept_paused_until =
-                            Some(Instant::now() + Duration::from_millis(100));
-                    } else if !self.ctx.stopping() && self.accept_paused_until.is_none() {
-                        self.arm_accept()?;
-                    }
-                }
-            }
+            ACCEPT => self.on_accept(c)?,
             RECV => {
                 let Some(conn) = self.live(slot, generation) else {
                     return Ok(());
@@ -349,31 +382,7 @@ impl RingLoop {
                 }
                 self.mark(slot);
             }
-            SEND => {
-                let now = self.now;
-                let Some(conn) = self.live(slot, generation) else {
-                    return Ok(());
-                };
-                let mut buffer = c.sent_buffer.unwrap_or_default();
-                conn.sending = 0;
-                if c.result <= 0 {
-                    conn.broken = true;
-                } else {
-                    let n = c.result as usize;
-                    if n < buffer.len() {
-                        let mut rest = buffer[n..].to_vec();
-                        rest.extend_from_slice(&conn.pipeline.out);
-                        conn.pipeline.out = rest;
-                    } else if conn.pipeline.out.is_empty() && buffer.capacity() <= KEPT_OUTPUT {
-                        // The next reply is written into the same allocation.
-                        buffer.clear();
-                        conn.pipeline.out = buffer;
-                    }
-                    conn.deadlines.last_active = now;
-                    conn.deadlines.stalled_since = None;
-                }
-                self.mark(slot);
-            }
+            SEND => self.on_sent(slot, generation, c),
             SLEEP => {
                 let then = self.live(slot, generation).and_then(|c| c.waiting.take());
                 if let Some(resp) = then.and_then(|route| self.start(slot, generation, route)) {
@@ -492,6 +501,37 @@ impl RingLoop {
         self.dirty.clear();
     }
 
+    /// Answers what the connection holds, refilling from a streamed file once the socket has
+    /// taken what was queued (and answering what waited behind a file that ended). `false`:
+    /// the connection is gone (closed here, or before).
+    fn answer_and_refill(&mut self, slot: usize) -> bool {
+        loop {
+            self.answer(slot);
+            let Some(conn) = self.conns[slot].as_mut() else {
+                return false;
+            };
+            if conn.queued() >= FILE_CHUNK {
+                return true;
+            }
+            let Some((file, offset)) = conn.pipeline.file.as_mut() else {
+                return true;
+            };
+            match file.read_chunk(*offset, &mut conn.pipeline.out) {
+                Ok(n) if n > 0 => {
+                    *offset += n as u64;
+                    if *offset < file.len {
+                        return true;
+                    }
+                    conn.pipeline.file = None;
+                }
+                _ => {
+                    self.close(slot);
+                    return false;
+                }
+            }
+        }
+    }
+
     fn process(&mut self, slot: usize) {
         let Some(conn) = self.conns[slot].as_mut() else {
             return;
@@ -516,33 +556,8 @@ impl RingLoop {
             self.close(slot);
             return;
         }
-        loop {
-            self.answer(slot);
-            let Some(conn) = self.conns[slot].as_mut() else {
-                return;
-            };
-            // Refill from a streamed file once the socket has taken what was queued.
-            if conn.queued() >= FILE_CHUNK {
-                break;
-            }
-            let Some((file, offset)) = conn.pipeline.file.as_mut() else {
-                break;
-            };
-            match file.read_chunk(*offset, &mut conn.pipeline.out) {
-                Ok(n) if n > 0 => {
-                    *offset += n as u64;
-                    if *offset >= file.len {
-                        conn.pipeline.file = None;
-                        // Answer what waited behind the file.
-                        continue;
-                    }
-                    break;
-                }
-                _ => {
-                    self.close(slot);
-                    return;
-                }
-            }
+        if !self.answer_and_refill(slot) {
+            return;
         }
         let Some(conn) = self.conns[slot].as_mut() else {
             return;

@@ -301,13 +301,7 @@ fn run_once(
             pin_group_to_cpu0(replica.pgid());
         }
     }
-    let url = point_url(external_url, plan, &servers.main.ready);
-    let target = Target::parse(&url)?;
-    let replica_addrs = servers
-        .replicas
-        .iter()
-        .map(|(r, _, launch)| replica_addr(r, launch))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let (target, replica_addrs) = servers.targets(external_url, plan)?;
     let stop = &*options.stop;
     warm_up(plan, &target, &replica_addrs, pinning, stop)?;
     if stop.load(Ordering::SeqCst) {
@@ -353,18 +347,24 @@ fn run_once(
     }
     budget_use(&mut run.figures.server, setup, &before, &after);
     if !server_here {
-        let command_cpu = match (cpu_command.as_deref(), command_cpu_before) {
-            (Some(command), Some(before)) => Some((command_cpu_s(command)? - before).max(0.0)),
-            _ => None,
-        };
-        run.figures.server = ServerUsage {
-            cpu_s: command_cpu.unwrap_or(0.0),
-            cpu_unavailable: command_cpu.is_none(),
-            remote: true,
-            ..ServerUsage::default()
-        };
+        run.figures.server = remote_usage(cpu_command.as_deref(), command_cpu_before)?;
     }
     Ok(Some((run, reported_workers, notes)))
+}
+
+/// A server started elsewhere by its command: the CPU its `cpu_command` says it used since
+/// `before`, or none to be had.
+fn remote_usage(cpu_command: Option<&str>, before: Option<f64>) -> anyhow::Result<ServerUsage> {
+    let command_cpu = match (cpu_command, before) {
+        (Some(command), Some(before)) => Some((command_cpu_s(command)? - before).max(0.0)),
+        _ => None,
+    };
+    Ok(ServerUsage {
+        cpu_s: command_cpu.unwrap_or(0.0),
+        cpu_unavailable: command_cpu.is_none(),
+        remote: true,
+        ..ServerUsage::default()
+    })
 }
 
 /// A point's servers: the first, and the replicas beside it, each in budgets of its own. A
@@ -377,6 +377,22 @@ struct Servers {
 }
 
 impl Servers {
+    /// The load's target (the external URL, or the main server's ready address with the
+    /// point's path) and each replica's address.
+    fn targets(
+        &self,
+        external_url: Option<String>,
+        plan: &PointPlan,
+    ) -> anyhow::Result<(Target, Vec<std::net::SocketAddr>)> {
+        let url = point_url(external_url, plan, &self.main.ready);
+        let replicas = self
+            .replicas
+            .iter()
+            .map(|(r, _, launch)| replica_addr(r, launch))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok((Target::parse(&url)?, replicas))
+    }
+
     /// Starts the point's server and its replicas, each in `server_cgroup` when there is one;
     /// with the URL an external target's command was given.
     fn start(

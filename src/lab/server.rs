@@ -244,6 +244,36 @@ fn command_for(launch: &Launch) -> Command {
     command
 }
 
+/// Spawns the launch's command, in the cgroup of `cgroup_procs` where it can be joined before
+/// the exec (else outside it: the bool says which), and in every budget's cgroup or not at all.
+fn spawn_in(
+    launch: &Launch,
+    cgroup_procs: Option<&Path>,
+    budgets: &[std::path::PathBuf],
+) -> anyhow::Result<(std::process::Child, bool)> {
+    let command_of = || -> anyhow::Result<std::process::Command> {
+        let mut command = command_for(launch);
+        for budget in budgets {
+            crate::sys::join_cgroup_before_exec(&mut command, budget)
+                .with_context(|| format!("joining the budget's {}", budget.display()))?;
+        }
+        Ok(command)
+    };
+    if let Some(procs) = cgroup_procs {
+        let mut command = command_of()?;
+        if crate::sys::join_cgroup_before_exec(&mut command, procs).is_ok() {
+            if let Ok(child) = command.spawn() {
+                return Ok((child, true));
+            }
+        }
+    }
+    let mut command = command_of()?;
+    let child = command
+        .spawn()
+        .with_context(|| format!("starting {command:?}"))?;
+    Ok((child, false))
+}
+
 impl ServerProcess {
     /// Starts a server and waits (at most `ready_timeout`) until it is ready. On failure the
     /// error says why (exit status and the end of its stderr) and nothing is left running.
@@ -263,34 +293,7 @@ impl ServerProcess {
         cgroup_procs: Option<&Path>,
         budgets: &[std::path::PathBuf],
     ) -> anyhow::Result<ServerProcess> {
-        let command_of = || -> anyhow::Result<std::process::Command> {
-            let mut command = command_for(launch);
-            for budget in budgets {
-                crate::sys::join_cgroup_before_exec(&mut command, budget)
-                    .with_context(|| format!("joining the budget's {}", budget.display()))?;
-            }
-            Ok(command)
-        };
-        let mut in_cgroup = false;
-        let mut spawned = None;
-        if let Some(procs) = cgroup_procs {
-            let mut command = command_of()?;
-            if crate::sys::join_cgroup_before_exec(&mut command, procs).is_ok() {
-                if let Ok(child) = command.spawn() {
-                    in_cgroup = true;
-                    spawned = Some(child);
-                }
-            }
-        }
-        let mut child = match spawned {
-            Some(child) => child,
-            None => {
-                let mut command = command_of()?;
-                command
-                    .spawn()
-                    .with_context(|| format!("starting {command:?}"))?
-            }
-        };
+        let (mut child, in_cgroup) = spawn_in(launch, cgroup_procs, budgets)?;
         let pgid = child.id() as i32;
         let stderr_tail = Arc::new(Mutex::new(String::new()));
         let stderr_closed = Arc::new(AtomicBool::new(false));
@@ -324,22 +327,7 @@ impl ServerProcess {
                 .map(Path::to_path_buf),
             stop_notes: Vec::new(),
         };
-        let ready = match launch {
-            Launch::Ours { .. } => server.wait_for_ready_line(stdout, ready_timeout),
-            Launch::External { host, port, .. } => {
-                if let Some(stdout) = stdout {
-                    let ignored = Arc::new(Mutex::new(String::new()));
-                    spawn_tail_reader(
-                        stdout,
-                        ignored,
-                        Arc::new(AtomicBool::new(false)),
-                        Arc::clone(&server.output_bytes),
-                    );
-                }
-                server.wait_for_port(host, *port, ready_timeout)
-            }
-        };
-        match ready {
+        match server.wait_until_ready(launch, stdout, ready_timeout) {
             Ok(ready) => {
                 server.ready = ready;
                 Ok(server)
@@ -347,6 +335,31 @@ impl ServerProcess {
             Err(e) => {
                 server.stop();
                 Err(e)
+            }
+        }
+    }
+
+    /// Waits for our server's ready line, or for an external server's port to open (its
+    /// stdout counted and dropped).
+    fn wait_until_ready(
+        &mut self,
+        launch: &Launch,
+        stdout: Option<std::process::ChildStdout>,
+        ready_timeout: Duration,
+    ) -> anyhow::Result<ReadyLine> {
+        match launch {
+            Launch::Ours { .. } => self.wait_for_ready_line(stdout, ready_timeout),
+            Launch::External { host, port, .. } => {
+                if let Some(stdout) = stdout {
+                    let ignored = Arc::new(Mutex::new(String::new()));
+                    spawn_tail_reader(
+                        stdout,
+                        ignored,
+                        Arc::new(AtomicBool::new(false)),
+                        Arc::clone(&self.output_bytes),
+                    );
+                }
+                self.wait_for_port(host, *port, ready_timeout)
             }
         }
     }

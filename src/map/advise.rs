@@ -349,25 +349,7 @@ pub fn text(a: &Advice) -> String {
         },
         thousands(o.bound_rps)
     ));
-    if !o.starving.is_empty() {
-        out.push_str(&format!(
-            "  left out, as they leave connections unanswered by their shape: {}\n",
-            o.starving.join(", ")
-        ));
-    }
-    if !o.outclassed.is_empty() {
-        out.push_str(&format!(
-            "  left out, as their own bound is below what another reached: {}\n",
-            o.outclassed.join(", ")
-        ));
-    }
-    if !o.unneeded.is_empty() {
-        out.push_str(&format!(
-            "  left out, as the pick reached the bound with a p99 at its floor and the CPU and \
-             memory of the leanest measured (none could beat it): {}\n",
-            o.unneeded.join(", ")
-        ));
-    }
+    out.push_str(&left_out_text(o));
     match o.winner {
         None => out.push_str(&no_winner_text(a)),
         Some(w) => {
@@ -384,6 +366,31 @@ pub fn text(a: &Advice) -> String {
         "  {}\n",
         crate::search::points_sentence(a.points_measured, a.wall_s, a.full_grid_points)
     ));
+    out
+}
+
+/// The candidates left unmeasured, and why, a line a reason.
+fn left_out_text(o: &Outcome) -> String {
+    let mut out = String::new();
+    for (who, why) in [
+        (
+            &o.starving,
+            "as they leave connections unanswered by their shape",
+        ),
+        (
+            &o.outclassed,
+            "as their own bound is below what another reached",
+        ),
+        (
+            &o.unneeded,
+            "as the pick reached the bound with a p99 at its floor and the CPU and memory of the \
+             leanest measured (none could beat it)",
+        ),
+    ] {
+        if !who.is_empty() {
+            out.push_str(&format!("  left out, {why}: {}\n", who.join(", ")));
+        }
+    }
     out
 }
 

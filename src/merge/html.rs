@@ -39,29 +39,7 @@ pub fn render(m: &MergedReport) -> String {
         m.client_cpu_s
     );
     o.push('\n');
-    o.push_str("<h2>Latency (&micro;s)</h2>\n<table><tr><th>view</th>");
-    for k in LatencyKey::ALL {
-        let _ = write!(o, "<th>{}</th>", k.name());
-    }
-    o.push_str("</tr>\n");
-    let mut row = |name: &str, s: &crate::load::LatencySummary| {
-        let _ = write!(o, "<tr><th>{name}</th>");
-        for k in LatencyKey::ALL {
-            let v = s.get(k);
-            let mark = if s.lower_bound.contains(k) {
-                "&ge;"
-            } else {
-                ""
-            };
-            let _ = write!(o, "<td>{mark}{v:.0}</td>");
-        }
-        o.push_str("</tr>\n");
-    };
-    row("merged", &m.latency_us);
-    if let Some(u) = &m.latency_uncorrected_us {
-        row("uncorrected", u);
-    }
-    o.push_str("</table>\n");
+    latency_table(&mut o, m);
     if let Some(h2) = &m.http2 {
         let mut text = String::new();
         crate::load::scaleout::h2_block(&mut text, h2, m.connections as usize);
@@ -94,6 +72,33 @@ pub fn render(m: &MergedReport) -> String {
     workers_table(&mut o, m);
     o.push_str(PAGE_END);
     o
+}
+
+/// The merged latency, and the uncorrected view where there is one, a row each.
+fn latency_table(o: &mut String, m: &MergedReport) {
+    o.push_str("<h2>Latency (&micro;s)</h2>\n<table><tr><th>view</th>");
+    for k in LatencyKey::ALL {
+        let _ = write!(o, "<th>{}</th>", k.name());
+    }
+    o.push_str("</tr>\n");
+    let mut row = |name: &str, s: &crate::load::LatencySummary| {
+        let _ = write!(o, "<tr><th>{name}</th>");
+        for k in LatencyKey::ALL {
+            let v = s.get(k);
+            let mark = if s.lower_bound.contains(k) {
+                "&ge;"
+            } else {
+                ""
+            };
+            let _ = write!(o, "<td>{mark}{v:.0}</td>");
+        }
+        o.push_str("</tr>\n");
+    };
+    row("merged", &m.latency_us);
+    if let Some(u) = &m.latency_uncorrected_us {
+        row("uncorrected", u);
+    }
+    o.push_str("</table>\n");
 }
 
 /// One row per worker: its segment, share, figures, CPU and start.

@@ -45,20 +45,13 @@ pub fn parse_range(flag: &str, text: &str) -> anyhow::Result<(u32, u32)> {
     Ok((lo, hi))
 }
 
-/// The knobs of a command: each placeholder it holds, with its range from `--workers`,
-/// `--threads` or `--knob NAME=A..B`; a placeholder without a range, or a range without a
-/// placeholder, is an error.
-pub fn knobs_of(
-    command: &str,
+/// Each knob asked for, as (name, placeholder, range text): `--workers`, `--threads`, then
+/// each `--knob NAME=A..B`.
+fn ranges_of(
     workers: Option<&str>,
     threads: Option<&str>,
     named: &[String],
-) -> anyhow::Result<Vec<Knob>> {
-    if !command.contains("{port}") {
-        return Err(usage(
-            "--cmd: the command must take the port as {port} (tune starts it on a free one)",
-        ));
-    }
+) -> anyhow::Result<Vec<(String, String, String)>> {
     let mut ranges: Vec<(String, String, String)> = Vec::new();
     if let Some(r) = workers {
         ranges.push(("workers".into(), "{workers}".into(), r.to_string()));
@@ -80,29 +73,11 @@ pub fn knobs_of(
         }
         ranges.push((name.into(), format!("{{knob:{name}}}"), range.into()));
     }
-    let mut knobs = Vec::new();
-    for (name, placeholder, range) in ranges {
-        if knobs.iter().any(|k: &Knob| k.name == name) {
-            return Err(usage(format!("the knob {name:?} is given twice")));
-        }
-        if !command.contains(&placeholder) {
-            return Err(usage(format!(
-                "--cmd has no {placeholder} for the range given for {name}"
-            )));
-        }
-        let flag = match name.as_str() {
-            "workers" | "threads" => format!("--{name}"),
-            _ => format!("--knob {name}"),
-        };
-        let (lo, hi) = parse_range(&flag, &range)?;
-        knobs.push(Knob {
-            name,
-            placeholder,
-            lo,
-            hi,
-        });
-    }
-    // Every placeholder of the command has a range.
+    Ok(ranges)
+}
+
+/// Every placeholder of the command (`{workers}`, `{threads}`, `{knob:NAME}`) has a range.
+fn every_placeholder_has_a_range(command: &str, knobs: &[Knob]) -> anyhow::Result<()> {
     for placeholder in ["{workers}", "{threads}"] {
         if command.contains(placeholder) && !knobs.iter().any(|k| k.placeholder == placeholder) {
             return Err(usage(format!(
@@ -125,6 +100,47 @@ pub fn knobs_of(
         }
         rest = &rest[end..];
     }
+    Ok(())
+}
+
+/// The knobs of a command: each placeholder it holds, with its range from `--workers`,
+/// `--threads` or `--knob NAME=A..B`; a placeholder without a range, or a range without a
+/// placeholder, is an error.
+pub fn knobs_of(
+    command: &str,
+    workers: Option<&str>,
+    threads: Option<&str>,
+    named: &[String],
+) -> anyhow::Result<Vec<Knob>> {
+    if !command.contains("{port}") {
+        return Err(usage(
+            "--cmd: the command must take the port as {port} (tune starts it on a free one)",
+        ));
+    }
+    let ranges = ranges_of(workers, threads, named)?;
+    let mut knobs = Vec::new();
+    for (name, placeholder, range) in ranges {
+        if knobs.iter().any(|k: &Knob| k.name == name) {
+            return Err(usage(format!("the knob {name:?} is given twice")));
+        }
+        if !command.contains(&placeholder) {
+            return Err(usage(format!(
+                "--cmd has no {placeholder} for the range given for {name}"
+            )));
+        }
+        let flag = match name.as_str() {
+            "workers" | "threads" => format!("--{name}"),
+            _ => format!("--knob {name}"),
+        };
+        let (lo, hi) = parse_range(&flag, &range)?;
+        knobs.push(Knob {
+            name,
+            placeholder,
+            lo,
+            hi,
+        });
+    }
+    every_placeholder_has_a_range(command, &knobs)?;
     if knobs.is_empty() {
         return Err(usage(
             "--cmd has no knob to tune: put {workers}, {threads} or {knob:NAME} in it, with its range",

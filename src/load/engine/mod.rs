@@ -306,27 +306,13 @@ impl<'p, 'a> Worker<'p, 'a> {
         })
     }
 
+    /// The worker's loop: connect, then turn the driver until the run ends (its deadline, a
+    /// count reached, a stop), drain what is in flight, and count the window.
     fn run(&mut self, completed: &AtomicU64) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
-        if let (true, Driver::Epoll(poll)) = (self.paced, &self.driver) {
-            // (A ring's waits are timed to the nanosecond already.)
-            self.precise_timer = Some(PreciseTimer::new(poll.registry(), TIMER_TOKEN)?);
-        }
-        // The default 50 µs of timer slack would make rate-mode sends and naps late.
-        let _ = nix::sys::prctl::set_timerslack(1);
+        let nap = self.begin()?;
         let start = self.plan.start;
-        // Each connect is timed from when it is made: opening thousands takes a while (on
-        // loopback each call does its handshake), and the last ones are not late for that.
-        for slot in 0..self.connections.len() {
-            self.connect(slot, Instant::now());
-        }
         let mut sweep = TimeoutSweep::new(self.timeout, Instant::now());
-        let nap = match (self.paced, self.stamped) {
-            _ if self.connections.len() < NAP_MIN_CONNECTIONS => Duration::ZERO,
-            (false, _) => NAP,
-            (true, true) => (self.slack / 4).min(RATE_NAP_MAX),
-            (true, false) => Duration::ZERO,
-        };
         let mut last_batch = 0;
         let mut window_end = None;
         let mut drain_until = None;
@@ -339,22 +325,8 @@ impl<'p, 'a> Worker<'p, 'a> {
                 }
             } else if self.should_end(now) {
                 window_end = Some(now);
-                let at_deadline = self.deadline().is_some_and(|d| now >= d);
-                if at_deadline && self.paced && !self.stopped() {
-                    // Requests due before the deadline that a late wakeup has not sent yet go
-                    // out now (from their intended times, so the lateness is measured); only
-                    // those whose connection is busy or down stay unsent.
-                    self.run_due_wakeups(now);
-                }
-                if at_deadline && self.plan.settle.is_some() {
-                    // A settled window keeps the load on while its last requests are answered
-                    // (see `keeps_load`): what is sent from now on is outside the window.
-                    self.closed_at = Some(now);
-                    self.recorder.close_window(now);
-                }
-                if at_deadline && !self.stopped() && !self.nothing_in_flight() {
-                    drain_until = Some(now + drain_grace(self.timeout, self.recorder.p99_us()));
-                    self.recorder.start_drain();
+                drain_until = self.end_at(now);
+                if drain_until.is_some() {
                     continue;
                 }
                 break;
@@ -381,6 +353,60 @@ impl<'p, 'a> Worker<'p, 'a> {
             completed.store(self.recorder.responses(), Ordering::Relaxed);
             self.recorder.tick(now);
         }
+        self.finish(start, window_end);
+        completed.store(self.recorder.responses(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Before the loop: the precise timer where sends are paced on epoll, the thread's timer
+    /// slack, every connection opened. Returns the nap a turn may take after a small batch.
+    fn begin(&mut self) -> io::Result<Duration> {
+        if let (true, Driver::Epoll(poll)) = (self.paced, &self.driver) {
+            // (A ring's waits are timed to the nanosecond already.)
+            self.precise_timer = Some(PreciseTimer::new(poll.registry(), TIMER_TOKEN)?);
+        }
+        // The default 50 µs of timer slack would make rate-mode sends and naps late.
+        let _ = nix::sys::prctl::set_timerslack(1);
+        // Each connect is timed from when it is made: opening thousands takes a while (on
+        // loopback each call does its handshake), and the last ones are not late for that.
+        for slot in 0..self.connections.len() {
+            self.connect(slot, Instant::now());
+        }
+        Ok(match (self.paced, self.stamped) {
+            _ if self.connections.len() < NAP_MIN_CONNECTIONS => Duration::ZERO,
+            (false, _) => NAP,
+            (true, true) => (self.slack / 4).min(RATE_NAP_MAX),
+            (true, false) => Duration::ZERO,
+        })
+    }
+
+    /// The run ends at `now`: at its deadline, the sends still due go out, a settled window
+    /// closes, and what is in flight gets a drain (its end returned); otherwise nothing.
+    fn end_at(&mut self, now: Instant) -> Option<Instant> {
+        let at_deadline = self.deadline().is_some_and(|d| now >= d);
+        if at_deadline && self.paced && !self.stopped() {
+            // Requests due before the deadline that a late wakeup has not sent yet go
+            // out now (from their intended times, so the lateness is measured); only
+            // those whose connection is busy or down stay unsent.
+            self.run_due_wakeups(now);
+        }
+        if at_deadline && self.plan.settle.is_some() {
+            // A settled window keeps the load on while its last requests are answered
+            // (see `keeps_load`): what is sent from now on is outside the window.
+            self.closed_at = Some(now);
+            self.recorder.close_window(now);
+        }
+        if at_deadline && !self.stopped() && !self.nothing_in_flight() {
+            let until = now + drain_grace(self.timeout, self.recorder.p99_us());
+            self.recorder.start_drain();
+            return Some(until);
+        }
+        None
+    }
+
+    /// After the loop: the window's length, the connections' cycles, what is still unanswered
+    /// censored at its age.
+    fn finish(&mut self, start: Instant, window_end: Option<Instant>) {
         let end = Instant::now();
         let window_end = window_end.unwrap_or(end);
         self.elapsed = window_end.saturating_duration_since(self.window_start.unwrap_or(start));
@@ -390,8 +416,6 @@ impl<'p, 'a> Worker<'p, 'a> {
             self.connections.iter().map(|c| c.answered_bytes).sum(),
         );
         self.censor(end, window_end);
-        completed.store(self.recorder.responses(), Ordering::Relaxed);
-        Ok(())
     }
 
     /// When the loop must wake next: the timeout sweep, the settle's look, the drain's or the

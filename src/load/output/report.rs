@@ -444,6 +444,43 @@ impl LoadReport {
     }
 }
 
+/// Rate mode's sends: how late they went out on average and at worst, and how long they
+/// were held on average, µs (none where no send was timed).
+fn send_lateness(merged: &ThreadStats) -> Option<(f64, f64, f64)> {
+    let n = merged.send_late_count;
+    (n > 0).then(|| {
+        (
+            merged.send_late_ns as f64 / 1000.0 / n as f64,
+            merged.send_late_max_ns as f64 / 1000.0,
+            merged.send_held_ns as f64 / 1000.0 / n as f64,
+        )
+    })
+}
+
+/// A plan's steps and a URL list's URLs, each summarized where the run had them.
+fn steps_and_urls(
+    config: &LoadConfig,
+    merged: &ThreadStats,
+) -> (
+    Vec<crate::load::stats::steps::StepReport>,
+    Vec<crate::load::stats::urls::UrlReport>,
+) {
+    let steps = match (&config.plan, &merged.steps) {
+        (Some(plan), Some(steps)) => {
+            crate::load::stats::steps::summarize(plan, steps, config.timeout)
+        }
+        _ => Vec::new(),
+    };
+    let rate_mode = matches!(config.mode, Mode::Rate { .. });
+    let urls = match (&config.urls, &merged.urls) {
+        (Some(list), Some(stats)) => {
+            crate::load::stats::urls::url_reports(list, stats, config.timeout, !rate_mode)
+        }
+        _ => Vec::new(),
+    };
+    (steps, urls)
+}
+
 /// Builds the report from the merged measurements of every thread.
 pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadReport {
     let duration_s = merged.elapsed.as_secs_f64();
@@ -457,6 +494,8 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
     let rate_mode = matches!(config.mode, Mode::Rate { .. });
     let (target_rate, achieved_rate, rate_held) = rate_figures(config, merged);
     let ((latency_us, latency), uncorrected) = latency_views(config, merged);
+    let send_late = send_lateness(merged);
+    let (steps, urls) = steps_and_urls(config, merged);
     LoadReport {
         requests: merged.requests,
         duration_s,
@@ -477,24 +516,16 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         per_second: per_second_rates(&merged.completed_per_second, duration_s),
         client_cpu_s: merged.cpu_s,
         client_wait_s: merged.wait_s,
-        send_late_mean_us: (merged.send_late_count > 0)
-            .then(|| merged.send_late_ns as f64 / 1000.0 / merged.send_late_count as f64),
-        send_late_max_us: (merged.send_late_count > 0)
-            .then(|| merged.send_late_max_ns as f64 / 1000.0),
-        send_held_mean_us: (merged.send_late_count > 0)
-            .then(|| merged.send_held_ns as f64 / 1000.0 / merged.send_late_count as f64),
+        send_late_mean_us: send_late.map(|l| l.0),
+        send_late_max_us: send_late.map(|l| l.1),
+        send_held_mean_us: send_late.map(|l| l.2),
         target_rate,
         rate_held,
         achieved_rate,
         slack_us: rate_mode.then(|| config.effective_slack().as_micros() as u64),
         net: None,
         plan: config.plan.as_ref().map(|p| p.to_string()),
-        steps: match (&config.plan, &merged.steps) {
-            (Some(plan), Some(steps)) => {
-                crate::load::stats::steps::summarize(plan, steps, config.timeout)
-            }
-            _ => Vec::new(),
-        },
+        steps,
         requests_sent: merged.sent,
         target: match &config.urls {
             Some(list) => list.describe(),
@@ -516,12 +547,7 @@ pub fn build(config: &LoadConfig, threads: usize, merged: &ThreadStats) -> LoadR
         histogram_uncorrected: uncorrected
             .as_ref()
             .map(|(_, h)| crate::load::stats::LatencyHistogram::encode(h)),
-        urls: match (&config.urls, &merged.urls) {
-            (Some(list), Some(stats)) => {
-                crate::load::stats::urls::url_reports(list, stats, config.timeout, !rate_mode)
-            }
-            _ => Vec::new(),
-        },
+        urls,
         series: Vec::new(),
         tls: config.target.is_tls().then(|| tls_report(merged)),
         http2: merged

@@ -44,10 +44,10 @@ impl Verify {
     }
 }
 
-/// Measures the verification of `outcome`'s pick in `cell`; `None`: interrupted, or no pick.
-pub fn verify(cell: &Cell, outcome: &Outcome, m: &mut dyn Measure<Probe>) -> Option<Verify> {
-    let pick = outcome.winner?;
-    let window = cell.full_window_ms();
+/// What a verification measures: every architecture of the cell, a pooled one at the pool the
+/// search chose for it (the pick's own, a measured candidate's, or where it starts) and at its
+/// default, each once.
+fn field_of(cell: &Cell, outcome: &Outcome, pick: Candidate) -> Vec<Candidate> {
     let chosen = |arch: Arch| -> Option<u32> {
         if arch == pick.arch {
             return pick.workers;
@@ -76,6 +76,14 @@ pub fn verify(cell: &Cell, outcome: &Outcome, m: &mut dyn Measure<Probe>) -> Opt
             }
         }
     }
+    field
+}
+
+/// Measures the verification of `outcome`'s pick in `cell`; `None`: interrupted, or no pick.
+pub fn verify(cell: &Cell, outcome: &Outcome, m: &mut dyn Measure<Probe>) -> Option<Verify> {
+    let pick = outcome.winner?;
+    let window = cell.full_window_ms();
+    let field = field_of(cell, outcome, pick);
     // Every candidate once, then the pick and those within 10% of the best again, for
     // their spread.
     let mut samples: Vec<Vec<Sample>> = Vec::new();

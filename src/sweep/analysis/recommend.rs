@@ -41,6 +41,24 @@ pub fn best_within_bound(points: &[&PointResult], p99_bound_us: f64) -> Option<B
     best_choice(points, p99_bound_us, None)
 }
 
+/// Better first: the higher throughput, or `by_latency` (at a rate every candidate
+/// delivered) the lower p99 and then the lower server CPU per request. Each architecture is
+/// represented by its best point under this order, and the architectures are ranked by it.
+fn better_first(a: &PointResult, b: &PointResult, by_latency: bool) -> std::cmp::Ordering {
+    if by_latency {
+        a.figures
+            .latency_us
+            .p99
+            .total_cmp(&b.figures.latency_us.p99)
+            .then(
+                a.server_cpu_us_per_request
+                    .total_cmp(&b.server_cpu_us_per_request),
+            )
+    } else {
+        b.figures.rps.total_cmp(&a.figures.rps)
+    }
+}
+
 /// The best architecture among `points` within `p99_bound_us`. With `offered_rps` (a fixed-rate
 /// sweep), when every candidate delivered that rate, throughput cannot tell them apart: they
 /// are ranked by p99, then by server CPU per request, each by its lowest-p99 point.
@@ -68,23 +86,7 @@ pub fn best_choice(
     let by_latency = offered_rps.filter(|&offered| {
         !candidates.is_empty() && candidates.iter().all(|p| delivered_rate(p, offered))
     });
-    // Better first: the higher throughput, or at a rate every candidate delivered, the lower
-    // p99 and then the lower server CPU per request. Each architecture is represented by its
-    // best point under this order, and the architectures are ranked by it.
-    let order = |a: &PointResult, b: &PointResult| {
-        if by_latency.is_some() {
-            a.figures
-                .latency_us
-                .p99
-                .total_cmp(&b.figures.latency_us.p99)
-                .then(
-                    a.server_cpu_us_per_request
-                        .total_cmp(&b.server_cpu_us_per_request),
-                )
-        } else {
-            b.figures.rps.total_cmp(&a.figures.rps)
-        }
-    };
+    let order = |a: &PointResult, b: &PointResult| better_first(a, b, by_latency.is_some());
     let mut best_per_arch: BTreeMap<&str, &PointResult> = BTreeMap::new();
     for p in candidates.iter().copied() {
         let entry = best_per_arch.entry(p.arch.as_str()).or_insert(p);
@@ -120,9 +122,7 @@ pub fn best_choice(
         repetitions: usable
             .iter()
             .map(|p| p.spread.repetitions)
-            .max()
-            .unwrap_or(1)
-            .max(1),
+            .fold(1, u32::max),
         ranked_by: if by_latency.is_some() {
             RankedBy::P99
         } else {
