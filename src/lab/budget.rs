@@ -40,35 +40,79 @@ impl BudgetFlags {
             .cpus
             .map(|q| check_cpus(q).map_err(|e| usage(format!("--cpus {e}"))))
             .transpose()?;
-        let cpuset = self
-            .cpuset
+        Ok((cpus, self.cpu_list()?.map(|l| l.0)))
+    }
+
+    /// `--cpuset`, checked against this machine's CPUs.
+    pub fn cpu_list(&self) -> anyhow::Result<Option<CpuList>> {
+        self.cpuset
             .as_deref()
             .map(|list| {
                 parse_cpuset(list, &crate::sys::usable_cpus())
+                    .map(CpuList)
                     .map_err(|e| usage(format!("--cpuset {list:?}: {e}")))
             })
-            .transpose()?;
-        Ok((cpus, cpuset))
+            .transpose()
     }
 
     /// The flags, checked, in place of a file's `cpus` and `cpuset` where given.
-    pub fn apply(&self, cpus: &mut Vec<f64>, cpuset: &mut Option<String>) -> anyhow::Result<()> {
+    pub fn apply(&self, cpus: &mut Vec<f64>, cpuset: &mut Option<CpuList>) -> anyhow::Result<()> {
         if let Some(q) = self.checked()?.0 {
             *cpus = vec![q];
         }
-        if let Some(list) = &self.cpuset {
-            *cpuset = Some(list.clone());
+        if let Some(list) = self.cpu_list()? {
+            *cpuset = Some(list);
         }
         Ok(())
     }
 }
 
-/// A file's `cpus` (one quota or an axis) and `cpuset`, checked.
-pub fn check_keys(cpus: &[f64], cpuset: Option<&str>) -> Result<(), String> {
+/// A set of CPUs, as a file or a results record writes it (`"0-1,3"`) and the lab uses it
+/// (the CPUs, in order): read once, where its file is read. Reading checks only its form, so
+/// that a record from another machine reads here; a spec's check holds it to this machine's
+/// CPUs ([`check_keys`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+impl CpuList {
+    /// The CPUs, in order.
+    pub fn cpus(&self) -> &[usize] {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for CpuList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&crate::render::numbers::cpu_list_text(&self.0))
+    }
+}
+
+impl Serialize for CpuList {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for CpuList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<CpuList, D::Error> {
+        let text = String::deserialize(d)?;
+        cpu_list(&text)
+            .map(CpuList)
+            .map_err(|e| serde::de::Error::custom(format!("{text:?}: {e}")))
+    }
+}
+
+/// A file's `cpus` (one quota or an axis) and `cpuset`, checked (the set's CPUs on this
+/// machine).
+pub fn check_keys(cpus: &[f64], cpuset: Option<&CpuList>) -> Result<(), String> {
     check_cpus_axis("cpus", cpus)?;
-    if let Some(list) = cpuset {
-        parse_cpuset(list, &crate::sys::usable_cpus())
-            .map_err(|e| format!("cpuset = {list:?}: {e}"))?;
+    let usable = crate::sys::usable_cpus();
+    if let Some(cpu) = cpuset.and_then(|l| l.0.iter().find(|c| !usable.contains(c))) {
+        return Err(format!(
+            "cpuset = \"{}\": no CPU {cpu} here (CPUs {})",
+            cpuset.map(ToString::to_string).unwrap_or_default(),
+            crate::render::numbers::cpu_list_text(&usable)
+        ));
     }
     Ok(())
 }
@@ -170,7 +214,7 @@ pub struct BudgetApplied {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpuset: Option<String>,
+    pub cpuset: Option<CpuList>,
     #[serde(default)]
     pub cores: f64,
     #[serde(default)]

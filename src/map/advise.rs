@@ -207,7 +207,7 @@ impl AdviseConfig {
             net: args.search.net()?,
             rtt_ms: Vec::new(),
             cpus: args.search.budget.checked()?.0.into_iter().collect(),
-            cpuset: args.search.budget.cpuset.clone(),
+            cpuset: args.search.budget.cpu_list()?,
         };
         let rtt_ms = spec.rtts()[0];
         let cell = CellSpec {

@@ -106,7 +106,7 @@ pub struct MapSpec {
     pub cpus: Vec<f64>,
     /// The CPUs every server may run on (as `--cpuset`; root).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpuset: Option<String>,
+    pub cpuset: Option<crate::lab::budget::CpuList>,
 }
 
 /// The `/work` route of a workload: whole microseconds of CPU, the wait in whole milliseconds
@@ -207,11 +207,9 @@ impl CellSpec {
 }
 
 impl MapSpec {
-    /// The set of `cpuset`, as a list of CPUs (checked when the spec was read).
+    /// The set of `cpuset`, as a list of CPUs.
     pub fn cpuset_cpus(&self) -> Option<Vec<usize>> {
-        self.cpuset
-            .as_deref()
-            .and_then(|list| crate::lab::budget::cpu_list(list).ok())
+        self.cpuset.as_ref().map(|l| l.cpus().to_vec())
     }
 
     /// The cores of CPU a server may use under a quota of `cpus` (a cell's) within the map's
@@ -325,7 +323,7 @@ impl MapSpec {
 
     fn check(&self) -> Result<(), String> {
         self.check_net()?;
-        crate::lab::budget::check_keys(&self.cpus, self.cpuset.as_deref())?;
+        crate::lab::budget::check_keys(&self.cpus, self.cpuset.as_ref())?;
         if self.archs.is_empty() {
             return Err("archs: none given".into());
         }

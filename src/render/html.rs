@@ -18,6 +18,19 @@ pub fn escape(text: &str) -> String {
     out
 }
 
+/// A limit in a word, its evidence a click (and a hover) away: `<details>` for a table cell.
+pub fn evidence_cell(word: &str, evidence: &str) -> String {
+    if evidence.is_empty() {
+        return escape(word);
+    }
+    format!(
+        "<details title=\"{}\"><summary>{}</summary>{}</details>",
+        escape(evidence),
+        escape(word),
+        escape(evidence)
+    )
+}
+
 /// The stylesheet of every page.
 pub const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;\
 padding:0 1em;color:#222;line-height:1.45}h1{margin-bottom:.2em}h2{border-bottom:1px solid #ccc;\

@@ -63,10 +63,7 @@ impl SweepResults {
     /// one budget: the machine's).
     pub fn cores(&self) -> f64 {
         let e = &self.experiment;
-        let cpuset = e
-            .cpuset
-            .as_deref()
-            .and_then(|list| crate::lab::budget::cpu_list(list).ok());
+        let cpuset = e.cpuset.as_ref().map(|l| l.cpus().to_vec());
         let quota = match e.cpus[..] {
             [one] => Some(one),
             _ => None,

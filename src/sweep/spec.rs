@@ -327,7 +327,7 @@ pub struct Experiment {
     /// The CPUs every server may run on (`cpuset = "0"`, as a container's `--cpuset-cpus`;
     /// needs root and the cgroup v1 cpuset controller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpuset: Option<String>,
+    pub cpuset: Option<crate::lab::budget::CpuList>,
     /// Copies of every server side by side, each on its own port with its own budget (`cpus`
     /// is each one's), the connections spread over them in turn; an `[[external]]`'s own
     /// `replicas` (and `cpus`) take its place. Needs root.
@@ -471,7 +471,7 @@ impl Experiment {
                 return Err(format!("memory = {memory:?}: at least 4M"));
             }
         }
-        crate::lab::budget::check_keys(&self.cpus, self.cpuset.as_deref())?;
+        crate::lab::budget::check_keys(&self.cpus, self.cpuset.as_ref())?;
         self.check_streams()?;
         if let Some(r) = self.replicas {
             int_in("replicas", u64::from(r), 1, u64::from(MAX_REPLICAS))?;
@@ -771,10 +771,7 @@ impl Experiment {
                 _ => None,
             },
             replicas: self.replicas.unwrap_or(1),
-            cpuset: self
-                .cpuset
-                .as_deref()
-                .and_then(|list| crate::lab::budget::cpu_list(list).ok()),
+            cpuset: self.cpuset.as_ref().map(|l| l.cpus().to_vec()),
             memory: self
                 .memory
                 .as_deref()

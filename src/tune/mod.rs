@@ -632,7 +632,7 @@ impl TuneResults {
             verify: None,
             budget: BudgetApplied {
                 cpus: config.setup.cpus,
-                cpuset: args.search.budget.cpuset.clone(),
+                cpuset: config.setup.cpuset.clone().map(crate::lab::budget::CpuList),
                 cores,
                 whole_cores,
             },

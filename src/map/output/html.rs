@@ -182,15 +182,11 @@ fn winner_row(c: &CellResult) -> String {
         let label = o.winner?.label();
         o.candidates.iter().find(|r| r.label == label)
     });
-    let limit = match winner_row.and_then(|r| r.limit.as_ref()) {
-        Some(l) => format!(
-            "<details title=\"{}\"><summary>{}</summary>{}</details>",
-            escape(&l.evidence),
-            escape(l.kind.name()),
-            escape(&l.evidence)
-        ),
-        None => "-".into(),
-    };
+    let limit = winner_row
+        .and_then(|r| r.limit.as_ref())
+        .map_or("-".into(), |l| {
+            crate::render::html::evidence_cell(l.kind.name(), &l.evidence)
+        });
     format!(
         "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
          <td class=\"num\">{}</td><td>{}</td><td>{limit}</td><td class=\"num\">{} of {}</td></tr>\n",

@@ -46,16 +46,7 @@ pub fn ranking_table(best: &BestChoice) -> String {
             Some(l) => (l.kind.name(), l.evidence.as_str()),
             None => ("-", ""),
         };
-        let limit = if evidence.is_empty() {
-            escape(word)
-        } else {
-            format!(
-                "<details title=\"{}\"><summary>{}</summary>{}</details>",
-                escape(evidence),
-                escape(word),
-                escape(evidence)
-            )
-        };
+        let limit = crate::render::html::evidence_cell(word, evidence);
         let won = r.arch == best.arch || best.indistinguishable.contains(&r.arch);
         let _ = writeln!(
             out,

@@ -100,15 +100,9 @@ pub(super) fn why_html(r: &TuneResults) -> String {
 
 /// One row of the "Why" table: a configuration, its level and loss, its limit.
 fn why_row(r: &TuneResults, who: &str, values: &[u32], (level, loses): (&Level, String)) -> String {
-    let limit = match limit_at(r, values) {
-        Some(l) => format!(
-            "<details title=\"{}\"><summary>{}</summary>{}</details>",
-            escape(&l.evidence),
-            escape(l.kind.name()),
-            escape(&l.evidence)
-        ),
-        None => "-".into(),
-    };
+    let limit = limit_at(r, values).map_or("-".into(), |l| {
+        crate::render::html::evidence_cell(l.kind.name(), &l.evidence)
+    });
     format!(
         "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
          <td class=\"num\">{}</td><td>{limit}</td></tr>\n",
