@@ -224,7 +224,30 @@ fn map_quick_runs_end_to_end() {
             assert!(html.contains(&text), "{text}");
         }
     }
-    assert!(html.contains(&escape_html(results["summary"].as_str().unwrap())));
+    // The map's paragraph, whole: its verdict above the table, the rest of its sentences
+    // folded under it, in order.
+    let verdict = html
+        .split("<p class=\"verdict\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</p>").next())
+        .unwrap();
+    let reasons = html
+        .split("<details class=\"reasons\"><summary>The reasoning in full</summary>")
+        .nth(1)
+        .and_then(|rest| rest.split("</details>").next())
+        .unwrap_or_default();
+    let mut said = vec![verdict.to_string()];
+    said.extend(
+        reasons
+            .split("<p>")
+            .skip(1)
+            .map(|p| p.split("</p>").next().unwrap().to_string()),
+    );
+    assert_eq!(
+        said.join(" "),
+        escape_html(results["summary"].as_str().unwrap()),
+        "{html}"
+    );
     // A progress line per cell, with the time left.
     let lines: Vec<&str> = stderr
         .lines()

@@ -740,12 +740,15 @@ fn a_link_that_sets_the_pace_is_the_paths_limit_and_never_a_winner() {
         assert!((bytes * 8.0 / 1000.0 - transfer).abs() < 0.01, "{net}");
         assert!(net["written"].as_u64().unwrap() > 1000, "{net}");
         assert!(net["relay_cpu_s"].as_f64().unwrap() > 0.0, "{net}");
-        if net["device_dropped"].as_u64().unwrap_or(0) > 0 {
-            // The relay's own devices dropped packets (a busy machine): the path is still the
-            // limit, and the lab names itself, not the link, as what set the figure.
+        let count = |key: &str| net[key].as_u64().unwrap_or(0) as f64;
+        let dropped = (count("overflowed") + count("device_dropped")) / count("packets").max(1.0);
+        if dropped >= sweetspot::lab::limit::PATH_DROPPED {
+            // The relay dropped packets past the lab's mark (its devices, on a busy machine):
+            // the path is still the limit, and the lab names itself, not the link.
             assert!(evidence.contains("the figure is the lab's"), "{evidence}");
             continue;
         }
+        // Fewer drops than that (a few at the devices on a busy machine) leave the link's pace.
         assert!(
             evidence.starts_with(&format!("{rps:.1} req/s is "))
                 || evidence.starts_with(&format!("{} req/s is ", rps.round())),

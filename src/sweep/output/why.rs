@@ -6,8 +6,8 @@
 
 use std::fmt::Write as _;
 
-use super::html::escape;
 use super::{duration_us, thousands};
+use crate::render::html::escape;
 use crate::sweep::analysis::findings::{BestChoice, WorkloadAnalysis};
 use crate::sweep::results::SweepResults;
 
