@@ -150,6 +150,8 @@ pub enum Kind {
     Cgroup,
     /// A network namespace's name.
     Netns,
+    /// A scratch directory of the run's (`sweetspot-<command>-<pid>` in the temp dir).
+    Scratch,
 }
 
 impl Kind {
@@ -157,6 +159,7 @@ impl Kind {
         match self {
             Kind::Cgroup => "cgroup",
             Kind::Netns => "netns",
+            Kind::Scratch => "scratch",
         }
     }
 }
@@ -319,6 +322,8 @@ pub fn reclaim_run(dir: &Path) -> Taken {
             cgroups.push(PathBuf::from(what.trim()));
         } else if name.starts_with("netns-") {
             namespaces.push(what.trim().to_string());
+        } else if name.starts_with("scratch-") {
+            remove_scratch(Path::new(what.trim()));
         }
     }
     taken.processes += kill_marked(&token);
@@ -335,6 +340,18 @@ pub fn reclaim_run(dir: &Path) -> Taken {
     }
     let _ = std::fs::remove_dir_all(dir);
     taken
+}
+
+/// Removes a run's scratch directory: only one of ours (`sweetspot-...` directly in the temp
+/// dir), whatever the record says.
+fn remove_scratch(dir: &Path) {
+    let ours = dir.parent() == Some(std::env::temp_dir().as_path())
+        && dir
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("sweetspot-"));
+    if ours {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 /// Kills every process whose environment carries `SWEETSPOT_RUN=<token>`, until none is left

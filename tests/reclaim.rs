@@ -1,7 +1,7 @@
 //! Runs killed with SIGKILL as a crash, an OOM kill or a lost terminal kills them: whatever
 //! they started dies with them (their guard takes back their servers, the servers' own
-//! children, cgroups and namespaces), and when the guard was killed too, the next run takes
-//! back what is left and says so. `map` and `tune` at several moments: while a server starts,
+//! children, cgroups, namespaces and the scratch directory), and when the guard was killed
+//! too, the next run takes back what is left and says so. `map` and `tune` at several moments: while a server starts,
 //! while one is measured, and later in the run (the map's later cells, with their confirmation
 //! runs). The test command runs one moment of each; `scripts/test-kill` runs every moment
 //! `SWEETSPOT_KILL_ROUNDS` times.
@@ -123,6 +123,23 @@ fn kill_run(child: &mut Child, guard_too: bool) -> String {
     token
 }
 
+/// The scratch directory run `child` of `command` made (the lab's, for the peers' files and
+/// `{tmp}`): there while it runs.
+fn scratch_of(command: &str, child: &Child) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("sweetspot-{command}-{}", child.id()));
+    assert!(dir.is_dir(), "{} while the run measures", dir.display());
+    dir
+}
+
+/// Whether `dir` is gone within `bound`.
+fn gone_within(dir: &std::path::Path, bound: Duration) -> bool {
+    let deadline = Instant::now() + bound;
+    while dir.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    !dir.exists()
+}
+
 fn alive(pid: i32) -> bool {
     processes().iter().any(|p| p.pid == pid && p.state != "Z")
 }
@@ -178,9 +195,15 @@ fn a_killed_map_leaves_nothing() {
                 &log,
             );
             let servers = wait_for(moment, &mut child, &log);
+            let scratch = scratch_of("map", &child);
             let token = kill_run(&mut child, false);
             let left = wait_nothing_left(&token, Duration::from_secs(5));
             assert!(left.is_empty(), "{moment:?}, round {round}: {left:?} left");
+            assert!(
+                gone_within(&scratch, Duration::from_secs(5)),
+                "{moment:?}: the guard left {}",
+                scratch.display()
+            );
             assert!(
                 servers.iter().all(|&s| !alive(s)),
                 "{moment:?}: a server of {servers:?} is alive"

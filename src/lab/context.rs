@@ -1,7 +1,9 @@
 //! One run of the lab, opened the same way by every command that measures (`sweep`, `map`,
 //! `advise`, `tune`, `limiters`): the stop flag set by SIGINT/SIGTERM, this binary as the
-//! server of our architectures, the scratch directory (removed when the [`Lab`] is dropped,
-//! however the command ends) and what the machine is. Its two doors are [`Lab::measure`] (one point,
+//! server of our architectures, the run's guard ([`crate::reclaim`]: it takes back what a
+//! killed run left, its cgroups, namespaces, servers and this scratch directory), the scratch
+//! directory (removed when the [`Lab`] is dropped, however the command ends) and what the
+//! machine is. Its two doors are [`Lab::measure`] (one point,
 //! measured now) and [`Lab::point`] (one point answered from the run's point log when it
 //! finished before, else measured and logged before the caller sees it).
 
@@ -21,6 +23,8 @@ pub struct Lab {
     pub options: LabOptions,
     /// What the machine is (its cores, its notes; `sweep` adds its pinning).
     pub machine: Machine,
+    /// The guard's record of the scratch directory (gone with the lab, after the directory).
+    _scratch_record: Option<crate::reclaim::Entry>,
 }
 
 /// Where a point's record came from.
@@ -34,14 +38,17 @@ pub enum Origin {
 
 impl Lab {
     /// The lab for `command` (which names its scratch directory): signals stop it, the run's
-    /// machine is read. (The run's guard, [`crate::reclaim`], begins with the first cgroup or
-    /// namespace it would take back.)
+    /// guard is started and told of the scratch directory, the machine is read.
     pub fn open(command: &str) -> anyhow::Result<Lab> {
         let stop = crate::os::stop_on_signals()?;
         let options = LabOptions::here(command, stop)?;
+        let scratch = options.scratch_dir.to_string_lossy().to_string();
+        let record = crate::reclaim::current()
+            .map(|run| run.record(crate::reclaim::Kind::Scratch, &scratch));
         Ok(Lab {
             options,
             machine: Machine::detect(),
+            _scratch_record: record,
         })
     }
 
