@@ -81,9 +81,7 @@ pub fn render(results: &SweepResults) -> String {
         let _ = writeln!(out, "- {line}");
     }
     out.push('\n');
-    for line in &results.recommendation.details {
-        let _ = writeln!(out, "{line}\n");
-    }
+    out.push_str(&super::why::why_markdown(results));
     for workload in &e.workloads {
         let tables = workload_tables(results, &workload.name);
         if tables.is_empty() {
