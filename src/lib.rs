@@ -33,6 +33,7 @@ pub mod limiter;
 pub mod load;
 pub mod map;
 pub mod merge;
+pub mod model;
 pub mod net;
 pub mod os;
 pub mod reclaim;

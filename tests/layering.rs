@@ -23,7 +23,7 @@ const LAYERS: &[&[&str]] = &[
     &["net"],
     &["app"],
     &["arch", "load"],
-    &["serve"],
+    &["serve", "model"],
     &["lab"],
     &["merge", "search"],
     // The commands that measure, side by side: none reaches a measurement through another.
