@@ -3,22 +3,15 @@
 //! function over 80 lines outside tests; every experiment file a preset that `sweep --list`
 //! or `map --list` shows.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::source::{code_of, rust_files};
+
 /// The longest a function outside tests may be, in lines (its signature to its closing brace).
 const MAX_FUNCTION_LINES: usize = 80;
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
 
 /// The code of a source file outside its tests: up to a `#[cfg(test)]` (the project keeps
 /// its unit tests last), none for a file of tests (`tests.rs`, `testing.rs`).
@@ -32,13 +25,7 @@ fn code_outside_tests(path: &Path) -> String {
         Some(i) => &text[..i],
         None => &text[..],
     };
-    code.lines()
-        .map(|line| match line.find("//") {
-            Some(i) if line[..i].matches('"').count() % 2 == 0 => &line[..i],
-            _ => line,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    code_of(code)
 }
 
 fn source_files() -> Vec<PathBuf> {

@@ -4,8 +4,12 @@
 //! without a cycle, and outside `load/` only its face (`load/mod.rs`) and `load::scaleout`
 //! (what `merge` adds up) are used.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use common::source::{code_of, rust_files};
 
 /// Top-level modules by layer, bottom up. A module may use its own layer's modules only
 /// where listed in [`SIDEWAYS`].
@@ -40,30 +44,6 @@ const ROOT_ITEMS: &[&str] = &["usage", "UsageError", "print_stdout", "toml_usage
 
 fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|layer| layer.contains(&module))
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
-/// The code of a file without its comments (line comments and doc comments; the project
-/// writes no block comments).
-fn code_of(text: &str) -> String {
-    text.lines()
-        .map(|line| match line.find("//") {
-            // A `//` inside a string literal ("http://...") is not a comment.
-            Some(i) if line[..i].matches('"').count() % 2 == 0 => &line[..i],
-            _ => line,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The names that follow `crate::` in `code`, with `crate::{a, b::c}` groups opened.

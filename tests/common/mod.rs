@@ -1,12 +1,13 @@
 //! Test harness: real `sweetspot serve` processes and a real redis-server on free ports, the
 //! `sweetspot` binary run to the end, and a small raw HTTP client that shows exactly what went
 //! over the wire. Sub-modules: [`tiny`], std::net servers that misbehave on purpose, and
-//! [`pki`], certificates made with rcgen. Every test crate compiles all of it and uses a part,
+//! [`pki`], certificates made with rcgen; [`source`], the tree read as text. Every test crate compiles all of it and uses a part,
 //! hence `dead_code` is allowed.
 #![allow(dead_code)]
 
 pub mod pki;
 pub mod runs;
+pub mod source;
 pub mod tiny;
 
 use std::io::{BufRead, BufReader, Read, Write};
