@@ -104,23 +104,6 @@ pub mod as_text {
         let seconds = super::de_seconds(d)?;
         Duration::try_from_secs_f64(seconds).map_err(serde::de::Error::custom)
     }
-
-    /// The same for an optional duration.
-    pub mod option {
-        use std::time::Duration;
-
-        use serde::{Deserializer, Serialize, Serializer};
-
-        pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-            d.map(super::super::duration_text).serialize(s)
-        }
-
-        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-            super::super::de_opt_seconds(d)?
-                .map(|s| Duration::try_from_secs_f64(s).map_err(serde::de::Error::custom))
-                .transpose()
-        }
-    }
 }
 
 /// Parses a size in bytes: `65536`, `512K`, `64M`, `2G` (powers of 1,024, as a container's

@@ -128,7 +128,8 @@ impl Shape {
             pool,
             holds_connections: arch.is_some_and(Arch::holds_connections),
             // Replicas each bring their own loops and pools, within the machine's cores.
-            parallelism: (super::stats::server_parallelism(arch, cores_f)
+            // Ours as its architecture says; another server, all of them.
+            parallelism: (arch.map_or(cores_f, |a| a.parallelism(cores_f))
                 * f64::from(plan.setup.replicas.max(1)))
             .min(cores_f),
             wait_ms: plan.point.workload.wait_ms(),

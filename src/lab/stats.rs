@@ -10,7 +10,6 @@ use std::collections::BTreeSet;
 
 use super::plan::LoadMode;
 use super::results::{PointResult, RunMeasurement, Spread};
-use crate::arch::Arch;
 use crate::load::SATURATED_BUSY_FRACTION;
 use crate::render::numbers::thousands;
 
@@ -320,11 +319,6 @@ pub fn little_warning(
         thousands(f64::from(concurrency)),
         ratio * 100.0
     ))
-}
-
-/// How many cores a server can use at most: ours as its architecture says, another all of them.
-pub fn server_parallelism(arch: Option<Arch>, cores: f64) -> f64 {
-    arch.map_or(cores, |a| a.parallelism(cores))
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ pub mod usl;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use crate::lab::stats;
-pub use crate::lab::stats::{little_warning, mark_point, server_parallelism};
+pub use crate::lab::stats::{little_warning, mark_point};
 pub use findings::{
     Analysis, BestChoice, GoetzEstimate, RankedArch, Recommendation, SweetSpot, UslSeries,
     WorkloadAnalysis,
