@@ -77,9 +77,13 @@ impl Lab {
         &self.options.scratch_dir
     }
 
-    /// Writes the peers' sources into the scratch directory when `command` names `{peers}`.
-    pub fn write_peers_for(&self, command: &str) -> anyhow::Result<()> {
-        if command.contains("{peers}") {
+    /// Writes the peers' sources into the scratch directory when one of `commands` names
+    /// `{peers}`.
+    pub fn write_peers_for<'a>(
+        &self,
+        mut commands: impl Iterator<Item = &'a str>,
+    ) -> anyhow::Result<()> {
+        if commands.any(|c| c.contains("{peers}")) {
             super::peers::write_files(&self.options.scratch_dir)?;
         }
         Ok(())

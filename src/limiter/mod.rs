@@ -349,8 +349,8 @@ pub fn run_limiters(args: LimitersArgs) -> anyhow::Result<()> {
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        let measured = run_scenario(&plan, s, &lab.options, stop)
-            .with_context(|| format!("scenario {}", s.name))?;
+        let measured =
+            run_scenario(&plan, s, &lab).with_context(|| format!("scenario {}", s.name))?;
         results.scenarios.push(measured);
         output::write(&plan.out, &results)?;
     }
@@ -391,14 +391,14 @@ fn report(dir: &std::path::Path) -> anyhow::Result<()> {
 fn start_server(
     plan: &LimitersPlan,
     s: &Scenario,
-    lab: &crate::lab::LabOptions,
+    lab: &crate::lab::Lab,
 ) -> anyhow::Result<(ServerProcess, String)> {
     let (launch, about) = match &plan.server {
         Server::Ours { arch, workers } => {
             let arch = arch.unwrap_or(s.arch);
             let workers = workers.unwrap_or(s.workers);
             let launch = Launch::Ours {
-                binary: lab.server_binary.clone(),
+                binary: lab.options.server_binary.clone(),
                 arch,
                 extra_args: Vec::new(),
                 workers: Some(workers),
@@ -477,12 +477,11 @@ fn knee_sweep(
 fn run_scenario(
     plan: &LimitersPlan,
     s: &Scenario,
-    lab: &crate::lab::LabOptions,
-    stop: &AtomicBool,
+    lab: &crate::lab::Lab,
 ) -> anyhow::Result<ScenarioResult> {
     eprintln!("scenario {}: {}", s.name, s.about);
     let (mut server, about) = start_server(plan, s, lab)?;
-    let result = measure_scenario(plan, s, &server, about, stop);
+    let result = measure_scenario(plan, s, &server, about, lab.stop_flag());
     server.stop();
     result
 }

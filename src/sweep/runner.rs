@@ -58,13 +58,7 @@ pub fn run_experiment(
             );
         }
     }
-    if experiment
-        .external
-        .iter()
-        .any(|e| e.command.contains("{peers}"))
-    {
-        crate::lab::peers::write_files(lab.scratch_dir())?;
-    }
+    lab.write_peers_for(experiment.external.iter().map(|e| e.command.as_str()))?;
     run_plan(experiment, lab, options, &plan)
 }
 

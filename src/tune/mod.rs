@@ -484,7 +484,7 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         log,
         causes: Default::default(),
     };
-    lab.write_peers_for(&config.args.cmd)?;
+    lab.write_peers_for(std::iter::once(config.args.cmd.as_str()))?;
     let mut results = tune(&config, &mut live)?;
     results.wall_s = config.previous_wall_s + started.elapsed().as_secs_f64();
     write(&config, &results)?;
