@@ -57,11 +57,12 @@ impl BudgetFlags {
 
     /// The flags, checked, in place of a file's `cpus` and `cpuset` where given.
     pub fn apply(&self, cpus: &mut Vec<f64>, cpuset: &mut Option<CpuList>) -> anyhow::Result<()> {
-        if let Some(q) = self.checked()?.0 {
+        let (quota, set) = self.checked()?;
+        if let Some(q) = quota {
             *cpus = vec![q];
         }
-        if let Some(list) = self.cpu_list()? {
-            *cpuset = Some(list);
+        if let Some(set) = set {
+            *cpuset = Some(CpuList(set));
         }
         Ok(())
     }
