@@ -94,15 +94,11 @@ pub fn bound_rps(
         let held_s = service_s + workload.wait_us * 1e-6;
         bounds.push((server.cores / held_s, Binding::Cores));
     }
+    // The first of equal bounds binds.
     bounds
         .into_iter()
-        .fold((f64::INFINITY, Binding::Cores), |best, b| {
-            if b.0 < best.0 {
-                b
-            } else {
-                best
-            }
-        })
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .expect("the cores and the connections bound it")
 }
 
 /// The connections that cycle: one at a time for a server that serves one connection until
