@@ -193,8 +193,7 @@ fn winner_row(c: &CellResult) -> String {
         escape(&c.cell.key),
         escape(&cell_text(c)),
         o.map(|o| thousands(o.rps)).unwrap_or_default(),
-        o.map(|o| of_bound(o).trim_end_matches(" of bound").to_string())
-            .unwrap_or_default(),
+        o.and_then(bound_share).unwrap_or_default(),
         o.map(|o| duration_us(o.p99_us)).unwrap_or_default(),
         o.and_then(|o| o.decided_by)
             .map(|f| f.name())

@@ -49,9 +49,14 @@ pub fn cell_text(c: &CellResult) -> String {
 
 /// `87% of bound`, for a cell with a winner.
 fn of_bound(o: &Outcome) -> String {
-    o.of_bound()
-        .map(|f| format!("{} of bound", percent((f * 100.0).round() / 100.0)))
+    bound_share(o)
+        .map(|share| format!("{share} of bound"))
         .unwrap_or_default()
+}
+
+/// The winner's share of the cell's bound as a whole percentage, where it has one.
+fn bound_share(o: &Outcome) -> Option<String> {
+    o.of_bound().map(|f| percent((f * 100.0).round() / 100.0))
 }
 
 /// One map of a run: a wait mode, a CPU, a path's round trip (ms) and a quota (cores).
