@@ -162,6 +162,18 @@ fn map_quick_runs_end_to_end() {
             });
             assert_eq!(beats && !named, said, "{label}: {decisions:?} {cell}");
         }
+        // Every point carries its own bound (its server's CPU a request on the cores the load
+        // generator left it, and each cycle's), and none measured above it beyond a short
+        // window's noise.
+        for point in cell["points"].as_array().unwrap() {
+            let sample = &point["sample"];
+            let own = sample["bound_rps"].as_f64().unwrap();
+            assert!(own > 0.0, "{point}");
+            assert!(
+                sample["rps"].as_f64().unwrap() <= own * 1.03,
+                "above its own bound: {point}"
+            );
+        }
         let n = cell["points"].as_array().unwrap().len();
         assert_eq!(cell["points_measured"].as_u64().unwrap() as usize, n);
         measured += n;
@@ -183,7 +195,11 @@ fn map_quick_runs_end_to_end() {
     );
     assert!(measured < results["full_grid_points"].as_u64().unwrap() as usize);
     assert_eq!(point_files(&out).len(), measured);
-    assert!(!results["summary"].as_str().unwrap().is_empty());
+    let summary = results["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(" of their own bound on average"),
+        "{summary}"
+    );
     // The terminal table and the files.
     assert!(stdout.contains("| W/C (wait) | 1 | 16 | 64 |"), "{stdout}");
     assert!(stdout.contains("points measured in"), "{stdout}");

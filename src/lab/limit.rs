@@ -32,6 +32,11 @@ pub const LOCK_CORE: (f64, f64) = (0.75, 1.15);
 /// law), not in the load generator.
 pub const LOCK_FREE: f64 = 0.5;
 pub const LOCK_QUEUED: f64 = 0.9;
+/// ... and more than this many of its threads were running or runnable on average: one ran
+/// while another waited for it. Fewer is threads waiting for the next request, not for each
+/// other (uring/2, threaded and prethreaded/16 at 16 connections and a wait of 10x C: 1.03 of
+/// a core over 2.0 threads, 0.6 of them running or runnable on average).
+pub const LOCK_RUNNABLE: f64 = 1.2;
 /// One thread did a process's work when its CPU was spread over at most this many threads.
 pub const ONE_THREAD: f64 = 1.3;
 /// The path's relay, not the path it stands for, set the figures when the packets it wrote
@@ -213,6 +218,29 @@ pub fn limit_of(p: &PointResult, shape: &Shape) -> Limit {
                 ),
             )
         })
+}
+
+/// A point's own bound, requests a second: what its server could serve at the CPU it spent a
+/// request, `s`, on the cores it could use less the load generator's where they share the
+/// machine (`room / s`), and in a closed loop `N / (s + g + W + RTT)`, each connection's
+/// cycle holding the server's CPU, the generator's (`g`, a request's own send and read), the
+/// wait and the path. Unlike the workload's `min(cores / C, N / (C + W))`, it counts what a
+/// request costs this server and what the lab's generator takes of the machine: a point at
+/// it is at its real limit. 0 where the server's CPU is not known.
+pub fn own_bound_rps(p: &PointResult, shape: &Shape) -> f64 {
+    let requests = p.figures.requests;
+    let s_us = p.figures.server.cpu_us_per_request(requests);
+    if !p.ok || s_us <= 0.0 || requests == 0 || p.figures.server.cpu_unavailable {
+        return 0.0;
+    }
+    let f = Figures::of(p, shape);
+    let g_us = p.figures.client.cpu_s * 1e6 / requests as f64;
+    let cores = f.room * 1e6 / s_us;
+    if !shape.closed {
+        return cores;
+    }
+    let cycle_us = s_us + g_us + (shape.wait_ms + shape.rtt_ms) * 1000.0;
+    cores.min(f64::from(p.concurrency) * 1e6 / cycle_us)
 }
 
 /// The figures the rules read.
@@ -578,7 +606,11 @@ fn lock(p: &PointResult, f: &Figures) -> Option<Limit> {
     // taking turns on it are handing one request along (a loop and its pool).
     let contended = p.concurrency >= 2;
     let taking_turns = s.busiest_threads_sharing > LOCK_THREADS && one_core;
-    (taking_turns && free && queued && contended).then(|| Limit {
+    // Threads waiting for a lock sleep; threads on a run queue longer than they ran waited
+    // for a CPU (the scheduler kept them on fewer cores than were free: [`queued_for_cores`]).
+    let cpu_us = s.cpu_us_per_request(p.figures.requests);
+    let waiting_on_each_other = s.busiest_running_threads > LOCK_RUNNABLE && f.runqueue_us < cpu_us;
+    (taking_turns && waiting_on_each_other && free && queued && contended).then(|| Limit {
         kind: LimitKind::Lock,
         evidence: format!(
             "one process's {process_cores:.2} of a core was shared by {:.1} threads taking \
@@ -620,15 +652,25 @@ fn pool(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
 /// and to the generator's share of the machine).
 fn queued_for_cores(p: &PointResult, f: &Figures) -> Option<Limit> {
     let cpu_us = p.figures.server.cpu_us_per_request(p.figures.requests);
+    let idle = f.allowed - f.machine_busy.max(f.used + f.client);
     (cpu_us > 0.0 && f.runqueue_us >= cpu_us && f.used >= IDLE_BELOW * f.room).then(|| Limit {
         kind: LimitKind::Cores,
         evidence: format!(
             "its tasks waited {} µs a request for a CPU, longer than the {} µs they ran: they \
-             queued for the cores, {:.2} of {:.1} used",
+             queued for the cores, {:.2} of {:.1} used{}",
             thousands(f.runqueue_us),
             thousands(cpu_us),
             f.used,
-            f.room
+            f.room,
+            if idle >= LOCK_FREE {
+                format!(
+                    ", while {idle:.2} of the machine's {:.0} stood idle (the scheduler kept \
+                     them on fewer CPUs than were free)",
+                    f.allowed
+                )
+            } else {
+                String::new()
+            }
         ),
     })
 }
@@ -1080,6 +1122,60 @@ mod tests {
     }
 
     #[test]
+    fn threads_on_a_run_queue_beside_an_idle_core_queued_for_a_cpu_not_a_lock() {
+        // threaded at 16 connections, 1 ms of CPU and 10 ms waits (measured): 1,077 req/s,
+        // 1.06 of a core over 16 threads, 3.5 running or runnable, 2.6 ms a request on a run
+        // queue, the machine 1.18 of 2 busy.
+        let mut p = point(16, 1_077.0, 14_743.0, 1.138);
+        p.figures.client.cpu_s = 0.02;
+        p.figures.server.busiest_cpu_s = 1.057;
+        p.figures.server.busiest_threads_sharing = 16.0;
+        p.figures.server.busiest_running_threads = 3.45;
+        p.figures.server.runqueue_wait_s = 2.869;
+        p.figures.server.machine_busy_cores = 1.18;
+        let s = Shape {
+            wait_ms: 10.0,
+            ..shape()
+        };
+        says(
+            limit_of(&p, &s),
+            LimitKind::Cores,
+            "its tasks waited 2,664 µs a request for a CPU, longer than the 1,057 µs they ran",
+        );
+        mentions(
+            limit_of(&p, &s),
+            LimitKind::Cores,
+            "while 0.82 of the machine's 2 stood idle",
+        );
+        // The same threads asleep instead (no run-queue wait): waiting for each other.
+        p.figures.server.runqueue_wait_s = 0.0;
+        assert_eq!(limit_of(&p, &s).kind, LimitKind::Lock);
+    }
+
+    #[test]
+    fn a_points_own_bound_counts_its_cost_and_the_generators_share() {
+        // 40,000 req/s over 64 connections, the server at 1.2 cores (30 us a request), the
+        // generator at 0.2 (5 us): the server had 1.8 of the 2 cores, 1.8 / 30 us = 60,000.
+        let p = point(64, 40_000.0, 1_500.0, 1.2);
+        assert!((own_bound_rps(&p, &shape()) - 60_000.0).abs() < 1e-6);
+        // One connection, 15,000 req/s, the server's 23 us and the generator's 30 us a request
+        // in series: 1 / 53 us = 18,868, not the cores' 1.55 / 23 us.
+        let mut one = point(1, 15_000.0, 60.0, 0.345);
+        one.figures.client.cpu_s = 0.45;
+        assert!((own_bound_rps(&one, &shape()) - 1e6 / 53.0).abs() < 1e-3);
+        // A wait of 1 ms and a path of 2 ms are in every cycle: 1 / 3,053 us.
+        let s = Shape {
+            wait_ms: 1.0,
+            rtt_ms: 2.0,
+            ..shape()
+        };
+        assert!((own_bound_rps(&one, &s) - 1e6 / 3053.0).abs() < 1e-3);
+        // The server's CPU not known: no bound.
+        one.figures.server.cpu_s = 0.0;
+        assert_eq!(own_bound_rps(&one, &shape()), 0.0);
+    }
+
+    #[test]
     fn a_saturated_machine_is_the_cores_whoever_used_them() {
         // Two GIL-bound processes at 0.86 of a core each while other work fills the rest.
         let mut p = point(16, 850.0, 18_000.0, 1.72);
@@ -1096,6 +1192,7 @@ mod tests {
         p.figures.server.machine_busy_cores = 1.0;
         p.figures.server.cpu_s = 0.95;
         p.figures.server.busiest_cpu_s = 0.95;
+        p.figures.server.busiest_running_threads = 1.9;
         assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Lock);
     }
 
@@ -1293,12 +1390,18 @@ mod tests {
              connection, with 1.42 of the machine's 2 busy: each connection's frames are read \
              and written by one task",
         );
-        // The same figures over 64 HTTP/1.1 connections: threads taking turns on one core.
+        // The same figures over 64 HTTP/1.1 connections: threads taking turns on one core,
+        // but 0.6 of them running or runnable: each waited for its next request, not for the
+        // other.
         let mut h1 = p.clone();
         h1.streams = None;
+        assert_ne!(limit_of(&h1, &shape()).kind, LimitKind::Lock);
+        // 1.5 running or runnable: one ran while the other waited for it.
+        h1.figures.server.busiest_running_threads = 1.5;
         assert_eq!(limit_of(&h1, &shape()).kind, LimitKind::Lock);
         // Two connections of 32 at the same 0.92: under half a core each, not their bound.
         p.streams = Some(32);
+        p.figures.server.busiest_running_threads = 1.5;
         assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Lock);
         // One connection with no core to spare on the machine (1.9 of 2 busy): not this rule.
         p.streams = Some(64);
@@ -1365,11 +1468,15 @@ mod tests {
         fib.figures.server.busiest_threads_sharing = 2.7;
         fib.figures.server.busiest_running_threads = 0.8;
         assert_eq!(limit_of(&fib, &shape()).kind, LimitKind::Wait);
-        // Two requests in flight on one generator thread, both in the server: threads taking
-        // turns can be waiting for each other, a lock.
+        // Two requests in flight on one generator thread, both in the server, 1.4 threads
+        // running or runnable: threads taking turns were waiting for each other, a lock.
         fib.concurrency = 2;
         fib.figures.latency_us.mean = 570.0;
+        fib.figures.server.busiest_running_threads = 1.4;
         assert_eq!(limit_of(&fib, &shape()).kind, LimitKind::Lock);
+        // The same with 0.8 running or runnable: no thread waited for another.
+        fib.figures.server.busiest_running_threads = 0.8;
+        assert_ne!(limit_of(&fib, &shape()).kind, LimitKind::Lock);
     }
 
     #[test]

@@ -154,6 +154,7 @@ pub fn measure(
     mark_point(&mut result, plan.setup.mode, plan.point.workload.keepalive);
     let shape = super::limit::Shape::of(plan, machine.cores);
     result.limit = Some(super::limit::limit_of(&result, &shape));
+    result.bound_rps = super::limit::own_bound_rps(&result, &shape);
     Some(result)
 }
 

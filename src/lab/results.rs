@@ -310,6 +310,10 @@ pub struct PointResult {
     /// What limited the point, and the figures that show it (see [`super::limit`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<Limit>,
+    /// The point's own bound, requests a second, counting its server's CPU a request and the
+    /// load generator's share of the machine ([`super::limit::own_bound_rps`]; 0: not known).
+    #[serde(default)]
+    pub bound_rps: f64,
 }
 
 impl PointResult {

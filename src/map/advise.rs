@@ -433,13 +433,19 @@ fn winner_text(o: &Outcome) -> String {
     let w = o.winner.expect("a winner");
     let row = o.winner_row();
     let mut out = format!(
-        "  recommended: {}{}: {} req/s ({} of the bound), p99 {}{}\n",
+        "  recommended: {}{}: {} req/s ({} of its own bound{}), p99 {}{}\n",
         w.arch.name(),
         w.workers
             .map(|n| format!(" with {n} workers"))
             .unwrap_or_default(),
         thousands(o.rps),
         percent((o.of_bound().unwrap_or(0.0) * 100.0).round() / 100.0),
+        o.own_bound_rps()
+            .map(|b| format!(
+                ", {} req/s: its CPU a request on the cores the load generator left it",
+                thousands(b)
+            ))
+            .unwrap_or_default(),
         duration_us(o.p99_us),
         row.map(|r| format!(
             ", {} of server CPU a request, {:.1} MiB peak RSS",

@@ -39,6 +39,14 @@ pub struct Sample {
     /// What limited the point, with its evidence (`None`: not judged, as in older point logs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<Limit>,
+    /// The point's own bound, requests a second: its server's CPU a request on the cores the
+    /// load generator left it, and each cycle's ([`crate::lab::limit::own_bound_rps`]; 0: not
+    /// known, as in older point logs).
+    #[serde(default)]
+    pub bound_rps: f64,
+    /// The load generator's CPU a request, µs (0: not known).
+    #[serde(default)]
+    pub client_cpu_us: f64,
 }
 
 impl Sample {
@@ -204,5 +212,7 @@ pub fn sample_of(result: &PointResult, cores: u32) -> Sample {
         threads: result.figures.server.threads,
         processes: result.figures.server.processes,
         limit: result.limit.clone(),
+        bound_rps: result.bound_rps,
+        client_cpu_us: result.figures.client.cpu_s * 1e6 / result.figures.requests.max(1) as f64,
     }
 }

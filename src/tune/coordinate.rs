@@ -304,6 +304,8 @@ mod tests {
                 threads: 1,
                 processes: 1,
                 limit: None,
+                bound_rps: 0.0,
+                client_cpu_us: 0.0,
             })
         }
     }

@@ -57,6 +57,11 @@ pub struct CandidateRow {
     /// What limited its last run, with the evidence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<Limit>,
+    /// Its own bound, requests a second (the mean of its runs'): its CPU a request on the
+    /// cores the load generator left it, and each cycle's
+    /// ([`crate::lab::limit::own_bound_rps`]; 0: not known).
+    #[serde(default)]
+    pub bound_rps: f64,
 }
 
 /// What the search found for one cell.
@@ -107,9 +112,23 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// The winner's throughput as a fraction of the cell's physical bound.
+    /// The winner's throughput as a fraction of its own bound, which counts what a request
+    /// cost it and the load generator's share of the machine ([`Outcome::own_bound_rps`]), or
+    /// of the workload's where that is not known.
     pub fn of_bound(&self) -> Option<f64> {
+        let bound = self.own_bound_rps().unwrap_or(self.bound_rps);
+        (self.winner.is_some() && bound > 0.0).then(|| self.rps / bound)
+    }
+
+    /// The winner's throughput as a fraction of the workload's physical bound,
+    /// `min(cores / C, N / (C + W))`.
+    pub fn of_workload_bound(&self) -> Option<f64> {
         (self.winner.is_some() && self.bound_rps > 0.0).then(|| self.rps / self.bound_rps)
+    }
+
+    /// The winner's own bound, where its runs measured one.
+    pub fn own_bound_rps(&self) -> Option<f64> {
+        self.winner_row().map(|r| r.bound_rps).filter(|b| *b > 0.0)
     }
 
     /// The winner's row in [`Outcome::candidates`].
@@ -141,6 +160,17 @@ pub(super) fn row_of(
         threads: last.map_or(0, |s| s.threads),
         processes: last.map_or(0, |s| s.processes),
         limit: last.and_then(|s| s.limit.clone()),
+        bound_rps: mean_known(samples.iter().map(|s| s.bound_rps)),
+    }
+}
+
+/// The mean of the known (positive) values, 0 where none is.
+fn mean_known(values: impl Iterator<Item = f64>) -> f64 {
+    let known: Vec<f64> = values.filter(|v| *v > 0.0).collect();
+    if known.is_empty() {
+        0.0
+    } else {
+        known.iter().sum::<f64>() / known.len() as f64
     }
 }
 

@@ -33,6 +33,8 @@ pub fn sample(rps: f64, p99_us: f64) -> Sample {
         threads: 2,
         processes: 1,
         limit: None,
+        bound_rps: 0.0,
+        client_cpu_us: 0.0,
     }
 }
 

@@ -68,6 +68,8 @@ fn a_p99_over_the_bound_or_a_lower_bound_never_wins() {
         threads: 0,
         processes: 0,
         limit: None,
+        bound_rps: 0.0,
+        client_cpu_us: 0.0,
     };
     assert_eq!(lower.score(100.0), 0.0);
     let mut none = synthetic(|_| (1000.0, 900_000.0));
@@ -96,6 +98,8 @@ fn a_lower_bound_in_a_short_window_is_measured_again_longer() {
                 threads: 1,
                 processes: 1,
                 limit: None,
+                bound_rps: 0.0,
+                client_cpu_us: 0.0,
             })
         }
     }
@@ -133,6 +137,8 @@ fn a_lower_bound_in_a_short_window_is_measured_again_longer() {
                 threads: 1,
                 processes: 1,
                 limit: None,
+                bound_rps: 0.0,
+                client_cpu_us: 0.0,
             })
         }
     }
@@ -518,6 +524,8 @@ fn the_first_round_stops_at_a_lean_server_beyond_reach() {
                 threads: 2,
                 processes: 1,
                 limit: None,
+                bound_rps: 0.0,
+                client_cpu_us: 0.0,
             })
         }
     }
@@ -565,6 +573,8 @@ fn a_miss_says_why() {
         threads: 1,
         processes: 1,
         limit: None,
+        bound_rps: 0.0,
+        client_cpu_us: 0.0,
     };
     let bound = 1_000_000.0;
     assert_eq!(Miss::of(&[], bound), None);
@@ -610,6 +620,8 @@ fn the_round_trip_lets_a_server_at_one_connection_be_at_the_bound() {
                 threads: 1,
                 processes: 1,
                 limit: None,
+                bound_rps: 0.0,
+                client_cpu_us: 0.0,
             })
         }
     }

@@ -14,7 +14,7 @@ pub(super) fn candidates_html(c: &CellResult) -> String {
     };
     let mut html = format!(
         "<h3>{}</h3>\n<p class=\"note\">{} connections, {} us CPU and {} ms of {} wait a request{}; \
-         the bound min(cores/C, N/(C+W{})) is {} req/s. Verdict: <b>{}</b>{}.</p>\n",
+         the bound min(cores/C, N/(C+W{})) is {} req/s{}. Verdict: <b>{}</b>{}.</p>\n",
         escape(&c.cell.key),
         c.cell.concurrency,
         c.cell.cpu_us,
@@ -25,6 +25,13 @@ pub(super) fn candidates_html(c: &CellResult) -> String {
             .unwrap_or_default(),
         if c.cell.net.is_some() { "+RTT" } else { "" },
         thousands(o.bound_rps),
+        o.own_bound_rps()
+            .map(|b| format!(
+                "; the winner's own, counting what a request cost it and the load generator's \
+                 share of the machine, {} req/s",
+                thousands(b)
+            ))
+            .unwrap_or_default(),
         escape(&cell_text(c)),
         o.decided_by
             .map(|f| format!(", decided by {}", f.name()))
@@ -57,7 +64,8 @@ pub(super) fn candidates_html(c: &CellResult) -> String {
         return html;
     }
     html.push_str(
-        "<div class=\"scroll\"><table><tr><th>candidate</th><th>req/s</th><th>of bound</th>\
+        "<div class=\"scroll\"><table><tr><th>candidate</th><th>req/s</th><th>of its bound</th>\
+         <th>of the workload's</th>\
          <th>p99</th><th>CPU / request</th><th>peak RSS</th><th>threads</th><th>processes</th>\
          <th>runs</th></tr>\n",
     );
@@ -93,19 +101,23 @@ pub(super) fn candidate_row_html(r: &CandidateRow, bound: f64) -> String {
         duration_us(r.p99_us)
     };
     let missed = r.rps.0 <= 0.0;
+    let share = |bound: f64| {
+        if bound > 0.0 {
+            percent((r.measured_rps / bound * 100.0).round() / 100.0)
+        } else {
+            "-".into()
+        }
+    };
     format!(
-        "<tr><td>{}</td><td class=\"num{}\">{}{}</td><td class=\"num\">{}</td><td class=\"num\">{p99}</td>\
+        "<tr><td>{}</td><td class=\"num{}\">{}{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{p99}</td>\
          <td class=\"num\">{}</td><td class=\"num\">{:.1} MiB</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
          <td class=\"num\">{}</td></tr>\n",
         escape(&r.label),
         if missed { " failed" } else { "" },
         thousands(r.measured_rps),
         if missed { " (misses p99)" } else { "" },
-        if bound > 0.0 {
-            percent((r.measured_rps / bound * 100.0).round() / 100.0)
-        } else {
-            "-".into()
-        },
+        share(r.bound_rps),
+        share(bound),
         duration_us(r.cpu_us),
         r.rss_kb / 1024.0,
         r.threads,

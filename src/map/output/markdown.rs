@@ -24,7 +24,9 @@ pub fn table(results: &MapResults) -> String {
     for map in maps(results) {
         out.push_str(&format!(
             "\n{} us of CPU, {} waits{}{} (rows: wait/CPU; columns: connections; each: the \
-             winner, its req/s, its share of {}, the figure that decided)\n",
+             winner, its req/s, its share of its own bound (its CPU a request on the cores the \
+             load generator left it, and each cycle's), or of {} where that is not known, the \
+             figure that decided)\n",
             map.1,
             map.0.name(),
             rtt_words(results, map.2),

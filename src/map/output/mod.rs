@@ -234,6 +234,7 @@ mod tests {
                 kind,
                 evidence: String::new(),
             }),
+            bound_rps: 125.0,
         });
         c
     }

@@ -44,16 +44,7 @@ pub fn sentences(results: &MapResults) -> Vec<String> {
     parts.extend(rtt_sentence(results));
     parts.extend(budget_sentence(results));
     parts.extend(cpus_sentence(results));
-    let shares: Vec<f64> = won.iter().filter_map(|(_, o)| o.of_bound()).collect();
-    if !shares.is_empty() {
-        let mean = shares.iter().sum::<f64>() / shares.len() as f64;
-        let low = shares.iter().copied().fold(f64::INFINITY, f64::min);
-        parts.push(format!(
-            "The winners reach {} of the physical bound on average (lowest {}).",
-            percent((mean * 100.0).round() / 100.0),
-            percent((low * 100.0).round() / 100.0)
-        ));
-    }
+    parts.extend(share_sentence(&won));
     let infeasible = done.iter().filter(|(_, o)| o.infeasible.is_some()).count();
     if infeasible > 0 {
         parts.push(format!(
@@ -436,4 +427,44 @@ pub(super) fn rtt_sentence(results: &MapResults) -> Option<String> {
             )
         }
     })
+}
+
+/// How near their bounds the winners came: their own (what a request cost each, on the cores
+/// the load generator left it) and the workload's, `min(cores / C, N / (C + W))`, which leaves
+/// both out.
+pub(super) fn share_sentence(won: &[(&CellResult, &Outcome)]) -> Option<String> {
+    let mean_low = |shares: &[f64]| {
+        let mean = shares.iter().sum::<f64>() / shares.len() as f64;
+        let low = shares.iter().copied().fold(f64::INFINITY, f64::min);
+        (
+            percent((mean * 100.0).round() / 100.0),
+            percent((low * 100.0).round() / 100.0),
+        )
+    };
+    let ideal: Vec<f64> = won
+        .iter()
+        .filter_map(|(_, o)| o.of_workload_bound())
+        .collect();
+    if ideal.is_empty() {
+        return None;
+    }
+    let (ideal_mean, ideal_low) = mean_low(&ideal);
+    let own: Vec<f64> = won
+        .iter()
+        .filter(|(_, o)| o.own_bound_rps().is_some())
+        .filter_map(|(_, o)| o.of_bound())
+        .collect();
+    if own.is_empty() {
+        return Some(format!(
+            "The winners reach {ideal_mean} of the physical bound on average (lowest \
+             {ideal_low})."
+        ));
+    }
+    let (own_mean, own_low) = mean_low(&own);
+    Some(format!(
+        "The winners reach {own_mean} of their own bound on average (lowest {own_low}): what \
+         a request cost each on the cores the load generator left it. Of the workload's \
+         min(cores/C, N/(C+W)), which counts neither, they reach {ideal_mean} (lowest \
+         {ideal_low})."
+    ))
 }
