@@ -755,3 +755,67 @@ fn bad_input_is_one_line_and_exit_2() {
         );
     }
 }
+
+/// `advise --predict --verify`: every architecture asked for is measured once at its starting
+/// pool in the cell's first window (and iterative once at one connection, for the hand-off),
+/// each candidate predicted with an interval and the term that binds it, and the pick measured
+/// in a full window lands inside its interval. A shared machine's burst can move one run past
+/// the interval: a second attempt, and a pick outside both fails.
+#[test]
+fn advise_predict_answers_from_at_most_12_points_and_the_pick_lands_inside_its_interval() {
+    let _timing = timing_lock();
+    let mut attempts = Vec::new();
+    for _ in 0..2 {
+        let advice = advise_json(&[
+            "--cpu",
+            "500us",
+            "--wait",
+            "5ms",
+            "--concurrency",
+            "32",
+            "--archs",
+            "epoll,threaded,hybrid,async",
+            "--predict",
+            "--verify",
+        ]);
+        let f = &advice["forecast"];
+        // One connection on iterative, then the four at their starting pools; the pick's
+        // confirmation is the only other point.
+        assert_eq!(f["points"], 5, "{advice}");
+        assert_eq!(advice["points_measured"], 6, "{advice}");
+        let rows = f["candidates"].as_array().unwrap();
+        assert_eq!(rows.len(), 4, "{advice}");
+        for r in rows {
+            let (low, rps, high) = (
+                r["low"].as_f64().unwrap(),
+                r["rps"].as_f64().unwrap(),
+                r["high"].as_f64().unwrap(),
+            );
+            assert!(low > 0.0 && low < rps && rps < high, "{r}");
+            assert!(
+                ["cores", "pool", "wait", "quota"].contains(&r["binding"].as_str().unwrap()),
+                "{r}"
+            );
+            // Each prediction is held to its own bound: the server's cost counted.
+            assert!(rps <= r["bound_rps"].as_f64().unwrap() * 1.0001, "{r}");
+        }
+        // Most throughput first; the pick is the first that meets the p99 bound.
+        let first = rows.iter().find(|r| r["meets_p99"] == true).unwrap();
+        assert_eq!(f["pick"]["label"], first["label"], "{advice}");
+        let c = &f["confirmation"];
+        assert_eq!(c["label"], f["pick"]["label"], "{advice}");
+        assert_eq!(c["window_ms"], 3000, "{advice}");
+        let measured = c["rps"].as_f64().unwrap();
+        let inside = (f["pick"]["low"].as_f64().unwrap()..=f["pick"]["high"].as_f64().unwrap())
+            .contains(&measured);
+        assert_eq!(c["inside"], inside, "{advice}");
+        if inside {
+            return;
+        }
+        attempts.push(advice.to_string());
+    }
+    panic!(
+        "the pick was outside its interval twice:\n{}",
+        attempts.join("\n---\n")
+    );
+}

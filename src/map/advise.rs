@@ -64,6 +64,12 @@ pub struct AdviseArgs {
     /// Where the points go [default: a temporary directory, removed after].
     #[arg(short, long)]
     pub out: Option<PathBuf>,
+    /// Answer from a model of each server instead of the search: at most 12 points measured
+    /// (one connection; each architecture at the connections without the wait), every
+    /// candidate predicted with an interval and the term that binds it. With --verify, the
+    /// pick is measured at the cell and said inside or outside its interval.
+    #[arg(long)]
+    pub predict: bool,
     /// The connections, the bound, the path (every cycle, and the bound, then hold its round
     /// trip); `--verify` measures every architecture at the pool the search chose for it and
     /// at its default, 3 s each (or three cycles), ranked the same way.
@@ -237,6 +243,15 @@ impl AdviseConfig {
 /// Runs `sweetspot advise`: the flags to a config, the search, the answer.
 pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
     let config = AdviseConfig::from_args(&args)?;
+    if args.predict {
+        let predicted = predicted(&config)?;
+        if config.json {
+            crate::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&predicted)?))?;
+        } else {
+            crate::print_stdout(&super::forecast::text(&predicted))?;
+        }
+        return Ok(());
+    }
     let (advice, every_point_failed) = advise(&config)?;
     if config.json {
         crate::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&advice)?))?;
@@ -302,6 +317,44 @@ fn advise(config: &AdviseConfig) -> anyhow::Result<(Advice, Option<String>)> {
         },
     };
     Ok((advice, every_point_failed))
+}
+
+/// Forecasts the config's cell from models fitted on the spot ([`super::forecast`]). An
+/// error when interrupted, or when no architecture's point could be fitted.
+fn predicted(config: &AdviseConfig) -> anyhow::Result<super::forecast::PredictedAdvice> {
+    let started = Instant::now();
+    let (spec, cell) = (&config.spec, &config.cell);
+    let lab = Lab::open("advise")?;
+    let log_dir = config
+        .out
+        .clone()
+        .unwrap_or_else(|| lab.scratch_dir().join("points"));
+    let mut log = PointLog::<PointRecord>::open(&log_dir)?;
+    let before = log.len();
+    let mut progress = Progress::new(1, before, false);
+    let forecast =
+        super::forecast::forecast(spec, cell, &lab, &mut log, &mut progress, spec.verify);
+    progress.finish();
+    let Some(forecast) = forecast else {
+        anyhow::bail!("interrupted");
+    };
+    if forecast.candidates.is_empty() {
+        anyhow::bail!(
+            "no architecture could be fitted: {}",
+            forecast.left_out.join(", ")
+        );
+    }
+    Ok(super::forecast::PredictedAdvice {
+        cpu_us: cell.cpu_us,
+        wait_ms: cell.wait_ms,
+        wait: cell.wait,
+        concurrency: cell.concurrency,
+        p99_bound_ms: spec.p99_bound_ms,
+        route: cell.route.clone(),
+        forecast,
+        points_measured: log.len() - before,
+        wall_s: started.elapsed().as_secs_f64(),
+    })
 }
 
 /// The advice in words.

@@ -7,6 +7,7 @@
 //! with the rules of thumb measured beside it.
 
 pub mod advise;
+pub mod forecast;
 pub mod halving;
 pub mod output;
 pub mod points;

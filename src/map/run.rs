@@ -58,6 +58,26 @@ impl Measure<Probe> for CellProbes<'_> {
     }
 }
 
+/// One probe of `cell`, answered as the search's are: from the point log when it finished
+/// before, else measured on a live server. `None`: interrupted.
+pub fn probe_once(
+    spec: &MapSpec,
+    cell: &CellSpec,
+    lab: &Lab,
+    log: &mut PointLog<PointRecord>,
+    progress: &mut Progress,
+    probe: &Probe,
+) -> Option<Sample> {
+    CellProbes {
+        cell,
+        spec,
+        lab,
+        log,
+        progress,
+    }
+    .measure(probe)
+}
+
 /// The point a probe measures: its architecture and pool, the cell's route and concurrency,
 /// the probe's run length, a window that opens once every connection was answered.
 fn plan_for(spec: &MapSpec, cell: &CellSpec, cores: u32, probe: &Probe) -> PointPlan {

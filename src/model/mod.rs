@@ -8,7 +8,9 @@
 //! Pure: every figure comes from its arguments, so it is tested on values worked by hand.
 //! The equations are in docs/DESIGN.md ("The model").
 
+pub mod fit;
 pub mod mva;
+pub mod usl;
 
 use serde::{Deserialize, Serialize};
 

@@ -283,7 +283,7 @@ impl Cell {
     }
 
     /// Each architecture at its starting pool.
-    pub(super) fn all_starting(&self) -> Vec<Candidate> {
+    pub fn all_starting(&self) -> Vec<Candidate> {
         self.archs
             .iter()
             .map(|&arch| Candidate {

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::usl::{UslFit, UslLimit};
+use crate::model::usl::{UslFit, UslLimit};
 
 /// The architecture that wins a workload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,7 +7,6 @@
 
 pub mod findings;
 pub mod recommend;
-pub mod usl;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,8 +24,8 @@ pub use stats::{
 
 use super::results::{PointResult, SweepResults};
 use super::spec::{Arch, LoadMode, Workload};
+use crate::model::usl::{self, fit_usl};
 use recommend::{explain, ProseContext};
-use usl::fit_usl;
 
 /// Recomputes the per-point flags that depend on the experiment (Little's law: in-flight
 /// ratio, starved, its warning) and the whole analysis. The runner calls it after every point;

@@ -13,9 +13,9 @@ use super::findings::{
 };
 use super::series_label;
 use super::stats::{ranges_overlap, rps_range, MAX_ERROR_RATE, WITHIN_BEST};
-use super::usl::{UslLimit, MIN_LEVELS};
 use crate::lab::limit::LimitKind;
 use crate::load::LatencyKey;
+use crate::model::usl::{UslLimit, MIN_LEVELS};
 use crate::render::latency_figure;
 use crate::render::numbers::{duration_us, percent, thousands};
 use crate::sweep::results::PointResult;

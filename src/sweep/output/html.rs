@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::svg::render_plots;
 use super::{file_stem, percent, thousands, workload_tables, Exporter, Table};
 use crate::lab::cgroup::CpuMethod;
-use crate::sweep::analysis::usl::MIN_LEVELS;
+use crate::model::usl::MIN_LEVELS;
 use crate::sweep::analysis::{MAX_ERROR_RATE, WITHIN_BEST};
 use crate::sweep::results::SweepResults;
 use crate::sweep::spec::LoadMode;

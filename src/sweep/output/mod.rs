@@ -428,7 +428,7 @@ fn usl_table(results: &SweepResults, workload: &str) -> Option<Table> {
         analysed.usl.iter().partition(|u| u.fit.is_some());
     let unfitted_line = format!(
         "not fitted, fewer than {} levels: {}",
-        super::analysis::usl::MIN_LEVELS,
+        crate::model::usl::MIN_LEVELS,
         unfitted
             .iter()
             .map(|u| format!("{} ({})", usl_series_name(u), u.levels))
@@ -439,7 +439,7 @@ fn usl_table(results: &SweepResults, workload: &str) -> Option<Table> {
         return Some(Table {
             title: format!(
                 "{workload}: USL: not fitted, fewer than {} levels in every series",
-                super::analysis::usl::MIN_LEVELS
+                crate::model::usl::MIN_LEVELS
             ),
             ..Table::default()
         });
@@ -504,12 +504,12 @@ fn usl_notes() -> Vec<String> {
              nonlinear least squares (sigma, kappa >= 0); peak N* = sqrt((1-sigma)/kappa), \
              X_max = X(N*); a peak far beyond the measured N is an extrapolation; series with \
              fewer than {} levels are not fitted",
-            super::analysis::usl::MIN_LEVELS
+            crate::model::usl::MIN_LEVELS
         ),
         format!(
             "limit: the term that costs more at the largest N measured, contention \
              sigma (N-1) or coherency kappa N (N-1); none when together under {}",
-            percent(super::analysis::usl::NEGLIGIBLE_PENALTY)
+            percent(crate::model::usl::NEGLIGIBLE_PENALTY)
         ),
     ]
 }

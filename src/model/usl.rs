@@ -180,7 +180,7 @@ fn linearized_start(data: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
 }
 
 /// Solves the 3x3 normal equations (A^T A) p = A^T y by Gaussian elimination with pivoting.
-fn solve_normal_equations(rows: &[([f64; 3], f64)]) -> Option<[f64; 3]> {
+pub fn solve_normal_equations(rows: &[([f64; 3], f64)]) -> Option<[f64; 3]> {
     let mut m = [[0.0f64; 4]; 3];
     for (a, y) in rows {
         for i in 0..3 {
