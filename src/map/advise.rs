@@ -210,6 +210,7 @@ impl AdviseConfig {
             max_pool: concurrency.clamp(1024, 4096),
             warmup: Duration::ZERO,
             verify: args.search.verify,
+            predict: args.predict,
             net: args.search.net()?,
             rtt_ms: Vec::new(),
             cpus: args.search.budget.checked()?.0.into_iter().collect(),
@@ -286,7 +287,17 @@ fn advise(config: &AdviseConfig) -> anyhow::Result<(Advice, Option<String>)> {
         &mut log,
         &mut progress,
     )
-    .and_then(|round_trip| search_cell(spec, cell, round_trip, &lab, &mut log, &mut progress));
+    .and_then(|round_trip| {
+        search_cell(
+            spec,
+            cell,
+            round_trip,
+            Vec::new(),
+            &lab,
+            &mut log,
+            &mut progress,
+        )
+    });
     progress.finish();
     let points = log.len();
     let every_point_failed = log.every_point_failed();

@@ -125,25 +125,27 @@ fn pools(cell: &Cell, arch: Arch) -> Vec<Option<u32>> {
     }
 }
 
-/// The observation a sample makes.
-fn observed(
+/// The observation a sample of candidate `c` in `cell` makes, on a machine of `machine`
+/// cores.
+pub fn observed(
+    spec: &MapSpec,
+    cell: &Cell,
+    c: Candidate,
     sample: &Sample,
-    cpu_us: f64,
-    wait_us: f64,
-    connections: u32,
-    pool: Option<u32>,
+    machine: f64,
 ) -> Observed {
     Observed {
-        connections,
-        pool,
+        connections: cell.concurrency,
+        pool: c.workers,
         workload: Workload {
-            cpu_us,
-            wait_us,
-            blocking: false,
+            cpu_us: cell.cpu_us,
+            wait_us: cell.wait_ms * 1000.0,
+            blocking: cell.blocking,
         },
         rps: sample.rps,
         server_us: sample.cpu_us,
         client_us: sample.client_cpu_us,
+        placement: placement(spec, cell, c, machine),
     }
 }
 
@@ -218,7 +220,8 @@ pub fn forecast(
         workers: None,
     };
     let first = probe_once(spec, &one, lab, log, progress, &probe(iterative, &one))?;
-    let handoff_us = Fitted::handoff_of(&observed(&first, cell.cpu_us, 0.0, 1, None));
+    let one_cell = cell_of(spec, &one, cores, &[]);
+    let handoff_us = Fitted::handoff_of(&observed(spec, &one_cell, iterative, &first, machine));
     let starving = real.starving();
     let mut left_out: Vec<String> = starving.iter().map(Candidate::label).collect();
     let mut points = 1;
@@ -230,22 +233,8 @@ pub fn forecast(
             left_out.push(format!("{} (its point failed)", c.label()));
             continue;
         }
-        let mut obs = observed(
-            &sample,
-            cell.cpu_us,
-            cell.wait_ms * 1000.0,
-            cell.concurrency,
-            c.workers,
-        );
-        obs.workload.blocking = real.blocking;
-        let fit = |_: Candidate| {
-            Fitted::fit(
-                c.arch.holding(),
-                placement(spec, &real, c, machine),
-                &[obs],
-                handoff_us,
-            )
-        };
+        let obs = [observed(spec, &real, c, &sample, machine)];
+        let fit = |_: Candidate| Fitted::fit(c.arch.holding(), obs[0].placement, &obs, handoff_us);
         rows.extend(best_row(spec, &real, c.arch, fit, machine));
     }
     rows.sort_by(|a, b| b.rps.total_cmp(&a.rps));
@@ -430,6 +419,64 @@ fn candidates_text(f: &Forecast) -> String {
     }
     if !f.left_out.is_empty() {
         out.push_str(&format!("  left out: {}\n", f.left_out.join(", ")));
+    }
+    out
+}
+
+/// Points of one architecture from at least this many cells before the model predicts it:
+/// one cell's points say nothing of how it moves with `N` and `W`.
+pub const MIN_CELLS: usize = 2;
+
+/// What the models fitted on `records` (the run's points so far, in the cells `views` names)
+/// predict of `cell`'s candidates: each architecture measured in at least [`MIN_CELLS`] cells
+/// (without a wait, or with one of the cell's kind, and one with a wait where the cell has
+/// one), at each of its pools. Points the lab set (the generator, the path), that failed or whose
+/// server's CPU is unknown are left out of the fit.
+pub fn forecast_cell(
+    spec: &MapSpec,
+    cell: &Cell,
+    views: &std::collections::BTreeMap<String, Cell>,
+    records: &[&PointRecord],
+    handoff_us: f64,
+    machine: f64,
+) -> Vec<(Candidate, Predicted)> {
+    let workload = Workload {
+        cpu_us: cell.cpu_us,
+        wait_us: cell.wait_ms * 1000.0,
+        blocking: cell.blocking,
+    };
+    let mut out = Vec::new();
+    for &arch in &cell.archs {
+        let mine: Vec<(&Cell, &PointRecord)> = records
+            .iter()
+            .filter(|r| r.probe.candidate.arch == arch)
+            .filter(|r| r.sample.ok && r.sample.lab().is_none() && !r.sample.p99_lower_bound)
+            .filter(|r| r.sample.cpu_us > 0.0 && r.sample.rps > 0.0)
+            .filter_map(|r| Some((views.get(&r.cell)?, *r)))
+            // Waits of the other kind (blocking, or not) say nothing of these.
+            .filter(|(v, _)| v.wait_ms == 0.0 || v.blocking == cell.blocking)
+            .collect();
+        let mut cells: Vec<&str> = mine.iter().map(|(_, r)| r.cell.as_str()).collect();
+        cells.sort_unstable();
+        cells.dedup();
+        // A cell that waits is predicted only from points that waited as it does.
+        let waited = mine.iter().any(|(v, _)| v.wait_ms > 0.0);
+        if cells.len() < MIN_CELLS || (cell.wait_ms > 0.0 && !waited) {
+            continue;
+        }
+        let obs: Vec<Observed> = mine
+            .iter()
+            .map(|(v, r)| observed(spec, v, r.probe.candidate, &r.sample, machine))
+            .collect();
+        let Some(mut model) = Fitted::fit(arch.holding(), obs[0].placement, &obs, handoff_us)
+        else {
+            continue;
+        };
+        for workers in pools(cell, arch) {
+            let c = Candidate { arch, workers };
+            model.placement = placement(spec, cell, c, machine);
+            out.push((c, model.predict(&workload, cell.concurrency, workers)));
+        }
     }
     out
 }

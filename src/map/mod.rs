@@ -53,6 +53,11 @@ pub struct MapArgs {
     /// With a map's `rtt_ms` list, the path without its rtt (e.g. `rate=5mbit`).
     #[arg(long, value_name = "PATH", conflicts_with = "resume")]
     pub net: Option<String>,
+    /// Measure every candidate the search reaches, without the model's predictions (by
+    /// default a cell's candidates whose predicted interval lies under what another measured
+    /// are left out; see `predict` in a map file).
+    #[arg(long, conflicts_with = "resume")]
+    pub measure_all: bool,
     /// The servers' CPU budget (overrides the file's `cpus` and `cpuset`): each cell's bound
     /// and default pools follow it.
     #[command(flatten)]
@@ -76,7 +81,7 @@ reaches it with a p99 at its floor and the CPU and memory of the leanest measure
 left unmeasured; one whose own bound, min(P, cores)/C for P threads and with blocking waits \
 P/(C+W), is below what another reached is left out), then the winner's pool by doubling and a \
 golden-section search in log space down to pools 5% apart, close calls measured again; the \
-smallest pool within 5% of the best is reported. Every cell states its bound and the winner's share of it; a cell no server \
+smallest pool within 5% of the best is reported. Measured only to decide: from the second cell on, a model of each server fitted on the run's points (its CPU a request and the load generator's along N, how long its waits really take, the generator's share of the cores; solved by Mean Value Analysis) predicts every candidate with an interval, and one whose interval lies under what another measured is left out, while the model held on every point of the cell; its pool is the model's where that held (--measure-all: no model). Every cell states its bound and the winner's share of it; a cell no server \
 can meet (N x C / cores above the p99 bound) is said so unmeasured. Beside each pooled winner: \
 Goetz's cores x (1 + W/C), 2n+1 and the default pool, measured. Every finished point is written \
 to DIR/points at once; `--resume DIR` finishes an interrupted run.\n\nPresets: {} (files in \
@@ -105,6 +110,9 @@ pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
             let mut spec = MapSpec::load(&args.map)?;
             spec.net = crate::net::net_option(args.net.as_deref(), spec.net.take())?;
             args.budget.apply(&mut spec.cpus, &mut spec.cpuset)?;
+            if args.measure_all {
+                spec.predict = false;
+            }
             spec.check_net()
                 .map_err(|msg| usage(format!("{}: {msg}", args.map)))?;
             if spec.has_path() {

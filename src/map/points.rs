@@ -46,6 +46,11 @@ impl PointLog<PointRecord> {
         self.put(&record.key(), record)
     }
 
+    /// Every stored point, in key order.
+    pub fn records(&self) -> impl Iterator<Item = &PointRecord> {
+        self.iter().map(|(_, r)| r)
+    }
+
     /// Every stored point of a cell, in key order.
     pub fn of_cell(&self, cell: &str) -> Vec<&PointRecord> {
         self.iter()

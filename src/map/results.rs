@@ -78,6 +78,9 @@ pub struct RoundTripAt {
     /// The machine's p99 jitter at one connection, µs: two p99s closer than it are as good
     /// (see [`super::halving::Cell::p99_jitter_us`]).
     pub jitter_us: f64,
+    /// What the leanest server's cycle held beyond both CPUs, µs: the model's hand-off.
+    #[serde(default)]
+    pub handoff_us: f64,
 }
 
 /// One cell's answer and its evidence.

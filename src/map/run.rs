@@ -126,6 +126,7 @@ pub fn cell_of(spec: &MapSpec, cell: &CellSpec, cores: u32, rules: &[(String, u3
         round_trip_us: 0.0,
         p99_jitter_us: 0.0,
         path_rtt_us: cell.rtt_ms * 1000.0,
+        forecast: Vec::new(),
     }
 }
 
@@ -166,6 +167,7 @@ pub fn run_cells(
                 rtt_ms,
                 us: rt.us,
                 jitter_us: rt.jitter_us,
+                handoff_us: rt.handoff_us,
             });
             results.round_trip_points += rt.points;
         }
@@ -176,6 +178,18 @@ pub fn run_cells(
         .iter()
         .map(|r| (r.us - r.rtt_ms * 1000.0).max(0.0))
         .fold(0.0, f64::max);
+    // Every cell as the search sees it, by key: what the model's points were measured in.
+    let views: std::collections::BTreeMap<String, Cell> = cells
+        .iter()
+        .cloned()
+        .chain(
+            results
+                .round_trips
+                .iter()
+                .map(|r| round_trip_cell(spec, r.cpu_us, r.rtt_ms)),
+        )
+        .map(|c| (c.key.clone(), cell_of(spec, &c, cores, &[])))
+        .collect();
     for cell in &cells {
         let round_trip = results
             .round_trips
@@ -186,12 +200,27 @@ pub fn run_cells(
                 jitter_us: r.jitter_us,
                 // Counted in `round_trip_points` already.
                 points: 0,
+                handoff_us: r.handoff_us,
             });
         if lab.stopped() {
             break;
         }
         progress.starting(cell);
-        let Some((outcome, verify)) = search_cell(spec, cell, round_trip, lab, log, &mut progress)
+        let forecast = if spec.predict {
+            let records: Vec<&PointRecord> = log.records().collect();
+            super::forecast::forecast_cell(
+                spec,
+                &cell_of(spec, cell, cores, &[]),
+                &views,
+                &records,
+                round_trip.handoff_us,
+                f64::from(cores),
+            )
+        } else {
+            Vec::new()
+        };
+        let Some((outcome, verify)) =
+            search_cell(spec, cell, round_trip, forecast, lab, log, &mut progress)
         else {
             break;
         };
@@ -231,6 +260,9 @@ pub struct RoundTrip {
     pub jitter_us: f64,
     /// The points it took.
     pub points: usize,
+    /// What the leanest server's cycle held beyond both CPUs (a wake-up on each side and the
+    /// loopback, or the path), µs: the model's hand-off ([`crate::model::fit::Fitted`]).
+    pub handoff_us: f64,
 }
 
 /// The round trip of a request of `cpu_us` and no wait at one connection on this machine: the
@@ -251,19 +283,7 @@ pub fn round_trip(
     log: &mut PointLog<PointRecord>,
     progress: &mut Progress,
 ) -> Option<RoundTrip> {
-    let cell = CellSpec {
-        wait: WaitMode::Async,
-        ratio: 0.0,
-        concurrency: 1,
-        cpu_us,
-        wait_ms: 0.0,
-        rtt_ms,
-        net: spec.net_at(rtt_ms),
-        // The machine's own round trip: outside any quota.
-        cpus: None,
-        route: super::spec::work_route(cpu_us, 0.0, WaitMode::Async, None, None),
-        key: round_trip_key(spec, cpu_us, rtt_ms),
-    };
+    let cell = round_trip_cell(spec, cpu_us, rtt_ms);
     let mut live = CellProbes {
         cell: &cell,
         spec,
@@ -273,6 +293,7 @@ pub fn round_trip(
     };
     let mut best_rps: f64 = 0.0;
     let mut jitter_us = f64::INFINITY;
+    let mut handoff_us = f64::INFINITY;
     for arch in [Arch::Iterative, Arch::Epoll] {
         let probe = Probe {
             candidate: Candidate {
@@ -285,6 +306,16 @@ pub fn round_trip(
         let sample = live.measure(&probe)?;
         if sample.ok {
             best_rps = best_rps.max(sample.rps);
+            if sample.cpu_us > 0.0 {
+                let h = crate::model::fit::handoff_us(
+                    1,
+                    sample.rps,
+                    sample.cpu_us,
+                    sample.client_cpu_us,
+                    rtt_ms * 1000.0,
+                );
+                handoff_us = handoff_us.min(h);
+            }
         }
         jitter_us = if sample.ok && sample.p50_us > 0.0 {
             jitter_us.min((sample.p99_us - sample.p50_us).max(0.0))
@@ -300,7 +331,30 @@ pub fn round_trip(
         },
         jitter_us,
         points: live.log.of_cell(&cell.key).len(),
+        handoff_us: if handoff_us.is_finite() {
+            handoff_us
+        } else {
+            0.0
+        },
     })
+}
+
+/// The cell of the round trip of a request of `cpu_us` at one connection, across a path of
+/// `rtt_ms`.
+pub fn round_trip_cell(spec: &MapSpec, cpu_us: f64, rtt_ms: f64) -> CellSpec {
+    CellSpec {
+        wait: WaitMode::Async,
+        ratio: 0.0,
+        concurrency: 1,
+        cpu_us,
+        wait_ms: 0.0,
+        rtt_ms,
+        net: spec.net_at(rtt_ms),
+        // The machine's own round trip: outside any quota.
+        cpus: None,
+        route: super::spec::work_route(cpu_us, 0.0, WaitMode::Async, None, None),
+        key: round_trip_key(spec, cpu_us, rtt_ms),
+    }
 }
 
 /// Searches one cell, then measures the rules of thumb on its pooled winner, and the full grid
@@ -309,6 +363,7 @@ pub fn search_cell(
     spec: &MapSpec,
     cell: &CellSpec,
     round_trip: RoundTrip,
+    forecast: Vec<(Candidate, crate::model::fit::Predicted)>,
     lab: &Lab,
     log: &mut PointLog<PointRecord>,
     progress: &mut Progress,
@@ -317,6 +372,7 @@ pub fn search_cell(
     let mut probe_cell = cell_of(spec, cell, cores, &[]);
     probe_cell.round_trip_us = round_trip.us;
     probe_cell.p99_jitter_us = round_trip.jitter_us;
+    probe_cell.forecast = forecast;
     let mut live = CellProbes {
         cell,
         spec,

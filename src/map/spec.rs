@@ -78,6 +78,11 @@ pub struct MapSpec {
     /// spread of the grid's best (slow: for small maps).
     #[serde(default)]
     pub verify: bool,
+    /// Measure only to decide: each cell's candidates are predicted by the model of each
+    /// server fitted on the run's points so far, and those whose interval lies under what
+    /// another measured are left out (`false`: every candidate the search reaches is measured).
+    #[serde(default = "predict_by_default")]
+    pub predict: bool,
     /// A network path between the load generator and every server (see [`crate::net`]):
     /// every cycle then holds its round trip, and so does each cell's bound. Read into a
     /// typed path once, with the file.
@@ -162,6 +167,10 @@ pub const DEFAULT_BASE: Duration = Duration::from_millis(200);
 fn default_base() -> Duration {
     DEFAULT_BASE
 }
+fn predict_by_default() -> bool {
+    true
+}
+
 fn default_rounds() -> u32 {
     3
 }

@@ -26,8 +26,18 @@ use crate::arch::Holding;
 pub const MIN_ERROR: f64 = 0.08;
 /// ... and is this many times the worst relative miss on the points it was fitted on.
 pub const ERROR_MARGIN: f64 = 1.5;
-/// The longest stretch of the waits fitted: a wait served in ten times its length.
-pub const MAX_STRETCH: f64 = 9.0;
+/// The most a wait is fitted to take beyond what it asked for, µs.
+pub const MAX_EXTRA_WAIT_US: f64 = 1_000_000.0;
+
+/// What a closed loop's cycle held beyond the server's CPU a request, the generator's and
+/// the wait (all µs), at `connections` and `rps`: the hand-off between them, at least 0.
+pub fn handoff_us(connections: u32, rps: f64, server_us: f64, client_us: f64, wait_us: f64) -> f64 {
+    if rps <= 0.0 {
+        return 0.0;
+    }
+    let cycle_us = f64::from(connections.max(1)) * 1e6 / rps;
+    (cycle_us - server_us - client_us - wait_us).max(0.0)
+}
 
 /// What one measured point tells the model.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,6 +51,9 @@ pub struct Observed {
     pub server_us: f64,
     /// The load generator's CPU a request, µs.
     pub client_us: f64,
+    /// Where it ran (its pool's cores, the budget): points of several pools and cells fit
+    /// one model.
+    pub placement: Placement,
 }
 
 /// A cost a request along the connections: `a + b / N + k N`, never below 0.
@@ -132,9 +145,10 @@ pub struct Fitted {
     /// What a cycle holds beyond both CPUs and the wait (a wake-up on each side and the
     /// loopback, or the path), µs.
     pub handoff_us: f64,
-    /// How much longer than asked the server's waits were, a share of `W` (its timers: a
-    /// wait of 10 ms served in 11 is 0.1): fitted where the points waited, else 0.
-    pub wait_stretch: f64,
+    /// How much longer than asked the server's waits took, µs (its timers, and its threads
+    /// woken late: 10 ms waits at 16 connections took 3.7 ms more on forking here): fitted
+    /// where the points waited, and added only where a request waits.
+    pub wait_extra_us: f64,
     /// The interval's half-width, a share of the prediction.
     pub error: f64,
     /// The worst relative miss on the points it was fitted on, and how many.
@@ -170,13 +184,13 @@ impl Fitted {
             overhead: CostCurve::fit(&overhead)?,
             generator: CostCurve::fit(&generator)?,
             handoff_us: handoff_us.max(0.0),
-            wait_stretch: 0.0,
+            wait_extra_us: 0.0,
             error: MIN_ERROR,
             worst_miss: 0.0,
             points: known.len(),
         };
         if known.iter().any(|p| p.workload.wait_us > 0.0) {
-            fitted.wait_stretch = fitted.fit_stretch(&known);
+            fitted.wait_extra_us = fitted.fit_extra_wait(&known);
         }
         let worst = known
             .iter()
@@ -187,24 +201,30 @@ impl Fitted {
         Some(fitted)
     }
 
-    /// The relative miss of the model on a measured point (positive: it predicted more).
-    fn miss(&self, p: &Observed) -> f64 {
-        self.central(&p.workload, p.connections, p.pool).rps / p.rps - 1.0
+    /// The relative miss of the model on a measured point, where it ran (positive: it
+    /// predicted more).
+    pub fn miss(&self, p: &Observed) -> f64 {
+        let there = Fitted {
+            placement: p.placement,
+            ..*self
+        };
+        there.central(&p.workload, p.connections, p.pool).rps / p.rps - 1.0
     }
 
-    /// The wait stretch that best fits the points (least squares of the relative misses, by
-    /// golden-section search over 0 to [`MAX_STRETCH`]): throughput falls as the stretch
-    /// grows, so one point's is the stretch that meets it.
-    fn fit_stretch(&self, points: &[&Observed]) -> f64 {
-        let cost = |stretch: f64| {
+    /// The extra wait that best fits the points that waited (least squares of the relative
+    /// misses, by golden-section search in the square root of 0 to [`MAX_EXTRA_WAIT_US`]):
+    /// throughput falls as the extra grows, so one point's is the extra that meets it.
+    fn fit_extra_wait(&self, points: &[&Observed]) -> f64 {
+        let waited: Vec<&&Observed> = points.iter().filter(|p| p.workload.wait_us > 0.0).collect();
+        let cost = |root: f64| {
             let m = Fitted {
-                wait_stretch: stretch,
+                wait_extra_us: root * root,
                 ..*self
             };
-            points.iter().map(|p| m.miss(p).powi(2)).sum::<f64>()
+            waited.iter().map(|p| m.miss(p).powi(2)).sum::<f64>()
         };
         let ratio = (5f64.sqrt() - 1.0) / 2.0;
-        let (mut lo, mut hi) = (0.0, MAX_STRETCH);
+        let (mut lo, mut hi) = (0.0, MAX_EXTRA_WAIT_US.sqrt());
         for _ in 0..60 {
             let a = hi - ratio * (hi - lo);
             let b = lo + ratio * (hi - lo);
@@ -214,17 +234,20 @@ impl Fitted {
                 lo = a;
             }
         }
-        (lo + hi) / 2.0
+        let root = (lo + hi) / 2.0;
+        root * root
     }
 
     /// The hand-off of one cycle at one connection: what a measured cycle holds beyond the
     /// server's CPU, the generator's and the wait, µs (at least 0).
     pub fn handoff_of(p: &Observed) -> f64 {
-        if p.rps <= 0.0 {
-            return 0.0;
-        }
-        let cycle_us = f64::from(p.connections.max(1)) * 1e6 / p.rps;
-        (cycle_us - p.server_us - p.client_us - p.workload.wait_us).max(0.0)
+        handoff_us(
+            p.connections,
+            p.rps,
+            p.server_us,
+            p.client_us,
+            p.workload.wait_us,
+        )
     }
 
     /// The server as MVA sees it at `n` connections: its cores (its share of the machine
@@ -247,10 +270,14 @@ impl Fitted {
         }
     }
 
-    /// The workload as the server serves it: its waits stretched.
+    /// The workload as the server serves it: a wait takes its extra.
     fn as_served(&self, workload: &Workload) -> Workload {
         Workload {
-            wait_us: workload.wait_us * (1.0 + self.wait_stretch),
+            wait_us: if workload.wait_us > 0.0 {
+                workload.wait_us + self.wait_extra_us
+            } else {
+                0.0
+            },
             ..*workload
         }
     }
@@ -268,7 +295,7 @@ impl Fitted {
         let prediction = self.central(workload, n, pool);
         Predicted {
             prediction,
-            low: prediction.rps * (1.0 - self.error),
+            low: (prediction.rps * (1.0 - self.error)).max(0.0),
             high: prediction.rps * (1.0 + self.error),
         }
     }
@@ -341,6 +368,7 @@ mod tests {
             rps: x,
             server_us: workload.cpu_us + truth.overhead.at(n),
             client_us: truth.generator.at(n),
+            placement: truth.placement,
         }
     }
 
@@ -363,7 +391,7 @@ mod tests {
                 k: 0.0,
             },
             handoff_us: 15.0,
-            wait_stretch: 0.0,
+            wait_extra_us: 0.0,
             error: 0.0,
             worst_miss: 0.0,
             points: 0,
@@ -411,9 +439,9 @@ mod tests {
     }
 
     #[test]
-    fn waits_served_longer_than_asked_are_fitted_as_a_stretch() {
+    fn waits_served_longer_than_asked_are_fitted_as_an_extra() {
         // A server whose 10 ms waits take 13 (its timers), measured once at 16 connections:
-        // the stretch comes back, and 48 connections are predicted as the truth serves them.
+        // the extra comes back, and 48 connections are predicted as the truth serves them.
         let truth = Fitted {
             holding: Holding::Loops,
             placement: placement(),
@@ -426,14 +454,14 @@ mod tests {
                 ..Default::default()
             },
             handoff_us: 15.0,
-            wait_stretch: 0.3,
+            wait_extra_us: 3000.0,
             error: 0.0,
             worst_miss: 0.0,
             points: 0,
         };
         let point = observed(&truth, work(1000.0, 10_000.0), 16);
         let model = Fitted::fit(Holding::Loops, placement(), &[point], 15.0).unwrap();
-        assert!((model.wait_stretch - 0.3).abs() < 1e-3, "{model:?}");
+        assert!((model.wait_extra_us - 3000.0).abs() < 1.0, "{model:?}");
         assert_eq!(model.error, MIN_ERROR);
         let at_48 = observed(&truth, work(1000.0, 10_000.0), 48).rps;
         let predicted = model.predict(&work(1000.0, 10_000.0), 48, None);
@@ -441,9 +469,9 @@ mod tests {
             (predicted.prediction.rps / at_48 - 1.0).abs() < 1e-3,
             "{predicted:?}"
         );
-        // Without the stretch, 16 connections would be predicted 20% faster than measured.
+        // Without the extra, 16 connections would be predicted 20% faster than measured.
         let naive = Fitted {
-            wait_stretch: 0.0,
+            wait_extra_us: 0.0,
             ..model
         };
         let x = naive
@@ -469,7 +497,7 @@ mod tests {
                 ..Default::default()
             },
             handoff_us: 0.0,
-            wait_stretch: 0.0,
+            wait_extra_us: 0.0,
             error: MIN_ERROR,
             worst_miss: 0.0,
             points: 1,

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::*;
 use crate::arch::Arch;
+use crate::model::fit::Predicted;
 use crate::search::rank::{Tolerance, P99_TOLERANCE, P99_TOLERANCE_SATURATED};
 
 /// A server to measure: an architecture and its pool size (`None` for one without a pool).
@@ -69,9 +70,36 @@ pub struct Cell {
     /// A network path's round trip between the clients and the server, µs (0: loopback):
     /// part of every cycle, so of the bound, `N / (C + W + RTT)`.
     pub path_rtt_us: f64,
+    /// What the model of each server, fitted on the run's points so far, predicts of the
+    /// candidates of this cell (empty: no model, every candidate is measured). The search
+    /// leaves out those whose interval lies below what another measured, while the model
+    /// holds in the cell ([`Search::model_holds`]).
+    pub forecast: Vec<(Candidate, Predicted)>,
 }
 
 impl Cell {
+    /// The model's prediction of a candidate, if it has one.
+    pub fn predicted(&self, c: Candidate) -> Option<&Predicted> {
+        self.forecast.iter().find(|(k, _)| *k == c).map(|(_, p)| p)
+    }
+
+    /// The pool the model predicts best for a pooled architecture: the smallest of its
+    /// predicted pools within [`TIE_FRACTION`] of its best. `None`: no pool predicted.
+    pub fn predicted_pool(&self, arch: Arch) -> Option<u32> {
+        let pools: Vec<(u32, f64)> = self
+            .forecast
+            .iter()
+            .filter(|(c, _)| c.arch == arch)
+            .filter_map(|(c, p)| Some((c.workers?, p.prediction.rps)))
+            .collect();
+        let best = pools.iter().map(|p| p.1).fold(0.0, f64::max);
+        pools
+            .iter()
+            .filter(|p| best > 0.0 && p.1 >= best * (1.0 - TIE_FRACTION))
+            .map(|p| p.0)
+            .min()
+    }
+
     /// Goetz's pool, `cores x (1 + W/C)`, rounded, within `1..=cap`.
     pub fn goetz(&self) -> u32 {
         let c = self.cpu_us.max(1.0) / 1000.0;

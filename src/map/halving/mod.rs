@@ -26,8 +26,8 @@ mod verify;
 
 use cell::{starves_by_shape, window_ms};
 pub use cell::{Candidate, Cell, Probe};
-use outcome::{decisions, labels, no_winner, row_of, rows};
-pub use outcome::{CandidateRow, Outcome, RuleOutcome};
+use outcome::{decisions, labels, no_winner, prediction_rows, row_of, rows};
+pub use outcome::{CandidateRow, Outcome, PredictionRow, RuleOutcome};
 pub use verify::{verify, Verify};
 
 /// Repetitions of each point of the full grid (for its count).
@@ -101,6 +101,9 @@ struct Search<'a> {
     /// ([`Search::beyond_reach`]), and the rest, left unmeasured.
     beyond: Option<Candidate>,
     unneeded: Vec<Candidate>,
+    /// The candidates the first round left out because the model's interval for them lay
+    /// below what another measured ([`Search::is_predicted_out`]).
+    predicted_out: Vec<Candidate>,
 }
 
 impl Search<'_> {
@@ -205,6 +208,7 @@ impl Search<'_> {
             cell.candidate_bound_rps(*b)
                 .total_cmp(&cell.candidate_bound_rps(*a))
         });
+
         let mut ms = self.cell.first_window_ms();
         let mut rounds = 0;
         loop {
@@ -214,6 +218,10 @@ impl Search<'_> {
                     self.outclassed.push(c);
                     continue;
                 }
+                if rounds == 1 && self.is_predicted_out(c) {
+                    self.predicted_out.push(c);
+                    continue;
+                }
                 self.run(c, ms, 0)?;
                 if rounds == 1 && self.beyond_reach(c) {
                     self.beyond = Some(c);
@@ -221,7 +229,14 @@ impl Search<'_> {
                     return Some((vec![c], rounds, ms));
                 }
             }
-            alive.retain(|c| !self.outclassed.contains(c));
+            // A model that missed a point of this cell beyond its interval decides nothing
+            // here: what it left out is measured after all.
+            if rounds == 1 && !self.model_holds() {
+                for c in std::mem::take(&mut self.predicted_out) {
+                    self.run(c, ms, 0)?;
+                }
+            }
+            alive.retain(|c| !self.outclassed.contains(c) && !self.predicted_out.contains(c));
             self.sort(&mut alive);
             let leader = self.level(alive[0]).rps;
             let keep = alive.len().div_ceil(2);
@@ -259,6 +274,33 @@ impl Search<'_> {
             // A measurement may pass the cell's bound by its noise; the bound is what counts.
             .min(self.cell.bound_rps());
         self.cell.candidate_bound_rps(c) < best * (1.0 - TIE_FRACTION)
+    }
+
+    /// Whether the model says `c` cannot reach what another already did: its interval's top
+    /// is under the best measured throughput that met the p99 bound, and the model held on
+    /// every candidate of this cell measured so far ([`Search::model_holds`]).
+    fn is_predicted_out(&self, c: Candidate) -> bool {
+        let Some(p) = self.cell.predicted(c) else {
+            return false;
+        };
+        let best = self
+            .samples
+            .0
+            .keys()
+            .map(|(k, _)| self.level(*k).rps.0)
+            .fold(0.0, f64::max);
+        best > 0.0 && p.high < best && self.model_holds()
+    }
+
+    /// Whether every candidate of this cell measured so far that the model predicted was
+    /// measured inside its interval (its mean throughput, whether or not its p99 met the
+    /// bound).
+    fn model_holds(&self) -> bool {
+        self.samples.0.keys().all(|(k, _)| {
+            self.cell
+                .predicted(*k)
+                .is_none_or(|p| p.holds(mean_rps(self.samples.longest(*k))))
+        })
     }
 
     /// Whether nothing left to measure could beat `c` by a figure the ranking tells apart:
@@ -496,6 +538,11 @@ impl Search<'_> {
     }
 }
 
+/// The mean throughput of some samples, whether or not their p99s met the bound.
+fn mean_rps(samples: &[Sample]) -> f64 {
+    samples.iter().map(|s| s.rps).sum::<f64>() / samples.len().max(1) as f64
+}
+
 /// Runs the search of one cell. `None` when interrupted.
 pub fn search(cell: &Cell, m: &mut dyn Measure<Probe>) -> Option<Outcome> {
     if let Some(reason) = cell.infeasible() {
@@ -509,6 +556,7 @@ pub fn search(cell: &Cell, m: &mut dyn Measure<Probe>) -> Option<Outcome> {
         outclassed: Vec::new(),
         beyond: None,
         unneeded: Vec::new(),
+        predicted_out: Vec::new(),
     };
     if cell.starting_candidates().is_empty() {
         return Some(no_winner(cell, 0, 0, None, Vec::new()));
@@ -518,6 +566,8 @@ pub fn search(cell: &Cell, m: &mut dyn Measure<Probe>) -> Option<Outcome> {
         let rows = rows(&s, &finalists);
         let mut out = no_winner(cell, rounds, final_ms, None, rows);
         out.outclassed = labels(&s.outclassed);
+        out.predicted_out = labels(&s.predicted_out);
+        out.predictions = prediction_rows(&s);
         return Some(out);
     };
     // The verdict among the finalists, each pooled one at its own pool: whenever a pooled
@@ -582,6 +632,8 @@ pub fn search(cell: &Cell, m: &mut dyn Measure<Probe>) -> Option<Outcome> {
         starving: labels(&cell.starving()),
         outclassed: labels(&s.outclassed),
         unneeded: labels(&s.unneeded),
+        predicted_out: labels(&s.predicted_out),
+        predictions: prediction_rows(&s),
         decisions: decisions(&s, final_ms, &field, winner, &tied, &shown),
     })
 }
@@ -616,6 +668,22 @@ fn measure_rules(
     let names: Vec<String> = s.cell.rules.iter().map(|(n, _)| n.clone()).collect();
     for (rule, c) in names.into_iter().zip(rules_candidates(s.cell, winner)) {
         if s.samples.at(c, ms).is_empty() {
+            if let Some(p) = s.cell.predicted(c).filter(|_| s.model_holds()) {
+                let rps = p.prediction.rps;
+                rules.push(RuleOutcome {
+                    rule,
+                    workers: c.workers.unwrap_or(0),
+                    rps,
+                    p99_us: 0.0,
+                    meets_bound: true,
+                    rps_loss: (best - rps) / best,
+                    missed_because: None,
+                    measured: false,
+                    limit: None,
+                    predicted: Some((p.low, p.high)),
+                });
+                continue;
+            }
             let own_bound = s.cell.candidate_bound_rps(c);
             if own_bound < best * (1.0 - TIE_FRACTION) {
                 rules.push(RuleOutcome {
@@ -628,6 +696,7 @@ fn measure_rules(
                     missed_because: None,
                     measured: false,
                     limit: None,
+                    predicted: None,
                 });
                 continue;
             }
@@ -647,14 +716,29 @@ fn measure_rules(
             missed_because,
             measured: true,
             limit: last.limit,
+            predicted: None,
         });
     }
     Some(rules)
 }
 
-/// The winner architecture's pool, by the knob search ([`knob::search`]) over 1 to the cap, its
-/// own bound the candidate's ([`Cell::candidate_bound_rps`]).
+/// The winner architecture's pool: the model's ([`Cell::predicted_pool`]) where it holds, else
+/// by the knob search ([`knob::search`]) over 1 to the cap, its own bound the candidate's
+/// ([`Cell::candidate_bound_rps`]).
 fn pool_search(s: &mut Search, arch: Arch, ms: u32) -> Option<u32> {
+    // The model's pool, measured: it stands where the model held on it and on the cell.
+    if let Some(w) = s.cell.predicted_pool(arch) {
+        let c = Candidate {
+            arch,
+            workers: Some(w),
+        };
+        if s.samples.at(c, ms).is_empty() {
+            s.run(c, ms, 0)?;
+        }
+        if s.model_holds() {
+            return Some(w);
+        }
+    }
     let cap = s.cell.pool_cap();
     knob::search(&mut PoolCurve { s, arch, ms }, 1, cap)
 }

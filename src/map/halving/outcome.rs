@@ -29,6 +29,9 @@ pub struct RuleOutcome {
     /// What limited its last run, with the evidence (`None`: not measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<Limit>,
+    /// Not measured: `rps` is the model's prediction, within this interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted: Option<(f64, f64)>,
 }
 
 pub(super) fn yes() -> bool {
@@ -62,6 +65,62 @@ pub struct CandidateRow {
     /// ([`crate::lab::limit::own_bound_rps`]; 0: not known).
     #[serde(default)]
     pub bound_rps: f64,
+}
+
+/// A candidate as the model predicted it, and as measured (at its longest runs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PredictionRow {
+    pub label: String,
+    /// Requests a second: the prediction and its interval.
+    pub rps: f64,
+    pub low: f64,
+    pub high: f64,
+    pub binding: crate::model::Binding,
+    /// Its mean measured throughput (`None`: left out unmeasured), and the run length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_rps: Option<f64>,
+    #[serde(default)]
+    pub window_ms: u32,
+}
+
+impl PredictionRow {
+    /// The model's miss on it, a share of the measurement (positive: it predicted more).
+    pub fn miss(&self) -> Option<f64> {
+        self.measured_rps
+            .filter(|m| *m > 0.0)
+            .map(|m| self.rps / m - 1.0)
+    }
+
+    /// Whether the measurement fell inside the interval.
+    pub fn inside(&self) -> Option<bool> {
+        self.measured_rps
+            .map(|m| (self.low..=self.high).contains(&m))
+    }
+}
+
+/// The predictions of the candidates measured in a search, and of those it left out by them.
+pub(super) fn prediction_rows(s: &Search) -> Vec<PredictionRow> {
+    let mut seen = std::collections::BTreeSet::new();
+    s.samples
+        .0
+        .keys()
+        .map(|(c, _)| *c)
+        .chain(s.predicted_out.iter().copied())
+        .filter(|c| seen.insert(*c))
+        .filter_map(|c| {
+            let p = s.cell.predicted(c)?;
+            let samples = s.samples.longest(c);
+            Some(PredictionRow {
+                label: c.label(),
+                rps: p.prediction.rps,
+                low: p.low,
+                high: p.high,
+                binding: p.prediction.binding,
+                measured_rps: (!samples.is_empty()).then(|| super::mean_rps(samples)),
+                window_ms: s.samples.longest_ms(c).unwrap_or(0),
+            })
+        })
+        .collect()
 }
 
 /// What the search found for one cell.
@@ -105,6 +164,14 @@ pub struct Outcome {
     /// (`decided_by` [`Figure::Bound`]).
     #[serde(default)]
     pub unneeded: Vec<String>,
+    /// Left out unmeasured: the model's interval for them lay under what another measured
+    /// ([`Cell::forecast`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub predicted_out: Vec<String>,
+    /// The model's prediction of each candidate measured or left out by it, beside what was
+    /// measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub predictions: Vec<PredictionRow>,
     /// For each candidate whose row shows more throughput or a lower p99 than the winner's:
     /// what decided against it, on which runs ([`decisions`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -203,6 +270,8 @@ pub(super) fn no_winner(
         starving: labels(&cell.starving()),
         outclassed: Vec::new(),
         unneeded: Vec::new(),
+        predicted_out: Vec::new(),
+        predictions: Vec::new(),
         decisions: Vec::new(),
     }
 }

@@ -56,6 +56,7 @@ pub fn cell(archs: &[Arch], concurrency: u32) -> Cell {
         round_trip_us: 0.0,
         p99_jitter_us: 0.0,
         path_rtt_us: 0.0,
+        forecast: Vec::new(),
     }
 }
 

@@ -199,6 +199,8 @@ mod tests {
                 starving: Vec::new(),
                 outclassed: Vec::new(),
                 unneeded: Vec::new(),
+                predicted_out: Vec::new(),
+                predictions: Vec::new(),
                 decisions: Vec::new(),
             }),
             goetz: 2,

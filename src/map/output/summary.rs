@@ -45,6 +45,7 @@ pub fn sentences(results: &MapResults) -> Vec<String> {
     parts.extend(budget_sentence(results));
     parts.extend(cpus_sentence(results));
     parts.extend(share_sentence(&won));
+    parts.extend(model_sentence(results));
     let infeasible = done.iter().filter(|(_, o)| o.infeasible.is_some()).count();
     if infeasible > 0 {
         parts.push(format!(
@@ -466,5 +467,59 @@ pub(super) fn share_sentence(won: &[(&CellResult, &Outcome)]) -> Option<String> 
          a request cost each on the cores the load generator left it. Of the workload's \
          min(cores/C, N/(C+W)), which counts neither, they reach {ideal_mean} (lowest \
          {ideal_low})."
+    ))
+}
+
+/// The model's error where it predicted a candidate that was then measured: per
+/// architecture, the median and the worst miss (predicted against measured), and how many of
+/// the measurements fell inside their intervals; and what it left out unmeasured.
+pub(super) fn model_sentence(results: &MapResults) -> Option<String> {
+    let rows: Vec<&crate::map::halving::PredictionRow> = results
+        .cells
+        .iter()
+        .filter_map(|c| c.outcome.as_ref())
+        .flat_map(|o| o.predictions.iter())
+        .collect();
+    let measured: Vec<_> = rows.iter().filter(|r| r.miss().is_some()).collect();
+    if measured.is_empty() {
+        return None;
+    }
+    let mut by_arch: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for r in &measured {
+        let arch = r.label.split('/').next().unwrap_or(&r.label);
+        by_arch
+            .entry(arch)
+            .or_default()
+            .push(r.miss().unwrap_or(0.0).abs());
+    }
+    let per_arch: Vec<String> = by_arch
+        .iter_mut()
+        .map(|(arch, misses)| {
+            misses.sort_by(f64::total_cmp);
+            let median = misses[misses.len() / 2];
+            let worst = misses[misses.len() - 1];
+            format!(
+                "{arch} {} (worst {}, {})",
+                percent((median * 100.0).round() / 100.0),
+                percent((worst * 100.0).round() / 100.0),
+                misses.len()
+            )
+        })
+        .collect();
+    let inside = measured.iter().filter(|r| r.inside() == Some(true)).count();
+    let left_out: usize = results
+        .cells
+        .iter()
+        .filter_map(|c| c.outcome.as_ref())
+        .map(|o| o.predicted_out.len())
+        .sum();
+    Some(format!(
+        "The model predicted {} candidates that were then measured, {} of them inside their \
+         intervals; its median miss by architecture: {}. It left {} candidates out \
+         unmeasured.",
+        measured.len(),
+        inside,
+        per_arch.join(", "),
+        left_out
     ))
 }
