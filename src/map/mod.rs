@@ -54,8 +54,8 @@ pub struct MapArgs {
     #[arg(long, value_name = "PATH", conflicts_with = "resume")]
     pub net: Option<String>,
     /// Measure every candidate the search reaches, without the model's predictions (by
-    /// default a cell's candidates whose predicted interval lies under what another measured
-    /// are left out; see `predict` in a map file).
+    /// default a cell's candidates whose predicted interval lies more than a tie under what
+    /// another measured are left out; see `predict` in a map file).
     #[arg(long, conflicts_with = "resume")]
     pub measure_all: bool,
     /// The servers' CPU budget (overrides the file's `cpus` and `cpuset`): each cell's bound
@@ -81,7 +81,13 @@ reaches it with a p99 at its floor and the CPU and memory of the leanest measure
 left unmeasured; one whose own bound, min(P, cores)/C for P threads and with blocking waits \
 P/(C+W), is below what another reached is left out), then the winner's pool by doubling and a \
 golden-section search in log space down to pools 5% apart, close calls measured again; the \
-smallest pool within 5% of the best is reported. Measured only to decide: from the second cell on, a model of each server fitted on the run's points (its CPU a request and the load generator's along N, how long its waits really take, the generator's share of the cores; solved by Mean Value Analysis) predicts every candidate with an interval, and one whose interval lies under what another measured is left out, while the model held on every point of the cell; its pool is the model's where that held (--measure-all: no model). Every cell states its bound and the winner's share of it; a cell no server \
+smallest pool within 5% of the best is reported. Measured only to decide: from the second cell \
+on, a model of each server fitted on the run's points (its CPU a request and the load \
+generator's along N, how long its waits really take, the generator's share of the cores; \
+solved by Mean Value Analysis) predicts every candidate with an interval, and one whose \
+interval lies more than a tie (5%) under what another measured is left out, while the model \
+held on every point of the cell; its pool is the model's where that held (--measure-all: no \
+model). Every cell states its bound and the winner's share of it; a cell no server \
 can meet (N x C / cores above the p99 bound) is said so unmeasured. Beside each pooled winner: \
 Goetz's cores x (1 + W/C), 2n+1 and the default pool, measured. Every finished point is written \
 to DIR/points at once; `--resume DIR` finishes an interrupted run.\n\nPresets: {} (files in \

@@ -154,6 +154,12 @@ pub fn run_cells(
     let cells = spec.cells();
     let started = Instant::now();
     let mut progress = Progress::new(cells.len(), log.len(), plain);
+    progress.of_grid(
+        cells
+            .iter()
+            .map(|c| cell_of(spec, c, cores, &[]).full_grid_points())
+            .sum(),
+    );
     let mut results = MapResults::new(source, spec, lab.machine.clone(), previous_wall_s);
     results.started = utc_timestamp();
     // The round trip of each C the map has at each path's round trip, measured once a run.
@@ -452,6 +458,8 @@ fn save(
 /// The progress line: cells done, points measured, the time left.
 pub struct Progress {
     cells: usize,
+    /// The points the cells' full grids would take (0: not said).
+    grid: usize,
     done: usize,
     measured: usize,
     stored_before: usize,
@@ -464,6 +472,7 @@ impl Progress {
     pub fn new(cells: usize, stored_before: usize, plain: bool) -> Progress {
         Progress {
             cells,
+            grid: 0,
             done: 0,
             measured: 0,
             stored_before,
@@ -484,16 +493,37 @@ impl Progress {
             String::new()
         };
         format!(
-            "map: cell {}/{} {}: {} points measured{}{left}",
+            "map: cell {}/{} {}: {} points measured{}{}{left}",
             (self.done + 1).min(self.cells),
             self.cells,
             self.current,
             self.measured,
+            self.grid_share(),
             if self.stored_before > 0 {
                 format!(" ({} from the resumed run)", self.stored_before)
             } else {
                 String::new()
             },
+        )
+    }
+
+    /// The points the full grids of the cells would take, to say what share was measured.
+    pub fn of_grid(&mut self, points: usize) {
+        self.grid = points;
+    }
+
+    /// `, 0.4% of the grid's 9,558`, where the grid is known.
+    fn grid_share(&self) -> String {
+        if self.grid == 0 {
+            return String::new();
+        }
+        format!(
+            " ({} of the grid's {})",
+            crate::render::numbers::percent(
+                ((self.measured + self.stored_before) as f64 / self.grid as f64 * 1000.0).round()
+                    / 1000.0
+            ),
+            crate::render::numbers::thousands(self.grid as f64)
         )
     }
 
@@ -517,11 +547,12 @@ impl Progress {
             let left = self.started.elapsed().as_secs_f64() / self.done as f64
                 * (self.cells - self.done) as f64;
             eprintln!(
-                "map: {}/{} cells done ({}), {} points measured, about {} left",
+                "map: {}/{} cells done ({}), {} points measured{}, about {} left",
                 self.done,
                 self.cells,
                 self.current,
                 self.measured,
+                self.grid_share(),
                 crate::render::numbers::wall_time(left)
             );
         }

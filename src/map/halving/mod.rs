@@ -277,8 +277,10 @@ impl Search<'_> {
     }
 
     /// Whether the model says `c` cannot reach what another already did: its interval's top
-    /// is under the best measured throughput that met the p99 bound, and the model held on
-    /// every candidate of this cell measured so far ([`Search::model_holds`]).
+    /// is clearly under the best measured throughput that met the p99 bound (by more than
+    /// [`TIE_FRACTION`], within which a leaner candidate could still win on its p99 or its
+    /// costs), and the model held on every candidate of this cell measured so far
+    /// ([`Search::model_holds`]).
     fn is_predicted_out(&self, c: Candidate) -> bool {
         let Some(p) = self.cell.predicted(c) else {
             return false;
@@ -289,7 +291,7 @@ impl Search<'_> {
             .keys()
             .map(|(k, _)| self.level(*k).rps.0)
             .fold(0.0, f64::max);
-        best > 0.0 && p.high < best && self.model_holds()
+        best > 0.0 && p.high < best * (1.0 - TIE_FRACTION) && self.model_holds()
     }
 
     /// Whether every candidate of this cell measured so far that the model predicted was
@@ -448,8 +450,9 @@ impl Search<'_> {
     /// A close verdict confirmed: the winner and its [`Search::contesters`] run once more in
     /// the window verification uses ([`Cell::full_window_ms`]; a 1.5 s one still put uring/3
     /// 5.7% over uring/2 where 3 s ones put them within 5%), twice where one run each leaves it
-    /// contested, and the field, with them in it, ranked again on those runs. Short windows
-    /// order close servers wrongly more often than they misread their throughput.
+    /// contested, and ranked again among themselves on those runs, never against the rest's
+    /// shorter ones. Short windows order close servers wrongly more often than they misread
+    /// their throughput.
     fn confirm(
         &mut self,
         mut field: Vec<Candidate>,
@@ -505,10 +508,18 @@ impl Search<'_> {
                 field.push(*c);
             }
         }
-        // None of the field met the bound as measured last: the verdict stands as it was
-        // (the rows show the runs).
-        match self.rank(&field) {
-            Some(r) => Some((field, r)),
+        // The verdict again among the runs of the same length only: the winner and those in
+        // question, in the long window. The rest of the field lost to the winner in the short
+        // one, and their short runs are not ranked against long ones.
+        let long: Vec<Candidate> = field
+            .iter()
+            .copied()
+            .filter(|c| self.samples.longest_ms(*c) == Some(ms))
+            .collect();
+        // None of them met the bound as measured last: the verdict stands as it was (the rows
+        // show the runs).
+        match self.rank(&long) {
+            Some(r) => Some((long, r)),
             None => Some((before, ranking)),
         }
     }
