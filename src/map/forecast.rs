@@ -13,17 +13,17 @@ use serde::Serialize;
 
 use super::halving::{Candidate, Cell, Probe};
 use super::points::PointRecord;
+use super::predictions::{observed, placement, pools};
 use super::run::{cell_of, probe_once, Progress};
 use super::spec::{work_route, CellSpec, MapSpec, WaitMode};
-use crate::arch::{Arch, Holding};
+use crate::arch::Arch;
 use crate::lab::limit::Limit;
 use crate::lab::points::PointLog;
 use crate::lab::Lab;
-use crate::model::fit::{Fitted, Observed, Placement, Predicted};
+use crate::model::fit::{Fitted, Predicted};
 use crate::model::Workload;
 use crate::render::numbers::{duration_us, thousands, wall_time};
 use crate::search::rank::TIE_FRACTION;
-use crate::search::Sample;
 
 /// The most points a forecast measures (one connection, then one an architecture).
 pub const MAX_POINTS: usize = 12;
@@ -91,61 +91,6 @@ fn cost_cell(cell: &CellSpec, connections: u32) -> CellSpec {
         route: work_route(cell.cpu_us, 0.0, WaitMode::Async, None, None),
         key: format!("predict-c{}-n{connections}", cell.cpu_us),
         ..cell.clone()
-    }
-}
-
-/// Where a candidate runs, to the model: the machine's cores, shared with the generator unless
-/// the map pins the servers to a CPU set, and the cores the candidate can use (its loops or
-/// its parallelism, within the budget; loops blocked by a wait each hold one thread).
-fn placement(spec: &MapSpec, cell: &Cell, c: Candidate, machine: f64) -> Placement {
-    let own = match (c.arch.holding(), c.workers) {
-        (Holding::Loops, Some(w)) if cell.blocking => f64::from(w),
-        (Holding::Loops, Some(w)) => f64::from(w).min(machine),
-        _ => c.arch.parallelism(machine),
-    };
-    let budget = cell.budget;
-    let blocked_loops = c.arch.holding() == Holding::Loops && cell.blocking;
-    Placement {
-        machine_cores: machine,
-        shares_with_generator: spec.cpuset.is_none(),
-        server_cores: if blocked_loops { own } else { own.min(budget) },
-        budgeted: !blocked_loops && budget < own,
-    }
-}
-
-/// The pools a candidate architecture is predicted at: every pool of the grid where its
-/// workers each hold a request or run a loop, its starting pool where they hold connections.
-fn pools(cell: &Cell, arch: Arch) -> Vec<Option<u32>> {
-    if !arch.pooled() {
-        vec![None]
-    } else if arch.holds_connections() {
-        vec![cell.start_pool(arch)]
-    } else {
-        cell.grid_pools().into_iter().map(Some).collect()
-    }
-}
-
-/// The observation a sample of candidate `c` in `cell` makes, on a machine of `machine`
-/// cores.
-pub fn observed(
-    spec: &MapSpec,
-    cell: &Cell,
-    c: Candidate,
-    sample: &Sample,
-    machine: f64,
-) -> Observed {
-    Observed {
-        connections: cell.concurrency,
-        pool: c.workers,
-        workload: Workload {
-            cpu_us: cell.cpu_us,
-            wait_us: cell.wait_ms * 1000.0,
-            blocking: cell.blocking,
-        },
-        rps: sample.rps,
-        server_us: sample.cpu_us,
-        client_us: sample.client_cpu_us,
-        placement: placement(spec, cell, c, machine),
     }
 }
 
@@ -419,64 +364,6 @@ fn candidates_text(f: &Forecast) -> String {
     }
     if !f.left_out.is_empty() {
         out.push_str(&format!("  left out: {}\n", f.left_out.join(", ")));
-    }
-    out
-}
-
-/// Points of one architecture from at least this many cells before the model predicts it:
-/// one cell's points say nothing of how it moves with `N` and `W`.
-pub const MIN_CELLS: usize = 2;
-
-/// What the models fitted on `records` (the run's points so far, in the cells `views` names)
-/// predict of `cell`'s candidates: each architecture measured in at least [`MIN_CELLS`] cells
-/// (without a wait, or with one of the cell's kind, and one with a wait where the cell has
-/// one), at each of its pools. Points the lab set (the generator, the path), that failed or whose
-/// server's CPU is unknown are left out of the fit.
-pub fn forecast_cell(
-    spec: &MapSpec,
-    cell: &Cell,
-    views: &std::collections::BTreeMap<String, Cell>,
-    records: &[&PointRecord],
-    handoff_us: f64,
-    machine: f64,
-) -> Vec<(Candidate, Predicted)> {
-    let workload = Workload {
-        cpu_us: cell.cpu_us,
-        wait_us: cell.wait_ms * 1000.0,
-        blocking: cell.blocking,
-    };
-    let mut out = Vec::new();
-    for &arch in &cell.archs {
-        let mine: Vec<(&Cell, &PointRecord)> = records
-            .iter()
-            .filter(|r| r.probe.candidate.arch == arch)
-            .filter(|r| r.sample.ok && r.sample.lab().is_none() && !r.sample.p99_lower_bound)
-            .filter(|r| r.sample.cpu_us > 0.0 && r.sample.rps > 0.0)
-            .filter_map(|r| Some((views.get(&r.cell)?, *r)))
-            // Waits of the other kind (blocking, or not) say nothing of these.
-            .filter(|(v, _)| v.wait_ms == 0.0 || v.blocking == cell.blocking)
-            .collect();
-        let mut cells: Vec<&str> = mine.iter().map(|(_, r)| r.cell.as_str()).collect();
-        cells.sort_unstable();
-        cells.dedup();
-        // A cell that waits is predicted only from points that waited as it does.
-        let waited = mine.iter().any(|(v, _)| v.wait_ms > 0.0);
-        if cells.len() < MIN_CELLS || (cell.wait_ms > 0.0 && !waited) {
-            continue;
-        }
-        let obs: Vec<Observed> = mine
-            .iter()
-            .map(|(v, r)| observed(spec, v, r.probe.candidate, &r.sample, machine))
-            .collect();
-        let Some(mut model) = Fitted::fit(arch.holding(), obs[0].placement, &obs, handoff_us)
-        else {
-            continue;
-        };
-        for workers in pools(cell, arch) {
-            let c = Candidate { arch, workers };
-            model.placement = placement(spec, cell, c, machine);
-            out.push((c, model.predict(&workload, cell.concurrency, workers)));
-        }
     }
     out
 }

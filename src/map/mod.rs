@@ -11,6 +11,7 @@ pub mod forecast;
 pub mod halving;
 pub mod output;
 pub mod points;
+pub mod predictions;
 pub mod results;
 pub mod run;
 pub mod spec;

@@ -162,40 +162,12 @@ pub fn run_cells(
     );
     let mut results = MapResults::new(source, spec, lab.machine.clone(), previous_wall_s);
     results.started = utc_timestamp();
-    // The round trip of each C the map has at each path's round trip, measured once a run.
-    'measure: for &cpu_us in &spec.cpu_us {
-        for rtt_ms in spec.rtts() {
-            let Some(rt) = round_trip(spec, cpu_us, rtt_ms, lab, log, &mut progress) else {
-                break 'measure;
-            };
-            results.round_trips.push(RoundTripAt {
-                cpu_us,
-                rtt_ms,
-                us: rt.us,
-                jitter_us: rt.jitter_us,
-                handoff_us: rt.handoff_us,
-            });
-            results.round_trip_points += rt.points;
-        }
+    if !round_trips(spec, lab, log, &mut progress, &mut results) {
+        progress.finish();
+        save(&mut results, &cells, started, previous_wall_s, out)?;
+        return Ok(results);
     }
-    // Beyond each path's own round trip: what the machine adds.
-    results.round_trip_us = results
-        .round_trips
-        .iter()
-        .map(|r| (r.us - r.rtt_ms * 1000.0).max(0.0))
-        .fold(0.0, f64::max);
-    // Every cell as the search sees it, by key: what the model's points were measured in.
-    let views: std::collections::BTreeMap<String, Cell> = cells
-        .iter()
-        .cloned()
-        .chain(
-            results
-                .round_trips
-                .iter()
-                .map(|r| round_trip_cell(spec, r.cpu_us, r.rtt_ms)),
-        )
-        .map(|c| (c.key.clone(), cell_of(spec, &c, cores, &[])))
-        .collect();
+    let views = views_of(spec, &cells, &results, cores);
     for cell in &cells {
         let round_trip = results
             .round_trips
@@ -214,14 +186,9 @@ pub fn run_cells(
         progress.starting(cell);
         let forecast = if spec.predict {
             let records: Vec<&PointRecord> = log.records().collect();
-            super::forecast::forecast_cell(
-                spec,
-                &cell_of(spec, cell, cores, &[]),
-                &views,
-                &records,
-                round_trip.handoff_us,
-                f64::from(cores),
-            )
+            let view = cell_of(spec, cell, cores, &[]);
+            let (handoff_us, machine) = (round_trip.handoff_us, f64::from(cores));
+            super::predictions::forecast_cell(spec, &view, &views, &records, handoff_us, machine)
         } else {
             Vec::new()
         };
@@ -247,6 +214,60 @@ pub fn run_cells(
     progress.finish();
     save(&mut results, &cells, started, previous_wall_s, out)?;
     Ok(results)
+}
+
+/// The round trip of each C the map has at each path's round trip, measured once a run, into
+/// `results`. `false`: interrupted.
+fn round_trips(
+    spec: &MapSpec,
+    lab: &Lab,
+    log: &mut PointLog<PointRecord>,
+    progress: &mut Progress,
+    results: &mut MapResults,
+) -> bool {
+    for &cpu_us in &spec.cpu_us {
+        for rtt_ms in spec.rtts() {
+            let Some(rt) = round_trip(spec, cpu_us, rtt_ms, lab, log, progress) else {
+                return false;
+            };
+            results.round_trips.push(RoundTripAt {
+                cpu_us,
+                rtt_ms,
+                us: rt.us,
+                jitter_us: rt.jitter_us,
+                handoff_us: rt.handoff_us,
+            });
+            results.round_trip_points += rt.points;
+        }
+    }
+    // Beyond each path's own round trip: what the machine adds.
+    results.round_trip_us = results
+        .round_trips
+        .iter()
+        .map(|r| (r.us - r.rtt_ms * 1000.0).max(0.0))
+        .fold(0.0, f64::max);
+    true
+}
+
+/// Every cell as the search sees it, by key, the round trips' among them: what the model's
+/// points were measured in.
+fn views_of(
+    spec: &MapSpec,
+    cells: &[CellSpec],
+    results: &MapResults,
+    cores: u32,
+) -> std::collections::BTreeMap<String, Cell> {
+    cells
+        .iter()
+        .cloned()
+        .chain(
+            results
+                .round_trips
+                .iter()
+                .map(|r| round_trip_cell(spec, r.cpu_us, r.rtt_ms)),
+        )
+        .map(|c| (c.key.clone(), cell_of(spec, &c, cores, &[])))
+        .collect()
 }
 
 /// The cell name under which the round-trip points of a request of `cpu_us` are stored
