@@ -32,11 +32,12 @@ pub const LOCK_CORE: (f64, f64) = (0.75, 1.15);
 /// law), not in the load generator.
 pub const LOCK_FREE: f64 = 0.5;
 pub const LOCK_QUEUED: f64 = 0.9;
-/// ... and more than this many of its threads were running or runnable on average: one ran
-/// while another waited for it. Fewer is threads waiting for the next request, not for each
-/// other (uring/2, threaded and prethreaded/16 at 16 connections and a wait of 10x C: 1.03 of
-/// a core over 2.0 threads, 0.6 of them running or runnable on average).
-pub const LOCK_RUNNABLE: f64 = 1.2;
+/// ... and at least this many requests in the server beyond those in their wait (Little's
+/// law: throughput x W of them are waiting): about two (0.9 of two, as [`LOCK_QUEUED`] reads
+/// the queue) that want a CPU at once, one waiting on the other. Fewer is threads waiting for the next request, not for each other (uring/2,
+/// threaded and prethreaded/16 at 16 connections and a wait of 10x C read `lock` with 1.03 of
+/// a core over 2.0 threads while most requests sat in their waits).
+pub const LOCK_CONTENDING: f64 = 1.8;
 /// One thread did a process's work when its CPU was spread over at most this many threads.
 pub const ONE_THREAD: f64 = 1.3;
 /// The path's relay, not the path it stands for, set the figures when the packets it wrote
@@ -201,7 +202,7 @@ pub fn limit_of(p: &PointResult, shape: &Shape) -> Limit {
         return found;
     }
     connection(p, &f)
-        .or_else(|| lock(p, &f))
+        .or_else(|| lock(p, &f, shape.wait_ms))
         .or_else(|| queued_for_cores(p, &f))
         .or_else(|| pool(p, shape, &f))
         .or_else(|| held(p, shape, &f))
@@ -625,7 +626,7 @@ fn connection(p: &PointResult, f: &Figures) -> Option<Limit> {
 
 /// A runtime lock: the busiest process's CPU was spread over several threads taking turns,
 /// it used about one core, and cores were free.
-fn lock(p: &PointResult, f: &Figures) -> Option<Limit> {
+fn lock(p: &PointResult, f: &Figures, wait_ms: f64) -> Option<Limit> {
     let s = &p.figures.server;
     let process_cores = f.process_cores;
     let one_core = (LOCK_CORE.0..=LOCK_CORE.1).contains(&process_cores);
@@ -638,7 +639,8 @@ fn lock(p: &PointResult, f: &Figures) -> Option<Limit> {
     // Threads waiting for a lock sleep; threads on a run queue longer than they ran waited
     // for a CPU (the scheduler kept them on fewer cores than were free: [`queued_for_cores`]).
     let cpu_us = s.cpu_us_per_request(p.figures.requests);
-    let waiting_on_each_other = s.busiest_running_threads > LOCK_RUNNABLE && f.runqueue_us < cpu_us;
+    let contending = f.in_server - f.rps * wait_ms / 1000.0;
+    let waiting_on_each_other = contending >= LOCK_CONTENDING && f.runqueue_us < cpu_us;
     (taking_turns && waiting_on_each_other && free && queued && contended).then(|| Limit {
         kind: LimitKind::Lock,
         evidence: format!(
@@ -1236,7 +1238,6 @@ mod tests {
         p.figures.server.machine_busy_cores = 1.0;
         p.figures.server.cpu_s = 0.95;
         p.figures.server.busiest_cpu_s = 0.95;
-        p.figures.server.busiest_running_threads = 1.9;
         assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Lock);
     }
 
@@ -1455,18 +1456,20 @@ mod tests {
              connection, with 1.42 of the machine's 2 busy: each connection's frames are read \
              and written by one task",
         );
-        // The same figures over 64 HTTP/1.1 connections: threads taking turns on one core,
-        // but 0.6 of them running or runnable: each waited for its next request, not for the
-        // other.
+        // The same figures over 64 HTTP/1.1 connections: threads taking turns on one core.
         let mut h1 = p.clone();
         h1.streams = None;
-        assert_ne!(limit_of(&h1, &shape()).kind, LimitKind::Lock);
-        // 1.5 running or runnable: one ran while the other waited for it.
-        h1.figures.server.busiest_running_threads = 1.5;
         assert_eq!(limit_of(&h1, &shape()).kind, LimitKind::Lock);
+        // The same with a wait of 0.5 ms a request: 62.5 of the 64 requests in the server
+        // were in their waits, 1.5 wanted a CPU: threads waiting for the next request, not for
+        // each other.
+        let waits = Shape {
+            wait_ms: 0.5,
+            ..shape()
+        };
+        assert_ne!(limit_of(&h1, &waits).kind, LimitKind::Lock);
         // Two connections of 32 at the same 0.92: under half a core each, not their bound.
         p.streams = Some(32);
-        p.figures.server.busiest_running_threads = 1.5;
         assert_eq!(limit_of(&p, &shape()).kind, LimitKind::Lock);
         // One connection with no core to spare on the machine (1.9 of 2 busy): not this rule.
         p.streams = Some(64);
@@ -1533,15 +1536,11 @@ mod tests {
         fib.figures.server.busiest_threads_sharing = 2.7;
         fib.figures.server.busiest_running_threads = 0.8;
         assert_eq!(limit_of(&fib, &shape()).kind, LimitKind::Wait);
-        // Two requests in flight on one generator thread, both in the server, 1.4 threads
-        // running or runnable: threads taking turns were waiting for each other, a lock.
+        // Two requests in flight on one generator thread, both in the server: threads taking
+        // turns can be waiting for each other, a lock.
         fib.concurrency = 2;
         fib.figures.latency_us.mean = 570.0;
-        fib.figures.server.busiest_running_threads = 1.4;
         assert_eq!(limit_of(&fib, &shape()).kind, LimitKind::Lock);
-        // The same with 0.8 running or runnable: no thread waited for another.
-        fib.figures.server.busiest_running_threads = 0.8;
-        assert_ne!(limit_of(&fib, &shape()).kind, LimitKind::Lock);
     }
 
     #[test]
