@@ -184,8 +184,12 @@ pub fn run_cells(
             break;
         }
         progress.starting(cell);
+        // Fitted on the cells before this one only (and the round trips): a resumed run then
+        // predicts, and so asks for, exactly what the first did.
         let forecast = if spec.predict {
-            let records: Vec<&PointRecord> = log.records().collect();
+            let before = &views_before(spec, &cells, cell, &results);
+            let records: Vec<&PointRecord> =
+                log.records().filter(|r| before.contains(&r.cell)).collect();
             let view = cell_of(spec, cell, cores, &[]);
             let (handoff_us, machine) = (round_trip.handoff_us, f64::from(cores));
             super::predictions::forecast_cell(spec, &view, &views, &records, handoff_us, machine)
@@ -247,6 +251,26 @@ fn round_trips(
         .map(|r| (r.us - r.rtt_ms * 1000.0).max(0.0))
         .fold(0.0, f64::max);
     true
+}
+
+/// The keys of the cells measured before `cell` in the run's order, and of the round trips.
+fn views_before(
+    spec: &MapSpec,
+    cells: &[CellSpec],
+    cell: &CellSpec,
+    results: &MapResults,
+) -> std::collections::BTreeSet<String> {
+    cells
+        .iter()
+        .take_while(|c| c.key != cell.key)
+        .map(|c| c.key.clone())
+        .chain(
+            results
+                .round_trips
+                .iter()
+                .map(|r| round_trip_key(spec, r.cpu_us, r.rtt_ms)),
+        )
+        .collect()
 }
 
 /// Every cell as the search sees it, by key, the round trips' among them: what the model's
