@@ -742,9 +742,13 @@ fn a_link_that_sets_the_pace_is_the_paths_limit_and_never_a_winner() {
         assert!(net["relay_cpu_s"].as_f64().unwrap() > 0.0, "{net}");
         let count = |key: &str| net[key].as_u64().unwrap_or(0) as f64;
         let dropped = (count("overflowed") + count("device_dropped")) / count("packets").max(1.0);
-        if dropped >= sweetspot::lab::limit::PATH_DROPPED {
-            // The relay dropped packets past the lab's mark (its devices, on a busy machine):
-            // the path is still the limit, and the lab names itself, not the link.
+        if dropped >= sweetspot::lab::limit::PATH_DROPPED
+            || evidence.starts_with("the path's relay wrote")
+        {
+            // The relay dropped packets past the lab's mark (its devices, on a busy machine),
+            // or wrote them late past it (once, under a loaded test run: 738 us late on
+            // average, the slowest 1% 23.3 ms): the path is still the limit, and the lab names
+            // itself, not the link.
             assert!(evidence.contains("the figure is the lab's"), "{evidence}");
             continue;
         }
