@@ -6,8 +6,8 @@
 //! with its figures, rather than take the nearest name.
 
 use super::plan::{PointPlan, TargetSpec};
-use super::results::PointResult;
 pub use super::results::{Limit, LimitKind};
+use super::results::{PointResult, ServerUsage};
 use super::stats::requests_in_flight;
 use crate::arch::Arch;
 use crate::load::SATURATED_BUSY_FRACTION;
@@ -256,21 +256,26 @@ pub fn own_bound_rps(p: &PointResult, shape: &Shape) -> f64 {
     } else {
         (f.machine_busy - f.used).max(0.0)
     };
-    let room = shape
-        .parallelism
-        .min(f.allowed)
-        .min((f.allowed - others).max(0.5));
-    let room = if p.figures.server.quota_cores > 0.0 {
-        room.min(p.figures.server.quota_total())
-    } else {
-        room
-    };
-    let cores = room * 1e6 / s_us;
+    let cores = room_beside(shape, f.allowed, others, &p.figures.server) * 1e6 / s_us;
     if !shape.closed {
         return cores;
     }
     let cycle_us = s_us + g_us + (shape.wait_ms + shape.rtt_ms) * 1000.0;
     cores.min(f64::from(p.concurrency) * 1e6 / cycle_us)
+}
+
+/// The cores a server could use beside `others` busy on its `allowed` CPUs: its parallelism
+/// within them, at least half a core, within its quota where it has one.
+fn room_beside(shape: &Shape, allowed: f64, others: f64, server: &ServerUsage) -> f64 {
+    let room = shape
+        .parallelism
+        .min(allowed)
+        .min((allowed - others).max(0.5));
+    if server.quota_cores > 0.0 {
+        room.min(server.quota_total())
+    } else {
+        room
+    }
 }
 
 /// The figures the rules read.
@@ -311,13 +316,7 @@ impl Figures {
         } else {
             client
         };
-        let mut room = shape
-            .parallelism
-            .min(allowed)
-            .min((allowed - shared).max(0.5));
-        if s.quota_cores > 0.0 {
-            room = room.min(s.quota_total());
-        }
+        let room = room_beside(shape, allowed, shared, s);
         let rps = p.whole_cycle_rps();
         let threads = f64::from(p.figures.client.threads.max(1));
         Figures {

@@ -265,18 +265,22 @@ pub fn run_advise(args: AdviseArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The run's point log: in `--out`, or without it in the scratch directory, gone with it.
+fn point_log(config: &AdviseConfig, lab: &Lab) -> anyhow::Result<PointLog<PointRecord>> {
+    let dir = config
+        .out
+        .clone()
+        .unwrap_or_else(|| lab.scratch_dir().join("points"));
+    PointLog::open(&dir)
+}
+
 /// Searches the config's cell on live servers: the advice, and the cause when every point
 /// failed. An error when interrupted.
 fn advise(config: &AdviseConfig) -> anyhow::Result<(Advice, Option<String>)> {
     let started = Instant::now();
     let (spec, cell) = (&config.spec, &config.cell);
     let lab = Lab::open("advise")?;
-    // Without `--out`, the point log lives in the scratch directory and goes with it.
-    let log_dir = config
-        .out
-        .clone()
-        .unwrap_or_else(|| lab.scratch_dir().join("points"));
-    let mut log = PointLog::<PointRecord>::open(&log_dir)?;
+    let mut log = point_log(config, &lab)?;
     let cores = lab.cores();
     let mut progress = Progress::new(1, log.len(), false);
     let outcome = round_trip(
@@ -336,11 +340,7 @@ fn predicted(config: &AdviseConfig) -> anyhow::Result<super::forecast::Predicted
     let started = Instant::now();
     let (spec, cell) = (&config.spec, &config.cell);
     let lab = Lab::open("advise")?;
-    let log_dir = config
-        .out
-        .clone()
-        .unwrap_or_else(|| lab.scratch_dir().join("points"));
-    let mut log = PointLog::<PointRecord>::open(&log_dir)?;
+    let mut log = point_log(config, &lab)?;
     let before = log.len();
     let mut progress = Progress::new(1, before, false);
     let forecast =

@@ -11,19 +11,17 @@
 
 use serde::Serialize;
 
-use super::halving::{Candidate, Cell, Probe};
+use super::halving::{smallest_within_tie, Candidate, Cell, Probe};
 use super::points::PointRecord;
-use super::predictions::{observed, placement, pools};
+use super::predictions::{observed, predict_pools};
 use super::run::{cell_of, probe_once, Progress};
 use super::spec::{work_route, CellSpec, MapSpec, WaitMode};
 use crate::arch::Arch;
 use crate::lab::limit::Limit;
 use crate::lab::points::PointLog;
 use crate::lab::Lab;
-use crate::model::fit::{Fitted, Predicted};
-use crate::model::Workload;
+use crate::model::fit::{handoff_us, Fitted};
 use crate::render::numbers::{duration_us, thousands, wall_time};
-use crate::search::rank::TIE_FRACTION;
 
 /// The most points a forecast measures (one connection, then one an architecture).
 pub const MAX_POINTS: usize = 12;
@@ -31,6 +29,9 @@ pub const MAX_POINTS: usize = 12;
 /// A candidate as the model predicts it at the cell.
 #[derive(Debug, Clone, Serialize)]
 pub struct ForecastRow {
+    /// The candidate, and its label.
+    #[serde(skip)]
+    pub candidate: Candidate,
     pub label: String,
     /// Throughput, requests a second: the prediction and its interval.
     pub rps: f64,
@@ -46,6 +47,18 @@ pub struct ForecastRow {
     pub generator_us: f64,
     /// The mean latency predicted meets the p99 bound (a p99 is no lower than the mean).
     pub meets_p99: bool,
+}
+
+impl ForecastRow {
+    /// Whether a measured throughput lies inside the interval.
+    pub fn holds(&self, rps: f64) -> bool {
+        (self.low..=self.high).contains(&rps)
+    }
+
+    /// Whether two candidates' intervals overlap: the model cannot tell them apart.
+    pub fn overlaps(&self, other: &ForecastRow) -> bool {
+        self.low <= other.high && other.low <= self.high
+    }
 }
 
 /// The pick measured at the cell in a full window.
@@ -95,39 +108,19 @@ fn cost_cell(cell: &CellSpec, connections: u32) -> CellSpec {
 }
 
 /// An architecture's row: its model's prediction at each of its pools, the smallest pool
-/// within [`TIE_FRACTION`] of its best.
+/// within [`TIE_FRACTION`](crate::search::rank::TIE_FRACTION) of its best.
 fn best_row(
     spec: &MapSpec,
     cell: &Cell,
     arch: Arch,
-    fit: impl Fn(Candidate) -> Option<Fitted>,
+    model: &Fitted,
     machine: f64,
 ) -> Option<ForecastRow> {
-    let workload = Workload {
-        cpu_us: cell.cpu_us,
-        wait_us: cell.wait_ms * 1000.0,
-        blocking: cell.blocking,
-    };
-    let predicted: Vec<(Candidate, Fitted, Predicted)> = pools(cell, arch)
-        .into_iter()
-        .filter_map(|workers| {
-            let c = Candidate { arch, workers };
-            let mut model = fit(c)?;
-            model.placement = placement(spec, cell, c, machine);
-            let p = model.predict(&workload, cell.concurrency, workers);
-            Some((c, model, p))
-        })
-        .collect();
-    let best = predicted
-        .iter()
-        .map(|(_, _, p)| p.prediction.rps)
-        .fold(0.0, f64::max);
-    let (c, model, p) = predicted
-        .into_iter()
-        .find(|(_, _, p)| p.prediction.rps >= best * (1.0 - TIE_FRACTION))?;
-    let at = model.server_at(&workload, cell.concurrency);
+    let predicted = predict_pools(spec, cell, arch, model, machine);
+    let &(c, p) = smallest_within_tie(&predicted)?;
     let latency_ms = p.prediction.latency_us / 1000.0;
     Some(ForecastRow {
+        candidate: c,
         label: c.label(),
         rps: p.prediction.rps,
         low: p.low,
@@ -135,7 +128,7 @@ fn best_row(
         latency_ms,
         bound_rps: p.prediction.bound_rps,
         binding: model.binding_name(p.prediction.binding).to_string(),
-        overhead_us: at.overhead_us,
+        overhead_us: model.overhead.at(cell.concurrency),
         generator_us: model.generator.at(cell.concurrency),
         meets_p99: latency_ms * 1000.0 <= cell.p99_bound_us,
     })
@@ -155,38 +148,39 @@ pub fn forecast(
     let machine = f64::from(cores);
     let real = cell_of(spec, cell, cores, &[]);
     let one = cost_cell(cell, 1);
-    let probe = |c: Candidate, of: &CellSpec| Probe {
-        candidate: c,
-        duration_ms: cell_of(spec, of, cores, &[]).first_window_ms(),
+    let one_cell = cell_of(spec, &one, cores, &[]);
+    let probe = |candidate: Candidate, of: &Cell| Probe {
+        candidate,
+        duration_ms: of.first_window_ms(),
         rep: 0,
     };
     let iterative = Candidate {
         arch: Arch::Iterative,
         workers: None,
     };
-    let first = probe_once(spec, &one, lab, log, progress, &probe(iterative, &one))?;
-    let one_cell = cell_of(spec, &one, cores, &[]);
-    let handoff_us = Fitted::handoff_of(&observed(spec, &one_cell, iterative, &first, machine));
+    let first = probe_once(spec, &one, lab, log, progress, &probe(iterative, &one_cell))?;
+    let handoff_us = handoff_us(1, first.rps, first.cpu_us, first.client_cpu_us, 0.0);
     let starving = real.starving();
     let mut left_out: Vec<String> = starving.iter().map(Candidate::label).collect();
     let mut points = 1;
     let mut rows = Vec::new();
     for c in real.starting_candidates() {
-        let sample = probe_once(spec, cell, lab, log, progress, &probe(c, cell))?;
+        let sample = probe_once(spec, cell, lab, log, progress, &probe(c, &real))?;
         points += 1;
         if !sample.ok || sample.cpu_us <= 0.0 {
             left_out.push(format!("{} (its point failed)", c.label()));
             continue;
         }
         let obs = [observed(spec, &real, c, &sample, machine)];
-        let fit = |_: Candidate| Fitted::fit(c.arch.holding(), obs[0].placement, &obs, handoff_us);
-        rows.extend(best_row(spec, &real, c.arch, fit, machine));
+        if let Some(model) = Fitted::fit(c.arch.holding(), &obs, handoff_us) {
+            rows.extend(best_row(spec, &real, c.arch, &model, machine));
+        }
     }
     rows.sort_by(|a, b| b.rps.total_cmp(&a.rps));
     let pick = rows.iter().find(|r| r.meets_p99).cloned();
     let undecided = pick.as_ref().map_or_else(Vec::new, |p| {
         rows.iter()
-            .filter(|r| r.label != p.label && r.meets_p99 && r.low <= p.high && p.low <= r.high)
+            .filter(|r| r.label != p.label && r.meets_p99 && r.overlaps(p))
             .map(|r| r.label.clone())
             .collect()
     });
@@ -215,18 +209,9 @@ fn confirm(
     progress: &mut Progress,
     pick: &ForecastRow,
 ) -> Option<Confirmation> {
-    let candidate = real
-        .archs
-        .iter()
-        .flat_map(|&arch| {
-            pools(real, arch)
-                .into_iter()
-                .map(move |workers| Candidate { arch, workers })
-        })
-        .find(|c| c.label() == pick.label)?;
     let window_ms = real.full_window_ms();
     let probe = Probe {
-        candidate,
+        candidate: pick.candidate,
         duration_ms: window_ms,
         rep: 0,
     };
@@ -236,7 +221,7 @@ fn confirm(
         rps: sample.rps,
         p99_us: sample.p99_us,
         window_ms,
-        inside: (pick.low..=pick.high).contains(&sample.rps),
+        inside: pick.holds(sample.rps),
         meets_p99: sample.meets(real.p99_bound_us),
         limit: sample.limit,
     })

@@ -42,6 +42,37 @@ pub fn pools(cell: &Cell, arch: Arch) -> Vec<Option<u32>> {
     }
 }
 
+/// A cell's request, as the model reads it.
+pub fn workload_of(cell: &Cell) -> Workload {
+    Workload {
+        cpu_us: cell.cpu_us,
+        wait_us: cell.wait_ms * 1000.0,
+        blocking: cell.blocking,
+    }
+}
+
+/// Each of `arch`'s pools in `cell` ([`pools`]) predicted by its `model`, placed for each.
+pub fn predict_pools(
+    spec: &MapSpec,
+    cell: &Cell,
+    arch: Arch,
+    model: &Fitted,
+    machine: f64,
+) -> Vec<(Candidate, Predicted)> {
+    let workload = workload_of(cell);
+    pools(cell, arch)
+        .into_iter()
+        .map(|workers| {
+            let c = Candidate { arch, workers };
+            let there = Fitted {
+                placement: placement(spec, cell, c, machine),
+                ..*model
+            };
+            (c, there.predict(&workload, cell.concurrency, workers))
+        })
+        .collect()
+}
+
 /// The observation a sample of candidate `c` in `cell` makes, on a machine of `machine`
 /// cores.
 pub fn observed(
@@ -54,11 +85,7 @@ pub fn observed(
     Observed {
         connections: cell.concurrency,
         pool: c.workers,
-        workload: Workload {
-            cpu_us: cell.cpu_us,
-            wait_us: cell.wait_ms * 1000.0,
-            blocking: cell.blocking,
-        },
+        workload: workload_of(cell),
         rps: sample.rps,
         server_us: sample.cpu_us,
         client_us: sample.client_cpu_us,
@@ -83,11 +110,6 @@ pub fn forecast_cell(
     handoff_us: f64,
     machine: f64,
 ) -> Vec<(Candidate, Predicted)> {
-    let workload = Workload {
-        cpu_us: cell.cpu_us,
-        wait_us: cell.wait_ms * 1000.0,
-        blocking: cell.blocking,
-    };
     let mut out = Vec::new();
     for &arch in &cell.archs {
         let mine: Vec<(&Cell, &PointRecord)> = records
@@ -111,14 +133,8 @@ pub fn forecast_cell(
             .iter()
             .map(|(v, r)| observed(spec, v, r.probe.candidate, &r.sample, machine))
             .collect();
-        let Some(mut model) = Fitted::fit(arch.holding(), obs[0].placement, &obs, handoff_us)
-        else {
-            continue;
-        };
-        for workers in pools(cell, arch) {
-            let c = Candidate { arch, workers };
-            model.placement = placement(spec, cell, c, machine);
-            out.push((c, model.predict(&workload, cell.concurrency, workers)));
+        if let Some(model) = Fitted::fit(arch.holding(), &obs, handoff_us) {
+            out.extend(predict_pools(spec, cell, arch, &model, machine));
         }
     }
     out

@@ -129,11 +129,6 @@ impl Predicted {
     pub fn holds(&self, rps: f64) -> bool {
         (self.low..=self.high).contains(&rps)
     }
-
-    /// Whether two candidates' intervals overlap: the model cannot tell them apart.
-    pub fn overlaps(&self, other: &Predicted) -> bool {
-        self.low <= other.high && other.low <= self.high
-    }
 }
 
 /// A server's model, fitted.
@@ -160,19 +155,16 @@ pub struct Fitted {
 }
 
 impl Fitted {
-    /// The model of a server of `holding` placed so, from `points` measured on it (at least
-    /// one) and the hand-off the machine showed at one connection. `None` without a point
-    /// whose costs were measured.
-    pub fn fit(
-        holding: Holding,
-        placement: Placement,
-        points: &[Observed],
-        handoff_us: f64,
-    ) -> Option<Fitted> {
+    /// The model of a server of `holding` from `points` measured on it (at least one) and the
+    /// hand-off the machine showed at one connection, placed where its first point ran (set
+    /// `placement` for each candidate predicted). `None` without a point whose costs were
+    /// measured.
+    pub fn fit(holding: Holding, points: &[Observed], handoff_us: f64) -> Option<Fitted> {
         let known: Vec<&Observed> = points
             .iter()
             .filter(|p| p.rps > 0.0 && p.server_us > 0.0)
             .collect();
+        let placement = known.first()?.placement;
         let overhead: Vec<(u32, f64)> = known
             .iter()
             .map(|p| (p.connections, (p.server_us - p.workload.cpu_us).max(0.0)))
@@ -239,18 +231,6 @@ impl Fitted {
         }
         let root = (lo + hi) / 2.0;
         root * root
-    }
-
-    /// The hand-off of one cycle at one connection: what a measured cycle holds beyond the
-    /// server's CPU, the generator's and the wait, µs (at least 0).
-    pub fn handoff_of(p: &Observed) -> f64 {
-        handoff_us(
-            p.connections,
-            p.rps,
-            p.server_us,
-            p.client_us,
-            p.workload.wait_us,
-        )
     }
 
     /// The server as MVA sees it at `n` connections: its cores (its share of the machine
@@ -418,9 +398,10 @@ mod tests {
                 p
             })
             .collect();
-        let handoff = Fitted::handoff_of(&observed(&truth, work(20.0, 0.0), 1));
+        let one = observed(&truth, work(20.0, 0.0), 1);
+        let handoff = handoff_us(1, one.rps, one.server_us, one.client_us, 0.0);
         assert!((handoff - 15.0).abs() < 1e-6, "{handoff}");
-        let model = Fitted::fit(Holding::Loops, placement(), &noisy, handoff).unwrap();
+        let model = Fitted::fit(Holding::Loops, &noisy, handoff).unwrap();
         assert_eq!(model.points, 8);
         assert!(model.error >= 0.06 && model.error < 0.2, "{model:?}");
         let check_at = [
@@ -463,7 +444,7 @@ mod tests {
             points: 0,
         };
         let point = observed(&truth, work(1000.0, 10_000.0), 16);
-        let model = Fitted::fit(Holding::Loops, placement(), &[point], 15.0).unwrap();
+        let model = Fitted::fit(Holding::Loops, &[point], 15.0).unwrap();
         assert!((model.wait_extra_us - 3000.0).abs() < 1.0, "{model:?}");
         assert_eq!(model.error, MIN_ERROR);
         let at_48 = observed(&truth, work(1000.0, 10_000.0), 48).rps;

@@ -84,20 +84,18 @@ impl Cell {
     }
 
     /// The pool the model predicts best for a pooled architecture: the smallest of its
-    /// predicted pools within [`TIE_FRACTION`] of its best. `None`: no pool predicted.
+    /// predicted pools within [`TIE_FRACTION`] of its best ([`smallest_within_tie`]). `None`:
+    /// no pool predicted, or none above 0.
     pub fn predicted_pool(&self, arch: Arch) -> Option<u32> {
-        let pools: Vec<(u32, f64)> = self
+        let mine: Vec<(Candidate, Predicted)> = self
             .forecast
             .iter()
-            .filter(|(c, _)| c.arch == arch)
-            .filter_map(|(c, p)| Some((c.workers?, p.prediction.rps)))
+            .filter(|(c, _)| c.arch == arch && c.workers.is_some())
+            .copied()
             .collect();
-        let best = pools.iter().map(|p| p.1).fold(0.0, f64::max);
-        pools
-            .iter()
-            .filter(|p| best > 0.0 && p.1 >= best * (1.0 - TIE_FRACTION))
-            .map(|p| p.0)
-            .min()
+        smallest_within_tie(&mine)
+            .filter(|(_, p)| p.prediction.rps > 0.0)
+            .and_then(|(c, _)| c.workers)
     }
 
     /// Goetz's pool, `cores x (1 + W/C)`, rounded, within `1..=cap`.
@@ -340,6 +338,21 @@ impl Cell {
             .filter(|c| starves_by_shape(*c, self.concurrency))
             .collect()
     }
+}
+
+/// Of one architecture's pools as predicted, the smallest within [`TIE_FRACTION`] of the most
+/// throughput predicted: more workers than that buy nothing the ranking tells apart.
+pub fn smallest_within_tie(
+    predicted: &[(Candidate, Predicted)],
+) -> Option<&(Candidate, Predicted)> {
+    let best = predicted
+        .iter()
+        .map(|(_, p)| p.prediction.rps)
+        .fold(0.0, f64::max);
+    predicted
+        .iter()
+        .filter(|(_, p)| p.prediction.rps >= best * (1.0 - TIE_FRACTION))
+        .min_by_key(|(c, _)| c.workers)
 }
 
 /// Whether a candidate leaves keep-alive connections unanswered by its shape, however long it

@@ -24,8 +24,8 @@ mod outcome;
 mod testing;
 mod verify;
 
+pub use cell::{smallest_within_tie, Candidate, Cell, Probe};
 use cell::{starves_by_shape, window_ms};
-pub use cell::{Candidate, Cell, Probe};
 use outcome::{decisions, labels, no_winner, prediction_rows, row_of, rows};
 pub use outcome::{CandidateRow, Outcome, PredictionRow, RuleOutcome};
 pub use verify::{verify, Verify};
@@ -266,14 +266,19 @@ impl Search<'_> {
     /// that met the p99 bound. Measuring it would not change the verdict.
     fn is_outclassed(&self, c: Candidate) -> bool {
         let best = self
-            .samples
+            .best_measured()
+            // A measurement may pass the cell's bound by its noise; the bound is what counts.
+            .min(self.cell.bound_rps());
+        self.cell.candidate_bound_rps(c) < best * (1.0 - TIE_FRACTION)
+    }
+
+    /// The most throughput measured in the cell so far that met the p99 bound.
+    fn best_measured(&self) -> f64 {
+        self.samples
             .0
             .keys()
             .map(|(k, _)| self.level(*k).rps.0)
             .fold(0.0, f64::max)
-            // A measurement may pass the cell's bound by its noise; the bound is what counts.
-            .min(self.cell.bound_rps());
-        self.cell.candidate_bound_rps(c) < best * (1.0 - TIE_FRACTION)
     }
 
     /// Whether the model says `c` cannot reach what another already did: its interval's top
@@ -285,12 +290,7 @@ impl Search<'_> {
         let Some(p) = self.cell.predicted(c) else {
             return false;
         };
-        let best = self
-            .samples
-            .0
-            .keys()
-            .map(|(k, _)| self.level(*k).rps.0)
-            .fold(0.0, f64::max);
+        let best = self.best_measured();
         best > 0.0 && p.high < best * (1.0 - TIE_FRACTION) && self.model_holds()
     }
 

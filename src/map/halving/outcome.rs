@@ -219,7 +219,7 @@ pub(super) fn row_of(
         runs: samples.len() as u32,
         label,
         rps: level.rps,
-        measured_rps: samples.iter().map(|s| s.rps).sum::<f64>() / samples.len().max(1) as f64,
+        measured_rps: super::mean_rps(samples),
         p99_us: level.p99_us,
         p99_lower_bound: samples.iter().any(|s| s.p99_lower_bound),
         cpu_us: level.cpu_us,
