@@ -818,3 +818,76 @@ fn advise_predict_answers_from_at_most_12_points_and_the_pick_lands_inside_its_i
         attempts.join("\n---\n")
     );
 }
+
+/// `map --budget`: the model's first point of each server at one connection, then each cell
+/// within what the budget leaves it (the model's leader measured, the lowest predicted left
+/// out with their predictions), the budget stated in the summary, and why each cell's points
+/// were measured in the progress lines.
+#[test]
+fn a_budget_caps_each_cell_and_the_model_answers_for_the_rest() {
+    let _timing = timing_lock();
+    let tmp = TempDir::new("map-budget");
+    let map = tmp.path().join("budget.toml");
+    std::fs::write(
+        &map,
+        "name = \"budget\"\narchs = [\"epoll\", \"threaded\", \"prethreaded\", \"hybrid\", \
+         \"async\", \"uring\"]\ncpu_us = 500\nratios = [0, 10]\nconcurrency = [4, 16, 32]\n\
+         base = \"200ms\"\nwarmup = \"0s\"\nmax_pool = 64\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let run = sweetspot_ok([
+        OsStr::new("map"),
+        map.as_os_str(),
+        OsStr::new("--budget"),
+        OsStr::new("30"),
+        OsStr::new("--plain"),
+        OsStr::new("--out"),
+        out.as_os_str(),
+    ]);
+    let results = read_json(&out.join("results.json"));
+    assert_eq!(results["spec"]["budget"], "30");
+    let points = point_files(&out);
+    // The round trip's cell: every architecture once at one connection.
+    let first: Vec<&String> = points
+        .keys()
+        .filter(|k| k.starts_with("round-trip-c500~"))
+        .collect();
+    assert_eq!(first.len(), 6, "{first:?}");
+    let cells = results["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 6);
+    let mut left_out = 0;
+    for cell in cells {
+        let o = &cell["outcome"];
+        let allowance = o["allowance"].as_u64().unwrap() as usize;
+        assert!(allowance >= 2, "{o}");
+        // Past the allowance (twice it where the model missed) only what the model did not
+        // know yet, and the longer window a cut-off run takes.
+        let predictions = o["predictions"].as_array().cloned().unwrap_or_default();
+        for label in o["over_budget"].as_array().cloned().unwrap_or_default() {
+            let row = predictions
+                .iter()
+                .find(|r| r["label"] == label)
+                .unwrap_or_else(|| panic!("{label} has no prediction: {o}"));
+            assert!(row["measured_rps"].is_null(), "{row}");
+            assert!(row["rps"].as_f64().unwrap() > 0.0, "{row}");
+            left_out += 1;
+        }
+        assert!(o["winner"].is_object(), "{o}");
+    }
+    assert!(left_out > 0, "{results}");
+    // Fewer points than the same map measures without a budget (every candidate of each
+    // cell at least once: 6 a cell), and the summary says what the budget did.
+    let measured = results["points_measured"].as_u64().unwrap();
+    assert!(measured < 6 + 6 * 6, "{measured}");
+    let summary = results["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("The run's budget, 30 (30 points)"),
+        "{summary}"
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("this cell's: 1 the model's leader"),
+        "{stderr}"
+    );
+}

@@ -128,8 +128,8 @@ fn best_row(
         latency_ms,
         bound_rps: p.prediction.bound_rps,
         binding: model.binding_name(p.prediction.binding).to_string(),
-        overhead_us: model.overhead.at(cell.concurrency),
-        generator_us: model.generator.at(cell.concurrency),
+        overhead_us: model.overhead.at(cell.concurrency, cell.cpu_us),
+        generator_us: model.generator.at(cell.concurrency, cell.cpu_us),
         meets_p99: latency_ms * 1000.0 <= cell.p99_bound_us,
     })
 }

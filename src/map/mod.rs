@@ -59,10 +59,16 @@ pub struct MapArgs {
     /// another measured are left out; see `predict` in a map file).
     #[arg(long, conflicts_with = "resume")]
     pub measure_all: bool,
+    /// How many points the run may measure (overrides the file's `budget`): a share of the
+    /// full grid (`2%`) or a number (`150`). Each cell gets what is left over the cells still
+    /// to run, at least 2; the model predicts what is not measured. The servers it does not
+    /// know yet are measured whatever the budget, and the summary says where it was passed.
+    #[arg(long, value_name = "SHARE|POINTS", conflicts_with_all = ["resume", "measure_all"], value_parser = spec::PointBudget::parse)]
+    pub budget: Option<spec::PointBudget>,
     /// The servers' CPU budget (overrides the file's `cpus` and `cpuset`): each cell's bound
     /// and default pools follow it.
     #[command(flatten)]
-    pub budget: crate::lab::budget::BudgetFlags,
+    pub cpu_budget: crate::lab::budget::BudgetFlags,
 }
 
 fn map_help() -> String {
@@ -116,9 +122,13 @@ pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
         None => {
             let mut spec = MapSpec::load(&args.map)?;
             spec.net = crate::net::net_option(args.net.as_deref(), spec.net.take())?;
-            args.budget.apply(&mut spec.cpus, &mut spec.cpuset)?;
+            args.cpu_budget.apply(&mut spec.cpus, &mut spec.cpuset)?;
             if args.measure_all {
                 spec.predict = false;
+                spec.point_budget = None;
+            }
+            if args.budget.is_some() {
+                spec.point_budget = args.budget;
             }
             spec.check_net()
                 .map_err(|msg| usage(format!("{}: {msg}", args.map)))?;

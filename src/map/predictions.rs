@@ -124,8 +124,10 @@ pub fn forecast_cell(
         let mut cells: Vec<&str> = mine.iter().map(|(_, r)| r.cell.as_str()).collect();
         cells.sort_unstable();
         cells.dedup();
-        // A cell that waits is predicted only from points that waited as it does.
-        let waited = mine.iter().any(|(v, _)| v.wait_ms > 0.0);
+        // A cell that waits is predicted only from points that waited as it does, unless the
+        // run's budget asks the model to answer first (its waits then take no extra until a
+        // point that waited shows one).
+        let waited = mine.iter().any(|(v, _)| v.wait_ms > 0.0) || spec.point_budget.is_some();
         if cells.len() < MIN_CELLS || (cell.wait_ms > 0.0 && !waited) {
             continue;
         }

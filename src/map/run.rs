@@ -9,7 +9,7 @@ use std::time::Instant;
 use super::halving::{self, Candidate, Cell, Outcome, Probe, Verify};
 use super::points::PointRecord;
 use super::results::{write_results, CellResult, MapResults, RoundTripAt};
-use super::spec::{CellSpec, MapSpec, WaitMode};
+use super::spec::{CellSpec, MapSpec, PointBudget, WaitMode};
 use crate::arch::Arch;
 use crate::lab::plan::{PointPlan, PointSpec, Setup, TargetSpec, Workload};
 use crate::lab::points::PointLog;
@@ -55,6 +55,10 @@ impl Measure<Probe> for CellProbes<'_> {
             self.progress.measured();
         }
         Some(record.sample)
+    }
+
+    fn why(&mut self, reason: &'static str) {
+        self.progress.why(reason);
     }
 }
 
@@ -127,6 +131,7 @@ pub fn cell_of(spec: &MapSpec, cell: &CellSpec, cores: u32, rules: &[(String, u3
         p99_jitter_us: 0.0,
         path_rtt_us: cell.rtt_ms * 1000.0,
         forecast: Vec::new(),
+        allowance: None,
     }
 }
 
@@ -168,7 +173,15 @@ pub fn run_cells(
         return Ok(results);
     }
     let views = views_of(spec, &cells, &results, cores);
-    for cell in &cells {
+    let grid: usize = cells
+        .iter()
+        .map(|c| cell_of(spec, c, cores, &[]).full_grid_points())
+        .sum();
+    let budget = spec
+        .point_budget
+        .filter(|_| spec.predict)
+        .map(|b| b.points(grid));
+    for (index, cell) in cells.iter().enumerate() {
         let round_trip = results
             .round_trips
             .iter()
@@ -186,18 +199,26 @@ pub fn run_cells(
         progress.starting(cell);
         // Fitted on the cells before this one only (and the round trips): a resumed run then
         // predicts, and so asks for, exactly what the first did.
-        let forecast = if spec.predict {
+        let model = if spec.predict {
             let before = &views_before(spec, &cells, cell, &results);
             let records: Vec<&PointRecord> =
                 log.records().filter(|r| before.contains(&r.cell)).collect();
             let view = cell_of(spec, cell, cores, &[]);
             let (handoff_us, machine) = (round_trip.handoff_us, f64::from(cores));
-            super::predictions::forecast_cell(spec, &view, &views, &records, handoff_us, machine)
+            CellModel {
+                forecast: super::predictions::forecast_cell(
+                    spec, &view, &views, &records, handoff_us, machine,
+                ),
+                // What is left of the budget after the cells before this one (and the round
+                // trips), over the cells from this one on: the same on a resumed run.
+                allowance: budget
+                    .map(|t| PointBudget::allowance(t, records.len(), cells.len() - index)),
+            }
         } else {
-            Vec::new()
+            CellModel::default()
         };
         let Some((outcome, verify)) =
-            search_cell(spec, cell, round_trip, forecast, lab, log, &mut progress)
+            search_cell(spec, cell, round_trip, model, lab, log, &mut progress)
         else {
             break;
         };
@@ -346,6 +367,7 @@ pub fn round_trip(
     let mut jitter_us = f64::INFINITY;
     let mut handoff_us = f64::INFINITY;
     for arch in [Arch::Iterative, Arch::Epoll] {
+        live.why("the round trip at one connection");
         let probe = Probe {
             candidate: Candidate {
                 arch,
@@ -373,6 +395,28 @@ pub fn round_trip(
         } else {
             0.0
         };
+    }
+    // Under a budget, every other server once at one connection too: the model's first point
+    // of each (its cost beyond C where nothing batches), so that one cell more lets it
+    // predict them all.
+    if spec.predict && spec.point_budget.is_some() {
+        let view = cell_of(spec, &cell, lab.cores(), &[]);
+        for &arch in spec
+            .archs
+            .iter()
+            .filter(|a| ![Arch::Iterative, Arch::Epoll].contains(a))
+        {
+            let probe = Probe {
+                candidate: Candidate {
+                    arch,
+                    workers: view.start_pool(arch),
+                },
+                duration_ms: spec.base_ms(),
+                rep: 0,
+            };
+            live.why("the model's first point of each server");
+            live.measure(&probe)?;
+        }
     }
     Some(RoundTrip {
         us: if best_rps > 0.0 {
@@ -408,13 +452,21 @@ pub fn round_trip_cell(spec: &MapSpec, cpu_us: f64, rtt_ms: f64) -> CellSpec {
     }
 }
 
+/// What the model brings to a cell's search: its candidates predicted, and the points the
+/// run's budget allows it ([`halving::Cell::forecast`], [`halving::Cell::allowance`]).
+#[derive(Debug, Clone, Default)]
+pub struct CellModel {
+    pub forecast: Vec<(Candidate, crate::model::fit::Predicted)>,
+    pub allowance: Option<usize>,
+}
+
 /// Searches one cell, then measures the rules of thumb on its pooled winner, and the full grid
 /// when the map verifies; `round_trip` is the run's for the cell's C. `None`: interrupted.
 pub fn search_cell(
     spec: &MapSpec,
     cell: &CellSpec,
     round_trip: RoundTrip,
-    forecast: Vec<(Candidate, crate::model::fit::Predicted)>,
+    model: CellModel,
     lab: &Lab,
     log: &mut PointLog<PointRecord>,
     progress: &mut Progress,
@@ -423,7 +475,8 @@ pub fn search_cell(
     let mut probe_cell = cell_of(spec, cell, cores, &[]);
     probe_cell.round_trip_us = round_trip.us;
     probe_cell.p99_jitter_us = round_trip.jitter_us;
-    probe_cell.forecast = forecast;
+    probe_cell.forecast = model.forecast;
+    probe_cell.allowance = model.allowance;
     let mut live = CellProbes {
         cell,
         spec,
@@ -511,6 +564,9 @@ pub struct Progress {
     started: Instant,
     tty: bool,
     current: String,
+    /// Why the next point is needed, and the cell's points so far by why.
+    why: &'static str,
+    whys: Vec<(&'static str, usize)>,
 }
 
 impl Progress {
@@ -524,6 +580,8 @@ impl Progress {
             started: Instant::now(),
             tty: !plain && std::io::stderr().is_terminal(),
             current: String::new(),
+            why: "",
+            whys: Vec::new(),
         }
     }
 
@@ -538,7 +596,7 @@ impl Progress {
             String::new()
         };
         format!(
-            "map: cell {}/{} {}: {} points measured{}{}{left}",
+            "map: cell {}/{} {}: {} points measured{}{}{left}{}",
             (self.done + 1).min(self.cells),
             self.cells,
             self.current,
@@ -548,6 +606,11 @@ impl Progress {
                 format!(" ({} from the resumed run)", self.stored_before)
             } else {
                 String::new()
+            },
+            if self.why.is_empty() {
+                String::new()
+            } else {
+                format!("; now: {}", self.why)
             },
         )
     }
@@ -574,13 +637,37 @@ impl Progress {
 
     fn starting(&mut self, cell: &CellSpec) {
         self.current = cell.key.clone();
+        self.whys.clear();
         if self.tty {
             eprint!("\r\x1b[2K{}", self.line());
         }
     }
 
+    /// Why the next point is needed.
+    fn why(&mut self, reason: &'static str) {
+        self.why = reason;
+    }
+
+    /// The cell's points by why: `2 the model's leader, 1 to confirm ...`.
+    fn whys_text(&self) -> String {
+        self.whys
+            .iter()
+            .map(|(why, n)| format!("{n} {why}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     fn measured(&mut self) {
         self.measured += 1;
+        let why = if self.why.is_empty() {
+            "the round trip at one connection"
+        } else {
+            self.why
+        };
+        match self.whys.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, n)) => *n += 1,
+            None => self.whys.push((why, 1)),
+        }
         if self.tty {
             eprint!("\r\x1b[2K{}", self.line());
         }
@@ -591,16 +678,24 @@ impl Progress {
         if !self.tty {
             let left = self.started.elapsed().as_secs_f64() / self.done as f64
                 * (self.cells - self.done) as f64;
+            let whys = self.whys_text();
             eprintln!(
-                "map: {}/{} cells done ({}), {} points measured{}, about {} left",
+                "map: {}/{} cells done ({}), {} points measured{}, about {} left{}",
                 self.done,
                 self.cells,
                 self.current,
                 self.measured,
                 self.grid_share(),
-                crate::render::numbers::wall_time(left)
+                crate::render::numbers::wall_time(left),
+                if whys.is_empty() {
+                    String::new()
+                } else {
+                    format!("; this cell's: {whys}")
+                }
             );
         }
+        self.whys.clear();
+        self.why = "";
     }
 
     pub fn finish(&self) {

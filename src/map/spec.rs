@@ -83,6 +83,16 @@ pub struct MapSpec {
     /// another measured are left out (`false`: every candidate the search reaches is measured).
     #[serde(default = "predict_by_default")]
     pub predict: bool,
+    /// How many points the run may measure, a share of its full grid (`"2%"`) or a number
+    /// (`"150"`); spread over the cells still to run (see [`PointBudget`]). Unset: as many as
+    /// the search asks for.
+    #[serde(
+        default,
+        rename = "budget",
+        with = "point_budget_text",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub point_budget: Option<PointBudget>,
     /// A network path between the load generator and every server (see [`crate::net`]):
     /// every cycle then holds its round trip, and so does each cell's bound. Read into a
     /// typed path once, with the file.
@@ -169,6 +179,90 @@ fn default_base() -> Duration {
 }
 fn predict_by_default() -> bool {
     true
+}
+
+/// The points a map run may measure: a share of its full grid or a number. Each cell is
+/// allowed what is left over the cells still to run ([`PointBudget::allowance`]); the model
+/// decides the rest. The servers the model does not know yet are measured whatever the
+/// budget (it cannot predict them), so a run may pass it, and says so.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PointBudget {
+    /// A share of the full grid, 0 to 1.
+    Share(f64),
+    Points(usize),
+}
+
+/// A cell is never allowed fewer points than this: its leader and one long run to confirm.
+pub const MIN_ALLOWANCE: usize = 2;
+
+impl PointBudget {
+    /// `"2%"` or `"150"`.
+    pub fn parse(text: &str) -> Result<PointBudget, String> {
+        let bad =
+            || format!("budget `{text}`: a share of the grid (2%) or a number of points (150)");
+        let t = text.trim();
+        if let Some(share) = t.strip_suffix('%') {
+            let v: f64 = share.trim().parse().map_err(|_| bad())?;
+            return (v > 0.0 && v <= 100.0)
+                .then_some(PointBudget::Share(v / 100.0))
+                .ok_or_else(bad);
+        }
+        match t.parse::<usize>() {
+            Ok(n) if n > 0 => Ok(PointBudget::Points(n)),
+            _ => Err(bad()),
+        }
+    }
+
+    pub fn text(&self) -> String {
+        match self {
+            PointBudget::Share(s) => format!("{}%", s * 100.0),
+            PointBudget::Points(n) => n.to_string(),
+        }
+    }
+
+    /// The points of a run whose full grid holds `grid` points.
+    pub fn points(&self, grid: usize) -> usize {
+        match self {
+            PointBudget::Share(s) => (grid as f64 * s).floor() as usize,
+            PointBudget::Points(n) => *n,
+        }
+    }
+
+    /// What the next cell may measure: what is left of `total` once `spent` were measured,
+    /// shared by the `cells` still to run (this one among them), never under
+    /// [`MIN_ALLOWANCE`].
+    pub fn allowance(total: usize, spent: usize, cells: usize) -> usize {
+        (total.saturating_sub(spent) / cells.max(1)).max(MIN_ALLOWANCE)
+    }
+}
+
+mod point_budget_text {
+    use super::PointBudget;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &Option<PointBudget>, s: S) -> Result<S::Ok, S::Error> {
+        match b {
+            Some(b) => s.serialize_str(&b.text()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PointBudget>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Text(String),
+            Number(usize),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Text(t) => PointBudget::parse(&t)
+                .map(Some)
+                .map_err(serde::de::Error::custom),
+            Raw::Number(n) => PointBudget::parse(&n.to_string())
+                .map(Some)
+                .map_err(serde::de::Error::custom),
+        }
+    }
 }
 
 fn default_rounds() -> u32 {
@@ -500,6 +594,31 @@ mod tests {
             wide.cells()[3].route,
             "/work?cpu_us=20&wait_us=200&wait=async"
         );
+    }
+
+    #[test]
+    fn a_point_budget_is_a_share_or_a_number_and_is_spread_over_the_cells_left() {
+        assert_eq!(PointBudget::parse("2%"), Ok(PointBudget::Share(0.02)));
+        assert_eq!(PointBudget::parse(" 150 "), Ok(PointBudget::Points(150)));
+        for bad in ["0", "0%", "101%", "two", "-3", "2.5", ""] {
+            assert!(PointBudget::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(PointBudget::Share(0.02).points(9558), 191);
+        assert_eq!(PointBudget::Points(40).points(9558), 40);
+        // 191 points, 40 spent, 48 cells left: 3 each; never under 2, even when spent.
+        assert_eq!(PointBudget::allowance(191, 40, 48), 3);
+        assert_eq!(PointBudget::allowance(191, 200, 5), MIN_ALLOWANCE);
+        // In a map file, as text or as a number, and back.
+        let base = "name='m'\narchs=['epoll']\ncpu_us=2000\nratios=[0]\nconcurrency=[8]\n";
+        let spec = MapSpec::from_toml(&format!("{base}budget='2%'\n"), "m").unwrap();
+        assert_eq!(spec.point_budget, Some(PointBudget::Share(0.02)));
+        let spec = MapSpec::from_toml(&format!("{base}budget=120\n"), "m").unwrap();
+        assert_eq!(spec.point_budget, Some(PointBudget::Points(120)));
+        let json = serde_json::to_string(&spec).unwrap();
+        let back: MapSpec = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.point_budget, Some(PointBudget::Points(120)));
+        assert!(MapSpec::from_toml(&format!("{base}budget='lots'\n"), "m").is_err());
+        assert_eq!(MapSpec::from_toml(base, "m").unwrap().point_budget, None);
     }
 
     #[test]

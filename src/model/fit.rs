@@ -57,51 +57,80 @@ pub struct Observed {
     pub placement: Placement,
 }
 
-/// A cost a request along the connections: `a + b / N + k ln N`, never below 0.
+/// A cost a request along the connections and the workload's CPU: `a + b / N + k ln N + r C`,
+/// never below 0.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct CostCurve {
     pub a: f64,
     pub b: f64,
     pub k: f64,
+    /// What each µs of the workload's `C` adds, µs: a longer request is preempted, and its
+    /// caches refilled, more often (threaded's CPU beyond `C` was 12 us at 20 us and 90 us at
+    /// 2 ms, 16 connections), and a slower rate batches less on the generator's side.
+    pub r: f64,
+}
+
+/// One measured cost: at `n` connections, a request of `cpu_us`, `cost` µs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CostPoint {
+    pub n: u32,
+    pub cpu_us: f64,
+    pub cost: f64,
 }
 
 impl CostCurve {
-    /// The cost at `n` connections.
-    pub fn at(&self, n: u32) -> f64 {
+    /// The cost at `n` connections, a request of `cpu_us`.
+    pub fn at(&self, n: u32, cpu_us: f64) -> f64 {
         let n = f64::from(n.max(1));
-        (self.a + self.b / n + self.k * n.ln()).max(0.0)
+        (self.a + self.b / n + self.k * n.ln() + self.r * cpu_us).max(0.0)
     }
 
-    /// The least-squares curve through `(N, cost)`: a constant from one distinct `N`, `a + b/N`
-    /// from two, all three terms from three or more. The growing term is `ln N`, not the USL's
-    /// `N`: fitted at 16, 256 and 4,096 connections, `k N` put epoll's generator cost at 4,096
-    /// so high that it predicted half of what epoll measured. `None` without a point.
-    pub fn fit(points: &[(u32, f64)]) -> Option<CostCurve> {
-        let mut levels: Vec<u32> = points.iter().map(|p| p.0.max(1)).collect();
-        levels.sort_unstable();
-        levels.dedup();
-        let terms = levels.len().min(3);
+    /// The least-squares curve through the points, each weighed by its cycle (`C` plus the
+    /// cost: a miss of 10 us matters at 20 us, not at 2 ms; unweighed, the 2 ms points' noise
+    /// set the 20 us points' cost). Along `N`: a constant from one distinct `N`, `a + b/N` from
+    /// two, all three terms from three or more. The growing term is `ln N`, not the USL's `N`:
+    /// fitted at 16, 256 and 4,096 connections, `k N` put epoll's generator cost at 4,096 so
+    /// high that it predicted half of what epoll measured. `r` from two distinct `C` or more.
+    /// `None` without a point.
+    pub fn fit(points: &[CostPoint]) -> Option<CostCurve> {
+        let distinct = |mut v: Vec<u64>| {
+            v.sort_unstable();
+            v.dedup();
+            v.len()
+        };
+        let terms = distinct(points.iter().map(|p| u64::from(p.n.max(1))).collect()).min(3);
         if terms == 0 {
             return None;
         }
-        // Unused terms get a column of zeros and a tiny ridge, so the 3x3 solve stays regular.
-        let rows: Vec<([f64; 3], f64)> = points
+        let with_c = distinct(points.iter().map(|p| p.cpu_us.to_bits()).collect()) > 1;
+        // Unused terms get a column of zeros and a tiny ridge, so the solve stays regular.
+        let rows: Vec<([f64; 4], f64)> = points
             .iter()
-            .map(|&(n, cost)| {
-                let n = f64::from(n.max(1));
+            .map(|p| {
+                let n = f64::from(p.n.max(1));
+                let w = 1.0 / (p.cpu_us + p.cost).max(1.0);
                 let basis = [1.0, 1.0 / n, n.ln()];
-                let mut row = [0.0; 3];
-                row[..terms].copy_from_slice(&basis[..terms]);
-                (row, cost)
+                let mut row = [0.0; 4];
+                for (i, b) in basis.iter().enumerate().take(terms) {
+                    row[i] = b * w;
+                }
+                if with_c {
+                    row[3] = p.cpu_us * w;
+                }
+                (row, p.cost * w)
             })
-            .chain((terms..3).map(|i| {
-                let mut row = [0.0; 3];
-                row[i] = 1.0;
-                (row, 0.0)
-            }))
+            .chain(
+                (0..4)
+                    .filter(|&i| i >= terms && (i < 3 || !with_c))
+                    .map(|i| {
+                        let mut row = [0.0; 4];
+                        row[i] = 1e-6;
+                        (row, 0.0)
+                    }),
+            )
             .collect();
-        let [a, b, k] = solve_normal_equations(&rows)?;
-        Some(CostCurve { a, b, k })
+        let [a, b, k, r] = solve_normal_equations(&rows)?;
+        Some(CostCurve { a, b, k, r })
     }
 }
 
@@ -165,14 +194,16 @@ impl Fitted {
             .filter(|p| p.rps > 0.0 && p.server_us > 0.0)
             .collect();
         let placement = known.first()?.placement;
-        let overhead: Vec<(u32, f64)> = known
+        let cost = |p: &&Observed, cost: f64| CostPoint {
+            n: p.connections,
+            cpu_us: p.workload.cpu_us,
+            cost: cost.max(0.0),
+        };
+        let overhead: Vec<CostPoint> = known
             .iter()
-            .map(|p| (p.connections, (p.server_us - p.workload.cpu_us).max(0.0)))
+            .map(|p| cost(p, p.server_us - p.workload.cpu_us))
             .collect();
-        let generator: Vec<(u32, f64)> = known
-            .iter()
-            .map(|p| (p.connections, p.client_us.max(0.0)))
-            .collect();
+        let generator: Vec<CostPoint> = known.iter().map(|p| cost(p, p.client_us)).collect();
         let mut fitted = Fitted {
             holding,
             placement,
@@ -218,15 +249,20 @@ impl Fitted {
             };
             waited.iter().map(|p| m.miss(p).powi(2)).sum::<f64>()
         };
+        // Golden section, one new evaluation a step (each is a solve of every waited point).
         let ratio = (5f64.sqrt() - 1.0) / 2.0;
         let (mut lo, mut hi) = (0.0, MAX_EXTRA_WAIT_US.sqrt());
-        for _ in 0..60 {
-            let a = hi - ratio * (hi - lo);
-            let b = lo + ratio * (hi - lo);
-            if cost(a) <= cost(b) {
-                hi = b;
+        let (mut a, mut b) = (hi - ratio * (hi - lo), lo + ratio * (hi - lo));
+        let (mut fa, mut fb) = (cost(a), cost(b));
+        for _ in 0..40 {
+            if fa <= fb {
+                (hi, b, fb) = (b, a, fa);
+                a = hi - ratio * (hi - lo);
+                fa = cost(a);
             } else {
-                lo = a;
+                (lo, a, fa) = (a, b, fb);
+                b = lo + ratio * (hi - lo);
+                fb = cost(b);
             }
         }
         let root = (lo + hi) / 2.0;
@@ -236,8 +272,8 @@ impl Fitted {
     /// The server as MVA sees it at `n` connections: its cores (its share of the machine
     /// beside the generator, within its own), its overhead there, and the cycle outside it.
     pub fn server_at(&self, workload: &Workload, n: u32) -> ServerModel {
-        let o = self.overhead.at(n);
-        let g = self.generator.at(n);
+        let o = self.overhead.at(n, workload.cpu_us);
+        let g = self.generator.at(n, workload.cpu_us);
         let s = workload.cpu_us + o;
         let p = &self.placement;
         let share = if p.shares_with_generator && s + g > 0.0 {
@@ -315,29 +351,41 @@ mod tests {
         }
     }
 
+    fn at(n: u32, cpu_us: f64, cost: f64) -> CostPoint {
+        CostPoint { n, cpu_us, cost }
+    }
+
     #[test]
     fn cost_curves_recover_known_terms() {
-        // 10 + 40 / N + 0.05 ln N at N = 1, 4, 16, 64, 256: the three terms back.
+        // 10 + 40 / N + 0.05 ln N + 0.03 C at N = 1, 4, 16, 64, 256 and C = 20, 2,000 us: the
+        // four terms back.
         let truth = CostCurve {
             a: 10.0,
             b: 40.0,
             k: 0.05,
+            r: 0.03,
         };
-        let points: Vec<(u32, f64)> = [1, 4, 16, 64, 256]
+        let points: Vec<CostPoint> = [1, 4, 16, 64, 256]
             .iter()
-            .map(|&n| (n, truth.at(n)))
+            .flat_map(|&n| [20.0, 2000.0].map(|c| at(n, c, truth.at(n, c))))
             .collect();
         let c = CostCurve::fit(&points).unwrap();
         assert!(
             (c.a - 10.0).abs() < 1e-6 && (c.b - 40.0).abs() < 1e-6,
             "{c:?}"
         );
-        assert!((c.k - 0.05).abs() < 1e-9, "{c:?}");
-        // One level: its mean. Two: a + b/N through both.
-        let one = CostCurve::fit(&[(16, 30.0), (16, 34.0)]).unwrap();
-        assert!((one.at(1) - 32.0).abs() < 1e-6 && (one.at(500) - 32.0).abs() < 1e-6);
-        let two = CostCurve::fit(&[(1, 50.0), (64, 18.5)]).unwrap();
-        assert!((two.at(1) - 50.0).abs() < 1e-6 && (two.at(64) - 18.5).abs() < 1e-6);
+        assert!(
+            (c.k - 0.05).abs() < 1e-9 && (c.r - 0.03).abs() < 1e-9,
+            "{c:?}"
+        );
+        // One level: the mean weighed by each cycle (1/30 and 1/34 squared): 31.751.
+        let one = CostCurve::fit(&[at(16, 0.0, 30.0), at(16, 0.0, 34.0)]).unwrap();
+        assert!((one.at(1, 0.0) - 31.751).abs() < 1e-3, "{one:?}");
+        assert_eq!(one.at(1, 0.0), one.at(500, 0.0));
+        // Two: a + b/N through both, no C term from one C.
+        let two = CostCurve::fit(&[at(1, 20.0, 50.0), at(64, 20.0, 18.5)]).unwrap();
+        assert!((two.at(1, 20.0) - 50.0).abs() < 1e-6 && (two.at(64, 20.0) - 18.5).abs() < 1e-6);
+        assert!(two.r.abs() < 1e-9, "{two:?}");
         assert!(CostCurve::fit(&[]).is_none());
     }
 
@@ -349,8 +397,8 @@ mod tests {
             pool: None,
             workload,
             rps: x,
-            server_us: workload.cpu_us + truth.overhead.at(n),
-            client_us: truth.generator.at(n),
+            server_us: workload.cpu_us + truth.overhead.at(n, workload.cpu_us),
+            client_us: truth.generator.at(n, workload.cpu_us),
             placement: truth.placement,
         }
     }
@@ -366,12 +414,12 @@ mod tests {
             overhead: CostCurve {
                 a: 10.0,
                 b: 20.0,
-                k: 0.0,
+                ..Default::default()
             },
             generator: CostCurve {
                 a: 6.0,
                 b: 19.0,
-                k: 0.0,
+                ..Default::default()
             },
             handoff_us: 15.0,
             wait_extra_us: 0.0,

@@ -60,9 +60,25 @@ pub fn solve(rate: &dyn Fn(usize) -> f64, delay_s: f64, n: usize) -> Vec<Level> 
     if let Some(first) = p.first_mut() {
         *first = 1.0;
     }
+    let mut next = vec![0.0; k - 1];
     let mut queue = 0.0;
     let mut levels = Vec::with_capacity(n);
+    // Once the station almost surely holds `K` or more (the head's mass under [`DRAINED`]),
+    // every further level only adds to its queue: `O(1)` each, not `O(K)`.
+    let mut drained = false;
     for customers in 1..=n {
+        if drained {
+            let residence_s = (queue + 1.0) / last;
+            let throughput = customers as f64 / (delay_s.max(0.0) + residence_s);
+            queue = throughput * residence_s;
+            levels.push(Level {
+                customers,
+                throughput,
+                residence_s,
+                queue,
+            });
+            continue;
+        }
         let head: f64 = (1..k).map(|j| j as f64 / mu[j - 1] * p[j - 1]).sum();
         let weighted: f64 = p
             .iter()
@@ -72,7 +88,7 @@ pub fn solve(rate: &dyn Fn(usize) -> f64, delay_s: f64, n: usize) -> Vec<Level> 
         let tail = (1.0 - p.iter().sum::<f64>()).max(0.0);
         let residence_s = head + (queue + 1.0 - weighted) / last;
         let throughput = customers as f64 / (delay_s.max(0.0) + residence_s);
-        let mut next = vec![0.0; k - 1];
+        next.iter_mut().for_each(|v| *v = 0.0);
         for j in 1..k.saturating_sub(1) {
             next[j] = throughput / mu[j - 1] * p[j - 1];
         }
@@ -83,7 +99,8 @@ pub fn solve(rate: &dyn Fn(usize) -> f64, delay_s: f64, n: usize) -> Vec<Level> 
                 + throughput / last * tail;
             next[0] = (1.0 - busy).max(0.0);
         }
-        p = next;
+        std::mem::swap(&mut p, &mut next);
+        drained = k > 1 && p.iter().sum::<f64>() < DRAINED;
         queue = throughput * residence_s;
         levels.push(Level {
             customers,
@@ -97,6 +114,9 @@ pub fn solve(rate: &dyn Fn(usize) -> f64, delay_s: f64, n: usize) -> Vec<Level> 
 
 /// Rates this close (a share of the last) count as the same.
 pub const SAME_RATE: f64 = 1e-9;
+
+/// The station holds fewer than `K` requests with at most this probability: no longer counted.
+pub const DRAINED: f64 = 1e-14;
 
 /// The rate of `servers` servers (cores; a quota may make it fractional), each taking
 /// `demand_s` of service a request, holding `j` requests: `min(j, servers) / demand_s`.

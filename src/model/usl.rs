@@ -179,39 +179,44 @@ fn linearized_start(data: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
     Some((1.0 / a, (b / a).max(0.0), (c / a).max(0.0)))
 }
 
-/// Solves the 3x3 normal equations (A^T A) p = A^T y by Gaussian elimination with pivoting.
-pub fn solve_normal_equations(rows: &[([f64; 3], f64)]) -> Option<[f64; 3]> {
-    let mut m = [[0.0f64; 4]; 3];
+/// Solves the normal equations (A^T A) p = A^T y of `K` unknowns by Gaussian elimination
+/// with partial pivoting. `None` where they are singular.
+pub fn solve_normal_equations<const K: usize>(rows: &[([f64; K], f64)]) -> Option<[f64; K]> {
+    // The augmented K x (K + 1) matrix.
+    let mut m = vec![vec![0.0f64; K + 1]; K];
     for (a, y) in rows {
-        for i in 0..3 {
-            for j in 0..3 {
+        for i in 0..K {
+            for j in 0..K {
                 m[i][j] += a[i] * a[j];
             }
-            m[i][3] += a[i] * y;
+            m[i][K] += a[i] * y;
         }
     }
-    solve3(m)
+    solve_augmented(m)
 }
 
-/// Gaussian elimination on an augmented 3x4 matrix.
-fn solve3(mut m: [[f64; 4]; 3]) -> Option<[f64; 3]> {
-    for col in 0..3 {
-        let pivot = (col..3).max_by(|&a, &b| m[a][col].abs().total_cmp(&m[b][col].abs()))?;
+/// Gaussian elimination with partial pivoting on an augmented `K x (K + 1)` matrix.
+fn solve_augmented<const K: usize>(mut m: Vec<Vec<f64>>) -> Option<[f64; K]> {
+    for col in 0..K {
+        let pivot = (col..K).max_by(|&a, &b| m[a][col].abs().total_cmp(&m[b][col].abs()))?;
         if m[pivot][col].abs() < 1e-300 {
             return None;
         }
         m.swap(col, pivot);
-        let pivot_row = m[col];
+        let pivot_row = m[col].clone();
         for (row_index, row) in m.iter_mut().enumerate() {
             if row_index != col {
                 let factor = row[col] / pivot_row[col];
-                for (value, pivot_value) in row.iter_mut().zip(pivot_row).skip(col) {
+                for (value, pivot_value) in row.iter_mut().zip(&pivot_row).skip(col) {
                     *value -= factor * pivot_value;
                 }
             }
         }
     }
-    let solution = [m[0][3] / m[0][0], m[1][3] / m[1][1], m[2][3] / m[2][2]];
+    let mut solution = [0.0; K];
+    for (i, v) in solution.iter_mut().enumerate() {
+        *v = m[i][K] / m[i][i];
+    }
     solution.iter().all(|v| v.is_finite()).then_some(solution)
 }
 
@@ -249,7 +254,7 @@ fn levenberg_marquardt(data: &[(f64, f64)], start: (f64, f64, f64)) -> (f64, f64
         }
         let mut improved = false;
         while damping < 1e12 {
-            let mut m = [[0.0f64; 4]; 3];
+            let mut m = vec![vec![0.0f64; 4]; 3];
             for i in 0..3 {
                 for j in 0..3 {
                     m[i][j] = jtj[i][j];
@@ -257,7 +262,7 @@ fn levenberg_marquardt(data: &[(f64, f64)], start: (f64, f64, f64)) -> (f64, f64
                 m[i][i] += damping * jtj[i][i].max(1e-30);
                 m[i][3] = jtr[i];
             }
-            let Some(step) = solve3(m) else {
+            let Some(step) = solve_augmented::<3>(m) else {
                 damping *= 10.0;
                 continue;
             };

@@ -19,6 +19,10 @@ pub use sample::{level_of, sample_of, Miss, Sample};
 /// length, a tune's knob values). `None`: interrupted.
 pub trait Measure<P: ?Sized> {
     fn measure(&mut self, point: &P) -> Option<Sample>;
+
+    /// Why the next point is asked for, in a few words (for a progress line): what the
+    /// search needs it to decide.
+    fn why(&mut self, _reason: &'static str) {}
 }
 
 /// What a search cost against the grid it replaces: "N points measured in T, where the full

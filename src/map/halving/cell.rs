@@ -75,6 +75,9 @@ pub struct Cell {
     /// leaves out those whose interval lies below what another measured, while the model
     /// holds in the cell ([`Search::model_holds`]).
     pub forecast: Vec<(Candidate, Predicted)>,
+    /// The points this cell may measure under the run's budget (`None`: no budget): past it,
+    /// the model's predictions stand for the candidates it knows.
+    pub allowance: Option<usize>,
 }
 
 impl Cell {

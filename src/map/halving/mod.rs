@@ -104,6 +104,11 @@ struct Search<'a> {
     /// The candidates the first round left out because the model's interval for them lay
     /// below what another measured ([`Search::is_predicted_out`]).
     predicted_out: Vec<Candidate>,
+    /// The candidates the model predicted and the cell's budget left unmeasured
+    /// ([`Search::can_spend`]).
+    over_budget: Vec<Candidate>,
+    /// Why the next point is needed ([`Measure::why`]).
+    why: &'static str,
 }
 
 impl Search<'_> {
@@ -135,6 +140,7 @@ impl Search<'_> {
             && ten_cycles >= ms + ms / 2
             && !starves
         {
+            self.why = "a longer window (the short one cut cycles off)";
             sample = self.probe(c, ten_cycles, rep)?;
         }
         self.samples
@@ -167,6 +173,7 @@ impl Search<'_> {
         if let Some(sample) = self.asked.get(&probe) {
             return Some(sample.clone());
         }
+        self.m.why(self.why);
         let sample = self.m.measure(&probe)?;
         self.asked.insert(probe, sample.clone());
         Some(sample)
@@ -209,6 +216,7 @@ impl Search<'_> {
                 .total_cmp(&cell.candidate_bound_rps(*a))
         });
 
+        self.budget_order(&mut alive);
         let mut ms = self.cell.first_window_ms();
         let mut rounds = 0;
         loop {
@@ -222,6 +230,12 @@ impl Search<'_> {
                     self.predicted_out.push(c);
                     continue;
                 }
+                // One point kept for the leader's confirmation.
+                if rounds == 1 && self.is_over_budget(c) {
+                    self.over_budget.push(c);
+                    continue;
+                }
+                self.why = self.first_round_why(c, rounds);
                 self.run(c, ms, 0)?;
                 if rounds == 1 && self.beyond_reach(c) {
                     self.beyond = Some(c);
@@ -232,11 +246,23 @@ impl Search<'_> {
             // A model that missed a point of this cell beyond its interval decides nothing
             // here: what it left out is measured after all.
             if rounds == 1 && !self.model_holds() {
-                for c in std::mem::take(&mut self.predicted_out) {
-                    self.run(c, ms, 0)?;
+                let mut left: Vec<Candidate> = std::mem::take(&mut self.predicted_out);
+                left.append(&mut self.over_budget);
+                self.budget_order(&mut left);
+                for c in left {
+                    if self.can_spend(2) {
+                        self.why = "the model missed a point of this cell";
+                        self.run(c, ms, 0)?;
+                    } else {
+                        self.over_budget.push(c);
+                    }
                 }
             }
-            alive.retain(|c| !self.outclassed.contains(c) && !self.predicted_out.contains(c));
+            alive.retain(|c| {
+                !self.outclassed.contains(c)
+                    && !self.predicted_out.contains(c)
+                    && !self.over_budget.contains(c)
+            });
             self.sort(&mut alive);
             let leader = self.level(alive[0]).rps;
             let keep = alive.len().div_ceil(2);
@@ -252,12 +278,80 @@ impl Search<'_> {
                 || next
                     .iter()
                     .all(|c| indistinguishable(leader, self.level(*c).rps));
-            if rounds >= self.cell.rounds || alive.len() <= 2 || settled {
+            // A budget with no room for a round of the kept and a confirmation ends it here.
+            let spent = !self.can_spend(next.len() + 1);
+            if rounds >= self.cell.rounds || alive.len() <= 2 || settled || spent {
                 self.second_runs(&mut alive, ms)?;
                 return Some((alive, rounds, ms));
             }
             alive = next;
             ms = window_ms(f64::from(ms) * 2.0);
+        }
+    }
+
+    /// Whether the cell's budget leaves room for `more` points beyond those measured (always,
+    /// without a budget).
+    fn can_spend(&self, more: usize) -> bool {
+        self.allowance()
+            .is_none_or(|a| self.asked.len() + more <= a)
+    }
+
+    /// The cell's allowance, twice over where the model missed a point of it beyond its
+    /// interval (its ranking is then in doubt; the cells after share what is left).
+    fn allowance(&self) -> Option<usize> {
+        let a = self.cell.allowance?;
+        Some(if self.model_holds() { a } else { 2 * a })
+    }
+
+    /// Whether a candidate the model predicted is one the budget leaves out: the first of
+    /// them is always measured (the model's leader, to check it), the rest while a point is
+    /// left beside the confirmation.
+    fn is_over_budget(&self, c: Candidate) -> bool {
+        let checked = self
+            .samples
+            .0
+            .keys()
+            .any(|(k, _)| self.cell.predicted(*k).is_some());
+        self.cell.predicted(c).is_some() && checked && !self.can_spend(2)
+    }
+
+    /// Under a budget, the first round runs the model's leader first, then the candidates
+    /// the model does not know (it cannot predict them; measured whatever the budget), then
+    /// the rest in the order of their predicted throughput, so that what the budget leaves
+    /// out is what the model ranks lowest.
+    fn budget_order(&self, alive: &mut [Candidate]) {
+        if self.cell.allowance.is_none() {
+            return;
+        }
+        let predicted = |c: &Candidate| self.cell.predicted(*c).map(|p| p.prediction.rps);
+        let leader = alive
+            .iter()
+            .filter_map(|c| Some((*c, predicted(c)?)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(c, _)| c);
+        let key = |c: &Candidate| {
+            if Some(*c) == leader {
+                f64::INFINITY
+            } else {
+                predicted(c).unwrap_or(f64::MAX)
+            }
+        };
+        alive.sort_by(|a, b| key(b).total_cmp(&key(a)));
+    }
+
+    /// Why a candidate of a halving round is measured.
+    fn first_round_why(&self, c: Candidate, round: u32) -> &'static str {
+        let measured_predicted = self
+            .samples
+            .0
+            .keys()
+            .any(|(k, _)| self.cell.predicted(*k).is_some());
+        match (round, self.cell.predicted(c)) {
+            (2.., _) => "a halving round",
+            (_, None) if self.cell.forecast.is_empty() => "the first round",
+            (_, None) => "the model does not know it yet",
+            (_, Some(_)) if !measured_predicted => "the model's leader",
+            (_, Some(_)) => "its interval reaches the leader's",
         }
     }
 
@@ -460,12 +554,17 @@ impl Search<'_> {
         final_ms: u32,
     ) -> Option<(Vec<Candidate>, crate::search::rank::Ranking)> {
         let winner = field[ranking.winner];
-        let contesters = self.contesters(winner, self.top(&field));
+        let mut contesters = self.contesters(winner, self.top(&field));
+        // Under a budget, as many of those in question as it leaves room for beside the winner.
+        while !contesters.is_empty() && !self.can_spend(1 + contesters.len()) {
+            contesters.pop();
+        }
         if contesters.is_empty() || self.beyond.is_some() {
             return Some((field, ranking));
         }
         let ms = self.cell.full_window_ms().max(final_ms * 2);
         let before = field.clone();
+        self.why = "to confirm a close verdict in a long run";
         for c in std::iter::once(winner).chain(contesters.iter().copied()) {
             self.run(c, ms, 0)?;
         }
@@ -478,7 +577,7 @@ impl Search<'_> {
             .into_iter()
             .filter(|c| contesters.contains(c))
             .collect();
-        if !still.is_empty() {
+        if !still.is_empty() && self.can_spend(1 + still.len()) {
             for c in std::iter::once(winner).chain(still) {
                 self.run(c, ms, 1)?;
             }
@@ -534,6 +633,9 @@ impl Search<'_> {
     /// A second run of the leader and of the few closest to it (within 10%), for their
     /// spread and their costs.
     fn second_runs(&mut self, alive: &mut [Candidate], ms: u32) -> Option<()> {
+        if alive.is_empty() {
+            return Some(());
+        }
         let top = self.level(alive[0]).rps.0;
         let close: Vec<Candidate> = alive
             .iter()
@@ -541,8 +643,11 @@ impl Search<'_> {
             .filter(|c| top > 0.0 && self.level(*c).rps.0 >= top * 0.9)
             .take(SECOND_RUNS)
             .collect();
+        self.why = "a second run of the closest";
         for c in close {
-            self.run(c, ms, 1)?;
+            if self.can_spend(2) {
+                self.run(c, ms, 1)?;
+            }
         }
         self.sort(alive);
         Some(())
@@ -568,6 +673,8 @@ pub fn search(cell: &Cell, m: &mut dyn Measure<Probe>) -> Option<Outcome> {
         beyond: None,
         unneeded: Vec::new(),
         predicted_out: Vec::new(),
+        over_budget: Vec::new(),
+        why: "the first round",
     };
     if cell.starting_candidates().is_empty() {
         return Some(no_winner(cell, 0, 0, None, Vec::new()));
@@ -578,6 +685,7 @@ pub fn search(cell: &Cell, m: &mut dyn Measure<Probe>) -> Option<Outcome> {
         let mut out = no_winner(cell, rounds, final_ms, None, rows);
         out.outclassed = labels(&s.outclassed);
         out.predicted_out = labels(&s.predicted_out);
+        out.over_budget = labels(&s.over_budget);
         out.predictions = prediction_rows(&s);
         return Some(out);
     };
@@ -644,6 +752,8 @@ pub fn search(cell: &Cell, m: &mut dyn Measure<Probe>) -> Option<Outcome> {
         outclassed: labels(&s.outclassed),
         unneeded: labels(&s.unneeded),
         predicted_out: labels(&s.predicted_out),
+        over_budget: labels(&s.over_budget),
+        allowance: cell.allowance,
         predictions: prediction_rows(&s),
         decisions: decisions(&s, final_ms, &field, winner, &tied, &shown),
     })
@@ -679,7 +789,10 @@ fn measure_rules(
     let names: Vec<String> = s.cell.rules.iter().map(|(n, _)| n.clone()).collect();
     for (rule, c) in names.into_iter().zip(rules_candidates(s.cell, winner)) {
         if s.samples.at(c, ms).is_empty() {
-            if let Some(p) = s.cell.predicted(c).filter(|_| s.model_holds()) {
+            // Under a budget, the model's figure stands for a rule's pool whether or not it
+            // held on the cell: the rows say which figures were predicted.
+            let trusted = s.model_holds() || s.cell.allowance.is_some();
+            if let Some(p) = s.cell.predicted(c).filter(|_| trusted) {
                 let rps = p.prediction.rps;
                 rules.push(RuleOutcome {
                     rule,
@@ -696,7 +809,7 @@ fn measure_rules(
                 continue;
             }
             let own_bound = s.cell.candidate_bound_rps(c);
-            if own_bound < best * (1.0 - TIE_FRACTION) {
+            if own_bound < best * (1.0 - TIE_FRACTION) || !s.can_spend(1) {
                 rules.push(RuleOutcome {
                     rule,
                     workers: c.workers.unwrap_or(0),
@@ -711,6 +824,7 @@ fn measure_rules(
                 });
                 continue;
             }
+            s.why = "a rule of thumb's pool";
             s.run(c, ms, 0)?;
         }
         let last = s.samples.at(c, ms).last().expect("measured").clone();
@@ -743,14 +857,23 @@ fn pool_search(s: &mut Search, arch: Arch, ms: u32) -> Option<u32> {
             arch,
             workers: Some(w),
         };
-        if s.samples.at(c, ms).is_empty() {
+        if s.samples.at(c, ms).is_empty() && s.can_spend(2) {
+            s.why = "the model's pool for the winner";
             s.run(c, ms, 0)?;
         }
-        if s.model_holds() {
+        // Under a budget with no room for a search of pools, the model's pool stands, once
+        // measured.
+        let measured = !s.samples.at(c, ms).is_empty();
+        if measured && (s.model_holds() || !s.can_spend(4)) {
             return Some(w);
         }
     }
+    // No room for a search of pools: the pool the first round measured (the leader's).
+    if !s.can_spend(4) {
+        return s.cell.start_pool(arch);
+    }
     let cap = s.cell.pool_cap();
+    s.why = "the winner's pool";
     knob::search(&mut PoolCurve { s, arch, ms }, 1, cap)
 }
 

@@ -106,6 +106,7 @@ pub(super) fn prediction_rows(s: &Search) -> Vec<PredictionRow> {
         .keys()
         .map(|(c, _)| *c)
         .chain(s.predicted_out.iter().copied())
+        .chain(s.over_budget.iter().copied())
         .filter(|c| seen.insert(*c))
         .filter_map(|c| {
             let p = s.cell.predicted(c)?;
@@ -168,6 +169,13 @@ pub struct Outcome {
     /// ([`Cell::forecast`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub predicted_out: Vec<String>,
+    /// Left out unmeasured by the run's budget: the model predicted them (their rows in
+    /// `predictions`), lower than those measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub over_budget: Vec<String>,
+    /// The points the budget allowed this cell (`None`: no budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowance: Option<usize>,
     /// The model's prediction of each candidate measured or left out by it, beside what was
     /// measured.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -271,6 +279,8 @@ pub(super) fn no_winner(
         outclassed: Vec::new(),
         unneeded: Vec::new(),
         predicted_out: Vec::new(),
+        over_budget: Vec::new(),
+        allowance: cell.allowance,
         predictions: Vec::new(),
         decisions: Vec::new(),
     }

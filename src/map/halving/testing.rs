@@ -57,6 +57,7 @@ pub fn cell(archs: &[Arch], concurrency: u32) -> Cell {
         p99_jitter_us: 0.0,
         path_rtt_us: 0.0,
         forecast: Vec::new(),
+        allowance: None,
     }
 }
 

@@ -789,3 +789,63 @@ fn the_model_leaves_out_what_it_places_under_the_measured_leader_while_it_holds(
     assert!(off.asked.iter().any(|p| p.candidate.arch == Arch::Threaded));
     assert_eq!(out.winner.unwrap().arch, Arch::Hybrid);
 }
+
+#[test]
+fn a_budget_measures_the_models_leader_and_leaves_the_lowest_predicted_out() {
+    // Four architectures the model knows, all close enough that none is predicted out, and
+    // one it does not know yet (reactors). Two points allowed: the model's leader (async/2)
+    // first, reactors (unknown: measured whatever the budget), the rest left out; what is
+    // left out carries its prediction unmeasured.
+    let truth = |c: Candidate| match c.arch {
+        Arch::Async => (1900.0, 30_000.0),
+        Arch::Reactors => (1700.0, 40_000.0),
+        _ => (1800.0, 30_000.0),
+    };
+    let archs = [
+        Arch::Async,
+        Arch::Hybrid,
+        Arch::Reactors,
+        Arch::Uring,
+        Arch::Threaded,
+    ];
+    let mut c = cell(&archs, 64);
+    c.rules = Vec::new();
+    let at = |arch, workers| Candidate { arch, workers };
+    c.forecast = vec![
+        (at(Arch::Async, Some(2)), predicted(1880.0)),
+        (at(Arch::Hybrid, Some(2)), predicted(1840.0)),
+        (at(Arch::Uring, Some(2)), predicted(1820.0)),
+        (at(Arch::Threaded, None), predicted(1810.0)),
+    ];
+    c.allowance = Some(2);
+    let mut curve = synthetic(truth);
+    let out = search(&c, &mut curve).unwrap();
+    let asked: Vec<Arch> = curve.asked.iter().map(|p| p.candidate.arch).collect();
+    assert_eq!(asked[0], Arch::Async, "{asked:?}");
+    assert_eq!(asked[1], Arch::Reactors, "{asked:?}");
+    assert_eq!(out.winner.unwrap().arch, Arch::Async);
+    assert_eq!(out.over_budget, ["hybrid/2", "uring/2", "threaded"]);
+    assert_eq!(out.allowance, Some(2));
+    let row = |label: &str| out.predictions.iter().find(|r| r.label == label).unwrap();
+    assert_eq!(
+        (row("threaded").rps, row("threaded").measured_rps),
+        (1810.0, None)
+    );
+    // Without a budget every one of them is measured.
+    c.allowance = None;
+    let mut all = synthetic(truth);
+    let out = search(&c, &mut all).unwrap();
+    assert!(out.over_budget.is_empty());
+    assert!(all.asked.iter().any(|p| p.candidate.arch == Arch::Threaded));
+    // The model off on its leader (1,500 measured against 1,730 to 2,030): the allowance
+    // doubles, and the next of the model's order are measured after all.
+    c.allowance = Some(2);
+    let mut off = synthetic(|k: Candidate| match k.arch {
+        Arch::Async => (1500.0, 30_000.0),
+        _ => truth(k),
+    });
+    let out = search(&c, &mut off).unwrap();
+    assert!(off.asked.iter().any(|p| p.candidate.arch == Arch::Hybrid));
+    assert_ne!(out.winner.unwrap().arch, Arch::Async);
+    assert!(off.asked.len() <= 4, "{:?}", off.asked);
+}

@@ -200,6 +200,8 @@ mod tests {
                 outclassed: Vec::new(),
                 unneeded: Vec::new(),
                 predicted_out: Vec::new(),
+                over_budget: Vec::new(),
+                allowance: None,
                 predictions: Vec::new(),
                 decisions: Vec::new(),
             }),

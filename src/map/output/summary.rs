@@ -513,10 +513,34 @@ pub(super) fn model_sentence(results: &MapResults) -> Option<String> {
         .filter_map(|c| c.outcome.as_ref())
         .map(|o| o.predicted_out.len())
         .sum();
+    let over_budget: usize = results
+        .cells
+        .iter()
+        .filter_map(|c| c.outcome.as_ref())
+        .map(|o| o.over_budget.len())
+        .sum();
+    let budget = results.spec.point_budget.map_or(String::new(), |b| {
+        let total = b.points(results.full_grid_points);
+        format!(
+            " The run's budget, {} ({total} points), left {over_budget} more out, each \
+             predicted and not measured; {}",
+            b.text(),
+            if results.points_measured > total {
+                format!(
+                    "it was passed by {} points: the servers the model did not know yet are \
+                     measured whatever the budget, and a cell where the model missed takes \
+                     twice its share.",
+                    results.points_measured - total
+                )
+            } else {
+                format!("{} points were measured.", results.points_measured)
+            }
+        )
+    });
     Some(format!(
         "The model predicted {} candidates that were then measured, {} of them inside their \
          intervals; its median miss by architecture: {}. It left {} candidates out \
-         unmeasured.",
+         unmeasured.{budget}",
         measured.len(),
         inside,
         per_arch.join(", "),
