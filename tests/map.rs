@@ -848,12 +848,13 @@ fn a_budget_caps_each_cell_and_the_model_answers_for_the_rest() {
     let results = read_json(&out.join("results.json"));
     assert_eq!(results["spec"]["budget"], "30");
     let points = point_files(&out);
-    // The round trip's cell: every architecture once at one connection.
+    // The round trip's cell: every architecture once at one connection (and iterative, the
+    // round trip's own).
     let first: Vec<&String> = points
         .keys()
         .filter(|k| k.starts_with("round-trip-c500~"))
         .collect();
-    assert_eq!(first.len(), 6, "{first:?}");
+    assert_eq!(first.len(), 7, "{first:?}");
     let cells = results["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 6);
     let mut left_out = 0;

@@ -159,12 +159,11 @@ pub fn run_cells(
     let cells = spec.cells();
     let started = Instant::now();
     let mut progress = Progress::new(cells.len(), log.len(), plain);
-    progress.of_grid(
-        cells
-            .iter()
-            .map(|c| cell_of(spec, c, cores, &[]).full_grid_points())
-            .sum(),
-    );
+    let grid: usize = cells
+        .iter()
+        .map(|c| cell_of(spec, c, cores, &[]).full_grid_points())
+        .sum();
+    progress.of_grid(grid);
     let mut results = MapResults::new(source, spec, lab.machine.clone(), previous_wall_s);
     results.started = utc_timestamp();
     if !round_trips(spec, lab, log, &mut progress, &mut results) {
@@ -173,26 +172,12 @@ pub fn run_cells(
         return Ok(results);
     }
     let views = views_of(spec, &cells, &results, cores);
-    let grid: usize = cells
-        .iter()
-        .map(|c| cell_of(spec, c, cores, &[]).full_grid_points())
-        .sum();
     let budget = spec
         .point_budget
         .filter(|_| spec.predict)
         .map(|b| b.points(grid));
     for (index, cell) in cells.iter().enumerate() {
-        let round_trip = results
-            .round_trips
-            .iter()
-            .find(|r| r.cpu_us == cell.cpu_us && r.rtt_ms == cell.rtt_ms)
-            .map_or(RoundTrip::default(), |r| RoundTrip {
-                us: r.us,
-                jitter_us: r.jitter_us,
-                // Counted in `round_trip_points` already.
-                points: 0,
-                handoff_us: r.handoff_us,
-            });
+        let round_trip = round_trip_of(&results, cell);
         if lab.stopped() {
             break;
         }
@@ -203,17 +188,16 @@ pub fn run_cells(
             let before = &views_before(spec, &cells, cell, &results);
             let records: Vec<&PointRecord> =
                 log.records().filter(|r| before.contains(&r.cell)).collect();
-            let view = cell_of(spec, cell, cores, &[]);
-            let (handoff_us, machine) = (round_trip.handoff_us, f64::from(cores));
-            CellModel {
-                forecast: super::predictions::forecast_cell(
-                    spec, &view, &views, &records, handoff_us, machine,
-                ),
-                // What is left of the budget after the cells before this one (and the round
-                // trips), over the cells from this one on: the same on a resumed run.
-                allowance: budget
-                    .map(|t| PointBudget::allowance(t, records.len(), cells.len() - index)),
-            }
+            let left = cells.len() - index;
+            cell_model(
+                spec,
+                cell,
+                &views,
+                &records,
+                round_trip,
+                cores,
+                (budget, left),
+            )
         } else {
             CellModel::default()
         };
@@ -239,6 +223,44 @@ pub fn run_cells(
     progress.finish();
     save(&mut results, &cells, started, previous_wall_s, out)?;
     Ok(results)
+}
+
+/// The round trip measured for `cell`'s C and path (its points counted in
+/// `round_trip_points` already).
+fn round_trip_of(results: &MapResults, cell: &CellSpec) -> RoundTrip {
+    results
+        .round_trips
+        .iter()
+        .find(|r| r.cpu_us == cell.cpu_us && r.rtt_ms == cell.rtt_ms)
+        .map_or(RoundTrip::default(), |r| RoundTrip {
+            us: r.us,
+            jitter_us: r.jitter_us,
+            points: 0,
+            handoff_us: r.handoff_us,
+        })
+}
+
+/// What the model brings to `cell`: its candidates predicted by the models fitted on
+/// `records` (the cells before it and the round trips), and what is left of the run's budget
+/// (`budget`: its points, and the cells from this one on) after those records: the same on a
+/// resumed run.
+fn cell_model(
+    spec: &MapSpec,
+    cell: &CellSpec,
+    views: &std::collections::BTreeMap<String, Cell>,
+    records: &[&PointRecord],
+    round_trip: RoundTrip,
+    cores: u32,
+    (budget, left): (Option<usize>, usize),
+) -> CellModel {
+    let view = cell_of(spec, cell, cores, &[]);
+    let (handoff_us, machine) = (round_trip.handoff_us, f64::from(cores));
+    CellModel {
+        forecast: super::predictions::forecast_cell(
+            spec, &view, views, records, handoff_us, machine,
+        ),
+        allowance: budget.map(|t| PointBudget::allowance(t, records.len(), left)),
+    }
 }
 
 /// The round trip of each C the map has at each path's round trip, measured once a run, into
@@ -396,27 +418,8 @@ pub fn round_trip(
             0.0
         };
     }
-    // Under a budget, every other server once at one connection too: the model's first point
-    // of each (its cost beyond C where nothing batches), so that one cell more lets it
-    // predict them all.
     if spec.predict && spec.point_budget.is_some() {
-        let view = cell_of(spec, &cell, lab.cores(), &[]);
-        for &arch in spec
-            .archs
-            .iter()
-            .filter(|a| ![Arch::Iterative, Arch::Epoll].contains(a))
-        {
-            let probe = Probe {
-                candidate: Candidate {
-                    arch,
-                    workers: view.start_pool(arch),
-                },
-                duration_ms: spec.base_ms(),
-                rep: 0,
-            };
-            live.why("the model's first point of each server");
-            live.measure(&probe)?;
-        }
+        first_points(spec, &cell, lab.cores(), &mut live)?;
     }
     Some(RoundTrip {
         us: if best_rps > 0.0 {
@@ -432,6 +435,30 @@ pub fn round_trip(
             0.0
         },
     })
+}
+
+/// Under a budget, every server but the round trip's own once at one connection too: the
+/// model's first point of each (its cost beyond C where nothing batches), so that one cell
+/// more lets it predict them all. `None`: interrupted.
+fn first_points(spec: &MapSpec, cell: &CellSpec, cores: u32, live: &mut CellProbes) -> Option<()> {
+    let view = cell_of(spec, cell, cores, &[]);
+    for &arch in spec
+        .archs
+        .iter()
+        .filter(|a| ![Arch::Iterative, Arch::Epoll].contains(a))
+    {
+        let probe = Probe {
+            candidate: Candidate {
+                arch,
+                workers: view.start_pool(arch),
+            },
+            duration_ms: spec.base_ms(),
+            rep: 0,
+        };
+        live.why("the model's first point of each server");
+        live.measure(&probe)?;
+    }
+    Some(())
 }
 
 /// The cell of the round trip of a request of `cpu_us` at one connection, across a path of
