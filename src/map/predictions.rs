@@ -93,12 +93,14 @@ pub fn observed(
     }
 }
 
-/// Points of one architecture from at least this many cells before the model predicts it:
-/// one cell's points say nothing of how it moves with `N` and `W`.
-pub const MIN_CELLS: usize = 2;
+/// Points of one architecture at least this many connection counts before the model
+/// predicts it: points at one `N` say nothing of how its costs move with `N` (three round
+/// trips at one connection, C of 20 us to 2 ms, predicted uring/2 at 22,527 req/s at 256
+/// connections, where it served 58,854).
+pub const MIN_LEVELS: usize = 2;
 
 /// What the models fitted on `records` (the run's points so far, in the cells `views` names)
-/// predict of `cell`'s candidates: each architecture measured in at least [`MIN_CELLS`] cells
+/// predict of `cell`'s candidates: each architecture measured at at least [`MIN_LEVELS`] connection counts
 /// (without a wait, or with one of the cell's kind, and one with a wait where the cell has
 /// one), at each of its pools. Points the lab set (the generator, the path), that failed or whose
 /// server's CPU is unknown are left out of the fit.
@@ -121,14 +123,14 @@ pub fn forecast_cell(
             // Waits of the other kind (blocking, or not) say nothing of these.
             .filter(|(v, _)| v.wait_ms == 0.0 || v.blocking == cell.blocking)
             .collect();
-        let mut cells: Vec<&str> = mine.iter().map(|(_, r)| r.cell.as_str()).collect();
-        cells.sort_unstable();
-        cells.dedup();
+        let mut levels: Vec<u32> = mine.iter().map(|(v, _)| v.concurrency).collect();
+        levels.sort_unstable();
+        levels.dedup();
         // A cell that waits is predicted only from points that waited as it does, unless the
         // run's budget asks the model to answer first (its waits then take no extra until a
         // point that waited shows one).
         let waited = mine.iter().any(|(v, _)| v.wait_ms > 0.0) || spec.point_budget.is_some();
-        if cells.len() < MIN_CELLS || (cell.wait_ms > 0.0 && !waited) {
+        if levels.len() < MIN_LEVELS || (cell.wait_ms > 0.0 && !waited) {
             continue;
         }
         let obs: Vec<Observed> = mine

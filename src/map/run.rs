@@ -259,7 +259,14 @@ fn cell_model(
         forecast: super::predictions::forecast_cell(
             spec, &view, views, records, handoff_us, machine,
         ),
-        allowance: budget.map(|t| PointBudget::allowance(t, records.len(), left)),
+        // Verification's full measurements are not the search's: not of the budget.
+        allowance: budget.map(|t| {
+            let spent = records
+                .iter()
+                .filter(|r| r.probe.rep < halving::VERIFY_REP)
+                .count();
+            PointBudget::allowance(t, spent, left)
+        }),
     }
 }
 
