@@ -535,7 +535,10 @@ pub fn search_cell(
     }
     say_how_rules_failed(&mut outcome, &cell.key, live.log);
     let verify = match (spec.verify, outcome.winner) {
-        (true, Some(_)) => Some(halving::verify(&probe_cell, &outcome, &mut live)?),
+        (true, Some(_)) => {
+            live.why("to verify: every candidate in full");
+            Some(halving::verify(&probe_cell, &outcome, &mut live)?)
+        }
         _ => None,
     };
     Some((outcome, verify))
