@@ -172,10 +172,8 @@ pub fn run_cells(
         return Ok(results);
     }
     let views = views_of(spec, &cells, &results, cores);
-    let budget = spec
-        .point_budget
-        .filter(|_| spec.predict)
-        .map(|b| b.points(grid));
+    // (Read only where the model predicts: see `cell_model`.)
+    let budget = spec.point_budget.map(|b| b.points(grid));
     for (index, cell) in cells.iter().enumerate() {
         let round_trip = round_trip_of(&results, cell);
         if lab.stopped() {
@@ -696,14 +694,9 @@ impl Progress {
 
     fn measured(&mut self) {
         self.measured += 1;
-        let why = if self.why.is_empty() {
-            "the round trip at one connection"
-        } else {
-            self.why
-        };
-        match self.whys.iter_mut().find(|(w, _)| *w == why) {
+        match self.whys.iter_mut().find(|(w, _)| *w == self.why) {
             Some((_, n)) => *n += 1,
-            None => self.whys.push((why, 1)),
+            None => self.whys.push((self.why, 1)),
         }
         if self.tty {
             eprint!("\r\x1b[2K{}", self.line());

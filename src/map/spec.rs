@@ -254,14 +254,13 @@ mod point_budget_text {
             Text(String),
             Number(usize),
         }
-        match Raw::deserialize(d)? {
-            Raw::Text(t) => PointBudget::parse(&t)
-                .map(Some)
-                .map_err(serde::de::Error::custom),
-            Raw::Number(n) => PointBudget::parse(&n.to_string())
-                .map(Some)
-                .map_err(serde::de::Error::custom),
-        }
+        let text = match Raw::deserialize(d)? {
+            Raw::Text(t) => t,
+            Raw::Number(n) => n.to_string(),
+        };
+        PointBudget::parse(&text)
+            .map(Some)
+            .map_err(serde::de::Error::custom)
     }
 }
 

@@ -67,27 +67,29 @@ pub fn solve(rate: &dyn Fn(usize) -> f64, delay_s: f64, n: usize) -> Vec<Level> 
     // every further level only adds to its queue: `O(1)` each, not `O(K)`.
     let mut drained = false;
     for customers in 1..=n {
+        let residence_s = if drained {
+            (queue + 1.0) / last
+        } else {
+            let head: f64 = (1..k).map(|j| j as f64 / mu[j - 1] * p[j - 1]).sum();
+            let weighted: f64 = p
+                .iter()
+                .enumerate()
+                .map(|(i, pi)| (i + 1) as f64 * pi)
+                .sum();
+            head + (queue + 1.0 - weighted) / last
+        };
+        let throughput = customers as f64 / (delay_s.max(0.0) + residence_s);
+        queue = throughput * residence_s;
+        levels.push(Level {
+            customers,
+            throughput,
+            residence_s,
+            queue,
+        });
         if drained {
-            let residence_s = (queue + 1.0) / last;
-            let throughput = customers as f64 / (delay_s.max(0.0) + residence_s);
-            queue = throughput * residence_s;
-            levels.push(Level {
-                customers,
-                throughput,
-                residence_s,
-                queue,
-            });
             continue;
         }
-        let head: f64 = (1..k).map(|j| j as f64 / mu[j - 1] * p[j - 1]).sum();
-        let weighted: f64 = p
-            .iter()
-            .enumerate()
-            .map(|(i, pi)| (i + 1) as f64 * pi)
-            .sum();
         let tail = (1.0 - p.iter().sum::<f64>()).max(0.0);
-        let residence_s = head + (queue + 1.0 - weighted) / last;
-        let throughput = customers as f64 / (delay_s.max(0.0) + residence_s);
         next.iter_mut().for_each(|v| *v = 0.0);
         for j in 1..k.saturating_sub(1) {
             next[j] = throughput / mu[j - 1] * p[j - 1];
@@ -101,13 +103,6 @@ pub fn solve(rate: &dyn Fn(usize) -> f64, delay_s: f64, n: usize) -> Vec<Level> 
         }
         std::mem::swap(&mut p, &mut next);
         drained = k > 1 && p.iter().sum::<f64>() < DRAINED;
-        queue = throughput * residence_s;
-        levels.push(Level {
-            customers,
-            throughput,
-            residence_s,
-            queue,
-        });
     }
     levels
 }

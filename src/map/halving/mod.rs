@@ -310,12 +310,16 @@ impl Search<'_> {
     /// them is always measured (the model's leader, to check it), the rest while a point is
     /// left beside the confirmation.
     fn is_over_budget(&self, c: Candidate) -> bool {
-        let checked = self
-            .samples
+        self.cell.predicted(c).is_some() && self.model_checked() && !self.can_spend(2)
+    }
+
+    /// Whether a candidate the model predicted was measured in this cell already (its
+    /// leader, checked).
+    fn model_checked(&self) -> bool {
+        self.samples
             .0
             .keys()
-            .any(|(k, _)| self.cell.predicted(*k).is_some());
-        self.cell.predicted(c).is_some() && checked && !self.can_spend(2)
+            .any(|(k, _)| self.cell.predicted(*k).is_some())
     }
 
     /// Under a budget, the first round runs the model's leader first, then the candidates
@@ -362,11 +366,7 @@ impl Search<'_> {
 
     /// Why a candidate of a halving round is measured.
     fn first_round_why(&self, c: Candidate, round: u32) -> &'static str {
-        let measured_predicted = self
-            .samples
-            .0
-            .keys()
-            .any(|(k, _)| self.cell.predicted(*k).is_some());
+        let measured_predicted = self.model_checked();
         match (round, self.cell.predicted(c)) {
             (2.., _) => "a halving round",
             (_, None) if self.cell.forecast.is_empty() => "the first round",

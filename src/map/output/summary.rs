@@ -507,18 +507,16 @@ pub(super) fn model_sentence(results: &MapResults) -> Option<String> {
         })
         .collect();
     let inside = measured.iter().filter(|r| r.inside() == Some(true)).count();
-    let left_out: usize = results
-        .cells
-        .iter()
-        .filter_map(|c| c.outcome.as_ref())
-        .map(|o| o.predicted_out.len())
-        .sum();
-    let over_budget: usize = results
-        .cells
-        .iter()
-        .filter_map(|c| c.outcome.as_ref())
-        .map(|o| o.over_budget.len())
-        .sum();
+    let left_out_by = |list: fn(&crate::map::halving::Outcome) -> &Vec<String>| -> usize {
+        results
+            .cells
+            .iter()
+            .filter_map(|c| c.outcome.as_ref())
+            .map(|o| list(o).len())
+            .sum()
+    };
+    let left_out = left_out_by(|o| &o.predicted_out);
+    let over_budget = left_out_by(|o| &o.over_budget);
     let budget = results.spec.point_budget.map_or(String::new(), |b| {
         let total = b.points(results.full_grid_points);
         format!(
