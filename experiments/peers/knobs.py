@@ -128,18 +128,28 @@ def main():
     parent = os.getpid()
     children = []
     procs = args.procs if args.procs > 0 else os.cpu_count()
+    # Every process's listener is bound before any child runs, so the first connections
+    # spread over all of them (a child that bound late would find them all taken by another).
+    listeners = []
     for _ in range(procs):
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        listener.bind(("127.0.0.1", args.port))
+        listener.listen(1024)
+        listener.setblocking(False)
+        listeners.append(listener)
+    for mine in listeners:
         pid = os.fork()
         if pid == 0:
-            listener = socket.socket()
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            listener.bind(("127.0.0.1", args.port))
-            listener.listen(1024)
-            listener.setblocking(False)
-            serve(listener, args.threads, parent)
+            for other in listeners:
+                if other is not mine:
+                    other.close()
+            serve(mine, args.threads, parent)
             os._exit(0)
         children.append(pid)
+    for listener in listeners:
+        listener.close()
 
     def stop(*_):
         for pid in children:
