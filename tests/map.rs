@@ -797,6 +797,11 @@ fn advise_predict_answers_from_at_most_12_points_and_the_pick_lands_inside_its_i
             );
             // Each prediction is held to its own bound: the server's cost counted.
             assert!(rps <= r["bound_rps"].as_f64().unwrap() * 1.0001, "{r}");
+            // Its median and p99, scaled from the latencies its own point showed.
+            let (p50, p99) = (r["p50_ms"].as_f64().unwrap(), r["p99_ms"].as_f64().unwrap());
+            assert!(p50 > 0.0 && p50 <= p99, "{r}");
+            assert!(r["p99_low_ms"].as_f64().unwrap() < p99, "{r}");
+            assert!(p99 < r["p99_high_ms"].as_f64().unwrap(), "{r}");
         }
         // Most throughput first; the pick is the first that meets the p99 bound.
         let first = rows.iter().find(|r| r["meets_p99"] == true).unwrap();
@@ -808,6 +813,11 @@ fn advise_predict_answers_from_at_most_12_points_and_the_pick_lands_inside_its_i
         let inside = (f["pick"]["low"].as_f64().unwrap()..=f["pick"]["high"].as_f64().unwrap())
             .contains(&measured);
         assert_eq!(c["inside"], inside, "{advice}");
+        let p99 = c["p99_us"].as_f64().unwrap() / 1000.0;
+        let p99_inside = (f["pick"]["p99_low_ms"].as_f64().unwrap()
+            ..=f["pick"]["p99_high_ms"].as_f64().unwrap())
+            .contains(&p99);
+        assert_eq!(c["p99_inside"], p99_inside, "{advice}");
         if inside {
             return;
         }

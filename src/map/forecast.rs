@@ -45,7 +45,14 @@ pub struct ForecastRow {
     /// The server's CPU a request beyond C and the generator's, fitted, µs.
     pub overhead_us: f64,
     pub generator_us: f64,
-    /// The mean latency predicted meets the p99 bound (a p99 is no lower than the mean).
+    /// The median and p99 predicted (the mean scaled by the ratios the model's points
+    /// showed), and the p99's interval, ms (0: no latency measured to scale by).
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub p99_low_ms: f64,
+    pub p99_high_ms: f64,
+    /// The p99 predicted meets the p99 bound (where none is predicted, the mean latency: a
+    /// p99 is no lower than the mean).
     pub meets_p99: bool,
 }
 
@@ -70,6 +77,9 @@ pub struct Confirmation {
     pub window_ms: u32,
     /// Its throughput fell inside the interval predicted.
     pub inside: bool,
+    /// Its p99 fell inside the p99's interval predicted (`None`: none was predicted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_inside: Option<bool>,
     pub meets_p99: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<Limit>,
@@ -130,7 +140,15 @@ fn best_row(
         binding: model.binding_name(p.prediction.binding).to_string(),
         overhead_us: model.overhead.at(cell.concurrency, cell.cpu_us),
         generator_us: model.generator.at(cell.concurrency, cell.cpu_us),
-        meets_p99: latency_ms * 1000.0 <= cell.p99_bound_us,
+        p50_ms: p.p50.us / 1000.0,
+        p99_ms: p.p99.us / 1000.0,
+        p99_low_ms: p.p99.low / 1000.0,
+        p99_high_ms: p.p99.high / 1000.0,
+        meets_p99: if p.p99.us > 0.0 {
+            p.p99.low <= cell.p99_bound_us
+        } else {
+            latency_ms * 1000.0 <= cell.p99_bound_us
+        },
     })
 }
 
@@ -222,6 +240,9 @@ fn confirm(
         p99_us: sample.p99_us,
         window_ms,
         inside: pick.holds(sample.rps),
+        p99_inside: (pick.p99_ms > 0.0).then(|| {
+            (pick.p99_low_ms * 1000.0..=pick.p99_high_ms * 1000.0).contains(&sample.p99_us)
+        }),
         meets_p99: sample.meets(real.p99_bound_us),
         limit: sample.limit,
     })
@@ -242,15 +263,27 @@ pub struct PredictedAdvice {
     pub wall_s: f64,
 }
 
-/// A row in words: `1,850 req/s (1,700 to 1,990), bound by cores; mean latency 34.6 ms`.
+/// A row in words: `1,850 req/s (1,700 to 1,990), bound by cores; mean latency 34.6 ms,
+/// p50 33.1 ms, p99 41.0 ms (37.7 ms to 44.3 ms)`.
 fn row_words(r: &ForecastRow) -> String {
     format!(
-        "{} req/s ({} to {}), bound by {}; mean latency {}",
+        "{} req/s ({} to {}), bound by {}; mean latency {}{}",
         thousands(r.rps),
         thousands(r.low),
         thousands(r.high),
         r.binding,
-        duration_us(r.latency_ms * 1000.0)
+        duration_us(r.latency_ms * 1000.0),
+        if r.p99_ms > 0.0 {
+            format!(
+                ", p50 {}, p99 {} ({} to {})",
+                duration_us(r.p50_ms * 1000.0),
+                duration_us(r.p99_ms * 1000.0),
+                duration_us(r.p99_low_ms * 1000.0),
+                duration_us(r.p99_high_ms * 1000.0)
+            )
+        } else {
+            String::new()
+        }
     )
 }
 
@@ -299,7 +332,7 @@ pub fn text(a: &PredictedAdvice) -> String {
     }
     match (&f.confirmation, &f.pick) {
         (Some(c), Some(p)) => out.push_str(&format!(
-            "  measured: {} at {} req/s in {}, p99 {}: {} its interval ({} to {}){}\n",
+            "  measured: {} at {} req/s in {}, p99 {}: {} its interval ({} to {}){}{}\n",
             c.label,
             thousands(c.rps),
             duration_us(f64::from(c.window_ms) * 1000.0),
@@ -307,6 +340,15 @@ pub fn text(a: &PredictedAdvice) -> String {
             if c.inside { "inside" } else { "outside" },
             thousands(p.low),
             thousands(p.high),
+            match c.p99_inside {
+                Some(inside) => format!(
+                    "; its p99 {} the p99's ({} to {})",
+                    if inside { "inside" } else { "outside" },
+                    duration_us(p.p99_low_ms * 1000.0),
+                    duration_us(p.p99_high_ms * 1000.0)
+                ),
+                None => String::new(),
+            },
             c.limit
                 .as_ref()
                 .map(|l| format!("; what limited it: {}: {}", l.kind.name(), l.evidence))

@@ -31,15 +31,25 @@ pub fn placement(spec: &MapSpec, cell: &Cell, c: Candidate, machine: f64) -> Pla
 }
 
 /// The pools a candidate architecture is predicted at: every pool of the grid where its
-/// workers each hold a request or run a loop, its starting pool where they hold connections.
+/// workers each hold a request or run a loop, its starting pool where they hold connections,
+/// and the rules of thumb's pools (so that what a rule would lose is predicted, not measured,
+/// under a budget).
 pub fn pools(cell: &Cell, arch: Arch) -> Vec<Option<u32>> {
     if !arch.pooled() {
-        vec![None]
-    } else if arch.holds_connections() {
+        return vec![None];
+    }
+    let mut pools: Vec<Option<u32>> = if arch.holds_connections() {
         vec![cell.start_pool(arch)]
     } else {
         cell.grid_pools().into_iter().map(Some).collect()
+    };
+    for (_, w) in cell.rules_for(arch) {
+        let w = Some(w.clamp(1, cell.pool_cap()));
+        if !pools.contains(&w) {
+            pools.push(w);
+        }
     }
+    pools
 }
 
 /// A cell's request, as the model reads it.
@@ -89,6 +99,8 @@ pub fn observed(
         rps: sample.rps,
         server_us: sample.cpu_us,
         client_us: sample.client_cpu_us,
+        p50_us: sample.p50_us,
+        p99_us: sample.p99_us,
         placement: placement(spec, cell, c, machine),
     }
 }

@@ -135,16 +135,6 @@ pub fn cell_of(spec: &MapSpec, cell: &CellSpec, cores: u32, rules: &[(String, u3
     }
 }
 
-/// The pool sizes people reach for, by name, for a cell: Goetz's, `2n+1` and the
-/// architecture's default are named in [`CellResult`]; `advise` measures all three.
-pub fn rules_for(cores: u32, goetz: u32, default_pool: u32) -> Vec<(String, u32)> {
-    vec![
-        ("goetz".into(), goetz),
-        ("2n+1".into(), 2 * cores + 1),
-        ("default".into(), default_pool),
-    ]
-}
-
 /// Runs every cell not yet finished, saving the results after each; returns them.
 pub fn run_cells(
     spec: &MapSpec,
@@ -520,13 +510,8 @@ pub fn search_cell(
     // with them; the second run's points up to the rules come from the point log, not a server.
     let mut outcome = halving::search(&probe_cell, &mut live)?;
     if let Some(winner) = outcome.winner.filter(|w| w.arch.pooled()) {
-        let default_pool = winner
-            .arch
-            .default_workers(probe_cell.cores as usize)
-            .max(1) as u32;
-        let rules = rules_for(probe_cell.cores, probe_cell.goetz(), default_pool);
         let rules_cell = Cell {
-            rules,
+            rules: probe_cell.rules_for(winner.arch),
             ..probe_cell.clone()
         };
         outcome = halving::search(&rules_cell, &mut live)?;

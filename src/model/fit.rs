@@ -27,6 +27,11 @@ pub const MIN_ERROR: f64 = 0.08;
 /// ... and is this many times the median relative miss on the points it was fitted on (about
 /// two standard deviations of a normal spread: 1.48 x the median absolute miss is one).
 pub const ERROR_MARGIN: f64 = 3.0;
+/// ... and a latency's interval never under this share: two runs of one server's p99 differ
+/// by about this much (the search ranks p99s within 20% as equal), and a 300 ms window's tail
+/// is shorter than a 3 s one's (async/2 at 5 ms waits, 32 connections: 12.0 ms predicted from
+/// a 300 ms point, 14.3 ms measured in 3 s).
+pub const MIN_LATENCY_ERROR: f64 = 0.20;
 /// The most a wait is fitted to take beyond what it asked for, µs.
 pub const MAX_EXTRA_WAIT_US: f64 = 1_000_000.0;
 
@@ -52,6 +57,9 @@ pub struct Observed {
     pub server_us: f64,
     /// The load generator's CPU a request, µs.
     pub client_us: f64,
+    /// Its median and 99th percentile latency, µs (0: not known).
+    pub p50_us: f64,
+    pub p99_us: f64,
     /// Where it ran (its pool's cores, the budget): points of several pools and cells fit
     /// one model.
     pub placement: Placement,
@@ -151,6 +159,66 @@ pub struct Predicted {
     pub prediction: Prediction,
     pub low: f64,
     pub high: f64,
+    /// The median and 99th percentile latency, µs, each with its interval (0: the model has
+    /// no measured latency to scale by).
+    pub p50: Latency,
+    pub p99: Latency,
+}
+
+/// A predicted latency and its interval, µs.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Latency {
+    pub us: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+/// How a percentile of the measured latency stands to the model's mean latency at the same
+/// point: their median ratio, and the interval's half-width as a share. A closed loop's
+/// percentiles scale with its mean where the same term binds (the wait and its timers, or the
+/// queue for the cores), so the ratio measured where the model already holds carries the
+/// shape of the server's latency (a thread per connection woken late has a long tail) to the
+/// candidates it predicts.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LatencyRatio {
+    pub ratio: f64,
+    pub error: f64,
+}
+
+impl LatencyRatio {
+    /// The median of `ratios` (measured over predicted), its error [`ERROR_MARGIN`] times the
+    /// median relative deviation from it, at least [`MIN_LATENCY_ERROR`]. Zero without a
+    /// ratio.
+    pub fn fit(ratios: &[f64]) -> LatencyRatio {
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let mut v: Vec<f64> = ratios
+            .iter()
+            .copied()
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .collect();
+        if v.is_empty() {
+            return LatencyRatio::default();
+        }
+        let ratio = median(&mut v);
+        let mut dev: Vec<f64> = v.iter().map(|r| (r / ratio - 1.0).abs()).collect();
+        LatencyRatio {
+            ratio,
+            error: (median(&mut dev) * ERROR_MARGIN).max(MIN_LATENCY_ERROR),
+        }
+    }
+
+    /// `mean_us` scaled, with its interval.
+    pub fn at(&self, mean_us: f64) -> Latency {
+        let us = self.ratio * mean_us;
+        Latency {
+            us,
+            low: us * (1.0 - self.error).max(0.0),
+            high: us * (1.0 + self.error),
+        }
+    }
 }
 
 impl Predicted {
@@ -181,6 +249,9 @@ pub struct Fitted {
     /// The worst relative miss on the points it was fitted on, and how many.
     pub worst_miss: f64,
     pub points: usize,
+    /// The measured median and p99 over the model's mean latency at the same points.
+    pub p50: LatencyRatio,
+    pub p99: LatencyRatio,
 }
 
 impl Fitted {
@@ -214,6 +285,8 @@ impl Fitted {
             error: MIN_ERROR,
             worst_miss: 0.0,
             points: known.len(),
+            p50: LatencyRatio::default(),
+            p99: LatencyRatio::default(),
         };
         if known.iter().any(|p| p.workload.wait_us > 0.0) {
             fitted.wait_extra_us = fitted.fit_extra_wait(&known);
@@ -224,6 +297,12 @@ impl Fitted {
         // The median miss, not the worst: one point the model cannot explain (a server that
         // failed half its requests) would otherwise widen every interval of its architecture.
         fitted.error = (misses[misses.len() / 2] * ERROR_MARGIN).max(MIN_ERROR);
+        let ratios = |of: fn(&Observed) -> f64| -> Vec<f64> {
+            known.iter().map(|p| of(p) / fitted.latency_at(p)).collect()
+        };
+        let (p50, p99) = (ratios(|p| p.p50_us), ratios(|p| p.p99_us));
+        fitted.p50 = LatencyRatio::fit(&p50);
+        fitted.p99 = LatencyRatio::fit(&p99);
         Some(fitted)
     }
 
@@ -235,6 +314,15 @@ impl Fitted {
             ..*self
         };
         there.central(&p.workload, p.connections, p.pool).rps / p.rps - 1.0
+    }
+
+    /// The model's mean latency at a measured point, where it ran, µs.
+    fn latency_at(&self, p: &Observed) -> f64 {
+        let there = Fitted {
+            placement: p.placement,
+            ..*self
+        };
+        there.central(&p.workload, p.connections, p.pool).latency_us
     }
 
     /// The extra wait that best fits the points that waited (least squares of the relative
@@ -306,7 +394,8 @@ impl Fitted {
         predict(&self.server_at(&served, n), &served, n, pool)
     }
 
-    /// A candidate predicted: MVA's throughput, within `error` either side. (Not capped at
+    /// A candidate predicted: MVA's throughput, within `error` either side, and its median
+    /// and p99 latency, the mean scaled by the ratios measured. (Throughput is not capped at
     /// the bound: the bound is made of the same measured costs, and a short window's costs
     /// run high, the generator's most: 64 connections made in 300 ms put its CPU a request
     /// at 48 to 50 us where 3 s put it at 30.)
@@ -316,6 +405,8 @@ impl Fitted {
             prediction,
             low: (prediction.rps * (1.0 - self.error)).max(0.0),
             high: prediction.rps * (1.0 + self.error),
+            p50: self.p50.at(prediction.latency_us),
+            p99: self.p99.at(prediction.latency_us),
         }
     }
 
@@ -399,6 +490,8 @@ mod tests {
             rps: x,
             server_us: workload.cpu_us + truth.overhead.at(n, workload.cpu_us),
             client_us: truth.generator.at(n, workload.cpu_us),
+            p50_us: 0.0,
+            p99_us: 0.0,
             placement: truth.placement,
         }
     }
@@ -426,6 +519,8 @@ mod tests {
             error: 0.0,
             worst_miss: 0.0,
             points: 0,
+            p50: LatencyRatio::default(),
+            p99: LatencyRatio::default(),
         };
         let fit_at = [
             (1, 0.0),
@@ -471,6 +566,64 @@ mod tests {
     }
 
     #[test]
+    fn latencies_are_the_mean_scaled_by_the_ratio_measured() {
+        // Ratios 1.2, 1.25, 1.3, 1.28 and one outlier of 3: the median, 1.28; deviations from
+        // it of 0.0625, 0.023, 0.016, 0 and 1.34: their median (0.023) x 3 is under the
+        // floor of 20%.
+        let r = LatencyRatio::fit(&[1.2, 1.25, 1.3, 1.28, 3.0]);
+        assert_eq!(r.ratio, 1.28);
+        assert_eq!(r.error, MIN_LATENCY_ERROR);
+        let at = r.at(1000.0);
+        assert!(
+            (at.us - 1280.0).abs() < 1e-9 && (at.low - 1024.0).abs() < 1e-9,
+            "{at:?}"
+        );
+        // Ratios spread wider than the floor: 1, 2 and 3, deviations from 2 of 0.5, 0 and
+        // 0.5, so 1.5.
+        assert_eq!(LatencyRatio::fit(&[1.0, 2.0, 3.0]).error, 1.5);
+        assert_eq!(LatencyRatio::fit(&[0.0, f64::NAN]), LatencyRatio::default());
+        // A server whose median is 0.9 and p99 1.5 times its mean latency at every point:
+        // fitted at 1 and 16 connections, it predicts both at 64 connections and a wait.
+        let truth = Fitted {
+            holding: Holding::Loops,
+            placement: placement(),
+            overhead: CostCurve {
+                a: 10.0,
+                ..Default::default()
+            },
+            generator: CostCurve {
+                a: 8.0,
+                ..Default::default()
+            },
+            handoff_us: 15.0,
+            wait_extra_us: 0.0,
+            error: 0.0,
+            worst_miss: 0.0,
+            points: 0,
+            p50: LatencyRatio::default(),
+            p99: LatencyRatio::default(),
+        };
+        let points: Vec<Observed> = [(1, 0.0), (16, 0.0), (16, 500.0)]
+            .iter()
+            .map(|&(n, w)| {
+                let mean = truth.central(&work(20.0, w), n, None).latency_us;
+                Observed {
+                    p50_us: 0.9 * mean,
+                    p99_us: 1.5 * mean,
+                    ..observed(&truth, work(20.0, w), n)
+                }
+            })
+            .collect();
+        let model = Fitted::fit(Holding::Loops, &points, 15.0).unwrap();
+        assert!((model.p99.ratio - 1.5).abs() < 1e-6, "{model:?}");
+        let p = model.predict(&work(20.0, 2000.0), 64, None);
+        let mean = truth.central(&work(20.0, 2000.0), 64, None).latency_us;
+        assert!((p.p99.us / (1.5 * mean) - 1.0).abs() < 1e-6, "{p:?} {mean}");
+        assert!((p.p50.us / (0.9 * mean) - 1.0).abs() < 1e-6, "{p:?} {mean}");
+        assert!(p.p99.low < p.p99.us && p.p99.us < p.p99.high);
+    }
+
+    #[test]
     fn waits_served_longer_than_asked_are_fitted_as_an_extra() {
         // A server whose 10 ms waits take 13 (its timers), measured once at 16 connections:
         // the extra comes back, and 48 connections are predicted as the truth serves them.
@@ -490,6 +643,8 @@ mod tests {
             error: 0.0,
             worst_miss: 0.0,
             points: 0,
+            p50: LatencyRatio::default(),
+            p99: LatencyRatio::default(),
         };
         let point = observed(&truth, work(1000.0, 10_000.0), 16);
         let model = Fitted::fit(Holding::Loops, &[point], 15.0).unwrap();
@@ -533,6 +688,8 @@ mod tests {
             error: MIN_ERROR,
             worst_miss: 0.0,
             points: 1,
+            p50: LatencyRatio::default(),
+            p99: LatencyRatio::default(),
         };
         let p = m.predict(&work(20.0, 0.0), 256, None);
         assert!((p.prediction.bound_rps - 1e6 / 30.0).abs() < 1e-6, "{p:?}");

@@ -87,18 +87,34 @@ impl Cell {
     }
 
     /// The pool the model predicts best for a pooled architecture: the smallest of its
-    /// predicted pools within [`TIE_FRACTION`] of its best ([`smallest_within_tie`]). `None`:
-    /// no pool predicted, or none above 0.
+    /// predicted pools within [`TIE_FRACTION`] of its best ([`smallest_within_tie`]), never
+    /// one that leaves connections without a worker where each holds one. `None`: no pool
+    /// predicted, or none above 0.
     pub fn predicted_pool(&self, arch: Arch) -> Option<u32> {
+        let serves_all =
+            |w: u32| !arch.holds_connections() || w >= self.concurrency.min(self.pool_cap());
         let mine: Vec<(Candidate, Predicted)> = self
             .forecast
             .iter()
-            .filter(|(c, _)| c.arch == arch && c.workers.is_some())
+            .filter(|(c, _)| c.arch == arch && c.workers.is_some_and(serves_all))
             .copied()
             .collect();
         smallest_within_tie(&mine)
             .filter(|(_, p)| p.prediction.rps > 0.0)
             .and_then(|(c, _)| c.workers)
+    }
+
+    /// The rules of thumb's pools for `arch`: Goetz's, `2n+1` on the cell's cores, and the
+    /// architecture's default there.
+    pub fn rules_for(&self, arch: Arch) -> Vec<(String, u32)> {
+        vec![
+            ("goetz".into(), self.goetz()),
+            ("2n+1".into(), 2 * self.cores + 1),
+            (
+                "default".into(),
+                arch.default_workers(self.cores as usize).max(1) as u32,
+            ),
+        ]
     }
 
     /// Goetz's pool, `cores x (1 + W/C)`, rounded, within `1..=cap`.

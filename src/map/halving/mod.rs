@@ -49,6 +49,9 @@ pub const VERIFY_MS: u32 = 3000;
 /// The repetition numbers verification's probes carry (this and the next), apart from the
 /// search's own.
 pub const VERIFY_REP: u32 = 9;
+/// Under a budget, candidates measured under their predicted intervals after which a cell is
+/// taken to run slower than the model says as a whole: the model's leader and two more.
+const CELL_UNDER: usize = 3;
 /// At most this many candidates run a second time in the halving's last round.
 const SECOND_RUNS: usize = 2;
 /// The longest window the search asks for.
@@ -259,7 +262,7 @@ impl Search<'_> {
                 }
             }
             if rounds == 1 {
-                self.until_one_meets(ms)?;
+                self.until_decided(ms)?;
             }
             alive.retain(|c| {
                 !self.outclassed.contains(c)
@@ -325,17 +328,37 @@ impl Search<'_> {
     /// Under a budget, the first round runs the model's leader first, then the candidates
     /// the model does not know (it cannot predict them; measured whatever the budget), then
     /// the rest in the order of their predicted throughput, so that what the budget leaves
-    /// out is what the model ranks lowest.
+    /// out is what the model ranks lowest. The leader is ranked as the search ranks: of those
+    /// predicted within [`TIE_FRACTION`] of the most throughput, the most throughput among
+    /// those whose predicted p99 is within the cell's tolerance of the lowest.
     fn budget_order(&self, alive: &mut [Candidate]) {
         if self.cell.allowance.is_none() {
             return;
         }
         let predicted = |c: &Candidate| self.cell.predicted(*c).map(|p| p.prediction.rps);
-        let leader = alive
+        let top = alive.iter().filter_map(predicted).fold(0.0, f64::max);
+        let p99 = |c: &Candidate| {
+            self.cell
+                .predicted(*c)
+                .map(|p| p.p99.us)
+                .filter(|us| *us > 0.0)
+                .unwrap_or(f64::INFINITY)
+        };
+        let close: Vec<Candidate> = alive
             .iter()
-            .filter_map(|c| Some((*c, predicted(c)?)))
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|(c, _)| c);
+            .filter(|c| predicted(c).is_some_and(|r| r >= top * (1.0 - TIE_FRACTION)))
+            .copied()
+            .collect();
+        let lowest = close.iter().map(p99).fold(f64::INFINITY, f64::min);
+        let t = self.cell.p99_tolerance();
+        let leader = close
+            .into_iter()
+            .filter(|c| p99(c) <= (lowest * (1.0 + t.fraction)).max(lowest + t.floor))
+            .max_by(|a, b| {
+                predicted(a)
+                    .unwrap_or(0.0)
+                    .total_cmp(&predicted(b).unwrap_or(0.0))
+            });
         let key = |c: &Candidate| {
             if Some(*c) == leader {
                 f64::INFINITY
@@ -346,22 +369,48 @@ impl Search<'_> {
         alive.sort_by(|a, b| key(b).total_cmp(&key(a)));
     }
 
-    /// Under a budget, where nothing measured in the first round met the p99 bound (the
-    /// model's leaders starved their connections, say): what the budget left out is measured
-    /// in the model's order, past the allowance, until one meets it. A cell has a winner
-    /// wherever one was there to find. `None`: interrupted.
-    fn until_one_meets(&mut self, ms: u32) -> Option<()> {
+    /// Under a budget, where the first round did not decide: what the budget left out is
+    /// measured in the model's order, past the allowance (until [`CELL_UNDER`] measured
+    /// under their intervals), while nothing measured met the p99
+    /// bound (the model's leaders starved their connections, say) or the candidate's interval
+    /// lies wholly above the best measured (the model's leader measured below it: the model
+    /// says the one left out would beat every one measured, so either it does or the model is
+    /// wrong about the cell). A cell has a winner wherever one was there to find, and no
+    /// candidate the model ranks clearly above the pick is left out. `None`: interrupted.
+    fn until_decided(&mut self, ms: u32) -> Option<()> {
         let mut left = std::mem::take(&mut self.over_budget);
         self.budget_order(&mut left);
         for c in left {
-            if self.best_measured() > 0.0 {
+            let best = self.best_measured();
+            let above = self.cell.predicted(c).is_some_and(|p| p.low > best);
+            // Three measured under their intervals: the whole cell runs slower than the model
+            // says (the machine busy, or a term it lacks), not its leader alone; its order of
+            // the rest is as good as a measurement of them.
+            if best > 0.0 && (!above || self.measured_under() >= CELL_UNDER) {
                 self.over_budget.push(c);
-            } else {
-                self.why = "nothing measured met the p99 bound";
-                self.run(c, ms, 0)?;
+                continue;
             }
+            self.why = if best > 0.0 {
+                "its interval is above every one measured"
+            } else {
+                "nothing measured met the p99 bound"
+            };
+            self.run(c, ms, 0)?;
         }
         Some(())
+    }
+
+    /// How many candidates the model predicted measured under their intervals in this cell.
+    fn measured_under(&self) -> usize {
+        let mut seen: Vec<Candidate> = self.samples.0.keys().map(|(k, _)| *k).collect();
+        seen.dedup();
+        seen.iter()
+            .filter(|k| {
+                self.cell
+                    .predicted(**k)
+                    .is_some_and(|p| mean_rps(self.samples.longest(**k)) < p.low)
+            })
+            .count()
     }
 
     /// Why a candidate of a halving round is measured.

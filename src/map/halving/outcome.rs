@@ -81,6 +81,18 @@ pub struct PredictionRow {
     pub measured_rps: Option<f64>,
     #[serde(default)]
     pub window_ms: u32,
+    /// The predicted median and p99 latency, µs, the p99's interval (0: the model had no
+    /// latency measured to scale by), and the p99 measured (with `measured_rps`).
+    #[serde(default)]
+    pub p50_us: f64,
+    #[serde(default)]
+    pub p99_us: f64,
+    #[serde(default)]
+    pub p99_low: f64,
+    #[serde(default)]
+    pub p99_high: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_p99_us: Option<f64>,
 }
 
 impl PredictionRow {
@@ -89,6 +101,20 @@ impl PredictionRow {
         self.measured_rps
             .filter(|m| *m > 0.0)
             .map(|m| self.rps / m - 1.0)
+    }
+
+    /// The model's miss on its p99, a share of the measured one (`None`: either unknown).
+    pub fn p99_miss(&self) -> Option<f64> {
+        let measured = self.measured_p99_us.filter(|m| *m > 0.0)?;
+        (self.p99_us > 0.0).then(|| self.p99_us / measured - 1.0)
+    }
+
+    /// Whether the measured p99 fell inside the predicted p99's interval (`None`: either
+    /// unknown).
+    pub fn p99_inside(&self) -> Option<bool> {
+        self.p99_miss()?;
+        self.measured_p99_us
+            .map(|m| (self.p99_low..=self.p99_high).contains(&m))
     }
 
     /// Whether the measurement fell inside the interval.
@@ -119,6 +145,12 @@ pub(super) fn prediction_rows(s: &Search) -> Vec<PredictionRow> {
                 binding: p.prediction.binding,
                 measured_rps: (!samples.is_empty()).then(|| super::mean_rps(samples)),
                 window_ms: s.samples.longest_ms(c).unwrap_or(0),
+                p50_us: p.p50.us,
+                p99_us: p.p99.us,
+                p99_low: p.p99.low,
+                p99_high: p.p99.high,
+                measured_p99_us: (!samples.is_empty())
+                    .then(|| samples.iter().map(|x| x.p99_us).sum::<f64>() / samples.len() as f64),
             })
         })
         .collect()

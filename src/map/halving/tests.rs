@@ -739,6 +739,8 @@ fn predicted(rps: f64) -> crate::model::fit::Predicted {
         },
         low: rps * 0.92,
         high: rps * 1.08,
+        p50: Default::default(),
+        p99: Default::default(),
     }
 }
 
@@ -848,4 +850,123 @@ fn a_budget_measures_the_models_leader_and_leaves_the_lowest_predicted_out() {
     assert!(off.asked.iter().any(|p| p.candidate.arch == Arch::Hybrid));
     assert_ne!(out.winner.unwrap().arch, Arch::Async);
     assert!(off.asked.len() <= 4, "{:?}", off.asked);
+}
+
+#[test]
+fn under_a_budget_what_the_model_places_above_every_one_measured_is_measured() {
+    // The model far off on this cell: its leader (async/2, 1,880 predicted) and hybrid/2
+    // measure 1,200 and 1,250, reactors (unknown) 1,300. Twice the allowance is spent; uring/2
+    // and threaded are left over, but uring/2's interval (1,674 to 1,966) lies wholly above
+    // the best measured: it is measured past the allowance (1,800, the winner), and then
+    // threaded's (1,665 to 1,955) is not, so it stays out.
+    let truth = |c: Candidate| match c.arch {
+        Arch::Async => (1200.0, 30_000.0),
+        Arch::Hybrid => (1250.0, 30_000.0),
+        Arch::Reactors => (1300.0, 30_000.0),
+        _ => (1800.0, 30_000.0),
+    };
+    let archs = [
+        Arch::Async,
+        Arch::Hybrid,
+        Arch::Reactors,
+        Arch::Uring,
+        Arch::Threaded,
+    ];
+    let mut c = cell(&archs, 64);
+    c.rules = Vec::new();
+    let at = |arch, workers| Candidate { arch, workers };
+    c.forecast = vec![
+        (at(Arch::Async, Some(2)), predicted(1880.0)),
+        (at(Arch::Hybrid, Some(2)), predicted(1840.0)),
+        (at(Arch::Uring, Some(2)), predicted(1820.0)),
+        (at(Arch::Threaded, None), predicted(1810.0)),
+    ];
+    c.allowance = Some(2);
+    let mut curve = synthetic(truth);
+    let out = search(&c, &mut curve).unwrap();
+    // (A window too short for the cell's cycles is measured again, longer, at once.)
+    let mut first: Vec<Arch> = curve.asked.iter().map(|p| p.candidate.arch).collect();
+    first.dedup();
+    first.truncate(4);
+    assert_eq!(
+        first,
+        [Arch::Async, Arch::Reactors, Arch::Hybrid, Arch::Uring],
+        "{:?}",
+        curve.asked
+    );
+    assert_eq!(out.winner.unwrap().arch, Arch::Uring);
+    assert_eq!(out.over_budget, ["threaded"]);
+    assert!(curve
+        .asked
+        .iter()
+        .all(|p| p.candidate.arch != Arch::Threaded));
+    // The whole cell 40% under the model: after three measured under their intervals (async,
+    // hybrid, then uring, chased), the rest is not chased.
+    let mut slow = synthetic(|k: Candidate| match k.arch {
+        Arch::Async => (1128.0, 30_000.0),
+        Arch::Hybrid => (1104.0, 30_000.0),
+        Arch::Reactors => (700.0, 30_000.0),
+        Arch::Uring => (1092.0, 30_000.0),
+        _ => (1086.0, 30_000.0),
+    });
+    let out = search(&c, &mut slow).unwrap();
+    assert!(slow.asked.iter().any(|p| p.candidate.arch == Arch::Uring));
+    assert!(slow
+        .asked
+        .iter()
+        .all(|p| p.candidate.arch != Arch::Threaded));
+    assert_eq!(out.over_budget, ["threaded"]);
+    assert_eq!(out.winner.unwrap().arch, Arch::Async);
+}
+
+#[test]
+fn under_a_budget_the_models_leader_is_ranked_by_its_p99_among_throughput_ties() {
+    // async/2 and hybrid/2 within 5% of each other: hybrid/2's predicted p99 (20 ms) is well
+    // under async/2's (60 ms), so it is the leader, measured first; uring/2, 10% under, is
+    // not in the running whatever its p99.
+    let with_p99 = |rps: f64, p99_us: f64| {
+        let mut p = predicted(rps);
+        p.p99 = crate::model::fit::Latency {
+            us: p99_us,
+            low: p99_us * 0.9,
+            high: p99_us * 1.1,
+        };
+        p
+    };
+    let archs = [Arch::Async, Arch::Hybrid, Arch::Uring];
+    let mut c = cell(&archs, 64);
+    c.rules = Vec::new();
+    let at = |arch| Candidate {
+        arch,
+        workers: Some(2),
+    };
+    c.forecast = vec![
+        (at(Arch::Async), with_p99(1880.0, 60_000.0)),
+        (at(Arch::Hybrid), with_p99(1850.0, 20_000.0)),
+        (at(Arch::Uring), with_p99(1690.0, 5_000.0)),
+    ];
+    c.allowance = Some(2);
+    let mut curve = synthetic(|k: Candidate| match k.arch {
+        Arch::Hybrid => (1850.0, 20_000.0),
+        _ => (1880.0, 60_000.0),
+    });
+    search(&c, &mut curve).unwrap();
+    assert_eq!(
+        curve.asked[0].candidate.arch,
+        Arch::Hybrid,
+        "{:?}",
+        curve.asked
+    );
+    // Without predicted p99s, the most throughput leads.
+    for (_, p) in &mut c.forecast {
+        p.p99 = Default::default();
+    }
+    let mut plain = synthetic(|_| (1880.0, 60_000.0));
+    search(&c, &mut plain).unwrap();
+    assert_eq!(
+        plain.asked[0].candidate.arch,
+        Arch::Async,
+        "{:?}",
+        plain.asked
+    );
 }

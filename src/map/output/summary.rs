@@ -535,13 +535,38 @@ pub(super) fn model_sentence(results: &MapResults) -> Option<String> {
             }
         )
     });
+    let p99 = p99_sentence(&measured);
     Some(format!(
         "The model predicted {} candidates that were then measured, {} of them inside their \
-         intervals; its median miss by architecture: {}. It left {} candidates out \
+         intervals; its median miss by architecture: {}.{p99} It left {} candidates out \
          unmeasured.{budget}",
         measured.len(),
         inside,
         per_arch.join(", "),
         left_out
     ))
+}
+
+/// The model's miss on the p99s it predicted and were measured, a sentence (empty: none).
+fn p99_sentence(measured: &[&&crate::map::halving::PredictionRow]) -> String {
+    let mut p99_misses: Vec<f64> = measured
+        .iter()
+        .filter_map(|r| r.p99_miss())
+        .map(f64::abs)
+        .collect();
+    p99_misses.sort_by(f64::total_cmp);
+    if p99_misses.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " Its p99, where it predicted one: a median miss of {} over {}, {} inside their \
+             intervals.",
+            percent((p99_misses[p99_misses.len() / 2] * 100.0).round() / 100.0),
+            p99_misses.len(),
+            measured
+                .iter()
+                .filter(|r| r.p99_inside() == Some(true))
+                .count()
+        )
+    }
 }
