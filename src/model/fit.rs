@@ -565,6 +565,30 @@ mod tests {
         assert!(inside >= 5, "{inside} of 6 inside");
     }
 
+    /// Loops of constant costs (server `overhead`, generator `generator`, µs), a 15 us
+    /// hand-off and waits that take `wait_extra` µs more: a truth to measure.
+    fn loops(overhead: f64, generator: f64, wait_extra: f64) -> Fitted {
+        Fitted {
+            holding: Holding::Loops,
+            placement: placement(),
+            overhead: CostCurve {
+                a: overhead,
+                ..Default::default()
+            },
+            generator: CostCurve {
+                a: generator,
+                ..Default::default()
+            },
+            handoff_us: 15.0,
+            wait_extra_us: wait_extra,
+            error: 0.0,
+            worst_miss: 0.0,
+            points: 0,
+            p50: LatencyRatio::default(),
+            p99: LatencyRatio::default(),
+        }
+    }
+
     #[test]
     fn latencies_are_the_mean_scaled_by_the_ratio_measured() {
         // Ratios 1.2, 1.25, 1.3, 1.28 and one outlier of 3: the median, 1.28; deviations from
@@ -584,25 +608,7 @@ mod tests {
         assert_eq!(LatencyRatio::fit(&[0.0, f64::NAN]), LatencyRatio::default());
         // A server whose median is 0.9 and p99 1.5 times its mean latency at every point:
         // fitted at 1 and 16 connections, it predicts both at 64 connections and a wait.
-        let truth = Fitted {
-            holding: Holding::Loops,
-            placement: placement(),
-            overhead: CostCurve {
-                a: 10.0,
-                ..Default::default()
-            },
-            generator: CostCurve {
-                a: 8.0,
-                ..Default::default()
-            },
-            handoff_us: 15.0,
-            wait_extra_us: 0.0,
-            error: 0.0,
-            worst_miss: 0.0,
-            points: 0,
-            p50: LatencyRatio::default(),
-            p99: LatencyRatio::default(),
-        };
+        let truth = loops(10.0, 8.0, 0.0);
         let points: Vec<Observed> = [(1, 0.0), (16, 0.0), (16, 500.0)]
             .iter()
             .map(|&(n, w)| {
@@ -627,25 +633,7 @@ mod tests {
     fn waits_served_longer_than_asked_are_fitted_as_an_extra() {
         // A server whose 10 ms waits take 13 (its timers), measured once at 16 connections:
         // the extra comes back, and 48 connections are predicted as the truth serves them.
-        let truth = Fitted {
-            holding: Holding::Loops,
-            placement: placement(),
-            overhead: CostCurve {
-                a: 40.0,
-                ..Default::default()
-            },
-            generator: CostCurve {
-                a: 30.0,
-                ..Default::default()
-            },
-            handoff_us: 15.0,
-            wait_extra_us: 3000.0,
-            error: 0.0,
-            worst_miss: 0.0,
-            points: 0,
-            p50: LatencyRatio::default(),
-            p99: LatencyRatio::default(),
-        };
+        let truth = loops(40.0, 30.0, 3000.0);
         let point = observed(&truth, work(1000.0, 10_000.0), 16);
         let model = Fitted::fit(Holding::Loops, &[point], 15.0).unwrap();
         assert!((model.wait_extra_us - 3000.0).abs() < 1.0, "{model:?}");

@@ -792,17 +792,9 @@ fn the_model_leaves_out_what_it_places_under_the_measured_leader_while_it_holds(
     assert_eq!(out.winner.unwrap().arch, Arch::Hybrid);
 }
 
-#[test]
-fn a_budget_measures_the_models_leader_and_leaves_the_lowest_predicted_out() {
-    // Four architectures the model knows, all close enough that none is predicted out, and
-    // one it does not know yet (reactors). Two points allowed: the model's leader (async/2)
-    // first, reactors (unknown: measured whatever the budget), the rest left out; what is
-    // left out carries its prediction unmeasured.
-    let truth = |c: Candidate| match c.arch {
-        Arch::Async => (1900.0, 30_000.0),
-        Arch::Reactors => (1700.0, 40_000.0),
-        _ => (1800.0, 30_000.0),
-    };
+/// A cell of 64 connections allowed two points, where the model predicts async/2 (1,880),
+/// hybrid/2 (1,840), uring/2 (1,820) and threaded (1,810) and does not know reactors yet.
+fn budget_cell() -> Cell {
     let archs = [
         Arch::Async,
         Arch::Hybrid,
@@ -820,6 +812,21 @@ fn a_budget_measures_the_models_leader_and_leaves_the_lowest_predicted_out() {
         (at(Arch::Threaded, None), predicted(1810.0)),
     ];
     c.allowance = Some(2);
+    c
+}
+
+#[test]
+fn a_budget_measures_the_models_leader_and_leaves_the_lowest_predicted_out() {
+    // Four architectures the model knows, all close enough that none is predicted out, and
+    // one it does not know yet (reactors). Two points allowed: the model's leader (async/2)
+    // first, reactors (unknown: measured whatever the budget), the rest left out; what is
+    // left out carries its prediction unmeasured.
+    let truth = |c: Candidate| match c.arch {
+        Arch::Async => (1900.0, 30_000.0),
+        Arch::Reactors => (1700.0, 40_000.0),
+        _ => (1800.0, 30_000.0),
+    };
+    let mut c = budget_cell();
     let mut curve = synthetic(truth);
     let out = search(&c, &mut curve).unwrap();
     let asked: Vec<Arch> = curve.asked.iter().map(|p| p.candidate.arch).collect();
@@ -865,23 +872,7 @@ fn under_a_budget_what_the_model_places_above_every_one_measured_is_measured() {
         Arch::Reactors => (1300.0, 30_000.0),
         _ => (1800.0, 30_000.0),
     };
-    let archs = [
-        Arch::Async,
-        Arch::Hybrid,
-        Arch::Reactors,
-        Arch::Uring,
-        Arch::Threaded,
-    ];
-    let mut c = cell(&archs, 64);
-    c.rules = Vec::new();
-    let at = |arch, workers| Candidate { arch, workers };
-    c.forecast = vec![
-        (at(Arch::Async, Some(2)), predicted(1880.0)),
-        (at(Arch::Hybrid, Some(2)), predicted(1840.0)),
-        (at(Arch::Uring, Some(2)), predicted(1820.0)),
-        (at(Arch::Threaded, None), predicted(1810.0)),
-    ];
-    c.allowance = Some(2);
+    let c = budget_cell();
     let mut curve = synthetic(truth);
     let out = search(&c, &mut curve).unwrap();
     // (A window too short for the cell's cycles is measured again, longer, at once.)
