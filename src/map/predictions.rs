@@ -112,10 +112,10 @@ pub fn observed(
 pub const MIN_LEVELS: usize = 2;
 
 /// What the models fitted on `records` (the run's points so far, in the cells `views` names)
-/// predict of `cell`'s candidates: each architecture measured at at least [`MIN_LEVELS`] connection counts
-/// (without a wait, or with one of the cell's kind, and one with a wait where the cell has
-/// one), at each of its pools. Points the lab set (the generator, the path), that failed or whose
-/// server's CPU is unknown are left out of the fit.
+/// predict of `cell`'s candidates: each architecture measured at at least [`MIN_LEVELS`]
+/// connection counts (without a wait, or with one of the cell's kind, and one with a wait
+/// where the cell has one), at each of its pools. Points the lab set (the generator, the
+/// path), that failed or whose server's CPU is unknown are left out of the fit.
 pub fn forecast_cell(
     spec: &MapSpec,
     cell: &Cell,

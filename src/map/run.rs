@@ -354,6 +354,9 @@ pub struct RoundTrip {
     pub handoff_us: f64,
 }
 
+/// The servers a round trip is measured on: the two leanest.
+const ROUND_TRIP_ARCHS: [Arch; 2] = [Arch::Iterative, Arch::Epoll];
+
 /// The round trip of a request of `cpu_us` and no wait at one connection on this machine: the
 /// two leanest servers (iterative, epoll), one run each. The cycle less C is what a closed
 /// loop adds to every cycle whatever the server (two wake-ups, the generator's and the
@@ -383,7 +386,7 @@ pub fn round_trip(
     let mut best_rps: f64 = 0.0;
     let mut jitter_us = f64::INFINITY;
     let mut handoff_us = f64::INFINITY;
-    for arch in [Arch::Iterative, Arch::Epoll] {
+    for arch in ROUND_TRIP_ARCHS {
         live.why("the round trip at one connection");
         let probe = Probe {
             candidate: Candidate {
@@ -437,11 +440,7 @@ pub fn round_trip(
 /// more lets it predict them all. `None`: interrupted.
 fn first_points(spec: &MapSpec, cell: &CellSpec, cores: u32, live: &mut CellProbes) -> Option<()> {
     let view = cell_of(spec, cell, cores, &[]);
-    for &arch in spec
-        .archs
-        .iter()
-        .filter(|a| ![Arch::Iterative, Arch::Epoll].contains(a))
-    {
+    for &arch in spec.archs.iter().filter(|a| !ROUND_TRIP_ARCHS.contains(a)) {
         let probe = Probe {
             candidate: Candidate {
                 arch,

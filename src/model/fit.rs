@@ -165,6 +165,13 @@ pub struct Predicted {
     pub p99: Latency,
 }
 
+/// The upper of the middle two of `v` (its middle where odd), sorting it in place; `v` is
+/// not empty.
+fn upper_median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 /// A predicted latency and its interval, µs.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Latency {
@@ -190,10 +197,6 @@ impl LatencyRatio {
     /// median relative deviation from it, at least [`MIN_LATENCY_ERROR`]. Zero without a
     /// ratio.
     pub fn fit(ratios: &[f64]) -> LatencyRatio {
-        let median = |v: &mut Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
         let mut v: Vec<f64> = ratios
             .iter()
             .copied()
@@ -202,11 +205,11 @@ impl LatencyRatio {
         if v.is_empty() {
             return LatencyRatio::default();
         }
-        let ratio = median(&mut v);
+        let ratio = upper_median(&mut v);
         let mut dev: Vec<f64> = v.iter().map(|r| (r / ratio - 1.0).abs()).collect();
         LatencyRatio {
             ratio,
-            error: (median(&mut dev) * ERROR_MARGIN).max(MIN_LATENCY_ERROR),
+            error: (upper_median(&mut dev) * ERROR_MARGIN).max(MIN_LATENCY_ERROR),
         }
     }
 
@@ -292,17 +295,21 @@ impl Fitted {
             fitted.wait_extra_us = fitted.fit_extra_wait(&known);
         }
         let mut misses: Vec<f64> = known.iter().map(|p| fitted.miss(p).abs()).collect();
-        misses.sort_by(f64::total_cmp);
-        fitted.worst_miss = misses.last().copied().unwrap_or(0.0);
         // The median miss, not the worst: one point the model cannot explain (a server that
         // failed half its requests) would otherwise widen every interval of its architecture.
-        fitted.error = (misses[misses.len() / 2] * ERROR_MARGIN).max(MIN_ERROR);
+        fitted.error = (upper_median(&mut misses) * ERROR_MARGIN).max(MIN_ERROR);
+        fitted.worst_miss = misses.last().copied().unwrap_or(0.0);
+        // The model's mean latency at each point, solved once for both percentiles.
+        let means: Vec<f64> = known.iter().map(|p| fitted.latency_at(p)).collect();
         let ratios = |of: fn(&Observed) -> f64| -> Vec<f64> {
-            known.iter().map(|p| of(p) / fitted.latency_at(p)).collect()
+            known
+                .iter()
+                .zip(&means)
+                .map(|(p, mean)| of(p) / mean)
+                .collect()
         };
-        let (p50, p99) = (ratios(|p| p.p50_us), ratios(|p| p.p99_us));
-        fitted.p50 = LatencyRatio::fit(&p50);
-        fitted.p99 = LatencyRatio::fit(&p99);
+        fitted.p50 = LatencyRatio::fit(&ratios(|p| p.p50_us));
+        fitted.p99 = LatencyRatio::fit(&ratios(|p| p.p99_us));
         Some(fitted)
     }
 

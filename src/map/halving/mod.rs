@@ -350,10 +350,10 @@ impl Search<'_> {
             .copied()
             .collect();
         let lowest = close.iter().map(p99).fold(f64::INFINITY, f64::min);
-        let t = self.cell.p99_tolerance();
+        let tolerance = self.cell.p99_tolerance();
         let leader = close
             .into_iter()
-            .filter(|c| p99(c) <= (lowest * (1.0 + t.fraction)).max(lowest + t.floor))
+            .filter(|c| tolerance.allows(p99(c), lowest))
             .max_by(|a, b| {
                 predicted(a)
                     .unwrap_or(0.0)
