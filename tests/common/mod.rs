@@ -353,11 +353,26 @@ pub struct Redis {
 }
 
 impl Redis {
+    /// On a free port. A port is only free a moment: where another test's server took it
+    /// first (redis-server then exits, and the port answers that server's HTTP), another port.
     pub fn start() -> Redis {
-        Redis::start_on(free_port())
+        let mut taken = Vec::new();
+        for _ in 0..5 {
+            match Redis::try_start_on(free_port()) {
+                Ok(redis) => return redis,
+                Err(why) => taken.push(why),
+            }
+        }
+        panic!("redis-server did not start: {taken:?}");
     }
 
     pub fn start_on(port: u16) -> Redis {
+        Redis::try_start_on(port).unwrap_or_else(|why| panic!("{why}"))
+    }
+
+    /// redis-server on `port`, once it answers PING with PONG; `Err` where it exited, or the
+    /// port answered something else (another server holds it), or nothing answered in 10 s.
+    fn try_start_on(port: u16) -> Result<Redis, String> {
         let dir = TempDir::new("redis");
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
@@ -370,7 +385,7 @@ impl Redis {
             .expect(
                 "redis-server is not installed: run the tests with scripts/test, which installs it",
             );
-        let redis = Redis {
+        let mut redis = Redis {
             child: Some(child),
             port,
             _dir: dir,
@@ -381,14 +396,25 @@ impl Redis {
                 s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
                 let mut buf = [0u8; 7];
                 if s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() {
-                    assert_eq!(&buf, b"+PONG\r\n");
-                    return redis;
+                    if &buf == b"+PONG\r\n" {
+                        return Ok(redis);
+                    }
+                    return Err(format!(
+                        "port {port} answered {:?}, not redis",
+                        String::from_utf8_lossy(&buf)
+                    ));
                 }
             }
-            assert!(
-                Instant::now() < deadline,
-                "redis-server did not start on {port}"
-            );
+            if let Some(status) = redis
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                return Err(format!("redis-server on {port} exited: {status}"));
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("redis-server did not start on {port}"));
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
