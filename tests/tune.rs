@@ -119,6 +119,134 @@ fn tune_finds_processes_for_cpu_under_the_gil_and_the_grid_agrees() {
     assert_eq!(rows, r["measured"].as_array().unwrap().len(), "{html}");
 }
 
+/// `--predict` on the same server and requests: the model reads the knobs (processes give
+/// cores, threads only requests at once: a lock a process), predicts all 6 configurations and
+/// measures only what decides (the start, each knob's other end, the leader): fewer than the
+/// 6 configurations, the pick 2 processes.
+#[test]
+fn tune_predict_reads_a_lock_a_process_and_measures_only_what_decides() {
+    assert!(python(), "the tests need python3");
+    let _timing = timing_lock();
+    let tmp = TempDir::new("tune-predict");
+    let out = tmp.path().join("out");
+    let run = Command::new(BIN)
+        .args([
+            "tune",
+            "--cmd",
+            KNOBS_PY,
+            "--url",
+            "http://127.0.0.1:{port}/work?cpu_us=2000",
+            "--concurrency",
+            "16",
+            "--workers",
+            "1..2",
+            "--threads",
+            "1..3",
+            "--default",
+            "workers=1,threads=3",
+            "--duration",
+            "400ms",
+            "--warmup",
+            "100ms",
+            "--predict",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    let r = read_json(&out.join("results.json"));
+    let cores = std::thread::available_parallelism().unwrap().get() as u64;
+    assert_eq!(r["pick"]["pick"][0], cores.min(2), "{stdout}");
+    let model = &r["model"];
+    if cores >= 2 {
+        assert_eq!(model["roles"]["cores"], "first", "{stdout}");
+    }
+    assert_eq!(model["configurations"], 6, "{model}");
+    let rows = r["predictions"].as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    let measured: Vec<&serde_json::Value> = rows
+        .iter()
+        .filter(|p| !p["measured_rps"].is_null())
+        .collect();
+    assert_eq!(model["measured"], measured.len(), "{model}");
+    assert!(measured.len() < 6, "{stdout}");
+    for p in &measured {
+        assert!(p["why"].is_string(), "{p}");
+    }
+    // Predicted only: no measurement, an interval around the prediction.
+    for p in rows.iter().filter(|p| p["measured_rps"].is_null()) {
+        let f = |k: &str| p[k].as_f64().unwrap();
+        assert!(
+            f("low") <= f("rps") && f("rps") <= f("high") && f("rps") > 0.0,
+            "{p}"
+        );
+        assert!(p["why"].is_null(), "{p}");
+    }
+    // The leader was predicted before it was measured, and the check is counted.
+    assert!(model["checked"].as_u64().unwrap() >= 1, "{model}");
+    assert!(
+        stdout.contains("The model: workers x threads requests at once"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("measured to decide"), "{stdout}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<h2>The model</h2>"), "{html}");
+    assert!(
+        stderr.contains("(the model's leader)") || stderr.contains("(a first point for the model)")
+    );
+}
+
+/// `--predict` on one knob, threads in one process, where 6 connections' requests wait 10 ms
+/// each: from 6 threads on, every request is served at once (a plateau); the pick is the
+/// smallest on it, found from fewer configurations than the range's 6, and the full grid of
+/// the same run agrees.
+#[test]
+fn tune_predict_finds_the_plateaus_edge_and_the_grid_agrees() {
+    assert!(python(), "the tests need python3");
+    let _timing = timing_lock();
+    let tmp = TempDir::new("tune-predict-plateau");
+    let out = tmp.path().join("out");
+    let run = Command::new(BIN)
+        .args([
+            "tune",
+            "--cmd",
+            "exec python3 {peers}/knobs.py --procs 1 --threads {threads} --port {port}",
+            "--url",
+            "http://127.0.0.1:{port}/work?cpu_us=300&wait_ms=10",
+            "--concurrency",
+            "6",
+            "--threads",
+            "2..7",
+            "--duration",
+            "300ms",
+            "--warmup",
+            "100ms",
+            "--predict",
+            "--verify",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    let r = read_json(&out.join("results.json"));
+    assert_eq!(r["verify"]["inside"], true, "{stdout}");
+    let pick = r["pick"]["pick"][0].as_u64().unwrap();
+    assert!((6..=7).contains(&pick), "{stdout}");
+    let model = &r["model"];
+    assert_eq!(model["configurations"], 6, "{model}");
+    assert!(model["measured"].as_u64().unwrap() < 6, "{stdout}");
+    assert_eq!(model["roles"]["pool"], "per_request", "{stdout}");
+    let rows = r["predictions"].as_array().unwrap();
+    let measured = rows.iter().filter(|p| !p["measured_rps"].is_null()).count();
+    assert_eq!(model["measured"], measured, "{model}");
+}
+
 /// A tune run on `knobs.py` over its processes (one thread each), 400 ms points; its
 /// results.
 fn tune_knobs_py(out: &Path, url: &str, extra: &[&str]) -> (serde_json::Value, String) {
@@ -317,6 +445,25 @@ fn bad_input_is_one_line_and_exit_2() {
             "1..2",
             "--default",
             "workers=1",
+        ],
+        // The model answers the closed loop of one copy of the server.
+        vec![
+            "--cmd",
+            "srv -w {workers} {port}",
+            "--workers",
+            "1..2",
+            "--predict",
+            "--rate",
+            "100",
+        ],
+        vec![
+            "--cmd",
+            "srv -w {workers} {port}",
+            "--workers",
+            "1..2",
+            "--predict",
+            "--replicas",
+            "2",
         ],
         // A URL list that is not there, a plan that is not one, a rate and a plan.
         vec![

@@ -12,6 +12,7 @@
 
 pub mod coordinate;
 pub mod output;
+pub mod predict;
 pub mod spec;
 
 use std::path::PathBuf;
@@ -103,6 +104,13 @@ pub struct TuneArgs {
     /// The server's own default, measured beside the pick: e.g. workers=2,threads=3.
     #[arg(long)]
     pub default: Option<String>,
+    /// Predict every configuration with the model (the reading of the knobs that fits the
+    /// points measured, solved by Mean Value Analysis) and measure only what decides: a first
+    /// point at the start and at each knob's ends, the model's leader, and what its interval
+    /// says could still beat it or be a smaller pick. The closed loop only.
+    #[arg(long, conflicts_with_all = ["rate", "plan"])]
+    #[serde(default)]
+    pub predict: bool,
     /// Seconds measured per point.
     #[arg(long, default_value = "2s", value_parser = crate::units::duration_arg)]
     #[serde(with = "crate::units::as_text")]
@@ -222,6 +230,11 @@ pub struct TuneResults {
     /// beside the best that did not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub oversized: Vec<crate::lab::budget::Oversized>,
+    /// `--predict`: the model, and every configuration as it saw it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<predict::ModelSummary>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub predictions: Vec<predict::ConfigPrediction>,
 }
 
 /// `tune`'s arguments, checked once: the knobs, the server, the load each configuration
@@ -301,6 +314,11 @@ impl TuneConfig {
         setup.net = args.search.net()?;
         (setup.cpus, setup.cpuset) = args.search.budget.checked()?;
         setup.replicas = replicas_of(&args)?;
+        if args.predict && setup.replicas > 1 {
+            return Err(usage(
+                "--predict: the model knows one copy of the server, not --replicas",
+            ));
+        }
         let mut workload = Workload::get("tune", &route);
         workload.plan = args.plan.clone();
         workload.urls = urls;
@@ -390,6 +408,8 @@ struct ServerProbes<'a> {
     log: PointLog<PointResult>,
     /// How each configuration's requests failed, where over 1% did.
     causes: std::collections::BTreeMap<Vec<u32>, String>,
+    /// Why the next point is measured (`--predict`'s search says).
+    why: Option<&'static str>,
 }
 
 impl ServerProbes<'_> {
@@ -451,8 +471,13 @@ impl Measure<Run> for ServerProbes<'_> {
         if let Some(cause) = cause {
             self.causes.insert(values.to_vec(), cause);
         }
+        let why = self
+            .why
+            .take()
+            .map(|w| format!(" ({w})"))
+            .unwrap_or_default();
         eprintln!(
-            "tune: {} #{}: {:.1} req/s, p99 {}{}{failure}{saved}",
+            "tune: {} #{}{why}: {:.1} req/s, p99 {}{}{failure}{saved}",
             spec::label(&self.config.knobs, values),
             rep + 1,
             sample.rps,
@@ -464,6 +489,10 @@ impl Measure<Run> for ServerProbes<'_> {
         );
         self.last = Some(result);
         Some(sample)
+    }
+
+    fn why(&mut self, reason: &'static str) {
+        self.why = Some(reason);
     }
 }
 
@@ -483,6 +512,7 @@ pub fn run_tune(args: TuneArgs) -> anyhow::Result<()> {
         last: None,
         log,
         causes: Default::default(),
+        why: None,
     };
     lab.write_peers_for(std::iter::once(config.args.cmd.as_str()))?;
     let mut results = tune(&config, &mut live)?;
@@ -551,11 +581,15 @@ fn tune(config: &TuneConfig, live: &mut ServerProbes) -> anyhow::Result<TuneResu
             )));
         }
     }
-    let mut found =
-        first.and_then(|_| coordinate::search(knobs, &start, p99_bound_us, &mut measured, live));
+    let mut found = first.and_then(|_| match args.predict {
+        true => predicted(config, live, &start, budget, &mut measured, &mut results),
+        false => coordinate::search(knobs, &start, p99_bound_us, &mut measured, live),
+    });
     if let Some(found) = found.as_mut() {
         results.passes = found.passes;
-        results.profile = profile(live, &start, budget);
+        if results.profile.is_none() {
+            results.profile = profile(live, &start, budget).map(|(p, _)| p);
+        }
         let beside = rules(
             knobs,
             found,
@@ -638,6 +672,8 @@ impl TuneResults {
             },
             replicas: args.replicas,
             oversized: Vec::new(),
+            model: None,
+            predictions: Vec::new(),
         }
     }
 }
@@ -723,10 +759,53 @@ fn resume_from(dir: &std::path::Path) -> anyhow::Result<(TuneArgs, f64)> {
     Ok((args, previous_wall_s))
 }
 
+/// `--predict`: the profile at one connection first (the model's CPU, wait and hand-off), then
+/// the model's search ([`predict::search`]); its model and predictions into `results`. Where
+/// no model could be fitted (the profile failed), the coordinate search answers instead.
+fn predicted(
+    config: &TuneConfig,
+    live: &mut ServerProbes,
+    start: &[u32],
+    budget: f64,
+    measured: &mut Measured,
+    results: &mut TuneResults,
+) -> Option<coordinate::Found> {
+    let bound = config.p99_bound_ms * 1000.0;
+    let fallback = |live: &mut ServerProbes, measured: &mut Measured| {
+        eprintln!("tune: no model could be fitted; the coordinate search answers");
+        coordinate::search(&config.knobs, start, bound, measured, live)
+    };
+    let Some((profile, sample)) = profile(live, start, budget) else {
+        return (!live.lab.stopped()).then(|| fallback(live, measured))?;
+    };
+    let one = predict::OnePoint {
+        values: start.to_vec(),
+        sample,
+        wait_us: profile.wait_ms * 1000.0,
+    };
+    results.profile = Some(profile);
+    let setting = predict::Setting {
+        connections: config.concurrency,
+        machine_cores: f64::from(live.lab.cores()),
+        budget_cores: budget,
+        p99_bound_us: bound,
+    };
+    match predict::search(&config.knobs, start, setting, &one, measured, live) {
+        Some(decided) => {
+            results.model = Some(decided.model);
+            results.predictions = decided.predictions;
+            Some(decided.found)
+        }
+        None if live.lab.stopped() => None,
+        None => fallback(live, measured),
+    }
+}
+
 /// The server at one connection, in a closed loop (a rate at one connection would queue its
 /// requests behind each other): its CPU per request and its mean latency, which less the CPU
-/// and the run-queue waits is its wait ([`OneConnection`]); Goetz's pool, `cores x (1 + W/C)`.
-fn profile(live: &mut ServerProbes, at: &[u32], cores: f64) -> Option<Profile> {
+/// and the run-queue waits is its wait ([`OneConnection`]); Goetz's pool, `cores x (1 + W/C)`;
+/// with the point's sample.
+fn profile(live: &mut ServerProbes, at: &[u32], cores: f64) -> Option<(Profile, Sample)> {
     let concurrency = live.concurrency;
     live.concurrency = 1;
     live.closed = true;
@@ -751,14 +830,15 @@ fn profile(live: &mut ServerProbes, at: &[u32], cores: f64) -> Option<Profile> {
         return None;
     }
     let goetz = (cores * (1.0 + one.wait_us() / one.cpu_us)).round() as u32;
-    Some(Profile {
+    let profile = Profile {
         values: at.to_vec(),
         cpu_us: one.cpu_us,
         mean_latency_ms: one.latency_us / 1000.0,
         wait_ms: one.wait_us() / 1000.0,
         runqueue_us: one.runqueue_us(),
         goetz: goetz.max(1),
-    })
+    };
+    Some((profile, sample))
 }
 
 /// The configurations the rules of thumb name, beside the pick: the server's default,

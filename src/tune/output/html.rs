@@ -51,6 +51,7 @@ pub fn report_html(r: &TuneResults, svg: &str) -> String {
         ));
     }
     html.push_str("</table></div>\n");
+    html.push_str(&model_html(r));
     let notes = notes(r);
     if !notes.is_empty() {
         html.push_str("<details class=\"reasons\" open><summary>Notes</summary>\n");
@@ -112,4 +113,50 @@ fn why_row(r: &TuneResults, who: &str, values: &[u32], (level, loses): (&Level, 
         duration_us(level.p99_us),
         escape(&loses)
     )
+}
+
+/// `--predict`: the model's reading and every configuration it predicted beside what was
+/// measured (nothing without the model).
+fn model_html(r: &TuneResults) -> String {
+    let Some(m) = &r.model else {
+        return String::new();
+    };
+    let mut html = format!(
+        "<h2>The model</h2>\n<p class=\"note\">{}; intervals +/-{}; {} of {} configurations measured to decide{}</p>\n",
+        escape(&m.reading),
+        percent(m.error),
+        m.measured,
+        m.configurations,
+        match (m.median_miss, m.worst_miss) {
+            (Some(median), Some(worst)) => format!(
+                "; measured after they were predicted, {} of {} inside their intervals (median miss {}, worst {})",
+                m.inside, m.checked, percent(median), percent(worst)
+            ),
+            _ => String::new(),
+        }
+    );
+    html.push_str(
+        "<div class=\"scroll\"><table><tr><th>configuration</th><th>predicted req/s</th>\
+         <th>interval</th><th>p99 predicted</th><th>binds</th><th>measured req/s</th>\
+         <th>p99 measured</th><th>why measured</th></tr>\n",
+    );
+    for p in &r.predictions {
+        let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+        html.push_str(&format!(
+            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{} to {}</td>\
+             <td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td>{}</td></tr>\n",
+            escape(&p.label),
+            thousands(p.rps),
+            thousands(p.low),
+            thousands(p.high),
+            duration_us(p.p99_us),
+            p.binding,
+            or_dash(p.measured_rps.map(thousands)),
+            or_dash(p.measured_p99_us.map(duration_us)),
+            escape(p.why.as_deref().unwrap_or("-")),
+        ));
+    }
+    html.push_str("</table></div>\n");
+    html
 }

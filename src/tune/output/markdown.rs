@@ -15,6 +15,7 @@ pub fn text(r: &TuneResults) -> String {
     out.push_str(&pick_lines(r));
     out.push('\n');
     out.push_str(&table(r));
+    out.push_str(&model_lines(r));
     out.push_str(&rules_table(r));
     out.push_str(&rule_limits(r));
     for line in notes(r) {
@@ -57,11 +58,17 @@ fn pick_lines(r: &TuneResults) -> String {
     let Some(p) = r.pick.as_ref().filter(|p| p.level.rps.0 > 0.0) else {
         return out;
     };
-    out.push_str(&format!(
-        "  the smallest within 5% of the best measured whose p99 meets the bound; {} pass{} of coordinate search\n",
-        p.passes,
-        if p.passes == 1 { "" } else { "es" }
-    ));
+    match &r.model {
+        Some(m) => out.push_str(&format!(
+            "  the smallest within 5% of the best measured whose p99 meets the bound; the model predicted all {} configurations, {} measured to decide\n",
+            m.configurations, m.measured
+        )),
+        None => out.push_str(&format!(
+            "  the smallest within 5% of the best measured whose p99 meets the bound; {} pass{} of coordinate search\n",
+            p.passes,
+            if p.passes == 1 { "" } else { "es" }
+        )),
+    }
     match p.adopted_from.as_deref() {
         Some("search") => out.push_str(
             "  (measured by the search, it beat the search's own pick by more than 5%, three runs each: it is the pick)\n",
@@ -182,6 +189,47 @@ pub(super) fn table(r: &TuneResults) -> String {
             out.push_str(&format!(" {} |", cell(&[*row, *col])));
         }
         out.push('\n');
+    }
+    out
+}
+
+/// `--predict`: the model's reading of the knobs, its error where it was checked, and every
+/// configuration it predicted beside what was measured (none without the model).
+fn model_lines(r: &TuneResults) -> String {
+    let Some(m) = &r.model else {
+        return String::new();
+    };
+    let mut out = format!(
+        "\nThe model: {}; intervals +/-{}\n",
+        m.reading,
+        percent(m.error)
+    );
+    if let (Some(median), Some(worst)) = (m.median_miss, m.worst_miss) {
+        out.push_str(&format!(
+            "  measured after it was predicted: {} of {} inside their intervals, median miss {}, worst {}\n",
+            m.inside,
+            m.checked,
+            percent(median),
+            percent(worst)
+        ));
+    }
+    out.push_str(
+        "\n| configuration | predicted req/s | interval | p99 predicted | binds | measured req/s | p99 measured | why measured |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for p in &r.predictions {
+        let measured = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("-".to_string(), f);
+        out.push_str(&format!(
+            "| {} | {} | {}-{} | {} | {} | {} | {} | {} |\n",
+            p.label,
+            thousands(p.rps),
+            thousands(p.low),
+            thousands(p.high),
+            duration_us(p.p99_us),
+            p.binding,
+            measured(p.measured_rps, &|x| thousands(x)),
+            measured(p.measured_p99_us, &|x| duration_us(x)),
+            p.why.as_deref().unwrap_or("-"),
+        ));
     }
     out
 }
