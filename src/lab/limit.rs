@@ -208,6 +208,7 @@ pub fn limit_of(p: &PointResult, shape: &Shape) -> Limit {
         .or_else(|| held(p, shape, &f))
         .or_else(|| wait(p, shape, &f))
         .or_else(|| round_trip(p, shape, &f))
+        .or_else(|| late_waits(p, shape, &f))
         .or_else(|| turns(p, &f))
         .or_else(|| generator_core(p, &f))
         .unwrap_or_else(|| {
@@ -777,6 +778,51 @@ fn wait(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
     })
 }
 
+/// The waits as the server served them: a closed loop whose requests were in the server
+/// (at least [`LOCK_QUEUED`] of the connections'), the server short of its cores, and a cycle
+/// (N / throughput) mostly the wait, but longer than the CPU, the wait and the round trip
+/// asked: each request was held beyond them (a timer that fires late, or tasks ready behind
+/// each other in the server's own queue while a core stood idle). The model's term for it is
+/// the waits' extra (`model::fit::Fitted::wait_extra_us`). Waits of 100 x C on map-wide:
+/// hybrid/2's 2 ms ones at 16 connections and async/2's 200 ms ones at 256 cycled 16% and
+/// 57% longer than asked, with a quarter of the cores or more idle.
+fn late_waits(p: &PointResult, shape: &Shape, f: &Figures) -> Option<Limit> {
+    if !shape.closed || shape.wait_ms <= 0.0 {
+        return None;
+    }
+    let n = f64::from(p.concurrency);
+    let rps = f.rps.max(p.figures.rps);
+    let asked_ms = cycle_ms(p, shape);
+    let took_ms = n * 1000.0 / rps.max(1e-9);
+    let extra_ms = took_ms - asked_ms;
+    let mostly_waits = shape.wait_ms * 2.0 >= asked_ms;
+    // At most twice as long as asked: a cycle many times the wait is not the wait's.
+    let held = f.in_server >= LOCK_QUEUED * n && extra_ms > 0.0 && extra_ms <= shape.wait_ms;
+    (mostly_waits && held && f.used < CORES_BUSY * f.room).then(|| Limit {
+        kind: LimitKind::Wait,
+        evidence: format!(
+            "{} req/s of {} is a cycle of {}, {} longer than the {} of CPU and wait{} asked: \
+             the server held {:.1} of {} requests through waits that took longer than asked \
+             (its timers, or tasks ready behind each other in its own queue), busy {:.2} of \
+             {:.1} cores: the waits as it served them set the pace",
+            thousands(rps),
+            offered(p),
+            crate::render::numbers::duration_us(took_ms * 1000.0),
+            crate::render::numbers::duration_us(extra_ms * 1000.0),
+            crate::render::numbers::duration_us(asked_ms * 1000.0),
+            if shape.rtt_ms > 0.0 {
+                " and round trip"
+            } else {
+                ""
+            },
+            f.in_server,
+            p.concurrency,
+            f.used,
+            f.room
+        ),
+    })
+}
+
 /// The round trip: a closed loop whose connections each had a generator thread of their own
 /// (each connection's requests in series with its thread), the server under its cores, and a
 /// cycle (N / throughput) that the server's CPU a request, the generator's, the wait and a
@@ -994,6 +1040,34 @@ mod tests {
             LimitKind::Cores,
             "its tasks waited 6,800 µs a request for a CPU, longer than the 1,853 µs they ran",
         );
+    }
+
+    #[test]
+    fn waits_that_took_longer_than_asked_are_the_wait() {
+        // async/2, 2 ms of CPU and 200 ms waits at 256 connections: 805 req/s is a 318 ms
+        // cycle, 116 ms more than asked, every request in the server, 1.47 of 2 cores used.
+        let s = Shape {
+            wait_ms: 200.0,
+            pool: Some(2),
+            ..shape()
+        };
+        let mut p = point(256, 805.0, 318_000.0, 1.64);
+        p.figures.client.cpu_s = 0.02;
+        p.figures.server.machine_busy_cores = 1.7;
+        says(
+            limit_of(&p, &s),
+            LimitKind::Wait,
+            "805 req/s of 256 connections is a cycle of 318.0 ms, 116.0 ms longer than the \
+             202.0 ms of CPU and wait asked: the server held 256.0 of 256 requests",
+        );
+        // The same cycle with a third of the requests out of the server (in the client): not
+        // the server's waits.
+        p.figures.latency_us.mean = 106_000.0;
+        assert_ne!(limit_of(&p, &s).kind, LimitKind::Wait);
+        // No wait asked: nothing of it.
+        let mut p = point(256, 805.0, 318_000.0, 1.64);
+        p.figures.client.cpu_s = 0.02;
+        assert_ne!(limit_of(&p, &shape()).kind, LimitKind::Wait);
     }
 
     #[test]
