@@ -26,16 +26,10 @@ fn python() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// CPU-bound requests (2 ms of each thread's own CPU): threads in one process share one core
-/// (the global lock), processes use both. The pick is 2 processes with 1 thread (the smallest
-/// within 5% of the best), checked against every configuration of the ranges in the same run.
-#[test]
-fn tune_finds_processes_for_cpu_under_the_gil_and_the_grid_agrees() {
-    assert!(python(), "the tests need python3");
-    let _timing = timing_lock();
-    let tmp = TempDir::new("tune");
-    let out = tmp.path().join("out");
-    let run = Command::new(BIN)
+/// `knobs.py` at 1..2 processes x 1..3 threads, 2 ms of CPU a request at 16 connections, its
+/// default one process of three threads, 400 ms points, with `flag`.
+fn tune_under_the_gil(out: &Path, flag: &str) -> std::process::Output {
+    Command::new(BIN)
         .args([
             "tune",
             "--cmd",
@@ -54,12 +48,24 @@ fn tune_finds_processes_for_cpu_under_the_gil_and_the_grid_agrees() {
             "400ms",
             "--warmup",
             "100ms",
-            "--verify",
+            flag,
             "--out",
         ])
-        .arg(&out)
+        .arg(out)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// CPU-bound requests (2 ms of each thread's own CPU): threads in one process share one core
+/// (the global lock), processes use both. The pick is 2 processes with 1 thread (the smallest
+/// within 5% of the best), checked against every configuration of the ranges in the same run.
+#[test]
+fn tune_finds_processes_for_cpu_under_the_gil_and_the_grid_agrees() {
+    assert!(python(), "the tests need python3");
+    let _timing = timing_lock();
+    let tmp = TempDir::new("tune");
+    let out = tmp.path().join("out");
+    let run = tune_under_the_gil(&out, "--verify");
     let stdout = String::from_utf8_lossy(&run.stdout);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{stderr}");
@@ -129,31 +135,7 @@ fn tune_predict_reads_a_lock_a_process_and_measures_only_what_decides() {
     let _timing = timing_lock();
     let tmp = TempDir::new("tune-predict");
     let out = tmp.path().join("out");
-    let run = Command::new(BIN)
-        .args([
-            "tune",
-            "--cmd",
-            KNOBS_PY,
-            "--url",
-            "http://127.0.0.1:{port}/work?cpu_us=2000",
-            "--concurrency",
-            "16",
-            "--workers",
-            "1..2",
-            "--threads",
-            "1..3",
-            "--default",
-            "workers=1,threads=3",
-            "--duration",
-            "400ms",
-            "--warmup",
-            "100ms",
-            "--predict",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let run = tune_under_the_gil(&out, "--predict");
     let stdout = String::from_utf8_lossy(&run.stdout);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{stderr}");

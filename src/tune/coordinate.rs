@@ -311,12 +311,7 @@ mod tests {
     }
 
     fn knob(name: &str, lo: u32, hi: u32) -> Knob {
-        Knob {
-            name: name.into(),
-            placeholder: format!("{{{name}}}"),
-            lo,
-            hi,
-        }
+        Knob::named(name, lo, hi)
     }
 
     /// MRI-like: a global lock per process, so throughput grows with workers up to the

@@ -544,12 +544,7 @@ mod tests {
     use crate::model::{predict, ServerModel};
 
     fn knob(name: &str, lo: u32, hi: u32) -> Knob {
-        Knob {
-            name: name.into(),
-            placeholder: format!("{{{name}}}"),
-            lo,
-            hi,
-        }
+        Knob::named(name, lo, hi)
     }
 
     /// A server the model's own equations make: `roles`, 1 ms of CPU and a 10 ms wait a

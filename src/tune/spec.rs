@@ -25,6 +25,17 @@ impl Knob {
     pub fn values(&self) -> impl Iterator<Item = u32> {
         self.lo..=self.hi
     }
+
+    /// A knob `{name}` from `lo` to `hi`, for the searches' tests.
+    #[cfg(test)]
+    pub fn named(name: &str, lo: u32, hi: u32) -> Knob {
+        Knob {
+            name: name.into(),
+            placeholder: format!("{{{name}}}"),
+            lo,
+            hi,
+        }
+    }
 }
 
 /// A range `A..B` (both included) or one value `A`, from 1 up.
