@@ -213,9 +213,8 @@ impl TuneModel {
         )
     }
 
-    /// The term that binds a configuration, in words.
-    pub fn binding(&self, values: &[u32]) -> &'static str {
-        let p = self.predict(values);
+    /// The term that binds `p`, the prediction of `values`, in words.
+    pub fn binding(&self, values: &[u32], p: &Predicted) -> &'static str {
         Fitted {
             placement: placement(self.roles, self.setting, values),
             ..self.fitted
@@ -425,6 +424,12 @@ fn next_point(
     bound: f64,
 ) -> Option<(Vec<u32>, &'static str)> {
     let known = |v: &Vec<u32>| measured.samples.contains_key(v);
+    // Each configuration not measured yet, predicted once.
+    let unmeasured: Vec<(&Vec<u32>, Predicted)> = configs
+        .iter()
+        .filter(|v| !known(v))
+        .map(|v| (v, model.predict(v)))
+        .collect();
     let counted = |p: &Predicted| {
         if p.p99.us <= bound {
             p.prediction.rps
@@ -432,25 +437,20 @@ fn next_point(
             0.0
         }
     };
-    let estimates: Vec<(Vec<u32>, f64)> = configs
-        .iter()
-        .map(|v| {
-            let e = if known(v) {
-                measured.known(v, bound).rps.0
-            } else {
-                counted(&model.predict(v))
-            };
-            (v.clone(), e)
-        })
+    let estimates: Vec<(Vec<u32>, f64)> = measured
+        .samples
+        .keys()
+        .map(|v| (v.clone(), measured.known(v, bound).rps.0))
+        .chain(unmeasured.iter().map(|(v, p)| ((*v).clone(), counted(p))))
         .collect();
     let leader = pick_of(&estimates)?;
     if !known(&leader) {
         return Some((leader, "the model's leader"));
     }
     let leader_rps = measured.known(&leader, bound).rps.0;
-    let best = estimates
+    // The measured come first in the estimates.
+    let best = estimates[..measured.samples.len()]
         .iter()
-        .filter(|e| known(&e.0))
         .map(|e| e.1)
         .fold(0.0, f64::max);
     // Where the model held at the leader, a configuration beats it only if the model
@@ -462,10 +462,8 @@ fn next_point(
         .and_then(|a| a.2)
         .unwrap_or_else(|| model.predict(&leader));
     let trusted = at_leader.holds(leader_rps);
-    configs
-        .iter()
-        .filter(|v| !known(v))
-        .map(|v| (v, model.predict(v)))
+    unmeasured
+        .into_iter()
         .filter(|(v, p)| {
             let better = if trusted {
                 p.prediction.rps > at_leader.prediction.rps * (1.0 + WITHIN_BEST)
@@ -502,7 +500,7 @@ fn predictions(
                 p99_us: p.p99.us,
                 p99_low: p.p99.low,
                 p99_high: p.p99.high,
-                binding: model.binding(v).to_string(),
+                binding: model.binding(v, &p).to_string(),
                 why: ask.map(|a| a.1.to_string()),
                 measured_rps: first.map(|s| s.rps),
                 measured_p99_us: first.map(|s| s.p99_us),
