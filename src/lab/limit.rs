@@ -121,8 +121,9 @@ pub struct Shape {
     /// The machine's cores.
     pub cores: u32,
     /// No lock is held by a request on the server's way: our own architectures on every route
-    /// but the guestbook's (its SQLite store serializes writers). Their threads taking turns
-    /// are handing requests along (a loop and its workers), never waiting for a lock.
+    /// but the guestbook's (its SQLite store serializes writers), a URL list (which may hold
+    /// it) aside. Their threads taking turns are handing requests along (a loop and its
+    /// workers), never waiting for a lock.
     pub takes_no_lock: bool,
 }
 
@@ -150,15 +151,22 @@ impl Shape {
             rtt_ms: plan.setup.net.map_or(0.0, |n| n.rtt_us as f64 / 1000.0),
             closed: plan.setup.mode == super::plan::LoadMode::Closed,
             cores: cores.max(1),
-            takes_no_lock: arch.is_some() && !plan.point.workload.route.starts_with("/guestbook"),
+            takes_no_lock: arch.is_some()
+                && plan.point.workload.urls.is_none()
+                && path_of(&plan.point.workload.route) != "/guestbook",
         }
     }
 }
 
 /// Whether a route's wait holds the worker that runs it: all but `/work`'s async waits.
 fn wait_holds_worker(route: &str) -> bool {
-    let (path, query) = route.split_once('?').unwrap_or((route, ""));
-    path != "/work" || query.split('&').any(|kv| kv == "wait=blocking")
+    let query = route.split_once('?').map_or("", |(_, q)| q);
+    path_of(route) != "/work" || query.split('&').any(|kv| kv == "wait=blocking")
+}
+
+/// A route's path, its query left off.
+fn path_of(route: &str) -> &str {
+    route.split_once('?').map_or(route, |(path, _)| path)
 }
 
 /// What limited `p`, a point measured on a server of `shape`.
