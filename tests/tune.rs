@@ -27,9 +27,10 @@ fn python() -> bool {
 }
 
 /// `knobs.py` at 1..2 processes x 1..3 threads, 2 ms of CPU a request at 16 connections, its
-/// default one process of three threads, 400 ms points, with `flag`.
-fn tune_under_the_gil(out: &Path, flag: &str) -> std::process::Output {
-    Command::new(BIN)
+/// default one process of three threads, 400 ms points, with `flag`: its results, stdout and
+/// stderr (the run succeeded).
+fn tune_under_the_gil(out: &Path, flag: &str) -> (serde_json::Value, String, String) {
+    let run = Command::new(BIN)
         .args([
             "tune",
             "--cmd",
@@ -53,7 +54,11 @@ fn tune_under_the_gil(out: &Path, flag: &str) -> std::process::Output {
         ])
         .arg(out)
         .output()
-        .unwrap()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&run.stderr).to_string();
+    assert!(run.status.success(), "{stderr}");
+    (read_json(&out.join("results.json")), stdout, stderr)
 }
 
 /// CPU-bound requests (2 ms of each thread's own CPU): threads in one process share one core
@@ -65,11 +70,7 @@ fn tune_finds_processes_for_cpu_under_the_gil_and_the_grid_agrees() {
     let _timing = timing_lock();
     let tmp = TempDir::new("tune");
     let out = tmp.path().join("out");
-    let run = tune_under_the_gil(&out, "--verify");
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{stderr}");
-    let r = read_json(&out.join("results.json"));
+    let (r, stdout, _) = tune_under_the_gil(&out, "--verify");
     let cores = std::thread::available_parallelism().unwrap().get() as u64;
     let pick = &r["pick"]["pick"];
     assert_eq!(pick[0], cores.min(2), "{stdout}");
@@ -135,11 +136,7 @@ fn tune_predict_reads_a_lock_a_process_and_measures_only_what_decides() {
     let _timing = timing_lock();
     let tmp = TempDir::new("tune-predict");
     let out = tmp.path().join("out");
-    let run = tune_under_the_gil(&out, "--predict");
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{stderr}");
-    let r = read_json(&out.join("results.json"));
+    let (r, stdout, stderr) = tune_under_the_gil(&out, "--predict");
     let cores = std::thread::available_parallelism().unwrap().get() as u64;
     assert_eq!(r["pick"]["pick"][0], cores.min(2), "{stdout}");
     let model = &r["model"];

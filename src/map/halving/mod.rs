@@ -393,9 +393,9 @@ impl Search<'_> {
             let c = left.remove(next);
             let best = self.best_measured();
             let above = self.cell.predicted(c).is_some_and(|p| p.low > best);
-            // Three measured under their intervals: the whole cell runs slower than the model
-            // says (the machine busy, or a term it lacks), not its leader alone; its order of
-            // the rest is as good as a measurement of them.
+            // Three kinds measured under their intervals: the whole cell runs slower than the
+            // model says (the machine busy, or a term it lacks), not its leader alone; its
+            // order of the rest is as good as a measurement of them.
             if best > 0.0 && (!above || self.measured_under() >= CELL_UNDER) {
                 self.over_budget.push(c);
                 continue;
