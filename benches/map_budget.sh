@@ -1,48 +1,62 @@
 #!/usr/bin/env bash
-# The map under a budget against a full measurement of the same cells, in the same run: 20 of
-# map-wide's cells (benches/map_budget/*.toml: C of 20 and 200 us at 16 and 256 connections,
-# async waits of 0, 10 and 100 x C, blocking ones of 10 and 100 x C), each searched with
-# `budget = "2%"`, then every candidate of the cell measured for 3 s (`verify = true`: each
-# architecture at the pick's pool and its default, the pick and those within 10% of the best
-# twice). A cell agrees where the pick is inside the spread of the full measurement's best.
-# The search's own points leave the verification's out (repetitions 9 and 10).
+# map-wide as a user runs it (its default budget of 2% of the grid), with 20 of its cells
+# measured in full after their search (`--verify-cells`: every architecture at the pool the
+# search chose and at its default, 3 s each, the pick and those within 10% of the best twice):
+# C of 20 and 200 us at 16 and 256 connections, async waits of 0, 10 and 100 x C, blocking
+# ones of 10 and 100 x C. Verification's points are neither fitted by the model nor counted in
+# the budget (repetitions 9 and 10), so the search is the one an unverified run makes. A cell
+# agrees where the pick is the full measurement's best or indistinguishable from it by the
+# map's own ranking (throughput spread, then p99, CPU and memory); "within 5%" where the pick's
+# 3 s throughput is within 5% of the best's.
 #
-# Usage: benches/map_budget.sh   (output: benches/map_budget.txt; about 20 minutes here)
+# Usage: benches/map_budget.sh   (output: benches/map_budget.txt; about 30 minutes here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
 out=$(mktemp -d /tmp/sweetspot-bench-map-XXXX)
 trap 'rm -rf "$out"' EXIT
-for map in async blocking; do
-    target/release/sweetspot map "benches/map_budget/$map.toml" --plain --out "$out/$map" >/dev/null 2>"$out/$map.log"
+cells=""
+for c in 20 200; do
+    for n in 16 256; do
+        for r in 0 10 100; do cells+="async-u$c-r$r-c$n,"; done
+        for r in 10 100; do cells+="blocking-u$c-r$r-c$n,"; done
+    done
 done
+start=$(date +%s)
+target/release/sweetspot map map-wide --verify-cells "${cells%,}" --plain --out "$out/map" >/dev/null 2>"$out/map.log"
+echo "wall $(( $(date +%s) - start ))" > "$out/wall"
 python3 - "$out" <<'PY' | tee benches/map_budget.txt
 import json, sys
 out = sys.argv[1]
-rows, agree, cells, search_points, grid = [], 0, 0, 0, 0
-for map in ["async", "blocking"]:
-    r = json.load(open(f"{out}/{map}/results.json"))
-    grid += r["full_grid_points"]
-    points = [json.loads(l)["point"] for l in open(f"{out}/{map}/points.jsonl")]
-    search_points += sum(1 for p in points if p["probe"]["rep"] < 9)
-    for c in r["cells"]:
-        o, v = c["outcome"], c.get("verify")
-        if not o or not o.get("winner") or not v:
-            continue
-        cells += 1
-        agree += bool(v["inside"])
-        # The full measurement's best as it ranks (throughput, then p99 and costs within a
-        # tie), not merely the most throughput.
-        best = next(row for row in v["rows"] if row["label"] == v["best"])
-        pick = o["winner"]["arch"] + (f"/{o['winner']['workers']}" if o["winner"]["workers"] else "")
-        pick_row = next((row for row in v["rows"] if row["label"] == pick), None)
-        rows.append((c["cell"]["key"], pick, round(pick_row["rps"][0]) if pick_row else 0,
-                     best["label"], round(best["rps"][0]), "yes" if v["inside"] else "no",
-                     c["points_measured"] - sum(1 for p in points if p["cell"] == c["cell"]["key"] and p["probe"]["rep"] >= 9)))
-print("map under budget = \"2%\" against every candidate measured for 3 s, same run")
-print(f"{'cell':28} {'pick':18} {'3 s req/s':>10} {'best of the full measurement':28} {'req/s':>8} {'inside':>6} {'points':>6}")
-print("(3 s req/s: the pick's throughput that counts in the full measurement; best: as it ranks)")
-for r in rows:
-    print(f"{r[0]:28} {r[1]:18} {r[2]:>10} {r[3]:28} {r[4]:>8} {r[5]:>6} {r[6]:>6}")
-print(f"agree: {agree} of {cells} cells; the searches measured {search_points} points of a grid of {grid} ({100 * search_points / grid:.2f}%)")
+r = json.load(open(f"{out}/map/results.json"))
+points = [json.loads(l)["point"] for l in open(f"{out}/map/points.jsonl")]
+search = [p for p in points if p["probe"]["rep"] < 9]
+verify_s = sum(p["probe"]["duration_ms"] for p in points if p["probe"]["rep"] >= 9) / 1000
+wall = int(open(f"{out}/wall").read().split()[1])
+rows, agree, near, cells = [], 0, 0, 0
+for c in r["cells"]:
+    o, v = c["outcome"], c.get("verify")
+    if not o or not o.get("winner") or not v:
+        continue
+    cells += 1
+    agree += bool(v["inside"])
+    # The full measurement's best as it ranks (throughput, then p99 and costs within a tie).
+    best = next(row for row in v["rows"] if row["label"] == v["best"])
+    pick_row = next((row for row in v["rows"] if row["label"] == v["pick"]), None)
+    pick_rps = pick_row["rps"][0] if pick_row else 0
+    best_rps = best["rps"][0]
+    close = pick_rps >= 0.95 * best_rps
+    near += close
+    own = sum(1 for p in search if p["cell"] == c["cell"]["key"])
+    rows.append((c["cell"]["key"], v["pick"], round(pick_rps), v["best"], round(best_rps),
+                 "yes" if v["inside"] else "no", "yes" if close else "no", own))
+print("map-wide under its budget (2%), 20 of its cells then measured in full (3 s a candidate), one run")
+print(f"{'cell':26} {'pick':16} {'3 s req/s':>9}  {'best of the full measurement':28} {'req/s':>7} {'inside':>6} {'5%':>4} {'points':>6}")
+print("(req/s: the mean of the full measurement's runs, 0 where its p99 missed the bound; best: as it ranks)")
+for x in rows:
+    print(f"{x[0]:26} {x[1]:16} {x[2]:>9}  {x[3]:28} {x[4]:>7} {x[5]:>6} {x[6]:>4} {x[7]:>6}")
+grid = r["full_grid_points"] if "full_grid_points" in r else sum(c["full_grid_points"] for c in r["cells"])
+print(f"agree: {agree} of {cells} cells by the ranking, {near} of {cells} within 5% of the best's throughput")
+print(f"map-wide measured {len(search)} points of {grid} ({100 * len(search) / grid:.2f}%); "
+      f"{wall} s in all, of which {verify_s:.0f} s verification")
 PY

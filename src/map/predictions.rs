@@ -13,20 +13,20 @@ use crate::search::Sample;
 
 /// Where a candidate runs, to the model: the machine's cores, shared with the generator unless
 /// the map pins the servers to a CPU set, and the cores the candidate can use (its loops or
-/// its parallelism, within the budget; loops blocked by a wait each hold one thread).
+/// its parallelism, within the budget).
 pub fn placement(spec: &MapSpec, cell: &Cell, c: Candidate, machine: f64) -> Placement {
+    // (Loops blocked by a wait hold requests as a pool does: the model takes the pool from
+    // the candidate's workers; the cores here are what runs their CPU.)
     let own = match (c.arch.holding(), c.workers) {
-        (Holding::Loops, Some(w)) if cell.blocking => f64::from(w),
         (Holding::Loops, Some(w)) => f64::from(w).min(machine),
         _ => c.arch.parallelism(machine),
     };
     let budget = cell.budget;
-    let blocked_loops = c.arch.holding() == Holding::Loops && cell.blocking;
     Placement {
         machine_cores: machine,
         shares_with_generator: spec.cpuset.is_none(),
-        server_cores: if blocked_loops { own } else { own.min(budget) },
-        budgeted: !blocked_loops && budget < own,
+        server_cores: own.min(budget),
+        budgeted: budget < own,
     }
 }
 
