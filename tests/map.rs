@@ -429,8 +429,9 @@ fn escape_html(text: &str) -> String {
         .replace('\'', "&#39;")
 }
 
-/// A small cell searched and checked in one run (`verify = true`): every architecture at the
-/// pool the search chose for it and at its default, ranked the same way; the pick is inside.
+/// A small cell searched and checked in one run (`--verify-cells`, as `verify = true` for
+/// every cell): every architecture at the pool the search chose for it and at its default,
+/// ranked the same way; the pick is inside.
 #[test]
 fn the_adaptive_pick_is_inside_the_full_measurements_best_spread() {
     let _timing = timing_lock();
@@ -440,13 +441,15 @@ fn the_adaptive_pick_is_inside_the_full_measurements_best_spread() {
         &map,
         "name = \"small\"\narchs = [\"epoll\", \"prethreaded\", \"hybrid\"]\ncpu_us = 500\n\
          ratios = [10]\nconcurrency = [8]\nbase = \"300ms\"\nrounds = 2\nwarmup = \"0s\"\n\
-         max_pool = 8\nverify = true\n",
+         max_pool = 8\n",
     )
     .unwrap();
     let out = tmp.path().join("out");
     let run = sweetspot_ok([
         OsStr::new("map"),
         map.as_os_str(),
+        OsStr::new("--verify-cells"),
+        OsStr::new("async-r10-c8"),
         OsStr::new("--plain"),
         OsStr::new("--out"),
         out.as_os_str(),
@@ -805,6 +808,7 @@ fn bad_input_is_one_line_and_exit_2() {
     for args in [
         vec!["map", "no-such-map"],
         vec!["map", "--resume", no_run.to_str().unwrap()],
+        vec!["map", "map-quick", "--verify-cells", "async-r10-c17"],
         vec![
             "advise",
             "--cpu",

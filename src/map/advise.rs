@@ -210,6 +210,7 @@ impl AdviseConfig {
             max_pool: concurrency.clamp(1024, 4096),
             warmup: Duration::ZERO,
             verify: args.search.verify,
+            verify_cells: Vec::new(),
             predict: args.predict,
             point_budget: None,
             net: args.search.net()?,

@@ -65,6 +65,18 @@ pub struct MapArgs {
     /// know yet are measured whatever the budget, and the summary says where it was passed.
     #[arg(long, value_name = "SHARE|POINTS", conflicts_with_all = ["resume", "measure_all"], value_parser = spec::PointBudget::parse)]
     pub budget: Option<spec::PointBudget>,
+    /// After each of these cells' search (keys as `--list`'s maps name them, e.g.
+    /// `async-u20-r10-c16`, comma-separated), measure every candidate in full, as the file's
+    /// `verify` does for every cell, and say whether the pick is inside the best's spread.
+    /// The search and its model are the run's own: verification's points are neither fitted
+    /// nor counted in the budget.
+    #[arg(
+        long,
+        value_name = "CELLS",
+        value_delimiter = ',',
+        conflicts_with = "resume"
+    )]
+    pub verify_cells: Vec<String>,
     /// The servers' CPU budget (overrides the file's `cpus` and `cpuset`): each cell's bound
     /// and default pools follow it.
     #[command(flatten)]
@@ -130,6 +142,10 @@ pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
             if args.budget.is_some() {
                 spec.point_budget = args.budget;
             }
+            if let Some(msg) = spec.unknown_cell(&args.verify_cells) {
+                return Err(usage(msg));
+            }
+            spec.verify_cells.extend(args.verify_cells.iter().cloned());
             spec.check_net()
                 .map_err(|msg| usage(format!("{}: {msg}", args.map)))?;
             if spec.has_path() {

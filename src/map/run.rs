@@ -33,6 +33,11 @@ impl Measure<Probe> for CellProbes<'_> {
         let cores = lab.machine.cores;
         let (spec, cell) = (self.spec, self.cell);
         let whole = spec.whole_cores(cell.cpus, cores);
+        if let Some(twin) = round_trip_twin(spec, cell) {
+            if let Some(record) = self.log.get(&PointRecord::key_of(&twin, probe)) {
+                return Some(record.sample.clone());
+            }
+        }
         let key = PointRecord::key_of(&cell.key, probe);
         let (record, origin) = lab.point(
             "map",
@@ -60,6 +65,20 @@ impl Measure<Probe> for CellProbes<'_> {
     fn why(&mut self, reason: &'static str) {
         self.progress.why(reason);
     }
+}
+
+/// The round trip's cell where `cell` asks what it measured: one connection, no wait, the same
+/// C, path and (no) quota, a request of constant CPU. Its points answer the cell's same probes
+/// (under a budget every server was measured there once; at map-quick's 1 ms and one
+/// connection they were measured again, 11 of its points).
+fn round_trip_twin(spec: &MapSpec, cell: &CellSpec) -> Option<String> {
+    let same = cell.concurrency == 1
+        && cell.wait_ms == 0.0
+        && cell.cpus.is_none()
+        && spec.dist.is_none()
+        && spec.cv.is_none();
+    let key = round_trip_key(spec, cell.cpu_us, cell.rtt_ms);
+    (same && key != cell.key).then_some(key)
 }
 
 /// One probe of `cell`, answered as the search's are: from the point log when it finished
@@ -174,8 +193,12 @@ pub fn run_cells(
         // predicts, and so asks for, exactly what the first did.
         let model = if spec.predict {
             let before = &views_before(spec, &cells, cell, &results);
-            let records: Vec<&PointRecord> =
-                log.records().filter(|r| before.contains(&r.cell)).collect();
+            // Verification's full measurements are not the run's: a verified map predicts
+            // what the same map unverified would.
+            let records: Vec<&PointRecord> = log
+                .records()
+                .filter(|r| before.contains(&r.cell) && r.probe.rep < halving::VERIFY_REP)
+                .collect();
             let left = cells.len() - index;
             cell_model(
                 spec,
@@ -516,9 +539,9 @@ pub fn search_cell(
         outcome = halving::search(&rules_cell, &mut live)?;
     }
     say_how_rules_failed(&mut outcome, &cell.key, live.log);
-    let verify = match (spec.verify, outcome.winner) {
+    let verify = match (spec.verifies(&cell.key), outcome.winner) {
         (true, Some(_)) => {
-            live.why("to verify: every candidate in full");
+            live.why(VERIFY_WHY);
             Some(halving::verify(&probe_cell, &outcome, &mut live)?)
         }
         _ => None,
@@ -572,6 +595,9 @@ fn save(
     write_results(results, out)
 }
 
+/// Why a verification's points are measured, as the progress line says.
+const VERIFY_WHY: &str = "to verify: every candidate in full";
+
 /// The progress line: cells done, points measured, the time left.
 pub struct Progress {
     cells: usize,
@@ -579,6 +605,8 @@ pub struct Progress {
     grid: usize,
     done: usize,
     measured: usize,
+    /// Of `measured`, the points of verifications (not of the search, nor of its budget).
+    verifying: usize,
     stored_before: usize,
     started: Instant,
     tty: bool,
@@ -595,6 +623,7 @@ impl Progress {
             grid: 0,
             done: 0,
             measured: 0,
+            verifying: 0,
             stored_before,
             started: Instant::now(),
             tty: !plain && std::io::stderr().is_terminal(),
@@ -619,7 +648,7 @@ impl Progress {
             (self.done + 1).min(self.cells),
             self.cells,
             self.current,
-            self.measured,
+            self.measured - self.verifying,
             self.grid_share(),
             if self.stored_before > 0 {
                 format!(" ({} from the resumed run)", self.stored_before)
@@ -639,16 +668,22 @@ impl Progress {
         self.grid = points;
     }
 
-    /// `, 0.4% of the grid's 9,558`, where the grid is known.
+    /// ` (0.4% of the grid's 9,558)`, where the grid is known, and the points verification
+    /// measured beside the search's (`, and 21 more to verify`), not of the grid's share.
     fn grid_share(&self) -> String {
+        let verifying = if self.verifying > 0 {
+            format!(", and {} more to verify", self.verifying)
+        } else {
+            String::new()
+        };
         if self.grid == 0 {
-            return String::new();
+            return verifying;
         }
+        let searched = self.measured - self.verifying + self.stored_before;
         format!(
-            " ({} of the grid's {})",
+            " ({} of the grid's {}){verifying}",
             crate::render::numbers::percent(
-                ((self.measured + self.stored_before) as f64 / self.grid as f64 * 1000.0).round()
-                    / 1000.0
+                (searched as f64 / self.grid as f64 * 1000.0).round() / 1000.0
             ),
             crate::render::numbers::thousands(self.grid as f64)
         )
@@ -678,6 +713,9 @@ impl Progress {
 
     fn measured(&mut self) {
         self.measured += 1;
+        if self.why == VERIFY_WHY {
+            self.verifying += 1;
+        }
         match self.whys.iter_mut().find(|(w, _)| *w == self.why) {
             Some((_, n)) => *n += 1,
             None => self.whys.push((self.why, 1)),
@@ -698,7 +736,7 @@ impl Progress {
                 self.done,
                 self.cells,
                 self.current,
-                self.measured,
+                self.measured - self.verifying,
                 self.grid_share(),
                 crate::render::numbers::wall_time(left),
                 if whys.is_empty() {

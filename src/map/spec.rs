@@ -78,6 +78,10 @@ pub struct MapSpec {
     /// spread of the grid's best (slow: for small maps).
     #[serde(default)]
     pub verify: bool,
+    /// Verify only these cells (their keys), as `verify` does every cell; the search and the
+    /// model are the run's own (verification's points are never fitted nor budgeted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verify_cells: Vec<String>,
     /// Measure only to decide: each cell's candidates are predicted by the model of each
     /// server fitted on the run's points so far, and those whose interval lies under what
     /// another measured are left out (`false`: every candidate the search reaches is measured).
@@ -500,6 +504,25 @@ impl MapSpec {
 
     /// The cells, map by map (wait mode, then CPU, then round trip), then by ratio, then by
     /// concurrency.
+    /// Whether the cell `key` is verified in full after its search.
+    pub fn verifies(&self, key: &str) -> bool {
+        self.verify || self.verify_cells.iter().any(|k| k == key)
+    }
+
+    /// The first of `keys` that names no cell of this map, with the map's cells to choose
+    /// from; `None` when all do.
+    pub fn unknown_cell(&self, keys: &[String]) -> Option<String> {
+        let cells: Vec<String> = self.cells().into_iter().map(|c| c.key).collect();
+        keys.iter().find(|k| !cells.contains(k)).map(|k| {
+            format!(
+                "no cell `{k}` in map `{}` ({} cells, named like {})",
+                self.name,
+                cells.len(),
+                cells.iter().take(2).cloned().collect::<Vec<_>>().join(", ")
+            )
+        })
+    }
+
     pub fn cells(&self) -> Vec<CellSpec> {
         let mut cells = Vec::new();
         for &wait in &self.waits {
@@ -569,6 +592,26 @@ impl MapSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn verified_cells_are_the_named_ones_or_every_one() {
+        let mut quick = MapSpec::load("map-quick").unwrap();
+        assert!(!quick.verifies("async-r10-c16"));
+        quick.verify_cells = vec!["async-r10-c16".into()];
+        assert!(quick.verifies("async-r10-c16"));
+        assert!(!quick.verifies("async-r0-c16"));
+        quick.verify = true;
+        assert!(quick.verifies("async-r0-c16"));
+        assert_eq!(quick.unknown_cell(&["async-r10-c16".into()]), None);
+        let msg = quick
+            .unknown_cell(&["async-r10-c16".into(), "async-r10-c17".into()])
+            .unwrap();
+        assert_eq!(
+            msg,
+            "no cell `async-r10-c17` in map `map-quick` (9 cells, named like async-r0-c1, \
+             async-r0-c16)"
+        );
+    }
 
     #[test]
     fn presets_parse_and_make_their_cells() {
