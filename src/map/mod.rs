@@ -132,25 +132,7 @@ pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
     let (spec, source, out, previous_wall_s) = match &args.resume {
         Some(dir) => resume_from(dir)?,
         None => {
-            let mut spec = MapSpec::load(&args.map)?;
-            spec.net = crate::net::net_option(args.net.as_deref(), spec.net.take())?;
-            args.cpu_budget.apply(&mut spec.cpus, &mut spec.cpuset)?;
-            if args.measure_all {
-                spec.predict = false;
-                spec.point_budget = None;
-            }
-            if args.budget.is_some() {
-                spec.point_budget = args.budget;
-            }
-            if let Some(msg) = spec.unknown_cell(&args.verify_cells) {
-                return Err(usage(msg));
-            }
-            spec.verify_cells.extend(args.verify_cells.iter().cloned());
-            spec.check_net()
-                .map_err(|msg| usage(format!("{}: {msg}", args.map)))?;
-            if spec.has_path() {
-                crate::net::require_permitted()?;
-            }
+            let spec = spec_of(&args)?;
             let out = args
                 .out
                 .clone()
@@ -208,6 +190,30 @@ pub fn run_map(args: MapArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The map a new run measures: the file or preset with the flags over it. Bad input: exit 2.
+fn spec_of(args: &MapArgs) -> anyhow::Result<MapSpec> {
+    let mut spec = MapSpec::load(&args.map)?;
+    spec.net = crate::net::net_option(args.net.as_deref(), spec.net.take())?;
+    args.cpu_budget.apply(&mut spec.cpus, &mut spec.cpuset)?;
+    if args.measure_all {
+        spec.predict = false;
+        spec.point_budget = None;
+    }
+    if args.budget.is_some() {
+        spec.point_budget = args.budget;
+    }
+    if let Some(msg) = spec.unknown_cell(&args.verify_cells) {
+        return Err(usage(msg));
+    }
+    spec.verify_cells.extend(args.verify_cells.iter().cloned());
+    spec.check_net()
+        .map_err(|msg| usage(format!("{}: {msg}", args.map)))?;
+    if spec.has_path() {
+        crate::net::require_permitted()?;
+    }
+    Ok(spec)
 }
 
 /// `map --list`: every preset with its cells, its full grid and its description.
