@@ -9,12 +9,13 @@
 # map's own ranking (throughput spread, then p99, CPU and memory); "within 5%" where the pick's
 # 3 s throughput is within 5% of the best's.
 #
-# Usage: benches/map_budget.sh   (output: benches/map_budget.txt; about 30 minutes here)
+# Usage: [KEEP=1] benches/map_budget.sh   (output: benches/map_budget.txt; about 30 minutes here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
 out=$(mktemp -d /tmp/sweetspot-bench-map-XXXX)
-trap 'rm -rf "$out"' EXIT
+# KEEP=1 keeps the run's directory (its points and report) for a look.
+trap '[ -n "${KEEP:-}" ] && echo "kept $out" >&2 || rm -rf "$out"' EXIT
 cells=""
 for c in 20 200; do
     for n in 16 256; do
