@@ -480,6 +480,19 @@ fn the_adaptive_pick_is_inside_the_full_measurements_best_spread() {
     );
     assert_eq!(verify["window_ms"], 3000);
     assert_eq!(results["cells"][0]["full_grid_points"], 27);
+    // Verification's points are on disk and counted apart from the search's: each row's
+    // runs, none of them the search's or its budget's.
+    let runs: u64 = verify["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["runs"].as_u64().unwrap())
+        .sum();
+    assert_eq!(results["points_verifying"].as_u64().unwrap(), runs);
+    assert_eq!(
+        (results["points_measured"].as_u64().unwrap() + runs) as usize,
+        point_files(&out).len()
+    );
     assert!(String::from_utf8_lossy(&run.stdout).contains("the pick is inside"));
 }
 

@@ -27,9 +27,14 @@ pub struct MapResults {
     /// Wall time of the run, summed over its resumptions, in seconds.
     pub wall_s: f64,
     pub cells: Vec<CellResult>,
-    /// Points measured in all, and how many the full grid of every cell would have needed.
+    /// Points the search measured in all (the round trips' among them), and how many the
+    /// full grid of every cell would have needed.
     pub points_measured: usize,
     pub full_grid_points: usize,
+    /// Points verification measured besides (`verify`, `--verify-cells`): not the search's,
+    /// nor of its budget or its share of the grid.
+    #[serde(default)]
+    pub points_verifying: usize,
     /// What the map shows, in a paragraph computed from the cells.
     #[serde(default)]
     pub summary: String,
@@ -59,6 +64,7 @@ impl MapResults {
             cells: Vec::new(),
             points_measured: 0,
             full_grid_points: 0,
+            points_verifying: 0,
             summary: String::new(),
             round_trip_us: 0.0,
             round_trip_points: 0,
@@ -91,10 +97,13 @@ pub struct CellResult {
     pub outcome: Option<Outcome>,
     /// Goetz's pool for the cell, `cores x (1 + W/C)`.
     pub goetz: u32,
-    /// Every point measured for the cell.
+    /// Every point measured for the cell, its verification's among them.
     pub points: Vec<PointRecord>,
+    /// The search's points, and its verification's (`verify`).
     pub points_measured: usize,
     pub full_grid_points: usize,
+    #[serde(default)]
+    pub points_verifying: usize,
     /// The full measurement the pick was checked against (`verify = true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<Verify>,

@@ -219,11 +219,16 @@ pub fn run_cells(
         };
         let probe_cell = cell_of(spec, cell, cores, &[]);
         let points: Vec<PointRecord> = log.of_cell(&cell.key).into_iter().cloned().collect();
+        let verifying = points
+            .iter()
+            .filter(|p| p.probe.rep >= halving::VERIFY_REP)
+            .count();
         results.cells.push(CellResult {
             cell: cell.clone(),
             outcome: Some(outcome),
             goetz: probe_cell.goetz(),
-            points_measured: points.len(),
+            points_measured: points.len() - verifying,
+            points_verifying: verifying,
             points,
             full_grid_points: probe_cell.full_grid_points(),
             verify,
@@ -588,6 +593,7 @@ fn save(
             .iter()
             .map(|c| c.points_measured)
             .sum::<usize>();
+    results.points_verifying = results.cells.iter().map(|c| c.points_verifying).sum();
     results.full_grid_points = results.cells.iter().map(|c| c.full_grid_points).sum();
     results.wall_s = previous_wall_s + started.elapsed().as_secs_f64();
     results.finished = utc_timestamp();

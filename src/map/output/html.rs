@@ -150,11 +150,7 @@ pub(super) fn report_html(results: &MapResults, maps: &[(String, String)]) -> St
     }
     html.push_str(&format!(
         "<p class=\"note\">{}.</p>\n{PAGE_END}",
-        escape(&crate::search::points_sentence(
-            results.points_measured,
-            results.wall_s,
-            results.full_grid_points
-        ))
+        escape(&super::points_sentence(results))
     ));
     html
 }

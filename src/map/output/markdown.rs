@@ -61,11 +61,7 @@ pub fn table(results: &MapResults) -> String {
     out.push_str(&format!("\n{}\n", results.summary));
     out.push_str(&format!(
         "\n{}{}\n",
-        crate::search::points_sentence(
-            results.points_measured,
-            results.wall_s,
-            results.full_grid_points
-        ),
+        super::points_sentence(results),
         if results.interrupted {
             "; interrupted: `sweetspot map --resume DIR` finishes it"
         } else {

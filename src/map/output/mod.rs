@@ -139,6 +139,27 @@ pub(super) fn path_words(results: &MapResults) -> Option<String> {
     })
 }
 
+/// What the run measured against its full grid, and the points its verifications took
+/// besides (which the grid's share leaves out).
+fn points_sentence(results: &MapResults) -> String {
+    let verifying = if results.points_verifying > 0 {
+        format!(
+            ", and {} more to verify picks in full",
+            results.points_verifying
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{}{verifying}",
+        crate::search::points_sentence(
+            results.points_measured,
+            results.wall_s,
+            results.full_grid_points
+        )
+    )
+}
+
 /// Writes every file of a finished (or interrupted) map: results, table, heat maps, report.
 pub fn write_all(results: &MapResults, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     write_results(results, dir)?;
@@ -209,6 +230,7 @@ mod tests {
             points: Vec::new(),
             points_measured: 0,
             full_grid_points: 0,
+            points_verifying: 0,
             verify: None,
         }
     }
