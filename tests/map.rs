@@ -324,7 +324,7 @@ const MAP_QUICK_POINTS_BEFORE_THE_MODEL: u64 = 83;
 /// map-quick as a user runs it (its preset's budget, 2% of the grid: the model predicts, and
 /// measures only to decide) against `full`, the full search of the same run: at most 60% of
 /// the points map-quick measured before the model, and every cell's winner the full search's, one
-/// of its ties, or within its spread (5%: the ranking's tie) of its winner's throughput there.
+/// of its ties, or within its spread there as the ranking reads one (5%, or runs that overlap).
 fn the_preset_under_its_budget_names_the_same_winners(tmp: &TempDir, full: &serde_json::Value) {
     let out = tmp.path().join("budget");
     let run = sweetspot_ok([
@@ -348,13 +348,17 @@ fn the_preset_under_its_budget_names_the_same_winners(tmp: &TempDir, full: &serd
         Some(n) => format!("{}/{n}", w["arch"].as_str().unwrap()),
         None => w["arch"].as_str().unwrap().to_string(),
     };
+    // A candidate's throughput that counts as the full search measured it: (mean, min, max).
     let rps_of = |outcome: &serde_json::Value, who: &str| {
         outcome["candidates"]
             .as_array()
             .unwrap()
             .iter()
             .find(|r| r["label"] == who)
-            .map(|r| r["rps"][0].as_f64().unwrap())
+            .map(|r| {
+                let v = |i: usize| r["rps"][i].as_f64().unwrap();
+                (v(0), v(1), v(2))
+            })
     };
     let mut report = Vec::new();
     let mut agree = 0;
@@ -368,13 +372,19 @@ fn the_preset_under_its_budget_names_the_same_winners(tmp: &TempDir, full: &serd
         assert_eq!(b["cell"]["key"], f["cell"]["key"]);
         let (picked, best) = (label(&bo["winner"]), label(&fo["winner"]));
         let best_rps = fo["rps"].as_f64().unwrap();
+        let best_range = rps_of(fo, &best).unwrap_or((best_rps, best_rps, best_rps));
         // The pick's throughput as the full search measured it, else as the budget's did.
-        let picked_rps = rps_of(fo, &picked).unwrap_or(bo["rps"].as_f64().unwrap());
+        let budget_rps = bo["rps"].as_f64().unwrap();
+        let picked_range = rps_of(fo, &picked).unwrap_or((budget_rps, budget_rps, budget_rps));
+        let picked_rps = picked_range.0;
         let tie = fo["ties"].as_array().unwrap().iter().any(|t| t == &picked);
-        let ok = picked == best || tie || picked_rps >= best_rps * 0.95;
+        // Within the spread as the ranking reads one: within its tie (5%) of the best's
+        // throughput, or the two's runs overlapping.
+        let overlap = picked_range.1 <= best_range.2 && best_range.1 <= picked_range.2;
+        let ok = picked == best || tie || picked_rps >= best_rps * 0.95 || overlap;
         agree += usize::from(ok);
         report.push(format!(
-            "{}: {picked} {picked_rps:.0} against {best} {best_rps:.0}{}",
+            "{}: {picked} {picked_range:.0?} against {best} {best_range:.0?}{}",
             b["cell"]["key"],
             if ok { "" } else { " MISS" }
         ));

@@ -218,21 +218,9 @@ pub fn run_cells(
             break;
         };
         let probe_cell = cell_of(spec, cell, cores, &[]);
-        let points: Vec<PointRecord> = log.of_cell(&cell.key).into_iter().cloned().collect();
-        let verifying = points
-            .iter()
-            .filter(|p| p.probe.rep >= halving::VERIFY_REP)
-            .count();
-        results.cells.push(CellResult {
-            cell: cell.clone(),
-            outcome: Some(outcome),
-            goetz: probe_cell.goetz(),
-            points_measured: points.len() - verifying,
-            points_verifying: verifying,
-            points,
-            full_grid_points: probe_cell.full_grid_points(),
-            verify,
-        });
+        results
+            .cells
+            .push(cell_result(cell, &probe_cell, outcome, verify, log));
         progress.cell_done();
         save(&mut results, &cells, started, previous_wall_s, out)?;
     }
@@ -317,6 +305,32 @@ fn round_trips(
         .map(|r| (r.us - r.rtt_ms * 1000.0).max(0.0))
         .fold(0.0, f64::max);
     true
+}
+
+/// A searched cell's results: its outcome, its verification and its points (the search's
+/// and verification's counted apart).
+fn cell_result(
+    cell: &CellSpec,
+    probe_cell: &Cell,
+    outcome: halving::Outcome,
+    verify: Option<Verify>,
+    log: &PointLog<PointRecord>,
+) -> CellResult {
+    let points: Vec<PointRecord> = log.of_cell(&cell.key).into_iter().cloned().collect();
+    let verifying = points
+        .iter()
+        .filter(|p| p.probe.rep >= halving::VERIFY_REP)
+        .count();
+    CellResult {
+        cell: cell.clone(),
+        outcome: Some(outcome),
+        goetz: probe_cell.goetz(),
+        points_measured: points.len() - verifying,
+        points_verifying: verifying,
+        points,
+        full_grid_points: probe_cell.full_grid_points(),
+        verify,
+    }
 }
 
 /// The keys of the cells measured before `cell` in the run's order, and of the round trips.
