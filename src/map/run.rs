@@ -197,7 +197,7 @@ pub fn run_cells(
             // what the same map unverified would.
             let records: Vec<&PointRecord> = log
                 .records()
-                .filter(|r| before.contains(&r.cell) && r.probe.rep < halving::VERIFY_REP)
+                .filter(|r| before.contains(&r.cell) && !r.probe.verifies())
                 .collect();
             let left = cells.len() - index;
             cell_model(
@@ -265,10 +265,7 @@ fn cell_model(
         ),
         // Verification's full measurements are not the search's: not of the budget.
         allowance: budget.map(|t| {
-            let spent = records
-                .iter()
-                .filter(|r| r.probe.rep < halving::VERIFY_REP)
-                .count();
+            let spent = records.iter().filter(|r| !r.probe.verifies()).count();
             PointBudget::allowance(t, spent, left)
         }),
     }
@@ -317,10 +314,7 @@ fn cell_result(
     log: &PointLog<PointRecord>,
 ) -> CellResult {
     let points: Vec<PointRecord> = log.of_cell(&cell.key).into_iter().cloned().collect();
-    let verifying = points
-        .iter()
-        .filter(|p| p.probe.rep >= halving::VERIFY_REP)
-        .count();
+    let verifying = points.iter().filter(|p| p.probe.verifies()).count();
     CellResult {
         cell: cell.clone(),
         outcome: Some(outcome),

@@ -502,8 +502,6 @@ impl MapSpec {
         self.base.as_millis() as u32
     }
 
-    /// The cells, map by map (wait mode, then CPU, then round trip), then by ratio, then by
-    /// concurrency.
     /// Whether the cell `key` is verified in full after its search.
     pub fn verifies(&self, key: &str) -> bool {
         self.verify || self.verify_cells.iter().any(|k| k == key)
@@ -523,6 +521,8 @@ impl MapSpec {
         })
     }
 
+    /// The cells, map by map (wait mode, then CPU, then round trip), then by ratio, then by
+    /// concurrency.
     pub fn cells(&self) -> Vec<CellSpec> {
         let mut cells = Vec::new();
         for &wait in &self.waits {

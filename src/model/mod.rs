@@ -82,25 +82,20 @@ pub fn bound_rps(
         (server.cores / service_s, Binding::Cores),
         (n / cycle_s, Binding::Wait),
     ];
-    if let (Holding::PoolPerRequest, Some(p)) = (server.holding, pool) {
+    if let Some(p) = requests_held(server.holding, workload, pool) {
         let held_s = service_s
             + if workload.blocking {
                 workload.wait_us * 1e-6
             } else {
                 0.0
             };
-        bounds.push((f64::from(p) / held_s, Binding::Pool));
-    }
-    if workload.blocking && server.holding == Holding::Loops {
-        // A loop blocked in a wait serves nothing else meanwhile: its loops are a pool held
-        // through the CPU and the wait (one loop without a pool).
-        let held_s = service_s + workload.wait_us * 1e-6;
+        // (poll and epoll: their one loop, on their one core.)
         let binding = if pool.is_some() {
             Binding::Pool
         } else {
             Binding::Cores
         };
-        bounds.push((f64::from(loops(pool)) / held_s, binding));
+        bounds.push((f64::from(p) / held_s, binding));
     }
     // The first of equal bounds binds.
     bounds
@@ -109,9 +104,17 @@ pub fn bound_rps(
         .expect("the cores and the connections bound it")
 }
 
-/// The loops of an event-loop server: its pool, one without.
-fn loops(pool: Option<u32>) -> u32 {
-    pool.unwrap_or(1).max(1)
+/// How many requests a server serves at once where a fixed set of workers each holds one:
+/// a pool that holds requests (hybrid), and event loops blocked by a wait, whose loops (their
+/// pool, one without) serve nothing else meanwhile (reactors/22 served 43,921 req/s at 20 us
+/// and 200 us blocking waits on 256 connections, where the loops taken as the cores' servers
+/// predicted 6,627). `None`: nothing caps them but the connections.
+fn requests_held(holding: Holding, workload: &Workload, pool: Option<u32>) -> Option<u32> {
+    match (holding, pool) {
+        (Holding::PoolPerRequest, Some(p)) => Some(p.max(1)),
+        (Holding::Loops, _) if workload.blocking => Some(pool.unwrap_or(1).max(1)),
+        _ => None,
+    }
 }
 
 /// The connections that cycle: one at a time for a server that serves one connection until
@@ -138,22 +141,14 @@ pub fn predict(
     let wait_s = workload.wait_us * 1e-6;
     let rtt_s = server.round_trip_us * 1e-6;
     let cores = mva::multi_server(server.cores, service_s);
-    let level = match (server.holding, pool) {
-        (Holding::PoolPerRequest, Some(p)) => {
+    let level = match requests_held(server.holding, workload, pool) {
+        Some(p) => {
             let inner_delay = if workload.blocking { wait_s } else { 0.0 };
             let outer_delay = rtt_s + if workload.blocking { 0.0 } else { wait_s };
-            let station = mva::flow_equivalent(&cores, inner_delay, p.max(1) as usize);
+            let station = mva::flow_equivalent(&cores, inner_delay, p as usize);
             mva::solve(&station, outer_delay, n).pop()
         }
-        // Each loop blocked in a wait serves nothing else meanwhile: the loops hold a request
-        // through the cores and the wait, as a pool that holds requests does (reactors/22
-        // served 43,921 req/s at 20 us and 200 us blocking waits on 256 connections, where
-        // the loops taken as the cores' servers predicted 6,627).
-        (Holding::Loops, _) if workload.blocking => {
-            let station = mva::flow_equivalent(&cores, wait_s, loops(pool) as usize);
-            mva::solve(&station, rtt_s, n).pop()
-        }
-        _ => mva::solve(&cores, rtt_s + wait_s, n).pop(),
+        None => mva::solve(&cores, rtt_s + wait_s, n).pop(),
     };
     let (rps, cycle_s) = level.map_or((0.0, f64::INFINITY), |l| {
         (l.throughput, l.customers as f64 / l.throughput.max(1e-12))

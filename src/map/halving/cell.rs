@@ -34,6 +34,14 @@ pub struct Probe {
     pub rep: u32,
 }
 
+impl Probe {
+    /// Whether it is a verification's full measurement ([`super::VERIFY_REP`] and after), not
+    /// the search's: never fitted by the model nor counted in a budget.
+    pub fn verifies(&self) -> bool {
+        self.rep >= super::VERIFY_REP
+    }
+}
+
 /// One cell's question.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cell {
