@@ -17,6 +17,7 @@ use anyhow::Context;
 use crate::app::App;
 use crate::arch::idle_spin::MAX_SPIN;
 use crate::arch::listen::{bind, MAX_WORKERS};
+use crate::arch::tls::ServerTls;
 use crate::arch::{Accept, AcceptCounts, Arch, Protocol, ServerContext, Timeouts, DRAIN};
 use crate::store::StoreConfig;
 use crate::sys::SharedCounter;
@@ -78,8 +79,9 @@ pub struct ServeArgs {
     /// CPU under a lighter one (benches/async_spin.txt). 0 parks at once, as tokio does.
     #[arg(long, default_value_t = 0)]
     pub spin_us: u64,
-    /// async only: serve HTTP/2 over TLS (ALPN `h2`) with this certificate chain (PEM) and
-    /// `--tls-key`; the port then speaks TLS only (h2c and HTTP/1.1 are cleartext's).
+    /// Serve HTTPS with this certificate chain (PEM) and `--tls-key`: HTTP/1.1 on every
+    /// architecture but uring, and HTTP/2 by ALPN on async. The port then speaks TLS only;
+    /// the stats line counts the handshakes (full and resumed, by ticket) and their CPU.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
     /// The certificate's private key (PEM), with `--tls-cert`.
@@ -101,7 +103,7 @@ pub struct ServeConfig {
     pub timeouts: Timeouts,
     /// How long an async worker spins before it parks (zero: it parks at once).
     pub spin: Duration,
-    /// async only: HTTP/2 over TLS with this configuration (`--tls-cert`, `--tls-key`).
+    /// HTTPS with this configuration (`--tls-cert`, `--tls-key`).
     pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
@@ -139,13 +141,15 @@ impl ServeConfig {
         let spin = spin_of(args)?;
         let tls = match (&args.tls_cert, &args.tls_key) {
             (Some(cert), Some(key)) => {
-                if !args.arch.serves_http2() || args.protocol != Protocol::Http {
-                    return Err(crate::usage(format!(
-                        "--tls-cert: only --arch async serves TLS (HTTP/2 over TLS), not {}",
-                        args.arch.name()
-                    )));
+                if args.protocol != Protocol::Http {
+                    return Err(crate::usage(
+                        "--tls-cert: only --protocol http is served over TLS",
+                    ));
                 }
-                Some(tls_config(cert, key)?)
+                if !args.arch.serves_tls() {
+                    return Err(only_some_take("--tls-cert", args.arch, Arch::serves_tls));
+                }
+                Some(tls_config(cert, key, args.arch)?)
             }
             _ => None,
         };
@@ -219,11 +223,17 @@ fn spin_of(args: &ServeArgs) -> anyhow::Result<Duration> {
     Ok(spin)
 }
 
-/// The TLS side of `--tls-cert` and `--tls-key`: the chain and key from PEM files, ALPN `h2`.
+/// The room [`tls_config`] makes for tickets: longer than any session rustls puts in one.
+const TICKET_ROOM: usize = 2048;
+
+/// The TLS side of `--tls-cert` and `--tls-key`: the chain and key from PEM files; ALPN
+/// `http/1.1`, and `h2` first where the architecture serves HTTP/2; resumption by tickets
+/// (their key made here, before any fork, so every process of the server can read them).
 /// A file that cannot be read or holds no usable PEM is a usage error naming it.
 fn tls_config(
     cert: &std::path::Path,
     key: &std::path::Path,
+    arch: Arch,
 ) -> anyhow::Result<Arc<rustls::ServerConfig>> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -245,7 +255,17 @@ fn tls_config(
         .with_no_client_auth()
         .with_single_cert(chain, key_der)
         .map_err(|e| crate::usage(format!("--tls-key {}: {e}", key.display())))?;
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    config.alpn_protocols = if arch.serves_http2() {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
+    config.ticketer =
+        rustls::crypto::ring::Ticketer::new().map_err(|e| anyhow::anyhow!("TLS tickets: {e}"))?;
+    // The ticketer refuses to decrypt anything longer than the longest ticket it has itself
+    // encrypted, which a forked worker knows only of its own: one long ticket encrypted here,
+    // before any fork, lets every process read its siblings' (a session is a few hundred bytes).
+    let _ = config.ticketer.encrypt(&[0; TICKET_ROOM]);
     Ok(Arc::new(config))
 }
 
@@ -280,7 +300,10 @@ pub fn serve(config: &ServeConfig) -> anyhow::Result<()> {
         accepted: AcceptCounts::default(),
         shutdown,
         served: SharedCounter::new()?,
-        tls: config.tls.clone(),
+        tls: match &config.tls {
+            Some(tls) => Some(Arc::new(ServerTls::new(Arc::clone(tls))?)),
+            None => None,
+        },
     });
     let scheme = match config.protocol {
         Protocol::Http if config.tls.is_some() => "https",
@@ -357,8 +380,9 @@ fn spawn_shutdown_watchdog(
     Ok(())
 }
 
-/// `stopped: served N requests in T s; cpu user U s, system S s`, and for a server of several
-/// event loops `; accepted per loop A B ...` (connections each loop took, in loop order).
+/// `stopped: served N requests in T s; cpu user U s, system S s`, for a server of several
+/// event loops `; accepted per loop A B ...` (connections each loop took, in loop order), and
+/// over TLS `; tls handshakes F full, R resumed, cpu C ms` (the handshakes' own CPU).
 fn print_stats_line(ctx: &ServerContext, started: Instant) -> anyhow::Result<()> {
     let (user, system) = crate::sys::cpu_times();
     let per_loop = ctx.accepted.get();
@@ -368,10 +392,11 @@ fn print_stats_line(ctx: &ServerContext, started: Instant) -> anyhow::Result<()>
         let counts: Vec<String> = per_loop.iter().map(u64::to_string).collect();
         format!("; accepted per loop {}", counts.join(" "))
     };
+    let tls = ctx.tls.as_ref().map(|t| t.summary()).unwrap_or_default();
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "stopped: served {} requests in {:.1} s; cpu user {:.3} s, system {:.3} s{accepted}",
+        "stopped: served {} requests in {:.1} s; cpu user {:.3} s, system {:.3} s{accepted}{tls}",
         ctx.served.get(),
         started.elapsed().as_secs_f64(),
         user,

@@ -4,7 +4,9 @@
 //! a self-signed leaf). The server counts what it saw (connections, handshakes, SNI, ALPN,
 //! requests answered), so the tests assert exact counts on both sides: responses, one handshake
 //! per connection (one per request with `--no-keepalive`), and that a certificate the client
-//! does not trust is one line and exit 1 before the run opens a single connection.
+//! does not trust is one line and exit 1 before the run opens a single connection. Then our
+//! own servers over HTTPS: every architecture that serves it, answering curl and `load
+//! --http1`, with the handshakes its stats line counts equal to the clients' own.
 
 mod common;
 
@@ -15,9 +17,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::pki::{ca_signed, ca_signed_for, self_signed, Pki};
-use common::sweetspot;
+use common::pki::{ca_signed, ca_signed_for, pem, self_signed, Pki};
 use common::tiny::TinyServer;
+use common::{sweetspot, Server, TempDir};
 use sweetspot::load::{self, LoadConfig, LoadReport, Mode, Target, TlsOptions};
 
 /// Body of `/big` (many TLS records per response).
@@ -491,5 +493,207 @@ fn tls_flags_misused_are_exit_2_with_one_line() {
         } else {
             assert_eq!(stderr, message);
         }
+    }
+}
+
+/// `sweetspot load -q --json FILE ARGS...`: the exit code and the report.
+fn load_json(args: &[&str]) -> (i32, serde_json::Value, String) {
+    let dir = TempDir::new("tls-load");
+    let json = dir.path().join("report.json");
+    let json_text = json.display().to_string();
+    let mut all = vec!["load", "-q", "--json", &json_text];
+    all.extend_from_slice(args);
+    let (code, _, err, _) = sweetspot(&all);
+    let report = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(serde_json::Value::Null);
+    (code, report, err)
+}
+
+fn count(v: &serde_json::Value, path: &[&str]) -> u64 {
+    path.iter()
+        .fold(v, |v, k| &v[*k])
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {path:?} in {v}"))
+}
+
+/// From a stats line: `tls handshakes F full, R resumed`.
+fn server_handshakes(stats: &str) -> (u64, u64) {
+    let rest = stats
+        .split("tls handshakes ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no handshakes in {stats:?}"));
+    let words: Vec<&str> = rest.split([' ', ',']).filter(|w| !w.is_empty()).collect();
+    assert_eq!((words[1], words[3]), ("full", "resumed"), "{stats}");
+    (words[0].parse().unwrap(), words[2].parse().unwrap())
+}
+
+#[test]
+fn our_servers_answer_https_on_http1_on_every_architecture_that_serves_it() {
+    let dir = TempDir::new("our-https");
+    let pki = ca_signed();
+    let (cert, key, ca) = (
+        dir.path().join("cert.pem"),
+        dir.path().join("key.pem"),
+        dir.path().join("ca.pem"),
+    );
+    std::fs::write(&cert, pem("CERTIFICATE", &pki.leaf)).unwrap();
+    std::fs::write(&key, pem("PRIVATE KEY", pki.key.secret_der())).unwrap();
+    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    // A file of many TLS records, some writes of which the socket takes only in part.
+    let root = dir.path().join("www");
+    std::fs::create_dir_all(&root).unwrap();
+    let big: Vec<u8> = (0..1_500_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(root.join("big.bin"), &big).unwrap();
+    let fetched = dir.path().join("fetched.bin");
+    let root = root.to_str().unwrap();
+    let (cert, key, ca) = (
+        cert.to_str().unwrap(),
+        key.to_str().unwrap(),
+        ca.to_str().unwrap(),
+    );
+    let archs = [
+        "iterative",
+        "forking",
+        "preforked",
+        "threaded",
+        "prethreaded",
+        "poll",
+        "epoll",
+        "reactors",
+        "hybrid",
+        "async",
+    ];
+    for arch in archs {
+        let server = Server::start(&[
+            "--arch",
+            arch,
+            "--root",
+            root,
+            "--tls-cert",
+            cert,
+            "--tls-key",
+            key,
+        ]);
+        assert!(
+            server.ready_line.starts_with("listening on https://"),
+            "{arch}: {}",
+            server.ready_line
+        );
+        let url = format!("https://127.0.0.1:{}/hello", server.port);
+        // curl, trusting the CA: three requests on one kept-alive connection, the last a
+        // file of 1.5 MB, every byte of which arrives.
+        let file_url = format!("https://127.0.0.1:{}/big.bin", server.port);
+        let curl = std::process::Command::new("curl")
+            .args(["-s", "--max-time", "20", "--http1.1", "--cacert", ca, "-w"])
+            .arg("%{http_code} %{http_version} %{num_connects}\\n")
+            .args(["-o", "/dev/null", &url, "-o", "/dev/null", &url, "-o"])
+            .arg(&fetched)
+            .arg(&file_url)
+            .output()
+            .expect("curl (scripts/test installs it)");
+        assert_eq!(
+            String::from_utf8_lossy(&curl.stdout),
+            "200 1.1 1\n200 1.1 0\n200 1.1 0\n",
+            "{arch}: {}",
+            String::from_utf8_lossy(&curl.stderr)
+        );
+        assert!(
+            std::fs::read(&fetched).unwrap() == big,
+            "{arch}: the file differs"
+        );
+        // Our generator, kept alive (one connection at a time for iterative).
+        let connections = if arch == "iterative" { "1" } else { "2" };
+        let (code, kept, err) = load_json(&[
+            "--cacert",
+            ca,
+            "--http1",
+            "-c",
+            connections,
+            "-n",
+            "200",
+            &url,
+        ]);
+        assert_eq!(code, 0, "{arch}: {err}");
+        assert_eq!(count(&kept, &["status", "200"]), 200, "{arch}: {kept}");
+        assert_eq!(kept["tls"]["alpn"], "http/1.1", "{arch}");
+        assert_eq!(
+            count(&kept, &["tls", "handshakes"]),
+            connections.parse::<u64>().unwrap(),
+            "{arch}"
+        );
+        // A connection per request: a handshake each, resumed by ticket (across processes too).
+        let (code, fresh, err) = load_json(&[
+            "--cacert",
+            ca,
+            "--http1",
+            "--no-keepalive",
+            "-c",
+            "1",
+            "-n",
+            "20",
+            &url,
+        ]);
+        assert_eq!(code, 0, "{arch}: {err}");
+        assert_eq!(count(&fresh, &["status", "200"]), 20, "{arch}: {fresh}");
+        assert_eq!(count(&fresh, &["tls", "handshakes"]), 20, "{arch}");
+        let resumed = count(&fresh, &["tls", "resumed"]);
+        assert!(resumed >= 19, "{arch}: {resumed} of 20 resumed");
+        let (code, stats) = server.stop_with(nix::sys::signal::Signal::SIGTERM);
+        assert_eq!(code, Some(0), "{arch}");
+        assert!(stats.contains("served 223 requests"), "{arch}: {stats}");
+        // The server saw what the clients made: curl's, each run's pre-flight, and the runs'.
+        let (full, server_resumed) = server_handshakes(&stats);
+        let kept_handshakes = count(&kept, &["tls", "handshakes"]);
+        assert_eq!(
+            full + server_resumed,
+            1 + (1 + kept_handshakes) + (1 + 20),
+            "{arch}: {stats}"
+        );
+        assert_eq!(
+            server_resumed,
+            resumed + count(&kept, &["tls", "resumed"]),
+            "{arch}: {stats}"
+        );
+    }
+}
+
+#[test]
+fn a_bad_certificate_or_key_or_an_architecture_without_tls_is_one_line_and_exit_2() {
+    let dir = TempDir::new("our-https-bad");
+    let pki = ca_signed();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert, pem("CERTIFICATE", &pki.leaf)).unwrap();
+    std::fs::write(&key, pem("PRIVATE KEY", pki.key.secret_der())).unwrap();
+    let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    let missing = dir.path().join("missing.pem");
+    let missing = missing.to_str().unwrap();
+    let cases: [(&str, &str, &str, &str); 4] = [
+        ("prethreaded", missing, key, "--tls-cert"),
+        ("epoll", cert, missing, "--tls-key"),
+        ("threaded", cert, cert, "--tls-key"),
+        (
+            "uring",
+            cert,
+            key,
+            "--tls-cert has no effect with --arch uring",
+        ),
+    ];
+    for (arch, cert, key, says) in cases {
+        let (code, _, err, _) = sweetspot(&[
+            "serve",
+            "--arch",
+            arch,
+            "--port",
+            "0",
+            "--tls-cert",
+            cert,
+            "--tls-key",
+            key,
+        ]);
+        assert_eq!(code, 2, "{arch}: {err}");
+        assert!(err.contains(says), "{arch}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{arch}: {err}");
     }
 }

@@ -18,15 +18,17 @@ use std::task::{Context as TaskContext, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio_rustls::server::TlsStream;
 
 use super::async_h2::{self, starts_preface, PREFACE};
 use super::idle_spin;
 use super::request::{
     cancel_check, is_resource_exhaustion, Answered, Exchange, Step, LINGER_BYTES, LINGER_TIME,
 };
+use super::tls::thread_cpu_ns;
 use super::{Architecture, Protocol, ServerContext, DRAIN};
 use crate::app::{App, Route};
 use crate::deadlines::{Deadline, PreciseTimers};
@@ -136,11 +138,12 @@ async fn accept_loop(
                     match accepted {
                         Ok((stream, _)) => {
                             let done = done_tx.clone();
-                            let connection = Connection::new(stream, Arc::clone(&shared), done);
+                            let shared = Arc::clone(&shared);
                             if shared.ctx.tls.is_some() {
-                                tokio::spawn(connection.tls());
+                                tokio::spawn(serve_tls(stream, shared, done));
                             } else {
-                                tokio::spawn(connection.run());
+                                let stream = AsyncWire::Plain(stream);
+                                tokio::spawn(Connection::new(stream, shared, done).run());
                             }
                         }
                         Err(e) if is_resource_exhaustion(&e) => {
@@ -186,9 +189,129 @@ enum Input {
 /// The server's stop, as a future a connection keeps for its whole life.
 type StopWait = Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// One connection's socket: cleartext, or TLS over it (tokio-rustls).
+enum AsyncWire {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl AsyncWire {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            AsyncWire::Plain(s) => s,
+            AsyncWire::Tls(t) => t.get_ref().0,
+        }
+    }
+
+    /// Waits for input and appends what came to `input`. Cleartext waits for readiness, then
+    /// reads through a buffer on this thread's stack ([`read_into`]); TLS reads plaintext
+    /// from rustls, which keeps its own buffers.
+    fn poll_input(&mut self, cx: &mut TaskContext<'_>, input: &mut Vec<u8>) -> Poll<Input> {
+        match self {
+            AsyncWire::Plain(s) => match s.poll_read_ready(cx) {
+                Poll::Ready(Ok(())) => Poll::Ready(read_into(s, input)),
+                Poll::Ready(Err(_)) => Poll::Ready(Input::End),
+                Poll::Pending => Poll::Pending,
+            },
+            AsyncWire::Tls(t) => {
+                let mut chunk = [std::mem::MaybeUninit::<u8>::uninit(); READ_CHUNK];
+                let mut buf = tokio::io::ReadBuf::uninit(&mut chunk);
+                match Pin::new(&mut **t).poll_read(cx, &mut buf) {
+                    Poll::Ready(Ok(())) if buf.filled().is_empty() => Poll::Ready(Input::End),
+                    Poll::Ready(Ok(())) => {
+                        input.extend_from_slice(buf.filled());
+                        Poll::Ready(Input::Data)
+                    }
+                    Poll::Ready(Err(e)) if e.kind() == ErrorKind::Interrupted => {
+                        Poll::Ready(Input::Quiet)
+                    }
+                    Poll::Ready(Err(_)) => Poll::Ready(Input::End),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+}
+
+impl AsyncRead for AsyncWire {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            AsyncWire::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            AsyncWire::Tls(t) => Pin::new(&mut **t).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for AsyncWire {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            AsyncWire::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            AsyncWire::Tls(t) => Pin::new(&mut **t).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            AsyncWire::Plain(s) => Pin::new(s).poll_flush(cx),
+            AsyncWire::Tls(t) => Pin::new(&mut **t).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            AsyncWire::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            AsyncWire::Tls(t) => Pin::new(&mut **t).poll_shutdown(cx),
+        }
+    }
+}
+
+/// A connection to a `--tls-cert` server: its handshake (within the header timeout, its CPU
+/// counted apart: the thread's CPU across the polls of the handshake alone), then HTTP/2 if
+/// the client chose `h2` by ALPN, HTTP/1.1 otherwise.
+async fn serve_tls(stream: TcpStream, shared: Arc<Shared>, done: mpsc::Sender<()>) {
+    let Some(tls) = shared.ctx.tls.clone() else {
+        return;
+    };
+    let fd = stream.as_raw_fd();
+    let accept = tokio_rustls::TlsAcceptor::from(Arc::clone(&tls.config)).accept(stream);
+    let mut accept = std::pin::pin!(accept);
+    let mut cpu_ns = 0;
+    let timed = std::future::poll_fn(|cx| {
+        let started = thread_cpu_ns();
+        let polled = accept.as_mut().poll(cx);
+        cpu_ns += thread_cpu_ns().saturating_sub(started);
+        polled
+    });
+    let limit = shared.ctx.timeouts.header;
+    let Ok(Ok(stream)) = tokio::time::timeout(limit, timed).await else {
+        return;
+    };
+    tls.note(stream.get_ref().1, cpu_ns);
+    let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+    let connection = Connection::new(AsyncWire::Tls(Box::new(stream)), shared, done);
+    if h2 {
+        let _done = connection._done; // held until the streams are done: the drain counts it
+        let AsyncWire::Tls(stream) = connection.stream else {
+            return;
+        };
+        let handler = handler(connection.shared);
+        async_h2::serve(*stream, fd, Vec::new(), connection.stop, handler).await;
+    } else {
+        connection.run().await;
+    }
+}
+
 /// One connection's task.
 struct Connection {
-    stream: TcpStream,
+    stream: AsyncWire,
     shared: Arc<Shared>,
     /// Resolves when the server stops. Made once per connection: a new wait per read would
     /// take the channel's lock for every request.
@@ -206,8 +329,10 @@ struct Connection {
 }
 
 impl Connection {
-    fn new(stream: TcpStream, shared: Arc<Shared>, done: mpsc::Sender<()>) -> Connection {
+    fn new(stream: AsyncWire, shared: Arc<Shared>, done: mpsc::Sender<()>) -> Connection {
         let mut stop = shared.stop.clone();
+        // Only cleartext may turn out to be HTTP/2 by its first bytes (TLS chose by ALPN).
+        let fresh = matches!(stream, AsyncWire::Plain(_));
         Connection {
             stream,
             stop: Box::pin(async move {
@@ -217,7 +342,7 @@ impl Connection {
             shared,
             ex: Exchange::new(0),
             _done: done,
-            fresh: true,
+            fresh,
         }
     }
 
@@ -227,7 +352,7 @@ impl Connection {
 
     /// Serves the connection to its end.
     async fn run(mut self) {
-        let _ = self.stream.set_nodelay(true);
+        let _ = self.stream.tcp().set_nodelay(true);
         loop {
             let answered = self.answer().await;
             if answered == Answered::Cancelled {
@@ -301,27 +426,11 @@ impl Connection {
         }
         let input = std::mem::take(&mut self.ex.input);
         let _done = self._done; // held until the streams are done: the drain counts it
-        let fd = self.stream.as_raw_fd();
-        async_h2::serve(self.stream, fd, input, self.stop, handler(self.shared)).await;
-    }
-
-    /// A connection to a `--tls-cert` server: its handshake (within the header timeout), then
-    /// HTTP/2 if the client chose `h2` by ALPN (the only protocol offered).
-    async fn tls(self) {
-        let Some(config) = self.shared.ctx.tls.clone() else {
+        let AsyncWire::Plain(stream) = self.stream else {
             return;
         };
-        let fd = self.stream.as_raw_fd();
-        let accept = tokio_rustls::TlsAcceptor::from(config).accept(self.stream);
-        let limit = self.shared.ctx.timeouts.header;
-        let Ok(Ok(stream)) = tokio::time::timeout(limit, accept).await else {
-            return;
-        };
-        if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
-            return;
-        }
-        let _done = self._done; // held until the streams are done: the drain counts it
-        async_h2::serve(stream, fd, Vec::new(), self.stop, handler(self.shared)).await;
+        let fd = stream.as_raw_fd();
+        async_h2::serve(stream, fd, input, self.stop, handler(self.shared)).await;
     }
 
     /// Answers the complete requests buffered, awaiting the work each needs.
@@ -330,7 +439,7 @@ impl Connection {
         loop {
             match self.ex.next(&shared.ctx) {
                 Step::Complete(route, shape) => {
-                    let resp = complete(&shared, route, self.stream.as_raw_fd()).await;
+                    let resp = complete(&shared, route, self.stream.tcp().as_raw_fd()).await;
                     if let Some(answered) = self.ex.reply(resp, shape, &shared.ctx) {
                         return answered;
                     }
@@ -358,10 +467,7 @@ impl Connection {
             biased;
             // poll_read_ready keeps this task's waker in the socket's own slot; `readable()`
             // would queue a waiter under the socket's lock on every wait.
-            ready = std::future::poll_fn(|cx| self.stream.poll_read_ready(cx)) => match ready {
-                Ok(()) => read_into(&mut self.stream, &mut self.ex.input),
-                Err(_) => Input::End,
-            },
+            input = std::future::poll_fn(|cx| self.stream.poll_input(cx, &mut self.ex.input)) => input,
             _ = wake => {
                 self.wake = None;
                 if Instant::now() >= idle_at {
@@ -378,7 +484,10 @@ impl Connection {
     async fn write_out(&mut self) -> std::io::Result<()> {
         let timeout = self.ctx().timeouts.write;
         let timers = self.shared.timers.as_deref();
-        write_all_or_stall(&mut self.stream, &self.ex.out, timeout, timers).await?;
+        match &mut self.stream {
+            AsyncWire::Plain(s) => write_all_or_stall(s, &self.ex.out, timeout, timers).await?,
+            AsyncWire::Tls(t) => write_tls_or_stall(t, &self.ex.out, timeout, timers).await?,
+        }
         self.ex.out.clear();
         Ok(())
     }
@@ -472,6 +581,58 @@ async fn write_all_or_stall(
         }
     }
     Ok(())
+}
+
+/// [`write_all_or_stall`] through TLS: rustls takes the plaintext, and the write is done once
+/// the ciphertext is flushed to the socket.
+async fn write_tls_or_stall(
+    stream: &mut TlsStream<TcpStream>,
+    buf: &[u8],
+    timeout: Duration,
+    timers: Option<&PreciseTimers>,
+) -> std::io::Result<()> {
+    let mut pos = 0;
+    loop {
+        // Usually the socket takes it all at once: no timer (and no clock read) for that.
+        let now = tls_step(
+            stream,
+            &mut TaskContext::from_waker(Waker::noop()),
+            &buf[pos..],
+        );
+        let step = match now {
+            Poll::Ready(step) => step,
+            Poll::Pending => {
+                let stalled = Deadline::new(timers, Instant::now() + timeout);
+                let progress = std::future::poll_fn(|cx| tls_step(stream, cx, &buf[pos..]));
+                tokio::select! {
+                    biased;
+                    step = progress => step,
+                    _ = stalled => return Err(ErrorKind::TimedOut.into()),
+                }
+            }
+        };
+        match step {
+            Ok(None) => return Ok(()),
+            Ok(Some(0)) => return Err(ErrorKind::WriteZero.into()),
+            Ok(Some(n)) => pos += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// One step of [`write_tls_or_stall`]: plaintext given to rustls (`Some(bytes taken)`), or,
+/// with none left, the ciphertext flushed (`None`).
+fn tls_step(
+    stream: &mut TlsStream<TcpStream>,
+    cx: &mut TaskContext<'_>,
+    rest: &[u8],
+) -> Poll<std::io::Result<Option<usize>>> {
+    if rest.is_empty() {
+        Pin::new(stream).poll_flush(cx).map_ok(|()| None)
+    } else {
+        Pin::new(stream).poll_write(cx, rest).map_ok(Some)
+    }
 }
 
 /// Waits `duration` to the nanosecond, on the runtime's one timerfd ([`PreciseTimers`]); on

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use super::request::{
     cancel_check, is_resource_exhaustion, Answered, Exchange, Step, LINGER_BYTES, LINGER_TIME,
 };
+use super::tls::Wire;
 use super::ServerContext;
 use crate::http::FileBody;
 use crate::store::LazyStore;
@@ -30,14 +31,14 @@ const ACCEPT_SLICE: Duration = Duration::from_millis(200);
 /// Answers the complete requests buffered in `ex`, blocking on the work each needs.
 fn answer(
     ex: &mut Exchange,
-    stream: &TcpStream,
+    stream: &Wire,
     ctx: &ServerContext,
     store: &mut LazyStore,
 ) -> Answered {
     loop {
         match ex.next(ctx) {
             Step::Complete(route, shape) => {
-                let mut cancel = cancel_check(stream.as_raw_fd(), ctx, None);
+                let mut cancel = cancel_check(stream.tcp().as_raw_fd(), ctx, None);
                 let resp = ctx.app.complete(route, store, &mut cancel);
                 if let Some(answered) = ex.reply(resp, shape, ctx) {
                     return answered;
@@ -48,8 +49,9 @@ fn answer(
     }
 }
 
-/// Serves one connection to the end, blocking.
-pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut LazyStore) {
+/// Serves one connection to the end, blocking (over TLS when the server has it: the
+/// handshake is done by the first reads).
+pub fn serve_connection(stream: TcpStream, ctx: &ServerContext, store: &mut LazyStore) {
     if stream.set_nonblocking(false).is_err()
         || stream.set_read_timeout(Some(READ_SLICE)).is_err()
         || stream
@@ -59,6 +61,9 @@ pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut 
         return;
     }
     let _ = stream.set_nodelay(true);
+    let Ok(mut stream) = Wire::new(stream, ctx.tls.as_ref()) else {
+        return;
+    };
     let mut ex = Exchange::new(4096);
     let mut chunk = vec![0u8; 16 * 1024];
     loop {
@@ -131,11 +136,7 @@ pub fn serve_connection(mut stream: TcpStream, ctx: &ServerContext, store: &mut 
 /// and progress is judged between them: the timeout is honoured to within a slice. A client
 /// that reads nothing still lets a few bytes through now and then (its kernel's window
 /// opening a crack as it packs its receive queue), so a trickle is no progress.
-fn write_all_or_stall(
-    stream: &mut TcpStream,
-    buf: &[u8],
-    timeout: Duration,
-) -> std::io::Result<()> {
+fn write_all_or_stall(stream: &mut Wire, buf: &[u8], timeout: Duration) -> std::io::Result<()> {
     let mut pos = 0;
     let mut last_progress = Instant::now();
     let mut since_progress = 0;
@@ -161,21 +162,27 @@ fn write_all_or_stall(
             Err(e) => return Err(e),
         }
     }
+    // TLS: what rustls took may still wait for the socket.
+    while !stream.push()? {
+        if last_progress.elapsed() >= timeout {
+            return Err(ErrorKind::TimedOut.into());
+        }
+    }
     Ok(())
 }
 
 /// Closes after an error reply without a reset: stops sending (FIN), then reads and drops
 /// what the client still sends, until it closes, [`LINGER_TIME`] passes or
 /// [`LINGER_BYTES`] have come.
-fn linger(stream: &mut TcpStream) {
-    if stream.shutdown(std::net::Shutdown::Write).is_err() {
+fn linger(stream: &mut Wire) {
+    if stream.close_write().is_err() {
         return;
     }
     let deadline = Instant::now() + LINGER_TIME;
     let mut discarded = 0;
     let mut buf = [0u8; 16 * 1024];
     while discarded < LINGER_BYTES && Instant::now() < deadline {
-        match stream.read(&mut buf) {
+        match stream.tcp().read(&mut buf) {
             Ok(0) => return,
             Ok(n) => discarded += n,
             Err(e)
@@ -192,7 +199,7 @@ fn linger(stream: &mut TcpStream) {
 /// empty), each write bounded by the write timeout. A file that ends early is an error: the
 /// promised Content-Length cannot be met, so the connection must close.
 fn stream_file(
-    stream: &mut TcpStream,
+    stream: &mut Wire,
     file: &FileBody,
     buf: &mut Vec<u8>,
     timeout: Duration,

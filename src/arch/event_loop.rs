@@ -19,6 +19,7 @@ use super::pool::WorkerPool;
 use super::request::{
     cancel_check, is_resource_exhaustion, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
 };
+use super::tls::Wire;
 use super::{Protocol, ServerContext, DRAIN};
 use crate::app::{App, Route};
 use crate::http::Response;
@@ -63,7 +64,7 @@ const TICK: Duration = Duration::from_millis(200);
 const CHUNKS_PER_FLUSH: usize = 16;
 
 struct Conn {
-    stream: TcpStream,
+    stream: Wire,
     generation: u64,
     pipeline: Pipeline,
     /// How much of the pipeline's output has been written (dropped in batches, as its
@@ -308,7 +309,15 @@ impl<P: Poller> EventLoop<P> {
             read: true,
             write: false,
         };
-        if self.poller.add(stream.as_fd(), token, interest).is_err() {
+        let Ok(stream) = Wire::new(stream, self.ctx.tls.as_ref()) else {
+            self.free.push(token);
+            return;
+        };
+        if self
+            .poller
+            .add(stream.tcp().as_fd(), token, interest)
+            .is_err()
+        {
             self.free.push(token);
             return;
         }
@@ -327,7 +336,7 @@ impl<P: Poller> EventLoop<P> {
 
     fn close(&mut self, token: usize) {
         if let Some(conn) = self.conns[token].take() {
-            let _ = self.poller.delete(conn.stream.as_fd());
+            let _ = self.poller.delete(conn.stream.tcp().as_fd());
             self.free.push(token);
             if let Some(pool) = &mut self.extras.pool {
                 // Work still queued for a connection that is gone is skipped, not run.
@@ -496,7 +505,7 @@ impl<P: Poller> EventLoop<P> {
     /// was cancelled (its client hung up, or the drain deadline passed), and moves the turn's
     /// clock past it (it may have taken seconds).
     fn compute_inline(&mut self, token: usize, route: Route) -> Option<Response> {
-        let fd = self.conns[token].as_ref()?.stream.as_raw_fd();
+        let fd = self.conns[token].as_ref()?.stream.tcp().as_raw_fd();
         let resp = App::compute(route, &mut cancel_check(fd, &self.ctx, self.drain_deadline));
         if resp.is_none() {
             self.close(token);
@@ -507,7 +516,7 @@ impl<P: Poller> EventLoop<P> {
 
     /// Hands `route` to the worker pool; its reply comes back through [`Self::pool_ready`].
     fn offload(&mut self, token: usize, generation: u64, route: Route) -> Option<Response> {
-        let fd = self.conns[token].as_ref()?.stream.as_raw_fd();
+        let fd = self.conns[token].as_ref()?.stream.tcp().as_raw_fd();
         let pool = self.extras.pool.as_mut().expect("offload needs a pool");
         pool.submit((token, generation), route, fd);
         None
@@ -569,9 +578,12 @@ impl<P: Poller> EventLoop<P> {
                 read: true,
                 write: false,
             };
-            let fd = conn.stream.as_fd();
-            if conn.stream.shutdown(std::net::Shutdown::Write).is_err()
-                || (conn.interest != read_only && self.poller.modify(fd, token, read_only).is_err())
+            if conn.stream.close_write().is_err()
+                || (conn.interest != read_only
+                    && self
+                        .poller
+                        .modify(conn.stream.tcp().as_fd(), token, read_only)
+                        .is_err())
             {
                 self.close(token);
                 return false;
@@ -588,12 +600,14 @@ impl<P: Poller> EventLoop<P> {
             read: !conn.peer_closed
                 && !conn.pipeline.close_after_flush
                 && conn.queued() < MAX_QUEUED_OUTPUT,
-            write: !conn.pipeline.out.is_empty() || conn.pipeline.file.is_some(),
+            write: !conn.pipeline.out.is_empty()
+                || conn.pipeline.file.is_some()
+                || conn.stream.pending(),
         };
         if want != conn.interest {
             if self
                 .poller
-                .modify(conn.stream.as_fd(), token, want)
+                .modify(conn.stream.tcp().as_fd(), token, want)
                 .is_err()
             {
                 self.close(token);
@@ -760,6 +774,11 @@ fn write_out(conn: &mut Conn) -> Option<(usize, bool)> {
             // The file shrank or failed: its Content-Length cannot be met.
             _ => return None,
         }
+    }
+    // TLS: ciphertext rustls holds goes out as far as the socket takes it (the rest at the
+    // next writable turn: the interest asks for one while any is pending).
+    if conn.stream.pending() && conn.stream.push().is_err() {
+        return None;
     }
     Some((written, file_done))
 }

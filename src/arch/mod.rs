@@ -5,7 +5,7 @@
 //! drained (bounded by [`DRAIN`]). [`Arch`] is the one list of them, read by the command line,
 //! the sweep and the conformance suite. Shared below the architecture files: [`listen`],
 //! [`request`], [`blocking`], [`threads`], [`children`], [`pool`], [`pipeline`], [`event_loop`],
-//! [`idle_spin`].
+//! [`idle_spin`], [`tls`].
 
 pub mod async_h2;
 pub mod async_tasks;
@@ -27,6 +27,7 @@ pub mod reactors;
 pub mod request;
 pub mod threaded;
 pub mod threads;
+pub mod tls;
 pub mod uring;
 
 use std::net::TcpListener;
@@ -209,6 +210,12 @@ impl Arch {
     /// Whether it serves HTTP/2 (h2c, and HTTPS with ALPN) besides HTTP/1.1.
     pub fn serves_http2(self) -> bool {
         self == Arch::Async
+    }
+
+    /// Whether it serves HTTPS (`--tls-cert`): every architecture but uring, whose receives
+    /// land in kernel-chosen buffers the ring hands back (see the note in its module).
+    pub fn serves_tls(self) -> bool {
+        self != Arch::Uring
     }
 
     /// Whether it takes `--spin-us` (its runtime spins before it parks).
@@ -397,8 +404,9 @@ pub struct ServerContext {
     pub shutdown: Arc<AtomicBool>,
     /// Requests (or echo lines) answered, across threads and forked processes.
     pub served: SharedCounter,
-    /// async only: HTTP/2 over TLS (`serve --tls-cert`).
-    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// HTTPS (`serve --tls-cert`): HTTP/1.1 on every architecture that serves it, and
+    /// HTTP/2 by ALPN on async.
+    pub tls: Option<Arc<tls::ServerTls>>,
 }
 
 impl ServerContext {

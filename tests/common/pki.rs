@@ -73,3 +73,18 @@ pub fn self_signed() -> Pki {
         ca_pem: cert.cert.pem(),
     }
 }
+
+/// `der` as a PEM block labelled `label` (`CERTIFICATE`, `PRIVATE KEY`).
+pub fn pem(label: &str, der: &[u8]) -> String {
+    use base64::Engine;
+    let text = base64::engine::general_purpose::STANDARD.encode(der);
+    let lines: Vec<&str> = text
+        .as_bytes()
+        .chunks(64)
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect();
+    format!(
+        "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+        lines.join("\n")
+    )
+}
