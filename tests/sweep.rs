@@ -1831,3 +1831,69 @@ route = "/sleep?ms=100"
         "{stderr}"
     );
 }
+
+#[test]
+fn a_tls_sweep_serves_https_and_records_the_handshakes_apart() {
+    let dir = TempDir::new("sweep-tls");
+    let toml = r#"
+name = "tls-small"
+archs = ["epoll", "prethreaded"]
+workers = []
+concurrency = [4]
+tls = true
+duration = "300ms"
+warmup = "100ms"
+
+[[workload]]
+name = "kept"
+route = "/hello"
+
+[[workload]]
+name = "fresh"
+route = "/hello"
+keepalive = false
+"#;
+    let (run, out) = sweep_ok(dir.path(), "tls.toml", toml);
+    let summary = String::from_utf8_lossy(&run.stdout);
+    assert!(summary.contains("TLS handshakes"), "{summary}");
+    let results = read_json(&out.join("results.json"));
+    let points = results["points"].as_array().unwrap();
+    assert_eq!(points.len(), 4);
+    for p in points {
+        let (workload, arch) = (p["workload"].as_str().unwrap(), p["arch"].as_str().unwrap());
+        assert_eq!(p["ok"], true, "{workload} {arch}: {p}");
+        let requests = p["requests"].as_u64().unwrap();
+        let tls = &p["tls"];
+        let handshakes = tls["handshakes"].as_u64().unwrap();
+        let resumed = tls["resumed"].as_u64().unwrap();
+        let cpu = tls["server_cpu_us"].as_f64().unwrap();
+        assert!(cpu > 0.0, "{workload} {arch}: {tls}");
+        if workload == "kept" {
+            // A handshake per connection, none per request.
+            assert_eq!(handshakes, 4, "{arch}: {tls}");
+            assert!(requests > 100, "{arch}: {requests}");
+        } else {
+            // A handshake per request (the last few connections may be cut by the window),
+            // nearly all resumed by ticket.
+            assert!(
+                handshakes >= requests && handshakes <= requests + 4,
+                "{arch}: {handshakes} handshakes for {requests} requests"
+            );
+            assert!(resumed * 10 >= handshakes * 9, "{arch}: {tls}");
+            assert!(tls["share"].as_f64().unwrap() > 0.0, "{arch}: {tls}");
+        }
+    }
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains("Every server served HTTPS"),
+        "the method says so"
+    );
+    let refused = refused_file(
+        dir.path(),
+        "name = \"x\"\narchs = [\"uring\"]\ntls = true\nconcurrency = [1]\n[[workload]]\nname = \"a\"\nroute = \"/hello\"\n",
+    );
+    assert!(
+        refused.contains("tls: uring does not serve TLS"),
+        "{refused}"
+    );
+}

@@ -16,7 +16,8 @@ use super::cgroup::{self, BudgetCgroup, CpuMeter, CpuMethod, ServerCgroup};
 use super::plan::{LoadMode, PointPlan, PointSpec, TargetSpec};
 use super::probe::TreeSampler;
 use super::results::{
-    ClientUsage, Machine, PointLatency, PointResult, RunFigures, RunMeasurement, ServerUsage,
+    ClientUsage, HandshakeFigures, Machine, PointLatency, PointResult, RunFigures, RunMeasurement,
+    ServerUsage, StreamCap,
 };
 use super::server::{free_port, Launch, ReadyLine, ServerProcess};
 use super::stats::{fold_repetitions, generator_saturated, mark_point};
@@ -209,6 +210,24 @@ fn warn_if_generator_bound(
     }
 }
 
+/// The `serve` flags of ours beyond those every launch has: a variant's, and with `tls` the
+/// lab's certificate.
+fn ours_args(
+    variant: Option<&crate::lab::plan::Variant>,
+    setup: &super::plan::Setup,
+    options: &LabOptions,
+) -> anyhow::Result<Vec<String>> {
+    let mut args = variant.map(|v| v.args.clone()).unwrap_or_default();
+    if setup.tls {
+        let (cert, key) = super::cert::lab_certificate(&options.scratch_dir)?;
+        args.push("--tls-cert".into());
+        args.push(cert.display().to_string());
+        args.push("--tls-key".into());
+        args.push(key.display().to_string());
+    }
+    Ok(args)
+}
+
 /// The URL (with `{port}` filled in) and the server launch for one run.
 fn launch_of(
     plan: &PointPlan,
@@ -221,7 +240,7 @@ fn launch_of(
             Launch::Ours {
                 binary: options.server_binary.clone(),
                 arch: *arch,
-                extra_args: variant.as_ref().map(|v| v.args.clone()).unwrap_or_default(),
+                extra_args: ours_args(variant.as_ref(), setup, options)?,
                 workers: point.workers,
                 store: setup
                     .store
@@ -340,6 +359,9 @@ fn run_once(
     let window_s = (after.at - before.at).as_secs_f64();
     let notes = servers.stop(after.output - before.output, window_s);
     let mut run = measurement_of(&report, &config, after.cpu.since(&before.cpu), sample);
+    if let Some(tls) = run.figures.tls.as_mut() {
+        tls.server_cpu_us = server_cpu_per_handshake(&servers.main);
+    }
     run.figures.server.cpu_method = Some(meter.method());
     run.figures.server.window_s = window_s;
     if setup.replicas > 1 {
@@ -668,8 +690,11 @@ fn point_url(external_url: Option<String>, plan: &PointPlan, ready: &ReadyLine) 
         None => match setup.protocol {
             Protocol::Echo => format!("tcp://{}:{}", ready.host, ready.port),
             Protocol::Http => format!(
-                "http://{}:{}{}",
-                ready.host, ready.port, point.workload.route
+                "{}://{}:{}{}",
+                if setup.tls { "https" } else { "http" },
+                ready.host,
+                ready.port,
+                point.workload.route
             ),
         },
     }
@@ -802,6 +827,8 @@ fn load_config(
     config.threads = (setup.load_threads as usize).clamp(1, connections);
     config.timeout = Duration::from_secs_f64(setup.timeout_of(workload));
     config.keepalive = workload.keepalive;
+    // The lab's own certificate (`tls`): accepted as `load --insecure` does.
+    config.tls.insecure = setup.tls;
     config.method = workload.method.clone();
     if matches!(mode, Mode::Closed { .. }) {
         config.settle = setup.settle.map(Duration::from_secs_f64);
@@ -889,14 +916,12 @@ fn measurement_of(
                 send_late_us: report.send_late_mean_us,
             },
             net: report.net.clone(),
-            http2: report
-                .http2
-                .as_ref()
-                .map(|h| crate::lab::results::StreamCap {
-                    server_max_streams: h.server_max_streams,
-                    waits: h.stream_waits,
-                    wait_share: h.stream_wait_share,
-                }),
+            http2: report.http2.as_ref().map(|h| StreamCap {
+                server_max_streams: h.server_max_streams,
+                waits: h.stream_waits,
+                wait_share: h.stream_wait_share,
+            }),
+            tls: report.tls.as_ref().map(handshake_figures),
         },
         errors: report.errors,
         target_rate: report.target_rate,
@@ -907,6 +932,25 @@ fn measurement_of(
             .map(|n| n.retrans_clients + n.retrans_server_side),
         replica_connections: Vec::new(),
     }
+}
+
+/// An HTTPS run's handshakes as the generator saw them (the server's CPU is added once it
+/// has stopped: [`server_cpu_per_handshake`]).
+fn handshake_figures(t: &crate::load::TlsReport) -> HandshakeFigures {
+    HandshakeFigures {
+        handshakes: t.handshakes,
+        resumed: t.resumed,
+        p50_us: t.handshake_us.p50,
+        p99_us: t.handshake_us.p99,
+        share: t.handshake_share,
+        server_cpu_us: None,
+    }
+}
+
+/// Our stopped server's CPU per handshake (µs), from its stats line; `None` without one.
+fn server_cpu_per_handshake(server: &ServerProcess) -> Option<f64> {
+    let (full, resumed, cpu_ms) = super::cert::stats_handshakes(&server.stats_line()?)?;
+    (full + resumed > 0).then(|| cpu_ms * 1000.0 / (full + resumed) as f64)
 }
 
 /// Pins every task of a process group to CPU 0 (used when taskset is missing).

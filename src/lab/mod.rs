@@ -7,6 +7,7 @@
 //! theirs in code.
 
 pub mod budget;
+pub mod cert;
 pub mod cgroup;
 pub mod context;
 pub mod limit;

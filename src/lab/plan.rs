@@ -416,6 +416,9 @@ pub struct Setup {
     pub replicas: u32,
     /// A memory limit for the server, in bytes (a container's `--memory`).
     pub memory: Option<u64>,
+    /// HTTPS: our servers serve HTTP/1.1 (or HTTP/2 by ALPN) over TLS with a certificate the
+    /// lab makes ([`super::cert`]), and the generator accepts it.
+    pub tls: bool,
 }
 
 impl Setup {
@@ -441,6 +444,7 @@ impl Setup {
             cpuset: None,
             replicas: 1,
             memory: None,
+            tls: false,
         }
     }
 

@@ -222,6 +222,27 @@ pub struct RunFigures {
     /// HTTP/2: the server's stream cap and the requests that waited on the client under it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http2: Option<StreamCap>,
+    /// HTTPS (`tls`): the handshakes, apart from the requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<HandshakeFigures>,
+}
+
+/// An HTTPS run's handshakes: the generator's count and times (in no request's latency), and
+/// the server's own CPU per handshake.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct HandshakeFigures {
+    /// Handshakes the run's connections completed, and of those the resumed ones.
+    pub handshakes: u64,
+    pub resumed: u64,
+    /// Their times in microseconds, from the TCP connection to the handshake's end.
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// Their share of the time waited (handshakes and responses).
+    pub share: f64,
+    /// The server's CPU per handshake (µs), over every handshake of its life (the warm-up's
+    /// too), from its stats line; `None` when it printed none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu_us: Option<f64>,
 }
 
 /// What an HTTP/2 run's connections allowed: the lowest `MAX_CONCURRENT_STREAMS` a server

@@ -124,6 +124,9 @@ pub enum Launch {
     },
 }
 
+/// How long [`ServerProcess::stats_line`] waits for a stopped server's last line.
+const STATS_WAIT: Duration = Duration::from_millis(500);
+
 /// A running server under test.
 pub struct ServerProcess {
     child: Child,
@@ -138,6 +141,8 @@ pub struct ServerProcess {
     cgroup_dir: Option<PathBuf>,
     /// What stopping the server took beyond a SIGTERM answered in time, in plain words.
     pub stop_notes: Vec<String>,
+    /// Our server's stats line (`stopped: ...`), once it printed it.
+    stats: Arc<Mutex<Option<String>>>,
 }
 
 /// Drains a stream of the server's, keeping its last few KB (to explain a failure) and
@@ -326,6 +331,7 @@ impl ServerProcess {
                 .and_then(Path::parent)
                 .map(Path::to_path_buf),
             stop_notes: Vec::new(),
+            stats: Arc::default(),
         };
         match server.wait_until_ready(launch, stdout, ready_timeout) {
             Ok(ready) => {
@@ -371,8 +377,9 @@ impl ServerProcess {
     ) -> anyhow::Result<ReadyLine> {
         let stdout = stdout.ok_or_else(|| anyhow!("no stdout from the server"))?;
         let (sender, receiver) = mpsc::channel();
+        let stats = Arc::clone(&self.stats);
         // The reader keeps draining stdout after the ready line so the server never blocks
-        // writing its stats line; it ends at EOF when the group is gone.
+        // writing its stats line, which it keeps; it ends at EOF when the group is gone.
         let _ = std::thread::Builder::new()
             .name("server-stdout".into())
             .spawn(move || {
@@ -384,6 +391,8 @@ impl ServerProcess {
                             let _ = sender.send(ready);
                             sent = true;
                         }
+                    } else if line.starts_with("stopped: ") {
+                        *stats.lock().unwrap_or_else(|e| e.into_inner()) = Some(line);
                     }
                 }
             });
@@ -597,6 +606,19 @@ impl ServerProcess {
                 signal_all(&self.strays(), Signal::SIGKILL);
                 std::thread::sleep(Duration::from_millis(10));
             }
+        }
+    }
+
+    /// Our server's stats line, once stopped: waits a moment for the reader to have it (the
+    /// process is gone, its last line on the way); `None` if none came.
+    pub fn stats_line(&self) -> Option<String> {
+        let deadline = Instant::now() + STATS_WAIT;
+        loop {
+            let line = self.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            if line.is_some() || Instant::now() >= deadline {
+                return line;
+            }
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 

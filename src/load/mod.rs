@@ -27,7 +27,7 @@ pub use args::LoadArgs;
 pub use config::{default_threads, Engine, HttpVersion, LoadConfig, Mode, TlsOptions, MAX_STREAMS};
 pub use engine::framing::{HttpResponseFramer, ResponseFramer};
 pub use error::{FailureKind, FramingError};
-pub use output::report::{LoadReport, NetReport};
+pub use output::report::{LoadReport, NetReport, TlsReport};
 pub use run_options::{narrow_to_segment, RunOptions, SegmentRun};
 pub use source::plan::RatePlan;
 pub use source::urls::{read_url_file, UrlList};

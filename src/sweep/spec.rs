@@ -26,7 +26,7 @@ use crate::usage;
 /// The presets, by name, as shipped in `experiments/`.
 pub const PRESETS: &[(&str, &str)] = shipped!("experiments/", ".toml";
     "quick", "echo", "zerohttpd", "modern", "c10k", "threads", "io-wait", "gil", "puma", "node",
-    "java", "go", "shape", "apache", "h2", "cpu-bound", "slow-clients",
+    "java", "go", "shape", "apache", "h2", "cpu-bound", "slow-clients", "tls",
 );
 
 /// Seconds a point may measure (`duration`): a day.
@@ -343,6 +343,11 @@ pub struct Experiment {
     /// multiple of a value is left out for it). Every server must speak h2c: ours is `async`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub streams: Vec<u32>,
+    /// HTTPS: our servers serve TLS (HTTP/1.1, or HTTP/2 by ALPN with `streams`) with a
+    /// certificate the lab makes; each point records the handshakes apart from the requests
+    /// (full and resumed, their times, and the server's CPU per handshake).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tls: bool,
 }
 
 fn default_duration() -> f64 {
@@ -462,6 +467,36 @@ impl Experiment {
         Ok(())
     }
 
+    /// `tls`: over HTTP, on our servers that serve it; an external target is started by its
+    /// own command, which the lab cannot give a certificate.
+    fn check_tls(&self) -> Result<(), String> {
+        if !self.tls {
+            return Ok(());
+        }
+        if self.protocol != Protocol::Http {
+            return Err("tls: only protocol = \"http\" is served over TLS".into());
+        }
+        if let Some(arch) = self
+            .archs
+            .iter()
+            .chain(self.variants.iter().map(|v| &v.arch))
+            .find(|a| !a.serves_tls())
+        {
+            return Err(format!(
+                "tls: {} does not serve TLS (every other architecture does)",
+                arch.name()
+            ));
+        }
+        if let Some(ext) = self.external.first() {
+            return Err(format!(
+                "tls: [[external]] {:?} is started by its own command, which the lab cannot give \
+                 its certificate (drop tls, or measure it with `load --insecure https://...`)",
+                ext.name
+            ));
+        }
+        Ok(())
+    }
+
     /// The load: its times, its mode's own key, the counts.
     fn check_load(&self) -> Result<(), String> {
         if let Some(memory) = &self.memory {
@@ -473,6 +508,7 @@ impl Experiment {
         }
         crate::lab::budget::check_keys(&self.cpus, self.cpuset.as_ref())?;
         self.check_streams()?;
+        self.check_tls()?;
         if let Some(r) = self.replicas {
             int_in("replicas", u64::from(r), 1, u64::from(MAX_REPLICAS))?;
         }
@@ -776,6 +812,7 @@ impl Experiment {
                 .memory
                 .as_deref()
                 .and_then(|m| crate::units::parse_bytes(m).ok()),
+            tls: self.tls,
         }
     }
 

@@ -177,6 +177,17 @@ fn setting_paragraphs(results: &SweepResults) -> Vec<String> {
                 .join(", ")
         )),
     }
+    if results.experiment.tls {
+        paragraphs.push(
+            "Every server served HTTPS (`tls`): TLS 1.3 by rustls, with a self-signed \
+             certificate the lab made for the run, which the generator accepted unverified (the \
+             handshake's signatures still checked). A handshake is in no request's latency: each \
+             point records the handshakes its connections made (full, and resumed by ticket), \
+             their times and their share of the time waited, and the server's own CPU per \
+             handshake from its stats line."
+                .to_string(),
+        );
+    }
     if let Some(cpuset) = &results.experiment.cpuset {
         paragraphs.push(format!(
             "Every server ran on CPUs {cpuset} only (`cpuset`, a cgroup's cpuset, as a \
