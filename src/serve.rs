@@ -80,7 +80,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 0)]
     pub spin_us: u64,
     /// Serve HTTPS with this certificate chain (PEM) and `--tls-key`: HTTP/1.1 on every
-    /// architecture but uring, and HTTP/2 by ALPN on async. The port then speaks TLS only;
+    /// architecture, and HTTP/2 by ALPN on async. The port then speaks TLS only;
     /// the stats line counts the handshakes (full and resumed, by ticket) and their CPU.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -145,9 +145,6 @@ impl ServeConfig {
                     return Err(crate::usage(
                         "--tls-cert: only --protocol http is served over TLS",
                     ));
-                }
-                if !args.arch.serves_tls() {
-                    return Err(only_some_take("--tls-cert", args.arch, Arch::serves_tls));
                 }
                 Some(tls_config(cert, key, args.arch)?)
             }

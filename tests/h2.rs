@@ -872,7 +872,7 @@ fn our_async_server_serves_h2_over_tls_by_alpn() {
     assert!(r.get("http2").is_none(), "{r}");
     assert_eq!(r["tls"]["alpn"], "http/1.1");
     assert_eq!(server.stop_and_count_served(), 430);
-    // A key that is not a key, and TLS asked of another architecture: one line, exit 2.
+    // A key that is not a key: one line, exit 2.
     let (code, _, err, _) = sweetspot(&[
         "serve",
         "--arch",
@@ -886,21 +886,4 @@ fn our_async_server_serves_h2_over_tls_by_alpn() {
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--tls-key"), "{err}");
-    let (code, _, err, _) = sweetspot(&[
-        "serve",
-        "--arch",
-        "uring",
-        "--port",
-        "0",
-        "--tls-cert",
-        &cert,
-        "--tls-key",
-        &key,
-    ]);
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("--tls-cert has no effect with --arch uring"),
-        "{err}"
-    );
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
 }

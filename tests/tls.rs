@@ -530,7 +530,7 @@ fn server_handshakes(stats: &str) -> (u64, u64) {
 }
 
 #[test]
-fn our_servers_answer_https_on_http1_on_every_architecture_that_serves_it() {
+fn our_servers_answer_https_on_http1_on_every_architecture() {
     let dir = TempDir::new("our-https");
     let pki = ca_signed();
     let (cert, key, ca) = (
@@ -564,6 +564,7 @@ fn our_servers_answer_https_on_http1_on_every_architecture_that_serves_it() {
         "reactors",
         "hybrid",
         "async",
+        "uring",
     ];
     for arch in archs {
         let server = Server::start(&[
@@ -660,7 +661,7 @@ fn our_servers_answer_https_on_http1_on_every_architecture_that_serves_it() {
 }
 
 #[test]
-fn a_bad_certificate_or_key_or_an_architecture_without_tls_is_one_line_and_exit_2() {
+fn a_bad_certificate_or_key_or_tls_for_echo_is_one_line_and_exit_2() {
     let dir = TempDir::new("our-https-bad");
     let pki = ca_signed();
     let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
@@ -673,12 +674,7 @@ fn a_bad_certificate_or_key_or_an_architecture_without_tls_is_one_line_and_exit_
         ("prethreaded", missing, key, "--tls-cert"),
         ("epoll", cert, missing, "--tls-key"),
         ("threaded", cert, cert, "--tls-key"),
-        (
-            "uring",
-            cert,
-            key,
-            "--tls-cert has no effect with --arch uring",
-        ),
+        ("uring", cert, missing, "--tls-key"),
     ];
     for (arch, cert, key, says) in cases {
         let (code, _, err, _) = sweetspot(&[
@@ -696,4 +692,23 @@ fn a_bad_certificate_or_key_or_an_architecture_without_tls_is_one_line_and_exit_
         assert!(err.contains(says), "{arch}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{arch}: {err}");
     }
+    let (code, _, err, _) = sweetspot(&[
+        "serve",
+        "--arch",
+        "epoll",
+        "--protocol",
+        "echo",
+        "--port",
+        "0",
+        "--tls-cert",
+        cert,
+        "--tls-key",
+        key,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("only --protocol http is served over TLS"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
 }

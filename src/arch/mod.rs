@@ -212,12 +212,6 @@ impl Arch {
         self == Arch::Async
     }
 
-    /// Whether it serves HTTPS (`--tls-cert`): every architecture but uring, whose receives
-    /// land in kernel-chosen buffers the ring hands back (see the note in its module).
-    pub fn serves_tls(self) -> bool {
-        self != Arch::Uring
-    }
-
     /// Whether it takes `--spin-us` (its runtime spins before it parks).
     pub fn spins(self) -> bool {
         self == Arch::Async
@@ -404,8 +398,8 @@ pub struct ServerContext {
     pub shutdown: Arc<AtomicBool>,
     /// Requests (or echo lines) answered, across threads and forked processes.
     pub served: SharedCounter,
-    /// HTTPS (`serve --tls-cert`): HTTP/1.1 on every architecture that serves it, and
-    /// HTTP/2 by ALPN on async.
+    /// HTTPS (`serve --tls-cert`): HTTP/1.1 on every architecture, and HTTP/2 by ALPN on
+    /// async.
     pub tls: Option<Arc<tls::ServerTls>>,
 }
 

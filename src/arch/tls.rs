@@ -1,8 +1,9 @@
 //! HTTPS for the architectures (`serve --tls-cert`): [`ServerTls`], the configuration and the
-//! handshake counts every worker shares (across forked processes too), and [`Wire`], one
+//! handshake counts every worker shares (across forked processes too); [`Wire`], one
 //! connection's socket, cleartext or TLS, with the `Read` and `Write` of a socket, so the
 //! blocking loop ([`super::blocking`]) and the event loops ([`super::event_loop`]) serve both
-//! through one path.
+//! through one path; and [`Sealer`], TLS over bytes the architecture moves itself (uring's
+//! receives and sends, which the ring completes into and from buffers).
 //!
 //! rustls does the TLS. What is written here is the glue between rustls's buffers and a socket
 //! the architecture owns and waits on in its own way (blocking with timeouts, or non-blocking
@@ -166,6 +167,70 @@ impl TlsWire {
         }
         processed.map_err(|e| io::Error::new(ErrorKind::InvalidData, e))?;
         pushed.map(|_| ())
+    }
+}
+
+/// rustls over bytes moved by someone else: ciphertext in from a completed receive, plaintext
+/// out to the connection's input; plaintext replies in, ciphertext out to a send buffer.
+pub struct Sealer {
+    conn: ServerConnection,
+    tls: Arc<ServerTls>,
+    handshake_cpu_ns: u64,
+}
+
+impl Sealer {
+    pub fn new(tls: &Arc<ServerTls>) -> io::Result<Sealer> {
+        let mut conn = ServerConnection::new(Arc::clone(&tls.config)).map_err(io::Error::other)?;
+        // Every seal drains what it encrypted, so rustls's own buffer never holds more than a
+        // record's worth; the connection's output limit bounds what is sealed at once.
+        conn.set_buffer_limit(None);
+        Ok(Sealer {
+            conn,
+            tls: Arc::clone(tls),
+            handshake_cpu_ns: 0,
+        })
+    }
+
+    /// Takes received ciphertext, advances the handshake (timed, counted once done) and
+    /// appends the plaintext it yields to `plain`. An error is a connection to drop (after
+    /// [`Sealer::flush_into`] has the alert).
+    pub fn receive(&mut self, mut bytes: &[u8], plain: &mut Vec<u8>) -> io::Result<()> {
+        while !bytes.is_empty() {
+            if self.conn.read_tls(&mut bytes)? == 0 {
+                break;
+            }
+            let handshaking = self.conn.is_handshaking();
+            let started = if handshaking { thread_cpu_ns() } else { 0 };
+            let processed = self.conn.process_new_packets();
+            if handshaking {
+                self.handshake_cpu_ns += thread_cpu_ns().saturating_sub(started);
+                if processed.is_ok() && !self.conn.is_handshaking() {
+                    self.tls.note(&self.conn, self.handshake_cpu_ns);
+                }
+            }
+            processed.map_err(|e| io::Error::new(ErrorKind::InvalidData, e))?;
+            // What was read before the `WouldBlock` (no more for now) is in `plain`.
+            match self.conn.reader().read_to_end(plain) {
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Encrypts `plain` and appends the records to `out`, with whatever else TLS has to say.
+    pub fn seal(&mut self, plain: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+        self.conn.writer().write_all(plain)?;
+        self.flush_into(out)
+    }
+
+    /// Appends the ciphertext TLS has waiting (a handshake's flight, tickets, an alert).
+    pub fn flush_into(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
+        while self.conn.wants_write() {
+            self.conn.write_tls(out)?;
+        }
+        Ok(())
     }
 }
 

@@ -4,7 +4,8 @@
 //! the step the event loop shares ([`pipeline::answer`]); `/sleep` is a ring timeout and Redis a
 //! [`RedisPipe`] polled on the ring, while `/fib` and SQLite run inline as they do in epoll.
 //! Where io_uring cannot be set up, [`UringServer::check`] fails before the ready line and
-//! `serve` exits 2.
+//! `serve` exits 2. Over TLS (`--tls-cert`) a connection's received bytes go through its
+//! [`Sealer`] into its input, and its replies are sealed into the buffer its send takes.
 
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd};
@@ -18,6 +19,7 @@ use super::pipeline::{self, Deadlines, Ending, Pipeline, PipelineHost, MAX_BUFFE
 use super::request::{
     cancel_check, is_resource_exhaustion, LINGER_BYTES, LINGER_TIME, MAX_QUEUED_OUTPUT,
 };
+use super::tls::Sealer;
 use super::{Architecture, Protocol, ServerContext, DRAIN};
 use crate::app::{App, Route};
 use crate::http::{Response, FILE_CHUNK};
@@ -137,6 +139,9 @@ struct Conn {
     dirty: bool,
     /// Whether the socket is in the ring's file table (at the connection's slot).
     fixed: Fixed,
+    /// Over TLS: the connection's rustls, and the ciphertext waiting for the next send (what
+    /// a send did not take goes back to its front).
+    tls: Option<Box<(Sealer, Vec<u8>)>>,
 }
 
 /// A connection's place in the ring's table of registered files. A connection is registered
@@ -156,7 +161,7 @@ enum Fixed {
 
 impl Conn {
     fn queued(&self) -> usize {
-        self.pipeline.out.len() + self.sending
+        self.pipeline.out.len() + self.sending + self.tls.as_ref().map_or(0, |t| t.1.len())
     }
 }
 
@@ -291,6 +296,11 @@ impl RingLoop {
                 }
                 if let Some((_, discarded)) = conn.deadlines.lingering.as_mut() {
                     *discarded += bytes.len();
+                } else if let Some(tls) = conn.tls.as_mut() {
+                    if tls.0.receive(bytes, &mut conn.pipeline.input).is_err() {
+                        // Not TLS, or broken: dropped (without rustls's alert).
+                        conn.broken = true;
+                    }
                 } else {
                     conn.pipeline.input.extend_from_slice(bytes);
                 }
@@ -347,14 +357,19 @@ impl RingLoop {
             conn.broken = true;
         } else {
             let n = c.result as usize;
+            // Over TLS the buffer was ciphertext, and what is left of it goes back there.
+            let unsent = match conn.tls.as_mut() {
+                Some(tls) => &mut tls.1,
+                None => &mut conn.pipeline.out,
+            };
             if n < buffer.len() {
                 let mut rest = buffer[n..].to_vec();
-                rest.extend_from_slice(&conn.pipeline.out);
-                conn.pipeline.out = rest;
-            } else if conn.pipeline.out.is_empty() && buffer.capacity() <= KEPT_OUTPUT {
+                rest.extend_from_slice(unsent);
+                *unsent = rest;
+            } else if unsent.is_empty() && buffer.capacity() <= KEPT_OUTPUT {
                 // The next reply is written into the same allocation.
                 buffer.clear();
-                conn.pipeline.out = buffer;
+                *unsent = buffer;
             }
             conn.deadlines.last_active = now;
             conn.deadlines.stalled_since = None;
@@ -432,6 +447,13 @@ impl RingLoop {
     }
 
     fn insert(&mut self, stream: TcpStream) {
+        let tls = match &self.ctx.tls {
+            Some(tls) => match Sealer::new(tls) {
+                Ok(sealer) => Some(Box::new((sealer, Vec::new()))),
+                Err(_) => return,
+            },
+            None => None,
+        };
         let slot = self.free.pop().unwrap_or_else(|| {
             self.conns.push(None);
             self.conns.len() - 1
@@ -450,6 +472,7 @@ impl RingLoop {
             broken: false,
             dirty: false,
             fixed: Fixed::Fresh,
+            tls,
         });
         self.mark(slot);
     }
@@ -617,10 +640,30 @@ impl RingLoop {
         let Some(conn) = self.conns[slot].as_mut() else {
             return;
         };
-        if conn.sending > 0 || conn.pipeline.out.is_empty() {
+        if conn.sending > 0 {
             return;
         }
-        let buffer = std::mem::take(&mut conn.pipeline.out);
+        let buffer = match conn.tls.as_mut() {
+            Some(tls) => {
+                let (sealer, cipher) = &mut **tls;
+                let sealed = if conn.pipeline.out.is_empty() {
+                    sealer.flush_into(cipher)
+                } else {
+                    sealer.seal(&conn.pipeline.out, cipher)
+                };
+                conn.pipeline.out.clear();
+                if sealed.is_err() {
+                    self.close(slot);
+                    return;
+                }
+                if cipher.is_empty() {
+                    return;
+                }
+                std::mem::take(cipher)
+            }
+            None if conn.pipeline.out.is_empty() => return,
+            None => std::mem::take(&mut conn.pipeline.out),
+        };
         conn.sending = buffer.len();
         conn.deadlines.stalled_since.get_or_insert(self.now);
         conn.fixed = match conn.fixed {
