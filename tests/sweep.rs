@@ -1888,12 +1888,18 @@ keepalive = false
         html.contains("Every server served HTTPS"),
         "the method says so"
     );
+    assert!(
+        html.contains("<h2>TLS handshakes</h2>"),
+        "their own section"
+    );
+    assert!(html.contains("fresh: 1.0"), "a handshake a request");
+    assert!(html.contains("kept: 0.0"), "a handshake a connection");
     let refused = refused_file(
         dir.path(),
-        "name = \"x\"\narchs = [\"uring\"]\ntls = true\nconcurrency = [1]\n[[workload]]\nname = \"a\"\nroute = \"/hello\"\n",
+        "name = \"x\"\narchs = [\"epoll\"]\nprotocol = \"echo\"\ntls = true\nconcurrency = [1]\n[[workload]]\nname = \"a\"\nroute = \"/hello\"\n",
     );
     assert!(
-        refused.contains("tls: uring does not serve TLS"),
+        refused.contains("tls: only protocol = \"http\" is served over TLS"),
         "{refused}"
     );
 }

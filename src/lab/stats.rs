@@ -242,9 +242,9 @@ pub fn mark_point(point: &mut PointResult, mode: LoadMode, keepalive: bool) {
     // Little's law needs the throughput of whole cycles where it was counted: a window
     // that ends mid-cycle undercounts the responses per second, not the requests in flight.
     let rps = point.whole_cycle_rps();
-    point.in_flight_ratio = (point.ok && rps > 0.0).then(|| {
-        requests_in_flight(rps, point.figures.latency_us.mean) / f64::from(point.concurrency)
-    });
+    let cycle_us = connection_cycle_us(&point.figures);
+    point.in_flight_ratio = (point.ok && rps > 0.0)
+        .then(|| requests_in_flight(rps, cycle_us) / f64::from(point.concurrency));
     // Requests never answered: in flight when the run ended, or timed out. Only a closed
     // loop holds a connection's next request back behind them.
     let stuck = if closed {
@@ -252,20 +252,13 @@ pub fn mark_point(point: &mut PointResult, mode: LoadMode, keepalive: bool) {
     } else {
         0
     };
-    point.starved = closed
-        && point.ok
-        && fell_short(
-            rps,
-            point.figures.latency_us.mean,
-            point.concurrency,
-            keepalive,
-            stuck,
-        );
+    point.starved =
+        closed && point.ok && fell_short(rps, cycle_us, point.concurrency, keepalive, stuck);
     point.warnings.retain(|w| !w.starts_with("Little's law"));
     if mode != LoadMode::Rate {
         if let Some(w) = little_warning(
             rps,
-            point.figures.latency_us.mean,
+            cycle_us,
             point.concurrency,
             point.errors,
             keepalive,
@@ -274,6 +267,16 @@ pub fn mark_point(point: &mut PointResult, mode: LoadMode, keepalive: bool) {
             point.warnings.push(w);
         }
     }
+}
+
+/// How long a connection of the closed loop is busy with the server per request, µs: the
+/// request's mean latency, and over TLS the handshake time each request carries (in no
+/// latency; the handshakes' share `s` of the time waited makes it latency x s / (1 - s)). A
+/// connection that is handshaking is loading the server, not starved. The share is capped at
+/// 95%, so a run that was all handshakes cannot divide by nothing.
+pub fn connection_cycle_us(figures: &crate::lab::results::RunFigures) -> f64 {
+    let share = figures.tls.map_or(0.0, |t| t.share.clamp(0.0, 0.95));
+    figures.latency_us.mean / (1.0 - share)
 }
 
 /// The warning behind a `~` mark (see [`fell_short`]): requests that were never
@@ -325,6 +328,41 @@ pub fn little_warning(
 mod tests {
     use super::*;
     use crate::lab::results::{PointLatency, RunFigures};
+
+    #[test]
+    fn a_connection_that_handshakes_is_busy_not_starved() {
+        use crate::lab::results::HandshakeFigures;
+        // 16 connections, 4,000 answers a second of 500 us each: 2 requests in flight by
+        // latency alone, but handshakes were 87.5% of the time waited, so each connection
+        // spent 4 ms a request busy with the server: 16 in flight.
+        let mut point = PointResult {
+            ok: true,
+            concurrency: 16,
+            figures: RunFigures {
+                rps: 4000.0,
+                requests: 4000,
+                duration_s: 1.0,
+                latency_us: PointLatency {
+                    mean: 500.0,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        mark_point(&mut point, LoadMode::Closed, false);
+        assert!(point.starved, "by latency alone, 2 of 16 in flight");
+        point.figures.tls = Some(HandshakeFigures {
+            handshakes: 4000,
+            resumed: 3990,
+            share: 0.875,
+            ..Default::default()
+        });
+        mark_point(&mut point, LoadMode::Closed, false);
+        assert!(!point.starved, "{:?}", point.warnings);
+        assert!((point.in_flight_ratio.unwrap() - 1.0).abs() < 1e-9);
+        assert_eq!(connection_cycle_us(&point.figures), 4000.0);
+    }
 
     #[test]
     fn median_of_odd_even_and_empty() {

@@ -467,25 +467,14 @@ impl Experiment {
         Ok(())
     }
 
-    /// `tls`: over HTTP, on our servers that serve it; an external target is started by its
-    /// own command, which the lab cannot give a certificate.
+    /// `tls`: over HTTP, on our servers; an external target is started by its own command,
+    /// which the lab cannot give a certificate.
     fn check_tls(&self) -> Result<(), String> {
         if !self.tls {
             return Ok(());
         }
         if self.protocol != Protocol::Http {
             return Err("tls: only protocol = \"http\" is served over TLS".into());
-        }
-        if let Some(arch) = self
-            .archs
-            .iter()
-            .chain(self.variants.iter().map(|v| &v.arch))
-            .find(|a| !a.serves_tls())
-        {
-            return Err(format!(
-                "tls: {} does not serve TLS (every other architecture does)",
-                arch.name()
-            ));
         }
         if let Some(ext) = self.external.first() {
             return Err(format!(

@@ -261,6 +261,14 @@ pub fn render(results: &SweepResults) -> anyhow::Result<String> {
         let _ = writeln!(out, "<li>{}</li>", escape(line));
     }
     out.push_str("</ul></div>\n");
+    let handshakes = super::terminal::tls_lines(results);
+    if !handshakes.is_empty() {
+        out.push_str("<h2>TLS handshakes</h2>\n<p>Apart from the requests' latency:</p>\n<ul>\n");
+        for line in &handshakes {
+            let _ = writeln!(out, "<li>{}</li>", escape(line));
+        }
+        out.push_str("</ul>\n");
+    }
     out.push_str(&super::why::why_html(results));
     out.push_str(&workloads_html(results)?);
     if !results.analysis.warnings.is_empty() {
