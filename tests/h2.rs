@@ -887,3 +887,160 @@ fn our_async_server_serves_h2_over_tls_by_alpn() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--tls-key"), "{err}");
 }
+
+/// A `WorkRequest` (experiments/peers/lab.proto) for `cpu_us` and `wait_us`, in a file.
+fn work_message(dir: &Path, name: &str, cpu_us: u64, wait_us: u64) -> String {
+    use prost::Message;
+    let path = dir.join(name);
+    let message = sweetspot::http::grpc::WorkRequest {
+        cpu_us,
+        wait_us,
+        blocking: false,
+    };
+    std::fs::write(&path, message.encode_to_vec()).unwrap();
+    format!("@{}", path.display())
+}
+
+/// The gRPC calls of a report by status code.
+fn grpc_codes(report: &Value) -> Vec<(String, u64)> {
+    report["http2"]["grpc_status"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no grpc_status in {report}"))
+        .iter()
+        .map(|(code, n)| (code.clone(), n.as_u64().unwrap()))
+        .collect()
+}
+
+/// Runs `load --grpc` three ways against `base`: good calls (all OK, every one counted once),
+/// figures past /work's bounds (INVALID_ARGUMENT) and a method the server lacks
+/// (UNIMPLEMENTED). Returns the good run's report.
+fn grpc_calls_by_code(dir: &Path, base: &str) -> Value {
+    let good = work_message(dir, "good.bin", 20, 500);
+    let bad = work_message(dir, "bad.bin", 20_000_000, 0);
+    let method = format!("{base}/sweetspot.Lab/Work");
+    let (code, ok, _, err) = load(&[
+        "--grpc",
+        "--body",
+        &good,
+        "-c",
+        "3",
+        "--streams",
+        "4",
+        "-n",
+        "300",
+        &method,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(grpc_codes(&ok), [("0".to_string(), 300)], "{ok}");
+    assert_eq!(n(&ok, &["requests"]), 300, "{ok}");
+    assert_eq!(ok["http2"]["protocol"], "h2c");
+    let (code, r, _, err) = load(&["--grpc", "--body", &bad, "-c", "1", "-n", "20", &method]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(grpc_codes(&r), [("3".to_string(), 20)], "{r}");
+    let missing = format!("{base}/sweetspot.Lab/Nothing");
+    let (code, r, _, err) = load(&["--grpc", "--body", &good, "-n", "20", &missing]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(grpc_codes(&r), [("12".to_string(), 20)], "{r}");
+    ok
+}
+
+/// A peer process stopped (SIGTERM) when dropped, the test failing or not.
+struct Stopped(Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn grpc_calls_to_our_async_server_are_counted_once_each_by_status() {
+    let dir = TempDir::new("grpc-ours");
+    let server = Server::start(&["--arch", "async", "--workers", "2"]);
+    grpc_calls_by_code(dir.path(), &format!("http://127.0.0.1:{}", server.port));
+    // Every call reached the app as /work, the refused ones too (a 400 is served).
+    assert_eq!(server.stop_and_count_served(), 320);
+    // gRPC is HTTP/2's and a POST: the flags that cannot apply are one line, exit 2.
+    for args in [
+        &["load", "--grpc", "--http1", "http://127.0.0.1:9/x"][..],
+        &["load", "--grpc", "-m", "PUT", "http://127.0.0.1:9/x"][..],
+        &["load", "--grpc", "tcp://127.0.0.1:9"][..],
+    ] {
+        let (code, _, err, _) = sweetspot(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn grpc_calls_to_grpcio_are_counted_once_each_by_status() {
+    let dir = TempDir::new("grpc-grpcio");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/experiments/peers/grpcio.sh");
+    let mut peer = Stopped(
+        Command::new(script)
+            .args(["0", "4"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("grpcio.sh (scripts/test installs python3-grpcio)"),
+    );
+    // The port it took, from its ready line (a port found free here could be taken by
+    // another test's server before the peer binds it).
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(peer.0.stdout.take().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    let port: u16 = ready
+        .split_whitespace()
+        .nth(2)
+        .and_then(|url| url.rsplit(':').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no ready line from grpcio.sh: {ready:?}"));
+    let r = grpc_calls_by_code(dir.path(), &format!("http://127.0.0.1:{port}"));
+    // Each of the 3 channels carried its 4 streams; grpcio announces no stream cap.
+    assert_eq!(n(&r, &["http2", "connections_opened"]), 3, "{r}");
+    assert!(r["http2"]["server_max_streams"].is_null(), "{r}");
+    drop(peer);
+}
+
+#[test]
+fn segments_of_a_grpc_run_merge_their_statuses() {
+    let dir = TempDir::new("grpc-merge");
+    let server = Server::start(&["--arch", "async", "--workers", "2"]);
+    let good = work_message(dir.path(), "good.bin", 10, 0);
+    let url = format!("http://127.0.0.1:{}/sweetspot.Lab/Work", server.port);
+    let start_at = format!("{:.3}", common::unix_now() + 1.0);
+    let jsons: Vec<String> = (0..2)
+        .map(|i| dir.path().join(format!("w{i}.json")).display().to_string())
+        .collect();
+    let mut workers: Vec<Child> = (0..2)
+        .map(|i| {
+            Command::new(env!("CARGO_BIN_EXE_sweetspot"))
+                .args(["load", "-q", "--grpc", "--body", &good, "-c", "2"])
+                .args(["--streams", "3", "-n", "400"])
+                .args(["--segment", &format!("{i}/2"), "--start-at", &start_at])
+                .args(["--json", &jsons[i], &url])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for w in &mut workers {
+        assert!(w.wait().unwrap().success());
+    }
+    let merged = dir.path().join("merged.json").display().to_string();
+    let (code, _, err, _) = sweetspot(&["merge", "--json", &merged, &jsons[0], &jsons[1]]);
+    assert_eq!(code, 0, "{err}");
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(&merged).unwrap()).unwrap();
+    let parts: u64 = jsons
+        .iter()
+        .map(|j| {
+            let r: Value = serde_json::from_str(&std::fs::read_to_string(j).unwrap()).unwrap();
+            n(&r, &["http2", "grpc_status", "0"])
+        })
+        .sum();
+    assert_eq!(parts, 400);
+    assert_eq!(grpc_codes(&m), [("0".to_string(), 400)], "{m}");
+    assert_eq!(server.stop_and_count_served(), 400);
+}

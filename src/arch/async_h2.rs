@@ -5,7 +5,11 @@
 //! waits overlap on one connection and `/fib` holds the worker that runs its stream. The
 //! server allows [`MAX_STREAMS`] concurrent streams a connection (nginx's default), reads a
 //! request body up to [`MAX_BODY`] and sends a response as the client's window allows, a file
-//! in [`FILE_CHUNK`] pieces, so a client that reads nothing holds one chunk per stream.
+//! in [`FILE_CHUNK`] pieces, so a client that reads nothing holds one chunk per stream. A
+//! stream whose content type is `application/grpc` is a gRPC unary call: the lab's method
+//! ([`grpc::WORK_METHOD`]) is `/work` with its message's figures, answered with a
+//! [`grpc::WorkReply`] and a `grpc-status` trailer (a status other than OK in the headers
+//! alone, as gRPC's Trailers-Only response).
 
 use std::future::Future;
 use std::os::fd::RawFd;
@@ -17,7 +21,7 @@ use h2::server::SendResponse;
 use h2::RecvStream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::http::{Method, Request, Response, FILE_CHUNK, MAX_BODY};
+use crate::http::{grpc, Method, Request, Response, FILE_CHUNK, MAX_BODY};
 
 /// HTTP/2's connection preface, the first bytes a client with prior knowledge sends.
 pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -90,6 +94,14 @@ async fn answer<H, F>(
     F: Future<Output = Option<Response>>,
 {
     let (parts, body) = request.into_parts();
+    let is_grpc = parts
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with(grpc::CONTENT_TYPE));
+    if is_grpc {
+        return grpc_call(handler, parts, body, respond, fd).await;
+    }
     let head_only = parts.method == http::Method::HEAD;
     let response = match read_request(&parts, body).await {
         Ok(request) => match handler(request, fd).await {
@@ -99,6 +111,134 @@ async fn answer<H, F>(
         Err(status) => Response::error(status),
     };
     let _ = send(&mut respond, &response, head_only).await;
+}
+
+/// A gRPC unary call: its message read and decoded, the lab's method run as `/work` by the
+/// same handler, and its reply or its status sent.
+async fn grpc_call<H, F>(
+    handler: H,
+    parts: http::request::Parts,
+    body: RecvStream,
+    mut respond: SendResponse<Bytes>,
+    fd: RawFd,
+) where
+    H: Fn(Request, RawFd) -> F,
+    F: Future<Output = Option<Response>>,
+{
+    let outcome = match read_request(&parts, body).await {
+        Err(_) => Err((
+            grpc::RESOURCE_EXHAUSTED,
+            "the message could not be read".to_string(),
+        )),
+        Ok(request) => match work_of(&parts, &request.body) {
+            Err(status) => Err(status),
+            Ok(query) => {
+                let work = Request {
+                    method: Method::Get,
+                    path: "/work".into(),
+                    query: Some(query),
+                    body: Vec::new(),
+                    content_type: None,
+                    ..request
+                };
+                match handler(work, fd).await {
+                    Some(response) => grpc_outcome(&response),
+                    None => return respond.send_reset(h2::Reason::CANCEL),
+                }
+            }
+        },
+    };
+    let _ = send_grpc(&mut respond, outcome).await;
+}
+
+/// The `/work` query a call of the lab's method asks for, or the status that refuses it.
+fn work_of(parts: &http::request::Parts, body: &[u8]) -> Result<String, (u32, String)> {
+    use prost::Message;
+    if parts.uri.path() != grpc::WORK_METHOD {
+        return Err((
+            grpc::UNIMPLEMENTED,
+            format!(
+                "no method {} (this server has {})",
+                parts.uri.path(),
+                grpc::WORK_METHOD
+            ),
+        ));
+    }
+    let message = grpc::unframe(body).map_err(|why| (grpc::INTERNAL, why.to_string()))?;
+    let work = grpc::WorkRequest::decode(message)
+        .map_err(|e| (grpc::INTERNAL, format!("not a WorkRequest: {e}")))?;
+    Ok(format!(
+        "cpu_us={}&wait_us={}{}",
+        work.cpu_us,
+        work.wait_us,
+        if work.blocking { "&wait=blocking" } else { "" }
+    ))
+}
+
+/// `/work`'s response as a call's outcome: its figures as a reply, or its error as a status.
+fn grpc_outcome(response: &Response) -> Result<grpc::WorkReply, (u32, String)> {
+    let text = String::from_utf8_lossy(&response.body).trim().to_string();
+    if response.status != 200 {
+        let code = match response.status {
+            400 => grpc::INVALID_ARGUMENT,
+            503 => grpc::UNAVAILABLE,
+            _ => grpc::UNKNOWN,
+        };
+        return Err((code, text));
+    }
+    let figure = |key: &str| {
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+            .unwrap_or(0)
+    };
+    Ok(grpc::WorkReply {
+        cpu_us: figure("cpu_us"),
+        wait_us: figure("wait_us"),
+    })
+}
+
+/// Sends a call's reply (headers, the framed message, then `grpc-status: 0` as a trailer),
+/// or its status alone in the headers (Trailers-Only).
+async fn send_grpc(
+    respond: &mut SendResponse<Bytes>,
+    outcome: Result<grpc::WorkReply, (u32, String)>,
+) -> Result<(), h2::Error> {
+    use prost::Message;
+    let head = http::Response::builder()
+        .status(200)
+        .header(http::header::CONTENT_TYPE, grpc::CONTENT_TYPE);
+    let reply = match outcome {
+        Ok(reply) => reply,
+        Err((code, message)) => {
+            let message: String = message
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_graphic() || c == ' ' {
+                        c
+                    } else {
+                        '?'
+                    }
+                })
+                .collect();
+            let head = head
+                .header("grpc-status", code)
+                .header("grpc-message", message)
+                .body(())
+                .unwrap_or_default();
+            respond.send_response(head, true)?;
+            return Ok(());
+        }
+    };
+    let mut stream = respond.send_response(head.body(()).unwrap_or_default(), false)?;
+    send_data(
+        &mut stream,
+        Bytes::from(grpc::frame(&reply.encode_to_vec())),
+        false,
+    )
+    .await?;
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+    stream.send_trailers(trailers)
 }
 
 /// The app's request from an HTTP/2 one (`Err`: the status to answer with).

@@ -149,6 +149,12 @@ pub struct LoadArgs {
     /// Over https://, offer HTTP/1.1 only (ALPN `http/1.1`), never HTTP/2.
     #[arg(long)]
     pub http1: bool,
+    /// gRPC unary calls over HTTP/2 (h2c to an http:// target, h2 by ALPN to https://): a POST
+    /// to the URL's path (`/package.Service/Method`), `content-type: application/grpc`,
+    /// `te: trailers`, the message (`--body`, `@FILE` for its bytes) length-prefixed. Calls
+    /// are counted by their `grpc-status`; `--streams` are each channel's.
+    #[arg(long, conflicts_with_all = ["http1", "urls"])]
+    pub grpc: bool,
     /// HTTP/2: concurrent streams per connection, each its own request loop (h2load's -m;
     /// -m here is the method). Concurrency is connections x streams. Default 1.
     #[arg(long, value_name = "N")]

@@ -106,6 +106,19 @@ impl Mode {
     }
 }
 
+/// `--body`: the text, or with `@PATH` the file's bytes.
+fn body_of(args: &LoadArgs) -> anyhow::Result<Vec<u8>> {
+    Ok(match &args.body {
+        None => Vec::new(),
+        Some(text) => match text.strip_prefix('@') {
+            Some(path) => {
+                request::read_body_file(path).map_err(|e| usage(format!("--body: {e}")))?
+            }
+            None => text.clone().into_bytes(),
+        },
+    })
+}
+
 /// A validated load run.
 #[derive(Debug, Clone)]
 pub struct LoadConfig {
@@ -149,6 +162,8 @@ pub struct LoadConfig {
     pub net: Option<NetSpec>,
     /// Which HTTP: HTTP/2 over TLS when the server picks it, HTTP/1.1 only, or h2c.
     pub http: HttpVersion,
+    /// `--grpc`: every request a gRPC unary call (see [`LoadConfig::make_grpc`]).
+    pub grpc: bool,
     /// HTTP/2: concurrent streams per connection (`--streams`), each a request loop.
     pub streams: usize,
 }
@@ -277,6 +292,7 @@ impl LoadConfig {
             slack: DEFAULT_SLACK,
             net: None,
             http: HttpVersion::Auto,
+            grpc: false,
             streams: 1,
         }
     }
@@ -316,15 +332,7 @@ impl LoadConfig {
             .iter()
             .map(|h| parse_header(h).map_err(|e| usage(format!("-H {h:?}: {e}"))))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let body = match &args.body {
-            None => Vec::new(),
-            Some(text) => match text.strip_prefix('@') {
-                Some(path) => {
-                    request::read_body_file(path).map_err(|e| usage(format!("--body: {e}")))?
-                }
-                None => text.clone().into_bytes(),
-            },
-        };
+        let body = body_of(args)?;
         // Out-of-range numbers saturate so that `validate` (not a cast) reports them.
         let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         let mut config = LoadConfig {
@@ -368,9 +376,13 @@ impl LoadConfig {
                 (_, true) => HttpVersion::H2c,
                 _ => HttpVersion::Auto,
             },
+            grpc: args.grpc,
             streams: usize::try_from(args.streams.unwrap_or(1)).unwrap_or(usize::MAX),
         };
-        if args.streams.is_some() && !args.h2c && !config.target.is_tls() {
+        if args.grpc {
+            config.make_grpc()?;
+        }
+        if args.streams.is_some() && !args.h2c && !args.grpc && !config.target.is_tls() {
             return Err(usage(
                 "--streams is HTTP/2's: use it with --h2c or an https:// target",
             ));
@@ -477,6 +489,32 @@ impl LoadConfig {
             MAX_MESSAGE_BYTES,
             " bytes",
         )?;
+        Ok(())
+    }
+
+    /// `--grpc`: the request as a gRPC unary call. A POST with gRPC's headers and the body
+    /// framed as its message, over HTTP/2: h2c to an http:// target (HTTP/2 by ALPN over
+    /// https://, which must pick it).
+    fn make_grpc(&mut self) -> anyhow::Result<()> {
+        if !matches!(self.target, Target::Http { .. }) {
+            return Err(usage("--grpc needs an http:// or https:// target"));
+        }
+        if self.method != "GET" && self.method != "POST" {
+            return Err(usage("--grpc calls are POSTs; drop -m"));
+        }
+        self.method = "POST".into();
+        if !self.target.is_tls() {
+            self.http = HttpVersion::H2c;
+        }
+        self.headers.retain(|(n, _)| {
+            !n.eq_ignore_ascii_case("content-type") && !n.eq_ignore_ascii_case("te")
+        });
+        self.headers.push((
+            "content-type".into(),
+            crate::http::grpc::CONTENT_TYPE.into(),
+        ));
+        self.headers.push(("te".into(), "trailers".into()));
+        self.body = crate::http::grpc::frame(&self.body);
         Ok(())
     }
 

@@ -269,9 +269,10 @@ fn prepare(config: &LoadConfig, via: Option<std::net::Ipv4Addr>) -> anyhow::Resu
             streams: config.streams,
         })
     } else {
-        if config.streams > 1 {
+        if config.streams > 1 || config.grpc {
             return Err(usage(format!(
-                "--streams: {} did not choose h2 by ALPN; it speaks HTTP/1.1 only",
+                "{}: {} did not choose h2 by ALPN; it speaks HTTP/1.1 only",
+                if config.grpc { "--grpc" } else { "--streams" },
                 config.target.host()
             )));
         }

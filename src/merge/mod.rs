@@ -773,6 +773,7 @@ mod tests {
             stream_wait_share: 0.5,
             goaways,
             resets: goaways + 1,
+            grpc_status: [("0".to_string(), opened * 10)].into(),
         };
         // 10 samples of 1,000 us each: 10,000 us of latency over the two workers.
         let mut a = worker(0, 2, &[1000; 5], 1000.0);
@@ -781,6 +782,7 @@ mod tests {
         b.report.http2 = Some(h2(2, Some(5), 3, 1000.0, 1500.0, 1));
         let m = combine(&[a.clone(), b.clone()]).unwrap();
         let got = m.http2.unwrap();
+        assert_eq!(got.grpc_status, [("0".to_string(), 50)].into());
         assert_eq!(
             (
                 got.connections_opened,

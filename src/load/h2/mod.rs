@@ -33,7 +33,7 @@ use tokio::sync::{Notify, Semaphore, SemaphorePermit};
 
 use crate::deadlines::{Deadline, PreciseTimers};
 use crate::load::engine::policy::{Decision, Schedule, SendPolicy};
-use crate::load::engine::recorder::{InFlight, Recorder};
+use crate::load::engine::recorder::{Answer, InFlight, Recorder};
 use crate::load::engine::transport::TlsConnector;
 use crate::load::engine::{
     attach_views, drain_grace, unsent_limit, RunPlan, WorkerShare, CONNECT_RETRY_DELAY,
@@ -535,10 +535,13 @@ impl<'p, 'a> Worker<'p, 'a> {
         let now = Instant::now();
         self.senders[index].borrow_mut().room_since = now;
         match outcome {
-            Some(Ok(status)) => {
+            Some(Ok((status, grpc))) => {
                 gate.settled.set(true);
                 let mut state = self.state.borrow_mut();
-                state.recorder.response(request, status, now);
+                let answer = state.recorder.response(request, status, now);
+                if let (Answer::Counted, Some(code)) = (answer, grpc) {
+                    state.counts.grpc(code);
+                }
                 Next::Continue
             }
             None => {
@@ -681,17 +684,24 @@ async fn all<F: Future<Output = ()>>(mut futures: FuturesUnordered<F>) {
 }
 
 /// The status of a response, once its body is read to the end (its flow-control window
-/// released as it comes).
-async fn answer(response: h2::client::ResponseFuture) -> Result<u16, h2::Error> {
+/// released as it comes), and its `grpc-status` if it has one: in the trailers, or in the
+/// headers of a Trailers-Only response.
+async fn answer(response: h2::client::ResponseFuture) -> Result<(u16, Option<u32>), h2::Error> {
     let response = response.await?;
     let status = response.status().as_u16();
+    let grpc_status = |headers: &http::HeaderMap| {
+        headers
+            .get("grpc-status")
+            .and_then(|v| v.to_str().ok()?.parse().ok())
+    };
+    let in_head = grpc_status(response.headers());
     let mut body = response.into_body();
     while let Some(chunk) = body.data().await {
         let chunk = chunk?;
         let _ = body.flow_control().release_capacity(chunk.len());
     }
-    body.trailers().await?;
-    Ok(status)
+    let trailers = body.trailers().await?;
+    Ok((status, trailers.as_ref().and_then(grpc_status).or(in_head)))
 }
 
 /// The failure an HTTP/2 error is: a reset or a GOAWAY lost the response (read), as did the

@@ -340,6 +340,19 @@ pub fn h2_block(out: &mut String, h2: &H2Report, connections: usize) {
             h2.goaways, h2.resets
         );
     }
+    if !h2.grpc_status.is_empty() {
+        let codes: Vec<String> = h2
+            .grpc_status
+            .iter()
+            .map(|(code, n)| {
+                let name = code
+                    .parse()
+                    .map_or("UNKNOWN_CODE", crate::http::grpc::status_name);
+                format!("{n} {name} ({code})")
+            })
+            .collect();
+        let _ = writeln!(out, "  gRPC calls by grpc-status: {}", codes.join(", "));
+    }
 }
 
 /// The TLS side: what was negotiated, the handshakes' own percentiles, and their share of the

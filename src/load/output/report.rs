@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::load::scaleout::segment::SegmentInfo;
-use crate::load::stats::h2::H2Counts;
+use crate::load::stats::h2::{H2Counts, GRPC_CODES};
 use crate::load::stats::steps::StepReport;
 use crate::load::stats::urls::UrlReport;
 use crate::load::stats::RATE_HELD_FRACTION;
@@ -316,6 +316,10 @@ pub struct H2Report {
     /// `errors.read`).
     pub goaways: u64,
     pub resets: u64,
+    /// `--grpc`: the window's calls by `grpc-status` code (`"0"`, `"14"`; `"other"` past the
+    /// defined codes); a call without one is a protocol error, not here.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub grpc_status: BTreeMap<String, u64>,
 }
 
 impl H2Report {
@@ -344,6 +348,9 @@ impl H2Report {
             sum.stream_wait_max_us = sum.stream_wait_max_us.max(p.stream_wait_max_us);
             sum.goaways += p.goaways;
             sum.resets += p.resets;
+            for (code, n) in &p.grpc_status {
+                *sum.grpc_status.entry(code.clone()).or_default() += n;
+            }
         }
         if sum.stream_waits > 0 {
             sum.stream_wait_mean_us = waited_us / sum.stream_waits as f64;
@@ -583,6 +590,20 @@ fn h2_report(config: &LoadConfig, merged: &ThreadStats, counts: &H2Counts) -> H2
         ),
         goaways: counts.goaways,
         resets: counts.resets,
+        grpc_status: counts
+            .grpc_status
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(code, n)| {
+                let key = if code < GRPC_CODES {
+                    code.to_string()
+                } else {
+                    "other".to_string()
+                };
+                (key, *n)
+            })
+            .collect(),
     }
 }
 

@@ -22,7 +22,13 @@ pub struct H2Counts {
     pub goaways: u64,
     /// Requests whose stream the server reset (RST_STREAM), counted as read errors too.
     pub resets: u64,
+    /// `--grpc`: the calls of the window by their `grpc-status`, codes 0 to 16 and, last,
+    /// any other.
+    pub grpc_status: [u64; GRPC_CODES + 1],
 }
+
+/// gRPC's defined status codes (0 to 16).
+pub const GRPC_CODES: usize = 17;
 
 impl H2Counts {
     /// One wait for a stream under the server's cap.
@@ -38,7 +44,15 @@ impl H2Counts {
         }
     }
 
+    /// A call of the window ended with `code`.
+    pub fn grpc(&mut self, code: u32) {
+        self.grpc_status[(code as usize).min(GRPC_CODES)] += 1;
+    }
+
     pub fn merge(&mut self, other: &H2Counts) {
+        for (mine, theirs) in self.grpc_status.iter_mut().zip(other.grpc_status) {
+            *mine += theirs;
+        }
         self.connections += other.connections;
         if let Some(max) = other.server_max_streams {
             self.server_cap(max as usize);
@@ -78,6 +92,16 @@ mod tests {
         assert_eq!(a.stream_waits.max, Duration::from_micros(500));
         assert_eq!(a.stream_waits.mean_us(), 300.0);
         assert_eq!((a.goaways, a.resets), (1, 3));
+        let mut calls = H2Counts::default();
+        calls.grpc(0);
+        calls.grpc(0);
+        calls.grpc(14);
+        calls.grpc(99);
+        a.merge(&calls);
+        a.merge(&calls);
+        assert_eq!(a.grpc_status[0], 4);
+        assert_eq!(a.grpc_status[14], 2);
+        assert_eq!(a.grpc_status[GRPC_CODES], 2);
         assert_eq!(H2Counts::default().stream_waits.mean_us(), 0.0);
     }
 }
