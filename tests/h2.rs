@@ -1044,3 +1044,76 @@ fn segments_of_a_grpc_run_merge_their_statuses() {
     assert_eq!(grpc_codes(&m), [("0".to_string(), 400)], "{m}");
     assert_eq!(server.stop_and_count_served(), 400);
 }
+
+#[test]
+fn a_grpc_sweep_counts_each_points_calls_by_status_against_async_and_grpcio() {
+    let out = TempDir::new("sweep-grpc");
+    let experiment = out.path().join("grpc.toml");
+    std::fs::write(
+        &experiment,
+        r#"
+name = "grpc-small"
+archs = ["async"]
+workers = []
+concurrency = [8]
+streams = [1, 4]
+grpc = true
+duration = "300ms"
+warmup = "100ms"
+
+[[workload]]
+name = "wait"
+route = "/work?cpu_us=10&wait_ms=2"
+
+[[external]]
+name = "grpcio"
+command = "exec {peers}/grpcio.sh {port} {workers}"
+url = "http://127.0.0.1:{port}"
+workers = [4]
+"#,
+    )
+    .unwrap();
+    let dir = out.path().join("results").display().to_string();
+    let (code, stdout, stderr, _) =
+        sweetspot(&["sweep", experiment.to_str().unwrap(), "-o", &dir, "--plain"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let results: Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(&dir).join("results.json")).unwrap(),
+    )
+    .unwrap();
+    let points = results["points"].as_array().unwrap();
+    assert_eq!(points.len(), 4, "{results}");
+    for p in points {
+        // Every call of the window OK and counted once, as a response.
+        let requests = n(p, &["requests"]);
+        assert!(requests > 100, "{p}");
+        assert_eq!(n(p, &["grpc_status", "0"]), requests, "{p}");
+        assert_eq!(p["grpc_status"].as_object().unwrap().len(), 1, "{p}");
+        assert_eq!(n(p, &["errors"]), 0, "{p}");
+    }
+    // grpcio's pool of 4 serves 4 calls at a time through their 2 ms waits: the pool, at
+    // about 4 / 2 ms = 2,000 calls a second, where async takes all 8 at once.
+    let grpcio = points
+        .iter()
+        .find(|p| p["arch"] == "grpcio@1stream")
+        .unwrap();
+    assert_eq!(grpcio["limit"]["kind"], "pool", "{grpcio}");
+    assert!(n(grpcio, &["requests"]) as f64 / grpcio["duration_s"].as_f64().unwrap() < 2100.0);
+    // A route gRPC cannot carry, and a server of ours that does not speak HTTP/2: one line.
+    for (bad, says) in [
+        (
+            "name = \"x\"\narchs = [\"async\"]\ngrpc = true\n[[workload]]\nname = \"h\"\nroute = \"/hello\"\n",
+            "gRPC carries /work only",
+        ),
+        (
+            "name = \"x\"\narchs = [\"epoll\"]\ngrpc = true\n[[workload]]\nname = \"w\"\nroute = \"/work?cpu_us=5\"\n",
+            "only async serves gRPC",
+        ),
+    ] {
+        std::fs::write(&experiment, bad).unwrap();
+        let (code, _, err, _) = sweetspot(&["sweep", experiment.to_str().unwrap(), "-o", &dir]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(says), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+}

@@ -852,6 +852,10 @@ fn load_config(
         config.streams = streams as usize;
         config.settle = None;
     }
+    if setup.grpc {
+        // Last: the call's method, headers and body take the place of the route's.
+        grpc_call(&mut config, workload)?;
+    }
     Ok(config)
 }
 
@@ -922,6 +926,7 @@ fn measurement_of(
                 wait_share: h.stream_wait_share,
             }),
             tls: report.tls.as_ref().map(handshake_figures),
+            grpc_status: grpc_status(report),
         },
         errors: report.errors,
         target_rate: report.target_rate,
@@ -932,6 +937,25 @@ fn measurement_of(
             .map(|n| n.retrans_clients + n.retrans_server_side),
         replica_connections: Vec::new(),
     }
+}
+
+/// `grpc`: the point's request as a call of the lab's method carrying the workload's `/work`
+/// figures, on the same host and port.
+fn grpc_call(config: &mut LoadConfig, workload: &super::plan::Workload) -> anyhow::Result<()> {
+    config.body = workload.grpc_message().map_err(anyhow::Error::msg)?;
+    if let Target::Http { path_and_query, .. } = &mut config.target {
+        *path_and_query = crate::http::grpc::WORK_METHOD.into();
+    }
+    config.make_grpc()
+}
+
+/// A gRPC run's calls by status (empty for any other run).
+fn grpc_status(report: &LoadReport) -> std::collections::BTreeMap<String, u64> {
+    report
+        .http2
+        .as_ref()
+        .map(|h| h.grpc_status.clone())
+        .unwrap_or_default()
 }
 
 /// An HTTPS run's handshakes as the generator saw them (the server's CPU is added once it

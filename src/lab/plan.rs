@@ -78,6 +78,42 @@ fn default_true() -> bool {
 }
 
 impl Workload {
+    /// The lab's gRPC message for this workload (`grpc`): its `/work` route's CPU and wait as
+    /// a `WorkRequest`, or why it has none (another route, or a spread the message cannot
+    /// carry).
+    pub fn grpc_message(&self) -> Result<Vec<u8>, String> {
+        use prost::Message;
+        let (path, query) = self.route.split_once('?').unwrap_or((&self.route, ""));
+        if path != "/work" {
+            return Err(format!(
+                "grpc: workload {:?} asks {}, and gRPC carries /work only",
+                self.name, self.route
+            ));
+        }
+        let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+            .into_owned()
+            .collect();
+        let spec = crate::app::WorkSpec::parse(|name| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        })
+        .map_err(|e| format!("grpc: workload {:?}: {e}", self.name))?;
+        if spec.spread != crate::app::work::Spread::Const {
+            return Err(format!(
+                "grpc: workload {:?} spreads its work, which the message cannot carry",
+                self.name
+            ));
+        }
+        Ok(crate::http::grpc::WorkRequest {
+            cpu_us: spec.cpu_us,
+            wait_us: spec.wait_us,
+            blocking: spec.blocking,
+        }
+        .encode_to_vec())
+    }
+
     /// A GET of `route` on keep-alive connections, named `name`: every other key at its
     /// default, as an experiment file that names only these two would have it.
     pub fn get(name: &str, route: &str) -> Workload {
@@ -419,6 +455,9 @@ pub struct Setup {
     /// HTTPS: our servers serve HTTP/1.1 (or HTTP/2 by ALPN) over TLS with a certificate the
     /// lab makes ([`super::cert`]), and the generator accepts it.
     pub tls: bool,
+    /// gRPC: every request a unary call of the lab's method with the workload's `/work`
+    /// figures ([`Workload::grpc_message`]).
+    pub grpc: bool,
 }
 
 impl Setup {
@@ -445,6 +484,7 @@ impl Setup {
             replicas: 1,
             memory: None,
             tls: false,
+            grpc: false,
         }
     }
 

@@ -225,6 +225,10 @@ pub struct RunFigures {
     /// HTTPS (`tls`): the handshakes, apart from the requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<HandshakeFigures>,
+    /// gRPC (`grpc`): the calls by `grpc-status` code (`"0"` is OK; every other is a failed
+    /// call, though its HTTP status was 200).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub grpc_status: BTreeMap<String, u64>,
 }
 
 /// An HTTPS run's handshakes: the generator's count and times (in no request's latency), and
@@ -353,14 +357,26 @@ impl PointResult {
         (self.arch.clone(), self.workers)
     }
 
-    /// Non-2xx/3xx responses, which a server returning 500s fast must not be rewarded for.
+    /// Non-2xx/3xx responses, which a server returning 500s fast must not be rewarded for,
+    /// and gRPC calls that ended with a status other than OK.
     pub fn bad_statuses(&self) -> u64 {
-        self.figures
+        let http: u64 = self
+            .figures
             .status
             .iter()
             .filter(|(code, _)| !(code.starts_with('2') || code.starts_with('3')))
             .map(|(_, n)| n)
-            .sum()
+            .sum();
+        http + self.failed_calls().map(|(_, n)| n).sum::<u64>()
+    }
+
+    /// gRPC calls by a status other than OK: (code, count).
+    fn failed_calls(&self) -> impl Iterator<Item = (&String, u64)> {
+        self.figures
+            .grpc_status
+            .iter()
+            .filter(|(code, _)| code.as_str() != "0")
+            .map(|(code, n)| (code, *n))
     }
 
     /// How the point's requests failed, in one phrase, when over 1% of them did (else `None`):
@@ -408,6 +424,17 @@ impl PointResult {
         .collect();
         if !errors.is_empty() {
             parts.push(errors.join(", "));
+        }
+        let calls: u64 = self.figures.grpc_status.values().sum();
+        for (code, count) in self.failed_calls() {
+            let name = code
+                .parse()
+                .map_or("UNKNOWN_CODE", crate::http::grpc::status_name);
+            parts.push(format!(
+                "gRPC {name} ({code}): {} of {} calls",
+                n(count),
+                n(calls)
+            ));
         }
         if parts.is_empty() {
             parts.push("no request was answered".into());

@@ -495,7 +495,7 @@ impl LoadConfig {
     /// `--grpc`: the request as a gRPC unary call. A POST with gRPC's headers and the body
     /// framed as its message, over HTTP/2: h2c to an http:// target (HTTP/2 by ALPN over
     /// https://, which must pick it).
-    fn make_grpc(&mut self) -> anyhow::Result<()> {
+    pub fn make_grpc(&mut self) -> anyhow::Result<()> {
         if !matches!(self.target, Target::Http { .. }) {
             return Err(usage("--grpc needs an http:// or https:// target"));
         }

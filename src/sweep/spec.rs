@@ -26,7 +26,7 @@ use crate::usage;
 /// The presets, by name, as shipped in `experiments/`.
 pub const PRESETS: &[(&str, &str)] = shipped!("experiments/", ".toml";
     "quick", "echo", "zerohttpd", "modern", "c10k", "threads", "io-wait", "gil", "puma", "node",
-    "java", "go", "shape", "apache", "h2", "cpu-bound", "slow-clients", "tls",
+    "java", "go", "shape", "apache", "h2", "cpu-bound", "slow-clients", "tls", "grpc",
 );
 
 /// Seconds a point may measure (`duration`): a day.
@@ -348,6 +348,13 @@ pub struct Experiment {
     /// (full and resumed, their times, and the server's CPU per handshake).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tls: bool,
+    /// gRPC: every request a unary call of the lab's method, `/sweetspot.Lab/Work`, carrying
+    /// its workload's `/work` figures (every route a `/work` without a spread), over HTTP/2:
+    /// h2c, `streams` each channel's. Of ours only async serves it; an `[[external]]` must
+    /// serve the method (experiments/peers/grpcio.sh). Calls are counted by `grpc-status`,
+    /// and a status other than OK is a failed call.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub grpc: bool,
 }
 
 fn default_duration() -> f64 {
@@ -486,6 +493,41 @@ impl Experiment {
         Ok(())
     }
 
+    /// `grpc`: over HTTP/2, on our servers that speak it, and every workload a `/work` the
+    /// message can carry.
+    fn check_grpc(&self) -> Result<(), String> {
+        if !self.grpc {
+            return Ok(());
+        }
+        if self.protocol != Protocol::Http {
+            return Err("grpc: only protocol = \"http\" carries gRPC".into());
+        }
+        if let Some(arch) = self
+            .archs
+            .iter()
+            .chain(self.variants.iter().map(|v| &v.arch))
+            .find(|a| !a.serves_http2())
+        {
+            return Err(format!(
+                "grpc: {} does not speak HTTP/2; of ours only async serves gRPC",
+                arch.name()
+            ));
+        }
+        if self.settle.is_some() {
+            return Err("grpc: settle is HTTP/1.1's (drop it)".into());
+        }
+        for w in &self.workloads {
+            w.grpc_message()?;
+            if !w.keepalive {
+                return Err(format!(
+                    "grpc: workload {:?} has keepalive = false, and a channel is kept",
+                    w.name
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The load: its times, its mode's own key, the counts.
     fn check_load(&self) -> Result<(), String> {
         if let Some(memory) = &self.memory {
@@ -498,6 +540,7 @@ impl Experiment {
         crate::lab::budget::check_keys(&self.cpus, self.cpuset.as_ref())?;
         self.check_streams()?;
         self.check_tls()?;
+        self.check_grpc()?;
         if let Some(r) = self.replicas {
             int_in("replicas", u64::from(r), 1, u64::from(MAX_REPLICAS))?;
         }
@@ -802,6 +845,7 @@ impl Experiment {
                 .as_deref()
                 .and_then(|m| crate::units::parse_bytes(m).ok()),
             tls: self.tls,
+            grpc: self.grpc,
         }
     }
 
