@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::pki::{ca_signed, pem};
+use common::pki::{ca_signed, pem, write_server_files};
 use common::{free_port, sweetspot, timing_lock, Server, TempDir};
 use serde_json::Value;
 
@@ -829,15 +829,7 @@ fn an_axis_of_streams_is_refused_where_it_cannot_run() {
 #[test]
 fn our_async_server_serves_h2_over_tls_by_alpn() {
     let dir = TempDir::new("h2-tls");
-    let pki = ca_signed();
-    let (cert, key, ca) = (
-        dir.path().join("cert.pem"),
-        dir.path().join("key.pem"),
-        dir.path().join("ca.pem"),
-    );
-    std::fs::write(&cert, pem("CERTIFICATE", &pki.leaf)).unwrap();
-    std::fs::write(&key, pem("PRIVATE KEY", pki.key.secret_der())).unwrap();
-    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    let (cert, key, ca) = write_server_files(dir.path(), &ca_signed());
     let (cert, key, ca) = (
         cert.display().to_string(),
         key.display().to_string(),

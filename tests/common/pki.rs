@@ -88,3 +88,20 @@ pub fn pem(label: &str, der: &[u8]) -> String {
         lines.join("\n")
     )
 }
+
+/// The server's files for `pki` in `dir`: `cert.pem` (the leaf), `key.pem` (its key) and
+/// `ca.pem` (the CA a client trusts), as paths.
+pub fn write_server_files(
+    dir: &std::path::Path,
+    pki: &Pki,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let (cert, key, ca) = (
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+        dir.join("ca.pem"),
+    );
+    std::fs::write(&cert, pem("CERTIFICATE", &pki.leaf)).unwrap();
+    std::fs::write(&key, pem("PRIVATE KEY", pki.key.secret_der())).unwrap();
+    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    (cert, key, ca)
+}
