@@ -77,13 +77,45 @@ pub enum Wire {
     Tls(Box<TlsWire>),
 }
 
-/// rustls's server side over a socket: reads give plaintext, writes take plaintext.
-pub struct TlsWire {
+/// One connection's rustls, and what its handshake has cost so far.
+struct Session {
     conn: ServerConnection,
-    sock: TcpStream,
     tls: Arc<ServerTls>,
     /// CPU the handshake has taken so far; counted once it completes.
     handshake_cpu_ns: u64,
+}
+
+impl Session {
+    fn new(tls: &Arc<ServerTls>) -> io::Result<Session> {
+        Ok(Session {
+            conn: ServerConnection::new(Arc::clone(&tls.config)).map_err(io::Error::other)?,
+            tls: Arc::clone(tls),
+            handshake_cpu_ns: 0,
+        })
+    }
+
+    /// Processes what `read_tls` buffered: a handshake's step is timed on this thread's CPU
+    /// clock, and the handshake counted once it completes.
+    fn process(&mut self) -> io::Result<()> {
+        let handshaking = self.conn.is_handshaking();
+        let started = if handshaking { thread_cpu_ns() } else { 0 };
+        let processed = self.conn.process_new_packets();
+        if handshaking {
+            self.handshake_cpu_ns += thread_cpu_ns().saturating_sub(started);
+            if processed.is_ok() && !self.conn.is_handshaking() {
+                self.tls.note(&self.conn, self.handshake_cpu_ns);
+            }
+        }
+        processed
+            .map(|_| ())
+            .map_err(|e| io::Error::new(ErrorKind::InvalidData, e))
+    }
+}
+
+/// rustls's server side over a socket: reads give plaintext, writes take plaintext.
+pub struct TlsWire {
+    session: Session,
+    sock: TcpStream,
 }
 
 impl Wire {
@@ -92,12 +124,9 @@ impl Wire {
         let Some(tls) = tls else {
             return Ok(Wire::Plain(stream));
         };
-        let conn = ServerConnection::new(Arc::clone(&tls.config)).map_err(io::Error::other)?;
         Ok(Wire::Tls(Box::new(TlsWire {
-            conn,
+            session: Session::new(tls)?,
             sock: stream,
-            tls: Arc::clone(tls),
-            handshake_cpu_ns: 0,
         })))
     }
 
@@ -113,7 +142,7 @@ impl Wire {
     pub fn pending(&self) -> bool {
         match self {
             Wire::Plain(_) => false,
-            Wire::Tls(t) => t.conn.wants_write(),
+            Wire::Tls(t) => t.session.conn.wants_write(),
         }
     }
 
@@ -128,7 +157,7 @@ impl Wire {
     /// Stops sending: TLS says so first (close_notify, best effort), then the socket's FIN.
     pub fn close_write(&mut self) -> io::Result<()> {
         if let Wire::Tls(t) = self {
-            t.conn.send_close_notify();
+            t.session.conn.send_close_notify();
             let _ = t.push();
         }
         self.tcp().shutdown(std::net::Shutdown::Write)
@@ -137,8 +166,8 @@ impl Wire {
 
 impl TlsWire {
     fn push(&mut self) -> io::Result<bool> {
-        while self.conn.wants_write() {
-            match self.conn.write_tls(&mut self.sock) {
+        while self.session.conn.wants_write() {
+            match self.session.conn.write_tls(&mut self.sock) {
                 Ok(0) => return Err(ErrorKind::WriteZero.into()),
                 Ok(_) => {}
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
@@ -151,21 +180,12 @@ impl TlsWire {
         Ok(true)
     }
 
-    /// Processes what `read_tls` buffered: a handshake's step is timed on this thread's CPU
-    /// clock and counted when it completes; its reply (and any alert) goes out as far as the
-    /// socket takes it now, the rest at the socket's next writable turn.
+    /// Processes what `read_tls` buffered ([`Session::process`]); its reply (and any alert)
+    /// goes out as far as the socket takes it now, the rest at the socket's next writable turn.
     fn process(&mut self) -> io::Result<()> {
-        let handshaking = self.conn.is_handshaking();
-        let started = if handshaking { thread_cpu_ns() } else { 0 };
-        let processed = self.conn.process_new_packets();
+        let processed = self.session.process();
         let pushed = self.push();
-        if handshaking {
-            self.handshake_cpu_ns += thread_cpu_ns().saturating_sub(started);
-            if processed.is_ok() && !self.conn.is_handshaking() {
-                self.tls.note(&self.conn, self.handshake_cpu_ns);
-            }
-        }
-        processed.map_err(|e| io::Error::new(ErrorKind::InvalidData, e))?;
+        processed?;
         pushed.map(|_| ())
     }
 }
@@ -173,22 +193,16 @@ impl TlsWire {
 /// rustls over bytes moved by someone else: ciphertext in from a completed receive, plaintext
 /// out to the connection's input; plaintext replies in, ciphertext out to a send buffer.
 pub struct Sealer {
-    conn: ServerConnection,
-    tls: Arc<ServerTls>,
-    handshake_cpu_ns: u64,
+    session: Session,
 }
 
 impl Sealer {
     pub fn new(tls: &Arc<ServerTls>) -> io::Result<Sealer> {
-        let mut conn = ServerConnection::new(Arc::clone(&tls.config)).map_err(io::Error::other)?;
+        let mut session = Session::new(tls)?;
         // Every seal drains what it encrypted, so rustls's own buffer never holds more than a
         // record's worth; the connection's output limit bounds what is sealed at once.
-        conn.set_buffer_limit(None);
-        Ok(Sealer {
-            conn,
-            tls: Arc::clone(tls),
-            handshake_cpu_ns: 0,
-        })
+        session.conn.set_buffer_limit(None);
+        Ok(Sealer { session })
     }
 
     /// Takes received ciphertext, advances the handshake (timed, counted once done) and
@@ -196,21 +210,12 @@ impl Sealer {
     /// [`Sealer::flush_into`] has the alert).
     pub fn receive(&mut self, mut bytes: &[u8], plain: &mut Vec<u8>) -> io::Result<()> {
         while !bytes.is_empty() {
-            if self.conn.read_tls(&mut bytes)? == 0 {
+            if self.session.conn.read_tls(&mut bytes)? == 0 {
                 break;
             }
-            let handshaking = self.conn.is_handshaking();
-            let started = if handshaking { thread_cpu_ns() } else { 0 };
-            let processed = self.conn.process_new_packets();
-            if handshaking {
-                self.handshake_cpu_ns += thread_cpu_ns().saturating_sub(started);
-                if processed.is_ok() && !self.conn.is_handshaking() {
-                    self.tls.note(&self.conn, self.handshake_cpu_ns);
-                }
-            }
-            processed.map_err(|e| io::Error::new(ErrorKind::InvalidData, e))?;
+            self.session.process()?;
             // What was read before the `WouldBlock` (no more for now) is in `plain`.
-            match self.conn.reader().read_to_end(plain) {
+            match self.session.conn.reader().read_to_end(plain) {
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {}
                 Err(e) => return Err(e),
@@ -221,14 +226,14 @@ impl Sealer {
 
     /// Encrypts `plain` and appends the records to `out`, with whatever else TLS has to say.
     pub fn seal(&mut self, plain: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
-        self.conn.writer().write_all(plain)?;
+        self.session.conn.writer().write_all(plain)?;
         self.flush_into(out)
     }
 
     /// Appends the ciphertext TLS has waiting (a handshake's flight, tickets, an alert).
     pub fn flush_into(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
-        while self.conn.wants_write() {
-            self.conn.write_tls(out)?;
+        while self.session.conn.wants_write() {
+            self.session.conn.write_tls(out)?;
         }
         Ok(())
     }
@@ -241,12 +246,12 @@ impl Read for Wire {
             Wire::Tls(t) => t,
         };
         loop {
-            match t.conn.reader().read(buf) {
+            match t.session.conn.reader().read(buf) {
                 Ok(n) => return Ok(n),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {}
                 Err(e) => return Err(e),
             }
-            if t.conn.read_tls(&mut t.sock)? == 0 {
+            if t.session.conn.read_tls(&mut t.sock)? == 0 {
                 return Ok(0);
             }
             t.process()?;
@@ -266,7 +271,7 @@ impl Write for Wire {
             return Ok(0);
         }
         t.push()?;
-        let taken = t.conn.writer().write(buf)?;
+        let taken = t.session.conn.writer().write(buf)?;
         t.push()?;
         if taken == 0 {
             return Err(ErrorKind::WouldBlock.into());
