@@ -518,17 +518,6 @@ fn count(v: &serde_json::Value, path: &[&str]) -> u64 {
         .unwrap_or_else(|| panic!("no {path:?} in {v}"))
 }
 
-/// From a stats line: `tls handshakes F full, R resumed`.
-fn server_handshakes(stats: &str) -> (u64, u64) {
-    let rest = stats
-        .split("tls handshakes ")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no handshakes in {stats:?}"));
-    let words: Vec<&str> = rest.split([' ', ',']).filter(|w| !w.is_empty()).collect();
-    assert_eq!((words[1], words[3]), ("full", "resumed"), "{stats}");
-    (words[0].parse().unwrap(), words[2].parse().unwrap())
-}
-
 #[test]
 fn our_servers_answer_https_on_http1_on_every_architecture() {
     let dir = TempDir::new("our-https");
@@ -545,20 +534,7 @@ fn our_servers_answer_https_on_http1_on_every_architecture() {
         key.to_str().unwrap(),
         ca.to_str().unwrap(),
     );
-    let archs = [
-        "iterative",
-        "forking",
-        "preforked",
-        "threaded",
-        "prethreaded",
-        "poll",
-        "epoll",
-        "reactors",
-        "hybrid",
-        "async",
-        "uring",
-    ];
-    for arch in archs {
+    for arch in sweetspot::arch::Arch::all().iter().map(|a| a.name()) {
         let server = Server::start(&[
             "--arch",
             arch,
@@ -637,7 +613,8 @@ fn our_servers_answer_https_on_http1_on_every_architecture() {
         assert_eq!(code, Some(0), "{arch}");
         assert!(stats.contains("served 223 requests"), "{arch}: {stats}");
         // The server saw what the clients made: curl's, each run's pre-flight, and the runs'.
-        let (full, server_resumed) = server_handshakes(&stats);
+        let (full, server_resumed, _) = sweetspot::lab::cert::stats_handshakes(&stats)
+            .unwrap_or_else(|| panic!("{arch}: no handshakes in {stats:?}"));
         let kept_handshakes = count(&kept, &["tls", "handshakes"]);
         assert_eq!(
             full + server_resumed,
