@@ -261,7 +261,7 @@ pub fn render(results: &SweepResults) -> anyhow::Result<String> {
         let _ = writeln!(out, "<li>{}</li>", escape(line));
     }
     out.push_str("</ul></div>\n");
-    let handshakes = super::terminal::tls_lines(results);
+    let handshakes = super::tls_lines(results);
     if !handshakes.is_empty() {
         out.push_str("<h2>TLS handshakes</h2>\n<p>Apart from the requests' latency:</p>\n<ul>\n");
         for line in &handshakes {

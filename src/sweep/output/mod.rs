@@ -826,6 +826,49 @@ pub mod fixture {
     }
 }
 
+/// A line per workload of an HTTPS sweep: handshakes per request, the resumed share, their
+/// largest share of the time waited, and the server's median CPU per handshake over the points
+/// that made more than a few (the warm-up's one full handshake is in each server's count).
+pub fn tls_lines(results: &SweepResults) -> Vec<String> {
+    let mut lines = Vec::new();
+    for w in &results.experiment.workloads {
+        let points: Vec<_> = results
+            .points
+            .iter()
+            .filter(|p| p.workload == w.name && p.ok)
+            .filter_map(|p| Some((p, p.figures.tls?)))
+            .collect();
+        let handshakes: u64 = points.iter().map(|(_, t)| t.handshakes).sum();
+        if handshakes == 0 {
+            continue;
+        }
+        let requests: u64 = points.iter().map(|(p, _)| p.figures.requests).sum();
+        let resumed: u64 = points.iter().map(|(_, t)| t.resumed).sum();
+        let share = points.iter().map(|(_, t)| t.share).fold(0.0, f64::max);
+        let mut cpu: Vec<f64> = points
+            .iter()
+            .filter(|(_, t)| t.handshakes >= 10)
+            .filter_map(|(_, t)| t.server_cpu_us)
+            .collect();
+        cpu.sort_by(f64::total_cmp);
+        let cpu = match cpu.len() {
+            0 => String::new(),
+            n => format!(
+                "; the server's CPU {:.0} us a handshake (median of {n} points)",
+                cpu[n / 2]
+            ),
+        };
+        lines.push(format!(
+            "{}: {:.3} handshakes a request ({}% resumed), at most {:.0}% of the time waited{cpu}",
+            w.name,
+            handshakes as f64 / requests.max(1) as f64,
+            (100.0 * resumed as f64 / handshakes as f64).round(),
+            100.0 * share
+        ));
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
