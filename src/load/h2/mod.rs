@@ -1,8 +1,7 @@
 //! HTTP/2 load: `--h2c` (cleartext, prior knowledge), or `https://` when the server picks `h2`
-//! by ALPN. A worker thread runs a tokio current-thread runtime; each connection is the `h2`
-//! crate's client (the ecosystem's implementation, not a framing layer of ours: it is what
-//! hyper, reqwest and tonic speak, and benches/h2_cost.txt measures it against h2load), and
-//! carries `--streams M` request loops. Each loop is one sender to the run's [`SendPolicy`]:
+//! by ALPN. A worker thread runs a tokio current-thread runtime; each connection is our own
+//! client ([`wire`] says why not the `h2` crate's, [`conn`] moves its bytes), and carries
+//! `--streams M` request loops. Each loop is one sender to the run's [`SendPolicy`]:
 //! closed loop, a ticket a request (count), or its own intended times at R / (C x M) (rate,
 //! coordinated omission corrected as over HTTP/1.1), so plans, `--urls`, the time series and
 //! the reports are the HTTP/1.1 engine's, counted by the same [`Recorder`]. A stream that finds
@@ -11,7 +10,10 @@
 //! sees more streams than it allows. GOAWAY and RST_STREAM are counted; a stream never
 //! answered is reset at the timeout; what is in flight at the end is censored.
 
+pub mod conn;
+pub mod hpack;
 pub mod request;
+pub mod wire;
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::VecDeque;
@@ -24,9 +26,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use h2::client::SendRequest;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, Semaphore, SemaphorePermit};
@@ -41,13 +41,12 @@ use crate::load::engine::{
 use crate::load::error::FailureKind;
 use crate::load::stats::h2::H2Counts;
 use crate::load::stats::ThreadStats;
+use conn::Conn;
 pub use request::H2Requests;
+use wire::Lost;
 
 /// How often the worker ticks its interval views and looks at the stop flag.
 const TICK: Duration = Duration::from_millis(5);
-/// Flow-control windows we grant the server: wide, so the client never throttles a response.
-const STREAM_WINDOW: u32 = 1 << 24;
-const CONNECTION_WINDOW: u32 = 1 << 30;
 
 /// What every HTTP/2 worker of a run shares.
 pub struct H2Plan {
@@ -157,7 +156,6 @@ struct Gate {
     cap: Cell<usize>,
     /// An answer came: the server's SETTINGS are known.
     settled: Cell<bool>,
-    goaway: Cell<bool>,
 }
 
 impl Gate {
@@ -166,7 +164,6 @@ impl Gate {
             streams: Semaphore::new(1),
             cap: Cell::new(1),
             settled: Cell::new(false),
-            goaway: Cell::new(false),
         }
     }
 
@@ -377,57 +374,47 @@ impl<'p, 'a> Worker<'p, 'a> {
 
     /// One HTTP/2 connection over `io`: its loops run until it breaks or the run ends.
     async fn run_connection(&self, io: Counted<'_, Box<dyn Io>>, local: usize) {
-        let handshake = h2::client::Builder::new()
-            .initial_max_send_streams(1)
-            .initial_window_size(STREAM_WINDOW)
-            .initial_connection_window_size(CONNECTION_WINDOW)
-            .enable_push(false)
-            .handshake::<_, Bytes>(io);
-        let (send, connection) = match handshake.await {
-            Ok(pair) => pair,
-            Err(_) => {
-                let _ = self.connect_failed(local);
-                return;
-            }
-        };
+        let mut io = io;
+        let m = self.h2.streams;
+        let conn = Conn::new(m, &self.h2.requests.heads);
         self.state.borrow_mut().counts.connections += 1;
         let gate = Gate::new();
-        let m = self.h2.streams;
-        let loops = all((0..m)
-            .map(|s| self.stream_loop(send.clone(), &gate, local * m + s))
-            .collect());
-        drop(send);
+        let loops = async {
+            all((0..m)
+                .map(|s| self.stream_loop(&conn, &gate, s, local * m + s))
+                .collect())
+            .await;
+            conn.senders_done();
+        };
         // The connection, polled here, follows the server's cap into the gate as its SETTINGS
         // come (waiting loops go at once, not after the first answer).
-        let mut connection = connection;
+        let mut drive = std::pin::pin!(conn.drive(&mut io));
         let follow = std::future::poll_fn(|cx| {
-            let polled = Pin::new(&mut connection).poll(cx);
-            let cap = connection.max_concurrent_send_streams();
-            if cap != 1 {
+            let polled = drive.as_mut().poll(cx);
+            if conn.settled() {
                 gate.settled.set(true);
             }
-            gate.follow(m.min(cap));
+            gate.follow(m.min(conn.cap()));
             polled
         });
         let driven = async {
             tokio::select! {
-                r = follow => r,
-                _ = self.ended() => Ok(()),
+                _ = follow => {}
+                _ = self.ended() => {}
             }
         };
-        let (_, result) = tokio::join!(biased; loops, driven);
-        if gate.settled.get() {
-            let cap = connection.max_concurrent_send_streams();
-            self.state.borrow_mut().counts.server_cap(cap);
+        tokio::join!(biased; loops, driven);
+        if conn.settled() {
+            self.state.borrow_mut().counts.server_cap(conn.cap());
         }
-        if gate.goaway.get() || result.is_err_and(|e| e.is_go_away() && e.is_remote()) {
+        if conn.went_away() {
             self.state.borrow_mut().counts.goaways += 1;
         }
     }
 
-    /// One stream's request loop (sender `index`): a request, its answer, the next.
-    async fn stream_loop(&self, send: SendRequest<Bytes>, gate: &Gate, index: usize) {
-        let mut send = send;
+    /// One stream's request loop (sender `index`, slot `slot` of its connection): a request,
+    /// its answer, the next.
+    async fn stream_loop(&self, conn: &Conn, gate: &Gate, slot: usize, index: usize) {
         loop {
             if !self.due(index).await {
                 return;
@@ -436,7 +423,7 @@ impl<'p, 'a> Worker<'p, 'a> {
             let Some((permit, granted)) = self.acquire(gate).await else {
                 return;
             };
-            let next = self.request(&mut send, gate, index, wanted, granted).await;
+            let next = self.request(conn, slot, index, wanted, granted).await;
             drop(permit);
             if matches!(next, Next::Stop) {
                 return;
@@ -496,34 +483,33 @@ impl<'p, 'a> Worker<'p, 'a> {
         Some((permit, Some(now)))
     }
 
-    /// Sends sender `index`'s next request on `send` and reads its answer.
+    /// Sends sender `index`'s next request on `conn` (its slot `slot`) and reads its answer.
     async fn request(
         &self,
-        send: &mut SendRequest<Bytes>,
-        gate: &Gate,
+        conn: &Conn,
+        slot: usize,
         index: usize,
         wanted: Instant,
         granted: Option<Instant>,
     ) -> Next {
+        if conn.refusal().is_some() {
+            return Next::Stop;
+        }
         let Some((request, line)) = self.take(index, wanted, granted) else {
             return Next::Continue;
         };
-        let template = self.h2.requests.line(line);
-        let sent = match send.send_request(template.head(), template.body.is_empty()) {
-            Ok((response, mut body)) => {
-                if !template.body.is_empty() {
-                    let _ = body.send_data(template.body.clone(), true);
-                }
-                response
-            }
-            Err(e) => {
-                self.lost(request, kind_of(&e, gate), e.is_reset() && e.is_remote());
+        let requests = &self.h2.requests;
+        let body = &requests.line(line).body;
+        let response = match conn.send(slot, &requests.heads, line, body) {
+            Ok(response) => response,
+            Err(why) => {
+                self.lost(request, kind_of(why), false);
                 return Next::Stop;
             }
         };
         self.in_flight.set(self.in_flight.get() + 1);
         let limit = request.sent + self.plan.config.timeout;
-        let outcome = self.bounded(index, limit, answer(sent)).await;
+        let outcome = self.bounded(index, limit, response).await;
         if outcome.is_none() && self.over.get() {
             self.in_flight.set(self.in_flight.get() - 1);
             let mut state = self.state.borrow_mut();
@@ -536,7 +522,6 @@ impl<'p, 'a> Worker<'p, 'a> {
         self.senders[index].borrow_mut().room_since = now;
         match outcome {
             Some(Ok((status, grpc))) => {
-                gate.settled.set(true);
                 let mut state = self.state.borrow_mut();
                 let answer = state.recorder.response(request, status, now);
                 if let (Answer::Counted, Some(code)) = (answer, grpc) {
@@ -548,9 +533,9 @@ impl<'p, 'a> Worker<'p, 'a> {
                 self.lost(request, FailureKind::Timeout, false);
                 Next::Continue
             }
-            Some(Err(e)) => {
-                let reset = e.is_reset() && e.is_remote();
-                self.lost(request, kind_of(&e, gate), reset);
+            Some(Err(why)) => {
+                let reset = why == Lost::Reset;
+                self.lost(request, kind_of(why), reset);
                 if reset {
                     Next::Continue
                 } else {
@@ -683,37 +668,12 @@ async fn all<F: Future<Output = ()>>(mut futures: FuturesUnordered<F>) {
     while futures.next().await.is_some() {}
 }
 
-/// The status of a response, once its body is read to the end (its flow-control window
-/// released as it comes), and its `grpc-status` if it has one: in the trailers, or in the
-/// headers of a Trailers-Only response.
-async fn answer(response: h2::client::ResponseFuture) -> Result<(u16, Option<u32>), h2::Error> {
-    let response = response.await?;
-    let status = response.status().as_u16();
-    let grpc_status = |headers: &http::HeaderMap| {
-        headers
-            .get("grpc-status")
-            .and_then(|v| v.to_str().ok()?.parse().ok())
-    };
-    let in_head = grpc_status(response.headers());
-    let mut body = response.into_body();
-    while let Some(chunk) = body.data().await {
-        let chunk = chunk?;
-        let _ = body.flow_control().release_capacity(chunk.len());
-    }
-    let trailers = body.trailers().await?;
-    Ok((status, trailers.as_ref().and_then(grpc_status).or(in_head)))
-}
-
-/// The failure an HTTP/2 error is: a reset or a GOAWAY lost the response (read), as did the
-/// connection's end; anything else is the protocol's.
-fn kind_of(error: &h2::Error, gate: &Gate) -> FailureKind {
-    if error.is_go_away() && error.is_remote() {
-        gate.goaway.set(true);
-        FailureKind::Read
-    } else if error.is_reset() || error.is_io() || error.is_go_away() {
-        FailureKind::Read
-    } else {
-        FailureKind::Protocol
+/// The failure a request lost with its connection is: a reset, a GOAWAY or the connection's
+/// end lost the response (read); anything else is the protocol's.
+fn kind_of(why: Lost) -> FailureKind {
+    match why {
+        Lost::Reset | Lost::GoAway | Lost::Closed => FailureKind::Read,
+        Lost::Protocol => FailureKind::Protocol,
     }
 }
 

@@ -1,12 +1,14 @@
 //! The requests of an HTTP/2 run, built once before it: each line's method, URI (scheme,
-//! authority, path) and headers as the `http` crate's types, and its body, so that a stream
-//! clones a template instead of parsing anything. HTTP/1.1's connection headers (`Host`
+//! authority, path) and headers checked with the `http` crate's types and encoded once in
+//! HPACK ([`Heads`]), and its body, so that a stream copies a template instead of parsing or
+//! encoding anything. HTTP/1.1's connection headers (`Host`
 //! becomes `:authority`; `Connection`, `Keep-Alive`, `Transfer-Encoding`, `Upgrade`,
 //! `Proxy-Connection`) have no place in HTTP/2 and are left out, as RFC 9113 §8.2.2 says.
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
+use http::{HeaderName, HeaderValue, Method, Uri};
 
+use super::hpack::{Heads, Line};
 use crate::load::{LoadConfig, Target};
 
 /// Headers HTTP/2 forbids (or carries as a pseudo-header).
@@ -22,21 +24,25 @@ const CONNECTION_HEADERS: [&str; 6] = [
 /// One request line, ready to send.
 #[derive(Debug, Clone)]
 pub struct Template {
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
+    method: String,
+    scheme: &'static str,
+    authority: String,
+    path: String,
+    /// Its other headers, names in lower case.
+    fields: Vec<(String, String)>,
     /// Empty: the HEADERS frame ends the stream.
     pub body: Bytes,
 }
 
 impl Template {
-    /// The request head to send (its body goes after, see [`Template::body`]).
-    pub fn head(&self) -> Request<()> {
-        let mut request = Request::new(());
-        *request.method_mut() = self.method.clone();
-        *request.uri_mut() = self.uri.clone();
-        *request.headers_mut() = self.headers.clone();
-        request
+    fn line(&self) -> Line<'_> {
+        Line {
+            method: &self.method,
+            scheme: self.scheme,
+            authority: &self.authority,
+            path: &self.path,
+            headers: &self.fields,
+        }
     }
 }
 
@@ -44,6 +50,8 @@ impl Template {
 #[derive(Debug, Clone)]
 pub struct H2Requests {
     lines: Vec<Template>,
+    /// Their heads, encoded.
+    pub heads: Heads,
 }
 
 impl H2Requests {
@@ -91,7 +99,8 @@ impl H2Requests {
             )?],
             (None, Target::Echo { .. }) => return Err("HTTP/2 needs an http:// target".into()),
         };
-        Ok(H2Requests { lines })
+        let heads = Heads::new(&lines.iter().map(Template::line).collect::<Vec<_>>());
+        Ok(H2Requests { lines, heads })
     }
 
     /// Line `line` of the rotation.
@@ -121,25 +130,26 @@ fn template(
     let uri: Uri = format!("{scheme}://{authority}{path_and_query}")
         .parse()
         .map_err(|e| format!("not a URI for HTTP/2: {e}"))?;
-    let method = Method::from_bytes(method.as_bytes()).map_err(|e| format!("-m: {e}"))?;
-    let mut map = HeaderMap::new();
+    Method::from_bytes(method.as_bytes()).map_err(|e| format!("-m: {e}"))?;
+    let mut fields = Vec::new();
     for (name, value) in headers {
         let lower = name.to_ascii_lowercase();
         if CONNECTION_HEADERS.contains(&lower.as_str()) {
             continue;
         }
-        let name =
-            HeaderName::from_bytes(lower.as_bytes()).map_err(|e| format!("-H {name}: {e}"))?;
-        let value = HeaderValue::from_str(value).map_err(|e| format!("-H {name}: {e}"))?;
-        map.append(name, value);
+        HeaderName::from_bytes(lower.as_bytes()).map_err(|e| format!("-H {name}: {e}"))?;
+        HeaderValue::from_str(value).map_err(|e| format!("-H {name}: {e}"))?;
+        fields.push((lower, value.clone()));
     }
-    if !body.is_empty() && !map.contains_key(http::header::CONTENT_LENGTH) {
-        map.insert(http::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    if !body.is_empty() && !fields.iter().any(|(n, _)| n == "content-length") {
+        fields.push(("content-length".into(), body.len().to_string()));
     }
     Ok(Template {
-        method,
-        uri,
-        headers: map,
+        method: method.to_string(),
+        scheme,
+        authority: uri.authority().map_or("", |a| a.as_str()).to_string(),
+        path: uri.path_and_query().map_or("/", |p| p.as_str()).to_string(),
+        fields,
         body: Bytes::copy_from_slice(body),
     })
 }
@@ -147,6 +157,20 @@ fn template(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn plain(t: &Template) -> Vec<u8> {
+        Heads::new(&[t.line()]).plain(0).to_vec()
+    }
+
+    fn decode(block: &[u8]) -> Vec<(String, String)> {
+        let text = |b: &[u8]| String::from_utf8(b.to_vec()).unwrap();
+        loona_hpack::Decoder::new()
+            .decode(block)
+            .unwrap()
+            .into_iter()
+            .map(|(n, v)| (text(&n), text(&v)))
+            .collect()
+    }
 
     #[test]
     fn a_template_moves_host_to_the_authority_and_drops_connection_headers() {
@@ -164,18 +188,26 @@ mod tests {
             b"hi",
         )
         .unwrap();
-        let head = t.head();
-        assert_eq!(head.method(), Method::POST);
+        let fields = decode(&plain(&t));
         assert_eq!(
-            head.uri().to_string(),
-            "http://example.test:8080/guestbook?x=1"
+            fields,
+            [
+                (":method", "POST"),
+                (":scheme", "http"),
+                (":authority", "example.test:8080"),
+                (":path", "/guestbook?x=1"),
+                ("x-trace", "1"),
+                ("content-length", "2"),
+            ]
+            .map(|(n, v)| (n.to_string(), v.to_string()))
         );
-        assert_eq!(head.headers().len(), 2);
-        assert_eq!(head.headers()["x-trace"], "1");
-        assert_eq!(head.headers()["content-length"], "2");
         assert_eq!(&t.body[..], b"hi");
         let tls = template("GET", true, "h:443", "/", &[], b"").unwrap();
-        assert_eq!(tls.head().uri().scheme_str(), Some("https"));
+        let block = plain(&tls);
+        assert_eq!(decode(&block)[1], (":scheme".into(), "https".into()));
+        // Whole static entries are one byte each: GET, https and "/".
+        assert_eq!(&block[..2], &[0x82, 0x87]);
+        assert_eq!(block.last(), Some(&0x84));
         assert!(tls.body.is_empty());
         assert!(template("G ET", false, "h", "/", &[], b"").is_err());
     }
