@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""What our HTTP/2 load costs beside h2load's (issue: "HTTP/2 in the generator"), and what
-HTTP/2 costs per request beside our HTTP/1.1 path. Run by benches/h2_cost.sh.
+"""What our HTTP/2 load costs beside h2load's (issue 61, item 4: "the client as cheap as h2load
+everywhere"), and what HTTP/2 costs per request beside our HTTP/1.1 path. Run by
+benches/h2_cost.sh.
 
-nginx (1 worker, on CPU 0) serves a 14-byte file on two ports: HTTP/2 with prior knowledge
-(h2c) and HTTP/1.1. Each tool runs on CPU 1 in a cgroup of its own (its CPU time exact), one
-thread, for SECONDS: h2load and `sweetspot load --h2c` at 10 connections x 10 streams, and
-`sweetspot load` over HTTP/1.1 at the same concurrency (100 connections, and 10 connections
-pipelining 10 deep, HTTP/1.1's own way to put 10 requests on a connection). Each round runs
-them in a rotating order; the table gives medians over the rounds of req/s and CPU per request,
-and each one's ratio to h2load's in the same round (then the median of those ratios). The goal:
-our h2c CPU per request at most h2load's, its req/s at least 0.97x.
+Two servers, each alone on CPU 0 with one worker: nginx (HTTP/2 with prior knowledge, h2c, and
+HTTP/1.1 on a second port) and h2o (h2c), both serving a 14-byte file. Each tool runs on CPU 1
+in a cgroup of its own (its CPU time exact), one thread, for SECONDS: h2load and `sweetspot
+load --h2c`, at 10 connections x 10 streams and at 1 connection x 100 streams; against nginx
+also `sweetspot load` over HTTP/1.1 at 100 requests in flight (100 connections, and 10
+pipelining 10 deep). Each round runs a server's tools in a rotating order; the table gives
+medians over the rounds of req/s and CPU per request, and each one's ratio to h2load's in the
+same round (the median of those ratios). The goal, for every server and shape: our CPU per
+request at most h2load's, our req/s at least 0.97x.
 
 Usage: benches/h2_cost.py SECONDS ROUNDS
 """
@@ -30,31 +32,47 @@ SECONDS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 5
 WORK = tempfile.mkdtemp(prefix="sweetspot-h2-cost-")
 os.chmod(WORK, 0o755)  # nginx's worker (nobody) reads www/ under it
+WWW = os.path.join(WORK, "www")
+SHAPES = [(10, 10), (1, 100)]
 
 
 def start_nginx():
-    """nginx on CPU 0: (process, h2c URL, HTTP/1.1 URL)."""
+    """nginx on CPU 0: (process, {"h2": h2c URL, "h1": HTTP/1.1 URL})."""
     h2, h1 = free_port(), free_port()
-    www = os.path.join(WORK, "www")
-    os.makedirs(www, exist_ok=True)
-    with open(os.path.join(www, "index.html"), "w") as f:
-        f.write("Hello, World!\n")
-    write_nginx_conf(WORK, 1, f"listen 127.0.0.1:{h2} http2 backlog=4096; "
-                              f"listen 127.0.0.1:{h1} backlog=4096; root {www};")
-    nginx = Pinned(["nginx", "-p", WORK, "-c", f"{WORK}/nginx.conf"], 0)
+    directory = os.path.join(WORK, "nginx")
+    os.makedirs(directory, exist_ok=True)
+    write_nginx_conf(directory, 1, f"listen 127.0.0.1:{h2} http2 backlog=4096; "
+                                   f"listen 127.0.0.1:{h1} backlog=4096; root {WWW};")
+    nginx = Pinned(["nginx", "-p", directory, "-c", f"{directory}/nginx.conf"], 0)
     for port in (h2, h1):
         wait_listening(port)
-    return nginx, f"http://127.0.0.1:{h2}/", f"http://127.0.0.1:{h1}/"
+    return nginx, {"h2": f"http://127.0.0.1:{h2}/", "h1": f"http://127.0.0.1:{h1}/"}
 
 
-def h2load(urls):
-    argv = ["h2load", "-t", "1", "-c", "10", "-m", "10", "-D", str(SECONDS), urls["h2"]]
+def start_h2o():
+    """h2o (one thread) on CPU 0: (process, {"h2": h2c URL})."""
+    port = free_port()
+    conf = os.path.join(WORK, "h2o.conf")
+    with open(conf, "w") as f:
+        f.write(f"listen:\n  host: 127.0.0.1\n  port: {port}\nnum-threads: 1\n"
+                f"access-log: /dev/null\nerror-log: {WORK}/h2o-error.log\n"
+                f"hosts:\n  default:\n    paths:\n      /:\n        file.dir: {WWW}\n")
+    h2o = Pinned(["h2o", "-c", conf], 0)
+    wait_listening(port)
+    return h2o, {"h2": f"http://127.0.0.1:{port}/"}
 
-    def read(out):
-        done = int(re.search(r"requests: \d+ total, \d+ started, (\d+) done", out).group(1))
-        failed = int(re.search(r"(\d+) failed", out).group(1))
-        return done - failed, float(re.search(r"finished in ([\d.]+)s", out).group(1))
-    return argv, read
+
+def h2load(connections, streams):
+    def make(urls):
+        argv = ["h2load", "-t", "1", "-c", str(connections), "-m", str(streams),
+                "-D", str(SECONDS), urls["h2"]]
+
+        def read(out):
+            done = int(re.search(r"requests: \d+ total, \d+ started, (\d+) done", out).group(1))
+            failed = int(re.search(r"(\d+) failed", out).group(1))
+            return done - failed, float(re.search(r"finished in ([\d.]+)s", out).group(1))
+        return argv, read
+    return make
 
 
 def ours(url_key, extra):
@@ -72,59 +90,89 @@ def ours(url_key, extra):
     return make
 
 
-TOOLS = [
-    ("h2load -c 10 -m 10", h2load),
-    ("ours --h2c -c 10 --streams 10", ours("h2", ["--h2c", "-c", "10", "--streams", "10"])),
-    ("ours HTTP/1.1 -c 100", ours("h1", ["-c", "100"])),
-    ("ours HTTP/1.1 -c 10 --pipeline 10", ours("h1", ["-c", "10", "--pipeline", "10"])),
-]
+def tools(server):
+    """(shape label, tool name, make) of `server`, h2load first in each shape."""
+    rows = []
+    for c, m in SHAPES:
+        shape = f"{c} x {m}"
+        rows.append((shape, "h2load", h2load(c, m)))
+        rows.append((shape, "ours --h2c", ours("h2", ["--h2c", "-c", str(c),
+                                                      "--streams", str(m)])))
+    if server == "nginx":
+        rows.append(("100 in flight", "ours HTTP/1.1 -c 100", ours("h1", ["-c", "100"])))
+        rows.append(("100 in flight", "ours HTTP/1.1 -c 10 --pipeline 10",
+                     ours("h1", ["-c", "10", "--pipeline", "10"])))
+    return rows
 
 
-def main():
-    for tool in ("nginx", "h2load"):
-        if not shutil.which(tool):
-            sys.exit(f"h2_cost: {tool} is needed (benches/h2_cost.sh installs it)")
-    nginx, h2_url, h1_url = start_nginx()
-    urls = {"h2": h2_url, "h1": h1_url}
-    rows = {name: [] for name, _ in TOOLS}
+def measure(server, start):
+    """{(shape, tool): [(req/s, us CPU/req)] a round} against `server`."""
+    process, urls = start()
+    rows = tools(server)
+    runs = {(shape, name): [] for shape, name, _ in rows}
     try:
         for r in range(ROUNDS):
-            order = TOOLS[r % len(TOOLS):] + TOOLS[:r % len(TOOLS)]
-            for name, make in order:
+            for shape, name, make in rows[r % len(rows):] + rows[:r % len(rows)]:
                 argv, read = make(urls)
                 out, err, cpu = run_pinned(argv, 1)
                 try:
                     requests, seconds = read(out)
                 except Exception as e:
-                    sys.exit(f"h2_cost: {name}: {e}: {err.strip()[:300]}")
+                    sys.exit(f"h2_cost: {server} {shape} {name}: {e}: {err.strip()[:300]}")
                 if not requests:
-                    sys.exit(f"h2_cost: {name}: no requests answered: {err.strip()[:300]}")
-                rows[name].append((requests / seconds, cpu / requests * 1e6))
+                    sys.exit(f"h2_cost: {server} {shape} {name}: nothing answered: "
+                             f"{err.strip()[:300]}")
+                runs[(shape, name)].append((requests / seconds, cpu / requests * 1e6))
     finally:
-        nginx.stop()
-        shutil.rmtree(WORK, ignore_errors=True)
-    print(f"# HTTP/2 load against nginx h2c (1 worker, CPU 0), one tool thread on CPU 1, "
-          f"{SECONDS} s a run, {ROUNDS} rounds; medians")
-    print(f"{'tool':<36}{'req/s':>10}{'us CPU/req':>12}{'req/s vs h2load':>17}"
+        process.stop()
+    return runs
+
+
+def ratio(runs, base, at):
+    return statistics.median(a[at] / b[at] for a, b in zip(runs, base))
+
+
+def report(server, runs):
+    print(f"\n{server} (1 worker on CPU 0)")
+    print(f"{'shape':<15}{'tool':<36}{'req/s':>10}{'us CPU/req':>12}{'req/s vs h2load':>17}"
           f"{'CPU/req vs h2load':>19}")
-    base = rows[TOOLS[0][0]]
-    for name, _ in TOOLS:
-        runs = rows[name]
-        rps = statistics.median(x for x, _ in runs)
-        cpu = statistics.median(c for _, c in runs)
-        rps_ratio = statistics.median(a[0] / b[0] for a, b in zip(runs, base))
-        cpu_ratio = statistics.median(a[1] / b[1] for a, b in zip(runs, base))
-        print(f"{name:<36}{rps:>10.0f}{cpu:>12.2f}{rps_ratio:>16.2f}x{cpu_ratio:>18.2f}x")
-    ours_h2 = rows[TOOLS[1][0]]
-    rps_ratio = statistics.median(a[0] / b[0] for a, b in zip(ours_h2, base))
-    cpu_ratio = statistics.median(a[1] / b[1] for a, b in zip(ours_h2, base))
-    print(f"\nverdict: our h2c at {rps_ratio:.2f}x h2load's req/s (goal >= 0.97) and "
-          f"{cpu_ratio:.2f}x its CPU per request (goal <= 1.00): "
-          f"{'met' if rps_ratio >= 0.97 and cpu_ratio <= 1.0 else 'NOT met'}")
-    h1 = rows[TOOLS[2][0]]
-    extra = statistics.median(a[1] - b[1] for a, b in zip(ours_h2, h1))
-    print(f"HTTP/2 over our HTTP/1.1 path at 100 requests in flight: {extra:+.2f} us of "
-          f"client CPU per request (h2c -c 10 --streams 10 minus HTTP/1.1 -c 100)")
+    verdicts = []
+    for (shape, name), rows in runs.items():
+        base = runs.get((shape, "h2load"), runs[("10 x 10", "h2load")])
+        rps = statistics.median(x for x, _ in rows)
+        cpu = statistics.median(c for _, c in rows)
+        print(f"{shape:<15}{name:<36}{rps:>10.0f}{cpu:>12.2f}{ratio(rows, base, 0):>16.2f}x"
+              f"{ratio(rows, base, 1):>18.2f}x")
+        if name == "ours --h2c":
+            verdicts.append((shape, ratio(rows, base, 0), ratio(rows, base, 1)))
+    for shape, rps, cpu in verdicts:
+        met = "met" if rps >= 0.97 and cpu <= 1.0 else "NOT met"
+        print(f"verdict {server} {shape}: our h2c at {rps:.2f}x h2load's req/s (goal >= 0.97) "
+              f"and {cpu:.2f}x its CPU per request (goal <= 1.00): {met}")
+    if server == "nginx":
+        h2 = runs[("10 x 10", "ours --h2c")]
+        h1 = runs[("100 in flight", "ours HTTP/1.1 -c 100")]
+        extra = statistics.median(a[1] - b[1] for a, b in zip(h2, h1))
+        print(f"HTTP/2 over our HTTP/1.1 path at 100 requests in flight: {extra:+.2f} us of "
+              f"client CPU per request (h2c -c 10 --streams 10 minus HTTP/1.1 -c 100)")
+
+
+def main():
+    for tool in ("nginx", "h2o", "h2load"):
+        if not shutil.which(tool):
+            sys.exit(f"h2_cost: {tool} is needed (benches/h2_cost.sh installs it)")
+    os.makedirs(WWW, exist_ok=True)
+    with open(os.path.join(WWW, "index.html"), "w") as f:
+        f.write("Hello, World!\n")
+    try:
+        results = [(server, measure(server, start))
+                   for server, start in (("nginx", start_nginx), ("h2o", start_h2o))]
+    finally:
+        shutil.rmtree(WORK, ignore_errors=True)
+    print(f"# HTTP/2 load: one tool thread on CPU 1, the server alone on CPU 0, {SECONDS} s a "
+          f"run, {ROUNDS} rounds; medians, ratios to h2load's in the same round")
+    for server, runs in results:
+        report(server, runs)
 
 
 if __name__ == "__main__":
