@@ -21,7 +21,8 @@ pub const NO_INSTALL_ENV: &str = "SWEETSPOT_NO_INSTALL";
 /// The peers' files, by their path under `{peers}`.
 const FILES: &[(&str, &str)] = shipped!("experiments/peers/", "";
     "app.py", "knobs.py", "app.ru", "server.js", "PoolServer.java", "server.go", "apache.sh",
-    "nginx-h2c.sh", "h2o.sh", "grpcio.sh", "grpc_server.py", "lab.proto",
+    "nginx-h2c.sh", "h2o.sh", "grpcio.sh", "grpc_server.py", "lab.proto", "tonic.sh",
+    "tonic/Cargo.toml", "tonic/Cargo.lock", "tonic/src/main.rs",
 );
 /// The pages the peers serve, under `{peers}`, as our server serves them from `public/`.
 const HTDOCS: &[(&str, &str)] = &[
