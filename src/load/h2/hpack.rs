@@ -24,8 +24,10 @@ use loona_hpack::huffman::HuffmanDecoder;
 const TABLE_SIZE: usize = 4096;
 /// An entry's size beyond its name and value (RFC 7541 §4.1).
 const ENTRY_OVERHEAD: usize = 32;
-/// Strings remembered; past this the memory is dropped and filled again.
+/// Strings remembered; past this the memory is dropped and filled again ...
 const REMEMBERED_STRINGS: usize = 256;
+/// ... each at most this long encoded (a field a server repeats is short).
+const REMEMBERED_BYTES: usize = 1024;
 
 /// RFC 7541 Appendix A: the static table, index 1 first.
 const STATIC: [(&str, &str); 61] = [
@@ -453,10 +455,12 @@ impl Decoder {
         } else {
             bytes.into()
         };
-        if self.strings.len() >= REMEMBERED_STRINGS {
-            self.strings.clear();
+        if encoded.len() <= REMEMBERED_BYTES {
+            if self.strings.len() >= REMEMBERED_STRINGS {
+                self.strings.clear();
+            }
+            self.strings.insert(encoded.to_vec(), decoded.clone());
         }
-        self.strings.insert(encoded.to_vec(), decoded.clone());
         Ok((Text::Shared(decoded), end))
     }
 

@@ -27,6 +27,11 @@ pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const FRAME_HEAD: usize = 9;
 /// The largest frame payload we accept: the default, never raised by our SETTINGS.
 pub const MAX_FRAME: usize = 16_384;
+/// The longest header block we read (HEADERS and its CONTINUATIONs)...
+const MAX_BLOCK: usize = 256 * 1024;
+/// ... and the most we hold to write: a server that sends pings and settings faster than it
+/// reads our answers is refused rather than buffered for.
+const MAX_PENDING: usize = 4 * 1024 * 1024;
 /// Flow-control windows we grant the server: wide, so the client never throttles a response.
 pub const STREAM_WINDOW: u32 = 1 << 24;
 pub const CONNECTION_WINDOW: u32 = 1 << 30;
@@ -431,7 +436,9 @@ impl Session {
             let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & MAX_STREAM_ID;
             let payload = &input[at + FRAME_HEAD..at + FRAME_HEAD + len];
             at += FRAME_HEAD + len;
-            if self.frame(kind, flags, stream, payload).is_err() {
+            if self.frame(kind, flags, stream, payload).is_err()
+                || self.pending().len() > MAX_PENDING
+            {
                 return self.broken();
             }
         }
@@ -470,6 +477,9 @@ impl Session {
             CONTINUATION => {
                 let block = self.block.as_ref().ok_or(())?;
                 if block.stream != stream {
+                    return Err(());
+                }
+                if self.block_bytes.len() + payload.len() > MAX_BLOCK {
                     return Err(());
                 }
                 self.block_bytes.extend_from_slice(payload);

@@ -336,6 +336,37 @@ fn a_frame_past_our_size_or_a_push_breaks_the_connection() {
     }
 }
 
+#[test]
+fn a_server_that_floods_us_is_refused_not_buffered_for() {
+    // Pings answered but never read back: the answers pile up to the bound, then the
+    // connection is refused.
+    let mut s = session(1, &[]);
+    s.open(0, &get(), 0, &Bytes::new()).unwrap();
+    let ping = frame(PING, 0, 0, &[1; 8]);
+    let mut refused = false;
+    for _ in 0..(MAX_PENDING / 17 + 2) {
+        if s.receive(&ping) == Err(ProtocolError) {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused && s.pending().len() <= MAX_PENDING + 17);
+    assert_eq!(s.outcome(0), Outcome::Lost(Lost::Protocol));
+    // A header block that never ends.
+    let mut s = session(1, &[]);
+    s.open(0, &get(), 0, &Bytes::new()).unwrap();
+    s.receive(&frame(HEADERS, 0, 1, &[0x88])).unwrap();
+    let more = frame(CONTINUATION, 0, 1, &[0x88; MAX_FRAME]);
+    let mut refused = false;
+    for _ in 0..(MAX_BLOCK / MAX_FRAME + 2) {
+        if s.receive(&more) == Err(ProtocolError) {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused && s.block_bytes.len() <= MAX_BLOCK);
+}
+
 proptest::proptest! {
     /// Whatever a server sends, in whatever pieces, the session neither panics nor keeps more
     /// than it was given, and a request it answers was asked.
