@@ -734,14 +734,20 @@ fn sweep_h2_maps_connections_by_streams_end_to_end() {
         .unwrap();
     assert_eq!(async_one["limit"]["kind"], "connection", "{async_one}");
     // Every point whose figure the lab set is a faded bar marked `lab` in the chart, with
-    // the note saying what that means; the others are not marked.
+    // the note saying what that means (where there is one: since our client costs less than
+    // h2load, which points the generator sets varies from run to run); the others are not
+    // marked.
     let lab = points
         .iter()
         .filter(|p| p["workload"] == "hello" && p["limit"]["kind"] == "generator")
         .count();
     let bars = std::fs::read_to_string(dir.join("hello-bars.svg")).unwrap();
     assert_eq!(bars.matches("\nlab\n</text>").count(), lab, "{bars}");
-    assert!(bars.contains("faded, lab: set by the lab, not the server"));
+    assert_eq!(
+        bars.contains("faded, lab: set by the lab, not the server"),
+        lab > 0,
+        "{bars}"
+    );
 }
 
 /// 10 streams asked of one connection to an nginx that allows 5: half of the requests wait on
