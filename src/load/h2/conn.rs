@@ -23,6 +23,8 @@ pub struct Conn {
     driver: RefCell<Option<Waker>>,
     /// Every sender of the connection has ended: the driver may stop.
     senders_done: Cell<bool>,
+    /// Written into a TLS session whose records are not all out yet (its flush was pending).
+    unflushed: Cell<bool>,
     buffer: RefCell<Vec<u8>>,
     filled: Cell<usize>,
 }
@@ -35,6 +37,7 @@ impl Conn {
             wakers: RefCell::new(vec![None; slots]),
             driver: RefCell::new(None),
             senders_done: Cell::new(false),
+            unflushed: Cell::new(false),
             buffer: RefCell::new(vec![0; READ_BYTES]),
             filled: Cell::new(0),
         }
@@ -121,7 +124,8 @@ impl Conn {
         }
     }
 
-    /// Writes what is queued; `Ok(true)` while bytes are left (the socket is full).
+    /// Writes what is queued; `Ok(true)` while bytes are left (the socket is full), ours or
+    /// TLS's.
     fn write<T: AsyncWrite + Unpin>(&self, io: &mut T, cx: &mut Context<'_>) -> Result<bool, ()> {
         let mut session = self.session.borrow_mut();
         let mut wrote_any = false;
@@ -135,10 +139,16 @@ impl Conn {
                 Poll::Pending => return Ok(true),
             }
         }
-        if wrote_any {
-            // TLS holds records until flushed; TCP's flush does nothing.
-            if let Poll::Ready(Err(_)) = Pin::new(&mut *io).poll_flush(cx) {
-                return Err(());
+        if wrote_any || self.unflushed.get() {
+            // TLS holds records until flushed (a full socket leaves some for the next turn);
+            // TCP's flush does nothing.
+            match Pin::new(&mut *io).poll_flush(cx) {
+                Poll::Ready(Err(_)) => return Err(()),
+                Poll::Ready(Ok(())) => self.unflushed.set(false),
+                Poll::Pending => {
+                    self.unflushed.set(true);
+                    return Ok(true);
+                }
             }
         }
         Ok(false)
