@@ -848,7 +848,7 @@ fn our_async_server_serves_h2_over_tls_by_alpn() {
         "{}",
         server.ready_line
     );
-    let url = format!("https://127.0.0.1:{}/hello", server.port);
+    let url = format!("https://127.0.0.1:{}/page4k.html", server.port);
     let (code, r, _, err) = load(&[
         "--cacert",
         &ca,
@@ -864,6 +864,11 @@ fn our_async_server_serves_h2_over_tls_by_alpn() {
     assert_eq!(n(&r, &["status", "200"]), 400, "{r}");
     assert_eq!(r["http2"]["protocol"], "h2");
     assert_eq!(r["tls"]["alpn"], "h2");
+    // A 4 KB page goes out as more than one TLS record: without TCP_NODELAY on the socket
+    // before its handshake, the second waited for the client's delayed ACK, 40 ms a response
+    // (a median of 44 ms, 365 req/s, where it is now under 2 ms).
+    let p50 = r["latency_us"]["p50"].as_f64().unwrap();
+    assert!(p50 < 20_000.0, "median {p50} us: {r}");
     // A client that offers HTTP/1.1 alone is served HTTP/1.1 over TLS on the same port.
     let (code, r, _, err) = load(&["--cacert", &ca, "--http1", "-n", "30", &url]);
     assert_eq!(code, 0, "{err}");
