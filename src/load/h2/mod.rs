@@ -154,8 +154,6 @@ struct Gate {
     streams: Semaphore,
     /// Permits the semaphore was given: the cap as last seen.
     cap: Cell<usize>,
-    /// An answer came: the server's SETTINGS are known.
-    settled: Cell<bool>,
 }
 
 impl Gate {
@@ -163,7 +161,6 @@ impl Gate {
         Gate {
             streams: Semaphore::new(1),
             cap: Cell::new(1),
-            settled: Cell::new(false),
         }
     }
 
@@ -373,8 +370,7 @@ impl<'p, 'a> Worker<'p, 'a> {
     }
 
     /// One HTTP/2 connection over `io`: its loops run until it breaks or the run ends.
-    async fn run_connection(&self, io: Counted<'_, Box<dyn Io>>, local: usize) {
-        let mut io = io;
+    async fn run_connection(&self, mut io: Counted<'_, Box<dyn Io>>, local: usize) {
         let m = self.h2.streams;
         let conn = Conn::new(m, &self.h2.requests.heads);
         self.state.borrow_mut().counts.connections += 1;
@@ -391,9 +387,6 @@ impl<'p, 'a> Worker<'p, 'a> {
         let mut drive = std::pin::pin!(conn.drive(&mut io));
         let follow = std::future::poll_fn(|cx| {
             let polled = drive.as_mut().poll(cx);
-            if conn.settled() {
-                gate.settled.set(true);
-            }
             gate.follow(m.min(conn.cap()));
             polled
         });
@@ -420,7 +413,7 @@ impl<'p, 'a> Worker<'p, 'a> {
                 return;
             }
             let wanted = Instant::now();
-            let Some((permit, granted)) = self.acquire(gate).await else {
+            let Some((permit, granted)) = self.acquire(conn, gate).await else {
                 return;
             };
             let next = self.request(conn, slot, index, wanted, granted).await;
@@ -465,13 +458,18 @@ impl<'p, 'a> Worker<'p, 'a> {
     }
 
     /// A stream under the server's cap, and when it was had if it had to wait for one
-    /// (`None`: the run ended first).
-    async fn acquire<'g>(&self, gate: &'g Gate) -> Option<(SemaphorePermit<'g>, Option<Instant>)> {
+    /// (`None`: the run ended first). A wait counts once `conn` knows the server's SETTINGS
+    /// (before them, the cap of 1 is ours).
+    async fn acquire<'g>(
+        &self,
+        conn: &Conn,
+        gate: &'g Gate,
+    ) -> Option<(SemaphorePermit<'g>, Option<Instant>)> {
         if let Ok(permit) = gate.streams.try_acquire() {
             return Some((permit, None));
         }
         let wanted = Instant::now();
-        let settled = gate.settled.get();
+        let settled = conn.settled();
         let permit = tokio::select! {
             p = gate.streams.acquire() => p.ok()?,
             _ = self.ended() => return None,

@@ -266,16 +266,11 @@ impl Session {
 
     /// Why a new request cannot go on this connection, if it cannot.
     pub fn refusal(&self) -> Option<Lost> {
-        if self.refused.is_some() {
-            self.refused
-        } else if self.goaway.is_some() {
-            Some(Lost::GoAway)
-        } else {
-            None
-        }
+        self.refused.or(self.goaway.map(|_| Lost::GoAway))
     }
 
     /// Requests still in flight.
+    #[cfg(test)]
     pub fn open_streams(&self) -> usize {
         self.ids.len()
     }
