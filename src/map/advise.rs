@@ -287,7 +287,7 @@ fn advise(config: &AdviseConfig) -> anyhow::Result<(Advice, Option<String>)> {
     let mut progress = Progress::new(1, log.len(), false);
     let outcome = round_trip(
         spec,
-        cell.cpu_us,
+        (cell.cpu_us, true),
         cell.rtt_ms,
         &lab,
         &mut log,

@@ -151,6 +151,7 @@ pub fn cell_of(spec: &MapSpec, cell: &CellSpec, cores: u32, rules: &[(String, u3
         path_rtt_us: cell.rtt_ms * 1000.0,
         forecast: Vec::new(),
         allowance: None,
+        spare: 0,
     }
 }
 
@@ -259,15 +260,14 @@ fn cell_model(
 ) -> CellModel {
     let view = cell_of(spec, cell, cores, &[]);
     let (handoff_us, machine) = (round_trip.handoff_us, f64::from(cores));
+    // Verification's full measurements are not the search's: not of the budget.
+    let spent = records.iter().filter(|r| !r.probe.verifies()).count();
     CellModel {
         forecast: super::predictions::forecast_cell(
             spec, &view, views, records, handoff_us, machine,
         ),
-        // Verification's full measurements are not the search's: not of the budget.
-        allowance: budget.map(|t| {
-            let spent = records.iter().filter(|r| !r.probe.verifies()).count();
-            PointBudget::allowance(t, spent, left)
-        }),
+        allowance: budget.map(|t| PointBudget::allowance(t, spent, left)),
+        spare: budget.map_or(0, |t| PointBudget::spare(t, spent, left)),
     }
 }
 
@@ -280,9 +280,9 @@ fn round_trips(
     progress: &mut Progress,
     results: &mut MapResults,
 ) -> bool {
-    for &cpu_us in &spec.cpu_us {
+    for (i, &cpu_us) in spec.cpu_us.iter().enumerate() {
         for rtt_ms in spec.rtts() {
-            let Some(rt) = round_trip(spec, cpu_us, rtt_ms, lab, log, progress) else {
+            let Some(rt) = round_trip(spec, (cpu_us, i == 0), rtt_ms, lab, log, progress) else {
                 return false;
             };
             results.round_trips.push(RoundTripAt {
@@ -402,10 +402,11 @@ const ROUND_TRIP_ARCHS: [Arch; 2] = [Arch::Iterative, Arch::Epoll];
 /// on both is the machine's own jitter (a shared machine's preemptions; 0.2 to 0.3 ms here
 /// at 1 ms), under which two p99s cannot be told apart ([`halving::Cell::p99_jitter_us`]).
 /// Measured once a run for each C and path (kept in the point log); across a path it holds the
-/// path's round trip (`rtt_ms`). `None`: interrupted.
+/// path's round trip (`rtt_ms`). Under a budget, the first C's (`first`) measures the model's
+/// [`first_points`] too. `None`: interrupted.
 pub fn round_trip(
     spec: &MapSpec,
-    cpu_us: f64,
+    (cpu_us, first): (f64, bool),
     rtt_ms: f64,
     lab: &Lab,
     log: &mut PointLog<PointRecord>,
@@ -452,7 +453,7 @@ pub fn round_trip(
             0.0
         };
     }
-    if spec.predict && spec.point_budget.is_some() {
+    if first && spec.predict && spec.point_budget.is_some() {
         first_points(spec, &cell, lab.cores(), &mut live)?;
     }
     Some(RoundTrip {
@@ -473,7 +474,10 @@ pub fn round_trip(
 
 /// Under a budget, every server but the round trip's own once at one connection too: the
 /// model's first point of each (its cost beyond C where nothing batches), so that one cell
-/// more lets it predict them all. `None`: interrupted.
+/// more lets it predict them all. At the map's first C only: a server's cost beyond C is its
+/// own whatever the C, and the cells of the first C then give the model its other connection
+/// counts (at map-wide's three Cs these points were 27 of its 191, one in seven). `None`:
+/// interrupted.
 fn first_points(spec: &MapSpec, cell: &CellSpec, cores: u32, live: &mut CellProbes) -> Option<()> {
     let view = cell_of(spec, cell, cores, &[]);
     for &arch in spec.archs.iter().filter(|a| !ROUND_TRIP_ARCHS.contains(a)) {
@@ -515,6 +519,7 @@ pub fn round_trip_cell(spec: &MapSpec, cpu_us: f64, rtt_ms: f64) -> CellSpec {
 pub struct CellModel {
     pub forecast: Vec<(Candidate, crate::model::fit::Predicted)>,
     pub allowance: Option<usize>,
+    pub spare: usize,
 }
 
 /// Searches one cell, then measures the rules of thumb on its pooled winner, and the full grid
@@ -534,6 +539,7 @@ pub fn search_cell(
     probe_cell.p99_jitter_us = round_trip.jitter_us;
     probe_cell.forecast = model.forecast;
     probe_cell.allowance = model.allowance;
+    probe_cell.spare = model.spare;
     let mut live = CellProbes {
         cell,
         spec,

@@ -238,6 +238,17 @@ impl PointBudget {
     pub fn allowance(total: usize, spent: usize, cells: usize) -> usize {
         (total.saturating_sub(spent) / cells.max(1)).max(MIN_ALLOWANCE)
     }
+
+    /// What is left of `total` beyond every remaining cell's [`PointBudget::allowance`]: the
+    /// most the next cell may add where the model missed it, so that a run of misses does not
+    /// carry the run past its budget (map-wide passed its 191 points by 8 when every miss
+    /// doubled a cell's allowance).
+    pub fn spare(total: usize, spent: usize, cells: usize) -> usize {
+        let each = PointBudget::allowance(total, spent, cells);
+        total
+            .saturating_sub(spent)
+            .saturating_sub(each * cells.max(1))
+    }
 }
 
 mod point_budget_text {
@@ -650,6 +661,10 @@ mod tests {
         // 191 points, 40 spent, 48 cells left: 3 each; never under 2, even when spent.
         assert_eq!(PointBudget::allowance(191, 40, 48), 3);
         assert_eq!(PointBudget::allowance(191, 200, 5), MIN_ALLOWANCE);
+        // 151 left over 48 cells: 3 each and 7 spare; none once the minimum binds.
+        assert_eq!(PointBudget::spare(191, 40, 48), 7);
+        assert_eq!(PointBudget::spare(191, 150, 30), 0);
+        assert_eq!(PointBudget::spare(191, 200, 5), 0);
         // In a map file, as text or as a number, and back.
         let base = "name='m'\narchs=['epoll']\ncpu_us=2000\nratios=[0]\nconcurrency=[8]\n";
         let spec = MapSpec::from_toml(&format!("{base}budget='2%'\n"), "m").unwrap();

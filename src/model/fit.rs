@@ -165,6 +165,15 @@ pub struct Predicted {
     pub p99: Latency,
 }
 
+/// Of some ratios, those a median can be taken of (finite, above 0).
+fn usable_ratios(ratios: &[f64]) -> Vec<f64> {
+    ratios
+        .iter()
+        .copied()
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .collect()
+}
+
 /// The upper of the middle two of `v` (its middle where odd), sorting it in place; `v` is
 /// not empty.
 fn upper_median(v: &mut [f64]) -> f64 {
@@ -197,11 +206,7 @@ impl LatencyRatio {
     /// median relative deviation from it, at least [`MIN_LATENCY_ERROR`]. Zero without a
     /// ratio.
     pub fn fit(ratios: &[f64]) -> LatencyRatio {
-        let mut v: Vec<f64> = ratios
-            .iter()
-            .copied()
-            .filter(|r| r.is_finite() && *r > 0.0)
-            .collect();
+        let mut v = usable_ratios(ratios);
         if v.is_empty() {
             return LatencyRatio::default();
         }
@@ -229,7 +234,45 @@ impl Predicted {
     pub fn holds(&self, rps: f64) -> bool {
         (self.low..=self.high).contains(&rps)
     }
+
+    /// The prediction with its throughput and interval times `by` (> 0), and its latencies
+    /// over it: a closed loop of the same connections that serves `by` times as many requests
+    /// holds each for 1 / `by` as long (Little's law).
+    pub fn scaled(&self, by: f64) -> Predicted {
+        let latency = |l: Latency| Latency {
+            us: l.us / by,
+            low: l.low / by,
+            high: l.high / by,
+        };
+        Predicted {
+            prediction: Prediction {
+                rps: self.prediction.rps * by,
+                latency_us: self.prediction.latency_us / by,
+                ..self.prediction
+            },
+            low: self.low * by,
+            high: self.high * by,
+            p50: latency(self.p50),
+            p99: latency(self.p99),
+        }
+    }
 }
+
+/// What a model's predictions are multiplied by where it measured an architecture's points at
+/// a cell's connection count: the median of `ratios` (each a point's measured over predicted
+/// throughput), within [`MIN_RESIDUAL_SCALE`] and its inverse. Misses inside the interval
+/// count too: they order the candidates a cell's few points are spent on. `None` without a
+/// ratio.
+pub fn residual_scale(ratios: &[f64]) -> Option<f64> {
+    let mut v = usable_ratios(ratios);
+    if v.is_empty() {
+        return None;
+    }
+    Some(upper_median(&mut v).clamp(MIN_RESIDUAL_SCALE, 1.0 / MIN_RESIDUAL_SCALE))
+}
+
+/// The furthest [`residual_scale`] moves a prediction: to a quarter, or four times.
+pub const MIN_RESIDUAL_SCALE: f64 = 0.25;
 
 /// A server's model, fitted.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -710,5 +753,45 @@ mod tests {
         let r = quota.predict(&work(20.0, 0.0), 256, None);
         assert_eq!(quota.binding_name(r.prediction.binding), "quota");
         assert_eq!(m.binding_name(p.prediction.binding), "cores");
+    }
+
+    #[test]
+    fn a_residual_scales_a_prediction_and_its_latencies_by_its_median() {
+        // Forking at 256 connections measured at 0.6, 0.7 and 0.65 of the model's figure:
+        // the median, 0.65.
+        assert_eq!(residual_scale(&[0.6, 0.7, 0.65]), Some(0.65));
+        // Of an even count, the upper of the middle two; nothing measured: none.
+        assert_eq!(residual_scale(&[0.9, 1.1]), Some(1.1));
+        assert_eq!(residual_scale(&[]), None);
+        assert_eq!(residual_scale(&[f64::NAN, 0.0]), None);
+        // Bounded to a quarter and four times.
+        assert_eq!(residual_scale(&[0.01]), Some(MIN_RESIDUAL_SCALE));
+        assert_eq!(residual_scale(&[100.0]), Some(1.0 / MIN_RESIDUAL_SCALE));
+        let lat = |us: f64| Latency {
+            us,
+            low: us * 0.5,
+            high: us * 2.0,
+        };
+        let p = Predicted {
+            prediction: Prediction {
+                rps: 1000.0,
+                latency_us: 16_000.0,
+                bound_rps: 2000.0,
+                binding: Binding::Cores,
+            },
+            low: 900.0,
+            high: 1100.0,
+            p50: lat(10_000.0),
+            p99: lat(40_000.0),
+        };
+        let q = p.scaled(0.5);
+        assert_eq!((q.prediction.rps, q.low, q.high), (500.0, 450.0, 550.0));
+        assert_eq!(q.prediction.latency_us, 32_000.0);
+        assert_eq!(q.prediction.bound_rps, 2000.0);
+        assert_eq!(
+            (q.p50.us, q.p99.low, q.p99.high),
+            (20_000.0, 40_000.0, 160_000.0)
+        );
+        assert_eq!(p.scaled(1.0), p);
     }
 }

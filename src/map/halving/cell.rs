@@ -86,6 +86,10 @@ pub struct Cell {
     /// The points this cell may measure under the run's budget (`None`: no budget): past it,
     /// the model's predictions stand for the candidates it knows.
     pub allowance: Option<usize>,
+    /// Under a budget, the points beyond the allowance the run can give this cell where the
+    /// model missed a point of it ([`PointBudget::spare`](crate::map::spec::PointBudget::spare)):
+    /// up to the allowance again.
+    pub spare: usize,
 }
 
 impl Cell {
@@ -283,6 +287,25 @@ impl Cell {
     /// confirmed in: [`VERIFY_MS`], or three cycles if longer.
     pub fn full_window_ms(&self) -> u32 {
         window_ms(f64::from(VERIFY_MS).max(FIRST_ROUND_CYCLES * self.cycle_ms()))
+    }
+
+    /// Whether the search measures straight in the full window ([`Cell::full_window_ms`]):
+    /// under a budget, where the model predicts the cell. Each point is then one long run of a
+    /// candidate the model puts in the running, ranked only against long runs, where a short
+    /// run of the model's leader and a long one to confirm it cost two points for one
+    /// candidate. Short runs ordered close servers wrongly (async-u200-r0-c256 of map-wide:
+    /// reactors/2 7,556 req/s in 300 ms ahead of hybrid/2, where 3 s runs read uring/2, not
+    /// measured, 8,996 and reactors/2 8,066), and among the model's first three of the 10
+    /// verified cells it predicted, the best of 3 s runs was within 5% of the cell's best in 9.
+    pub fn contests_long(&self) -> bool {
+        self.allowance.is_some() && !self.forecast.is_empty()
+    }
+
+    /// The window of a cell's long runs where it contests long ([`Cell::contests_long`]):
+    /// [`CONTEST_MS`], or three cycles if longer. Shorter than verification's: map-wide's
+    /// 150-odd long runs at 3 s took it to 11m37s here.
+    pub fn contest_window_ms(&self) -> u32 {
+        window_ms(f64::from(CONTEST_MS).max(FIRST_ROUND_CYCLES * self.cycle_ms()))
     }
 
     /// An architecture's default pool here (as `serve` starts it on this many cores), within

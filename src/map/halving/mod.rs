@@ -46,6 +46,9 @@ const OWN_CYCLES: f64 = 2.0;
 /// Verification runs each candidate this long (or three cycles, if longer), twice for the
 /// pick and those close to the best.
 pub const VERIFY_MS: u32 = 3000;
+/// Under a budget where the model predicts the cell, each candidate runs this long
+/// ([`Cell::contest_window_ms`]).
+pub const CONTEST_MS: u32 = 2000;
 /// The repetition numbers verification's probes carry (this and the next), apart from the
 /// search's own.
 pub const VERIFY_REP: u32 = 9;
@@ -221,7 +224,11 @@ impl Search<'_> {
         });
 
         self.budget_order(&mut alive);
-        let mut ms = self.cell.first_window_ms();
+        let mut ms = if self.cell.contests_long() {
+            self.cell.contest_window_ms()
+        } else {
+            self.cell.first_window_ms()
+        };
         let mut rounds = 0;
         loop {
             rounds += 1;
@@ -234,7 +241,7 @@ impl Search<'_> {
                     self.predicted_out.push(c);
                     continue;
                 }
-                // One point kept for the leader's confirmation.
+                // (One point kept for the leader's confirmation, where runs are short.)
                 if rounds == 1 && self.is_over_budget(c) {
                     self.over_budget.push(c);
                     continue;
@@ -254,7 +261,7 @@ impl Search<'_> {
                 left.append(&mut self.over_budget);
                 self.budget_order(&mut left);
                 for c in left {
-                    if self.can_spend(2) {
+                    if self.can_spend(1 + self.kept_to_confirm()) {
                         self.why = "the model missed a point of this cell";
                         self.run(c, ms, 0)?;
                     } else {
@@ -303,18 +310,31 @@ impl Search<'_> {
             .is_none_or(|a| self.asked.len() + more <= a)
     }
 
-    /// The cell's allowance, twice over where the model missed a point of it beyond its
-    /// interval (its ranking is then in doubt; the cells after share what is left).
+    /// The cell's allowance, up to twice over where the model missed a point of it beyond
+    /// its interval (its ranking is then in doubt), as far as the run's spare points go
+    /// ([`Cell::spare`]: the cells after keep their share).
     fn allowance(&self) -> Option<usize> {
         let a = self.cell.allowance?;
-        Some(if self.model_holds() { a } else { 2 * a })
+        Some(if self.model_holds() {
+            a
+        } else {
+            a + a.min(self.cell.spare)
+        })
     }
 
     /// Whether a candidate the model predicted is one the budget leaves out: the first of
     /// them is always measured (the model's leader, to check it), the rest while a point is
-    /// left beside the confirmation.
+    /// left (beside the confirmation, where runs are short).
     fn is_over_budget(&self, c: Candidate) -> bool {
-        self.cell.predicted(c).is_some() && self.model_checked() && !self.can_spend(2)
+        self.cell.predicted(c).is_some()
+            && self.model_checked()
+            && !self.can_spend(1 + self.kept_to_confirm())
+    }
+
+    /// The points a budget keeps for the confirmation of a verdict in long runs: none where
+    /// the runs are long already ([`Cell::contests_long`]), else one.
+    fn kept_to_confirm(&self) -> usize {
+        usize::from(!self.cell.contests_long())
     }
 
     /// Whether a candidate the model predicted was measured in this cell already (its
@@ -654,11 +674,11 @@ impl Search<'_> {
         final_ms: u32,
     ) -> Option<(Vec<Candidate>, crate::search::rank::Ranking)> {
         let winner = field[ranking.winner];
-        let mut contesters = self.contesters(winner, self.top(&field));
-        // Under a budget, as many of those in question as it leaves room for beside the winner.
-        while !contesters.is_empty() && !self.can_spend(1 + contesters.len()) {
-            contesters.pop();
+        // Long runs already: ranked among themselves, nothing to confirm.
+        if self.cell.contests_long() {
+            return Some((field, ranking));
         }
+        let contesters = self.in_question(winner, &field);
         if contesters.is_empty() || self.beyond.is_some() {
             return Some((field, ranking));
         }
@@ -723,6 +743,40 @@ impl Search<'_> {
         }
     }
 
+    /// The candidates a close verdict for `winner` is confirmed against in long runs: its
+    /// [`Search::contesters`], as many as the budget leaves room for beside the winner, and in
+    /// a cell the model could not predict its closest rival ([`Search::closest_rival`])
+    /// whatever the budget.
+    fn in_question(&self, winner: Candidate, field: &[Candidate]) -> Vec<Candidate> {
+        let mut contesters = self.contesters(winner, self.top(field));
+        // A cell the model could not predict, under a budget, measured its whole field in short
+        // runs: its verdict is confirmed against the closest architecture whatever the budget
+        // and the gap (the cells after share what is left). In map-wide's first cells, 300 ms
+        // runs put uring/2 ahead on its CPU among a throughput tie where 3 s runs put it 7%
+        // under threaded, prethreaded/16 ahead where 3 s runs put it 15% under uring/2, and
+        // hybrid/2 31% ahead at 37,783 req/s where 3 s runs read it at 27,575.
+        let unpredicted = self.cell.allowance.is_some() && self.cell.forecast.is_empty();
+        if let Some(rival) = self.closest_rival(winner, field).filter(|_| unpredicted) {
+            contesters.retain(|c| *c != rival);
+            contesters.insert(0, rival);
+        }
+        // Under a budget, as many of those in question as it leaves room for beside the winner.
+        while contesters.len() > usize::from(unpredicted) && !self.can_spend(1 + contesters.len()) {
+            contesters.pop();
+        }
+        contesters
+    }
+
+    /// The candidate of another architecture than `winner`'s with the most throughput that
+    /// counts in `field`.
+    fn closest_rival(&self, winner: Candidate, field: &[Candidate]) -> Option<Candidate> {
+        field
+            .iter()
+            .copied()
+            .filter(|c| c.arch != winner.arch && self.level(*c).rps.0 > 0.0)
+            .max_by(|a, b| self.level(*a).rps.0.total_cmp(&self.level(*b).rps.0))
+    }
+
     /// The candidate of `cs` with the most throughput that counts.
     fn top(&self, cs: &[Candidate]) -> Candidate {
         *cs.iter()
@@ -745,7 +799,7 @@ impl Search<'_> {
             .collect();
         self.why = "a second run of the closest";
         for c in close {
-            if self.can_spend(2) {
+            if self.can_spend(1 + self.kept_to_confirm()) {
                 self.run(c, ms, 1)?;
             }
         }
@@ -957,7 +1011,7 @@ fn pool_search(s: &mut Search, arch: Arch, ms: u32) -> Option<u32> {
             arch,
             workers: Some(w),
         };
-        if s.samples.at(c, ms).is_empty() && s.can_spend(2) {
+        if s.samples.at(c, ms).is_empty() && s.can_spend(1 + s.kept_to_confirm()) {
             s.why = "the model's pool for the winner";
             s.run(c, ms, 0)?;
         }

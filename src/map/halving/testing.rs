@@ -58,6 +58,7 @@ pub fn cell(archs: &[Arch], concurrency: u32) -> Cell {
         path_rtt_us: 0.0,
         forecast: Vec::new(),
         allowance: None,
+        spare: 0,
     }
 }
 

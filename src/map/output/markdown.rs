@@ -110,11 +110,17 @@ pub(super) fn rules_table(results: &MapResults) -> String {
                 .iter()
                 .find(|r| r.rule == name)
                 .map(|r| {
-                    let cost = if !r.measured {
+                    // (Not measured: the model's figure where it gave one, else the pool's
+                    // own bound, a loss only where that bound is under the sweet spot.)
+                    let cost = if r.predicted.is_some() {
+                        format!("{} req/s, predicted", signed_loss(r.rps_loss))
+                    } else if !r.measured && r.rps_loss > 0.0 {
                         format!(
                             "-{} or worse, by its bound",
                             percent((r.rps_loss * 100.0).floor() / 100.0)
                         )
+                    } else if !r.measured {
+                        "not measured".into()
                     } else if r.meets_bound {
                         format!("{} req/s", signed_loss(r.rps_loss))
                     } else {

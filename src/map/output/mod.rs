@@ -296,6 +296,46 @@ mod tests {
     }
 
     #[test]
+    fn the_rules_table_says_which_pools_were_predicted_bounded_or_measured() {
+        use crate::map::halving::RuleOutcome;
+        let spec = MapSpec::from_toml(
+            "name='m'\narchs=['hybrid']\ncpu_us=1000\nratios=[0]\nconcurrency=[16]\n",
+            "t",
+        )
+        .unwrap();
+        let mut c = won(&spec, (0.0, 16, 0.0), Some((Arch::Hybrid, Some(2))), &[]);
+        let rule = |name: &str, workers, loss, measured, predicted| RuleOutcome {
+            rule: name.into(),
+            workers,
+            rps: 100.0 * (1.0 - loss),
+            p99_us: 0.0,
+            meets_bound: true,
+            rps_loss: loss,
+            missed_because: None,
+            measured,
+            limit: None,
+            predicted,
+        };
+        c.outcome.as_mut().unwrap().rules = vec![
+            rule("goetz", 22, 0.08, false, Some((85.0, 99.0))),
+            // Its own bound above the sweet spot: not a loss (it printed "--94% or worse").
+            rule("2n+1", 5, -0.94, false, None),
+            rule("default", 2, 0.25, false, None),
+        ];
+        let results = MapResults {
+            cells: vec![c],
+            ..MapResults::new("t", &spec, crate::lab::results::Machine::default(), 0.0)
+        };
+        let table = markdown::rules_table(&results);
+        assert!(
+            table.contains(
+                "| 22 (-8% req/s, predicted) | 5 (not measured) | 2 (-25% or worse, by its bound) |"
+            ),
+            "{table}"
+        );
+    }
+
+    #[test]
     fn a_map_of_round_trips_has_a_map_per_round_trip_and_says_where_the_winner_changes() {
         let spec = MapSpec::from_toml(
             "name='m'\narchs=['epoll','threaded','prethreaded']\ncpu_us=1000\nratios=[0]\n\
