@@ -527,7 +527,8 @@ pub(super) fn model_sentence(results: &MapResults) -> Option<String> {
                 format!(
                     "it was passed by {} points: the servers the model did not know yet are \
                      measured whatever the budget, a cell it could not predict confirms its \
-                     verdict in long runs, and each cell is allowed at least 2.",
+                     verdict in long runs, each cell is allowed at least 2, and one the model \
+                     missed at least one more.",
                     results.points_measured - total
                 )
             } else {
