@@ -126,14 +126,11 @@ pub fn forecast_cell(
 ) -> Vec<(Candidate, Predicted)> {
     let mut out = Vec::new();
     for &arch in &cell.archs {
-        let mine: Vec<(&Cell, &PointRecord)> = records
+        let usable = usable_points(cell, arch, views, records);
+        let mine: Vec<(&Cell, &PointRecord)> = usable
             .iter()
-            .filter(|r| r.probe.candidate.arch == arch)
-            .filter(|r| r.sample.ok && r.sample.lab().is_none() && !r.sample.p99_lower_bound)
-            .filter(|r| r.sample.cpu_us > 0.0 && r.sample.rps > 0.0)
-            .filter_map(|r| Some((views.get(&r.cell)?, *r)))
-            // Waits of the other kind (blocking, or not) say nothing of these.
-            .filter(|(v, _)| v.wait_ms == 0.0 || v.blocking == cell.blocking)
+            .filter(|(_, r)| !r.sample.p99_lower_bound)
+            .copied()
             .collect();
         let mut levels: Vec<u32> = mine.iter().map(|(v, _)| v.concurrency).collect();
         levels.sort_unstable();
@@ -152,7 +149,7 @@ pub fn forecast_cell(
             .map(|(v, r)| observed(spec, v, r.probe.candidate, &r.sample, machine))
             .collect();
         if let Some(model) = Fitted::fit(arch.holding(), &obs, handoff_us) {
-            let ratios = residuals_here(spec, (cell, arch), views, records, &model, machine);
+            let ratios = residuals_here(spec, cell, &usable, &model, machine);
             let scale = crate::model::fit::residual_scale(&ratios).unwrap_or(1.0);
             out.extend(
                 predict_pools(spec, cell, arch, &model, machine)
@@ -164,31 +161,46 @@ pub fn forecast_cell(
     out
 }
 
-/// The model's residuals (measured over predicted throughput) on `arch`'s points among
-/// `records` at `cell`'s connection count: of those that waited as the cell does (or not at
-/// all, where it does not) if any, else of all of them. Points whose p99 was only a lower bound
-/// count here (their throughput was measured whole): a thread or process a connection at 256
-/// connections starved some of them in every run, and left out, the model kept proposing it.
-/// The fit is one curve along the connections, and a server's costs there can move past it: at
-/// 256 connections map-wide's full measurements read forking and preforked 10 to 90% under it,
-/// uring/2 up to 14% over it, where at 16 they were within 5%. The residual where the
-/// architecture was measured at that count carries its own miss to the cell's other
-/// candidates of it, so the few points a cell is allowed go to the candidates in the running.
+/// `arch`'s points among `records` the model can read (in the cells `views` names): not the
+/// lab's, not failed, with the server's CPU known, and without a wait of the other kind than
+/// `cell`'s (blocking, or not), which says nothing of it. Their p99 may be only a lower bound.
+fn usable_points<'a>(
+    cell: &Cell,
+    arch: Arch,
+    views: &'a std::collections::BTreeMap<String, Cell>,
+    records: &[&'a PointRecord],
+) -> Vec<(&'a Cell, &'a PointRecord)> {
+    records
+        .iter()
+        .filter(|r| r.probe.candidate.arch == arch)
+        .filter(|r| r.sample.ok && r.sample.lab().is_none())
+        .filter(|r| r.sample.cpu_us > 0.0 && r.sample.rps > 0.0)
+        .filter_map(|r| Some((views.get(&r.cell)?, *r)))
+        .filter(|(v, _)| v.wait_ms == 0.0 || v.blocking == cell.blocking)
+        .collect()
+}
+
+/// The model's residuals (measured over predicted throughput) on an architecture's `usable`
+/// points ([`usable_points`]) at `cell`'s connection count: of those that waited as the cell
+/// does (or not at all, where it does not) if any, else of all of them. Points whose p99 was
+/// only a lower bound count here, though the fit leaves them out (their throughput was
+/// measured whole): a thread or process a connection at 256 connections starved some of them
+/// in every run, and left out, the model kept proposing it. The fit is one curve along the
+/// connections, and a server's costs there can move past it: at 256 connections map-wide's
+/// full measurements read forking and preforked 10 to 90% under it, uring/2 up to 14% over
+/// it, where at 16 they were within 5%. The residual where the architecture was measured at
+/// that count carries its own miss to the cell's other candidates of it, so the few points a
+/// cell is allowed go to the candidates in the running.
 fn residuals_here(
     spec: &MapSpec,
-    (cell, arch): (&Cell, Arch),
-    views: &std::collections::BTreeMap<String, Cell>,
-    records: &[&PointRecord],
+    cell: &Cell,
+    usable: &[(&Cell, &PointRecord)],
     model: &Fitted,
     machine: f64,
 ) -> Vec<f64> {
-    let at_n: Vec<(bool, f64)> = records
+    let at_n: Vec<(bool, f64)> = usable
         .iter()
-        .filter(|r| r.probe.candidate.arch == arch && r.sample.ok && r.sample.lab().is_none())
-        .filter(|r| r.sample.cpu_us > 0.0 && r.sample.rps > 0.0)
-        .filter_map(|r| Some((views.get(&r.cell)?, *r)))
         .filter(|(v, _)| v.concurrency == cell.concurrency)
-        .filter(|(v, _)| v.wait_ms == 0.0 || v.blocking == cell.blocking)
         .map(|(v, r)| {
             let o = observed(spec, v, r.probe.candidate, &r.sample, machine);
             let alike = (v.wait_ms > 0.0) == (cell.wait_ms > 0.0);

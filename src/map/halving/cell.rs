@@ -289,8 +289,8 @@ impl Cell {
         window_ms(f64::from(VERIFY_MS).max(FIRST_ROUND_CYCLES * self.cycle_ms()))
     }
 
-    /// Whether the search measures straight in the full window ([`Cell::full_window_ms`]):
-    /// under a budget, where the model predicts the cell. Each point is then one long run of a
+    /// Whether the search measures straight in long runs ([`Cell::contest_window_ms`]): under
+    /// a budget, where the model predicts the cell. Each point is then one long run of a
     /// candidate the model puts in the running, ranked only against long runs, where a short
     /// run of the model's leader and a long one to confirm it cost two points for one
     /// candidate. Short runs ordered close servers wrongly (async-u200-r0-c256 of map-wide:

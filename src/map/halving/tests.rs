@@ -998,6 +998,15 @@ fn under_a_budget_the_models_leader_is_ranked_by_its_p99_among_throughput_ties()
     );
 }
 
+/// The candidates' architectures asked for in windows of `ms`, in order.
+fn asked_at(asked: &[Probe], ms: u32) -> Vec<Arch> {
+    asked
+        .iter()
+        .filter(|p| p.duration_ms == ms)
+        .map(|p| p.candidate.arch)
+        .collect()
+}
+
 /// A synthetic server whose short runs read otherwise than its long ones.
 struct Windowed<F: Fn(Candidate, u32) -> f64> {
     f: F,
@@ -1036,13 +1045,12 @@ fn under_a_budget_a_cell_the_model_cannot_predict_confirms_its_verdict_in_long_r
     };
     assert!(!c.contests_long());
     let out = search(&c, &mut m).unwrap();
-    let long: Vec<Arch> = m
-        .asked
-        .iter()
-        .filter(|p| p.duration_ms == full)
-        .map(|p| p.candidate.arch)
-        .collect();
-    assert_eq!(long, [Arch::Uring, Arch::Threaded], "{:?}", m.asked);
+    assert_eq!(
+        asked_at(&m.asked, full),
+        [Arch::Uring, Arch::Threaded],
+        "{:?}",
+        m.asked
+    );
     assert_eq!(out.winner.unwrap().arch, Arch::Threaded, "{out:?}");
     // A rival far under the winner in short runs is contested all the same: a short run's
     // lead can be the run's (hybrid/2 31% ahead in 300 ms, under in 3 s).
@@ -1057,13 +1065,12 @@ fn under_a_budget_a_cell_the_model_cannot_predict_confirms_its_verdict_in_long_r
         asked: Vec::new(),
     };
     let out = search(&c, &mut far).unwrap();
-    let long: Vec<Arch> = far
-        .asked
-        .iter()
-        .filter(|p| p.duration_ms == full)
-        .map(|p| p.candidate.arch)
-        .collect();
     // (The closest other architecture is hybrid/2 now, at 750.)
-    assert_eq!(long, [Arch::Uring, Arch::Hybrid], "{:?}", far.asked);
+    assert_eq!(
+        asked_at(&far.asked, full),
+        [Arch::Uring, Arch::Hybrid],
+        "{:?}",
+        far.asked
+    );
     assert_eq!(out.winner.unwrap().arch, Arch::Uring);
 }
