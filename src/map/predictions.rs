@@ -154,11 +154,28 @@ pub fn forecast_cell(
             out.extend(
                 predict_pools(spec, cell, arch, &model, machine)
                     .into_iter()
-                    .map(|(c, p)| (c, p.scaled(scale))),
+                    .map(|(c, p)| {
+                        let p = p.scaled(scale);
+                        match p99_missed_here(cell, c, &usable) {
+                            Some(floor) => (c, p.with_p99_at_least(floor)),
+                            None => (c, p),
+                        }
+                    }),
             );
         }
     }
     out
+}
+
+/// The p99 candidate `c` measured at `cell`'s connection count among `usable` points, where
+/// each missed the cell's bound ([`crate::model::fit::p99_missed_here`]).
+fn p99_missed_here(cell: &Cell, c: Candidate, usable: &[(&Cell, &PointRecord)]) -> Option<f64> {
+    let p99s: Vec<f64> = usable
+        .iter()
+        .filter(|(v, r)| v.concurrency == cell.concurrency && r.probe.candidate == c)
+        .map(|(_, r)| r.sample.p99_us)
+        .collect();
+    crate::model::fit::p99_missed_here(&p99s, cell.p99_bound_us)
 }
 
 /// `arch`'s points among `records` the model can read (in the cells `views` names): not the

@@ -235,6 +235,19 @@ impl Predicted {
         (self.low..=self.high).contains(&rps)
     }
 
+    /// The prediction with its p99 (and its interval) at least `floor_us`: what a server
+    /// measured where it missed the bound ([`p99_missed_here`]).
+    pub fn with_p99_at_least(&self, floor_us: f64) -> Predicted {
+        Predicted {
+            p99: Latency {
+                us: self.p99.us.max(floor_us),
+                low: self.p99.low.max(floor_us),
+                high: self.p99.high.max(floor_us),
+            },
+            ..*self
+        }
+    }
+
     /// The prediction with its throughput and interval times `by` (> 0), and its latencies
     /// over it: a closed loop of the same connections that serves `by` times as many requests
     /// holds each for 1 / `by` as long (Little's law).
@@ -256,6 +269,21 @@ impl Predicted {
             p99: latency(self.p99),
         }
     }
+}
+
+/// The p99 a server measured at a cell's connection count where each of its points there
+/// missed the p99 bound (`p99s`, each a point's p99, µs, or its lower bound, each at least
+/// `bound_us`): the least of them, which a prediction's p99 is raised to. `None` where a point
+/// there read under the bound (a lower bound under it too: its starved connections may yet
+/// have met it), or without a point. The model's p99 is its mean latency times the
+/// ratio measured where its throughput held; a server that timed its connections out at
+/// that count is past that shape (forking at 4,096 connections timed out in every one of
+/// map-wide's nine cells there, each time the model's leader, predicted at 8,846 req/s).
+pub fn p99_missed_here(p99s: &[f64], bound_us: f64) -> Option<f64> {
+    if p99s.iter().any(|us| *us < bound_us) {
+        return None;
+    }
+    p99s.iter().copied().reduce(f64::min)
 }
 
 /// What a model's predictions are multiplied by where it measured an architecture's points at
@@ -793,5 +821,27 @@ mod tests {
             (20_000.0, 40_000.0, 160_000.0)
         );
         assert_eq!(p.scaled(1.0), p);
+        // A p99 floor raises the p99 and its interval, and nothing else.
+        let r = p.with_p99_at_least(1_500_000.0);
+        assert_eq!(
+            (r.p99.us, r.p99.low, r.p99.high),
+            (1_500_000.0, 1_500_000.0, 1_500_000.0)
+        );
+        assert_eq!((r.prediction, r.low, r.p50), (p.prediction, p.low, p.p50));
+        assert_eq!(p.with_p99_at_least(10.0), p);
+    }
+
+    /// Where every point at a count missed the bound, the least of their p99s; where one met
+    /// it, or none was measured, no floor.
+    #[test]
+    fn a_p99_floor_only_where_every_point_missed_the_bound() {
+        let bound = 1_000_000.0;
+        assert_eq!(
+            p99_missed_here(&[2_000_895.0, 1_846_271.0], bound),
+            Some(1_846_271.0)
+        );
+        assert_eq!(p99_missed_here(&[1_000_000.0], bound), Some(1e6));
+        assert_eq!(p99_missed_here(&[2_000_895.0, 12_439.0], bound), None);
+        assert_eq!(p99_missed_here(&[], bound), None);
     }
 }

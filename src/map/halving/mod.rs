@@ -355,13 +355,24 @@ impl Search<'_> {
     /// the rest in the order of their predicted throughput, so that what the budget leaves
     /// out is what the model ranks lowest. The leader is ranked as the search ranks: of those
     /// predicted within [`TIE_FRACTION`] of the most throughput, the most throughput among
-    /// those whose predicted p99 is within the cell's tolerance of the lowest.
+    /// those whose predicted p99 is within the cell's tolerance of the lowest. Those predicted
+    /// to miss the p99 bound (a candidate that missed it at the cell's connection count in
+    /// every point there) come last: their throughput would not count.
     fn budget_order(&self, alive: &mut [Candidate]) {
         if self.cell.allowance.is_none() {
             return;
         }
         let predicted = |c: &Candidate| self.cell.predicted(*c).map(|p| p.prediction.rps);
-        let top = alive.iter().filter_map(predicted).fold(0.0, f64::max);
+        let misses = |c: &Candidate| {
+            self.cell
+                .predicted(*c)
+                .is_some_and(|p| p.p99.us >= self.cell.p99_bound_us)
+        };
+        let top = alive
+            .iter()
+            .filter(|c| !misses(c))
+            .filter_map(predicted)
+            .fold(0.0, f64::max);
         let p99 = |c: &Candidate| {
             self.cell
                 .predicted(*c)
@@ -371,6 +382,7 @@ impl Search<'_> {
         };
         let close: Vec<Candidate> = alive
             .iter()
+            .filter(|c| !misses(c))
             .filter(|c| predicted(c).is_some_and(|r| r >= top * (1.0 - TIE_FRACTION)))
             .copied()
             .collect();
@@ -391,7 +403,11 @@ impl Search<'_> {
                 predicted(c).unwrap_or(f64::MAX)
             }
         };
-        alive.sort_by(|a, b| key(b).total_cmp(&key(a)));
+        alive.sort_by(|a, b| {
+            misses(a)
+                .cmp(&misses(b))
+                .then_with(|| key(b).total_cmp(&key(a)))
+        });
     }
 
     /// Under a budget, where the first round did not decide: what the budget left out is
@@ -416,7 +432,11 @@ impl Search<'_> {
                 .unwrap_or(0);
             let c = left.remove(next);
             let best = self.best_measured();
-            let above = self.cell.predicted(c).is_some_and(|p| p.low > best);
+            // (A candidate predicted to miss the p99 bound would not count, however fast.)
+            let above = self
+                .cell
+                .predicted(c)
+                .is_some_and(|p| p.low > best && p.p99.us < self.cell.p99_bound_us);
             // Three kinds measured under their intervals: the whole cell runs slower than the
             // model says (the machine busy, or a term it lacks), not its leader alone; its
             // order of the rest is as good as a measurement of them.

@@ -998,6 +998,38 @@ fn under_a_budget_the_models_leader_is_ranked_by_its_p99_among_throughput_ties()
     );
 }
 
+#[test]
+fn under_a_budget_a_candidate_predicted_to_miss_the_p99_bound_is_measured_last() {
+    // async/2 predicted the most throughput (1,880), but with a p99 over the cell's bound
+    // (what it measured at these connections before); hybrid/2 (1,840) leads, uring/2
+    // (1,820) follows, and async/2 is left out: its throughput would not count. Its interval
+    // above every one measured does not bring it back.
+    let mut c = budget_cell();
+    c.archs = vec![Arch::Async, Arch::Hybrid, Arch::Uring];
+    c.forecast.truncate(3);
+    let bound = c.p99_bound_us;
+    c.forecast[0].1 = c.forecast[0].1.with_p99_at_least(bound * 2.0);
+    let mut curve = synthetic(|k: Candidate| match k.arch {
+        Arch::Async => (1880.0, 2.0 * bound),
+        Arch::Hybrid => (1840.0, 30_000.0),
+        _ => (1820.0, 30_000.0),
+    });
+    let out = search(&c, &mut curve).unwrap();
+    assert_eq!(
+        asked_at(&curve.asked, c.contest_window_ms()),
+        [Arch::Hybrid, Arch::Uring],
+        "{:?}",
+        curve.asked
+    );
+    assert_eq!(out.over_budget, ["async/2"]);
+    assert_eq!(out.winner.unwrap().arch, Arch::Hybrid);
+    // Its p99 under the bound, it leads again.
+    c.forecast[0].1 = predicted(1880.0);
+    let mut plain = synthetic(|_| (1880.0, 30_000.0));
+    search(&c, &mut plain).unwrap();
+    assert_eq!(plain.asked[0].candidate.arch, Arch::Async);
+}
+
 /// The candidates' architectures asked for in windows of `ms`, in order.
 fn asked_at(asked: &[Probe], ms: u32) -> Vec<Arch> {
     asked
