@@ -156,7 +156,7 @@ pub fn forecast_cell(
                     .into_iter()
                     .map(|(c, p)| {
                         let p = p.scaled(scale);
-                        match p99_missed_here(cell, c, &usable) {
+                        match p99_missed_here(cell, c, views, records) {
                             Some(floor) => (c, p.with_p99_at_least(floor)),
                             None => (c, p),
                         }
@@ -167,13 +167,30 @@ pub fn forecast_cell(
     out
 }
 
-/// The p99 candidate `c` measured at `cell`'s connection count among `usable` points, where
-/// each missed the cell's bound ([`crate::model::fit::p99_missed_here`]).
-fn p99_missed_here(cell: &Cell, c: Candidate, usable: &[(&Cell, &PointRecord)]) -> Option<f64> {
-    let p99s: Vec<f64> = usable
+/// The p99 candidate `c` measured at `cell`'s connection count among `records` (in the cells
+/// `views` names), where each point there missed the cell's bound
+/// ([`crate::model::fit::p99_missed_here`]). A point that failed (errors over 1%: requests
+/// timed out) missed it whatever its p99 read, and counts here though the fit leaves it out
+/// (forking at 4,096 connections failed so in each of map-wide's cells there); a point the
+/// lab set says nothing of the server.
+fn p99_missed_here(
+    cell: &Cell,
+    c: Candidate,
+    views: &std::collections::BTreeMap<String, Cell>,
+    records: &[&PointRecord],
+) -> Option<f64> {
+    let p99s: Vec<f64> = records
         .iter()
-        .filter(|(v, r)| v.concurrency == cell.concurrency && r.probe.candidate == c)
-        .map(|(_, r)| r.sample.p99_us)
+        .filter(|r| r.probe.candidate == c && r.sample.lab().is_none())
+        .filter(|r| {
+            views
+                .get(&r.cell)
+                .is_some_and(|v| v.concurrency == cell.concurrency)
+        })
+        .map(|r| match r.sample.ok {
+            true => r.sample.p99_us,
+            false => r.sample.p99_us.max(cell.p99_bound_us),
+        })
         .collect();
     crate::model::fit::p99_missed_here(&p99s, cell.p99_bound_us)
 }
@@ -229,5 +246,64 @@ fn residuals_here(
         at_n.into_iter().map(|(_, r)| r).collect()
     } else {
         alike
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::map::halving::testing::{cell, sample};
+    use crate::map::halving::Probe;
+    use std::collections::BTreeMap;
+
+    /// A point of `c` in the cell `key`: its p99, and whether it failed.
+    fn point(key: &str, c: Candidate, p99_us: f64, ok: bool) -> PointRecord {
+        PointRecord {
+            cell: key.into(),
+            probe: Probe {
+                candidate: c,
+                duration_ms: 2000,
+                rep: 0,
+            },
+            sample: Sample {
+                ok,
+                ..sample(5000.0, p99_us)
+            },
+            failure: None,
+        }
+    }
+
+    /// Forking's points at 4,096 connections set its p99 floor there where each missed the
+    /// bound, a failed one whatever its p99 read; a point under the bound at that count, or
+    /// points at another count only, set none.
+    #[test]
+    fn a_p99_floor_comes_from_the_candidates_points_at_the_cells_connections() {
+        let forking = Candidate {
+            arch: Arch::Forking,
+            workers: None,
+        };
+        let here = cell(&[Arch::Forking], 4096);
+        let bound = here.p99_bound_us;
+        let views: BTreeMap<String, Cell> = [
+            ("a-c4096".to_string(), cell(&[Arch::Forking], 4096)),
+            ("b-c4096".to_string(), cell(&[Arch::Forking], 4096)),
+            ("a-c256".to_string(), cell(&[Arch::Forking], 256)),
+        ]
+        .into();
+        let failed = point("a-c4096", forking, 0.0, false);
+        let slow = point("b-c4096", forking, 3.0 * bound, true);
+        let fine = point("b-c4096", forking, bound / 10.0, true);
+        let elsewhere = point("a-c256", forking, 3.0 * bound, true);
+        let floor = |records: &[&PointRecord]| p99_missed_here(&here, forking, &views, records);
+        assert_eq!(floor(&[&failed, &slow, &elsewhere]), Some(bound));
+        assert_eq!(floor(&[&slow]), Some(3.0 * bound));
+        assert_eq!(floor(&[&failed, &fine]), None);
+        assert_eq!(floor(&[&elsewhere]), None);
+        // Another candidate's points say nothing of it.
+        let threaded = Candidate {
+            arch: Arch::Threaded,
+            workers: None,
+        };
+        assert_eq!(p99_missed_here(&here, threaded, &views, &[&failed]), None);
     }
 }

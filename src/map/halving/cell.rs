@@ -98,6 +98,15 @@ impl Cell {
         self.forecast.iter().find(|(k, _)| *k == c).map(|(_, p)| p)
     }
 
+    /// Whether the model predicts `c` misses the cell's p99 bound: its p99 interval lies
+    /// wholly at or above it (as `advise --predict` reads it), which a candidate that missed
+    /// the bound in every point at the cell's connection count is predicted to
+    /// (`Predicted::with_p99_at_least`). Its throughput would not count.
+    pub fn predicted_to_miss_the_bound(&self, c: Candidate) -> bool {
+        self.predicted(c)
+            .is_some_and(|p| p.p99.low > 0.0 && p.p99.low >= self.p99_bound_us)
+    }
+
     /// The pool the model predicts best for a pooled architecture: the smallest of its
     /// predicted pools within [`TIE_FRACTION`] of its best ([`smallest_within_tie`]), never
     /// one that leaves connections without a worker where each holds one. `None`: no pool

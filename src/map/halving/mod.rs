@@ -21,7 +21,7 @@ use crate::search::{level_of, Measure, Miss, Sample};
 mod cell;
 mod outcome;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 mod verify;
 
 pub use cell::{smallest_within_tie, Candidate, Cell, Probe};
@@ -356,18 +356,14 @@ impl Search<'_> {
     /// out is what the model ranks lowest. The leader is ranked as the search ranks: of those
     /// predicted within [`TIE_FRACTION`] of the most throughput, the most throughput among
     /// those whose predicted p99 is within the cell's tolerance of the lowest. Those predicted
-    /// to miss the p99 bound (a candidate that missed it at the cell's connection count in
-    /// every point there) come last: their throughput would not count.
+    /// to miss the p99 bound ([`Cell::predicted_to_miss_the_bound`]) come last: their
+    /// throughput would not count.
     fn budget_order(&self, alive: &mut [Candidate]) {
         if self.cell.allowance.is_none() {
             return;
         }
         let predicted = |c: &Candidate| self.cell.predicted(*c).map(|p| p.prediction.rps);
-        let misses = |c: &Candidate| {
-            self.cell
-                .predicted(*c)
-                .is_some_and(|p| p.p99.us >= self.cell.p99_bound_us)
-        };
+        let misses = |c: &Candidate| self.cell.predicted_to_miss_the_bound(*c);
         let top = alive
             .iter()
             .filter(|c| !misses(c))
@@ -433,10 +429,8 @@ impl Search<'_> {
             let c = left.remove(next);
             let best = self.best_measured();
             // (A candidate predicted to miss the p99 bound would not count, however fast.)
-            let above = self
-                .cell
-                .predicted(c)
-                .is_some_and(|p| p.low > best && p.p99.us < self.cell.p99_bound_us);
+            let above = self.cell.predicted(c).is_some_and(|p| p.low > best)
+                && !self.cell.predicted_to_miss_the_bound(c);
             // Three kinds measured under their intervals: the whole cell runs slower than the
             // model says (the machine busy, or a term it lacks), not its leader alone; its
             // order of the rest is as good as a measurement of them.

@@ -1023,11 +1023,20 @@ fn under_a_budget_a_candidate_predicted_to_miss_the_p99_bound_is_measured_last()
     );
     assert_eq!(out.over_budget, ["async/2"]);
     assert_eq!(out.winner.unwrap().arch, Arch::Hybrid);
-    // Its p99 under the bound, it leads again.
+    // Its p99 under the bound, it leads again; and where only the interval's upper part is
+    // above it (the model unsure), too.
     c.forecast[0].1 = predicted(1880.0);
     let mut plain = synthetic(|_| (1880.0, 30_000.0));
     search(&c, &mut plain).unwrap();
     assert_eq!(plain.asked[0].candidate.arch, Arch::Async);
+    c.forecast[0].1.p99 = crate::model::fit::Latency {
+        us: bound * 1.2,
+        low: bound * 0.8,
+        high: bound * 1.6,
+    };
+    let mut unsure = synthetic(|_| (1880.0, 30_000.0));
+    search(&c, &mut unsure).unwrap();
+    assert_eq!(unsure.asked[0].candidate.arch, Arch::Async);
 }
 
 /// The candidates' architectures asked for in windows of `ms`, in order.
