@@ -99,9 +99,10 @@ impl Cell {
     }
 
     /// Whether the model predicts `c` misses the cell's p99 bound: its p99 interval lies
-    /// wholly at or above it (as `advise --predict` reads it), which a candidate that missed
-    /// the bound in every point at the cell's connection count is predicted to
-    /// (`Predicted::with_p99_at_least`). Its throughput would not count.
+    /// wholly at or above it, which a candidate that missed the bound in every point at the
+    /// cell's connection count is predicted to (`Predicted::with_p99_at_least`; a failed
+    /// point's floor is the bound itself, so a lower end at the bound counts as a miss here,
+    /// where `advise --predict`'s `meets_p99` reads it as met). Its throughput would not count.
     pub fn predicted_to_miss_the_bound(&self, c: Candidate) -> bool {
         self.predicted(c)
             .is_some_and(|p| p.p99.low > 0.0 && p.p99.low >= self.p99_bound_us)
