@@ -846,6 +846,7 @@ fn load_config(
     if pinning != Pinning::None {
         config.pin_cpus = vec![1];
     }
+    config.nice = Some(super::GENERATOR_NICE);
     config.net = setup.net;
     if let Some(streams) = point.streams {
         config.http = crate::load::HttpVersion::H2c;

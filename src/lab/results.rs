@@ -469,6 +469,10 @@ pub struct Machine {
     /// RLIMIT_NOFILE soft limit during the sweep.
     pub open_files_limit: u64,
     pub pinned: bool,
+    /// The load generator's threads' nice value ([`super::GENERATOR_NICE`] where the lab may
+    /// set it, as root; 0, the server's, otherwise).
+    #[serde(default)]
+    pub generator_nice: i32,
     pub notes: Vec<String>,
 }
 
@@ -497,6 +501,11 @@ impl Machine {
             )
             .map_or(0, |(soft, _)| soft),
             pinned: false,
+            generator_nice: if crate::sys::may_set_thread_nice(super::GENERATOR_NICE) {
+                super::GENERATOR_NICE
+            } else {
+                0
+            },
             notes: Vec::new(),
         }
     }

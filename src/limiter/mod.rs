@@ -341,7 +341,11 @@ pub fn run_limiters(args: LimitersArgs) -> anyhow::Result<()> {
     let stop = lab.stop_flag();
     let mut results = LimitersResults {
         started: crate::lab::results::utc_timestamp(),
-        machine: lab.machine.clone(),
+        // Its loads (the knee's sweep, the gate's arrivals) run at the server's priority.
+        machine: crate::lab::results::Machine {
+            generator_nice: 0,
+            ..lab.machine.clone()
+        },
         scenarios: Vec::new(),
         interrupted: false,
     };

@@ -139,6 +139,10 @@ pub struct LoadConfig {
     pub message_len: usize,
     /// CPUs to pin load threads to, round robin; empty: no pinning.
     pub pin_cpus: Vec<usize>,
+    /// The load threads' nice value, set by each on itself as it starts (a failure, without
+    /// root, leaves them at the process's): the lab's (see [`crate::lab::GENERATOR_NICE`]);
+    /// `load` leaves it unset, as wrk does.
+    pub nice: Option<i32>,
     /// The addresses of the server's replicas beside the target's (none: the target alone),
     /// each its own copy on its own port: connection `i` goes to the `i mod (1 + R)`-th of
     /// the target and these, as a Service spreads connections over its pods. The lab's.
@@ -283,6 +287,7 @@ impl LoadConfig {
             pipeline: 1,
             message_len: 64,
             pin_cpus: Vec::new(),
+            nice: None,
             replicas: Vec::new(),
             engine: Engine::Epoll,
             gather: DEFAULT_GATHER,
@@ -352,6 +357,7 @@ impl LoadConfig {
             pipeline: size(args.pipeline),
             message_len: size(args.message),
             pin_cpus: args.pin.clone(),
+            nice: None,
             replicas: Vec::new(),
             engine: args.engine,
             gather: gather_of(args)?,

@@ -3,7 +3,7 @@
 //! [`join_cgroup_before_exec`]), a counter forked workers share ([`SharedCounter`]), waits with
 //! precise timeouts ([`poll`], [`epoll_wait_precise`], [`watched_idle_timer`]), a static file opened
 //! beneath the root ([`open_beneath`]), the load engine's per-thread resources
-//! ([`thread_cpu_seconds`], [`pin_current_thread`], [`raise_fd_limit`]), a TUN device for
+//! ([`thread_cpu_seconds`], [`pin_current_thread`], [`set_thread_nice`], [`raise_fd_limit`]), a TUN device for
 //! the network path ([`open_tun`]), io_uring ([`uring`]) and the server's prompt stop ([`stop`]).
 
 pub mod stop;
@@ -460,6 +460,28 @@ pub fn thread_runqueue_wait_seconds() -> f64 {
         .map_or(0.0, |ns| ns as f64 / 1e9)
 }
 
+/// Sets the calling thread's nice value (Linux keeps one a thread; threads it starts later
+/// inherit it, threads and processes started before keep theirs). Lowering it below the
+/// process's needs root (`CAP_SYS_NICE`): `PermissionDenied` otherwise.
+pub fn set_thread_nice(nice: i32) -> io::Result<()> {
+    let tid = nix::unistd::gettid().as_raw();
+    // SAFETY: setpriority(2) takes plain integers and touches no memory of ours; PRIO_PROCESS
+    // with a thread id names that one thread on Linux.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+    if r == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether a thread of this process may set its nice value to `nice` (tried on a thread of
+/// its own, which ends at once: no other thread's, nor a child's, changes).
+pub fn may_set_thread_nice(nice: i32) -> bool {
+    std::thread::spawn(move || set_thread_nice(nice).is_ok())
+        .join()
+        .unwrap_or(false)
+}
+
 /// Pins the calling thread to one CPU; a failure only loses the pinning.
 pub fn pin_current_thread(cpu: usize) {
     pin_current_thread_to(&[cpu]);
@@ -477,6 +499,36 @@ pub fn pin_current_thread_to(cpus: &[usize]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The nice field of /proc/thread-self/stat (the 19th; the name before it may hold spaces).
+    fn own_nice() -> i32 {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+        after_name
+            .split_whitespace()
+            .nth(16)
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_threads_nice_value_is_its_own() {
+        let before = own_nice();
+        let (set, other) = std::thread::scope(|scope| {
+            let set = scope.spawn(|| {
+                set_thread_nice(before + 3).unwrap();
+                own_nice()
+            });
+            let set = set.join().unwrap();
+            (set, scope.spawn(own_nice).join().unwrap())
+        });
+        assert_eq!((set, other, own_nice()), (before + 3, before, before));
+        // Lower than the process's only as root.
+        let root = nix::unistd::geteuid().is_root();
+        assert_eq!(may_set_thread_nice(before - 1), root);
+        assert_eq!(own_nice(), before);
+    }
 
     #[test]
     fn shared_counter_is_shared_with_a_forked_child() {

@@ -67,12 +67,25 @@ pub struct BusyLoops(Vec<Child>);
 
 impl BusyLoops {
     pub fn on(cpu: u32, loops: usize) -> BusyLoops {
-        let cpu = cpu.to_string();
+        Self::at_nice(cpu, loops, 0)
+    }
+
+    /// As [`BusyLoops::on`], at the nice value the lab gives its load generator where it may
+    /// ([`sweetspot::lab::GENERATOR_NICE`], root): loops that share the generator's core at
+    /// its own priority.
+    pub fn beside_the_generator(cpu: u32, loops: usize) -> BusyLoops {
+        let machine = sweetspot::lab::Machine::detect();
+        Self::at_nice(cpu, loops, machine.generator_nice)
+    }
+
+    fn at_nice(cpu: u32, loops: usize, nice: i32) -> BusyLoops {
+        let (cpu, nice) = (cpu.to_string(), nice.to_string());
         BusyLoops(
             (0..loops)
                 .map(|_| {
                     Command::new("taskset")
-                        .args(["-c", &cpu, "sh", "-c", "while :; do :; done"])
+                        .args(["-c", &cpu, "nice", "-n", &nice])
+                        .args(["sh", "-c", "while :; do :; done"])
                         .spawn()
                         .expect("taskset")
                 })

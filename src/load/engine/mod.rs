@@ -148,10 +148,14 @@ pub fn split_shares(connections: usize, threads: usize, mode: &Mode) -> Vec<Work
     shares
 }
 
-/// Pins the calling load thread, worker `index`, to its CPU of `--pin` (round robin), if any.
+/// Pins the calling load thread, worker `index`, to its CPU of `--pin` (round robin), if any,
+/// and gives it the config's nice value, if any (a failure leaves it as it was).
 pub fn pin_worker(config: &LoadConfig, index: usize) {
     if !config.pin_cpus.is_empty() {
         crate::sys::pin_current_thread(config.pin_cpus[index % config.pin_cpus.len()]);
+    }
+    if let Some(nice) = config.nice {
+        let _ = crate::sys::set_thread_nice(nice);
     }
 }
 
