@@ -1039,6 +1039,36 @@ fn under_a_budget_a_candidate_predicted_to_miss_the_p99_bound_is_measured_last()
     assert_eq!(unsure.asked[0].candidate.arch, Arch::Async);
 }
 
+#[test]
+fn under_a_budget_an_unknown_candidate_under_the_models_leader_by_its_own_bound_is_not_measured() {
+    // epoll, one thread at 1 ms a request, can serve 1,000 a second at most, where the model
+    // predicts async/2 at 1,880: it runs after the predicted ones, and async/2's 1,900
+    // measured outclasses it. reactors, unknown too but able to reach the leader, is measured
+    // right after the leader as before.
+    let mut c = budget_cell();
+    c.archs.push(Arch::Epoll);
+    let mut curve = synthetic(|k: Candidate| match k.arch {
+        Arch::Async => (1900.0, 30_000.0),
+        Arch::Epoll => (900.0, 30_000.0),
+        _ => (1800.0, 30_000.0),
+    });
+    let out = search(&c, &mut curve).unwrap();
+    let asked: Vec<Arch> = curve.asked.iter().map(|p| p.candidate.arch).collect();
+    assert_eq!(asked[..2], [Arch::Async, Arch::Reactors], "{asked:?}");
+    assert!(!asked.contains(&Arch::Epoll), "{asked:?}");
+    assert_eq!(out.outclassed, ["epoll"]);
+    assert_eq!(out.winner.unwrap().arch, Arch::Async);
+    // Alone with the model's leader, whose prediction it could reach, it is measured.
+    c.forecast.truncate(1);
+    c.forecast[0].1 = predicted(950.0);
+    let mut near = synthetic(|k: Candidate| match k.arch {
+        Arch::Epoll => (900.0, 30_000.0),
+        _ => (940.0, 30_000.0),
+    });
+    search(&c, &mut near).unwrap();
+    assert!(near.asked.iter().any(|p| p.candidate.arch == Arch::Epoll));
+}
+
 /// The candidates' architectures asked for in windows of `ms`, in order.
 fn asked_at(asked: &[Probe], ms: u32) -> Vec<Arch> {
     asked
