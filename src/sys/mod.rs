@@ -3,8 +3,9 @@
 //! [`join_cgroup_before_exec`]), a counter forked workers share ([`SharedCounter`]), waits with
 //! precise timeouts ([`poll`], [`epoll_wait_precise`], [`watched_idle_timer`]), a static file opened
 //! beneath the root ([`open_beneath`]), the load engine's per-thread resources
-//! ([`thread_cpu_seconds`], [`pin_current_thread`], [`set_thread_nice`], [`raise_fd_limit`]), a TUN device for
-//! the network path ([`open_tun`]), io_uring ([`uring`]) and the server's prompt stop ([`stop`]).
+//! ([`thread_cpu_seconds`], [`pin_current_thread`], [`set_thread_nice`], [`raise_fd_limit`]),
+//! a TUN device for the network path ([`open_tun`]), io_uring ([`uring`]) and the server's
+//! prompt stop ([`stop`]).
 
 pub mod stop;
 pub mod uring;

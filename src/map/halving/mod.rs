@@ -355,11 +355,11 @@ impl Search<'_> {
     /// their own bound ([`Cell::candidate_bound_rps`]) lies clearly under the most predicted:
     /// those come in the model's order by that bound, where what was measured before them
     /// outclasses them), then the rest in the order of their predicted throughput, so that
-    /// what the budget leaves out is what the model ranks lowest. The leader is ranked as the search ranks: of those
-    /// predicted within [`TIE_FRACTION`] of the most throughput, the most throughput among
-    /// those whose predicted p99 is within the cell's tolerance of the lowest. Those predicted
-    /// to miss the p99 bound ([`Cell::predicted_to_miss_the_bound`]) come last: their
-    /// throughput would not count.
+    /// what the budget leaves out is what the model ranks lowest. The leader is ranked as the
+    /// search ranks: of those predicted within [`TIE_FRACTION`] of the most throughput, the
+    /// most throughput among those whose predicted p99 is within the cell's tolerance of the
+    /// lowest. Those predicted to miss the p99 bound ([`Cell::predicted_to_miss_the_bound`])
+    /// come last: their throughput would not count.
     fn budget_order(&self, alive: &mut [Candidate]) {
         if self.cell.allowance.is_none() {
             return;
