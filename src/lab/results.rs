@@ -477,7 +477,8 @@ pub struct Machine {
 }
 
 impl Machine {
-    /// Reads the machine from /proc.
+    /// Reads the machine from /proc, and tries on a thread of its own whether the lab may give
+    /// its load generator [`super::GENERATOR_NICE`] (`generator_nice`).
     pub fn detect() -> Machine {
         let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
         let cpuinfo = read("/proc/cpuinfo");
