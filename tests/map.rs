@@ -291,7 +291,9 @@ fn the_budget_is_spent_as_the_model_says(out: &Path, results: &serde_json::Value
     let mut left_out = 0;
     for cell in results["cells"].as_array().unwrap() {
         let o = &cell["outcome"];
-        assert!(o["allowance"].as_u64().unwrap() >= 2, "{o}");
+        // Its leader at least: map-quick's first points pass its budget, and each cell after
+        // them is allowed the model's leader.
+        assert!(o["allowance"].as_u64().unwrap() >= 1, "{o}");
         // What the budget left out carries its prediction, unmeasured.
         let predictions = o["predictions"].as_array().cloned().unwrap_or_default();
         for label in o["over_budget"].as_array().cloned().unwrap_or_default() {

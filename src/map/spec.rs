@@ -196,7 +196,8 @@ pub enum PointBudget {
     Points(usize),
 }
 
-/// A cell is never allowed fewer points than this: its leader and one long run to confirm.
+/// A cell is allowed at least this many points where the run's budget affords it: its leader
+/// and one long run to confirm.
 pub const MIN_ALLOWANCE: usize = 2;
 
 impl PointBudget {
@@ -233,16 +234,26 @@ impl PointBudget {
     }
 
     /// What the next cell may measure: what is left of `total` once `spent` were measured,
-    /// shared by the `cells` still to run (this one among them), never under
-    /// [`MIN_ALLOWANCE`].
+    /// shared by the `cells` still to run (this one among them), at least [`MIN_ALLOWANCE`]
+    /// where that leaves enough for the cells after, else what is left shared out, rounded
+    /// up, and one at least: the model's leader, measured whatever the budget. A run whose
+    /// budget the model's first points passed (map-quick's 16: its round trips and the
+    /// servers the model did not know yet took 21) gives each cell after them its leader;
+    /// one the cells' floor carried past its budget (map-wide's last 8 cells took 18 points
+    /// of the 9 left, at two each) keeps it.
     pub fn allowance(total: usize, spent: usize, cells: usize) -> usize {
-        (total.saturating_sub(spent) / cells.max(1)).max(MIN_ALLOWANCE)
+        let (left, cells) = (total.saturating_sub(spent), cells.max(1));
+        if left >= MIN_ALLOWANCE * cells {
+            left / cells
+        } else {
+            left.div_ceil(cells).max(1)
+        }
     }
 
     /// What is left of `total` beyond every remaining cell's [`PointBudget::allowance`]: the
     /// most the next cell may add where the model missed it, so that a run of misses does not
     /// carry the run past its budget (map-wide passed its 191 points by 8 when every miss
-    /// doubled a cell's allowance).
+    /// doubled a cell's allowance, and by 7 more when each took one point at least).
     pub fn spare(total: usize, spent: usize, cells: usize) -> usize {
         let each = PointBudget::allowance(total, spent, cells);
         total
@@ -658,12 +669,29 @@ mod tests {
         }
         assert_eq!(PointBudget::Share(0.02).points(9558), 191);
         assert_eq!(PointBudget::Points(40).points(9558), 40);
-        // 191 points, 40 spent, 48 cells left: 3 each; never under 2, even when spent.
+        // 191 points, 40 spent, 48 cells left: 3 each; 2 where 2 each is what is left.
         assert_eq!(PointBudget::allowance(191, 40, 48), 3);
-        assert_eq!(PointBudget::allowance(191, 200, 5), MIN_ALLOWANCE);
-        // 151 left over 48 cells: 3 each and 7 spare; none once the minimum binds.
+        assert_eq!(PointBudget::allowance(191, 95, 48), 2);
+        // Less than 2 each left: shared out, rounded up, one at least. 9 points over 8 cells
+        // are spent to the last whatever each cell takes of its allowance, and no further.
+        assert_eq!(PointBudget::allowance(191, 182, 8), 2);
+        assert_eq!(PointBudget::allowance(191, 184, 7), 1);
+        assert_eq!(PointBudget::allowance(191, 190, 8), 1);
+        let (mut spent, mut most) = (182, 0);
+        for left in (1..=8).rev() {
+            let a = PointBudget::allowance(191, spent, left);
+            assert!(a >= 1);
+            most += a;
+            spent += a;
+        }
+        assert_eq!((spent, most), (191, 9));
+        // The budget gone (the model's first points passed it): the leader, nothing spare.
+        assert_eq!(PointBudget::allowance(191, 191, 5), 1);
+        assert_eq!(PointBudget::allowance(191, 200, 5), 1);
+        // 151 left over 48 cells: 3 each and 7 spare; none where what is left is shared out.
         assert_eq!(PointBudget::spare(191, 40, 48), 7);
         assert_eq!(PointBudget::spare(191, 150, 30), 0);
+        assert_eq!(PointBudget::spare(191, 182, 8), 0);
         assert_eq!(PointBudget::spare(191, 200, 5), 0);
         // In a map file, as text or as a number, and back.
         let base = "name='m'\narchs=['epoll']\ncpu_us=2000\nratios=[0]\nconcurrency=[8]\n";

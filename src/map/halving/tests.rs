@@ -871,16 +871,23 @@ fn a_budget_measures_the_models_leader_and_leaves_the_lowest_predicted_out() {
     assert!(off.asked.iter().any(|p| p.candidate.arch == Arch::Hybrid));
     assert_ne!(out.winner.unwrap().arch, Arch::Async);
     assert!(off.asked.len() <= 4, "{:?}", off.asked);
-    // No spare points left in the run: the miss widens the cell by one point only (hybrid/2,
-    // the model's next; uring/2 and threaded stay out).
-    c.spare = 0;
-    let mut tight = synthetic(|k: Candidate| match k.arch {
+    // One spare point in the run: the miss widens the cell by one point only (hybrid/2, the
+    // model's next; uring/2 and threaded stay out).
+    let off = |k: Candidate| match k.arch {
         Arch::Async => (1500.0, 30_000.0),
         _ => truth(k),
-    });
+    };
+    c.spare = 1;
+    let mut tight = synthetic(off);
     search(&c, &mut tight).unwrap();
     let asked: Vec<Arch> = tight.asked.iter().map(|p| p.candidate.arch).collect();
     assert_eq!(asked, [Arch::Async, Arch::Reactors, Arch::Hybrid]);
+    // None: the run keeps its budget, and the miss widens nothing.
+    c.spare = 0;
+    let mut kept = synthetic(off);
+    search(&c, &mut kept).unwrap();
+    let asked: Vec<Arch> = kept.asked.iter().map(|p| p.candidate.arch).collect();
+    assert_eq!(asked, [Arch::Async, Arch::Reactors]);
 }
 
 #[test]
