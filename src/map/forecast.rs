@@ -138,8 +138,12 @@ fn best_row(
         latency_ms,
         bound_rps: p.prediction.bound_rps,
         binding: model.binding_name(p.prediction.binding).to_string(),
-        overhead_us: model.overhead.at(cell.concurrency, cell.cpu_us),
-        generator_us: model.generator.at(cell.concurrency, cell.cpu_us),
+        overhead_us: model
+            .overhead
+            .at(cell.concurrency, cell.cpu_us, cell.wait_ms > 0.0),
+        generator_us: model
+            .generator
+            .at(cell.concurrency, cell.cpu_us, cell.wait_ms > 0.0),
         p50_ms: p.p50.us / 1000.0,
         p99_ms: p.p99.us / 1000.0,
         p99_low_ms: p.p99.low / 1000.0,

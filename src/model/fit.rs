@@ -65,8 +65,8 @@ pub struct Observed {
     pub placement: Placement,
 }
 
-/// A cost a request along the connections and the workload's CPU: `a + b / N + k ln N + r C`,
-/// never below 0.
+/// A cost a request along the connections, the workload's CPU and whether it waits:
+/// `a + b / N + k ln N + r C + w [W > 0]`, never below 0.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct CostCurve {
     pub a: f64,
@@ -76,21 +76,29 @@ pub struct CostCurve {
     /// caches refilled, more often (threaded's CPU beyond `C` was 12 us at 20 us and 90 us at
     /// 2 ms, 16 connections), and a slower rate batches less on the generator's side.
     pub r: f64,
+    /// What a request that waits adds, µs: its timer, and where the wait blocks its thread,
+    /// the thread put to sleep and woken (uring's CPU a request was 25 to 28 us at 20 us
+    /// without a wait, 40 to 58 us with blocking waits of 200 us and 2 ms, whatever its
+    /// rings and connections: the model fitted without this term put uring/202 at 54,000
+    /// req/s where it served 34,600).
+    pub w: f64,
 }
 
-/// One measured cost: at `n` connections, a request of `cpu_us`, `cost` µs.
+/// One measured cost: at `n` connections, a request of `cpu_us` that waited or not, `cost` µs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CostPoint {
     pub n: u32,
     pub cpu_us: f64,
+    pub waits: bool,
     pub cost: f64,
 }
 
 impl CostCurve {
-    /// The cost at `n` connections, a request of `cpu_us`.
-    pub fn at(&self, n: u32, cpu_us: f64) -> f64 {
+    /// The cost at `n` connections, a request of `cpu_us` that `waits` or not.
+    pub fn at(&self, n: u32, cpu_us: f64, waits: bool) -> f64 {
         let n = f64::from(n.max(1));
-        (self.a + self.b / n + self.k * n.ln() + self.r * cpu_us).max(0.0)
+        let w = if waits { self.w } else { 0.0 };
+        (self.a + self.b / n + self.k * n.ln() + self.r * cpu_us + w).max(0.0)
     }
 
     /// The least-squares curve through the points, each weighed by its cycle (`C` plus the
@@ -98,8 +106,8 @@ impl CostCurve {
     /// set the 20 us points' cost). Along `N`: a constant from one distinct `N`, `a + b/N` from
     /// two, all three terms from three or more. The growing term is `ln N`, not the USL's `N`:
     /// fitted at 16, 256 and 4,096 connections, `k N` put epoll's generator cost at 4,096 so
-    /// high that it predicted half of what epoll measured. `r` from two distinct `C` or more.
-    /// `None` without a point.
+    /// high that it predicted half of what epoll measured. `r` from two distinct `C` or more;
+    /// `w` from points that waited beside points that did not. `None` without a point.
     pub fn fit(points: &[CostPoint]) -> Option<CostCurve> {
         let distinct = |mut v: Vec<u64>| {
             v.sort_unstable();
@@ -111,34 +119,30 @@ impl CostCurve {
             return None;
         }
         let with_c = distinct(points.iter().map(|p| p.cpu_us.to_bits()).collect()) > 1;
+        let with_w = distinct(points.iter().map(|p| u64::from(p.waits)).collect()) > 1;
+        let used = |i: usize| i < terms || (i == 3 && with_c) || (i == 4 && with_w);
         // Unused terms get a column of zeros and a tiny ridge, so the solve stays regular.
-        let rows: Vec<([f64; 4], f64)> = points
+        let rows: Vec<([f64; 5], f64)> = points
             .iter()
             .map(|p| {
                 let n = f64::from(p.n.max(1));
-                let w = 1.0 / (p.cpu_us + p.cost).max(1.0);
-                let basis = [1.0, 1.0 / n, n.ln()];
-                let mut row = [0.0; 4];
-                for (i, b) in basis.iter().enumerate().take(terms) {
-                    row[i] = b * w;
+                let weight = 1.0 / (p.cpu_us + p.cost).max(1.0);
+                let waits = if p.waits { 1.0 } else { 0.0 };
+                let basis = [1.0, 1.0 / n, n.ln(), p.cpu_us, waits];
+                let mut row = [0.0; 5];
+                for (i, b) in basis.iter().enumerate().filter(|(i, _)| used(*i)) {
+                    row[i] = b * weight;
                 }
-                if with_c {
-                    row[3] = p.cpu_us * w;
-                }
-                (row, p.cost * w)
+                (row, p.cost * weight)
             })
-            .chain(
-                (0..4)
-                    .filter(|&i| i >= terms && (i < 3 || !with_c))
-                    .map(|i| {
-                        let mut row = [0.0; 4];
-                        row[i] = 1e-6;
-                        (row, 0.0)
-                    }),
-            )
+            .chain((0..5).filter(|&i| !used(i)).map(|i| {
+                let mut row = [0.0; 5];
+                row[i] = 1e-6;
+                (row, 0.0)
+            }))
             .collect();
-        let [a, b, k, r] = solve_normal_equations(&rows)?;
-        Some(CostCurve { a, b, k, r })
+        let [a, b, k, r, w] = solve_normal_equations(&rows)?;
+        Some(CostCurve { a, b, k, r, w })
     }
 }
 
@@ -342,6 +346,7 @@ impl Fitted {
         let cost = |p: &&Observed, cost: f64| CostPoint {
             n: p.connections,
             cpu_us: p.workload.cpu_us,
+            waits: p.workload.wait_us > 0.0,
             cost: cost.max(0.0),
         };
         let overhead: Vec<CostPoint> = known
@@ -438,8 +443,9 @@ impl Fitted {
     /// The server as MVA sees it at `n` connections: its cores (its share of the machine
     /// beside the generator, within its own), its overhead there, and the cycle outside it.
     pub fn server_at(&self, workload: &Workload, n: u32) -> ServerModel {
-        let o = self.overhead.at(n, workload.cpu_us);
-        let g = self.generator.at(n, workload.cpu_us);
+        let waits = workload.wait_us > 0.0;
+        let o = self.overhead.at(n, workload.cpu_us, waits);
+        let g = self.generator.at(n, workload.cpu_us, waits);
         let s = workload.cpu_us + o;
         let p = &self.placement;
         let share = if p.shares_with_generator && s + g > 0.0 {
@@ -521,22 +527,33 @@ mod tests {
     }
 
     fn at(n: u32, cpu_us: f64, cost: f64) -> CostPoint {
-        CostPoint { n, cpu_us, cost }
+        CostPoint {
+            n,
+            cpu_us,
+            waits: false,
+            cost,
+        }
     }
 
     #[test]
     fn cost_curves_recover_known_terms() {
-        // 10 + 40 / N + 0.05 ln N + 0.03 C at N = 1, 4, 16, 64, 256 and C = 20, 2,000 us: the
-        // four terms back.
+        // 10 + 40 / N + 0.05 ln N + 0.03 C + 18 [W > 0] at N = 1, 4, 16, 64, 256, C = 20 and
+        // 2,000 us, with and without a wait: the five terms back.
         let truth = CostCurve {
             a: 10.0,
             b: 40.0,
             k: 0.05,
             r: 0.03,
+            w: 18.0,
         };
         let points: Vec<CostPoint> = [1, 4, 16, 64, 256]
             .iter()
-            .flat_map(|&n| [20.0, 2000.0].map(|c| at(n, c, truth.at(n, c))))
+            .flat_map(|&n| {
+                [(20.0, false), (2000.0, false), (20.0, true)].map(|(c, waits)| CostPoint {
+                    waits,
+                    ..at(n, c, truth.at(n, c, waits))
+                })
+            })
             .collect();
         let c = CostCurve::fit(&points).unwrap();
         assert!(
@@ -547,13 +564,23 @@ mod tests {
             (c.k - 0.05).abs() < 1e-9 && (c.r - 0.03).abs() < 1e-9,
             "{c:?}"
         );
+        assert!((c.w - 18.0).abs() < 1e-6, "{c:?}");
+        assert!((c.at(16, 20.0, true) - c.at(16, 20.0, false) - 18.0).abs() < 1e-6);
+        // Every point waited (at one C): the constant holds the wait's cost and C's, 10 + 0.6
+        // + 18, and neither term is its own.
+        let waited: Vec<CostPoint> = points.iter().filter(|p| p.waits).copied().collect();
+        let all = CostCurve::fit(&waited).unwrap();
+        assert!((all.a - 28.6).abs() < 1e-6 && all.w.abs() < 1e-9, "{all:?}");
         // One level: the mean weighed by each cycle (1/30 and 1/34 squared): 31.751.
         let one = CostCurve::fit(&[at(16, 0.0, 30.0), at(16, 0.0, 34.0)]).unwrap();
-        assert!((one.at(1, 0.0) - 31.751).abs() < 1e-3, "{one:?}");
-        assert_eq!(one.at(1, 0.0), one.at(500, 0.0));
+        assert!((one.at(1, 0.0, false) - 31.751).abs() < 1e-3, "{one:?}");
+        assert_eq!(one.at(1, 0.0, false), one.at(500, 0.0, false));
         // Two: a + b/N through both, no C term from one C.
         let two = CostCurve::fit(&[at(1, 20.0, 50.0), at(64, 20.0, 18.5)]).unwrap();
-        assert!((two.at(1, 20.0) - 50.0).abs() < 1e-6 && (two.at(64, 20.0) - 18.5).abs() < 1e-6);
+        assert!(
+            (two.at(1, 20.0, false) - 50.0).abs() < 1e-6
+                && (two.at(64, 20.0, false) - 18.5).abs() < 1e-6
+        );
         assert!(two.r.abs() < 1e-9, "{two:?}");
         assert!(CostCurve::fit(&[]).is_none());
     }
@@ -566,8 +593,13 @@ mod tests {
             pool: None,
             workload,
             rps: x,
-            server_us: workload.cpu_us + truth.overhead.at(n, workload.cpu_us),
-            client_us: truth.generator.at(n, workload.cpu_us),
+            server_us: workload.cpu_us
+                + truth
+                    .overhead
+                    .at(n, workload.cpu_us, workload.wait_us > 0.0),
+            client_us: truth
+                .generator
+                .at(n, workload.cpu_us, workload.wait_us > 0.0),
             p50_us: 0.0,
             p99_us: 0.0,
             placement: truth.placement,
