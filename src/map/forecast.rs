@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::halving::{smallest_within_tie, Candidate, Cell, Probe};
 use super::points::PointRecord;
-use super::predictions::{observed, predict_pools};
+use super::predictions::{observed, predict_pools, workload_of};
 use super::run::{cell_of, probe_once, Progress};
 use super::spec::{work_route, CellSpec, MapSpec, WaitMode};
 use crate::arch::Arch;
@@ -129,6 +129,7 @@ fn best_row(
     let predicted = predict_pools(spec, cell, arch, model, machine);
     let &(c, p) = smallest_within_tie(&predicted)?;
     let latency_ms = p.prediction.latency_us / 1000.0;
+    let waits = workload_of(cell).waits();
     Some(ForecastRow {
         candidate: c,
         label: c.label(),
@@ -138,12 +139,8 @@ fn best_row(
         latency_ms,
         bound_rps: p.prediction.bound_rps,
         binding: model.binding_name(p.prediction.binding).to_string(),
-        overhead_us: model
-            .overhead
-            .at(cell.concurrency, cell.cpu_us, cell.wait_ms > 0.0),
-        generator_us: model
-            .generator
-            .at(cell.concurrency, cell.cpu_us, cell.wait_ms > 0.0),
+        overhead_us: model.overhead.at(cell.concurrency, cell.cpu_us, waits),
+        generator_us: model.generator.at(cell.concurrency, cell.cpu_us, waits),
         p50_ms: p.p50.us / 1000.0,
         p99_ms: p.p99.us / 1000.0,
         p99_low_ms: p.p99.low / 1000.0,

@@ -346,7 +346,7 @@ impl Fitted {
         let cost = |p: &&Observed, cost: f64| CostPoint {
             n: p.connections,
             cpu_us: p.workload.cpu_us,
-            waits: p.workload.wait_us > 0.0,
+            waits: p.workload.waits(),
             cost: cost.max(0.0),
         };
         let overhead: Vec<CostPoint> = known
@@ -443,9 +443,8 @@ impl Fitted {
     /// The server as MVA sees it at `n` connections: its cores (its share of the machine
     /// beside the generator, within its own), its overhead there, and the cycle outside it.
     pub fn server_at(&self, workload: &Workload, n: u32) -> ServerModel {
-        let waits = workload.wait_us > 0.0;
-        let o = self.overhead.at(n, workload.cpu_us, waits);
-        let g = self.generator.at(n, workload.cpu_us, waits);
+        let o = self.overhead.at(n, workload.cpu_us, workload.waits());
+        let g = self.generator.at(n, workload.cpu_us, workload.waits());
         let s = workload.cpu_us + o;
         let p = &self.placement;
         let share = if p.shares_with_generator && s + g > 0.0 {
@@ -464,7 +463,7 @@ impl Fitted {
     /// The workload as the server serves it: a wait takes its extra.
     fn as_served(&self, workload: &Workload) -> Workload {
         Workload {
-            wait_us: if workload.wait_us > 0.0 {
+            wait_us: if workload.waits() {
                 workload.wait_us + self.wait_extra_us
             } else {
                 0.0
@@ -593,13 +592,8 @@ mod tests {
             pool: None,
             workload,
             rps: x,
-            server_us: workload.cpu_us
-                + truth
-                    .overhead
-                    .at(n, workload.cpu_us, workload.wait_us > 0.0),
-            client_us: truth
-                .generator
-                .at(n, workload.cpu_us, workload.wait_us > 0.0),
+            server_us: workload.cpu_us + truth.overhead.at(n, workload.cpu_us, workload.waits()),
+            client_us: truth.generator.at(n, workload.cpu_us, workload.waits()),
             p50_us: 0.0,
             p99_us: 0.0,
             placement: truth.placement,

@@ -42,6 +42,13 @@ pub struct Workload {
     pub blocking: bool,
 }
 
+impl Workload {
+    /// Whether a request waits at all (its cost then carries [`fit::CostCurve`]'s `w`).
+    pub fn waits(&self) -> bool {
+        self.wait_us > 0.0
+    }
+}
+
 /// The term of the model that binds a prediction: the asymptote it is nearest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -863,28 +863,25 @@ fn a_budget_measures_the_models_leader_and_leaves_the_lowest_predicted_out() {
     // The model off on its leader (1,500 measured against 1,730 to 2,030): the allowance
     // doubles, and the next of the model's order are measured after all.
     c.allowance = Some(2);
-    let mut off = synthetic(|k: Candidate| match k.arch {
+    let leader_off = |k: Candidate| match k.arch {
         Arch::Async => (1500.0, 30_000.0),
         _ => truth(k),
-    });
+    };
+    let mut off = synthetic(leader_off);
     let out = search(&c, &mut off).unwrap();
     assert!(off.asked.iter().any(|p| p.candidate.arch == Arch::Hybrid));
     assert_ne!(out.winner.unwrap().arch, Arch::Async);
     assert!(off.asked.len() <= 4, "{:?}", off.asked);
     // One spare point in the run: the miss widens the cell by one point only (hybrid/2, the
     // model's next; uring/2 and threaded stay out).
-    let off = |k: Candidate| match k.arch {
-        Arch::Async => (1500.0, 30_000.0),
-        _ => truth(k),
-    };
     c.spare = 1;
-    let mut tight = synthetic(off);
+    let mut tight = synthetic(leader_off);
     search(&c, &mut tight).unwrap();
     let asked: Vec<Arch> = tight.asked.iter().map(|p| p.candidate.arch).collect();
     assert_eq!(asked, [Arch::Async, Arch::Reactors, Arch::Hybrid]);
     // None: the run keeps its budget, and the miss widens nothing.
     c.spare = 0;
-    let mut kept = synthetic(off);
+    let mut kept = synthetic(leader_off);
     search(&c, &mut kept).unwrap();
     let asked: Vec<Arch> = kept.asked.iter().map(|p| p.candidate.arch).collect();
     assert_eq!(asked, [Arch::Async, Arch::Reactors]);
