@@ -275,6 +275,10 @@ pub fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
 /// Serves `config` until SIGINT or SIGTERM; prints the ready line and the stats line.
 pub fn serve(config: &ServeConfig) -> anyhow::Result<()> {
     crate::sys::raise_fd_limit();
+    // Every thread and child after this inherits it: a wait (`/sleep`, `/work`'s, a blocking
+    // one's nanosleep, an event loop's timeout) ends when it is due, not up to the default
+    // 50 us later, where the kernel may end several together.
+    let _ = nix::sys::prctl::set_timerslack(1);
     let app = App::new(&config.root, config.store.clone())?;
     if config.protocol == Protocol::Http {
         config.store.prepare()?;

@@ -66,6 +66,7 @@ const SERVER_CASES: &[(&str, ServerCase)] = &[
     ("huge static file", huge_static_file),
     ("abandoned fib stops", abandoned_fib_stops),
     ("abandoned work stops", abandoned_work_stops),
+    ("waits to the nanosecond", precise_waits),
     // Last: iterative works off its slow requests long after the case returns.
     ("vanished clients", vanished_clients_cost_no_cpu),
 ];
@@ -1006,6 +1007,37 @@ fn abandoned_fib_stops(arch: &str, server: &Server) {
     assert_eq!(c.read_reply(false).text(), "Hello, World!", "{arch}");
     assert!(c.closed_by_server(), "{arch}");
     no_new_children_left(arch, pgid, &children_before);
+}
+
+/// Every thread of the server's processes (a connection's child too, while one is open)
+/// sleeps and waits with 1 ns of timer slack, not the default 50 us: a 200 us wait taken with
+/// its slack ran late by up to a quarter, and waits of one loop that fell due within it ended
+/// together, their requests bunched from then on.
+fn precise_waits(arch: &str, server: &Server) {
+    let mut open = Client::connect(server.port);
+    open.send(b"GET /hello HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(open.read_reply(false).status, 200);
+    let pgid = server.pid().as_raw();
+    let mut threads = 0;
+    for process in processes()
+        .iter()
+        .filter(|p| p.pgrp == pgid && p.state != "Z")
+    {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", process.pid)) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            // (Read per thread at /proc/TID: the task directories do not list it.)
+            let tid = task.file_name();
+            let path = format!("/proc/{}/timerslack_ns", tid.to_string_lossy());
+            let Ok(slack) = std::fs::read_to_string(path) else {
+                continue;
+            };
+            assert_eq!(slack.trim(), "1", "{arch}: thread {tid:?}");
+            threads += 1;
+        }
+    }
+    assert!(threads >= 1, "{arch}: no thread of the server was read");
 }
 
 /// The server's children (forking: one per connection).
