@@ -4,7 +4,8 @@
 //! parks), and hybrid keeps its loop responsive while its pool runs a long `/fib`, with
 //! thousands of idle keep-alive connections held; async takes a burst of thousands of
 //! connects without losing one and holds them idle in kilobytes each. Real servers on free
-//! ports.
+//! ports. A loop, and a ring that has idled, read what arrived between the work of waits that
+//! fell due together.
 
 mod common;
 
@@ -313,4 +314,60 @@ fn async_takes_a_burst_of_10000_connects_and_holds_them_in_kilobytes() {
     );
     drop(clients);
     assert_eq!(server.stop_and_count_served(), count);
+}
+
+/// A request that waits 100 ms, then burns 500 ms of CPU in the loop.
+const WAIT_THEN_WORK: &[u8] = b"GET /work?wait_ms=100&cpu_us=500000 HTTP/1.1\r\nHost: t\r\n\r\n";
+
+/// Two waits fall due together while the loop is busy; a /hello arrives during the first's
+/// work. The loop reads it before it starts the second's work (it runs the work of waits due
+/// for [`sweetspot::arch::TURN_CPU`] at most, then looks at what arrived): the /hello's reply
+/// comes between the two. Were a turn to run every wait due at once, it would come last.
+fn a_loop_reads_between_the_work_of_waits_due_together(args: &[&str]) {
+    let server = Server::start(args);
+    // Connected first: the /hello is a request on a connection the loop has, not an accept.
+    let mut hello = Client::connect(server.port);
+    let mut waits = [Client::connect(server.port), Client::connect(server.port)];
+    for w in &mut waits {
+        w.send(WAIT_THEN_WORK);
+    }
+    // Busy past both waits' ends: they fall due together behind it.
+    let mut busy = Client::connect(server.port);
+    busy.send(b"GET /work?cpu_us=300000 HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(busy.read_reply(false).status, 200);
+    // The first wait's work is running now.
+    std::thread::sleep(Duration::from_millis(100));
+    hello.send(b"GET /hello HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(hello.read_reply(false).text(), "Hello, World!");
+    let answered: Vec<bool> = waits.iter_mut().map(reply_waiting).collect();
+    assert_eq!(
+        answered.iter().filter(|a| **a).count(),
+        1,
+        "{args:?}: the waits answered before the /hello: {answered:?}"
+    );
+    for w in &mut waits {
+        assert_eq!(w.read_reply(false).status, 200);
+    }
+}
+
+#[test]
+fn epoll_reads_between_the_work_of_waits_due_together() {
+    a_loop_reads_between_the_work_of_waits_due_together(&["--arch", "epoll"]);
+}
+
+#[test]
+fn poll_reads_between_the_work_of_waits_due_together() {
+    a_loop_reads_between_the_work_of_waits_due_together(&["--arch", "poll"]);
+}
+
+#[test]
+fn a_reactor_reads_between_the_work_of_waits_due_together() {
+    a_loop_reads_between_the_work_of_waits_due_together(&["--arch", "reactors", "--workers", "1"]);
+}
+
+/// uring slices the work of waits due together once its ring has idled: its replies are sent
+/// by turn, and the /hello's goes out before the second wait's work begins.
+#[test]
+fn a_ring_that_idled_reads_between_the_work_of_waits_due_together() {
+    a_loop_reads_between_the_work_of_waits_due_together(&["--arch", "uring", "--workers", "1"]);
 }

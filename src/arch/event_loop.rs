@@ -4,7 +4,8 @@
 //! non-blocking [`RedisPipe`]. CPU work (`/fib`) and SQLite run inline and stall the loop (the
 //! lesson these architectures teach) unless the loop has a [`WorkerPool`] (hybrid), whose
 //! replies come back through its eventfd. Requests are answered by [`pipeline::answer`], in
-//! order; running out of file descriptors pauses accepting for a moment and is logged.
+//! order; running out of file descriptors pauses accepting for a moment and is logged. Of the
+//! timers due, a turn runs the work for [`super::TURN_CPU`] at most before it polls again.
 
 use crate::deadlines::DueHeap;
 use std::io::{self, ErrorKind, Read, Write};
@@ -623,6 +624,7 @@ impl<P: Poller> EventLoop<P> {
             return;
         }
         let now = Instant::now();
+        let until = now + super::TURN_CPU;
         while let Some((_, t)) = self.timers.pop_due(now) {
             let live = self.conns[t.token]
                 .as_ref()
@@ -632,6 +634,9 @@ impl<P: Poller> EventLoop<P> {
                 .flatten()
             {
                 self.complete(t.token, t.generation, resp);
+            }
+            if Instant::now() >= until {
+                return;
             }
         }
     }

@@ -29,6 +29,12 @@ use crate::sys::uring::{Completion, Ring, Socket};
 
 /// How often the ring wakes to check deadlines and the stop flag.
 const TICK: Duration = Duration::from_millis(200);
+/// A ring that has idled (waited [`IDLE`] or longer) in its last [`BUSY_TURNS`] turns runs the
+/// work of waits due [`SLICE`] by slice: after each it sends what is done and takes what
+/// arrived (see `RingLoop::due`). One with work always ready stops slicing after that many.
+const SLICE: Duration = Duration::from_micros(500);
+const IDLE: Duration = Duration::from_micros(100);
+const BUSY_TURNS: u32 = 16;
 /// Submission queue size of each ring.
 const RING_ENTRIES: u32 = 1024;
 /// Provided buffers per ring, and their size: many small ones, since every connection with
@@ -181,7 +187,8 @@ enum RingStore {
 /// bytes are copied into the connection's input and the buffer goes straight back. Replies are
 /// appended to the connection's output, and once per loop turn every connection with output and
 /// no send in flight gets one send, all submitted together with the next wait (one
-/// `io_uring_enter` per turn, however many connections were served). Past
+/// `io_uring_enter` per turn, however many connections were served; a ring that has idled
+/// lately takes the work of waits due in slices, each a turn of its own: see `due`). Past
 /// [`MAX_QUEUED_OUTPUT`] the receive is cancelled and no more requests are answered until the
 /// client drains its output; it is re-armed then (and whenever a multishot ends on its own,
 /// e.g. when the provided buffers ran out). Static files go out in
@@ -209,6 +216,16 @@ struct RingLoop {
     store: RingStore,
     /// Connections touched this turn (each listed once: see `Conn::dirty`).
     dirty: Vec<usize>,
+    /// Waits that are over, whose work is left to run. A ring that sent a turn's replies
+    /// together (its turn ran every wait due at once) read the next requests together, began
+    /// their waits together and ended them together: at 256 connections, 20 us of CPU and 2 ms
+    /// waits each ring's connections went round in one bunch, 2 ms idle, then 3.6 ms of work
+    /// (42,000 req/s, 1.18 of 1.7 cores used, p50 5.8 ms). A ring that idles takes a bunch
+    /// [`SLICE`] by slice (48,000 to 53,000 req/s, p50 4.0 to 4.6 ms); one busy throughout
+    /// keeps its turns whole: sliced, its batches cost a request 31 to 37 us of CPU, not 27.
+    due: std::collections::VecDeque<(usize, u32)>,
+    /// The ring's turns since it last idled: under [`BUSY_TURNS`], it slices its due work.
+    busy_turns: u32,
     /// The time at the start of this turn: one clock read per wake-up, not per request.
     now: Instant,
     last_sweep: Instant,
@@ -241,6 +258,8 @@ impl RingLoop {
             next_generation: 0,
             store,
             dirty: Vec::new(),
+            due: std::collections::VecDeque::new(),
+            busy_turns: BUSY_TURNS,
             now: Instant::now(),
             last_sweep: Instant::now(),
         }
@@ -277,7 +296,20 @@ impl RingLoop {
                     return Ok(());
                 }
             }
-            self.ring.submit_and_wait().context("io_uring_enter")?;
+            if self.due.is_empty() {
+                self.ring.submit_and_wait().context("io_uring_enter")?;
+                self.busy_turns = if now.elapsed() >= IDLE {
+                    0
+                } else {
+                    self.busy_turns.saturating_add(1)
+                };
+            } else {
+                // Work is left: send what is done, and take what arrived meanwhile.
+                self.ring
+                    .submit_and_take_ready()
+                    .context("io_uring_enter")?;
+                self.busy_turns = self.busy_turns.saturating_add(1);
+            }
             self.now = Instant::now();
             let now = self.now;
             completions.clear();
@@ -314,7 +346,29 @@ impl RingLoop {
                 self.complete_op(c)?;
             }
             self.finish_turn();
+            self.run_due();
         }
+    }
+
+    /// Runs the work of waits that are over, and queues their replies. Slicing, it runs none
+    /// while what this turn read has something to submit (a reply, a wait to begin), and else
+    /// runs them until [`SLICE`] has passed (one at least).
+    fn run_due(&mut self) {
+        let slicing = self.busy_turns < BUSY_TURNS;
+        if slicing && self.ring.unsubmitted() > 0 {
+            return;
+        }
+        let until = Instant::now() + SLICE;
+        while let Some((slot, generation)) = self.due.pop_front() {
+            let then = self.live(slot, generation).and_then(|c| c.waiting.take());
+            if let Some(resp) = then.and_then(|route| self.start(slot, generation, route)) {
+                self.complete(slot, generation, resp);
+            }
+            if slicing && Instant::now() >= until {
+                break;
+            }
+        }
+        self.finish_turn();
     }
 
     /// A multishot accept's completion: the new connection (unless stopping), and the accept
@@ -398,12 +452,7 @@ impl RingLoop {
                 self.mark(slot);
             }
             SEND => self.on_sent(slot, generation, c),
-            SLEEP => {
-                let then = self.live(slot, generation).and_then(|c| c.waiting.take());
-                if let Some(resp) = then.and_then(|route| self.start(slot, generation, route)) {
-                    self.complete(slot, generation, resp);
-                }
-            }
+            SLEEP => self.due.push_back((slot, generation)),
             TICKER => {
                 self.ring.timeout(TICK, tag(TICKER, 0, 0))?;
                 self.on_tick()?;
