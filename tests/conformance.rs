@@ -1017,13 +1017,9 @@ fn precise_waits(arch: &str, server: &Server) {
     let mut open = Client::connect(server.port);
     open.send(b"GET /hello HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_eq!(open.read_reply(false).status, 200);
-    let pgid = server.pid().as_raw();
     let mut threads = 0;
-    for process in processes()
-        .iter()
-        .filter(|p| p.pgrp == pgid && p.state != "Z")
-    {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", process.pid)) else {
+    for pid in group_live(server.pid()) {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
             continue;
         };
         for task in tasks.flatten() {

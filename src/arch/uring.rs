@@ -296,21 +296,21 @@ impl RingLoop {
                     return Ok(());
                 }
             }
-            if self.due.is_empty() {
+            let waits = self.due.is_empty();
+            if waits {
                 self.ring.submit_and_wait().context("io_uring_enter")?;
-                self.busy_turns = if now.elapsed() >= IDLE {
-                    0
-                } else {
-                    self.busy_turns.saturating_add(1)
-                };
             } else {
                 // Work is left: send what is done, and take what arrived meanwhile.
                 self.ring
                     .submit_and_take_ready()
                     .context("io_uring_enter")?;
-                self.busy_turns = self.busy_turns.saturating_add(1);
             }
             self.now = Instant::now();
+            self.busy_turns = if waits && self.now - now >= IDLE {
+                0
+            } else {
+                self.busy_turns.saturating_add(1)
+            };
             let now = self.now;
             completions.clear();
             let conns = &mut self.conns;

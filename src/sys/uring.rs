@@ -404,18 +404,7 @@ impl Ring {
     /// Submits and waits as `args` say; a wait that ran out of time or was interrupted is no
     /// error (the caller reaps what is there).
     fn enter(&mut self, want: usize, args: &types::SubmitArgs<'_, '_>) -> io::Result<()> {
-        match self.ring.submitter().submit_with_args(want, args) {
-            Ok(_) => Ok(()),
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)
-                ) =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
+        entered(self.ring.submitter().submit_with_args(want, args))
     }
 
     /// Operations pushed and not yet submitted.
@@ -436,29 +425,19 @@ impl Ring {
         // SAFETY: no argument is passed (a null pointer of size 0, as `submit` passes), and
         // what is submitted was pushed by `push`, whose callers keep its memory alive until
         // the operation completes.
-        let entered = unsafe {
+        entered(unsafe {
             self.ring.submitter().enter::<libc::sigset_t>(
                 pending,
                 0,
                 io_uring::EnterFlags::GETEVENTS.bits(),
                 None,
             )
-        };
-        match entered {
-            Ok(_) => Ok(()),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY)) => Ok(()),
-            Err(e) => Err(e),
-        }
+        })
     }
 
     /// Submits everything pushed and waits for at least one completion.
     pub fn submit_and_wait(&mut self) -> io::Result<()> {
-        match self.ring.submit_and_wait(1) {
-            Ok(_) => Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Ok(()),
-            Err(e) => Err(e),
-        }
+        entered(self.ring.submit_and_wait(1))
     }
 
     /// Moves the completions into `out`. The bytes of a receive are passed to `on_data`
@@ -541,6 +520,23 @@ impl Ring {
             });
         }
         buffers.publish();
+    }
+}
+
+/// An enter that ran out of its time (only one given a timeout), was interrupted by a signal
+/// or found the completion queue full (`EBUSY`) is no error: the caller reaps what is there.
+fn entered(result: io::Result<usize>) -> io::Result<()> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
     }
 }
 

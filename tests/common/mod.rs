@@ -300,12 +300,20 @@ pub fn rss_kb(pid: i32) -> Option<u64> {
 /// The largest resident memory (KiB) of any live process in the process group `pgid`: the
 /// process that serves a connection, whichever architecture it is.
 pub fn group_max_rss_kb(pgid: Pid) -> u64 {
+    group_live(pgid)
+        .into_iter()
+        .filter_map(rss_kb)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The live (not zombie) processes of the process group `pgid`, by pid.
+pub fn group_live(pgid: Pid) -> Vec<i32> {
     processes()
         .iter()
         .filter(|p| p.pgrp == pgid.as_raw() && p.state != "Z")
-        .filter_map(|p| rss_kb(p.pid))
-        .max()
-        .unwrap_or(0)
+        .map(|p| p.pid)
+        .collect()
 }
 
 /// Every process visible in `/proc`.
@@ -331,10 +339,7 @@ pub fn children(pid: Pid, zombies: bool) -> Vec<i32> {
 /// Whether a live (not zombie) process is left in the process group `pgid`. Zombies whose
 /// parent is not ours to reap do not count.
 pub fn group_alive(pgid: Pid) -> bool {
-    killpg(pgid, None).is_ok()
-        && processes()
-            .iter()
-            .any(|p| p.pgrp == pgid.as_raw() && p.state != "Z")
+    killpg(pgid, None).is_ok() && !group_live(pgid).is_empty()
 }
 
 /// Waits up to 5 s for a process group to have no live process.
